@@ -1,0 +1,41 @@
+# flywheel — `make run` (the whole loop, embedded) and `make test` (the tests) each set up
+# their own .venv. torch is installed first from the CPU wheel so no resolver pulls CUDA torch.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+WHEELS := $(wildcard /opt/wheels)
+FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
+export RAGAS_DO_NOT_TRACK := true
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
+
+.PHONY: run test test-fast lint bench setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q $(FIND_LINKS) torch==2.13.0
+	$(BIN)/pip install -q $(FIND_LINKS) -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/flywheel run
+
+test: $(STAMP)
+	$(BIN)/pytest -m "not bench" --timeout=900
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not bench and not slow and not e2e" --timeout=600
+
+lint: $(STAMP)
+	$(BIN)/ruff check flows tasks infra deployments tests
+	$(BIN)/ruff format --check flows tasks infra deployments tests
+	$(BIN)/mypy flows tasks infra
+
+bench: $(STAMP)
+	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+clean:
+	rm -rf $(VENV) .flywheel

@@ -1,0 +1,79 @@
+"""Stage 1 flow: ``collect``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+
+from infra.keys import parse_window_start, window_id
+from infra.runtime import Runtime
+from tasks.collect import (
+    CollectResult,
+    dedupe,
+    drop_opted_out,
+    opted_out_keys,
+    quarantine_row,
+    quarantine_task,
+    read_window_task,
+    to_parquet,
+    write_batch_task,
+)
+
+
+@flow(name="collect", log_prints=False)
+def collect(window_start: datetime | None = None, hours: int = 1) -> CollectResult:
+    """Collect rollouts: read every agent trace of the window (default: the last closed hour)
+    from the trace source, quarantine malformed records with a reason, drop users who opted out
+    of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it."""
+    logger = get_run_logger()
+    rt = Runtime.from_env()
+    start = parse_window_start(window_start)
+    window = window_id(start)
+    with rt.reporting("collect") as report:
+        batch = read_window_task(rt.trace_source(), start, hours)
+        bad = [quarantine_row("collect", window, line, reason) for line, reason in batch.invalid]
+        quarantine_task(rt.catalog, "collect", window, bad)
+        records, duplicates = dedupe(batch.records)
+        records, opted_out = drop_opted_out(records, opted_out_keys(rt.catalog), rt.settings.salt())
+        key = write_batch_task(
+            rt.store, window, to_parquet(records, window=window, salt=rt.settings.salt())
+        )
+        result = CollectResult(
+            window=window,
+            read=len(batch.records) + len(bad),
+            written=len(records),
+            quarantined=len(bad),
+            opted_out=opted_out,
+            duplicates=duplicates,
+            key=key,
+        )
+        report.records("in", result.read)
+        report.records("out", result.written)
+        report.records("quarantined", result.quarantined)
+        report.records("dropped_opted_out", result.opted_out)
+        report.records("dropped_duplicate", result.duplicates)
+    create_table_artifact(
+        key="collect-summary",
+        table=[
+            {
+                "window": window,
+                "in": result.read,
+                "out": result.written,
+                "quarantined": result.quarantined,
+                "opted_out": result.opted_out,
+                "duplicates": result.duplicates,
+            }
+        ],
+        description=f"collect {window}",
+    )
+    logger.info(
+        "collect %s: %d in, %d written, %d quarantined, %d opted out",
+        window,
+        result.read,
+        result.written,
+        result.quarantined,
+        result.opted_out,
+    )
+    return result

@@ -1,0 +1,243 @@
+"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``).
+
+SQLite ``SqlCatalog`` with the warehouse inside the object store by default; a REST catalog by
+setting ``FLYWHEEL_CATALOG_TYPE=rest``. Tables are created on first use. Window-keyed writes
+replace the window in one commit (overwrite with a filter), so reruns never duplicate rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from infra.errors import CatalogError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import Table
+
+    from infra.settings import Settings
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "flywheel"
+TS = pa.timestamp("us", tz="UTC")
+STR_LIST = pa.list_(pa.string())
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "training_examples": pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("prompt_group", pa.string()),
+            ("user_key", pa.string()),
+            ("question", pa.string()),
+            ("contexts", STR_LIST),
+            ("answer", pa.string()),
+            ("reward", pa.float64()),
+            ("reward_judge", pa.float64()),
+            ("reward_faithfulness", pa.float64()),
+            ("reward_context_recall", pa.float64()),
+            ("reward_feedback", pa.float64()),
+            ("reward_latency", pa.float64()),
+            ("reward_config_hash", pa.string()),
+            ("model_version", pa.string()),
+            ("pattern", pa.string()),
+            ("pii_entities", STR_LIST),
+            # "train": passed every gate; "rejected_only": kept solely as the low-reward side of a
+            # preference pair for its prompt group (never used as an SFT/RFT target).
+            ("eligible_as", pa.string()),
+            ("window", pa.string()),
+            ("created_at", TS),
+        ]
+    ),
+    "preference_pairs": pa.schema(
+        [
+            ("pair_id", pa.string()),
+            ("prompt_group", pa.string()),
+            ("prompt", pa.string()),
+            ("chosen", pa.string()),
+            ("rejected", pa.string()),
+            ("chosen_reward", pa.float64()),
+            ("rejected_reward", pa.float64()),
+            ("reward_diff", pa.float64()),
+            ("windows", STR_LIST),
+            ("user_keys", STR_LIST),
+            ("train_run", pa.string()),
+            ("created_at", TS),
+        ]
+    ),
+    "eval_results": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("model_version", pa.string()),
+            ("item_id", pa.string()),
+            ("slice", pa.string()),
+            ("score", pa.float64()),
+            ("answer", pa.string()),
+            ("created_at", TS),
+        ]
+    ),
+    "audit_log": pa.schema(
+        [
+            ("event_id", pa.string()),
+            ("at", TS),
+            ("event_type", pa.string()),
+            ("actor", pa.string()),
+            ("subject", pa.string()),
+            ("details", pa.string()),
+        ]
+    ),
+    "quarantine": pa.schema(
+        [
+            ("stage", pa.string()),
+            ("window", pa.string()),
+            ("reason", pa.string()),
+            ("record", pa.string()),
+            ("at", TS),
+        ]
+    ),
+    "consent": pa.schema(
+        [
+            ("user_key", pa.string()),
+            ("consent_to_training", pa.bool_()),
+            ("updated_at", TS),
+        ]
+    ),
+}
+
+# table -> (source column, partition name) for a day partition
+DAY_PARTITIONS: dict[str, tuple[str, str]] = {
+    "training_examples": ("created_at", "created_day"),
+    "audit_log": ("at", "at_day"),
+}
+
+
+def open_catalog(settings: Settings) -> Catalog:
+    """The configured catalog (SQLite by default), with object-store credentials when on S3."""
+    props: dict[str, str] = {"warehouse": settings.resolved_warehouse}
+    if settings.resolved_warehouse.startswith("s3://"):
+        props.update(_s3_props(settings))
+    try:
+        if settings.catalog_type == "rest":
+            from pyiceberg.catalog.rest import RestCatalog
+
+            if not settings.catalog_uri:
+                raise CatalogError("FLYWHEEL_CATALOG_URI is required for the REST catalog")
+            return RestCatalog("flywheel", uri=settings.catalog_uri, **props)
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        uri = settings.resolved_catalog_uri
+        if uri.startswith("sqlite:///"):
+            from pathlib import Path
+
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            if not settings.resolved_warehouse.startswith("s3://"):
+                Path(settings.resolved_warehouse.removeprefix("file://")).mkdir(
+                    parents=True, exist_ok=True
+                )
+        return SqlCatalog("flywheel", uri=uri, **props)
+    except CatalogError:
+        raise
+    except Exception as exc:
+        raise CatalogError(f"cannot open the {settings.catalog_type} catalog: {exc}") from exc
+
+
+def _s3_props(settings: Settings) -> dict[str, str]:
+    props = {"s3.region": settings.s3_region}
+    if settings.s3_endpoint_url:
+        props["s3.endpoint"] = settings.s3_endpoint_url
+    if settings.s3_access_key_id:
+        props["s3.access-key-id"] = settings.s3_access_key_id.get_secret_value()
+    if settings.s3_secret_access_key:
+        props["s3.secret-access-key"] = settings.s3_secret_access_key.get_secret_value()
+    return props
+
+
+def get_table(catalog: Catalog, name: str) -> Table:
+    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
+
+    ident = f"{NAMESPACE}.{name}"
+    try:
+        return catalog.load_table(ident)
+    except NoSuchTableError:
+        pass
+    if name not in SCHEMAS:
+        raise CatalogError(f"unknown table {name!r}")
+    try:
+        catalog.create_namespace(NAMESPACE)
+    except NamespaceAlreadyExistsError:
+        pass
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    try:
+        table = catalog.create_table(ident, schema=SCHEMAS[name])
+    except TableAlreadyExistsError:  # created concurrently
+        return catalog.load_table(ident)
+    if name in DAY_PARTITIONS:
+        from pyiceberg.transforms import DayTransform
+
+        source, part = DAY_PARTITIONS[name]
+        with table.update_spec() as spec:
+            spec.add_field(source, DayTransform(), part)
+        table = catalog.load_table(ident)
+    return table
+
+
+def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows as an Arrow table with exactly the DESIGN schema of ``name`` (extra keys ignored)."""
+    schema = SCHEMAS[name]
+    columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
+    """Append rows to a table in one commit (no-op for no rows)."""
+    if rows:
+        get_table(catalog, name).append(to_arrow(name, rows))
+
+
+def replace_window(catalog: Catalog, name: str, window: str, rows: list[dict[str, Any]]) -> None:
+    """Replace every row of ``window`` with ``rows`` in one commit: a rerun never duplicates."""
+    from pyiceberg.expressions import EqualTo
+
+    replace_where(catalog, name, EqualTo("window", window), rows)
+
+
+def replace_where(
+    catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
+) -> None:
+    """Replace the rows matching ``row_filter`` with ``rows`` in one commit."""
+    table = get_table(catalog, name)
+    with warnings.catch_warnings():  # "Delete operation did not match any records" on first run
+        warnings.simplefilter("ignore", UserWarning)
+        table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
+
+
+def delete_rows(catalog: Catalog, name: str, row_filter: BooleanExpression) -> None:
+    """Delete the rows matching ``row_filter`` (copy-on-write; data files are rewritten)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        get_table(catalog, name).delete(delete_filter=row_filter)
+
+
+def scan(
+    catalog: Catalog,
+    name: str,
+    row_filter: BooleanExpression | None = None,
+    snapshot_id: int | None = None,
+) -> pa.Table:
+    """Read a table (optionally filtered, optionally as of a snapshot) into Arrow."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    table = get_table(catalog, name)
+    return table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snapshot_id).to_arrow()
+
+
+def current_snapshot_id(catalog: Catalog, name: str) -> int | None:
+    snap = get_table(catalog, name).current_snapshot()
+    return snap.snapshot_id if snap else None

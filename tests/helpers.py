@@ -1,0 +1,28 @@
+"""Builders shared by tests (plain functions, no fixtures)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from infra.traces import TraceRecord
+
+
+def make_trace(i: int, at: datetime, **overrides: object) -> TraceRecord:
+    fields: dict[str, object] = {
+        "trace_id": f"trace-{i:05d}",
+        "session_id": f"s-{i % 7}",
+        "user_id": f"user-{i % 11}",
+        "prompt_group": f"g-{i // 3}",
+        "question": f"Hi, I'm Jane Roe (jane.roe{i}@example.com). What is {i % 50}+{i % 40}?",
+        "contexts": [f"calculator: {i % 50} + {i % 40} = {i % 50 + i % 40}"],
+        "answer": str(i % 50 + i % 40),
+        "model_version": "v0",
+        "temperature": 0.7,
+        "top_p": 1.0,
+        "latency_s": 0.05,
+        "tokens_in": 30,
+        "tokens_out": 2,
+        "created_at": at + timedelta(seconds=i),
+    }
+    fields.update(overrides)
+    return TraceRecord.model_validate(fields)

@@ -1,0 +1,72 @@
+"""Start real service binaries (Debian's prometheus, alertmanager, pushgateway) on loopback
+for tests, and end exactly the processes we started."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+BINARIES = {
+    "prometheus": ["prometheus"],
+    "alertmanager": ["prometheus-alertmanager", "alertmanager"],
+    "pushgateway": ["prometheus-pushgateway", "pushgateway"],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def find_binary(kind: str) -> str:
+    for name in BINARIES[kind]:
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip(f"{kind} binary not installed (apt-get install {BINARIES[kind][0]}; .ci/run does)")
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+@contextmanager
+def service(args: list[str], ready_url: str, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_http(ready_url)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def pushgateway(tmp: Path) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [find_binary("pushgateway"), f"--web.listen-address=127.0.0.1:{port}"]
+    with service(args, f"{url}/-/ready", tmp / "pushgateway.log"):
+        yield url
