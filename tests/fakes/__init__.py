@@ -1,0 +1,1 @@
+"""Loopback fakes of outside services that speak their real wire protocols."""
