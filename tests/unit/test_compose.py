@@ -1,0 +1,358 @@
+"""docker-compose.yml against the code: every FLYWHEEL_* variable is a real setting and parses,
+URLs and scrape targets point at services and ports that exist, startup waits for health,
+secrets are required, mounted configs exist. Docker is not needed (PyYAML); when the compose
+plugin is installed, `docker compose config` validates the file too."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, get_origin
+
+import pytest
+import yaml
+from pydantic import AliasChoices, BaseModel
+
+from infra.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+ENV_EXAMPLE = (ROOT / ".env.example").read_text()
+COMPOSE_ENV_EXAMPLE = (ROOT / "infra/docker/compose.env.example").read_text()
+
+_REF = re.compile(
+    r"\$\$|\$\{(?P<name>[A-Za-z_]\w*)(?:(?P<op>:?[-?])(?P<arg>(?:[^{}]|\{[^{}]*\})*))?\}"
+)
+_URL = re.compile(
+    r"\b[a-z][a-z0-9+]*://(?:[^@/\s\"']*@)?(?P<host>[A-Za-z0-9_.-]+)(?::(?P<port>\d+))?"
+)
+_SECRET_KEY = re.compile(r"PASSWORD|SECRET|TOKEN|SALT|ENCRYPTION_KEY|_AUTH$")
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's interpolation: $$, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, arg = m.group("name"), m.group("op"), m.group("arg")
+        val = env.get(name)
+        if op in (":?", "?") and (val is None or (op == ":?" and not val)):
+            raise KeyError(f"{name}: {arg}")
+        if op in (":-", "-") and (val is None or (op == ":-" and not val)):
+            return interpolate(arg, env)
+        return val or ""
+
+    return _REF.sub(sub, value)
+
+
+def references(node: Any) -> list[re.Match[str]]:
+    """Every ${...} reference anywhere in a parsed YAML node."""
+    if isinstance(node, dict):
+        return [r for k, v in node.items() for r in references(k) + references(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in references(v)]
+    if isinstance(node, str):
+        return [m for m in _REF.finditer(node) if m.group("name")]
+    return []
+
+
+REQUIRED = sorted({m.group("name") for m in references(COMPOSE) if m.group("op") == ":?"})
+FAKE_ENV = {name: f"test-{name.lower()}" for name in REQUIRED}
+
+
+def env_of(service: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    raw = SERVICES[service].get("environment") or {}
+    assert isinstance(raw, dict), f"{service}: write environment as a mapping"
+    return {k: interpolate(str(v), {**FAKE_ENV, **(extra or {})}) for k, v in raw.items()}
+
+
+def exposed(service: str) -> set[int]:
+    ports = {int(p) for p in SERVICES[service].get("expose", [])}
+    ports |= {int(str(p).rsplit(":", 1)[-1]) for p in SERVICES[service].get("ports", [])}
+    return ports
+
+
+def settings_env_names(model: type[BaseModel] = Settings, prefix: str = "FLYWHEEL_") -> set[str]:
+    """Env names pydantic-settings reads for ``model`` (nested models with ``__``; a dict field
+    also accepts ``NAME__KEY``, listed here as ``NAME__*``)."""
+    names: set[str] = set()
+    for name, field in model.model_fields.items():
+        env = f"{prefix}{name.upper()}"
+        names.add(env)
+        if isinstance(field.validation_alias, AliasChoices):
+            names |= {c.upper() for c in field.validation_alias.choices if isinstance(c, str)}
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            names |= settings_env_names(ann, f"{env}__")
+        elif get_origin(ann) is dict:
+            names.add(f"{env}__*")
+    return names
+
+
+def flywheel_services() -> list[str]:
+    return [s for s, spec in SERVICES.items() if "FLYWHEEL_HOME" in (spec.get("environment") or {})]
+
+
+def build_settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp: Path) -> Settings:
+    for var in [v for v in os.environ if v.startswith(("FLYWHEEL_", "AWS_"))]:
+        monkeypatch.delenv(var)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp)  # no .env
+    return Settings()
+
+
+def test_interpolation_follows_compose_rules() -> None:
+    env = {"SET": "x", "EMPTY": ""}
+    assert (
+        interpolate("a$${SET}-${SET}-${UNSET:-d}-${EMPTY:-e}-${EMPTY-f}", env) == "a${SET}-x-d-e-"
+    )
+    assert interpolate("${UNSET:-{}}", env) == "{}"
+    with pytest.raises(KeyError, match="EMPTY"):
+        interpolate("${EMPTY:?set EMPTY}", env)
+
+
+def test_every_flywheel_variable_is_a_setting_and_documented() -> None:
+    known = settings_env_names()
+    used = {
+        k
+        for s in flywheel_services()
+        for k in SERVICES[s]["environment"]
+        if k.startswith("FLYWHEEL_")
+    }
+    unknown = {
+        k
+        for k in used
+        if k not in known and not any(k.startswith(p[:-1]) for p in known if p.endswith("*"))
+    }
+    assert used and not unknown, f"not fields of infra.settings.Settings: {sorted(unknown)}"
+    undocumented = sorted(k for k in used if k not in ENV_EXAMPLE)
+    assert not undocumented, f"add to .env.example: {undocumented}"
+    assert {"gateway", "prefect-worker", "prefect-deploy", "flywheel-bootstrap"} <= set(
+        flywheel_services()
+    )
+
+
+@pytest.mark.parametrize("service", ["gateway", "prefect-worker"])
+def test_flywheel_services_get_the_production_settings(
+    service: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = env_of(service)
+    s = build_settings(env, monkeypatch, tmp_path)
+    assert s.resolved_store_url.startswith("s3://") and s.s3_endpoint_url == "http://minio:9000"
+    assert s.catalog_type == "rest" and s.catalog_uri and s.resolved_warehouse.startswith("s3://")
+    assert (s.trace_source, s.trace_sink) == ("langfuse", "langfuse")
+    assert s.pushgateway_url and s.release.prometheus_url and s.gateway.url
+    assert s.gateway.admin_token is not None
+    assert s.gateway.admin_token.get_secret_value() == FAKE_ENV["GATEWAY_ADMIN_TOKEN"]
+    assert s.s3_secret_access_key is not None and s.user_salt is not None
+    assert s.gateway.upstreams == {}  # in-process models unless GATEWAY_UPSTREAMS is set
+    assert env["PREFECT_API_URL"].endswith("/api")
+
+
+def test_gateway_listens_where_compose_and_prometheus_expect(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    s = build_settings(env_of("gateway"), monkeypatch, tmp_path)
+    assert s.gateway.host == "0.0.0.0" and s.gateway.port in exposed("gateway")
+    assert SERVICES["gateway"]["command"] == ["flywheel", "gateway"]
+
+
+def test_gpu_profile_upstream_example_points_at_vllm(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    example = re.search(r"^# GATEWAY_UPSTREAMS='(.+)'$", COMPOSE_ENV_EXAMPLE, re.M)
+    assert example, "compose.env.example documents GATEWAY_UPSTREAMS for --profile gpu"
+    env = env_of("gateway", {"GATEWAY_UPSTREAMS": example.group(1)})
+    upstreams = build_settings(env, monkeypatch, tmp_path).gateway.upstreams
+    vllm = SERVICES["vllm"]
+    assert vllm["profiles"] == ["gpu"]
+    served = vllm["command"][vllm["command"].index("--served-model-name") + 1]
+    port = int(vllm["command"][vllm["command"].index("--port") + 1])
+    assert list(upstreams) == [interpolate(served, {})]
+    url = _URL.search(upstreams[interpolate(served, {})])
+    assert url and url.group("host") == "vllm" and int(url.group("port") or 0) == port
+    assert port in exposed("vllm")
+    assert SERVICES["gateway"]["depends_on"]["vllm"]["required"] is False
+
+
+def test_startup_waits_for_healthy_dependencies() -> None:
+    problems = []
+    for name, spec in SERVICES.items():
+        one_shot = spec.get("restart") == "no"
+        if not one_shot and "healthcheck" not in spec:
+            problems.append(f"{name}: long-running service without a healthcheck")
+        deps = spec.get("depends_on", {})
+        if not isinstance(deps, dict):
+            problems.append(f"{name}: depends_on must name a condition")
+            continue
+        for dep, cond in deps.items():
+            target = SERVICES.get(dep)
+            if target is None:
+                problems.append(f"{name} -> {dep}: no such service")
+            elif "healthcheck" in target and cond.get("condition") != "service_healthy":
+                problems.append(f"{name} -> {dep}: use condition service_healthy")
+            elif "healthcheck" not in target and (
+                target.get("restart") != "no"
+                or cond.get("condition") != "service_completed_successfully"
+            ):
+                problems.append(f"{name} -> {dep}: a job without healthcheck must be one-shot")
+            elif target.get("profiles") and not spec.get("profiles") and cond.get("required", True):
+                problems.append(f"{name} -> {dep}: profile-only dependency needs required: false")
+    assert not problems, problems
+
+
+def test_secrets_are_required_and_documented() -> None:
+    problems = []
+    for name, spec in SERVICES.items():
+        for key, value in (spec.get("environment") or {}).items():
+            value = str(value)
+            if _SECRET_KEY.search(key) and not re.fullmatch(r"\$\{\w+:\?[^}]+\}", value):
+                problems.append(f"{name}.{key}: a secret must be ${{VAR:?...}}")
+            for userinfo in re.findall(r"://[^/@\s]*:([^/@\s]+)@", value):
+                if not re.fullmatch(r"\$\{\w+:\?[^}]+\}", userinfo):
+                    problems.append(f"{name}.{key}: password in a URL must be ${{VAR:?...}}")
+    assert not problems, problems
+    assert {"GATEWAY_ADMIN_TOKEN", "MINIO_ROOT_PASSWORD", "USER_SALT"} <= set(REQUIRED)
+    missing = [v for v in REQUIRED if not re.search(rf"^{v}=", COMPOSE_ENV_EXAMPLE, re.M)]
+    assert not missing, f"document in infra/docker/compose.env.example: {missing}"
+    with pytest.raises(KeyError, match="GATEWAY_ADMIN_TOKEN"):
+        interpolate(str(SERVICES["gateway"]["environment"]["FLYWHEEL_GATEWAY__ADMIN_TOKEN"]), {})
+
+
+def test_urls_point_at_services_and_their_ports() -> None:
+    problems = []
+    for name in SERVICES:
+        for key, value in env_of(name).items():
+            for url in _URL.finditer(value):
+                host, port = url.group("host"), url.group("port")
+                if host not in SERVICES:
+                    continue
+                if port is None or int(port) not in exposed(host):
+                    problems.append(
+                        f"{name}.{key}: {url.group(0)} (ports of {host}: {exposed(host)})"
+                    )
+    assert not problems, problems
+
+
+def _target(hostport: str, own: str) -> tuple[str, int]:
+    host, port = hostport.rsplit(":", 1)
+    return (own if host == "localhost" else host), int(port)
+
+
+def test_monitoring_configs_reach_compose_services() -> None:
+    prom = yaml.safe_load((ROOT / "infra/prometheus/prometheus.yml").read_text())
+    targets = [
+        t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    ]
+    targets += [
+        t
+        for am in prom["alerting"]["alertmanagers"]
+        for sc in am["static_configs"]
+        for t in sc["targets"]
+    ]
+    for host, port in (_target(t, "prometheus") for t in targets):
+        assert host in SERVICES and port in exposed(host), f"prometheus target {host}:{port}"
+    jobs = {job["job_name"]: job for job in prom["scrape_configs"]}
+    assert jobs["pushgateway"].get("honor_labels") is True
+
+    am = yaml.safe_load((ROOT / "infra/alertmanager/alertmanager.yml").read_text())
+    hooks = [w for r in am["receivers"] for w in r.get("webhook_configs", [])]
+    assert hooks
+    for hook in hooks:
+        url = _URL.search(hook["url"])
+        assert (
+            url and url.group("host") == "gateway" and int(url.group("port")) in exposed("gateway")
+        )
+        assert hook["url"].endswith("/admin/alerts")
+        token_file = hook["http_config"]["authorization"]["credentials_file"]
+        secret = token_file.removeprefix("/run/secrets/")
+        assert secret in SERVICES["alertmanager"]["secrets"]
+        # the secret Alertmanager sends is the token the gateway checks
+        env_var = COMPOSE["secrets"][secret]["environment"]
+        assert SERVICES["gateway"]["environment"]["FLYWHEEL_GATEWAY__ADMIN_TOKEN"].startswith(
+            f"${{{env_var}:?"
+        )
+
+    ds = yaml.safe_load(
+        (ROOT / "infra/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
+    url = _URL.search(ds["datasources"][0]["url"])
+    assert (
+        url
+        and url.group("host") == "prometheus"
+        and int(url.group("port")) in exposed("prometheus")
+    )
+
+
+def _mounts(service: str) -> dict[str, str]:
+    """container path -> host path of the bind mounts of a service."""
+    out = {}
+    for vol in SERVICES[service].get("volumes", []):
+        src, dst = str(vol).split(":")[:2]
+        if src.startswith("./"):
+            out[dst] = src
+    return out
+
+
+def test_mounted_configs_exist_and_match_commands() -> None:
+    for service in SERVICES:
+        for dst, src in _mounts(service).items():
+            assert (ROOT / src).exists(), f"{service}: {src} (mounted at {dst}) is missing"
+    for service, flag in (("prometheus", "--config.file="), ("alertmanager", "--config.file=")):
+        cfg = next(a for a in SERVICES[service]["command"] if a.startswith(flag)).removeprefix(flag)
+        mount = next(d for d in _mounts(service) if cfg.startswith(d + "/"))
+        assert (ROOT / _mounts(service)[mount] / cfg.removeprefix(mount + "/")).is_file()
+    provider = yaml.safe_load(
+        (ROOT / "infra/grafana/provisioning/dashboards/flywheel.yml").read_text()
+    )
+    grafana = _mounts("grafana")
+    assert grafana["/etc/grafana/provisioning"] == "./infra/grafana/provisioning"
+    dashboards = provider["providers"][0]["options"]["path"]
+    assert grafana[dashboards] == "./infra/grafana/dashboards"
+    home = SERVICES["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert (ROOT / "infra/grafana/dashboards" / Path(home).relative_to(dashboards)).is_file()
+    build = COMPOSE["x-flywheel-image"]["build"]
+    assert (ROOT / build["context"] / build["dockerfile"]).is_file()
+
+
+def test_worker_serves_the_pool_of_every_deployment() -> None:
+    cmd = SERVICES["prefect-worker"]["command"]
+    pool = cmd[cmd.index("--pool") + 1]
+    prefect = yaml.safe_load((ROOT / "deployments/prefect.yaml").read_text())
+    assert {d["work_pool"]["name"] for d in prefect["deployments"]} == {pool}
+    deploy = " ".join(SERVICES["prefect-deploy"]["command"])
+    assert (
+        f"work-pool create {pool}" in deploy and "--prefect-file deployments/prefect.yaml" in deploy
+    )
+
+
+def test_prefect_variables_are_prefect_settings() -> None:
+    legacy = pytest.importorskip("prefect.settings.legacy")
+    from prefect.settings.models.root import Settings as PrefectSettings
+
+    valid = legacy._get_valid_setting_names(PrefectSettings)
+    used = {
+        k
+        for spec in SERVICES.values()
+        for k in (spec.get("environment") or {})
+        if k.startswith("PREFECT_")
+    }
+    assert used and used <= valid, sorted(used - valid)
+
+
+def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
+    docker = shutil.which("docker")
+    if not docker or subprocess.run([docker, "compose", "version"], capture_output=True).returncode:
+        pytest.skip("the docker compose plugin is not installed; structure checked above")
+    env = {**FAKE_ENV, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [docker, "compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
