@@ -40,6 +40,7 @@ class JudgeSettings(BaseModel):
     timeout_s: float = 30.0
     call_budget: int = 10_000  # per run
     skip_when_feedback: bool = False
+    ragas_mode: Literal["auto", "llm", "non_llm"] = "auto"  # auto: llm when base_url is set
 
 
 class RewardSettings(BaseModel):

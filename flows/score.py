@@ -1,0 +1,62 @@
+"""Stage 2 flow: ``score``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from infra.keys import parse_window_start, window_id
+from infra.runtime import Runtime
+from tasks.score import (
+    Scorer,
+    ScoreResult,
+    load_cache_task,
+    read_rollouts_task,
+    report_metrics,
+    save_cache_task,
+    score_rollouts_task,
+    summarize_run,
+    summary_markdown,
+    write_scores_task,
+)
+
+
+@flow(name="score", log_prints=False)
+def score(window_start: datetime | None = None, hours: int = 1) -> ScoreResult:
+    """Score rollouts: give every trace of the window (default: the last closed hour; with
+    hours > 1, each hourly window from window_start) a composite reward of judge, ragas
+    faithfulness and context recall, user feedback and latency, and write
+    scores/window=<start>/scores.parquet. Cached judge verdicts are reused, so rerunning a
+    window costs no judge calls; a judge failure marks that component missing, never the run."""
+    logger = get_run_logger()
+    rt = Runtime.from_env()
+    start = parse_window_start(window_start)
+    windows = [window_id(start + timedelta(hours=i)) for i in range(max(1, hours))]
+    scored: dict[str, pa.Table] = {}
+    keys: list[str] = []
+    with rt.reporting("score") as report:
+        scorer = Scorer(rt.settings)
+        for window in windows:
+            rollouts = read_rollouts_task(rt.store, window)
+            if rollouts is None:
+                logger.warning("no rollouts for window %s (run collect first)", window)
+                continue
+            cache = load_cache_task(rt.store, scorer, rollouts)
+            scores: pa.Table = score_rollouts_task(scorer, rollouts, cache, window)
+            keys.append(write_scores_task(rt.store, window, scores))
+            save_cache_task(rt.store, scorer.namespace, cache)
+            report.records("in", rollouts.num_rows)
+            report.records("out", scores.num_rows)
+            scored[window] = scores
+        result = summarize_run(windows, scored, scorer, keys)
+        report_metrics(report, list(scored.values()), scorer.stats, scorer.judge.kind)
+    create_markdown_artifact(
+        key="score-summary",
+        markdown=summary_markdown(result, list(scored.values())),
+        description=f"score {windows[0]}",
+    )
+    logger.info("score %s: %s", windows[0], result.message)
+    return result
