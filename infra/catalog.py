@@ -8,6 +8,7 @@ replace the window in one commit (overwrite with a filter), so reruns never dupl
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +118,22 @@ DAY_PARTITIONS: dict[str, tuple[str, str]] = {
 
 
 def open_catalog(settings: Settings) -> Catalog:
-    """The configured catalog (SQLite by default), with object-store credentials when on S3."""
+    """The configured catalog (SQLite by default), with object-store credentials when on S3.
+
+    Two processes opening a fresh SQLite catalog at once can race on creating its metadata
+    tables; that is retried.
+    """
+    for attempt in range(4):
+        try:
+            return _open_catalog(settings)
+        except CatalogError:
+            if attempt == 3:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _open_catalog(settings: Settings) -> Catalog:
     props: dict[str, str] = {"warehouse": settings.resolved_warehouse}
     if settings.resolved_warehouse.startswith("s3://"):
         props.update(_s3_props(settings))
@@ -172,6 +188,9 @@ def get_table(catalog: Catalog, name: str) -> Table:
         catalog.create_namespace(NAMESPACE)
     except NamespaceAlreadyExistsError:
         pass
+    except Exception:  # a concurrent creator won the race (e.g. SQLite IntegrityError)
+        if (NAMESPACE,) not in catalog.list_namespaces():
+            raise
     from pyiceberg.exceptions import TableAlreadyExistsError
 
     try:

@@ -57,3 +57,7 @@ class ReleaseError(FlywheelError):
 
 class UpstreamError(FlywheelError):
     """A model server behind the gateway failed or is unavailable."""
+
+
+class MetricsError(FlywheelError):
+    """Prometheus (or the gateway's ``/metrics``) did not answer a query usable for analysis."""

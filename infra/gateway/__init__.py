@@ -1,0 +1,41 @@
+"""The OpenAI-compatible gateway: routing (stable / shadow / canary), tracing, metrics, admin.
+
+``infra.gateway.state`` (routing state, rollback) is importable without the web stack; the
+app and server helpers are loaded lazily so that flows importing the state stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infra.gateway.state import RoutingState, load_state, rollback, save_state
+
+if TYPE_CHECKING:
+    from infra.gateway.app import create_app
+    from infra.gateway.serve import GatewayHandle, serve_gateway, start_background_gateway
+
+__all__ = [
+    "GatewayHandle",
+    "RoutingState",
+    "create_app",
+    "load_state",
+    "rollback",
+    "save_state",
+    "serve_gateway",
+    "start_background_gateway",
+]
+
+_LAZY = {
+    "create_app": "infra.gateway.app",
+    "GatewayHandle": "infra.gateway.serve",
+    "serve_gateway": "infra.gateway.serve",
+    "start_background_gateway": "infra.gateway.serve",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'infra.gateway' has no attribute {name!r}")

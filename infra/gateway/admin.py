@@ -1,0 +1,300 @@
+"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook.
+
+The rollback fast path changes the in-memory routing first (the candidate stops getting traffic
+within the request), then writes ``deploy/state.json``, then, in the background, the audit
+event and the request to Prefect to run the ``rollback`` deployment. Neither the audit log nor
+Prefect can delay or prevent the rollback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from infra.gateway.state import (
+    Phase,
+    RoutingState,
+    StateConflict,
+    apply_rollback,
+    load_state,
+    persist_rollback,
+    record_transition,
+    save_state,
+    write_rollback_audit,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.gateway.routing import StateWatcher
+    from infra.settings import Settings
+    from infra.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+class RollbackRequest(BaseModel):
+    reason: str = Field(default="manual rollback", max_length=2000)
+    actor: str = Field(default="admin", max_length=200)
+
+
+class StateUpdate(BaseModel):
+    """Fields to change (unset fields keep their value); ``expected_revision`` guards against
+    overwriting a state that changed since the caller read it."""
+
+    stable: str | None = None
+    candidate: str | None = None
+    phase: Phase | None = None
+    weight: float | None = Field(default=None, ge=0, le=100)
+    shadow_fraction: float | None = Field(default=None, ge=0, le=1)
+    step: int | None = None
+    reason: str = "admin update"
+    actor: str = "admin"
+    evidence: dict[str, Any] = {}
+    expected_revision: int | None = None
+    force: bool = False  # allow routing traffic to a rejected version
+
+
+class Admin:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: ObjectStore,
+        watcher: StateWatcher,
+        catalog: Catalog | None = None,
+        on_rollback: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.watcher = watcher
+        self._catalog = catalog
+        # runs in a background thread after each rollback, with its reason
+        self.on_rollback = on_rollback or (
+            lambda reason: trigger_prefect_rollback(settings, reason)
+        )
+        self._lock = asyncio.Lock()
+        self._catalog_lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def catalog(self, attempts: int = 4) -> Catalog:
+        """The audit catalog, opened on first use; retried because a first use racing another
+        process on a fresh SQLite catalog can fail once ("table ... already exists")."""
+        from infra.catalog import get_table, open_catalog
+
+        with self._catalog_lock:
+            for attempt in range(attempts):
+                if self._catalog is not None:
+                    break
+                try:
+                    catalog = open_catalog(self.settings)
+                    get_table(catalog, "audit_log")  # created now, not during a rollback
+                    self._catalog = catalog
+                except Exception as exc:
+                    if attempt == attempts - 1:
+                        raise
+                    log.warning("opening the audit catalog failed (%s); retrying", exc)
+                    time.sleep(0.5 * 2**attempt)
+        assert self._catalog is not None
+        return self._catalog
+
+    def warm_up(self) -> None:
+        """Open the audit catalog in the background so a rollback's audit event is quick."""
+        if self.settings.gateway.admin_token is not None:
+            self._background(self.catalog)
+
+    def authorize(self, request: Request) -> None:
+        token = self.settings.gateway.admin_token
+        if token is None or not token.get_secret_value():
+            raise HTTPException(
+                503, "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
+            )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+            given.strip().encode(), token.get_secret_value().encode()
+        ):
+            raise HTTPException(
+                401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
+            )
+
+    async def rollback(
+        self,
+        *,
+        reason: str,
+        actor: str,
+        evidence: dict[str, Any] | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> tuple[bool, RoutingState]:
+        """Roll back now; returns (whether anything was rolled back, the resulting state)."""
+        async with self._lock:
+            current = self.watcher.state
+            local = apply_rollback(
+                current, reason=reason, actor=actor, evidence=evidence, fingerprints=fingerprints
+            )
+            if local is not None:  # takes effect for the very next request
+                local.revision = current.revision + 1
+                self.watcher.set_local(local, persisted=False)
+            try:
+                saved, before = await asyncio.to_thread(
+                    persist_rollback,
+                    self.store,
+                    reason=reason,
+                    actor=actor,
+                    evidence=evidence,
+                    fingerprints=fingerprints,
+                )
+            except Exception as exc:
+                log.error("rollback applied in memory but the state was not written: %s", exc)
+                raise HTTPException(
+                    503, "rolled back in this gateway, but deploy/state.json was not written"
+                ) from exc
+            self.watcher.set_local(saved, persisted=True)
+        if before is None:
+            return local is not None, saved
+        self._background(lambda: write_rollback_audit(self.catalog(), saved, before=before))
+        self._background(lambda: self.on_rollback(reason))
+        return True, saved
+
+    def _background(self, fn: Any) -> None:
+        def run() -> None:
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - never surfaces to the rollback
+                log.error("background rollback step failed: %s", exc)
+
+        thread = threading.Thread(target=run, name="gateway-rollback-bg", daemon=True)
+        thread.start()
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+
+    async def alerts(self, payload: Any) -> dict[str, Any]:
+        """Handle an Alertmanager webhook (v4): firing alerts naming the candidate roll it back."""
+        alerts = payload.get("alerts") if isinstance(payload, dict) else None
+        if not isinstance(alerts, list):
+            raise HTTPException(400, "expected Alertmanager webhook JSON with an 'alerts' list")
+        state = self.watcher.state
+        candidate = state.candidate
+        seen = set(state.alert_fingerprints)
+        matched: list[dict[str, Any]] = []
+        duplicates = 0
+        for alert in alerts:
+            if not isinstance(alert, dict) or alert.get("status") != "firing":
+                continue
+            labels = alert.get("labels") or {}
+            fingerprint = str(alert.get("fingerprint") or _fingerprint(labels))
+            if fingerprint in seen:
+                duplicates += 1
+                continue
+            named = labels.get("model") or labels.get("version")
+            if candidate is not None and named == candidate:
+                seen.add(fingerprint)
+                matched.append({
+                    "alertname": labels.get("alertname"), "fingerprint": fingerprint,
+                    "labels": labels, "startsAt": alert.get("startsAt"),
+                })  # fmt: skip
+        rolled_back = False
+        if matched:
+            names = ", ".join(sorted({str(m["alertname"]) for m in matched}))
+            rolled_back, state = await self.rollback(
+                reason=f"alert firing for {candidate}: {names}",
+                actor="alertmanager",
+                evidence={"alerts": matched},
+                fingerprints=[m["fingerprint"] for m in matched],
+            )
+        return {
+            "rolled_back": rolled_back,
+            "matched": len(matched),
+            "duplicates": duplicates,
+            "state": state.model_dump(mode="json"),
+        }
+
+    async def update(self, change: StateUpdate) -> RoutingState:
+        async with self._lock:
+            try:
+                saved = await asyncio.to_thread(self._update, change)
+            except StateConflict as exc:
+                raise HTTPException(409, str(exc)) from exc
+            self.watcher.set_local(saved, persisted=True)
+            return saved
+
+    def _update(self, change: StateUpdate) -> RoutingState:
+        current = load_state(self.store)
+        if change.expected_revision is not None and change.expected_revision != current.revision:
+            raise StateConflict(
+                f"state is at revision {current.revision}, not {change.expected_revision}"
+            )
+        fields = change.model_dump(
+            include={"stable", "candidate", "weight", "shadow_fraction", "step"},
+            exclude_unset=True,
+        )
+        new = record_transition(
+            current,
+            to_phase=change.phase or current.phase,
+            actor=change.actor,
+            reason=change.reason,
+            evidence=change.evidence,
+            **fields,
+        )
+        routed = new.candidate and (new.weight > 0 or new.shadow_fraction > 0)
+        if routed and new.candidate in new.rejected and not change.force:
+            raise HTTPException(409, f"{new.candidate} was rejected; pass force=true to route it")
+        return save_state(self.store, new)
+
+
+def _fingerprint(labels: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
+    """Ask Prefect to run the rollback deployment (fire and forget) when a Prefect API is
+    configured; without one nothing happens (no ephemeral server is started for this)."""
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        log.info("no Prefect API configured: rollback deployment not triggered")
+        return
+    from prefect.deployments import run_deployment
+
+    run = run_deployment(
+        name=settings.prefect_rollback_deployment,
+        parameters={"reason": reason},
+        timeout=0,
+        as_subflow=False,
+    )
+    log.info("requested Prefect rollback run %s", getattr(run, "id", "?"))
+
+
+def admin_router(admin: Admin) -> APIRouter:
+    router = APIRouter(prefix="/admin", dependencies=[Depends(admin.authorize)])
+
+    @router.get("/state")
+    async def get_state() -> dict[str, Any]:
+        return admin.watcher.state.model_dump(mode="json")
+
+    @router.post("/state")
+    async def post_state(change: StateUpdate) -> dict[str, Any]:
+        return (await admin.update(change)).model_dump(mode="json")
+
+    @router.post("/rollback")
+    async def post_rollback(body: RollbackRequest) -> dict[str, Any]:
+        done, state = await admin.rollback(reason=body.reason, actor=body.actor)
+        return {"rolled_back": done, "state": state.model_dump(mode="json")}
+
+    @router.post("/alerts")
+    async def post_alerts(request: Request) -> dict[str, Any]:
+        try:
+            payload = await request.json()
+        except ValueError as exc:
+            raise HTTPException(400, "body is not JSON") from exc
+        return await admin.alerts(payload)
+
+    return router

@@ -1,0 +1,76 @@
+"""Gateway metrics with the DESIGN names (the alert rules use them), on a per-app registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from infra.gateway.state import RoutingState
+
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+
+
+class GatewayMetrics:
+    """``agent_requests_total{model,route}``, ``agent_errors_total{model,route}``,
+    ``agent_latency_seconds{model,route}``, ``user_feedback_total{model,value}``,
+    ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``.
+
+    ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
+    by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
+    request count per user request (plus one per shadow copy, ``route="shadow"``); diverse
+    siblings that are not returned are traced, not counted. ``user_feedback_total``'s ``value``
+    is ``"1"``, ``"0"`` or ``"-1"``; its ``model`` is the version that served the trace
+    (``unknown`` for a trace id this gateway process did not serve).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "agent_requests_total", "Chat requests answered.", ["model", "route"], registry=r
+        )
+        self.errors = Counter(
+            "agent_errors_total", "Chat requests that failed.", ["model", "route"], registry=r
+        )
+        self.latency = Histogram(
+            "agent_latency_seconds",
+            "Chat request latency.",
+            ["model", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.feedback = Counter(
+            "user_feedback_total", "User feedback events.", ["model", "value"], registry=r
+        )
+        self.route_weight = Gauge(
+            "flywheel_route_weight", "Share of routed traffic in percent.", ["model"], registry=r
+        )
+        self.sink_dropped = Counter(
+            "flywheel_trace_sink_dropped_total",
+            "Traces and feedback events dropped (queue full or sink failed).",
+            registry=r,
+        )
+        self._weighted: set[str] = set()
+
+    def observe(self, *, model: str, route: str, seconds: float, error: bool) -> None:
+        self.requests.labels(model, route).inc()
+        self.latency.labels(model, route).observe(seconds)
+        if error:
+            self.errors.labels(model, route).inc()
+
+    def set_routing(self, state: RoutingState) -> None:
+        """Route weights from the state; versions no longer routed drop to 0."""
+        weights = {state.stable: 100.0}
+        cand = state.routable_candidate()
+        if cand is not None:
+            weights[state.stable] = 100.0 - state.weight
+            weights[cand] = state.weight
+        for model in self._weighted - weights.keys():
+            self.route_weight.labels(model).set(0.0)
+        for model, weight in weights.items():
+            self.route_weight.labels(model).set(weight)
+        self._weighted |= weights.keys()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

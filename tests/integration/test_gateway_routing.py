@@ -1,0 +1,116 @@
+"""Canary and shadow routing through the running gateway (loopback, fake upstreams)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from infra.gateway import GatewayHandle, load_state, save_state, start_background_gateway
+from infra.gateway.state import RoutingState
+from infra.gateway.testing import (
+    EchoUpstream,
+    FakeUpstreamHandle,
+    Reply,
+    post_many,
+    start_fake_upstream,
+)
+from infra.settings import GatewaySettings, Settings
+from infra.store import LocalStore
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+@pytest.fixture
+def upstreams() -> Iterator[dict[str, FakeUpstreamHandle]]:
+    handles = {v: start_fake_upstream(v) for v in ("v0", "v1")}
+    yield handles
+    for handle in handles.values():
+        handle.stop()
+
+
+def start(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle] | None, state: RoutingState
+) -> GatewayHandle:
+    """A gateway over HTTP fake upstreams, or over in-process ones (``upstreams=None``: cheaper
+    where only the routing is under test)."""
+    store = LocalStore(tmp_path / "store")
+    save_state(store, state)
+    urls = {v: h.url for v, h in (upstreams or {}).items()}
+    settings = Settings(home=tmp_path, gateway=GatewaySettings(upstreams=urls, diverse_fraction=0))
+    local = None if upstreams else {v: EchoUpstream(v) for v in ("v0", "v1")}
+    return start_background_gateway(
+        settings, port=0, store=store, upstreams=local, state_interval_s=0.1, flush_interval_s=0.1
+    )
+
+
+def ask_many(url: str, users: list[str], concurrency: int = 16) -> list[Reply]:
+    bodies = [{"messages": MESSAGES, "user": u} for u in users]
+    return asyncio.run(post_many(url, "/v1/chat/completions", bodies, concurrency=concurrency))
+
+
+def traces(tmp_path: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in (tmp_path / "store" / "traces").rglob("*.jsonl")
+        for line in path.read_text().splitlines()
+        if '"type": "trace"' in line
+    ]
+
+
+def test_canary_weight_25_over_2000_users_is_sticky(tmp_path: Path) -> None:
+    users = [f"user-{i}" for i in range(2000)]
+    with start(tmp_path, None, RoutingState(candidate="v1", phase="canary", weight=25)) as gw:
+        first = ask_many(gw.url, users)
+        again = ask_many(gw.url, users[:300])
+    assert all(r.status == 200 for r in first + again)
+    served = {u: r.headers["x-flywheel-model"] for u, r in zip(users, first, strict=True)}
+    share = Counter(served.values())["v1"] / len(users)
+    assert 0.22 <= share <= 0.28
+    assert {u: r.headers["x-flywheel-model"] for u, r in zip(users, again, strict=False)} == {
+        u: served[u] for u in users[:300]
+    }
+
+
+def test_a_state_change_in_the_store_is_picked_up(tmp_path: Path, upstreams) -> None:
+    store = LocalStore(tmp_path / "store")
+    with start(tmp_path, upstreams, RoutingState()) as gw:
+        assert {r.headers["x-flywheel-model"] for r in (ask_many(gw.url, ["a", "b"]))} == {"v0"}
+        state = load_state(store)
+        save_state(store, state.model_copy(update={"candidate": "v1", "weight": 100.0}))
+        deadline = time.monotonic() + 5
+        while httpx.get(f"{gw.url}/healthz").json()["candidate"] != "v1":
+            assert time.monotonic() < deadline, "the gateway did not pick up deploy/state.json"
+            time.sleep(0.05)
+        assert {r.headers["x-flywheel-model"] for r in (ask_many(gw.url, ["a", "b"]))} == {"v1"}
+
+
+def test_shadow_users_get_stable_answers_without_waiting(tmp_path: Path, upstreams) -> None:
+    upstreams["v1"].app.delay_s = 1.0  # the candidate is slow: users must not notice
+    state = RoutingState(candidate="v1", phase="shadow", shadow_fraction=1.0)
+    with start(tmp_path, upstreams, state) as gw:
+        started = time.perf_counter()
+        replies = ask_many(gw.url, [f"u{i}" for i in range(10)], concurrency=10)
+        elapsed = time.perf_counter() - started
+        assert all(r.status == 200 and r.headers["x-flywheel-model"] == "v0" for r in replies)
+        assert all(r.json()["model"] == "v0" for r in replies)
+        assert elapsed < 0.8, f"users waited for the shadow ({elapsed:.2f} s)"
+        time.sleep(1.6)  # the shadow copies finish and are flushed
+        found = traces(tmp_path)
+    stable = {t["pairing_id"]: t for t in found if t["route"] == "stable"}
+    shadow = {t["pairing_id"]: t for t in found if t["route"] == "shadow"}
+    assert len(stable) == len(shadow) == 10 and stable.keys() == shadow.keys()
+    returned = {r.headers["x-trace-id"] for r in replies}
+    assert {t["trace_id"] for t in stable.values()} == returned
+    for pid, t in shadow.items():
+        assert t["model_version"] == "v1" and t["question"] == stable[pid]["question"]
+        assert t["latency_s"] >= 1.0 > stable[pid]["latency_s"]

@@ -1,0 +1,144 @@
+"""Tracing never hurts users: a dead sink, a full queue or an unreachable Langfuse cost traces
+(counted), never a failed or blocked request."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from infra.errors import StoreError
+from infra.gateway import start_background_gateway
+from infra.gateway.testing import EchoUpstream, open_loop, post_many, start_fake_upstream
+from infra.gateway.tracing import LangfuseSink
+from infra.settings import GatewaySettings, LangfuseSettings, Settings
+from infra.store import LocalStore
+from infra.traces import FeedbackEvent, TraceRecord
+
+pytestmark = pytest.mark.integration
+
+BODY = {"messages": [{"role": "user", "content": "What is 2 + 2?"}], "user": "u1"}
+
+
+class UnwritableSpool(LocalStore):
+    """The routing state is readable, but every spool write fails (a full or read-only disk)."""
+
+    def put(self, key: str, data: bytes) -> None:
+        if key.startswith("traces/"):
+            raise StoreError(f"cannot write {key}: Read-only file system")
+        super().put(key, data)
+
+
+class BlockedSink:
+    """A sink whose writes hang until released (a sink host that stopped answering)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.written = 0
+
+    def write_trace(self, record: TraceRecord) -> None:
+        self.release.wait()
+        self.written += 1
+
+    def write_feedback(self, event: FeedbackEvent) -> None:
+        self.release.wait()
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def dropped(url: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    return float(re.search(r"^flywheel_trace_sink_dropped_total (\S+)$", text, re.M).group(1))
+
+
+def run_load(tmp_path: Path, store: LocalStore, *, rate: float, seconds: float) -> None:
+    upstream = start_fake_upstream("v0")
+    settings = Settings(
+        home=tmp_path, gateway=GatewaySettings(upstreams={"v0": upstream.url}, diverse_fraction=0)
+    )
+    try:
+        with start_background_gateway(settings, port=0, store=store, flush_interval_s=0.2) as gw:
+            result = asyncio.run(
+                open_loop(gw.url, "/v1/chat/completions", BODY, rate=rate, seconds=seconds)
+            )
+            assert result.errors == 0, result.failure_kinds
+            assert len(result.statuses) == int(rate * seconds)
+            total = len(result.statuses)
+            for _ in range(50):  # the last batch is flushed within the interval
+                if dropped(gw.url) >= total:
+                    break
+                threading.Event().wait(0.1)
+            assert dropped(gw.url) == total  # every lost trace is counted, exactly once
+    finally:
+        upstream.stop()
+    assert not (tmp_path / "store" / "traces").exists()
+
+
+def test_an_unwritable_spool_costs_traces_not_requests(tmp_path: Path) -> None:
+    run_load(tmp_path, UnwritableSpool(tmp_path / "store"), rate=200, seconds=5)
+
+
+@pytest.mark.slow
+def test_an_unwritable_spool_under_200_rps_for_30_s(tmp_path: Path) -> None:
+    run_load(tmp_path, UnwritableSpool(tmp_path / "store"), rate=200, seconds=30)
+
+
+def test_a_hanging_sink_fills_the_queue_and_requests_still_succeed(tmp_path: Path) -> None:
+    sink = BlockedSink()
+    settings = Settings(
+        home=tmp_path, gateway=GatewaySettings(trace_queue_size=5, diverse_fraction=0)
+    )
+    store = LocalStore(tmp_path / "store")
+    with start_background_gateway(
+        settings, port=0, store=store, sink=sink, upstreams={"v0": EchoUpstream("v0")}
+    ) as gw:
+        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", [BODY] * 60, concurrency=8))
+        assert [r.status for r in replies] == [200] * 60
+        lost = dropped(gw.url)
+        assert lost >= 60 - 5 - 5  # the queue holds 5, the stuck batch at most 5 more
+        sink.release.set()
+    assert sink.written + lost == 60  # delivered or counted, nothing unaccounted
+
+
+def test_an_unreachable_langfuse_never_fails_requests(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    settings = Settings(
+        home=tmp_path,
+        trace_sink="langfuse",
+        langfuse=LangfuseSettings(
+            host=dead,
+            public_key=SecretStr("pk-lf-test"),
+            secret_key=SecretStr("sk-lf-test"),
+            timeout_s=1,
+        ),
+        gateway=GatewaySettings(diverse_fraction=0),
+    )
+    sink = LangfuseSink(settings)
+    store = LocalStore(tmp_path / "store")
+    with start_background_gateway(
+        settings,
+        port=0,
+        store=store,
+        sink=sink,
+        upstreams={"v0": EchoUpstream("v0")},
+        flush_interval_s=0.1,
+    ) as gw:
+        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", [BODY] * 40))
+        assert [r.status for r in replies] == [200] * 40
+        trace_id = replies[0].headers["x-trace-id"]
+        feedback = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": 1})
+        assert feedback.status_code == 202
+        threading.Event().wait(0.5)
+        assert dropped(gw.url) == 0  # the SDK took every event; its exporter retries alone

@@ -1,0 +1,195 @@
+"""Routing decisions, the routing state and its rollback (pure logic, no server)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from infra.gateway.chat import BadRequest, parse_chat_request
+from infra.gateway.routing import StateWatcher, bucket, decide
+from infra.gateway.state import (
+    RoutingState,
+    StateConflict,
+    apply_rollback,
+    load_state,
+    record_transition,
+    rollback,
+    save_state,
+)
+from infra.store import LocalStore
+
+USERS = [f"user-{i}" for i in range(2000)]
+
+
+def canary(weight: float, **kw: object) -> RoutingState:
+    return RoutingState(stable="v0", candidate="v1", phase="canary", weight=weight, **kw)
+
+
+def test_canary_share_is_close_to_the_weight_over_2000_users() -> None:
+    state = canary(25)
+    share = sum(decide(state, model="flywheel", sticky_key=u).route == "canary" for u in USERS)
+    assert abs(share / len(USERS) - 0.25) <= 0.03
+
+
+def test_a_user_always_gets_the_same_version() -> None:
+    state = canary(25)
+    first = {u: decide(state, model="flywheel", sticky_key=u).version for u in USERS[:300]}
+    for _ in range(3):
+        again = {u: decide(state, model="flywheel", sticky_key=u).version for u in USERS[:300]}
+        assert again == first
+
+
+def test_raising_the_weight_keeps_canary_users_on_the_canary() -> None:
+    at5 = {u for u in USERS if decide(canary(5), model="flywheel", sticky_key=u).route == "canary"}
+    at25 = {
+        u for u in USERS if decide(canary(25), model="flywheel", sticky_key=u).route == "canary"
+    }
+    assert at5 and at5 <= at25
+    assert len(at25) > 3 * len(at5)
+
+
+def test_a_new_candidate_draws_a_different_cohort() -> None:
+    v1 = {u for u in USERS if bucket(u, salt="v1") < 2500}
+    v2 = {u for u in USERS if bucket(u, salt="v2") < 2500}
+    assert v1 != v2
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        RoutingState(stable="v0"),
+        canary(0),
+        canary(100, rejected=["v1"]),  # a rejected version never gets traffic again
+        RoutingState(stable="v1", candidate="v1", weight=50),
+    ],
+)
+def test_no_routable_candidate_means_everyone_on_stable(state: RoutingState) -> None:
+    routes = {decide(state, model="flywheel", sticky_key=u).route for u in USERS[:500]}
+    versions = {decide(state, model="flywheel", sticky_key=u).version for u in USERS[:500]}
+    assert routes == {"stable"} and versions == {state.stable}
+
+
+def test_full_weight_sends_everyone_to_the_candidate() -> None:
+    assert {decide(canary(100), model="flywheel", sticky_key=u).version for u in USERS} == {"v1"}
+
+
+def test_an_explicit_version_is_pinned_and_never_shadowed() -> None:
+    state = canary(50, shadow_fraction=1.0)
+    decision = decide(state, model="v7", sticky_key="u")
+    assert (decision.version, decision.route, decision.shadow_version) == ("v7", "pinned", None)
+
+
+def test_shadow_copies_follow_the_fraction_and_only_mirror_stable_requests() -> None:
+    state = RoutingState(stable="v0", candidate="v1", phase="shadow", shadow_fraction=0.2)
+    rng = random.Random(1)
+    decisions = [decide(state, model="flywheel", sticky_key=u, rand=rng.random) for u in USERS]
+    shadowed = [d for d in decisions if d.shadow_version == "v1"]
+    assert all(d.version == "v0" and d.route == "stable" for d in decisions)
+    assert abs(len(shadowed) / len(USERS) - 0.2) < 0.04
+
+
+def test_rollback_takes_all_traffic_away_and_rejects_the_candidate() -> None:
+    state = canary(25, shadow_fraction=0.1)
+    new = apply_rollback(state, reason="errors", actor="test", evidence={"ratio": 2.0})
+    assert new is not None
+    assert (new.weight, new.shadow_fraction, new.phase) == (0.0, 0.0, "rolled_back")
+    assert new.candidate is None and new.rejected == ["v1"]
+    last = new.history[-1]
+    assert (last.from_phase, last.to_phase, last.candidate, last.reason) == (
+        "canary", "rolled_back", "v1", "errors",
+    )  # fmt: skip
+    assert last.evidence == {"ratio": 2.0}
+    assert apply_rollback(new, reason="again", actor="test") is None  # idempotent
+
+
+def test_record_transition_validates_the_new_values() -> None:
+    with pytest.raises(ValueError):
+        record_transition(canary(5), to_phase="canary", actor="t", reason="r", weight=150)
+
+
+def test_save_state_refuses_to_overwrite_a_newer_state(tmp_path) -> None:
+    store = LocalStore(tmp_path)
+    stale = load_state(store)
+    fresh = save_state(store, canary(5))
+    assert fresh.revision == 1
+    stale.weight = 50
+    with pytest.raises(StateConflict):
+        save_state(store, stale)
+    assert load_state(store).weight == 5
+
+
+def test_rollback_function_writes_the_state_once(tmp_path) -> None:
+    store = LocalStore(tmp_path)
+    save_state(store, canary(25))
+    first = rollback(store, reason="manual", actor="test")
+    second = rollback(store, reason="manual", actor="test")
+    assert load_state(store).weight == 0 and load_state(store).rejected == ["v1"]
+    assert first.revision == second.revision == 2  # the second call wrote nothing
+
+
+def test_watcher_keeps_a_local_rollback_until_the_store_has_it(tmp_path) -> None:
+    store = LocalStore(tmp_path)
+    save_state(store, canary(25))
+    watcher = StateWatcher(store)
+    assert watcher.refresh() and watcher.state.weight == 25
+    local = apply_rollback(watcher.state, reason="alert", actor="test")
+    assert local is not None
+    local.revision = watcher.state.revision + 1
+    watcher.set_local(local, persisted=False)  # the state write has not happened (yet)
+    save_state(store, canary(50), force=True)  # a stale writer: revision 1 again
+    watcher.refresh()
+    assert watcher.state.weight == 0  # the older revision does not undo the rollback
+    rollback(store, reason="alert", actor="test")  # now the store holds revision 2
+    assert watcher.refresh() and watcher.state.revision == 2 and watcher.state.weight == 0
+    save_state(store, load_state(store).model_copy(update={"candidate": "v2", "weight": 5}))
+    assert watcher.refresh() and watcher.state.candidate == "v2"  # later writes win again
+
+
+def test_watcher_survives_a_missing_or_broken_state(tmp_path) -> None:
+    store = LocalStore(tmp_path)
+    watcher = StateWatcher(store)
+    assert not watcher.refresh() and watcher.state.stable == "v0"
+    save_state(store, canary(5))
+    assert watcher.refresh() and watcher.state.weight == 5
+    store.put("deploy/state.json", b"{not json")
+    assert not watcher.refresh() and watcher.state.weight == 5  # keeps the last good state
+
+
+def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
+    body = {
+        "model": "flywheel",
+        "messages": [
+            {"role": "system", "content": "calculator: 2+2=4"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": [{"type": "text", "text": "what is 2+2?"}]},
+        ],
+        "user": "alice",
+        "temperature": 0.5,
+        "stop": ["\n"],
+    }
+    req = parse_chat_request(body, session_header="s1", default_max_tokens=16)
+    assert req.question == "what is 2+2?"
+    assert req.contexts == ["calculator: 2+2=4"]
+    assert (req.user_id, req.session_id) == ("alice", "s1")
+    assert req.params.temperature == 0.5 and req.params.max_tokens == 16
+    assert req.params.extra == {"stop": ["\n"]}  # passed through; `user` never is
+    custom = parse_chat_request(
+        {**body, "contexts": ["doc"]}, session_header=None, default_max_tokens=8
+    )
+    assert custom.contexts == ["doc"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {"messages": []},
+        {"messages": [{"content": "x"}]},
+        {"messages": [{"role": "user"}], "temperature": "hot"},
+    ],
+)
+def test_parse_chat_request_rejects_malformed_bodies(body: object) -> None:
+    with pytest.raises(BadRequest):
+        parse_chat_request(body, session_header=None, default_max_tokens=16)
