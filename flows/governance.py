@@ -1,0 +1,106 @@
+"""Governance flows: ``forget-user`` (on demand) and ``retention`` (daily)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from infra.audit import record_event
+from infra.catalog import SCHEMAS
+from infra.privacy import user_key as hash_user
+from infra.runtime import Runtime
+from tasks.governance import (
+    USER_TABLES,
+    Erasure,
+    check_user_key,
+    delete_objects_task,
+    delete_rows_task,
+    erasure_details,
+    erasure_markdown,
+    expire_task,
+    expired_raw_objects,
+    forget_receipt,
+    scrub_objects_task,
+    store_key,
+    user_traces_task,
+)
+
+
+@flow(name="forget-user", log_prints=False)
+def forget_user(user_key: str) -> Erasure:
+    """Erase one user everywhere: their rows in every table (training examples, preference
+    pairs, consent, audit and quarantine mentions), their lines in the raw trace spool, their
+    rows in rollouts, scores and held-back examples; then expire old table snapshots and delete
+    the unreferenced files so the data is physically gone.
+
+    user_key: the user's salted key (64 hex characters), not the raw user id, so no personal
+    identifier is stored with this run. Get it with `flywheel forget-user USER_ID`, which
+    hashes the id on your machine and starts this flow. The audit log records a receipt
+    derived from the key, not the key. Do not run while curate or train is committing.
+    """
+    logger = get_run_logger()
+    key = check_user_key(user_key)
+    rt = Runtime.from_env()
+    salt = rt.settings.salt()
+    result = Erasure(receipt=forget_receipt(key))
+    with rt.reporting("forget-user"):
+        trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
+        result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
+        skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
+        rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
+        result.objects_rewritten, result.objects_deleted = rewritten, deleted
+        record_event(
+            rt.catalog,
+            event_type="governance.forget_user",
+            actor="forget-user",
+            subject=result.receipt,
+            details=erasure_details(result),
+        )
+        expired, removed = expire_task(rt.catalog, rt.store, USER_TABLES, None)
+        result.snapshots_expired, result.orphan_files_removed = expired, removed
+    create_markdown_artifact(
+        key="forget-user", markdown=erasure_markdown("forget-user", result), description="erasure"
+    )
+    logger.info("forget-user %s: %s", result.receipt[:16], erasure_details(result))
+    return result
+
+
+def forget_user_id(user_id: str) -> Erasure:
+    """Hash a raw user id here (with the configured salt) and run :func:`forget_user` with the
+    key only: what the CLI calls, so the raw id never reaches Prefect's database."""
+    return forget_user(user_key=hash_user(user_id, Runtime.from_env().settings.salt()))
+
+
+@flow(name="retention", log_prints=False)
+def retention(days: int | None = None) -> Erasure:
+    """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
+    trace spool files, rollouts, scores and held-back examples older than that many days;
+    then expire table snapshots older than the cutoff and delete the files no remaining
+    snapshot needs. Curated training examples and the audit log are kept. Runs daily.
+    """
+    logger = get_run_logger()
+    rt = Runtime.from_env()
+    keep_days = rt.settings.raw_retention_days if days is None else days
+    cutoff = datetime.now(UTC) - timedelta(days=keep_days)
+    result = Erasure()
+    with rt.reporting("retention") as report:
+        result.objects_deleted = delete_objects_task(
+            rt.store, expired_raw_objects(rt.store, cutoff)
+        )
+        expired, removed = expire_task(rt.catalog, rt.store, sorted(SCHEMAS), cutoff)
+        result.snapshots_expired, result.orphan_files_removed = expired, removed
+        record_event(
+            rt.catalog,
+            event_type="governance.retention",
+            actor="retention",
+            subject=cutoff.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            details={"days": keep_days, **erasure_details(result)},
+        )
+        report.records("deleted", result.objects_deleted)
+    create_markdown_artifact(
+        key="retention", markdown=erasure_markdown("retention", result), description="retention"
+    )
+    logger.info("retention (%d days): %s", keep_days, erasure_details(result))
+    return result

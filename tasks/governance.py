@@ -1,0 +1,377 @@
+"""Governance logic: forget a user, apply raw-data retention, and make deletes physical.
+
+Iceberg deletes are logical until the snapshots that still reference the old data files are
+expired and the unreferenced files removed; :func:`expire_and_clean` does both (orphans are
+found by comparing the files the remaining snapshots reference with the files under the
+table's location in the object store). Run it when no other stage is committing to the
+tables: a file written by an in-flight commit would look like an orphan.
+
+A user is named only by their salted key. The audit trail records a *receipt*
+(``sha256("flywheel-forget:" + key)``), so after erasure no table, object or data file holds
+the key, yet a person holding the key can prove the erasure happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra.privacy import user_key as hash_user
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from infra.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+TEXT_SUFFIXES = (".json", ".yaml", ".yml", ".md", ".txt", ".csv")
+USER_TABLES = ["training_examples", "preference_pairs", "consent", "audit_log", "quarantine"]
+RAW_PREFIXES = ("traces/", "rollouts/", "scores/", "curate/held/")
+_USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
+
+
+@dataclass
+class Erasure:
+    """What an erasure or retention run removed (counts only; ``receipt`` for forget-user)."""
+
+    receipt: str = ""
+    rows_deleted: dict[str, int] = field(default_factory=dict)
+    objects_rewritten: int = 0
+    objects_deleted: int = 0
+    snapshots_expired: int = 0
+    orphan_files_removed: int = 0
+
+
+def check_user_key(value: str) -> str:
+    """The salted user key, validated (a raw user id must never reach a flow run)."""
+    if not KEY_RE.match(value):
+        raise ValueError(
+            "expected a user key (64 hex characters); hash a user id with "
+            "`flywheel forget-user USER_ID`, which never sends the raw id to Prefect"
+        )
+    return value
+
+
+def forget_receipt(key: str) -> str:
+    """The id an erasure is audited under (not the key itself)."""
+    return hashlib.sha256(f"flywheel-forget:{key}".encode()).hexdigest()
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def user_trace_ids(catalog: Catalog, store: ObjectStore, key: str, salt: str) -> set[str]:
+    """Every trace id of the user, from training_examples, rollouts and the raw spool."""
+    from pyiceberg.expressions import EqualTo
+
+    from infra.catalog import scan
+
+    ids = set(scan(catalog, "training_examples", EqualTo("user_key", key))["trace_id"].to_pylist())
+    for obj in store.list("rollouts/"):
+        if obj.endswith(".parquet"):
+            t = pq.read_table(io.BytesIO(store.get(obj)), columns=["trace_id", "user_key"])
+            ids |= set(t.filter(pc.equal(t["user_key"], key))["trace_id"].to_pylist())
+    for obj in store.list("traces/"):
+        for line in store.get(obj).decode("utf-8", "replace").splitlines():
+            if _line_user(line, salt) == key and (tid := _json_field(line, "trace_id")):
+                ids.add(tid)
+    return ids
+
+
+def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[str, int]:
+    """Delete the user's rows from every table; returns rows deleted per table."""
+    from pyiceberg.expressions import EqualTo
+
+    from infra.catalog import delete_rows, scan
+
+    deleted: dict[str, int] = {}
+    for name in ("training_examples", "consent"):
+        n = scan(catalog, name, EqualTo("user_key", key)).num_rows
+        if n:
+            delete_rows(catalog, name, EqualTo("user_key", key))
+        deleted[name] = n
+    pairs = scan(catalog, "preference_pairs").to_pylist()
+    ids = [p["pair_id"] for p in pairs if key in (p["user_keys"] or [])]
+    deleted["preference_pairs"] = _delete_in(catalog, "preference_pairs", "pair_id", ids)
+    needles = [key, *trace_ids]
+    audit = scan(catalog, "audit_log").to_pylist()
+    ids = [a["event_id"] for a in audit if _mentions(f"{a['subject']} {a['details']}", needles)]
+    deleted["audit_log"] = _delete_in(catalog, "audit_log", "event_id", ids)
+    quarantine = scan(catalog, "quarantine").to_pylist()
+    hits = [i for i, q in enumerate(quarantine) if _mentions(q["record"] or "", needles)]
+    if hits:  # quarantine has no id column: rewrite the table without those rows
+        from pyiceberg.expressions import AlwaysTrue
+
+        from infra.catalog import replace_where
+
+        keep = [q for i, q in enumerate(quarantine) if i not in set(hits)]
+        replace_where(catalog, "quarantine", AlwaysTrue(), keep)
+    deleted["quarantine"] = len(hits)
+    return deleted
+
+
+def _delete_in(catalog: Catalog, name: str, column: str, ids: list[str]) -> int:
+    from pyiceberg.expressions import In
+
+    from infra.catalog import delete_rows
+
+    if ids:
+        delete_rows(catalog, name, In(column, ids))
+    return len(ids)
+
+
+def _mentions(text: str, needles: list[str]) -> bool:
+    return any(n and n in text for n in needles)
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+def _json_field(line: str, name: str) -> str | None:
+    try:
+        value = json.loads(line).get(name)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _line_user(line: str, salt: str) -> str | None:
+    """The user key of a spool line (malformed lines too, when a user id can be found)."""
+    user = _json_field(line, "user_id")
+    if user is None and (m := _USER_ID_IN_LINE.search(line)):
+        user = m.group(1)
+    return hash_user(user, salt) if user else None
+
+
+def scrub_objects(
+    store: ObjectStore, *, key: str, salt: str, trace_ids: set[str], skip_prefix: str | None
+) -> tuple[int, int]:
+    """Rewrite every object of the store without the user's data (spool lines, parquet rows,
+    mentions of the key in text objects); returns (objects rewritten, objects deleted)."""
+    rewritten = deleted = 0
+    for obj in store.list():
+        if skip_prefix and obj.startswith(skip_prefix):
+            continue
+        data = store.get(obj) if obj.endswith((".jsonl", ".parquet", *TEXT_SUFFIXES)) else None
+        if data is None:
+            continue
+        if obj.endswith(".jsonl"):
+            new = _scrub_jsonl(data, key, salt, trace_ids)
+        elif obj.endswith(".parquet"):
+            new = _scrub_parquet(data, key, salt, trace_ids)
+        else:
+            text = data.decode("utf-8", "replace")
+            marker = f"forgotten-{forget_receipt(key)[:16]}"
+            new = text.replace(key, marker).encode() if key in text else data
+        if new == data:
+            continue
+        if new:
+            store.put(obj, new)
+            rewritten += 1
+        else:
+            store.delete(obj)
+            deleted += 1
+    return rewritten, deleted
+
+
+def _scrub_jsonl(data: bytes, key: str, salt: str, trace_ids: set[str]) -> bytes:
+    lines = data.decode("utf-8", "replace").splitlines()
+    keep = [
+        line
+        for line in lines
+        if _line_user(line, salt) != key
+        and _json_field(line, "trace_id") not in trace_ids
+        and key not in line
+    ]
+    if len(keep) == len(lines):
+        return data
+    return ("\n".join(keep) + "\n").encode() if keep else b""
+
+
+def _scrub_parquet(data: bytes, key: str, salt: str, trace_ids: set[str]) -> bytes:
+    table = pq.read_table(io.BytesIO(data))
+    cols = set(table.column_names)
+
+    def column(name: str) -> list[Any]:
+        return table[name].to_pylist() if name in cols else [None] * table.num_rows
+
+    drop = [
+        k == key or (isinstance(u, str) and hash_user(u, salt) == key) or t in trace_ids
+        for k, u, t in zip(column("user_key"), column("user_id"), column("trace_id"), strict=True)
+    ]
+    if not any(drop):
+        return data
+    kept = table.filter(pa.array([not d for d in drop]))
+    if kept.num_rows == 0:
+        return b""
+    sink = io.BytesIO()
+    pq.write_table(kept, sink)
+    return sink.getvalue()
+
+
+def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
+    """Raw objects (spool, rollouts, scores, held rows) dated before ``cutoff``."""
+    expired = []
+    for prefix in RAW_PREFIXES:
+        for obj in store.list(prefix):
+            m = _DATED.search(obj)
+            if not m:
+                continue
+            if m.group(1):
+                old = m.group(1) < cutoff.strftime("%Y-%m-%d")
+            else:
+                old = m.group(2) < cutoff.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if old:
+                expired.append(obj)
+    return expired
+
+
+# --- physical deletion in Iceberg --------------------------------------------------------
+
+
+def store_key(store: ObjectStore, uri: str) -> str | None:
+    """The store key of a file URI, or None when it lies outside the store."""
+    base = store.url.rstrip("/")
+    for prefix in (f"file://{base}/", f"{base}/"):
+        if uri.startswith(prefix):
+            return uri[len(prefix) :]
+    return None
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Every file the table's remaining snapshots need (metadata, manifests, data)."""
+    refs = {table.metadata_location}
+    for snap in table.metadata.snapshots:
+        refs.add(snap.manifest_list)
+        for manifest in snap.manifests(table.io):
+            refs.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                refs.add(entry.data_file.file_path)
+    refs |= {s.statistics_path for s in table.metadata.statistics}
+    refs |= {s.statistics_path for s in table.metadata.partition_statistics}
+    return refs
+
+
+def expire_and_clean(
+    catalog: Catalog, store: ObjectStore, names: list[str], *, older_than: datetime | None = None
+) -> tuple[int, int]:
+    """Expire the tables' snapshots (all but the current one, or those older than
+    ``older_than``) and remove files no remaining snapshot references; returns
+    (snapshots expired, files removed)."""
+    from infra.catalog import get_table
+
+    expired = removed = 0
+    for name in names:
+        table = get_table(catalog, name)
+        protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
+        limit = older_than.timestamp() * 1000 if older_than else None
+        ids = [
+            s.snapshot_id
+            for s in table.metadata.snapshots
+            if s.snapshot_id not in protected and (limit is None or s.timestamp_ms < limit)
+        ]
+        if ids:
+            table.maintenance.expire_snapshots().by_ids(ids).commit()
+            table = get_table(catalog, name)
+            expired += len(ids)
+        removed += remove_orphans(table, store)
+    return expired, removed
+
+
+def remove_orphans(table: Table, store: ObjectStore) -> int:
+    """Delete files under the table's location that no remaining snapshot references."""
+    prefix = store_key(store, table.location())
+    if prefix is None:
+        log.warning("table %s is outside the object store; orphan files not removed", table.name())
+        return 0
+    live = {k for uri in referenced_files(table) if (k := store_key(store, uri))}
+    removed = 0
+    for obj in store.list(prefix.rstrip("/") + "/"):
+        if obj not in live and not obj.endswith("version-hint.text"):
+            store.delete(obj)
+            removed += 1
+    return removed
+
+
+def erasure_details(result: Erasure) -> dict[str, Any]:
+    return {
+        "rows_deleted": result.rows_deleted,
+        "objects_rewritten": result.objects_rewritten,
+        "objects_deleted": result.objects_deleted,
+        "snapshots_expired": result.snapshots_expired,
+        "orphan_files_removed": result.orphan_files_removed,
+    }
+
+
+def erasure_markdown(title: str, result: Erasure) -> str:
+    """A Prefect artifact body for an erasure or retention run (counts only)."""
+    lines = [f"# {title}", ""]
+    if result.receipt:
+        lines += [f"Audit receipt: `{result.receipt}`", ""]
+    lines += ["| table | rows deleted |", "|---|---:|"]
+    lines += [f"| {name} | {n} |" for name, n in sorted(result.rows_deleted.items())]
+    lines += [
+        "",
+        f"- objects rewritten: {result.objects_rewritten}",
+        f"- objects deleted: {result.objects_deleted}",
+        f"- snapshots expired: {result.snapshots_expired}",
+        f"- unreferenced files removed: {result.orphan_files_removed}",
+    ]
+    return "\n".join(lines)
+
+
+# --- Prefect tasks (thin wrappers; reruns are idempotent) --------------------------------
+
+_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
+
+
+@task(**_IO)
+def user_traces_task(catalog: Catalog, store: ObjectStore, key: str, salt: str) -> set[str]:
+    """Returns the user's trace ids."""
+    return user_trace_ids(catalog, store, key, salt)
+
+
+@task(**_IO)
+def delete_rows_task(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[str, int]:
+    """Returns rows deleted per table."""
+    return delete_user_rows(catalog, key, trace_ids)
+
+
+@task(**_IO)
+def scrub_objects_task(
+    store: ObjectStore, key: str, salt: str, trace_ids: set[str], skip_prefix: str | None
+) -> tuple[int, int]:
+    """Returns (objects rewritten, objects deleted) outside the warehouse."""
+    return scrub_objects(store, key=key, salt=salt, trace_ids=trace_ids, skip_prefix=skip_prefix)
+
+
+@task(**_IO)
+def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
+    """Returns how many objects were deleted."""
+    for obj in keys:
+        store.delete(obj)
+    return len(keys)
+
+
+@task(**_IO)
+def expire_task(
+    catalog: Catalog, store: ObjectStore, names: list[str], older_than: datetime | None
+) -> tuple[int, int]:
+    """Returns (snapshots expired, unreferenced files removed)."""
+    return expire_and_clean(catalog, store, names, older_than=older_than)

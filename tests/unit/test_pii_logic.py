@@ -1,0 +1,45 @@
+"""PII helpers that need no spaCy pipeline: configuration, the missing-pipeline error, the
+Luhn check, span merging and the k-anonymity pattern."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import MissingDependencyError
+from infra.settings import CurateSettings
+from tasks.pii import PiiConfig, _merge_spans, load_spacy, luhn_ok, placeholder_pattern
+
+
+def test_config_from_settings_is_hashable_and_carries_custom_patterns() -> None:
+    settings = CurateSettings(custom_patterns={"MEMBER_ID": r"\bM-\d{6}\b"}, operator="mask")
+    config = PiiConfig.from_settings(settings)
+    assert hash(config) == hash(PiiConfig.from_settings(settings))  # the engine cache key
+    assert "MEMBER_ID" in config.entities and config.operator == "mask"
+    assert dict(config.custom_patterns) == {"MEMBER_ID": r"\bM-\d{6}\b"}
+
+
+def test_missing_pipeline_names_the_pip_package() -> None:
+    with pytest.raises(MissingDependencyError, match="pip install xx-core-web-missing"):
+        load_spacy("xx_core_web_missing")
+
+
+def test_luhn() -> None:
+    assert luhn_ok("4111 1111 1111 1111") and luhn_ok("378282246310005")
+    assert not luhn_ok("4111 1111 1111 1112")
+    assert not luhn_ok("0000 0000 0")  # too short to be a card
+
+
+def test_overlapping_findings_merge_into_the_longest() -> None:
+    spans = [(10, 20, "PERSON"), (12, 30, "LOCATION"), (40, 45, "EMAIL_ADDRESS")]
+    assert _merge_spans(spans) == [(10, 30, "LOCATION"), (40, 45, "EMAIL_ADDRESS")]
+
+
+def test_pattern_replaces_entities_and_numbers_and_normalises() -> None:
+    def span(text: str, name: str) -> list[tuple[int, int, str]]:
+        return [(text.index(name), text.index(name) + len(name), "PERSON")]
+
+    text = "Hi, I'm  Jane Roe. What is 23 + 58?"
+    pattern = placeholder_pattern(text, span(text, "Jane Roe"))
+    assert pattern == "hi, i'm <PERSON>. what is <NUM> + <NUM>"
+    other = "HI, I'M John Smith-Jones.   What is 7 + 1234?"
+    assert placeholder_pattern(other, span(other, "John Smith-Jones")) == pattern
