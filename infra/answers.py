@@ -1,0 +1,113 @@
+"""Model versions answering chat requests the way the gateway has them answer: the in-process
+causal LM (batched, greedy, the gateway's prompt rendering) or an OpenAI-compatible server
+called exactly as the gateway's ``HttpUpstream`` calls it. The release gate's generation path."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from infra.local_lm import LocalLM
+    from infra.settings import Settings
+    from infra.store import ObjectStore
+
+Messages = list[dict[str, Any]]
+
+
+@dataclass
+class Answer:
+    text: str
+    latency_s: float
+    error: bool = False
+
+
+class AnswerSource(Protocol):
+    """A model version answering chat requests as the gateway would have it answer them."""
+
+    version: str
+    lm: LocalLM | None  # the in-process model (drift checks), None for HTTP-served versions
+
+    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]: ...
+
+
+class LocalAnswers:
+    """The in-process model, greedy, batched (same prompt rendering as the gateway's
+    ``LocalUpstream``)."""
+
+    def __init__(self, version: str, lm: LocalLM, *, batch_size: int = 64) -> None:
+        self.version, self.batch_size = version, batch_size
+        self.lm: LocalLM | None = lm
+        self._lm = lm
+
+    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+        prompts = [self._lm.render(m) for m in requests]
+        out: list[Answer] = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = prompts[start : start + self.batch_size]
+            t0 = time.perf_counter()
+            gens = self._lm.generate_batch(chunk, temperature=0.0, max_new_tokens=max_tokens)
+            per_item = (time.perf_counter() - t0) / len(chunk)  # amortised over the batch
+            out.extend(Answer(g.text, per_item) for g in gens)
+        return out
+
+
+class HttpAnswers:
+    """An OpenAI-compatible server (``FLYWHEEL_GATEWAY__UPSTREAMS``), called exactly as the
+    gateway calls it (``HttpUpstream``), greedy, a few requests at a time, retried."""
+
+    lm: LocalLM | None = None
+
+    def __init__(self, version: str, base_url: str, *, concurrency: int = 8, retries: int = 3):
+        self.version, self.base_url = version, base_url
+        self.concurrency, self.retries = concurrency, retries
+
+    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+        coro = self._answer_all(requests, max_tokens)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        with ThreadPoolExecutor(max_workers=1) as pool:  # called from async code
+            return pool.submit(asyncio.run, coro).result()
+
+    async def _answer_all(self, requests: Sequence[Messages], max_tokens: int) -> list[Answer]:
+        import aiohttp
+
+        from infra.errors import UpstreamError
+        from infra.gateway.upstreams import GenParams, HttpUpstream
+
+        limit = asyncio.Semaphore(self.concurrency)
+        params = GenParams(max_tokens=max_tokens, temperature=0.0)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+            upstream = HttpUpstream(self.version, self.base_url, lambda: session)
+
+            async def one(messages: Messages) -> Answer:
+                async with limit:
+                    for attempt in range(self.retries):
+                        t0 = time.perf_counter()
+                        try:
+                            done = await upstream.complete(messages, params)
+                            return Answer(done.text, time.perf_counter() - t0)
+                        except UpstreamError:
+                            await asyncio.sleep(0.2 * 2**attempt)
+                    return Answer("", time.perf_counter() - t0, error=True)
+
+            return list(await asyncio.gather(*(one(m) for m in requests)))
+
+
+def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:
+    """HTTP when the version has a configured upstream, else the in-process model from the store."""
+    url = settings.gateway.upstreams.get(version)
+    if url:
+        return HttpAnswers(version, url)
+    from infra.local_lm import LocalLM
+    from infra.models import fetch_model, model_cache_root
+
+    return LocalAnswers(
+        version, LocalLM.load(fetch_model(store, version, model_cache_root(settings)))
+    )

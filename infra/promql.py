@@ -1,0 +1,314 @@
+"""Canary analysis metrics: requests, errors, p99 latency and feedback of the candidate (route
+``canary``) and of the stable version (route ``stable``) over a time window.
+
+Two readers behind one interface, :class:`CanaryMetrics`:
+
+- :class:`PrometheusMetrics` (production, ``FLYWHEEL_RELEASE__PROMETHEUS_URL``): instant
+  queries through Prometheus's HTTP API (``/api/v1/query``), ``increase(...[<N>s])`` with N the
+  seconds since the window start, evaluated now; p99 with ``histogram_quantile``.
+- :class:`EmbeddedMetrics` (no Prometheus): scrapes the gateway's own ``/metrics`` exposition.
+  :meth:`~EmbeddedMetrics.mark` keeps a scrape as a window start; :meth:`read` scrapes again
+  and uses the deltas (counters now minus counters at the latest mark at or before the window
+  start), and computes p99 from the bucket deltas with the same interpolation as
+  PromQL's ``histogram_quantile``. A counter lower than at the mark means the gateway
+  restarted: its current value is taken as the delta. One gateway replica only: with several,
+  run Prometheus.
+
+Both readers report what they did not see as zero requests, never as a pass: the release's
+no-data rule decides what too few requests mean.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from infra.errors import ConfigError, MetricsError
+
+log = logging.getLogger(__name__)
+
+REQUESTS = "agent_requests_total"
+ERRORS = "agent_errors_total"
+LATENCY_BUCKETS = "agent_latency_seconds_bucket"
+FEEDBACK = "user_feedback_total"
+QUANTILE = 0.99
+
+
+@dataclass
+class RouteStats:
+    """What one version did on one route during a window (counts may be fractional:
+    Prometheus extrapolates ``increase``)."""
+
+    requests: float = 0.0
+    errors: float = 0.0
+    p99_s: float | None = None
+    feedback: dict[int, float] = field(default_factory=dict)  # value (+1/0/-1) -> count
+
+    @property
+    def error_ratio(self) -> float | None:
+        return self.errors / self.requests if self.requests > 0 else None
+
+    @property
+    def feedback_count(self) -> float:
+        return sum(self.feedback.values())
+
+    @property
+    def feedback_score(self) -> float | None:
+        """Mean feedback on the reward's scale: thumbs up 1, neutral 0.5, down 0."""
+        n = self.feedback_count
+        if n <= 0:
+            return None
+        up, neutral = self.feedback.get(1, 0.0), self.feedback.get(0, 0.0)
+        return (up + 0.5 * neutral) / n
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["feedback"] = {str(k): v for k, v in self.feedback.items()}
+        data.update(error_ratio=self.error_ratio, feedback_score=self.feedback_score)
+        return data
+
+
+@dataclass
+class CanaryWindow:
+    """The candidate's and the stable version's stats, and where they came from."""
+
+    candidate: RouteStats
+    stable: RouteStats
+    source: str  # "prometheus" | "embedded"
+    candidate_window_s: float
+    stable_window_s: float
+
+
+class CanaryMetrics(Protocol):
+    source: str
+
+    def mark(self) -> float:
+        """Note now as a window start (call when a step starts); returns that time, to pass
+        as ``*_since`` to :meth:`read`."""
+        ...
+
+    def read(
+        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+    ) -> CanaryWindow:
+        """Stats of ``candidate`` on the canary route since ``candidate_since`` and of
+        ``stable`` on the stable route since ``stable_since`` (unix seconds).
+
+        Raises:
+            MetricsError: the metrics could not be read.
+        """
+        ...
+
+
+def open_canary_metrics(*, prometheus_url: str | None, gateway_url: str | None) -> CanaryMetrics:
+    """Prometheus when its URL is set, else the gateway's ``/metrics`` (embedded mode).
+
+    Raises:
+        ConfigError: neither is set.
+    """
+    if prometheus_url:
+        return PrometheusMetrics(PrometheusClient(prometheus_url))
+    if gateway_url:
+        return EmbeddedMetrics.from_url(gateway_url)
+    raise ConfigError(
+        "canary analysis needs metrics: set FLYWHEEL_RELEASE__PROMETHEUS_URL, or "
+        "FLYWHEEL_GATEWAY__URL to read the gateway's /metrics directly"
+    )
+
+
+# ---- Prometheus -----------------------------------------------------------------------------
+
+
+class PrometheusClient:
+    """Instant queries against Prometheus's HTTP API."""
+
+    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def query(self, expr: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """``(labels, value)`` per series of an instant vector (NaN values left out).
+
+        Raises:
+            MetricsError: Prometheus is unreachable or rejected the query.
+        """
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        try:
+            resp = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=self.timeout_s)
+            body = resp.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise MetricsError(f"Prometheus at {self.url}: {type(exc).__name__}") from exc
+        if resp.status_code != 200 or body.get("status") != "success":
+            raise MetricsError(f"Prometheus query failed ({resp.status_code}): {body.get('error')}")
+        data = body["data"]
+        rows: list[tuple[dict[str, str], float]]
+        if data["resultType"] == "scalar":
+            rows = [({}, float(data["result"][1]))]
+        else:
+            rows = [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+        return [(labels, v) for labels, v in rows if not math.isnan(v)]
+
+
+class PrometheusMetrics:
+    source = "prometheus"
+
+    def __init__(self, client: PrometheusClient, *, clock: Callable[[], float] = time.time):
+        self.client = client
+        self.clock = clock
+
+    def mark(self) -> float:  # Prometheus keeps the history itself
+        return self.clock()
+
+    def read(
+        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+    ) -> CanaryWindow:
+        now = self.clock()
+        return CanaryWindow(
+            candidate=self._route(candidate, "canary", now - candidate_since, now),
+            stable=self._route(stable, "stable", now - stable_since, now),
+            source=self.source,
+            candidate_window_s=now - candidate_since,
+            stable_window_s=now - stable_since,
+        )
+
+    def _route(self, model: str, route: str, seconds: float, now: float) -> RouteStats:
+        sel = f'model="{_escape(model)}",route="{route}"'
+        rng = f"[{max(1, math.ceil(seconds))}s]"
+        q = self.client.query
+        p99 = q(
+            f"histogram_quantile({QUANTILE}, "
+            f"sum by (le) (increase({LATENCY_BUCKETS}{{{sel}}}{rng})))",
+            now,
+        )
+        feedback = q(f'sum by (value) (increase({FEEDBACK}{{model="{_escape(model)}"}}{rng}))', now)
+        return RouteStats(
+            requests=sum(v for _, v in q(f"sum(increase({REQUESTS}{{{sel}}}{rng}))", now)),
+            errors=sum(v for _, v in q(f"sum(increase({ERRORS}{{{sel}}}{rng}))", now)),
+            p99_s=p99[0][1] if p99 and math.isfinite(p99[0][1]) else None,
+            feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
+        )
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+# ---- embedded: the gateway's /metrics ------------------------------------------------------
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+class EmbeddedMetrics:
+    source = "embedded"
+
+    def __init__(self, scrape: Callable[[], str], *, clock: Callable[[], float] = time.time):
+        self.scrape = scrape
+        self.clock = clock
+        self.snapshots: list[tuple[float, Series]] = []
+
+    @classmethod
+    def from_url(cls, gateway_url: str, *, timeout_s: float = 5.0) -> EmbeddedMetrics:
+        url = gateway_url.rstrip("/") + "/metrics"
+
+        def scrape() -> str:
+            try:
+                resp = httpx.get(url, timeout=timeout_s)
+                resp.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise MetricsError(f"cannot scrape {url}: {type(exc).__name__}") from exc
+            return resp.text
+
+        return cls(scrape)
+
+    def mark(self) -> float:
+        series = parse_exposition(self.scrape())
+        at = self.clock()
+        self.snapshots.append((at, series))
+        return at
+
+    def read(
+        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+    ) -> CanaryWindow:
+        now, current = self.clock(), parse_exposition(self.scrape())
+        return CanaryWindow(
+            candidate=route_stats(current, self._at(candidate_since), candidate, "canary"),
+            stable=route_stats(current, self._at(stable_since), stable, "stable"),
+            source=self.source,
+            candidate_window_s=now - candidate_since,
+            stable_window_s=now - stable_since,
+        )
+
+    def _at(self, since: float) -> Series:
+        before = [s for t, s in self.snapshots if t <= since]
+        if not before:
+            raise MetricsError("no /metrics snapshot at the window start (call mark() first)")
+        return before[-1]
+
+
+def parse_exposition(text: str) -> Series:
+    """The samples of a Prometheus text exposition by (name, sorted labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series: Series = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                series[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
+    except ValueError as exc:
+        raise MetricsError(f"the /metrics exposition does not parse: {exc}") from exc
+    return series
+
+
+def _deltas(
+    now: Series, base: Series, name: str, **match: str
+) -> dict[tuple[tuple[str, str], ...], float]:
+    out = {}
+    for (sname, labels), value in now.items():
+        if sname != name or any(dict(labels).get(k) != v for k, v in match.items()):
+            continue
+        start = base.get((sname, labels), 0.0)
+        out[labels] = value - start if value >= start else value  # lower: counter reset
+    return out
+
+
+def route_stats(now: Series, base: Series, model: str, route: str) -> RouteStats:
+    """The deltas between two scrapes for one version on one route."""
+    buckets: dict[float, float] = {}
+    for labels, delta in _deltas(now, base, LATENCY_BUCKETS, model=model, route=route).items():
+        le = float(dict(labels)["le"])
+        buckets[le] = buckets.get(le, 0.0) + delta
+    feedback: dict[int, float] = {}
+    for labels, delta in _deltas(now, base, FEEDBACK, model=model).items():
+        value = int(dict(labels)["value"])
+        feedback[value] = feedback.get(value, 0.0) + delta
+    return RouteStats(
+        requests=sum(_deltas(now, base, REQUESTS, model=model, route=route).values()),
+        errors=sum(_deltas(now, base, ERRORS, model=model, route=route).values()),
+        p99_s=histogram_quantile(QUANTILE, buckets),
+        feedback={k: v for k, v in feedback.items() if v > 0},
+    )
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """PromQL's ``histogram_quantile`` over cumulative bucket counts by upper bound (``le``);
+    None when there are no observations."""
+    bounds = sorted(buckets)
+    if len(bounds) < 2 or not math.isinf(bounds[-1]) or buckets[bounds[-1]] <= 0:
+        return None
+    counts = [buckets[b] for b in bounds]
+    rank = q * counts[-1]
+    i = next(i for i, c in enumerate(counts) if c >= rank)
+    if i == len(bounds) - 1:
+        return bounds[-2]
+    lower, below = (0.0, 0.0) if i == 0 else (bounds[i - 1], counts[i - 1])
+    if i == 0 and bounds[0] <= 0:
+        return bounds[0]
+    inside = counts[i] - below
+    return bounds[i] if inside <= 0 else lower + (bounds[i] - lower) * (rank - below) / inside

@@ -1,0 +1,343 @@
+"""The release gate: baseline and candidate answer every golden item through the production
+generation path, the stage-2 reward scores each answer, and a paired comparison decides.
+
+Decision (the seed's rule, in this order):
+
+1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data);
+2. candidate mean below ``reject_ratio`` (95 %) of the baseline mean -> ``ROLLBACK`` (rejected);
+3. significantly better (``ttest_rel`` p < ``alpha`` and mean difference > 0) ->
+   ``PROCEED_TO_SHADOW``, unless a golden slice regressed by more than ``slice_tolerance``
+   (absolute drop of its mean reward) or a drift check failed: then ``MANUAL_REVIEW``;
+4. otherwise ``MANUAL_REVIEW`` (held for a person).
+
+Reported beside the t-test: Wilcoxon signed-rank (zero differences dropped; all zero -> p = 1),
+a percentile bootstrap CI of the mean difference, and Cohen's d_z (mean / sd of differences).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra.answers import Answer, AnswerSource, Messages
+from tasks.drift import Check, DriftConfig, diversity_check, kl_check, length_bias_check
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyiceberg.catalog import Catalog
+
+    from infra.settings import ReleaseSettings
+    from tasks.domain import DomainItem
+    from tasks.score import Scorer
+
+log = logging.getLogger(__name__)
+
+
+class Decision(StrEnum):
+    PROCEED = "PROCEED_TO_SHADOW"
+    MANUAL_REVIEW = "MANUAL_REVIEW"
+    ROLLBACK = "ROLLBACK"
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    alpha: float = 0.05
+    reject_ratio: float = 0.95
+    min_samples: int = 30
+    slice_tolerance: float = 0.10
+    n_bootstrap: int = 10_000
+    confidence: float = 0.95
+    seed: int = 0
+
+    @classmethod
+    def from_settings(cls, release: ReleaseSettings, **overrides: Any) -> GateConfig:
+        base = {
+            "alpha": release.alpha,
+            "reject_ratio": release.reject_ratio,
+            "min_samples": release.min_samples,
+            "slice_tolerance": release.slice_tolerance,
+        }
+        return cls(**{**base, **overrides})
+
+
+@dataclass
+class PairedTest:
+    n: int
+    mean_baseline: float
+    mean_candidate: float
+    mean_diff: float
+    t_statistic: float | None
+    p_value: float
+    wilcoxon_statistic: float | None
+    wilcoxon_p: float
+    ci_low: float
+    ci_high: float
+    effect_size: float | None  # Cohen's d_z; None when every difference is the same non-zero
+    nonzero_pairs: int
+
+
+def paired_test(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    n_bootstrap: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> PairedTest:
+    """Paired t-test, Wilcoxon signed-rank, bootstrap CI and effect size of candidate - baseline.
+
+    Raises:
+        ValueError: the samples differ in length or are empty.
+    """
+    import numpy as np
+    from scipy import stats
+
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    if b.shape != c.shape or b.size == 0:
+        raise ValueError(
+            f"paired samples must be non-empty and equal in length ({b.size}, {c.size})"
+        )
+    d = c - b
+    nonzero = int(np.count_nonzero(d))
+    sd = float(d.std(ddof=1)) if d.size > 1 else 0.0
+    t_stat, p = None, 1.0
+    wil_stat, wil_p = None, 1.0
+    if nonzero and sd > 0:
+        res = stats.ttest_rel(c, b)
+        t_stat, p = float(res.statistic), float(res.pvalue)
+    elif nonzero and d.size > 1:  # every difference equal and non-zero: no doubt left
+        t_stat, p = float(np.sign(d.mean()) * np.inf), 0.0
+    if nonzero:
+        wres = stats.wilcoxon(d, zero_method="wilcox")
+        wil_stat, wil_p = float(wres.statistic), float(wres.pvalue)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(n_bootstrap, d.size))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    effect = float(d.mean() / sd) if sd > 0 else (0.0 if not nonzero else None)
+    return PairedTest(
+        n=int(d.size), mean_baseline=float(b.mean()), mean_candidate=float(c.mean()),
+        mean_diff=float(d.mean()), t_statistic=t_stat, p_value=p, wilcoxon_statistic=wil_stat,
+        wilcoxon_p=wil_p, ci_low=float(lo), ci_high=float(hi), effect_size=effect,
+        nonzero_pairs=nonzero,
+    )  # fmt: skip
+
+
+@dataclass
+class SliceResult:
+    name: str
+    n: int
+    mean_baseline: float
+    mean_candidate: float
+    diff: float
+    regressed: bool
+
+
+def slice_results(
+    slices: Sequence[str],
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    tolerance: float,
+) -> list[SliceResult]:
+    """Per-slice means; a slice regressed when its mean dropped by more than ``tolerance``."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for name, b, c in zip(slices, baseline, candidate, strict=True):
+        groups.setdefault(name, []).append((b, c))
+    out = []
+    for name in sorted(groups):
+        pairs = groups[name]
+        mb = sum(b for b, _ in pairs) / len(pairs)
+        mc = sum(c for _, c in pairs) / len(pairs)
+        out.append(SliceResult(name, len(pairs), mb, mc, mc - mb, mb - mc > tolerance + 1e-12))
+    return out
+
+
+def decide(
+    test: PairedTest,
+    config: GateConfig,
+    *,
+    slices: Sequence[SliceResult] = (),
+    checks: Sequence[Check] = (),
+) -> tuple[Decision, list[str]]:
+    """The gate's decision and the reasons a reader sees (see the module docstring)."""
+    stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
+    if test.n < config.min_samples:
+        return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {config.min_samples})"]
+    if test.mean_candidate < config.reject_ratio * test.mean_baseline:
+        return Decision.ROLLBACK, [
+            f"candidate mean {test.mean_candidate:.4f} < {config.reject_ratio:g} x baseline "
+            f"mean {test.mean_baseline:.4f} ({stats})"
+        ]
+    if not (test.p_value < config.alpha and test.mean_diff > 0):
+        return Decision.MANUAL_REVIEW, [
+            f"not significantly better at alpha {config.alpha:g} ({stats})"
+        ]
+    blockers = [
+        f"slice {s.name} regressed by {-s.diff:.4f} (> {config.slice_tolerance:g})"
+        for s in slices
+        if s.regressed
+    ] + [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
+    if blockers:
+        return Decision.MANUAL_REVIEW, [f"significantly better ({stats}), but:", *blockers]
+    return Decision.PROCEED, [f"significantly better ({stats})"]
+
+
+# ---- answers through the production generation path ----------------------------------------
+
+
+def golden_messages(item: DomainItem) -> Messages:
+    """The agent's final call for a golden item, shaped as production traffic: the question,
+    the tool call and the tool results (the item's contexts)."""
+    messages: Messages = [{"role": "user", "content": item.question}]
+    for i, context in enumerate(item.contexts):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "tool", "arguments": "{}"},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
+    return messages
+
+
+# ---- the gate -------------------------------------------------------------------------------
+
+
+@dataclass
+class ItemPair:
+    item_id: str
+    slice: str
+    baseline_answer: str
+    candidate_answer: str
+    baseline_score: float
+    candidate_score: float
+
+
+@dataclass
+class GateResult:
+    version: str
+    baseline: str
+    run_id: str
+    decision: Decision
+    reasons: list[str]
+    test: PairedTest
+    slices: list[SliceResult]
+    checks: list[Check]
+    items: list[ItemPair]
+    errors: dict[str, int] = field(default_factory=dict)  # generation failures per version
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the per-item rows, JSON-ready (the report and the audit evidence)."""
+        return {
+            "version": self.version,
+            "baseline": self.baseline,
+            "run_id": self.run_id,
+            "decision": self.decision.value,
+            "reasons": self.reasons,
+            "test": asdict(self.test),
+            "slices": [asdict(s) for s in self.slices],
+            "checks": [c.as_dict() for c in self.checks],
+            "errors": self.errors,
+            "created_at": self.created_at.isoformat(),
+        }
+
+    def eval_rows(self) -> list[dict[str, Any]]:
+        """The ``eval_results`` rows: one per item and version, sharing ``run_id``."""
+        rows = []
+        for it in self.items:
+            for version, score, answer in (
+                (self.baseline, it.baseline_score, it.baseline_answer),
+                (self.version, it.candidate_score, it.candidate_answer),
+            ):
+                rows.append({
+                    "run_id": self.run_id, "model_version": version, "item_id": it.item_id,
+                    "slice": it.slice, "score": score, "answer": answer,
+                    "created_at": self.created_at,
+                })  # fmt: skip
+        return rows
+
+
+def score_answers(
+    items: Sequence[DomainItem], answers: Sequence[Answer], scorer: Scorer
+) -> list[float]:
+    """The stage-2 reward of each answer (golden reference, no feedback, generation latency)."""
+    from tasks.score import ScoreItem
+
+    batch = [
+        ScoreItem(it.question, list(it.contexts), a.text, it.reference, None, a.latency_s)
+        for it, a in zip(items, answers, strict=True)
+    ]
+    return [r.total for r in scorer.score(batch)]
+
+
+def run_gate(
+    items: Sequence[DomainItem],
+    *,
+    baseline: AnswerSource,
+    candidate: AnswerSource,
+    scorer: Scorer,
+    config: GateConfig,
+    drift: DriftConfig,
+    max_tokens: int = 16,
+    run_id: str | None = None,
+) -> GateResult:
+    """Answer, score, compare and decide (nothing written)."""
+    requests = [golden_messages(it) for it in items]
+    base = baseline.answer(requests, max_tokens=max_tokens)
+    cand = candidate.answer(requests, max_tokens=max_tokens)
+    scores = score_answers([*items, *items], [*base, *cand], scorer)
+    b_scores, c_scores = scores[: len(items)], scores[len(items) :]
+    test = paired_test(b_scores, c_scores, n_bootstrap=config.n_bootstrap,
+                       confidence=config.confidence, seed=config.seed)  # fmt: skip
+    slices = slice_results([it.slice for it in items], b_scores, c_scores, config.slice_tolerance)
+    b_text, c_text = [a.text for a in base], [a.text for a in cand]
+    prompts = [candidate.lm.render(m) for m in requests] if candidate.lm else []
+    checks = [
+        kl_check(candidate.lm, baseline.lm, prompts, c_text, drift),
+        diversity_check(c_text, b_text, [it.reference for it in items], drift),
+        length_bias_check(b_scores, c_scores, b_text, c_text, drift),
+    ]
+    decision, reasons = decide(test, config, slices=slices, checks=checks)
+    pairs = [
+        ItemPair(it.item_id, it.slice, b.text, c.text, bs, cs)
+        for it, b, c, bs, cs in zip(items, base, cand, b_scores, c_scores, strict=True)
+    ]
+    errors = {
+        baseline.version: sum(a.error for a in base),
+        candidate.version: sum(a.error for a in cand),
+    }
+    log.info("gate %s vs %s: %s (%s)", candidate.version, baseline.version, decision, reasons[0])
+    return GateResult(candidate.version, baseline.version, run_id or uuid.uuid4().hex, decision,
+                      reasons, test, slices, checks, pairs, errors)  # fmt: skip
+
+
+def write_eval_results(catalog: Catalog, result: GateResult) -> int:
+    """Replace this run's rows in ``eval_results`` (a rerun of a run id never duplicates)."""
+    from pyiceberg.expressions import EqualTo
+
+    from infra.catalog import replace_where
+
+    rows = result.eval_rows()
+    replace_where(catalog, "eval_results", EqualTo("run_id", result.run_id), rows)
+    return len(rows)
+
+
+@task(cache_policy=NO_CACHE)
+def golden_gate_task(items: list[DomainItem], **kwargs: Any) -> GateResult:
+    """Returns the gate's result for the candidate against the baseline on the golden items."""
+    return run_gate(items, **kwargs)
+
+
+@task(retries=2, retry_delay_seconds=[2, 10], retry_jitter_factor=0.5, cache_policy=NO_CACHE)
+def write_eval_results_task(catalog: Catalog, result: GateResult) -> int:
+    """Returns how many eval_results rows the gate run wrote."""
+    return write_eval_results(catalog, result)

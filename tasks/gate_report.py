@@ -1,0 +1,154 @@
+"""The gate's evidence: ``gates/<version>/report.json``, ``report.md`` and ``scores.png``
+(score distributions and paired differences) in the object store. The markdown is also the
+Prefect artifact of the release run, so the UI and the store show the same numbers."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+if TYPE_CHECKING:
+    from infra.store import ObjectStore
+    from tasks.gate import GateResult
+
+
+def gate_prefix(version: str) -> str:
+    return f"gates/{version}/"
+
+
+def report_json(result: GateResult) -> dict[str, Any]:
+    """The summary plus the per-item pairs (the same numbers ``eval_results`` holds)."""
+    data = result.summary()
+    data["eval_results"] = {"table": "flywheel.eval_results", "run_id": result.run_id}
+    data["items"] = [
+        {
+            "item_id": it.item_id,
+            "slice": it.slice,
+            "baseline_score": it.baseline_score,
+            "candidate_score": it.candidate_score,
+        }
+        for it in result.items
+    ]
+    return json_safe(data)
+
+
+def json_safe(value: Any) -> Any:
+    """JSON-safe: non-finite floats (an infinite t statistic) become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _num(value: float | None, fmt: str = ".4f") -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def report_markdown(result: GateResult) -> str:
+    t = result.test
+    lines = [
+        f"# Release gate: {result.version} vs {result.baseline}",
+        "",
+        f"**Decision: {result.decision.value}**",
+        "",
+        *[f"- {r}" for r in result.reasons],
+        "",
+        "## Paired comparison (golden set, stage-2 reward)",
+        "",
+        "| | value |",
+        "|---|---|",
+        f"| items | {t.n} (non-zero differences: {t.nonzero_pairs}) |",
+        f"| baseline mean ({result.baseline}) | {t.mean_baseline:.4f} |",
+        f"| candidate mean ({result.version}) | {t.mean_candidate:.4f} |",
+        f"| mean difference | {t.mean_diff:+.4f} |",
+        f"| 95% bootstrap CI | [{t.ci_low:+.4f}, {t.ci_high:+.4f}] |",
+        f"| paired t-test | t = {_num(t.t_statistic, '.3f')}, p = {t.p_value:.3g} |",
+        f"| Wilcoxon signed-rank | W = {_num(t.wilcoxon_statistic, '.1f')}, p = {t.wilcoxon_p:.3g} |",
+        f"| effect size (Cohen's d_z) | {_num(t.effect_size, '.3f')} |",
+        "",
+        "## Slices",
+        "",
+        "| slice | n | baseline | candidate | difference | regressed |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {s.name} | {s.n} | {s.mean_baseline:.4f} | {s.mean_candidate:.4f} | "
+            f"{s.diff:+.4f} | {'yes' if s.regressed else 'no'} |"
+            for s in result.slices
+        ],
+        "",
+        "## Reward-hacking and drift checks",
+        "",
+        "| check | status | value | threshold | detail |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {c.name} | {c.status} | {_num(c.value)} | {c.threshold:g} | {c.detail} |"
+            for c in result.checks
+        ],
+        "",
+        f"Generation failures: {result.errors or 'none'}. Per-item scores: table "
+        f"`flywheel.eval_results`, run_id `{result.run_id}`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def report_plot(result: GateResult) -> bytes:
+    """PNG: both score distributions, and the histogram of paired differences."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    base = [it.baseline_score for it in result.items]
+    cand = [it.candidate_score for it in result.items]
+    diffs = [c - b for b, c in zip(base, cand, strict=True)]
+    fig = Figure(figsize=(10, 4), dpi=100)
+    left, right = fig.subplots(1, 2)
+    bins = [i / 20 for i in range(21)]
+    left.hist(base, bins=bins, alpha=0.6, label=f"baseline {result.baseline}")
+    left.hist(cand, bins=bins, alpha=0.6, label=f"candidate {result.version}")
+    left.set(title="Reward per golden item", xlabel="reward", ylabel="items")
+    left.legend()
+    right.hist(diffs, bins=[i / 20 - 1 for i in range(41)], color="tab:purple")
+    right.axvline(0, color="black", linewidth=0.8)
+    right.axvline(result.test.mean_diff, color="tab:red", linestyle="--", label="mean")
+    right.set(title=f"Paired differences (p = {result.test.p_value:.3g})",
+              xlabel="candidate - baseline", ylabel="items")  # fmt: skip
+    right.legend()
+    fig.suptitle(f"{result.version} vs {result.baseline}: {result.decision.value}")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def write_report(store: ObjectStore, result: GateResult) -> dict[str, str]:
+    """Write report.json, report.md and scores.png; returns {kind: key}."""
+    prefix = gate_prefix(result.version)
+    keys = {
+        "json": prefix + "report.json",
+        "md": prefix + "report.md",
+        "png": prefix + "scores.png",
+    }
+    store.put(keys["png"], report_plot(result))
+    store.put(keys["md"], report_markdown(result).encode())
+    store.put(keys["json"], json.dumps(report_json(result), indent=1, allow_nan=False).encode())
+    return keys
+
+
+def read_report(store: ObjectStore, version: str) -> dict[str, Any]:
+    """The stored ``report.json`` of a version's last gate run."""
+    return dict(json.loads(store.get(gate_prefix(version) + "report.json")))
+
+
+@task(retries=3, retry_delay_seconds=[2, 5, 15], retry_jitter_factor=0.5, cache_policy=NO_CACHE)
+def write_report_task(store: ObjectStore, result: GateResult) -> dict[str, str]:
+    """Returns the keys of the gate report's files in the object store."""
+    return write_report(store, result)

@@ -1,0 +1,272 @@
+"""Shadow and canary phases of a release, and how their evidence is judged.
+
+Shadow: the gateway mirrors ``shadow_fraction`` of stable requests to the candidate; each
+mirrored pair (same ``pairing_id``, routes ``stable`` and ``shadow`` in the traces) is scored
+with the stage-2 reward and paired-tested. The golden gate already showed an improvement, so
+the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
+its mean is below ``reject_ratio`` of the stable mean or significantly worse (p < alpha), and
+proceeds to the canary otherwise.
+
+Canary: each step sets the candidate's weight, waits ``analysis_interval_s`` and compares the
+candidate (this step) with the stable version (since the canary began, so a 100 % step still
+has a baseline) through :class:`~infra.promql.CanaryMetrics`: error ratio (fail above
+``error_ratio_max`` x stable), p99 latency (fail above ``latency_p99_ratio_max`` x stable) and
+mean feedback (fail below ``feedback_ratio_min`` x stable, judged only with ``min_feedback``
+events on both sides). No-data rule: fewer than ``min_requests_per_step`` candidate requests
+(or unreadable metrics) keep the step waiting until ``step_deadline_s``; then the step fails
+as ``no_data``, never passes.
+
+Both phases poll ``deploy/state.json`` every ``poll_s``: a rollback or abort ends them at
+once; a pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra.errors import MetricsError
+from infra.gateway.state import RoutingState, load_state
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from infra.promql import CanaryMetrics, CanaryWindow
+    from infra.store import ObjectStore
+    from infra.traces import TraceRecord, TraceSource
+    from tasks.gate import GateConfig
+    from tasks.release import ReleaseConfig
+    from tasks.score import Scorer
+
+log = logging.getLogger(__name__)
+
+Verdict = Literal["pass", "fail", "no_data", "interrupted", "paused"]
+
+
+@dataclass
+class Clock:
+    """Time for the waiting loops (tests pass a fake one that advances on ``sleep``)."""
+
+    now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class PhaseResult:
+    verdict: Verdict
+    reasons: list[str]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    state: RoutingState | None = None
+
+
+# ---- canary analysis ------------------------------------------------------------------------
+
+
+def analyse_step(window: CanaryWindow | None, config: ReleaseConfig) -> PhaseResult:
+    """Judge one canary window (pure)."""
+    if window is None:
+        return PhaseResult("no_data", ["metrics unavailable"])
+    c, s = window.candidate, window.stable
+    evidence: dict[str, Any] = {
+        "source": window.source, "candidate": c.as_dict(), "stable": s.as_dict(),
+        "candidate_window_s": round(window.candidate_window_s, 1),
+        "stable_window_s": round(window.stable_window_s, 1),
+    }  # fmt: skip
+    if c.requests < config.min_requests_per_step:
+        reason = f"{c.requests:.0f} candidate requests < {config.min_requests_per_step} required"
+        return PhaseResult("no_data", [reason], evidence)
+    failures: list[str] = []
+    notes: list[str] = []
+    stable_err = max(s.error_ratio or 0.0, config.error_floor)
+    err_ratio = (c.error_ratio or 0.0) / stable_err
+    evidence["error_ratio_vs_stable"] = err_ratio
+    line = (f"error ratio {c.error_ratio or 0:.2%} = {err_ratio:.2f}x stable {stable_err:.2%} "
+            f"(max {config.error_ratio_max:g}x)")  # fmt: skip
+    (failures if err_ratio > config.error_ratio_max else notes).append(line)
+    if c.p99_s is not None:
+        stable_p99 = max(s.p99_s or 0.0, config.latency_floor_s)
+        lat_ratio = c.p99_s / stable_p99
+        evidence["p99_ratio_vs_stable"] = lat_ratio
+        line = (f"p99 {c.p99_s * 1000:.0f} ms = {lat_ratio:.2f}x stable "
+                f"{stable_p99 * 1000:.0f} ms (max {config.latency_p99_ratio_max:g}x)")  # fmt: skip
+        (failures if lat_ratio > config.latency_p99_ratio_max else notes).append(line)
+    cf, sf = c.feedback_score, s.feedback_score
+    if c.feedback_count >= config.min_feedback and s.feedback_count >= config.min_feedback and sf:
+        fb_ratio = (cf or 0.0) / sf
+        evidence["feedback_ratio_vs_stable"] = fb_ratio
+        line = (f"feedback {cf:.2f} = {fb_ratio:.2f}x stable {sf:.2f} "
+                f"(min {config.feedback_ratio_min:g}x)")  # fmt: skip
+        (failures if fb_ratio < config.feedback_ratio_min else notes).append(line)
+    else:
+        notes.append(f"feedback not judged: {c.feedback_count:.0f} candidate / "
+                     f"{s.feedback_count:.0f} stable events (< {config.min_feedback})")  # fmt: skip
+    if s.requests <= 0:
+        notes.append("no stable requests in the window: stable floors used")
+    return PhaseResult("fail" if failures else "pass", failures or notes, evidence)
+
+
+def _interrupted(store: ObjectStore, version: str, phase: str) -> PhaseResult | None:
+    """None while the release is still in ``phase``; else why it stopped (or ``paused``)."""
+    state = load_state(store)
+    if state.candidate == version and state.phase == phase:
+        return None
+    if state.candidate == version and state.phase == "held":
+        return PhaseResult("paused", ["paused by a person"], state=state)
+    reason = f"release left {phase}: phase {state.phase}, candidate {state.candidate}"
+    return PhaseResult("interrupted", [reason], state=state)
+
+
+def _wait_while_paused(
+    store: ObjectStore, version: str, phase: str, config: ReleaseConfig, clock: Clock
+) -> PhaseResult | None:
+    """None once resumed into ``phase``; else the result that ends the phase."""
+    until = clock.now() + config.pause_timeout_s
+    while clock.now() < until:
+        clock.sleep(config.poll_s)
+        stop = _interrupted(store, version, phase)
+        if stop is None:
+            return None
+        if stop.verdict != "paused":
+            return stop
+    return PhaseResult("paused", [f"still paused after {config.pause_timeout_s:.0f} s"])
+
+
+def watch_step(
+    store: ObjectStore,
+    version: str,
+    *,
+    stable: str,
+    metrics: CanaryMetrics,
+    config: ReleaseConfig,
+    canary_start: float,
+    clock: Clock,
+) -> PhaseResult:
+    """Hold one canary step until it passes, fails, runs out of time without data, or the
+    release is interrupted."""
+    step_start = metrics.mark()
+    while True:
+        clock.sleep(config.poll_s)
+        stop = _interrupted(store, version, "canary")
+        if stop is not None and stop.verdict == "paused":
+            stop = _wait_while_paused(store, version, "canary", config, clock)
+            if stop is None:  # resumed: the step's evidence starts again
+                step_start = metrics.mark()
+                continue
+        if stop is not None:
+            return stop
+        now = clock.now()
+        if now - step_start < config.analysis_interval_s:
+            continue
+        try:
+            window = metrics.read(candidate=version, stable=stable, candidate_since=step_start,
+                                  stable_since=canary_start)  # fmt: skip
+        except MetricsError as exc:
+            log.warning("canary metrics unavailable: %s", exc)
+            window = None
+        result = analyse_step(window, config)
+        if result.verdict != "no_data":
+            return result
+        if now - step_start >= config.step_deadline_s:
+            result.reasons.append(
+                f"no decision within the step deadline ({config.step_deadline_s:.0f} s)"
+            )
+            return result
+
+
+# ---- shadow ---------------------------------------------------------------------------------
+
+
+def shadow_pairs(
+    records: list[TraceRecord], *, candidate: str, since: datetime
+) -> list[tuple[TraceRecord, TraceRecord]]:
+    """(stable answer, candidate's shadow answer) per pairing id, oldest first."""
+    stable: dict[str, TraceRecord] = {}
+    shadow: dict[str, TraceRecord] = {}
+    for r in records:
+        if r.pairing_id is None or r.created_at < since:
+            continue
+        if r.route == "stable":
+            stable[r.pairing_id] = r
+        elif r.route == "shadow" and r.model_version == candidate:
+            shadow[r.pairing_id] = r
+    keys = sorted(stable.keys() & shadow.keys(), key=lambda k: stable[k].created_at)
+    return [(stable[k], shadow[k]) for k in keys]
+
+
+def read_shadow_pairs(
+    source: TraceSource, *, candidate: str, since: datetime, now: datetime
+) -> list[tuple[TraceRecord, TraceRecord]]:
+    start = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    batch = source.read_window(start, end)
+    return shadow_pairs(batch.records, candidate=candidate, since=since)
+
+
+def judge_shadow(
+    pairs: list[tuple[TraceRecord, TraceRecord]], scorer: Scorer, gate: GateConfig
+) -> PhaseResult:
+    """Score both sides (no feedback: the shadow answer had no user) and paired-test them."""
+    from tasks.gate import paired_test
+    from tasks.gate_report import json_safe
+    from tasks.score import ScoreItem
+
+    def item(r: TraceRecord) -> ScoreItem:
+        return ScoreItem(r.question, list(r.contexts), r.answer, None, None, r.latency_s)
+
+    scores = [b.total for b in scorer.score([item(r) for pair in pairs for r in pair])]
+    stable, cand = scores[0::2], scores[1::2]
+    test = paired_test(stable, cand, n_bootstrap=gate.n_bootstrap, seed=gate.seed)
+    evidence = {"pairs": len(pairs), "test": json_safe(asdict(test)),
+                "shadow_errors": sum(r.error_count > 0 for _, r in pairs)}  # fmt: skip
+    stats = (f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
+             f"{test.mean_candidate:.4f}, p={test.p_value:.3g}")  # fmt: skip
+    if test.mean_candidate < gate.reject_ratio * test.mean_baseline:
+        return PhaseResult(
+            "fail", [f"shadow mean below {gate.reject_ratio:g} x stable ({stats})"], evidence
+        )
+    if test.p_value < gate.alpha and test.mean_diff < 0:
+        return PhaseResult("fail", [f"shadow significantly worse than stable ({stats})"], evidence)
+    return PhaseResult("pass", [f"no regression on live traffic ({stats})"], evidence)
+
+
+def watch_shadow(
+    store: ObjectStore,
+    version: str,
+    *,
+    source: TraceSource,
+    scorer: Scorer,
+    config: ReleaseConfig,
+    gate: GateConfig,
+    clock: Clock,
+) -> PhaseResult:
+    """Hold the shadow phase until enough mirrored pairs are judged, or the deadline."""
+    start = clock.now()
+    since = datetime.fromtimestamp(start, UTC)
+    while True:
+        clock.sleep(config.poll_s)
+        stop = _interrupted(store, version, "shadow")
+        if stop is not None and stop.verdict == "paused":
+            stop = _wait_while_paused(store, version, "shadow", config, clock)
+        if stop is not None:
+            return stop
+        now = clock.now()
+        if now - start < config.analysis_interval_s:
+            continue
+        pairs = read_shadow_pairs(source, candidate=version, since=since,
+                                  now=datetime.fromtimestamp(now, UTC))  # fmt: skip
+        if len(pairs) >= config.min_shadow_pairs:
+            return judge_shadow(pairs, scorer, gate)
+        if now - start >= config.step_deadline_s:
+            reason = (f"{len(pairs)} shadow pairs < {config.min_shadow_pairs} required within "
+                      f"the deadline ({config.step_deadline_s:.0f} s)")  # fmt: skip
+            return PhaseResult("no_data", [reason], {"pairs": len(pairs)})
+
+
+watch_step_task = task(cache_policy=NO_CACHE)(watch_step)
+watch_shadow_task = task(cache_policy=NO_CACHE)(watch_shadow)

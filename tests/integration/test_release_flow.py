@@ -1,0 +1,217 @@
+"""The ``release`` and ``rollback`` flows through real Prefect runs: the golden gate over HTTP
+upstreams (fake OpenAI servers whose answers to the demo domain are right with a set
+accuracy), its report against ``eval_results``, and a whole release (gate -> shadow -> canary
+-> promoted) through a running gateway with user traffic, analysed from its /metrics."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from infra.catalog import open_catalog, scan
+from infra.gateway.state import RoutingState, load_state, save_state
+from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
+from infra.settings import get_settings
+from infra.store import open_store
+from tasks import domain
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "test-admin-token"
+ACCURACY = {"v0": 0.5, "v1": 0.95, "v2": 0.1, "v3": 0.5}  # v3 answers exactly as v0
+
+
+def answerer(accuracy: float):
+    """Right when the question's (version-independent) draw is under ``accuracy``, so a more
+    accurate version is right wherever a less accurate one is."""
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        question = next(m["content"] for m in messages if m["role"] == "user")
+        right = int(domain.expected_answer(question))
+        return str(right) if random.Random(question).random() < accuracy else str(right + 1)
+
+    return answer
+
+
+@pytest.fixture
+def upstreams() -> Iterator[dict[str, FakeUpstreamHandle]]:
+    handles = {v: start_fake_upstream(v, answer=answerer(a)) for v, a in ACCURACY.items()}
+    yield handles
+    for handle in handles.values():
+        handle.stop()
+
+
+@pytest.fixture
+def env(flywheel_home, upstreams, monkeypatch: pytest.MonkeyPatch):
+    urls = {v: h.url for v, h in upstreams.items()}
+    monkeypatch.setenv("FLYWHEEL_GATEWAY__UPSTREAMS", json.dumps(urls))
+    monkeypatch.setenv("FLYWHEEL_GATEWAY__DIVERSE_FRACTION", "0")
+    monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_TOKEN", TOKEN)
+    get_settings.cache_clear()
+    settings = get_settings()
+    save_state(open_store(settings), RoutingState(stable="v0"))
+    return settings
+
+
+def options(**kw: Any):
+    from flows.release import ReleaseOptions
+
+    return ReleaseOptions(max_golden_items=kw.pop("max_golden_items", 100), **kw)
+
+
+def audit(settings, event_type: str | None = None) -> list[dict[str, Any]]:
+    rows = scan(open_catalog(settings), "audit_log").to_pylist()
+    rows = [r for r in rows if event_type is None or r["event_type"] == event_type]
+    return sorted(rows, key=lambda r: r["at"])
+
+
+def test_gate_rejects_a_worse_candidate_with_a_report_matching_eval_results(
+    prefect_api, env
+) -> None:
+    from flows.release import release
+
+    out = release("v2", options())
+    assert (out.outcome, out.gate["decision"]) == ("rolled_back", "ROLLBACK")
+    store = open_store(env)
+    state = load_state(store)
+    assert state.rejected == ["v2"] and state.candidate is None
+    report = json.loads(store.get("gates/v2/report.json"))
+    assert store.get("gates/v2/report.md").startswith(b"# Release gate: v2 vs v0")
+    assert store.get("gates/v2/scores.png").startswith(b"\x89PNG")
+    from pyiceberg.expressions import EqualTo
+
+    rows = scan(open_catalog(env), "eval_results", EqualTo("run_id", report["run_id"])).to_pylist()
+    assert len(rows) == 200
+    for version, key in (("v0", "mean_baseline"), ("v2", "mean_candidate")):
+        scores = [r["score"] for r in rows if r["model_version"] == version]
+        assert sum(scores) / len(scores) == pytest.approx(report["test"][key])
+    by_item = {(r["item_id"], r["model_version"]): r["score"] for r in rows}
+    for item in report["items"]:
+        assert by_item[(item["item_id"], "v2")] == pytest.approx(item["candidate_score"])
+    assert {r["event_type"] for r in audit(env)} >= {"release_transition", "rollback"}
+    metrics = store.get("metrics/release.json")  # flywheel_gate_decisions_total{decision}
+    assert b"flywheel_gate_decisions_total" in metrics and b"ROLLBACK" in metrics
+    again = release("v2", options())
+    assert again.outcome == "rejected" and again.gate is None  # never released again
+
+
+def test_gate_holds_an_identical_copy_for_review(prefect_api, env) -> None:
+    from flows.release import release
+
+    out = release("v3", options())
+    assert (out.outcome, out.gate["decision"]) == ("held", "MANUAL_REVIEW")
+    assert out.gate["p_value"] == 1.0 and out.gate["mean_diff"] == 0.0
+    state = load_state(open_store(env))
+    assert (state.phase, state.candidate, state.weight) == ("held", "v3", 0.0)
+
+
+@dataclass
+class Traffic:
+    """Users asking non-golden questions through the gateway until stopped."""
+
+    url: str
+    statuses: Counter = field(default_factory=Counter)
+    routes: Counter = field(default_factory=Counter)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        rng = random.Random(7)
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            while not self.stop.is_set():
+                item = domain.sample_question(rng)
+                body = {
+                    "model": "flywheel",
+                    "user": f"user-{rng.randrange(500)}",
+                    "messages": [{"role": "user", "content": item.question},
+                                 {"role": "tool", "content": item.contexts[0]}],
+                }  # fmt: skip
+                resp = client.post("/v1/chat/completions", json=body)
+                self.statuses[resp.status_code] += 1
+                self.routes[resp.headers.get("x-flywheel-route")] += 1
+                self.stop.wait(0.02)
+
+
+def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) -> None:
+    from flows.release import release
+    from infra.gateway.serve import start_background_gateway
+
+    with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
+        traffic = Traffic(gw.url)
+        thread = threading.Thread(target=traffic.run, daemon=True)
+        thread.start()
+        try:
+            out = release("v1", options(
+                shadow_fraction=0.5, min_shadow_pairs=15, analysis_interval_s=3,
+                step_deadline_s=30, canary_steps=[50, 100], min_requests_per_step=10,
+                gateway_url=gw.url,
+            ))  # fmt: skip
+        finally:
+            traffic.stop.set()
+            thread.join(10)
+    assert out.outcome == "promoted", out
+    assert out.gate["decision"] == "PROCEED_TO_SHADOW" and out.gate["p_value"] < 0.05
+    assert [p["verdict"] for p in out.phases] == ["pass", "pass", "pass"]
+    state = load_state(open_store(env))
+    assert (state.stable, state.candidate, state.phase) == ("v1", None, "promoted")
+    assert set(traffic.statuses) == {200} and traffic.routes["canary"] > 0
+    steps = [json.loads(r["details"]) for r in audit(env, "release_transition")]
+    assert [s["to_phase"] for s in steps] == ["gating", "shadow", "canary", "canary", "promoted"]
+    shadow = steps[2]["evidence"]["shadow"]
+    assert (
+        shadow["pairs"] >= 15 and shadow["test"]["mean_candidate"] > shadow["test"]["mean_baseline"]
+    )
+    assert steps[3]["evidence"]["previous_step"]["source"] == "embedded"
+
+
+def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:
+    from flows.release import release
+    from infra.gateway.serve import start_background_gateway
+
+    with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
+        out = release("v1", options(
+            skip_shadow=True, analysis_interval_s=1, step_deadline_s=4, canary_steps=[50, 100],
+            min_requests_per_step=5, gateway_url=gw.url,
+        ))  # fmt: skip
+    assert out.outcome == "held", out
+    assert out.phases == [
+        {"phase": "canary", "step": 0, "weight": 50, "verdict": "no_data", "reasons": out.reasons}
+    ]
+    assert "0 candidate requests < 5 required" in out.reasons[0]
+    state = load_state(open_store(env))
+    assert (state.phase, state.candidate, state.weight, state.stable) == ("held", "v1", 0.0, "v0")
+
+
+def test_rollback_flow_goes_through_the_gateway_admin_api(
+    prefect_api, env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.rollback import rollback
+    from infra.gateway.serve import start_background_gateway
+
+    store = open_store(env)
+    save_state(store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50),
+               force=True)  # fmt: skip
+    with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
+        monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
+        get_settings.cache_clear()
+        out = rollback(reason="latency looks wrong", actor="oncall")
+        health = httpx.get(f"{gw.url}/healthz").json()
+        again = rollback(reason="again", actor="oncall")
+        for thread in gw.app.state.admin.threads:  # the gateway's audit write
+            thread.join(10)
+    assert (out["rolled_back"], out["via"]) == (True, "gateway")
+    assert (health["weight"], health["candidate"]) == (0.0, None)
+    state = load_state(store)
+    assert state.rejected == ["v1"] and state.phase == "rolled_back"
+    events = {r["event_type"]: r for r in audit(env)}
+    assert events["rollback"]["actor"] == "oncall"
+    assert json.loads(events["rollback"]["details"])["reason"] == "latency looks wrong"
+    assert json.loads(events["rollback_flow"]["details"])["via"] == "gateway"
+    assert (again["rolled_back"], again["via"]) == (False, "gateway")  # idempotent

@@ -1,0 +1,197 @@
+"""Canary analysis and its no-data rule, shadow pairing, and the embedded /metrics reader (fake
+clock and in-memory metrics: no waiting, no services)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from infra.gateway.metrics import GatewayMetrics
+from infra.gateway.state import RoutingState, rollback, save_state
+from infra.promql import CanaryWindow, EmbeddedMetrics, RouteStats, histogram_quantile
+from infra.store import LocalStore
+from tasks import release as rel
+from tasks.rollout import Clock, analyse_step, shadow_pairs, watch_step
+from tests.helpers import make_trace
+
+CFG = rel.ReleaseConfig(
+    analysis_interval_s=60, step_deadline_s=600, min_requests_per_step=50, poll_s=5
+)
+
+
+def window(cand: RouteStats, stable: RouteStats) -> CanaryWindow:
+    return CanaryWindow(cand, stable, "test", 60.0, 300.0)
+
+
+def test_healthy_candidate_passes_with_its_numbers() -> None:
+    result = analyse_step(
+        window(RouteStats(100, 1, 0.2, {1: 30}), RouteStats(900, 9, 0.2, {1: 200, -1: 20})), CFG
+    )
+    assert result.verdict == "pass"
+    assert result.evidence["error_ratio_vs_stable"] == pytest.approx(1.0)
+    assert result.evidence["p99_ratio_vs_stable"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("cand", "stable", "needle"),
+    [
+        (RouteStats(100, 20, 0.2), RouteStats(900, 90, 0.2), "error ratio 20.00% = 2.00x"),
+        (RouteStats(100, 0, 0.9), RouteStats(900, 0, 0.3), "p99 900 ms = 3.00x"),
+        (RouteStats(100, 0, 0.2, {-1: 25}), RouteStats(900, 0, 0.2, {1: 25}), "feedback 0.00"),
+        # stable without errors: its ratio counts as 1 %, so 3 % errors fail (as the alert rule)
+        (RouteStats(100, 3, 0.2), RouteStats(900, 0, 0.2), "3.00x stable 1.00%"),
+    ],
+)
+def test_regressions_fail_the_step(cand: RouteStats, stable: RouteStats, needle: str) -> None:
+    result = analyse_step(window(cand, stable), CFG)
+    assert result.verdict == "fail"
+    assert any(needle in r for r in result.reasons), result.reasons
+
+
+def test_too_few_requests_is_no_data_not_a_pass() -> None:
+    result = analyse_step(window(RouteStats(49, 0, 0.1), RouteStats(900, 0, 0.1)), CFG)
+    assert result.verdict == "no_data" and "49 candidate requests < 50" in result.reasons[0]
+    assert analyse_step(None, CFG).verdict == "no_data"
+
+
+class FakeClock(Clock):
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+        super().__init__(now=lambda: self.t, sleep=self._sleep)
+        self.hooks: list = []
+
+    def _sleep(self, seconds: float) -> None:
+        self.t += seconds
+        for hook in self.hooks:
+            hook(self.t)
+
+
+class FakeMetrics:
+    """Candidate requests arrive at ``rate`` per second from ``start_at`` on (fake time)."""
+
+    source = "fake"
+
+    def __init__(self, clock: FakeClock, rate: float = 0.0, errors: float = 0.0,
+                 start_at: float = 0.0) -> None:  # fmt: skip
+        self.clock, self.rate, self.errors, self.start_at = clock, rate, errors, start_at
+        self.reads = 0
+
+    def mark(self) -> float:
+        return self.clock.now()
+
+    def read(self, *, candidate: str, stable: str, candidate_since: float,
+             stable_since: float) -> CanaryWindow:  # fmt: skip
+        self.reads += 1
+        now = self.clock.now()
+        active = max(0.0, now - max(candidate_since, self.start_at))
+        n = self.rate * active
+        return CanaryWindow(RouteStats(n, n * self.errors, 0.1), RouteStats(1000, 10, 0.1),
+                            "fake", now - candidate_since, now - stable_since)  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    s = LocalStore(tmp_path / "store")
+    save_state(s, RoutingState(stable="v0", candidate="v1", phase="canary", weight=5))
+    return s
+
+
+def watch(store: LocalStore, clock: FakeClock, metrics: FakeMetrics):
+    return watch_step(store, "v1", stable="v0", metrics=metrics, config=CFG,
+                      canary_start=clock.now(), clock=clock)  # fmt: skip
+
+
+def test_a_step_without_traffic_waits_for_the_deadline_then_fails(store: LocalStore) -> None:
+    clock = FakeClock()
+    start = clock.now()
+    metrics = FakeMetrics(clock, rate=0.0)
+    result = watch(store, clock, metrics)
+    assert result.verdict == "no_data"
+    assert clock.now() - start >= CFG.step_deadline_s
+    assert metrics.reads > 10  # it kept looking for data the whole time
+    assert any("deadline" in r for r in result.reasons)
+
+
+def test_late_traffic_is_judged_once_enough_arrived(store: LocalStore) -> None:
+    clock = FakeClock()
+    metrics = FakeMetrics(clock, rate=1.0, start_at=clock.now() + 200)
+    result = watch(store, clock, metrics)
+    assert result.verdict == "pass"
+    assert 250 <= clock.now() - 1_000_000.0 < CFG.step_deadline_s
+
+
+def test_a_failing_candidate_fails_at_the_end_of_the_interval(store: LocalStore) -> None:
+    clock = FakeClock()
+    result = watch(store, clock, FakeMetrics(clock, rate=5.0, errors=0.5))
+    assert result.verdict == "fail"
+    assert clock.now() - 1_000_000.0 == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
+
+
+def test_a_rollback_during_the_step_ends_it_at_once(store: LocalStore) -> None:
+    clock = FakeClock()
+    clock.hooks.append(lambda t: t > 1_000_020 and rollback(store, reason="alert", actor="am"))
+    result = watch(store, clock, FakeMetrics(clock, rate=5.0))
+    assert result.verdict == "interrupted" and result.state.phase == "rolled_back"
+    assert clock.now() - 1_000_000.0 < CFG.analysis_interval_s
+
+
+def test_pause_waits_and_resume_restarts_the_analysis_window(store: LocalStore) -> None:
+    clock = FakeClock()
+    events = {1_000_030: "pause", 1_000_300: "resume"}
+
+    def act(t: float) -> None:
+        for at, action in list(events.items()):
+            if t >= at:
+                getattr(rel, action)(store, None, actor="person")
+                del events[at]
+
+    clock.hooks.append(act)
+    result = watch(store, clock, FakeMetrics(clock, rate=5.0))
+    assert result.verdict == "pass"
+    assert clock.now() >= 1_000_300 + CFG.analysis_interval_s
+
+
+def test_shadow_pairs_match_by_pairing_id_and_candidate() -> None:
+    at = datetime(2026, 1, 1, 10, tzinfo=UTC)
+    records = [
+        make_trace(1, at, pairing_id="p1", route="stable"),
+        make_trace(2, at, pairing_id="p1", route="shadow", model_version="v1"),
+        make_trace(3, at, pairing_id="p2", route="stable"),  # its shadow never came back
+        make_trace(4, at, pairing_id="p3", route="shadow", model_version="v9"),
+        make_trace(5, at - timedelta(hours=1), pairing_id="p0", route="stable"),
+        make_trace(6, at - timedelta(hours=1), pairing_id="p0", route="shadow", model_version="v1"),
+    ]
+    pairs = shadow_pairs(records, candidate="v1", since=at)
+    assert [(s.trace_id, c.trace_id) for s, c in pairs] == [("trace-00001", "trace-00002")]
+
+
+def test_histogram_quantile_interpolates_like_promql() -> None:
+    buckets = {0.1: 50.0, 0.5: 90.0, 1.0: 100.0, float("inf"): 100.0}
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.99, buckets) == pytest.approx(0.95)
+    assert histogram_quantile(0.99, {1.0: 0.0, float("inf"): 0.0}) is None
+    assert histogram_quantile(0.99, {1.0: 10.0, float("inf"): 20.0}) == 1.0  # in +Inf
+
+
+def test_embedded_reader_uses_deltas_between_scrapes() -> None:
+    metrics = GatewayMetrics()
+    for _ in range(30):
+        metrics.observe(model="v0", route="stable", seconds=0.05, error=False)
+    t = [100.0]
+    reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: t[0])
+    since = reader.mark()
+    for i in range(20):
+        metrics.observe(model="v1", route="canary", seconds=0.2, error=i < 5)
+    for _ in range(10):
+        metrics.observe(model="v0", route="stable", seconds=0.05, error=False)
+    metrics.feedback.labels("v1", "1").inc(3)
+    t[0] = 160.0
+    got = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+    assert (got.candidate.requests, got.candidate.errors) == (20, 5)
+    assert got.stable.requests == 10  # the 30 before the mark are not in the window
+    assert got.candidate.feedback == {1: 3.0} and got.candidate_window_s == 60.0
+    assert 0.1 < got.candidate.p99_s <= 0.25
+    with pytest.raises(Exception, match="snapshot"):
+        reader.read(candidate="v1", stable="v0", candidate_since=50.0, stable_since=since)
