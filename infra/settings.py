@@ -111,6 +111,8 @@ class ReleaseSettings(BaseModel):
     kl_max: float = 1.0
     min_distinct_ratio: float = 0.3
     length_corr_max: float = 0.5
+    length_ratio_max: float = 2.0  # answers this many times longer fail the gate regardless
+    length_growth_min: float = 1.1  # correlation counts only when answers grew at least this
     shadow_fraction: float = 0.2
     canary_steps: list[int] = [5, 25, 50, 100]
     analysis_interval_s: float = 300.0

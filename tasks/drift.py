@@ -57,6 +57,8 @@ class DriftConfig:
             "kl_max": release.kl_max,
             "min_distinct_ratio": release.min_distinct_ratio,
             "length_corr_max": release.length_corr_max,
+            "length_ratio_max": release.length_ratio_max,
+            "length_growth_min": release.length_growth_min,
         }
         return cls(**{**base, **overrides})
 

@@ -34,7 +34,7 @@ def test_prefect_deploy_accepts_the_file() -> None:
 def test_the_loop_and_every_stage_is_deployed() -> None:
     assert set(DEPLOYMENTS) == {
         "hourly", "collect", "score", "curate", "train-and-release", "train", "release",
-        "rollback", "retention", "forget-user",
+        "rollback", "release-control", "run", "retention", "forget-user",
     }  # fmt: skip
     assert DEPLOYMENTS["hourly"]["entrypoint"] == "flows/loop.py:hourly"
     assert DEPLOYMENTS["train-and-release"]["entrypoint"] == "flows/loop.py:weekly"

@@ -1,0 +1,257 @@
+"""In-process causal LM serving: the embedded model server behind the gateway and the gate.
+
+Any Hugging Face causal LM directory loads (``config.json``, safetensors, tokenizer files);
+nothing is downloaded. Generation is serialised by a lock (one model, one forward at a time is
+what two CPU cores can do anyway) and batched for the gate.
+
+What the model sees. Real users write preambles full of personal data ("Hi, I'm Jane Roe,
+card 4111 ... What is 23+58?") and the trace keeps that full message, but a 0.8 M-parameter
+character model trained on such prompts collapses (measured: 0.5 % accuracy). So
+:func:`render_prompt` renders only the *question sentence* of the last user message in the
+demo format ``"Q: <question>\\nA:"``, and :meth:`LocalLM.generate` additionally left-truncates a
+prompt to the context window (keeping its end, as small-context servers do). Tool results
+(the calculator context) are recorded in the trace as contexts, not shown to the tiny model:
+it would learn to copy them and leave the loop nothing to improve. A model with a chat
+template (``base_model_path``) gets the full conversation through :meth:`LocalLM.render`.
+
+Question sentence: split the message into sentences (after ``.``, ``!``, ``?`` or a newline
+followed by whitespace); take the last sentence that ends with ``?``, else the last sentence.
+A question that is not the last sentence and has no ``?`` is therefore not found.
+
+Logprobs are the model's own (temperature-1, unprocessed) log-probabilities of the chosen
+tokens, as vLLM reports them by default, so the gate can compute KL between versions.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+PROMPT_FORMAT = "Q: {question}\nA:"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass
+class Generation:
+    """One completion: text (stripped; one line for demo-format prompts), token counts,
+    per-token logprobs of the generated tokens (EOS included)."""
+
+    text: str
+    tokens_in: int
+    tokens_out: int
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"  # "stop" (end of answer) or "length" (max_new_tokens reached)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of an OpenAI chat message (string content or a list of text parts)."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return " ".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content)
+
+
+def extract_question(text: str) -> str:
+    """The question sentence of a user message (see the module docstring for the rule)."""
+    sentences = [s.strip() for s in _SENTENCE_END.split(text.strip()) if s and s.strip()]
+    if not sentences:
+        return ""
+    questions = [s for s in sentences if s.endswith("?")]
+    return " ".join((questions or sentences)[-1].split())
+
+
+def render_prompt(messages: list[dict[str, Any]]) -> str:
+    """OpenAI chat messages -> the embedded model's prompt: the last user question only."""
+    users = [m for m in messages if m.get("role") == "user"]
+    text = message_text(users[-1]) if users else (message_text(messages[-1]) if messages else "")
+    return PROMPT_FORMAT.format(question=extract_question(text))
+
+
+@contextmanager
+def _intra_op_threads(n: int | None) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class LocalLM:
+    """A causal LM loaded in process; ``generate`` is thread-safe."""
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, path: Path, max_context: int, threads: int | None = 1
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.path = path
+        self.max_context = max_context
+        self.threads = threads
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: str | Path, *, threads: int | None = 1) -> LocalLM:
+        """Load a Hugging Face causal LM directory (CPU, float32, eval mode).
+
+        ``threads``: torch intra-op threads while generating (``None``: leave torch's
+        setting). One by default: for a small model more threads only add OpenMP
+        synchronisation; measured on 2 busy cores, 18 ms per answer with 1 thread against
+        110 ms with 2. Set more for a large ``base_model_path`` model.
+
+        Raises:
+            ConfigError: the directory is missing or is not a loadable causal LM.
+        """
+        path = Path(path).expanduser().resolve()
+        if not (path / "config.json").is_file():
+            raise ConfigError(
+                f"no model at {path} (expected a Hugging Face model directory with config.json); "
+                "run `flywheel bootstrap` or set FLYWHEEL_BASE_MODEL_PATH to a local model"
+            )
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a service log, not a terminal
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, dtype=torch.float32
+            )
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load the causal LM at {path}: {exc}") from exc
+        model.eval()
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        cfg = model.config
+        max_context = int(
+            getattr(cfg, "n_positions", None)
+            or getattr(cfg, "max_position_embeddings", None)
+            or min(int(tokenizer.model_max_length), 4096)
+        )
+        log.info("loaded causal LM from %s (%d-token context)", path, max_context)
+        return cls(model, tokenizer, path=path, max_context=max_context, threads=threads)
+
+    @property
+    def num_parameters(self) -> int:
+        return int(sum(p.numel() for p in self.model.parameters()))
+
+    def render(self, messages: list[dict[str, Any]]) -> str:
+        """The prompt for ``messages``: the tokenizer's chat template if it has one, else
+        :func:`render_prompt` (the embedded demo format)."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return str(
+                self.tokenizer.apply_chat_template(
+                    messages, tokenize=False, add_generation_prompt=True
+                )
+            )
+        return render_prompt(messages)
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 16,
+        seed: int | None = None,
+    ) -> Generation:
+        """One completion; temperature 0 is greedy."""
+        return self.generate_batch(
+            [prompt],
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+        )[0]
+
+    def generate_batch(
+        self,
+        prompts: list[str],
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 16,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        """Completions for several prompts in one left-padded batch (the gate's fast path)."""
+        if not prompts:
+            return []
+        import torch
+
+        max_new = max(1, min(max_new_tokens, self.max_context - 1))
+        budget = self.max_context - max_new
+        tok = self.tokenizer
+        ids = [tok(p, add_special_tokens=False)["input_ids"][-budget:] for p in prompts]
+        width = max(len(x) for x in ids)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids])
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+        kwargs: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            kwargs = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+        with self._lock, _intra_op_threads(self.threads), torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                max_new_tokens=max_new,
+                pad_token_id=pad,
+                eos_token_id=tok.eos_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+                **kwargs,
+            )
+        new = out.sequences[:, width:]
+        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1) if out.logits else None
+        return [
+            self._decode(
+                new[row].tolist(),
+                logp[row] if logp is not None else None,
+                tokens_in=len(ids[row]),
+                one_line=prompts[row].endswith(PROMPT_FORMAT.split("{question}")[1]),
+            )
+            for row in range(len(prompts))
+        ]
+
+    def _decode(
+        self, tokens: list[int], logp: Any, *, tokens_in: int, one_line: bool
+    ) -> Generation:
+        eos = self.tokenizer.eos_token_id
+        finish = "length"
+        if eos in tokens:
+            tokens = tokens[: tokens.index(eos) + 1]
+            finish = "stop"
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if one_line and "\n" in text.strip():  # a demo-format answer is one line; then a new turn
+            text = text.strip().split("\n", 1)[0]
+            finish = "stop"
+        logprobs = [float(logp[i, t]) for i, t in enumerate(tokens)] if logp is not None else []
+        return Generation(
+            text=text.strip(),
+            tokens_in=tokens_in,
+            tokens_out=len(tokens),
+            logprobs=logprobs,
+            finish_reason=finish,
+        )

@@ -1,0 +1,159 @@
+"""Model versions in the object store: ``models/<version>/`` (weights, tokenizer, model card).
+
+A version becomes visible only when its ``_COMPLETE`` marker exists; the marker is written
+last, so a half-written version (a crash mid-upload) is never listed or fetched. Version names
+are monotonic (``v0``, ``v1``, ...): :func:`next_version` counts every name ever started,
+complete or not, so a name is never reused (a rejected version stays rejected).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import ObjectNotFound, StoreError
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+    from infra.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+PREFIX = "models/"
+COMPLETE = "_COMPLETE"
+_VERSION = re.compile(r"^v(\d+)$")
+
+
+def model_prefix(version: str) -> str:
+    if not _VERSION.match(version):
+        raise StoreError(f"invalid model version {version!r} (expected v0, v1, ...)")
+    return f"{PREFIX}{version}/"
+
+
+def model_cache_root(settings: Settings) -> Path:
+    """Where fetched versions live locally: ``$FLYWHEEL_HOME/cache/models``."""
+    return settings.home_dir / "cache" / "models"
+
+
+def _started_versions(store: ObjectStore) -> dict[str, bool]:
+    """{version: complete?} for every version with at least one object."""
+    seen: dict[str, bool] = {}
+    for key in store.list(PREFIX):
+        parts = key[len(PREFIX) :].split("/", 1)
+        if len(parts) == 2 and _VERSION.match(parts[0]):
+            seen[parts[0]] = seen.get(parts[0], False) or parts[1] == COMPLETE
+    return seen
+
+
+def _number(version: str) -> int:
+    match = _VERSION.match(version)
+    return int(match.group(1)) if match else -1
+
+
+def list_versions(store: ObjectStore) -> list[str]:
+    """Complete versions, oldest first."""
+    return sorted((v for v, done in _started_versions(store).items() if done), key=_number)
+
+
+def version_exists(store: ObjectStore, version: str) -> bool:
+    return store.exists(model_prefix(version) + COMPLETE)
+
+
+def next_version(store: ObjectStore) -> str:
+    """The next unused version name (``v0`` in an empty store)."""
+    started = _started_versions(store)
+    return f"v{max((_number(v) for v in started), default=-1) + 1}"
+
+
+def publish_model_dir(
+    store: ObjectStore,
+    version: str,
+    local_dir: str | Path,
+    *,
+    extra_files: dict[str, bytes] | None = None,
+    overwrite: bool = False,
+) -> list[str]:
+    """Upload every file of ``local_dir`` (plus ``extra_files``) as ``models/<version>/``, then
+    the ``_COMPLETE`` marker. Returns the keys written.
+
+    Raises:
+        StoreError: the version is already complete and ``overwrite`` is false.
+    """
+    prefix = model_prefix(version)
+    if version_exists(store, version):
+        if not overwrite:
+            raise StoreError(f"model version {version} already exists")
+        store.delete(prefix + COMPLETE)  # invisible first, then replaced
+    for key in store.list(prefix):  # leftovers of a crashed upload or the replaced version
+        store.delete(key)
+    local_dir = Path(local_dir)
+    written: dict[str, str] = {}  # relative name -> sha256
+    files = {
+        p.relative_to(local_dir).as_posix(): p
+        for p in sorted(local_dir.rglob("*"))
+        if p.is_file() and not p.name.startswith(".") and p.name != COMPLETE
+    }
+
+    def put(rel: str, data: bytes) -> None:
+        store.put(prefix + rel, data)
+        written[rel] = hashlib.sha256(data).hexdigest()
+
+    for rel, path in files.items():  # one file in memory at a time (weights can be large)
+        put(rel, path.read_bytes())
+    for rel, data in (extra_files or {}).items():
+        put(rel, data)
+    manifest = {"version": version, "files": written, "published_at": time.time()}
+    store.put(prefix + COMPLETE, json.dumps(manifest, sort_keys=True).encode())
+    log.info("published model %s (%d files)", version, len(written))
+    return [prefix + rel for rel in written]
+
+
+def read_model_json(store: ObjectStore, version: str, name: str) -> dict[str, Any]:
+    """A JSON file of a complete version (e.g. ``lineage.json``)."""
+    return dict(json.loads(store.get(model_prefix(version) + name)))
+
+
+def fetch_model(store: ObjectStore, version: str, cache_root: str | Path) -> Path:
+    """A local directory holding ``version`` (downloaded once into ``cache_root/<version>``).
+
+    Raises:
+        ObjectNotFound: the version does not exist or is not complete.
+    """
+    prefix = model_prefix(version)
+    target = Path(cache_root) / version
+    try:
+        marker = store.get(prefix + COMPLETE)
+    except ObjectNotFound as exc:
+        raise ObjectNotFound(f"model version {version} does not exist (or is incomplete)") from exc
+    if (target / COMPLETE).is_file() and (target / COMPLETE).read_bytes() == marker:
+        return target
+    files: dict[str, str] = json.loads(marker)["files"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    try:
+        for rel, digest in files.items():
+            data = store.get(prefix + rel)
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise StoreError(f"model {version}: {rel} does not match its recorded hash")
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        (tmp / COMPLETE).write_bytes(marker)
+        if (target / COMPLETE).is_file() and (target / COMPLETE).read_bytes() == marker:
+            return target  # another process fetched it meanwhile
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("fetched model %s into %s", version, target)
+    return target
