@@ -3,14 +3,33 @@ README's main job: one or more improvement cycles on embedded defaults)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from prefect import flow, get_run_logger
+from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
+from flows.release import ReleaseOptions, release
 from flows.score import score
+from flows.train import train
+from infra.gateway.state import load_state
 from infra.keys import parse_window_start
+from infra.runtime import Runtime
+from infra.settings import get_settings
+from tasks.bootstrap import bootstrap_base_model
+from tasks.simulate import simulate
+
+log = logging.getLogger(__name__)
+TRACE_FLUSH_WAIT_S = 2.5
 
 
 @flow(name="hourly", log_prints=False)
@@ -24,3 +43,169 @@ def hourly(window_start: datetime | None = None) -> dict[str, object]:
     curated = curate(window_start=start)
     get_run_logger().info("hourly %s done", collected.window)
     return {"collect": collected, "score": scored, "curate": curated}
+
+
+@flow(name="train-and-release", log_prints=False)
+def weekly(method: Literal["auto", "dpo", "rft", "grpo"] | None = None) -> dict[str, object]:
+    """Weekly: preference-tune a candidate on the curated traffic of the last windows, then
+    release it (golden gate -> shadow -> canary -> promote, or roll back). Ends "skipped" when
+    there are too few preference pairs."""
+    trained = train(method=method)
+    if trained.status != "trained" or not trained.version:
+        return {"train": trained, "release": None}
+    return {"train": trained, "release": release(trained.version)}
+
+
+class LoopOptions(BaseModel):
+    """Knobs of the embedded demo loop (``flywheel run``); stage settings come from FLYWHEEL_*."""
+
+    cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
+    requests: int = Field(default=600, ge=10, description="simulated user requests per cycle")
+    concurrency: int = Field(default=8, ge=1, le=64)
+    seed: int = 0
+    method: Literal["auto", "dpo", "rft", "grpo"] = "dpo"
+    canary_steps: list[int] = Field(default=[25, 50, 100])
+    analysis_interval_s: float = Field(default=3.0, gt=0, description="hold per canary step")
+    min_requests_per_step: int = Field(default=10, ge=1)
+    release_traffic_batch: int = Field(default=40, ge=1, description="requests per traffic burst")
+
+
+@dataclass
+class CycleSummary:
+    cycle: int
+    baseline: str
+    traces: int = 0
+    quarantined: int = 0
+    pii_entities: int = 0
+    examples: int = 0
+    pairs: int = 0
+    train_status: str = ""
+    candidate: str | None = None
+    baseline_accuracy: float | None = None
+    candidate_accuracy: float | None = None
+    baseline_reward: float | None = None
+    candidate_reward: float | None = None
+    p_value: float | None = None
+    decision: str | None = None
+    outcome: str = "not released"
+    reasons: list[str] = dataclass_field(default_factory=list)
+
+
+@dataclass
+class LoopSummary:
+    base_version: str
+    base_accuracy: float
+    bootstrap_cached: bool
+    cycles: list[CycleSummary]
+    wall_s: float
+
+
+@flow(name="run", log_prints=False)
+def run_loop(options: LoopOptions | None = None) -> LoopSummary:
+    """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
+    the gateway, send simulated users (with personal data, consent and feedback), then collect,
+    score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
+    Each cycle's promoted candidate is the next cycle's baseline."""
+    opts = options or LoopOptions()
+    started = time.monotonic()
+    rt = Runtime.from_env()
+    boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
+    cycles: list[CycleSummary] = []
+    with _embedded_gateway(rt) as gateway_url:
+        for cycle in range(1, opts.cycles + 1):
+            cycles.append(_cycle(cycle, gateway_url, opts))
+    return LoopSummary(base_version=boot.version, base_accuracy=boot.golden_accuracy,
+                       bootstrap_cached=boot.cached, cycles=cycles,
+                       wall_s=time.monotonic() - started)  # fmt: skip
+
+
+def _cycle(cycle: int, gateway_url: str, opts: LoopOptions) -> CycleSummary:
+    rt = Runtime.from_env()
+    summary = CycleSummary(cycle=cycle, baseline=load_state(rt.store).stable)
+    began = datetime.now(UTC)
+    simulate(gateway_url, requests=opts.requests, concurrency=opts.concurrency,
+             seed=opts.seed * 1000 + cycle, settings=rt.settings)  # fmt: skip
+    time.sleep(TRACE_FLUSH_WAIT_S)  # the gateway's sink writes the spool every second
+    for start in _hours(began, datetime.now(UTC)):
+        collected = collect(window_start=start, hours=1)
+        score(window_start=start, hours=1)
+        curated = curate(window_start=start)
+        summary.traces += collected.written
+        summary.quarantined += collected.quarantined + curated.quarantined
+        summary.pii_entities += sum(curated.pii_entities.values())
+        summary.examples += curated.written
+    trained = train(method=opts.method)
+    summary.train_status, summary.pairs = trained.message, trained.pairs
+    summary.candidate = trained.version
+    summary.baseline_accuracy = trained.golden_accuracy_base
+    summary.candidate_accuracy = trained.golden_accuracy
+    if trained.status != "trained" or not trained.version:
+        return summary
+    release_opts = ReleaseOptions(
+        canary_steps=opts.canary_steps, analysis_interval_s=opts.analysis_interval_s,
+        min_requests_per_step=opts.min_requests_per_step, gateway_url=gateway_url,
+        step_deadline_s=max(60.0, 10 * opts.analysis_interval_s), actor="flywheel-run",
+    )  # fmt: skip
+    with _background_traffic(gateway_url, opts, cycle):
+        released = release(trained.version, release_opts)
+    gate = released.gate or {}
+    summary.decision = gate.get("decision")
+    summary.p_value = gate.get("p_value")
+    summary.baseline_reward = gate.get("mean_baseline")
+    summary.candidate_reward = gate.get("mean_candidate")
+    summary.outcome, summary.reasons = released.outcome, released.reasons
+    return summary
+
+
+def _hours(start: datetime, end: datetime) -> list[datetime]:
+    first = start.replace(minute=0, second=0, microsecond=0)
+    n = int((end - first).total_seconds() // 3600) + 1
+    return [first + timedelta(hours=i) for i in range(n)]
+
+
+@contextmanager
+def _embedded_gateway(rt: Runtime) -> Iterator[str]:
+    """The gateway on a free loopback port for this run; flows reach it through settings."""
+    import os
+    import secrets
+
+    from infra.gateway.serve import start_background_gateway
+
+    token = rt.settings.gateway.admin_token
+    os.environ["FLYWHEEL_GATEWAY__ADMIN_TOKEN"] = (
+        token.get_secret_value() if token else secrets.token_hex(16)
+    )
+    get_settings.cache_clear()
+    handle = start_background_gateway(get_settings(), host="127.0.0.1", port=0)
+    os.environ["FLYWHEEL_GATEWAY__URL"] = handle.url
+    get_settings.cache_clear()
+    try:
+        yield handle.url
+    finally:
+        handle.stop()
+
+
+@contextmanager
+def _background_traffic(gateway_url: str, opts: LoopOptions, cycle: int) -> Iterator[None]:
+    """Simulated users keep coming while the candidate is in shadow and canary."""
+    stop = threading.Event()
+
+    def traffic() -> None:
+        burst = 0
+        while not stop.is_set():
+            burst += 1
+            try:
+                simulate(gateway_url, requests=opts.release_traffic_batch,
+                         concurrency=min(4, opts.concurrency),
+                         seed=opts.seed * 1000 + cycle * 100 + burst, settings=get_settings())  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - traffic is best effort; release decides
+                log.warning("background traffic burst failed: %s", type(exc).__name__)
+                stop.wait(1.0)
+
+    thread = threading.Thread(target=traffic, name="release-traffic", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)

@@ -17,7 +17,7 @@ def command(
     name: str, help_text: str, args: Callable[[argparse.ArgumentParser], None] | None = None
 ):
     def register(fn: Handler) -> Handler:
-        COMMANDS[name] = (help_text, args or (lambda p: None), fn)
+        COMMANDS[name] = (help_text.replace("%", "%%"), args or (lambda p: None), fn)
         return fn
 
     return register
@@ -163,8 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _register_more() -> None:
+    import infra.cli_release  # noqa: F401 - registers its commands
+
+
 def main(argv: list[str] | None = None) -> int:
     prepare_environment()
+    _register_more()
     ns = build_parser().parse_args(argv)
     _help, _args, handler = COMMANDS[ns.command]
     try:
