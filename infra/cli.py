@@ -167,8 +167,19 @@ def _register_more() -> None:
     import infra.cli_release  # noqa: F401 - registers its commands
 
 
+def _quiet_libraries() -> None:
+    """Library deprecation chatter is for developers, not for someone reading a run summary."""
+    import warnings
+
+    for module in ("transformers", "trl", "torch", "peft", "pyiceberg", "datasets", "accelerate"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
+        warnings.filterwarnings("ignore", category=UserWarning, module=module)
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=module)
+
+
 def main(argv: list[str] | None = None) -> int:
     prepare_environment()
+    _quiet_libraries()
     _register_more()
     ns = build_parser().parse_args(argv)
     _help, _args, handler = COMMANDS[ns.command]

@@ -99,6 +99,7 @@ class TrainSettings(BaseModel):
     sft_weight: float = 1.0
     use_lora: bool = False
     seed: int = 0
+    threads: int | None = None  # torch threads for training (default: torch's choice)
 
 
 class ReleaseSettings(BaseModel):
@@ -241,6 +242,9 @@ def prepare_environment(settings: Settings | None = None) -> Settings:
         "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "TQDM_DISABLE": "1",
         "TLDEXTRACT_CACHE": str(home / "cache" / "tldextract"),
         "MPLCONFIGDIR": str(home / "cache" / "matplotlib"),
     }

@@ -1,0 +1,246 @@
+"""Stage 4 flow: ``train``."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+from uuid import UUID
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    update_progress_artifact,
+)
+from prefect.runtime import flow_run
+
+from infra.audit import record_event
+from infra.catalog import current_snapshot_id
+from infra.metrics import StageReport
+from infra.models import model_cache_root
+from infra.runtime import Runtime
+from tasks.lineage import (
+    build_lineage,
+    card_markdown,
+    evaluate_task,
+    fetch_base_task,
+    pick_base_version,
+    publish_task,
+)
+from tasks.pairs import Selection, prompt_renderer, select_task, write_pairs_task
+from tasks.train import (
+    MethodChoice,
+    TrainConfig,
+    TrainOutcome,
+    choose_method,
+    progress_callback,
+    scratch_dir,
+    train_task,
+)
+
+
+@dataclass
+class TrainRunResult:
+    """What one train run did: ``status`` is "trained" or "skipped" (with ``message`` saying
+    why, e.g. "skipped: 12 pairs < minimum 50"). Counts and ids only, no personal data."""
+
+    status: Literal["trained", "skipped"]
+    message: str
+    train_run: str
+    base_version: str
+    method: str | None
+    pairs: int
+    counts: dict[str, int] = field(default_factory=dict)
+    version: str | None = None
+    golden_accuracy_base: float | None = None
+    golden_accuracy: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    lineage: dict[str, Any] | None = None
+
+
+@flow(name="train", log_prints=False)
+def train(
+    method: Literal["auto", "dpo", "rft", "grpo"] | None = None,
+    max_steps: int | None = None,
+    base_version: str | None = None,
+) -> TrainRunResult:
+    """Preference-tune the serving model on curated traffic and publish a candidate version.
+
+    Builds preference pairs from the last windows of flywheel.training_examples (best vs worst
+    answer of each prompt, golden questions excluded), trains with DPO (or RFT / GRPO; "auto"
+    picks by data size and says why), and publishes models/<next version>/ with a model card
+    and lineage (data snapshots, reward config, PII settings, metrics, golden accuracy). With
+    too few pairs the run ends "skipped" with the count. Leave the fields empty for the
+    settings' defaults; base version defaults to the stable one.
+    """
+    logger = get_run_logger()
+    rt = Runtime.from_env()
+    cfg = rt.settings.train
+    run_id = str(flow_run.id or uuid.uuid4())  # train_run: links pairs and lineage to this run
+    started = datetime.now(UTC)
+    with rt.reporting("train") as report:
+        base = base_version or pick_base_version(rt.store)
+        base_dir = fetch_base_task(rt.store, base, model_cache_root(rt.settings))
+        selection = select_task(
+            rt.catalog,
+            buffer_windows=cfg.buffer_windows,
+            min_margin=cfg.min_margin,
+            render=prompt_renderer(base_dir),
+        )
+        choice = choose_method(
+            method or cfg.method,
+            pairs=len(selection.pairs),
+            singles=len(selection.sft),
+            prompts=len(selection.prompts),
+            min_pairs=cfg.min_pairs,
+        )
+        _report_selection(report, selection)
+        if choice.method is None:
+            result = _skipped(rt, run_id, base, choice, selection)
+        else:
+            config = TrainConfig.from_settings(cfg, method=choice.method, max_steps=max_steps)
+            pairs_sid = None
+            if choice.method == "dpo":
+                pairs_sid = write_pairs_task(rt.catalog, run_id, selection.pairs)
+            consent_sid = current_snapshot_id(rt.catalog, "consent")
+            progress = progress_artifact_callback(config)
+            with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
+                outcome = train_task(
+                    base_dir,
+                    work / "model",
+                    config=config,
+                    data={
+                        "pairs": selection.pairs,
+                        "sft": selection.sft,
+                        "prompts": selection.prompts,
+                    },
+                    callbacks=[progress],
+                    reward=rt.settings.reward,
+                )
+                evaluation = evaluate_task(base_dir, outcome.output_dir)
+                lineage = build_lineage(
+                    base_version=base, train_run=run_id, choice=choice, config=config,
+                    selection=selection, pairs_snapshot_id=pairs_sid,
+                    consent_snapshot_id=consent_sid, outcome=outcome, evaluation=evaluation,
+                    settings=rt.settings, started_at=started,
+                )  # fmt: skip
+                version = publish_task(rt.store, outcome.output_dir, lineage)
+            lineage["version"] = version
+            result = _trained(rt, run_id, base, choice, selection, outcome, lineage)
+            _report_training(report, outcome, lineage)
+    create_markdown_artifact(
+        key="train-summary",
+        markdown=card_markdown(result.lineage) if result.lineage else _skip_markdown(result),
+        description=f"train {result.version or 'skipped'}",
+    )
+    logger.info("train %s: %s", run_id, result.message)
+    return result
+
+
+def progress_artifact_callback(config: TrainConfig) -> Any:
+    """A trainer callback that moves a Prefect progress artifact (0-100 %)."""
+    logger = get_run_logger()
+    artifact = cast(
+        UUID,
+        create_progress_artifact(
+            0.0, key="train-progress", description=f"{config.method}: {config.max_steps} steps"
+        ),
+    )
+
+    def report(step: int, total: int, logs: dict[str, float]) -> None:
+        loss = logs.get("loss")
+        note = f"{config.method}: step {step}/{total}" + (f", loss {loss:.4f}" if loss else "")
+        try:
+            update_progress_artifact(artifact, 100.0 * step / max(1, total), description=note)
+        except Exception as exc:  # noqa: BLE001 - a progress bar is never worth a training run
+            logger.warning("progress artifact not updated: %s", type(exc).__name__)
+
+    return progress_callback(report)
+
+
+def _skipped(
+    rt: Runtime, run_id: str, base: str, choice: MethodChoice, selection: Selection
+) -> TrainRunResult:
+    record_event(
+        rt.catalog,
+        event_type="train_skipped",
+        actor="train",
+        subject=run_id,
+        details={"reason": choice.reason, "counts": selection.counts, "base_version": base},
+    )
+    return TrainRunResult(
+        "skipped", choice.reason, run_id, base, None, len(selection.pairs), selection.counts
+    )
+
+
+def _trained(
+    rt: Runtime,
+    run_id: str,
+    base: str,
+    choice: MethodChoice,
+    selection: Selection,
+    outcome: TrainOutcome,
+    lineage: dict[str, Any],
+) -> TrainRunResult:
+    ev = lineage["evaluation"]
+    version = lineage["version"]
+    record_event(
+        rt.catalog,
+        event_type="model_trained",
+        actor="train",
+        subject=version,
+        details={
+            "train_run": run_id,
+            "base_version": base,
+            "method": outcome.method,
+            "reason": choice.reason,
+            "counts": selection.counts,
+            "training_examples_snapshot_ids": lineage["data"]["training_examples"]["snapshot_ids"],
+            "preference_pairs": lineage["data"]["preference_pairs"],
+            "golden_accuracy": [ev["base_accuracy"], ev["accuracy"]],
+        },
+    )
+    message = (
+        f"trained {version} from {base} with {outcome.method} ({choice.reason}); golden "
+        f"accuracy {ev['base_accuracy']:.3f} -> {ev['accuracy']:.3f}"
+    )
+    return TrainRunResult(
+        "trained", message, run_id, base, outcome.method, len(selection.pairs),
+        selection.counts, version, ev["base_accuracy"], ev["accuracy"], outcome.metrics, lineage,
+    )  # fmt: skip
+
+
+def _report_selection(report: StageReport, selection: Selection) -> None:
+    counts = selection.counts
+    report.records("in", counts.get("read", 0))
+    report.records("out", counts.get("pairs", 0))
+    for reason in ("decontaminated", "dropped_opted_out", "dropped_unscored"):
+        if counts.get(reason):
+            report.records(reason, counts[reason])
+    report.gauge("flywheel_train_pairs", float(counts.get("pairs", 0)))
+
+
+def _report_training(report: StageReport, outcome: TrainOutcome, lineage: dict[str, Any]) -> None:
+    m, ev = outcome.metrics, lineage["evaluation"]
+    method = outcome.method
+    gauges = {
+        "flywheel_train_loss": m.get("loss"),
+        "flywheel_train_reward_margin": m.get("rewards/margins"),
+        "flywheel_train_preference_accuracy": m.get("rewards/accuracies"),
+        "flywheel_train_seconds_per_step": m.get("seconds_per_step"),
+        "flywheel_train_steps": m.get("steps"),
+    }
+    for name, value in gauges.items():
+        if value is not None:
+            report.gauge(name, float(value), method=method)
+    report.gauge("flywheel_train_golden_accuracy", ev["base_accuracy"], model="base")
+    report.gauge("flywheel_train_golden_accuracy", ev["accuracy"], model="candidate")
+    report.count("flywheel_train_runs_total", 1, method=method)
+
+
+def _skip_markdown(result: TrainRunResult) -> str:
+    lines = [f"# train: {result.message}", "", "| selection | rows |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in sorted(result.counts.items())]
+    return "\n".join(lines)
