@@ -68,6 +68,10 @@ class LoopOptions(BaseModel):
     analysis_interval_s: float = Field(default=3.0, gt=0, description="hold per canary step")
     min_requests_per_step: int = Field(default=10, ge=1)
     release_traffic_batch: int = Field(default=40, ge=1, description="requests per traffic burst")
+    diverse_fraction: float = Field(
+        default=1.0, ge=0, le=1, description="share of requests sampled several times"
+    )
+    diverse_temperatures: list[float] = Field(default=[0.7, 0.9, 1.1, 1.3])
 
 
 @dataclass
@@ -111,7 +115,7 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     rt = Runtime.from_env()
     boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
     cycles: list[CycleSummary] = []
-    with _embedded_gateway(rt) as gateway_url:
+    with _embedded_gateway(rt, opts) as gateway_url:
         for cycle in range(1, opts.cycles + 1):
             cycles.append(_cycle(cycle, gateway_url, opts))
     return LoopSummary(base_version=boot.version, base_accuracy=boot.golden_accuracy,
@@ -164,8 +168,11 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
 
 
 @contextmanager
-def _embedded_gateway(rt: Runtime) -> Iterator[str]:
-    """The gateway on a free loopback port for this run; flows reach it through settings."""
+def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
+    """The gateway on a free loopback port for this run; flows reach it through settings.
+
+    The demo samples every request several times (production's default is 30 %): a small
+    simulated population needs the prompt groups to give enough preference pairs."""
     import os
     import secrets
 
@@ -176,7 +183,14 @@ def _embedded_gateway(rt: Runtime) -> Iterator[str]:
         token.get_secret_value() if token else secrets.token_hex(16)
     )
     get_settings.cache_clear()
-    handle = start_background_gateway(get_settings(), host="127.0.0.1", port=0)
+    settings = get_settings()
+    gateway = settings.gateway.model_copy(
+        update={"diverse_fraction": opts.diverse_fraction,
+                "diverse_temperatures": opts.diverse_temperatures}
+    )  # fmt: skip
+    handle = start_background_gateway(
+        settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
+    )
     os.environ["FLYWHEEL_GATEWAY__URL"] = handle.url
     get_settings.cache_clear()
     try:

@@ -62,7 +62,7 @@ def _control_args(p: argparse.ArgumentParser) -> None:
 def _control(action: str, ns: argparse.Namespace) -> int:
     from flows.release import release_control
 
-    state = release_control(action, reason=ns.reason, actor=ns.actor)  # type: ignore[arg-type]
+    state = release_control(action, reason=ns.reason, actor=ns.actor)  # type: ignore[call-overload]
     print(f"{action}: stable {state.get('stable')}, candidate {state.get('candidate')}, "
           f"phase {state.get('phase')}, weight {state.get('weight')}")  # fmt: skip
     return 0

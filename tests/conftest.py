@@ -50,3 +50,6 @@ def settings(flywheel_home: Path):
     from infra.settings import get_settings
 
     return get_settings()
+
+
+from tests.netguard import no_network  # noqa: E402,F401 - fixture shared by all tests

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +10,7 @@ import pytest
 import yaml
 
 from infra import models
-from infra.local_lm import LocalLM, render_prompt
+from infra.local_lm import LocalLM
 from infra.settings import Settings
 from infra.store import LocalStore
 from tasks import bootstrap, domain
@@ -22,43 +19,6 @@ from tasks.bootstrap import BootstrapConfig, bootstrap_base_model
 pytestmark = pytest.mark.integration
 
 TINY = BootstrapConfig(n_layer=1, n_embd=32, n_head=2, n_positions=64, steps=3, batch_size=8)
-
-
-def _loopback(address: Any) -> bool:
-    host = address[0] if isinstance(address, tuple) else address
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-@pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every non-loopback connect or DNS lookup fails and is recorded."""
-    attempts: list[Any] = []
-    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if self.family == getattr(socket, "AF_UNIX", None) or _loopback(address):
-            return real_connect(self, address)
-        attempts.append(address)
-        raise OSError("network disabled in this test")
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host is None or _loopback(host if isinstance(host, str) else host.decode()):
-            return real_getaddrinfo(host, *args, **kwargs)
-        attempts.append(host)
-        raise socket.gaierror("network disabled in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", lambda s, a: connect(s, a) or 0)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # prove it, do not just promise it
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    yield attempts
-    assert attempts == [], f"bootstrap tried to reach the network: {attempts}"
 
 
 def _settings(home: Path, **kw: Any) -> tuple[Settings, LocalStore]:
@@ -142,29 +102,3 @@ def test_force_rebuilds_and_base_model_path_registers_instead(
     registered = bootstrap_base_model(store2, settings=settings2, config=TINY)
     assert registered.source == "base_model_path" and calls == [1]
     assert models.read_model_json(store2, "v0", "lineage.json")["method"] == "registered"
-
-
-@pytest.mark.slow
-def test_full_bootstrap_lands_in_the_target_range_and_ignores_pii(
-    tmp_path: Path, no_network: list[Any]
-) -> None:
-    settings, store = _settings(tmp_path / "home")
-    started = time.perf_counter()
-    result = bootstrap_base_model(store, settings=settings, seed=0)
-    wall = time.perf_counter() - started
-    print(f"full bootstrap: {wall:.0f} s, v0 golden accuracy {result.golden_accuracy:.3f}")
-    assert 0.30 <= result.golden_accuracy <= 0.70
-
-    lm = LocalLM.load(result.model_dir)
-    golden = domain.load_golden()
-    preamble = "Hi, I'm Jane Roe, card 4111 1111 1111 1111, jane.roe@example.com."
-    plain = lm.generate_batch(
-        [render_prompt([{"role": "user", "content": g.question}]) for g in golden]
-    )
-    leaky = [
-        lm.generate(render_prompt([{"role": "user", "content": f"{preamble} {g.question}"}]))
-        for g in golden
-    ]
-    same = sum(p.text == q.text for p, q in zip(plain, leaky, strict=True)) / len(golden)
-    print(f"PII preamble invariance: {same:.3f} of golden answers identical")
-    assert same == 1.0

@@ -1,0 +1,71 @@
+"""`flywheel run` end to end, with Python networking limited to loopback: the base model is
+bootstrapped here, users with personal data talk to it through the gateway, and one cycle of
+collect -> score -> curate -> train -> release must ship a candidate that is better on the
+golden set with p < 0.05, with no personal value left in the training table."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from infra.catalog import open_catalog, scan
+from infra.gateway.state import load_state
+from infra.local_lm import LocalLM, render_prompt
+from infra.models import fetch_model, model_cache_root
+from infra.settings import get_settings
+from infra.store import open_store
+from tasks import domain
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
+
+
+def test_one_cycle_ships_a_better_model_offline(
+    prefect_api: None, flywheel_home: Any, no_network: list[Any]
+) -> None:
+    from flows.loop import LoopOptions, run_loop
+    from infra.cli_release import loop_report
+
+    started = time.perf_counter()
+    summary = run_loop(LoopOptions(requests=500, seed=0))
+    print(loop_report(summary), f"\n(wall {time.perf_counter() - started:.0f} s)")
+
+    assert 0.30 <= summary.base_accuracy <= 0.70  # a base with room to improve
+    cycle = summary.cycles[0]
+    assert cycle.traces >= 500 and cycle.pii_entities > 0 and cycle.pairs >= 50
+    assert cycle.decision == "PROCEED_TO_SHADOW"
+    assert cycle.p_value is not None and cycle.p_value < 0.05
+    assert cycle.candidate_accuracy > cycle.baseline_accuracy
+    assert cycle.outcome == "promoted"
+
+    settings = get_settings()
+    store = open_store(settings)
+    assert load_state(store).stable == cycle.candidate
+    catalog = open_catalog(settings)
+    examples = scan(catalog, "training_examples").to_pylist()
+    assert examples
+    for row in examples:
+        text = " ".join([row["question"], row["answer"], *row["contexts"]])
+        assert not EMAIL.search(text) and not CARD.search(text), "personal data leaked"
+    audit = scan(catalog, "audit_log").to_pylist()
+    events = {r["event_type"] for r in audit}
+    assert {"model_trained", "release_transition"} <= events
+    assert any(e.startswith("curate.") for e in events)
+    promoted = [r for r in audit if r["event_type"] == "release_transition"
+                and r["subject"] == cycle.candidate and "promoted" in r["details"]]  # fmt: skip
+    assert promoted, "the promotion is not in the audit log"
+
+    # the served base model answers the same with or without a personal preamble
+    lm = LocalLM.load(fetch_model(store, "v0", model_cache_root(settings)))
+    golden = domain.load_golden()[:100]
+    plain = lm.generate_batch([render_prompt([{"role": "user", "content": g.question}])
+                               for g in golden])  # fmt: skip
+    preamble = "Hi, I'm Jane Roe, card 4111 1111 1111 1111, jane.roe@example.com."
+    leaky = lm.generate_batch([render_prompt([{"role": "user", "content": f"{preamble} "
+                                               f"{g.question}"}]) for g in golden])  # fmt: skip
+    assert [p.text for p in plain] == [q.text for q in leaky]
