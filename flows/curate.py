@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.keys import parse_window_start, window_id
 from infra.metrics import StageReport
+from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.collect import opted_out_keys, quarantine_task
 from tasks.curate import (
@@ -31,7 +32,9 @@ from tasks.curate import (
 )
 from tasks.pii import PiiConfig
 
-CHUNK_TRACES = 512  # traces per anonymisation task (the unit a Dask/Ray runner spreads out)
+# Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit
+# the task runner (FLYWHEEL_TASK_RUNNER: threads, dask, ray) spreads out.
+CHUNK_BATCHES = 8
 
 
 @flow(name="curate", log_prints=False)
@@ -53,8 +56,11 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         rows, unscored = join_scores(rollouts, scores)
         opted_out = opted_out_keys(rt.catalog)  # re-checked now: consent may change after collect
         gated = apply_gates(rows, cfg, opted_out)
-        chunks = chunked(gated.kept, CHUNK_TRACES)
-        parts = anonymize_task.map(chunks, unmapped(PiiConfig.from_settings(cfg))).result()
+        chunks = chunked(gated.kept, cfg.batch_size * CHUNK_BATCHES)
+        config = PiiConfig.from_settings(cfg)  # plain data: each worker loads its own engine
+        with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
+            futures = runner.map(anonymize_task, {"rows": chunks, "config": unmapped(config)})
+            parts = futures.result()  # in chunk order, whichever worker ran them
         examples = [row for good, _bad in parts for row in good]
         bad = [quarantine_record(r, "no score row for this trace") for r in unscored]
         bad += [q for _good, broken in parts for q in broken]

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from infra.gateway.routing import ROUTED_MODEL
 from infra.gateway.upstreams import Completion, GenParams
+from infra.local_lm import message_text
 
 # handled by the gateway itself, never forwarded upstream (``user`` is personal data)
 _OWN_FIELDS = {
@@ -35,18 +36,6 @@ class ChatRequest:
     question: str = ""
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a chat message (string content or a list of text parts)."""
-    content = message.get("content") or ""
-    if isinstance(content, list):
-        return " ".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return str(content)
 
 
 def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
