@@ -1,0 +1,157 @@
+"""A real `prefect server start` on loopback for end-to-end tests, with its own PREFECT_HOME.
+
+Environment changes live only in the ``env`` handed to the subprocesses started here; the test
+process's own environment (and the session's ephemeral Prefect API) is left alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.procs import free_port, wait_http
+
+STARTUP_TIMEOUT = 180.0  # the first start migrates a fresh SQLite database (~30 s here)
+
+
+def prefect_cli() -> list[str]:
+    """The `prefect` command of the interpreter running the tests."""
+    exe = Path(sys.executable).with_name("prefect")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "prefect"]
+
+
+@dataclass(frozen=True)
+class PrefectServer:
+    url: str  # http://127.0.0.1:<port>, the UI; the API is under /api
+    env: dict[str, str]  # environment for child processes that talk to this server
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+
+def log_tail(path: Path, chars: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+@contextmanager
+def background(
+    args: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``args`` until the block ends, then end exactly that process."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def prefect_server(tmp: Path) -> Iterator[PrefectServer]:
+    """Start `prefect server start` on a free loopback port; stop it when the block ends."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(tmp / "prefect-home"),
+        PREFECT_API_URL=f"{url}/api",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_API_HOST="127.0.0.1",
+        PREFECT_SERVER_API_PORT=str(port),
+        PREFECT_LOGGING_LEVEL="INFO",
+    )
+    log_path = tmp / "prefect-server.log"
+    args = [*prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with background(args, env, log_path) as proc:
+        try:
+            wait_http(f"{url}/api/health", timeout=STARTUP_TIMEOUT)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n--- server log ---\n{log_tail(log_path)}") from exc
+        if proc.poll() is not None:  # something else answered on the port
+            raise RuntimeError(f"prefect server exited\n{log_tail(log_path)}")
+        yield PrefectServer(url=url, env=env)
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 180.0
+) -> subprocess.CompletedProcess[str]:
+    """Run a `prefect ...` command to completion; fail with its output if it fails."""
+    done = subprocess.run(
+        [*prefect_cli(), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"prefect {' '.join(args)} exited {done.returncode}\n{done.stdout[-3000:]}"
+            f"\n{done.stderr[-3000:]}"
+        )
+    return done
+
+
+def chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _chromium_args(profile_dir: Path, budget_ms: int) -> list[str]:
+    binary = chromium_binary()
+    if binary is None:
+        raise FileNotFoundError("chromium")
+    return [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile_dir}",
+        "--window-size=1400,1000",
+        f"--virtual-time-budget={budget_ms}",
+    ]
+
+
+def screenshot(url: str, out: Path, profile_dir: Path, budget_ms: int = 20000) -> Path:
+    """Save a headless-Chromium screenshot of ``url`` (a single-page app: virtual time lets it
+    fetch from the API and render before the capture)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    args = [*_chromium_args(profile_dir, budget_ms), f"--screenshot={out}", url]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 or not out.exists():
+        raise AssertionError(f"chromium exited {done.returncode}\n{done.stderr[-3000:]}")
+    return out
+
+
+def rendered_text(url: str, profile_dir: Path, budget_ms: int = 20000) -> str:
+    """The DOM of ``url`` after the single-page app rendered, as headless Chromium sees it."""
+    args = [*_chromium_args(profile_dir, budget_ms), "--dump-dom", url]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"chromium exited {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
