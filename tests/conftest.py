@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
-for _var in [v for v in os.environ if v.startswith("FLYWHEEL_")]:
+for _var in [v for v in os.environ if v.startswith("FLYWHEEL_") and v != "FLYWHEEL_TEST_ARTIFACTS"]:
     del os.environ[_var]  # a developer's .env or shell must not leak into tests
 
 
