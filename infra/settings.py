@@ -16,6 +16,8 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from infra import OFFLINE_ENV
+
 
 class LangfuseSettings(BaseModel):
     """Langfuse as trace source/sink (production)."""
@@ -237,10 +239,7 @@ def prepare_environment(settings: Settings | None = None) -> Settings:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
-        "RAGAS_DO_NOT_TRACK": "true",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
+        **OFFLINE_ENV,
         "TOKENIZERS_PARALLELISM": "false",
         "TRANSFORMERS_VERBOSITY": "error",
         "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
