@@ -60,7 +60,7 @@ class LoopOptions(BaseModel):
     """Knobs of the embedded demo loop (``flywheel run``); stage settings come from FLYWHEEL_*."""
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
-    requests: int = Field(default=600, ge=10, description="simulated user requests per cycle")
+    requests: int = Field(default=500, ge=10, description="simulated user requests per cycle")
     concurrency: int = Field(default=8, ge=1, le=64)
     seed: int = 0
     method: Literal["auto", "dpo", "rft", "grpo"] = "dpo"
