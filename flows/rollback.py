@@ -15,6 +15,7 @@ from infra.gateway.state import (
     write_audit,
     write_rollback_audit,
 )
+from infra.retries import retry_on
 from infra.runtime import Runtime
 
 
@@ -22,7 +23,7 @@ from infra.runtime import Runtime
     retries=3,
     retry_delay_seconds=[1, 3, 10],
     retry_jitter_factor=0.5,
-    retry_condition_fn=lambda task, run, state: _retriable(state),
+    retry_condition_fn=retry_on(ReleaseError, TransientStoreError),
     cache_policy=NO_CACHE,
 )
 def rollback_via_gateway(admin: GatewayAdmin, reason: str, actor: str) -> tuple[bool, RoutingState]:
@@ -34,7 +35,7 @@ def rollback_via_gateway(admin: GatewayAdmin, reason: str, actor: str) -> tuple[
     retries=3,
     retry_delay_seconds=[1, 3, 10],
     retry_jitter_factor=0.5,
-    retry_condition_fn=lambda task, run, state: _retriable(state),
+    retry_condition_fn=retry_on(ReleaseError, TransientStoreError),
     cache_policy=NO_CACHE,
 )
 def rollback_in_store(rt: Runtime, reason: str, actor: str) -> tuple[bool, RoutingState]:
@@ -43,16 +44,6 @@ def rollback_in_store(rt: Runtime, reason: str, actor: str) -> tuple[bool, Routi
     if before is not None:
         write_rollback_audit(rt.catalog, saved, before=before)
     return before is not None, saved
-
-
-def _retriable(state: Any) -> bool:
-    try:
-        state.result()
-    except (ReleaseError, TransientStoreError):  # unreachable gateway, 5xx, state conflicts;
-        return True  # a refused token is a ConfigError
-    except Exception:  # noqa: BLE001
-        return False
-    return False
 
 
 @flow(name="rollback", log_prints=False)

@@ -18,6 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from infra.errors import TransientSourceError, TransientStoreError
 from infra.keys import rollouts_key
 from infra.privacy import user_key
+from infra.retries import retry_on
 from infra.traces import RawLine, TraceRecord, TraceSource, WindowBatch
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def read_rollouts(store: ObjectStore, window: str) -> pa.Table:
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def read_window_task(source: TraceSource, start: datetime, hours: int) -> WindowBatch:
     """Returns the window's parsed traces and the lines that failed validation."""
@@ -158,7 +159,7 @@ def read_window_task(source: TraceSource, start: datetime, hours: int) -> Window
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def write_batch_task(store: ObjectStore, window: str, data: bytes) -> str:
     """Returns the key of the rollouts batch written (atomically, replacing a previous run)."""
@@ -178,13 +179,3 @@ def quarantine_task(catalog: Catalog, stage: str, window: str, rows: list[dict[s
         catalog, "quarantine", And(EqualTo("stage", stage), EqualTo("window", window)), rows
     )
     return len(rows)
-
-
-def _transient(state: Any) -> bool:
-    try:
-        state.result()
-    except TRANSIENT:
-        return True
-    except Exception:  # noqa: BLE001 - anything else is a data or config error: no retry
-        return False
-    return False

@@ -29,9 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pyiceberg.exceptions import CommitFailedException
 
-from infra.errors import ObjectNotFound
+from infra.errors import ObjectNotFound, TransientStoreError
 from infra.keys import scores_key
+from infra.retries import retry_on
 from tasks.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
 
 if TYPE_CHECKING:
@@ -426,26 +428,14 @@ def count_entities(rows: Iterable[dict[str, Any]]) -> Counter[str]:
 # --- Prefect tasks (thin wrappers; retries only for transient I/O) ------------------------
 
 
-def _transient(task: Any, run: Any, state: Any) -> bool:
-    from pyiceberg.exceptions import CommitFailedException
-
-    from infra.errors import TransientStoreError
-
-    try:
-        state.result()
-    except (TransientStoreError, CommitFailedException, ConnectionError, TimeoutError):
-        return True
-    except Exception:  # noqa: BLE001 - data and config errors are never retried
-        return False
-    return False
-
-
 _IO: dict[str, Any] = {
     "retries": 3,
     "retry_delay_seconds": [2, 5, 15],
     "retry_jitter_factor": 0.5,
     "cache_policy": NO_CACHE,
-    "retry_condition_fn": _transient,
+    "retry_condition_fn": retry_on(
+        TransientStoreError, CommitFailedException, ConnectionError, TimeoutError
+    ),
 }
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.errors import ReleaseError
+from infra.errors import ReleaseError, TransientStoreError
 from infra.gateway.state import (
     Phase,
     RoutingState,
@@ -35,6 +35,7 @@ from infra.gateway.state import (
     save_state,
     write_audit,
 )
+from infra.retries import retry_on
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -418,23 +419,11 @@ def conclude(
     return load_state(store)
 
 
-def _transient(state: Any) -> bool:
-    from infra.errors import TransientStoreError
-
-    try:
-        state.result()
-    except TransientStoreError:
-        return True
-    except Exception:  # noqa: BLE001 - interrupted releases and conflicts are not retried
-        return False
-    return False
-
-
 _retry: dict[str, Any] = {
     "retries": 3,
     "retry_delay_seconds": [2, 5, 15],
     "retry_jitter_factor": 0.5,
-    "retry_condition_fn": lambda task, run, state: _transient(state),
+    "retry_condition_fn": retry_on(TransientStoreError),
     "cache_policy": NO_CACHE,
 }
 begin_release_task = task(**_retry)(begin_release)

@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.errors import JudgeError, ObjectNotFound, TransientStoreError
 from infra.keys import scores_key
+from infra.retries import retry_on
 from tasks.reward import (
     CACHED,
     COMPONENTS,
@@ -545,7 +546,7 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def read_rollouts_task(store: ObjectStore, window: str) -> pa.Table | None:
     """Returns the window's rollouts, or None when stage 1 wrote none for it."""
@@ -562,7 +563,7 @@ def read_rollouts_task(store: ObjectStore, window: str) -> pa.Table | None:
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def load_cache_task(store: ObjectStore, scorer: Scorer, rollouts: pa.Table) -> ComponentCache:
     """Returns the cached components for the window's contents."""
@@ -585,7 +586,7 @@ def score_rollouts_task(
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def write_scores_task(store: ObjectStore, window: str, scores: pa.Table) -> str:
     """Returns the key of the scores written (atomically, replacing a previous run)."""
@@ -601,18 +602,8 @@ def write_scores_task(store: ObjectStore, window: str, scores: pa.Table) -> str:
     retry_delay_seconds=[2, 5, 15],
     retry_jitter_factor=0.5,
     cache_policy=NO_CACHE,
-    retry_condition_fn=lambda task, run, state: _transient(state),
+    retry_condition_fn=retry_on(*TRANSIENT),
 )
 def save_cache_task(store: ObjectStore, namespace: str, cache: ComponentCache) -> int:
     """Returns how many cache shards were rewritten."""
     return save_cache(store, namespace, cache)
-
-
-def _transient(state: Any) -> bool:
-    try:
-        state.result()
-    except TRANSIENT:
-        return True
-    except Exception:  # noqa: BLE001 - anything else is not worth a retry
-        return False
-    return False
