@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.procs import free_port, wait_http
+from tests.procs import background, free_port, wait_http
 
 STARTUP_TIMEOUT = 180.0  # the first start migrates a fresh SQLite database (~30 s here)
 
@@ -43,24 +43,6 @@ def log_tail(path: Path, chars: int = 4000) -> str:
 
 
 @contextmanager
-def background(
-    args: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``args`` until the block ends, then end exactly that process."""
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-@contextmanager
 def prefect_server(tmp: Path) -> Iterator[PrefectServer]:
     """Start `prefect server start` on a free loopback port; stop it when the block ends."""
     port = free_port()
@@ -76,7 +58,7 @@ def prefect_server(tmp: Path) -> Iterator[PrefectServer]:
     )
     log_path = tmp / "prefect-server.log"
     args = [*prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with background(args, env, log_path) as proc:
+    with background(args, log_path, env=env) as proc:
         try:
             wait_http(f"{url}/api/health", timeout=STARTUP_TIMEOUT)
         except TimeoutError as exc:

@@ -48,19 +48,35 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def service(args: list[str], ready_url: str, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def background(
+    args: list[str],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``args`` until the block ends, then end exactly that process (by its PID)."""
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         try:
-            wait_http(ready_url)
             yield proc
         finally:
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def service(
+    args: list[str], ready_url: str, log_path: Path, *, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A :func:`background` process that is ready once ``ready_url`` answers."""
+    with background(args, log_path, env=env) as proc:
+        wait_http(ready_url)
+        yield proc
 
 
 @contextmanager

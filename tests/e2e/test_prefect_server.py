@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from tests.prefect_server import (
-    background,
     chromium_binary,
     log_tail,
     prefect_cli,
@@ -23,6 +22,7 @@ from tests.prefect_server import (
     run_cli,
     screenshot,
 )
+from tests.procs import background
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -81,7 +81,7 @@ def test_deployment_runs_on_a_real_server_and_its_form_renders(tmp_path: Path) -
             }
             worker_log = tmp_path / "worker.log"
             worker_args = [*prefect_cli(), "worker", "start", "--pool", POOL, "--name", "e2e"]
-            with background(worker_args, worker_env, worker_log, cwd=tmp_path) as worker:
+            with background(worker_args, worker_log, env=worker_env, cwd=tmp_path) as worker:
                 created = api.post(
                     f"/deployments/{deployment['id']}/create_flow_run",
                     json={"parameters": {"hours": 1}},
