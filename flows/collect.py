@@ -13,12 +13,15 @@ from tasks.collect import (
     CollectResult,
     dedupe,
     drop_opted_out,
-    opted_out_keys,
-    quarantine_row,
-    quarantine_task,
     read_window_task,
     to_parquet,
     write_batch_task,
+)
+from tasks.datasets import (
+    opted_out_keys,
+    quarantine_row,
+    raw_line_pointer,
+    replace_quarantine_task,
 )
 
 
@@ -33,8 +36,13 @@ def collect(window_start: datetime | None = None, hours: int = 1) -> CollectResu
     window = window_id(start)
     with rt.reporting("collect") as report:
         batch = read_window_task(rt.trace_source(), start, hours)
-        bad = [quarantine_row("collect", window, line, reason) for line, reason in batch.invalid]
-        quarantine_task(rt.catalog, "collect", window, bad)
+        bad = [
+            quarantine_row(
+                stage="collect", window=window, reason=reason, pointer=raw_line_pointer(line)
+            )
+            for line, reason in batch.invalid
+        ]
+        replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
         records, duplicates = dedupe(batch.records)
         records, opted_out = drop_opted_out(records, opted_out_keys(rt.catalog), rt.settings.salt())
         key = write_batch_task(

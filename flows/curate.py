@@ -12,7 +12,6 @@ from infra.keys import parse_window_start, window_id
 from infra.metrics import StageReport
 from infra.runners import task_runner
 from infra.runtime import Runtime
-from tasks.collect import opted_out_keys, quarantine_task
 from tasks.curate import (
     CurateResult,
     KDecision,
@@ -30,6 +29,7 @@ from tasks.curate import (
     load_inputs_task,
     quarantine_record,
 )
+from tasks.datasets import opted_out_keys, replace_quarantine_task
 from tasks.pii import PiiConfig
 
 # Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit
@@ -71,7 +71,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         )
         in_table = state.in_table | set(decision.released_ids)
         held_task(rt.store, window, decision.hold, in_table, opted_out)
-        quarantine_task(rt.catalog, "curate", window, bad)
+        replace_quarantine_task(rt.catalog, stage="curate", window=window, rows=bad)
         pii = count_entities(examples)
         audit = audit_events(
             window,

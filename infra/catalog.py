@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from infra.errors import CatalogError
+from infra.errors import CatalogError, TransientCatalogError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -214,10 +216,27 @@ def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
+@contextmanager
+def _commit(name: str) -> Iterator[None]:
+    """Translate a lost commit race (another writer committed first) into a retriable
+    :class:`TransientCatalogError`; the write can simply be done again."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    try:
+        yield
+    except CommitFailedException as exc:
+        raise TransientCatalogError(f"commit to flywheel.{name} lost a race: {exc}") from exc
+
+
 def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
-    """Append rows to a table in one commit (no-op for no rows)."""
+    """Append rows to a table in one commit (no-op for no rows).
+
+    Raises:
+        TransientCatalogError: a concurrent commit won; retry.
+    """
     if rows:
-        get_table(catalog, name).append(to_arrow(name, rows))
+        with _commit(name):
+            get_table(catalog, name).append(to_arrow(name, rows))
 
 
 def replace_window(catalog: Catalog, name: str, window: str, rows: list[dict[str, Any]]) -> None:
@@ -230,16 +249,27 @@ def replace_window(catalog: Catalog, name: str, window: str, rows: list[dict[str
 def replace_where(
     catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
 ) -> None:
-    """Replace the rows matching ``row_filter`` with ``rows`` in one commit."""
+    """Replace the rows matching ``row_filter`` with ``rows`` in one commit.
+
+    Raises:
+        TransientCatalogError: a concurrent commit won; retry.
+    """
     table = get_table(catalog, name)
-    with warnings.catch_warnings():  # "Delete operation did not match any records" on first run
+    with (
+        _commit(name),
+        warnings.catch_warnings(),
+    ):  # "Delete operation did not match any records" on first run
         warnings.simplefilter("ignore", UserWarning)
         table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
 
 
 def delete_rows(catalog: Catalog, name: str, row_filter: BooleanExpression) -> None:
-    """Delete the rows matching ``row_filter`` (copy-on-write; data files are rewritten)."""
-    with warnings.catch_warnings():
+    """Delete the rows matching ``row_filter`` (copy-on-write; data files are rewritten).
+
+    Raises:
+        TransientCatalogError: a concurrent commit won; retry.
+    """
+    with _commit(name), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         get_table(catalog, name).delete(delete_filter=row_filter)
 

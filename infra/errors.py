@@ -7,6 +7,12 @@ class FlywheelError(Exception):
     """Base of every error flywheel raises on purpose."""
 
 
+class TransientError(FlywheelError):
+    """A failure that a retry may cure (timeout, throttling, 5xx, a lost commit race). The
+    adapters (store, trace source, catalog, LLM endpoints) raise a subclass of it; the one retry
+    policy (:mod:`infra.retries`) retries exactly these and nothing else."""
+
+
 class ConfigError(FlywheelError):
     """A setting is missing or inconsistent; the message says which and how to fix it."""
 
@@ -19,7 +25,7 @@ class StoreError(FlywheelError):
     """The object store refused an operation for a reason that retrying will not fix."""
 
 
-class TransientStoreError(StoreError):
+class TransientStoreError(StoreError, TransientError):
     """A retriable object-store failure (throttling, timeout, connection reset, 5xx)."""
 
 
@@ -27,15 +33,23 @@ class ObjectNotFound(StoreError):
     """The key does not exist in the object store."""
 
 
+class PreconditionFailed(StoreError):
+    """A conditional write found the object changed (or present) since it was read."""
+
+
 class CatalogError(FlywheelError):
     """The Iceberg catalog or a table operation failed."""
+
+
+class TransientCatalogError(CatalogError, TransientError):
+    """A commit lost a race with a concurrent writer (pyiceberg ``CommitFailedException``)."""
 
 
 class SourceError(FlywheelError):
     """A trace source failed to deliver a window."""
 
 
-class TransientSourceError(SourceError):
+class TransientSourceError(SourceError, TransientError):
     """A retriable trace-source failure (a page timed out, 5xx, rate limited)."""
 
 
@@ -53,6 +67,14 @@ class GateError(FlywheelError):
 
 class ReleaseError(FlywheelError):
     """An invalid release transition or a failed rollout action."""
+
+
+class StateConflict(ReleaseError, TransientError):
+    """The routing state changed since it was read; reload, reapply, write again."""
+
+
+class RejectedVersion(ReleaseError):
+    """The version was rejected before; only a person may release it again (``force``)."""
 
 
 class UpstreamError(FlywheelError):

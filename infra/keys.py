@@ -1,10 +1,41 @@
-"""Object-store keys and window ids of the DESIGN layout, in one place."""
+"""Every object-store key and prefix of the DESIGN layout, and window ids, in one place.
+
+```
+traces/dt=YYYY-MM-DD/hour=HH/<writer>-<seq>.jsonl    raw spool (embedded sink)
+rollouts/window=<ISO start>/batch.parquet           stage 1 output
+scores/window=<ISO start>/scores.parquet            stage 2 output
+scores/cache/<ns>/<shard>.parquet                   judge/metric cache (hashes and numbers)
+curate/held/window=<ISO start>/held.parquet         k-anonymity held-back rows
+models/<version>/                                   weights, tokenizer, model card, lineage
+gates/<version>/                                    release gate evidence
+deploy/state.json                                   routing state
+metrics/<stage>.json                                cumulative stage counters
+```
+"""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
+from infra.errors import StoreError
+
+TRACES_PREFIX = "traces/"
+ROLLOUTS_PREFIX = "rollouts/"
+SCORES_PREFIX = "scores/"
+SCORES_CACHE_PREFIX = "scores/cache/"
+HELD_PREFIX = "curate/held/"
+MODELS_PREFIX = "models/"
+GATES_PREFIX = "gates/"
+METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
+STATE_LOCK_KEY = "deploy/state.lock"
+
+RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
+"""Prefixes that hold personal data or data derived from it (retention and erasure rewrite
+them); ``scores/cache/`` holds hashes and numbers only but lives under ``scores/``."""
+
+_VERSION = re.compile(r"^v(\d+)$")
 
 
 def parse_window_start(value: str | datetime | None, *, now: datetime | None = None) -> datetime:
@@ -27,17 +58,48 @@ def window_id(start: datetime) -> str:
     return start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def hour_prefix(at: datetime) -> str:
+    """The spool prefix of the hour that holds ``at``."""
+    at = at.astimezone(UTC)
+    return f"{TRACES_PREFIX}dt={at:%Y-%m-%d}/hour={at:%H}/"
+
+
 def rollouts_key(window: str) -> str:
-    return f"rollouts/window={window}/batch.parquet"
+    return f"{ROLLOUTS_PREFIX}window={window}/batch.parquet"
 
 
 def scores_key(window: str) -> str:
-    return f"scores/window={window}/scores.parquet"
+    return f"{SCORES_PREFIX}window={window}/scores.parquet"
+
+
+def cache_shard_key(namespace: str, shard: str) -> str:
+    return f"{SCORES_CACHE_PREFIX}{namespace}/{shard}.parquet"
+
+
+def held_key(window: str) -> str:
+    return f"{HELD_PREFIX}window={window}/held.parquet"
 
 
 def model_prefix(version: str) -> str:
-    return f"models/{version}/"
+    """``models/<version>/``.
+
+    Raises:
+        StoreError: ``version`` is not ``v<number>`` (it could name a path outside models/).
+    """
+    if not _VERSION.match(version):
+        raise StoreError(f"invalid model version {version!r} (expected v0, v1, ...)")
+    return f"{MODELS_PREFIX}{version}/"
+
+
+def version_number(version: str) -> int:
+    """The number of ``v<number>``, -1 for anything else."""
+    match = _VERSION.match(version)
+    return int(match.group(1)) if match else -1
 
 
 def gate_prefix(version: str) -> str:
-    return f"gates/{version}/"
+    return f"{GATES_PREFIX}{version}/"
+
+
+def metrics_key(stage: str) -> str:
+    return f"{METRICS_PREFIX}{stage}.json"

@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from infra.errors import ObjectNotFound, StoreError
+from infra.keys import metrics_key
 from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -77,13 +78,9 @@ class StageReport:
         self.observations[name].setdefault(_labels(labels), []).extend(values)
 
 
-def _state_key(stage: str) -> str:
-    return f"metrics/{stage}.json"
-
-
 def _load_state(store: ObjectStore, stage: str) -> dict[str, Any]:
     try:
-        return dict(json.loads(store.get(_state_key(stage))))
+        return dict(json.loads(store.get(metrics_key(stage))))
     except (ObjectNotFound, ValueError):
         return {"counters": {}, "gauges": {}, "histograms": {}}
 
@@ -176,7 +173,7 @@ def publish(
         key = json.dumps(_labels({"stage": stage}))
         fails[key] = fails.get(key, 0.0) + 1
     try:
-        store.put(_state_key(stage), json.dumps(state).encode())
+        store.put(metrics_key(stage), json.dumps(state).encode())
     except StoreError as exc:
         log.warning("metrics state not saved for stage %s: %s", stage, exc)
     return state

@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ObjectNotFound, StoreError
+from infra.keys import MODELS_PREFIX, model_prefix, version_number
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -27,15 +27,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PREFIX = "models/"
+PREFIX = MODELS_PREFIX
 COMPLETE = "_COMPLETE"
-_VERSION = re.compile(r"^v(\d+)$")
-
-
-def model_prefix(version: str) -> str:
-    if not _VERSION.match(version):
-        raise StoreError(f"invalid model version {version!r} (expected v0, v1, ...)")
-    return f"{PREFIX}{version}/"
 
 
 def model_cache_root(settings: Settings) -> Path:
@@ -48,14 +41,12 @@ def _started_versions(store: ObjectStore) -> dict[str, bool]:
     seen: dict[str, bool] = {}
     for key in store.list(PREFIX):
         parts = key[len(PREFIX) :].split("/", 1)
-        if len(parts) == 2 and _VERSION.match(parts[0]):
+        if len(parts) == 2 and version_number(parts[0]) >= 0:
             seen[parts[0]] = seen.get(parts[0], False) or parts[1] == COMPLETE
     return seen
 
 
-def _number(version: str) -> int:
-    match = _VERSION.match(version)
-    return int(match.group(1)) if match else -1
+_number = version_number
 
 
 def list_versions(store: ObjectStore) -> list[str]:

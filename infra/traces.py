@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from infra.keys import hour_prefix
 from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -65,11 +66,6 @@ class FeedbackEvent(BaseModel):
     value: Literal[-1, 0, 1]
     at: datetime
     comment: str | None = None
-
-
-def hour_prefix(at: datetime) -> str:
-    at = at.astimezone(UTC)
-    return f"traces/dt={at:%Y-%m-%d}/hour={at:%H}/"
 
 
 def window_hours(start: datetime, hours: int) -> list[datetime]:

@@ -14,15 +14,12 @@ deleted by the retention flow.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import re
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -32,8 +29,9 @@ from prefect.cache_policies import NO_CACHE
 from pyiceberg.exceptions import CommitFailedException
 
 from infra.errors import ObjectNotFound, TransientStoreError
-from infra.keys import scores_key
+from infra.keys import HELD_PREFIX, held_key, scores_key
 from infra.retries import retry_on
+from tasks.datasets import quarantine_row, read_rollouts, read_scores, trace_pointer
 from tasks.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
 
 if TYPE_CHECKING:
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 STAGE = "curate"
-HELD_PREFIX = "curate/held/"
 REWARD_COLUMNS = (
     "reward",
     "reward_judge",
@@ -54,10 +51,6 @@ REWARD_COLUMNS = (
 )
 _ENGINE_LOCK = threading.Lock()
 _PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
-
-
-def held_key(window: str) -> str:
-    return f"{HELD_PREFIX}window={window}/held.parquet"
 
 
 @dataclass
@@ -96,16 +89,14 @@ class CurateResult:
     withdrawn: int = 0  # rows of earlier windows removed because consent was withdrawn
 
 
-def read_scores(store: ObjectStore, window: str) -> pa.Table:
+def read_window_scores(store: ObjectStore, window: str) -> pa.Table:
     """Stage 2's scores for the window (``scores/window=<w>/scores.parquet``).
 
     Raises:
         ObjectNotFound: the window has not been scored yet (run ``flywheel score``).
     """
-    from tasks.score import read_scores as read_stage2
-
     try:
-        return read_stage2(store, window)
+        return read_scores(store, window)
     except ObjectNotFound as exc:
         raise ObjectNotFound(f"{scores_key(window)} (score the window before curating)") from exc
 
@@ -246,15 +237,9 @@ def _example(row: dict[str, Any], red: list[Any]) -> dict[str, Any]:
 
 def quarantine_record(row: dict[str, Any], reason: str) -> dict[str, Any]:
     """A quarantine row naming the trace and a hash of its text, never the text itself."""
-    digest = hashlib.sha256(f"{row.get('question')}\x00{row.get('answer')}".encode()).hexdigest()
-    record = {"trace_id": row.get("trace_id"), "sha256": digest}
-    return {
-        "stage": STAGE,
-        "window": row.get("window"),
-        "reason": reason,
-        "record": json.dumps(record),
-        "at": datetime.now(UTC),
-    }
+    return quarantine_row(
+        stage=STAGE, window=row.get("window") or "", reason=reason, pointer=trace_pointer(row)
+    )
 
 
 def _member(row: dict[str, Any]) -> str:
@@ -442,9 +427,7 @@ _IO: dict[str, Any] = {
 @task(**_IO)
 def load_inputs_task(store: ObjectStore, window: str) -> tuple[pa.Table, pa.Table]:
     """Returns the window's rollouts and scores."""
-    from tasks.collect import read_rollouts
-
-    return read_rollouts(store, window), read_scores(store, window)
+    return read_rollouts(store, window), read_window_scores(store, window)
 
 
 @task(cache_policy=NO_CACHE)

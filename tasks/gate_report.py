@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from infra.keys import gate_prefix
+
 if TYPE_CHECKING:
     from infra.store import ObjectStore
     from tasks.gate import GateResult
-
-
-def gate_prefix(version: str) -> str:
-    return f"gates/{version}/"
 
 
 def report_json(result: GateResult) -> dict[str, Any]:

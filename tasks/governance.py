@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from infra.keys import RAW_PREFIXES, ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.privacy import user_key as hash_user
 
 if TYPE_CHECKING:
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 TEXT_SUFFIXES = (".json", ".yaml", ".yml", ".md", ".txt", ".csv")
 USER_TABLES = ["training_examples", "preference_pairs", "consent", "audit_log", "quarantine"]
-RAW_PREFIXES = ("traces/", "rollouts/", "scores/", "curate/held/")
 _USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
 
@@ -83,11 +83,11 @@ def user_trace_ids(catalog: Catalog, store: ObjectStore, key: str, salt: str) ->
     from infra.catalog import scan
 
     ids = set(scan(catalog, "training_examples", EqualTo("user_key", key))["trace_id"].to_pylist())
-    for obj in store.list("rollouts/"):
+    for obj in store.list(ROLLOUTS_PREFIX):
         if obj.endswith(".parquet"):
             t = pq.read_table(io.BytesIO(store.get(obj)), columns=["trace_id", "user_key"])
             ids |= set(t.filter(pc.equal(t["user_key"], key))["trace_id"].to_pylist())
-    for obj in store.list("traces/"):
+    for obj in store.list(TRACES_PREFIX):
         for line in store.get(obj).decode("utf-8", "replace").splitlines():
             if _line_user(line, salt) == key and (tid := _json_field(line, "trace_id")):
                 ids.add(tid)

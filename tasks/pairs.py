@@ -285,7 +285,7 @@ def select_training_data(
     contaminated: Callable[[str], bool] | None = None,
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
-    from tasks.collect import opted_out_keys
+    from tasks.datasets import opted_out_keys
 
     rows, sid, windows = read_examples(catalog, buffer_windows)
     return select(

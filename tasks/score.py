@@ -26,8 +26,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.errors import JudgeError, ObjectNotFound, TransientStoreError
-from infra.keys import scores_key
+from infra.keys import cache_shard_key, scores_key
 from infra.retries import retry_on
+from tasks.datasets import SCORE_SCHEMA
 from tasks.reward import (
     CACHED,
     COMPONENTS,
@@ -335,20 +336,6 @@ def _settings(settings: Settings | None) -> Settings:
 
 # ---- stage 2: windows, cache and scores tables --------------------------------------------
 
-SCORE_SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("prompt_group", pa.string()),
-        ("model_version", pa.string()),
-        ("reward", pa.float64()),
-        *[(f"reward_{c}", pa.float64()) for c in COMPONENTS],
-        ("missing", pa.list_(pa.string())),
-        ("reward_config_hash", pa.string()),
-        ("judge_kind", pa.string()),
-        ("ragas_mode", pa.string()),
-        ("window", pa.string()),
-    ]
-)
 CACHE_SCHEMA = pa.schema([("key", pa.string()), *[(c, pa.float64()) for c in CACHED]])
 TRANSIENT = (TransientStoreError,)
 
@@ -402,19 +389,6 @@ def scores_table(
     data["ragas_mode"] = [scorer.ragas_mode] * n
     data["window"] = [window] * n
     return pa.Table.from_pydict(data, schema=SCORE_SCHEMA)
-
-
-def read_scores(store: ObjectStore, window: str) -> pa.Table:
-    """Stage 2's output for a window (``SCORE_SCHEMA``), joined by stage 3 on ``trace_id``.
-
-    Raises:
-        ObjectNotFound: the window was not scored.
-    """
-    return pq.read_table(io.BytesIO(store.get(scores_key(window))))
-
-
-def cache_shard_key(namespace: str, shard: str) -> str:
-    return f"scores/cache/{namespace}/{shard}.parquet"
 
 
 def load_cache(store: ObjectStore, namespace: str, keys: Iterable[str]) -> ComponentCache:
@@ -550,7 +524,7 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
 )
 def read_rollouts_task(store: ObjectStore, window: str) -> pa.Table | None:
     """Returns the window's rollouts, or None when stage 1 wrote none for it."""
-    from tasks.collect import read_rollouts
+    from tasks.datasets import read_rollouts
 
     try:
         return read_rollouts(store, window)

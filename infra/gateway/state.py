@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from infra.errors import ObjectNotFound, ReleaseError
+from infra.keys import STATE_KEY
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_KEY = "deploy/state.json"
 MAX_FINGERPRINTS = 1000
 
 Phase = Literal["idle", "gating", "shadow", "canary", "promoted", "rolled_back", "held"]

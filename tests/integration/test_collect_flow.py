@@ -54,7 +54,7 @@ def _run_collect() -> object:
 
 
 def _assert_window(settings, n_rows: int, n_quarantined: int) -> None:
-    from tasks.collect import read_rollouts
+    from tasks.datasets import read_rollouts
 
     table = read_rollouts(open_store(settings), "2026-11-22T10:00:00Z")
     assert table.num_rows == n_rows
@@ -75,7 +75,7 @@ def test_collect_counts_quarantine_and_rerun(prefect_api, flywheel_home) -> None
     again = _run_collect()
     assert (again.written, again.quarantined) == (N_VALID, m)
     _assert_window(settings, N_VALID, m)
-    from tasks.collect import read_rollouts
+    from tasks.datasets import read_rollouts
 
     rows = read_rollouts(open_store(settings), result.window).to_pylist()
     assert {r["trace_id"]: r["feedback"] for r in rows}["trace-00003"] == 1

@@ -35,7 +35,7 @@ def _plant(settings) -> None:
 
     from flows.collect import collect
     from flows.curate import curate
-    from tasks.collect import read_rollouts
+    from tasks.datasets import read_rollouts
 
     store = open_store(settings)
     writer = SpoolWriter(store, writer_id="test")

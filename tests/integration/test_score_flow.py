@@ -61,7 +61,7 @@ def _score():  # type: ignore[no-untyped-def]
 
 
 def _rows() -> dict[str, dict]:
-    from tasks.score import read_scores
+    from tasks.datasets import read_scores
 
     table = read_scores(open_store(get_settings()), WINDOW)
     assert set(COLUMNS) <= set(table.column_names)

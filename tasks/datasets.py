@@ -1,0 +1,157 @@
+"""The stage outputs later stages read, in one place: their schemas and readers (rollouts,
+scores), quarantine rows, and consent. A later stage reads an earlier stage's output through
+this module, never through the earlier stage's own module."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import task
+
+from infra.keys import rollouts_key, scores_key
+from infra.retries import IO_RETRIES
+from tasks.reward import COMPONENTS
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.store import ObjectStore
+    from infra.traces import RawLine
+
+ROLLOUT_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("user_id", pa.string()),
+        ("user_key", pa.string()),
+        ("prompt_group", pa.string()),
+        ("question", pa.string()),
+        ("contexts", pa.list_(pa.string())),
+        ("answer", pa.string()),
+        ("tool_calls", pa.string()),
+        ("model_version", pa.string()),
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+        ("latency_s", pa.float64()),
+        ("tokens_in", pa.int64()),
+        ("tokens_out", pa.int64()),
+        ("error_count", pa.int64()),
+        ("feedback", pa.int8()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("route", pa.string()),
+        ("pairing_id", pa.string()),
+        ("logprobs", pa.list_(pa.float64())),
+        ("window", pa.string()),
+    ]
+)
+"""Stage 1's output, ``rollouts/window=<start>/batch.parquet`` (contains PII)."""
+
+SCORE_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("prompt_group", pa.string()),
+        ("model_version", pa.string()),
+        ("reward", pa.float64()),
+        *[(f"reward_{c}", pa.float64()) for c in COMPONENTS],
+        ("missing", pa.list_(pa.string())),
+        ("reward_config_hash", pa.string()),
+        ("judge_kind", pa.string()),
+        ("ragas_mode", pa.string()),
+        ("window", pa.string()),
+    ]
+)
+"""Stage 2's output, ``scores/window=<start>/scores.parquet``: one row per rollout."""
+
+
+def read_rollouts(store: ObjectStore, window: str) -> pa.Table:
+    """Stage 1's output for a window (``ROLLOUT_SCHEMA``).
+
+    Raises:
+        ObjectNotFound: the window was not collected.
+    """
+    return pq.read_table(io.BytesIO(store.get(rollouts_key(window))))
+
+
+def read_scores(store: ObjectStore, window: str) -> pa.Table:
+    """Stage 2's output for a window (``SCORE_SCHEMA``), joined by stage 3 on ``trace_id``.
+
+    Raises:
+        ObjectNotFound: the window was not scored.
+    """
+    return pq.read_table(io.BytesIO(store.get(scores_key(window))))
+
+
+# ---- quarantine -----------------------------------------------------------------------------
+
+
+def quarantine_row(
+    *, stage: str, window: str, reason: str, pointer: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``quarantine`` table row. ``pointer`` locates the bad input (object key and line, or
+    trace id) with its size and hash: never its text, which may hold personal data."""
+    return {
+        "stage": stage,
+        "window": window,
+        "reason": reason,
+        "record": json.dumps(pointer, sort_keys=True),
+        "at": datetime.now(UTC),
+    }
+
+
+def raw_line_pointer(line: RawLine) -> dict[str, Any]:
+    """Where a raw trace line is (it stays there, so nothing is lost), its size and sha256."""
+    payload = line.payload if isinstance(line.payload, bytes) else json.dumps(line.payload).encode()
+    return {
+        "source": line.source,
+        "bytes": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
+
+
+def trace_pointer(row: dict[str, Any]) -> dict[str, Any]:
+    """A rollout row's trace id and a hash of its question and answer."""
+    text = f"{row.get('question')}\x00{row.get('answer')}".encode()
+    return {"trace_id": row.get("trace_id"), "sha256": hashlib.sha256(text).hexdigest()}
+
+
+def replace_quarantine(
+    catalog: Catalog, *, stage: str, window: str, rows: list[dict[str, Any]]
+) -> int:
+    """Replace the window's quarantine rows of ``stage`` (a rerun never duplicates); returns
+    how many it now holds."""
+    from pyiceberg.expressions import And, EqualTo
+
+    from infra.catalog import replace_where
+
+    where = And(EqualTo("stage", stage), EqualTo("window", window))
+    replace_where(catalog, "quarantine", where, rows)
+    return len(rows)
+
+
+replace_quarantine_task = task(**IO_RETRIES)(replace_quarantine)
+
+
+# ---- consent --------------------------------------------------------------------------------
+
+
+def opted_out_keys(catalog: Catalog) -> set[str]:
+    """User keys whose latest consent row says no (absent users count as consenting)."""
+    from infra.catalog import scan
+
+    table = scan(catalog, "consent")
+    latest: dict[str, tuple[datetime, bool]] = {}
+    for key, ok, at in zip(
+        table.column("user_key").to_pylist(),
+        table.column("consent_to_training").to_pylist(),
+        table.column("updated_at").to_pylist(),
+        strict=True,
+    ):
+        if key not in latest or at >= latest[key][0]:
+            latest[key] = (at, bool(ok))
+    return {key for key, (_at, ok) in latest.items() if not ok}
