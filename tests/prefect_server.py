@@ -43,8 +43,11 @@ def log_tail(path: Path, chars: int = 4000) -> str:
 
 
 @contextmanager
-def prefect_server(tmp: Path) -> Iterator[PrefectServer]:
-    """Start `prefect server start` on a free loopback port; stop it when the block ends."""
+def prefect_server(
+    tmp: Path, *, extra_env: dict[str, str] | None = None
+) -> Iterator[PrefectServer]:
+    """Start `prefect server start` on a free loopback port (``extra_env`` added to its
+    environment, e.g. a shorter scheduler loop); stop it when the block ends."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
@@ -56,6 +59,7 @@ def prefect_server(tmp: Path) -> Iterator[PrefectServer]:
         PREFECT_SERVER_API_PORT=str(port),
         PREFECT_LOGGING_LEVEL="INFO",
     )
+    env.update(extra_env or {})
     log_path = tmp / "prefect-server.log"
     args = [*prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     with background(args, log_path, env=env) as proc:
