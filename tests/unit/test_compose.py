@@ -5,10 +5,10 @@ plugin is installed, `docker compose config` validates the file too."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
-import importlib.util
 import subprocess
 from pathlib import Path
 from typing import Any, get_origin
