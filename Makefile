@@ -24,6 +24,7 @@ run: $(STAMP)
 	$(BIN)/flywheel run
 
 test: $(STAMP)
+	.ci/test-deps
 	$(BIN)/pytest -m "not bench" --timeout=900
 
 test-fast: $(STAMP)
