@@ -217,3 +217,28 @@ def test_llm_client_gives_up_after_retries_and_on_4xx_and_budget() -> None:
     with pytest.raises(JudgeError, match="budget"):
         _judge(client)
     assert len(seen) == 1 and client.stats.budget_exhausted == 1
+
+
+def test_reward_config_hash_value_is_stable() -> None:
+    """Stored scores carry this hash: a change must be deliberate (it re-keys every score)."""
+    assert reward_config_hash(Settings()) == "847472dec56039e0"
+
+
+def test_reward_package_imports_no_stage_module() -> None:
+    """tasks/reward is shared by score, gate and shadow: it must not import any of them."""
+    import ast
+    from pathlib import Path
+
+    import tasks.reward
+
+    for path in Path(tasks.reward.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(("flows", "tasks.score", "tasks.gate")), (path, name)
+                assert not name.startswith(("tasks.rollout", "infra.gateway")), (path, name)
