@@ -199,7 +199,7 @@ def _after(rt: Runtime, version: str, phase: Any, result: PhaseResult, cfg: rel.
 
 
 def _scorer(rt: Runtime) -> Any:
-    from tasks.score import Scorer
+    from tasks.reward import Scorer
 
     return Scorer(rt.settings)
 

@@ -10,8 +10,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
+from tasks.reward import Scorer
 from tasks.score import (
-    Scorer,
     ScoreResult,
     load_cache_task,
     read_rollouts_task,
@@ -44,15 +44,17 @@ def score(window_start: datetime | None = None, hours: int = 1) -> ScoreResult:
             if rollouts is None:
                 logger.warning("no rollouts for window %s (run collect first)", window)
                 continue
-            cache = load_cache_task(rt.store, scorer, rollouts)
-            scores: pa.Table = score_rollouts_task(scorer, rollouts, cache, window)
-            keys.append(write_scores_task(rt.store, window, scores))
-            save_cache_task(rt.store, scorer.namespace, cache)
+            cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
+            scores: pa.Table = score_rollouts_task(scorer, rollouts, cache=cache, window=window)
+            keys.append(write_scores_task(rt.store, window=window, scores=scores))
+            save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
             report.records("in", rollouts.num_rows)
             report.records("out", scores.num_rows)
             scored[window] = scores
-        result = summarize_run(windows, scored, scorer, keys)
-        report_metrics(report, list(scored.values()), scorer.stats, scorer.judge.kind)
+        result = summarize_run(windows, scored, scorer=scorer, keys=keys)
+        report_metrics(
+            report, list(scored.values()), stats=scorer.stats, judge_kind=scorer.judge.kind
+        )
     create_markdown_artifact(
         key="score-summary",
         markdown=summary_markdown(result, list(scored.values())),

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from infra.settings import ReleaseSettings
     from tasks.domain import DomainItem
-    from tasks.score import Scorer
+    from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def score_answers(
     items: Sequence[DomainItem], answers: Sequence[Answer], scorer: Scorer
 ) -> list[float]:
     """The stage-2 reward of each answer (golden reference, no feedback, generation latency)."""
-    from tasks.score import ScoreItem
+    from tasks.reward import ScoreItem
 
     batch = [
         ScoreItem(it.question, list(it.contexts), a.text, it.reference, None, a.latency_s)

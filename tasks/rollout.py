@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from infra.traces import TraceRecord, TraceSource
     from tasks.gate import GateConfig
     from tasks.release import ReleaseConfig
-    from tasks.score import Scorer
+    from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def judge_shadow(
     """Score both sides (no feedback: the shadow answer had no user) and paired-test them."""
     from tasks.gate import paired_test
     from tasks.gate_report import json_safe
-    from tasks.score import ScoreItem
+    from tasks.reward import ScoreItem
 
     def item(r: TraceRecord) -> ScoreItem:
         return ScoreItem(r.question, list(r.contexts), r.answer, None, None, r.latency_s)

@@ -1,23 +1,12 @@
 """Stage 2 logic: score every rollout of a window with the composite reward of
-:mod:`tasks.reward`, cached, and write ``scores/window=<start>/scores.parquet``.
-
-:class:`Scorer` is also the gate's entry point (``Scorer(settings).score(items)`` or
-:func:`score_batch`): the same judge, ragas mode and weights in both places.
-
-Cache: ``scores/cache/<namespace>/<h>.parquet``, 16 shards by the first hex digit ``h`` of the
-content key (:func:`tasks.reward.content_key`: sha256 of namespace, question, contexts, answer,
-reference). Rows hold the key and the three content-dependent components (NaN = computed, not
-applicable); no text, so the cache holds no personal data. Failed components are not cached.
+:mod:`tasks.reward` (cached, see :mod:`tasks.reward.cache`), and write
+``scores/window=<start>/scores.parquet``; the run's summary, metrics and artifact.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
-import logging
-import math
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -25,322 +14,27 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.errors import JudgeError, ObjectNotFound, TransientStoreError
-from infra.keys import cache_shard_key, scores_key
-from infra.retries import retry_on
-from tasks.datasets import SCORE_SCHEMA
+from infra.errors import ObjectNotFound
+from infra.keys import scores_key
+from infra.retries import IO_RETRIES
+from tasks.datasets import SCORE_SCHEMA, read_rollouts
 from tasks.reward import (
-    CACHED,
     COMPONENTS,
-    ContextMetrics,
-    Judge,
+    ComponentCache,
     RewardBreakdown,
-    build_judge,
-    cache_namespace,
-    clamp,
-    combine,
-    content_key,
-    feedback_component,
-    latency_component,
-    resolve_ragas_mode,
-    reward_config_hash,
+    ScoreItem,
+    Scorer,
+    ScoreStats,
+    load_cache,
+    save_cache,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Iterable, Sequence
-
-    from infra.llm import ChatClient
     from infra.metrics import StageReport
-    from infra.settings import Settings
     from infra.store import ObjectStore
 
-log = logging.getLogger(__name__)
 
-
-@dataclass
-class ScoreItem:
-    """One answer to score: a trace in stage 2, a golden item's answer in the gate."""
-
-    question: str
-    contexts: list[str]
-    answer: str
-    reference: str | None = None
-    feedback: int | None = None
-    latency_s: float | None = None
-
-
-@dataclass
-class ScoreStats:
-    """Counters of one scorer. ``judge_calls`` are judge invocations (verifier or LLM); the
-    ``llm_*`` fields are HTTP attempts to the endpoint (judge and ragas together)."""
-
-    items: int = 0
-    cache_hits: int = 0  # items that needed no computation (cached, or repeated in the run)
-    judge_calls: int = 0
-    judge_failures: int = 0  # after retries: the judge component is missing for the item
-    judge_skipped: int = 0  # feedback present and skip_when_feedback set
-    judge_unverifiable: int = 0
-    ragas_failures: int = 0
-    llm_requests: int = 0
-    llm_retries: int = 0
-    llm_malformed: int = 0
-    llm_budget_exhausted: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-class ComponentCache:
-    """Content-dependent components by content key (float, or NaN = not applicable)."""
-
-    def __init__(self, entries: dict[str, dict[str, float]] | None = None) -> None:
-        self.entries: dict[str, dict[str, float]] = entries or {}
-        self.dirty: set[str] = set()
-
-    def get(self, key: str) -> dict[str, float]:
-        return self.entries.get(key, {})
-
-    def update(self, key: str, values: dict[str, float]) -> None:
-        if values:
-            self.entries.setdefault(key, {}).update(values)
-            self.dirty.add(key)
-
-
-class Scorer:
-    """Scores items with one judge and one ragas mode (both from settings unless given).
-
-    Use :meth:`score` from sync code (it closes the HTTP pool when done), or :meth:`ascore`
-    from async code followed by :meth:`aclose`. ``stats`` accumulates over calls; the LLM call
-    budget is per scorer."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        judge: Judge | None = None,
-        ragas_mode: str | None = None,
-        client: ChatClient | None = None,
-    ) -> None:
-        self.settings = settings
-        self.ragas_mode = ragas_mode or resolve_ragas_mode(settings)
-        wants_llm = self.ragas_mode == "llm" or (judge is None and settings.judge.kind == "llm")
-        if client is None and wants_llm:
-            from infra.llm import ChatClient
-
-            client = ChatClient.from_settings(settings.judge)
-        self.client = client
-        self.judge = judge or build_judge(settings, client)
-        self.metrics = ContextMetrics(self.ragas_mode, client)
-        self.stats = ScoreStats()
-        self.config_hash = reward_config_hash(
-            settings, judge=self.judge.config_id, ragas_mode=self.ragas_mode
-        )
-        self.namespace = cache_namespace(self.judge.config_id, self.ragas_mode)
-
-    def key(self, item: ScoreItem) -> str:
-        return content_key(
-            self.namespace, item.question, item.contexts, item.answer, item.reference
-        )
-
-    def score(
-        self, items: Sequence[ScoreItem], cache: ComponentCache | None = None
-    ) -> list[RewardBreakdown]:
-        """Sync :meth:`ascore` (also safe under a running event loop)."""
-
-        async def run() -> list[RewardBreakdown]:
-            try:
-                return await self.ascore(items, cache)
-            finally:
-                await self.aclose()
-
-        return run_sync(run())
-
-    async def aclose(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()
-
-    async def ascore(
-        self, items: Sequence[ScoreItem], cache: ComponentCache | None = None
-    ) -> list[RewardBreakdown]:
-        """One breakdown per item, in order. Judge failures make components missing; they
-        never raise. Each distinct content is computed once, and not at all when cached."""
-        cache = cache if cache is not None else ComponentCache()
-        keys = [self.key(item) for item in items]
-        skips = [self._skips(item) for item in items]
-        todo: dict[str, set[str]] = {}
-        first: dict[str, ScoreItem] = {}
-        for item, key, skip in zip(items, keys, skips, strict=True):
-            need = set(CACHED) - ({"judge"} if skip else set())
-            new = need - cache.get(key).keys() - todo.get(key, set())
-            if new:
-                todo.setdefault(key, set()).update(new)
-                first.setdefault(key, item)
-            else:
-                self.stats.cache_hits += 1
-        done = await self._gather([self._compute(first[k], todo[k]) for k in todo])
-        for key, values in zip(todo, done, strict=True):
-            cache.update(key, values)
-        self._copy_client_stats()
-        self.stats.items += len(items)
-        return [
-            self._breakdown(item, cache.get(key), skip)
-            for item, key, skip in zip(items, keys, skips, strict=True)
-        ]
-
-    def _skips(self, item: ScoreItem) -> bool:
-        skip = bool(
-            self.settings.judge.skip_when_feedback
-            and self.judge.costly
-            and item.feedback is not None
-        )
-        self.stats.judge_skipped += int(skip)
-        return skip
-
-    def _breakdown(self, item: ScoreItem, cached: dict[str, float], skip: bool) -> RewardBreakdown:
-        r = self.settings.reward
-        comps: dict[str, float | None] = {c: cached.get(c) for c in CACHED}
-        if skip:  # even when cached: a trace's reward must not depend on its neighbours
-            comps["judge"] = None
-        comps["feedback"] = feedback_component(item.feedback, r.feedback_none)
-        comps["latency"] = latency_component(item.latency_s, r.latency_ok_s, r.latency_max_s)
-        return combine(comps, r)
-
-    async def _compute(self, item: ScoreItem, which: set[str]) -> dict[str, float]:
-        """The components in ``which`` that could be computed (NaN = not applicable)."""
-        reference = item.reference or self.judge.reference_for(item.question, item.contexts)
-        jobs: dict[str, Coroutine[Any, Any, float | None]] = {}
-        if "judge" in which:
-            self.stats.judge_calls += 1
-            jobs["judge"] = self.judge.judge(
-                question=item.question, contexts=item.contexts, answer=item.answer,
-                reference=reference,
-            )  # fmt: skip
-        if "faithfulness" in which:
-            jobs["faithfulness"] = self.metrics.faithfulness(
-                item.question, item.contexts, item.answer
-            )
-        if "context_recall" in which:
-            jobs["context_recall"] = self.metrics.context_recall(
-                item.question, item.contexts, reference
-            )
-        results = await self._gather(list(jobs.values()), return_exceptions=True)
-        values: dict[str, float] = {}
-        for name, result in zip(jobs, results, strict=True):
-            if isinstance(result, BaseException):
-                self._failed(name, result)
-            elif result is None:
-                self.stats.judge_unverifiable += int(name == "judge")
-                values[name] = math.nan
-            else:
-                values[name] = clamp(float(result))
-        return values
-
-    async def _gather(
-        self, coros: list[Coroutine[Any, Any, Any]], return_exceptions: bool = False
-    ) -> list[Any]:
-        """Concurrently when an LLM endpoint is involved; else in turn, since the work is pure
-        CPU and an asyncio task per component cost more than the component (measured)."""
-        if self.client is not None:
-            return list(await asyncio.gather(*coros, return_exceptions=return_exceptions))
-        results: list[Any] = []
-        for coro in coros:
-            try:
-                results.append(await coro)
-            except Exception as exc:  # noqa: BLE001 - same contract as gather(return_exceptions)
-                if not return_exceptions:
-                    raise
-                results.append(exc)
-        return results
-
-    def _failed(self, name: str, exc: BaseException) -> None:
-        if not isinstance(exc, Exception):
-            raise exc  # cancellation and interrupts are not judge failures
-        if name == "judge":
-            self.stats.judge_failures += 1
-        else:
-            self.stats.ragas_failures += 1
-        # a judge must never fail the window; unexpected errors are logged louder
-        level = logging.INFO if isinstance(exc, JudgeError) else logging.WARNING
-        log.log(level, "%s component missing: %s", name, type(exc).__name__)
-
-    def _copy_client_stats(self) -> None:
-        if self.client is not None:
-            s = self.client.stats
-            self.stats.llm_requests, self.stats.llm_retries = s.requests, s.retries
-            self.stats.llm_malformed = s.malformed
-            self.stats.llm_budget_exhausted = s.budget_exhausted
-
-
-def score_batch(
-    items: Sequence[ScoreItem],
-    judge: Judge | None = None,
-    settings: Settings | None = None,
-    *,
-    ragas_mode: str | None = None,
-    cache: ComponentCache | None = None,
-) -> list[RewardBreakdown]:
-    """Score ``items`` with the judge and ragas mode of ``settings`` unless given."""
-    return Scorer(_settings(settings), judge=judge, ragas_mode=ragas_mode).score(items, cache)
-
-
-async def ascore_batch(
-    items: Sequence[ScoreItem],
-    judge: Judge | None = None,
-    settings: Settings | None = None,
-    *,
-    ragas_mode: str | None = None,
-    cache: ComponentCache | None = None,
-) -> list[RewardBreakdown]:
-    """Async :func:`score_batch`."""
-    scorer = Scorer(_settings(settings), judge=judge, ragas_mode=ragas_mode)
-    try:
-        return await scorer.ascore(items, cache)
-    finally:
-        await scorer.aclose()
-
-
-def score_answer(
-    *,
-    question: str,
-    contexts: list[str],
-    answer: str,
-    reference: str | None = None,
-    feedback: int | None = None,
-    latency_s: float | None = None,
-    judge: Judge | None = None,
-    settings: Settings | None = None,
-    ragas_mode: str | None = None,
-) -> RewardBreakdown:
-    """The reward of one answer (use :class:`Scorer` or :func:`score_batch` for many)."""
-    item = ScoreItem(question, list(contexts), answer, reference, feedback, latency_s)
-    return score_batch([item], judge, settings, ragas_mode=ragas_mode)[0]
-
-
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coro`` from sync code, in a helper thread when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-def _settings(settings: Settings | None) -> Settings:
-    if settings is not None:
-        return settings
-    from infra.settings import get_settings
-
-    return get_settings()
-
-
-# ---- stage 2: windows, cache and scores tables --------------------------------------------
-
-CACHE_SCHEMA = pa.schema([("key", pa.string()), *[(c, pa.float64()) for c in CACHED]])
-TRANSIENT = (TransientStoreError,)
-
-
-@dataclass
+@dataclass(kw_only=True)
 class ScoreResult:
     """What one score run did (no personal data)."""
 
@@ -359,12 +53,14 @@ class ScoreResult:
 
 
 def items_from_rollouts(rollouts: pa.Table) -> list[ScoreItem]:
-    """The score items of a rollouts batch (:func:`tasks.collect.read_rollouts`), in order."""
+    """The score items of a rollouts batch (:func:`tasks.datasets.read_rollouts`), in order."""
     cols = {n: rollouts.column(n).to_pylist() for n in ("question", "contexts", "answer")}
     feedback = rollouts.column("feedback").to_pylist()
     latency = rollouts.column("latency_s").to_pylist()
     return [
-        ScoreItem(q or "", list(c or []), a or "", None, f, lat)
+        ScoreItem(
+            question=q or "", contexts=list(c or []), answer=a or "", feedback=f, latency_s=lat
+        )
         for q, c, a, f, lat in zip(
             cols["question"], cols["contexts"], cols["answer"], feedback, latency, strict=True
         )
@@ -372,7 +68,7 @@ def items_from_rollouts(rollouts: pa.Table) -> list[ScoreItem]:
 
 
 def scores_table(
-    rollouts: pa.Table, rewards: list[RewardBreakdown], scorer: Scorer, window: str
+    rollouts: pa.Table, rewards: list[RewardBreakdown], *, scorer: Scorer, window: str
 ) -> pa.Table:
     """The scores of a window: one row per rollout, ``SCORE_SCHEMA``."""
     rows = [r.as_row() for r in rewards]
@@ -391,37 +87,8 @@ def scores_table(
     return pa.Table.from_pydict(data, schema=SCORE_SCHEMA)
 
 
-def load_cache(store: ObjectStore, namespace: str, keys: Iterable[str]) -> ComponentCache:
-    """The cache shards that hold ``keys`` (each shard read whole, so saving keeps it whole)."""
-    entries: dict[str, dict[str, float]] = {}
-    for shard in sorted({k[0] for k in keys}):
-        try:
-            table = pq.read_table(io.BytesIO(store.get(cache_shard_key(namespace, shard))))
-        except ObjectNotFound:
-            continue
-        columns = {c: table.column(c).to_pylist() for c in CACHED}
-        for i, key in enumerate(table.column("key").to_pylist()):
-            entries[key] = {c: columns[c][i] for c in CACHED if columns[c][i] is not None}
-    return ComponentCache(entries)
-
-
-def save_cache(store: ObjectStore, namespace: str, cache: ComponentCache) -> int:
-    """Rewrite the shards that gained entries; returns how many shards were written."""
-    shards = sorted({k[0] for k in cache.dirty})
-    for shard in shards:
-        keys = sorted(k for k in cache.entries if k[0] == shard)
-        data: dict[str, list[Any]] = {"key": keys}
-        for c in CACHED:
-            data[c] = [cache.entries[k].get(c) for k in keys]
-        sink = io.BytesIO()
-        pq.write_table(pa.Table.from_pydict(data, schema=CACHE_SCHEMA), sink)
-        store.put(cache_shard_key(namespace, shard), sink.getvalue())
-    cache.dirty.clear()
-    return len(shards)
-
-
 def summarize_run(
-    windows: list[str], scored: dict[str, pa.Table], scorer: Scorer, keys: list[str]
+    windows: list[str], scored: dict[str, pa.Table], *, scorer: Scorer, keys: list[str]
 ) -> ScoreResult:
     """The run's result: counts, reward mean, missing components (no personal data)."""
     missing = [w for w in windows if w not in scored]
@@ -459,7 +126,7 @@ def missing_counts(scores: pa.Table) -> dict[str, int]:
 
 
 def report_metrics(
-    report: StageReport, tables: list[pa.Table], stats: ScoreStats, judge_kind: str
+    report: StageReport, tables: list[pa.Table], *, stats: ScoreStats, judge_kind: str
 ) -> None:
     """The stage's reward histograms and judge counters (``flywheel_reward{component}``...)."""
     scores = pa.concat_tables(tables) if tables else SCORE_SCHEMA.empty_table()
@@ -515,54 +182,33 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
     return "\n".join(lines)
 
 
-@task(
-    retries=3,
-    retry_delay_seconds=[2, 5, 15],
-    retry_jitter_factor=0.5,
-    cache_policy=NO_CACHE,
-    retry_condition_fn=retry_on(*TRANSIENT),
-)
+@task(**IO_RETRIES)
 def read_rollouts_task(store: ObjectStore, window: str) -> pa.Table | None:
     """Returns the window's rollouts, or None when stage 1 wrote none for it."""
-    from tasks.datasets import read_rollouts
-
     try:
         return read_rollouts(store, window)
     except ObjectNotFound:
         return None
 
 
-@task(
-    retries=3,
-    retry_delay_seconds=[2, 5, 15],
-    retry_jitter_factor=0.5,
-    cache_policy=NO_CACHE,
-    retry_condition_fn=retry_on(*TRANSIENT),
-)
-def load_cache_task(store: ObjectStore, scorer: Scorer, rollouts: pa.Table) -> ComponentCache:
+@task(**IO_RETRIES)
+def load_cache_task(store: ObjectStore, *, scorer: Scorer, rollouts: pa.Table) -> ComponentCache:
     """Returns the cached components for the window's contents."""
-    return load_cache(
-        store, scorer.namespace, (scorer.key(i) for i in items_from_rollouts(rollouts))
-    )
+    keys = (scorer.key(i) for i in items_from_rollouts(rollouts))
+    return load_cache(store, namespace=scorer.namespace, keys=keys)
 
 
 @task(cache_policy=NO_CACHE)
 def score_rollouts_task(
-    scorer: Scorer, rollouts: pa.Table, cache: ComponentCache, window: str
+    scorer: Scorer, rollouts: pa.Table, *, cache: ComponentCache, window: str
 ) -> pa.Table:
     """Returns the window's scores table (judge retries happen inside, per call)."""
     rewards = scorer.score(items_from_rollouts(rollouts), cache)
-    return scores_table(rollouts, rewards, scorer, window)
+    return scores_table(rollouts, rewards, scorer=scorer, window=window)
 
 
-@task(
-    retries=3,
-    retry_delay_seconds=[2, 5, 15],
-    retry_jitter_factor=0.5,
-    cache_policy=NO_CACHE,
-    retry_condition_fn=retry_on(*TRANSIENT),
-)
-def write_scores_task(store: ObjectStore, window: str, scores: pa.Table) -> str:
+@task(**IO_RETRIES)
+def write_scores_task(store: ObjectStore, *, window: str, scores: pa.Table) -> str:
     """Returns the key of the scores written (atomically, replacing a previous run)."""
     sink = io.BytesIO()
     pq.write_table(scores, sink)
@@ -571,13 +217,7 @@ def write_scores_task(store: ObjectStore, window: str, scores: pa.Table) -> str:
     return key
 
 
-@task(
-    retries=3,
-    retry_delay_seconds=[2, 5, 15],
-    retry_jitter_factor=0.5,
-    cache_policy=NO_CACHE,
-    retry_condition_fn=retry_on(*TRANSIENT),
-)
-def save_cache_task(store: ObjectStore, namespace: str, cache: ComponentCache) -> int:
+@task(**IO_RETRIES)
+def save_cache_task(store: ObjectStore, *, namespace: str, cache: ComponentCache) -> int:
     """Returns how many cache shards were rewritten."""
-    return save_cache(store, namespace, cache)
+    return save_cache(store, namespace=namespace, cache=cache)

@@ -29,7 +29,7 @@ import httpx  # noqa: E402
 
 from infra.llm import ChatClient  # noqa: E402
 from infra.settings import JudgeSettings, Settings  # noqa: E402
-from tasks.score import ComponentCache, ScoreItem, Scorer  # noqa: E402
+from tasks.reward import ComponentCache, ScoreItem, Scorer  # noqa: E402
 from tests.fakes.judge_server import FakeJudgeServer  # noqa: E402
 
 

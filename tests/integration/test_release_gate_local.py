@@ -59,7 +59,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Local
 
 
 def gate(published: tuple[Settings, LocalStore], version: str, **drift: float):
-    from tasks.score import Scorer
+    from tasks.reward import Scorer
 
     settings, store = published
     return run_gate(

@@ -10,7 +10,7 @@ import pytest
 
 from infra.llm import ChatClient
 from infra.settings import JudgeSettings, Settings
-from tasks.score import ScoreItem, Scorer
+from tasks.reward import ScoreItem, Scorer
 from tests.fakes.judge_server import FakeJudgeServer
 
 pytestmark = pytest.mark.integration

@@ -151,7 +151,7 @@ class FakeSource:
 @pytest.fixture
 def scorer(tmp_path: Path):
     from infra.settings import Settings
-    from tasks.score import Scorer
+    from tasks.reward import Scorer
 
     return Scorer(Settings(home=tmp_path))
 

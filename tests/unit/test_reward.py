@@ -14,16 +14,20 @@ from infra.errors import JudgeError
 from infra.llm import ChatClient
 from infra.settings import JudgeSettings, RewardSettings, Settings
 from tasks.reward import (
+    ComponentCache,
     LLMJudge,
     Rubric,
+    ScoreItem,
+    Scorer,
     combine,
     feedback_component,
     latency_component,
     reward_config_hash,
     rubric_score,
+    score_answer,
+    score_batch,
     support,
 )
-from tasks.score import ComponentCache, ScoreItem, Scorer, score_answer, score_batch
 
 CTX = ["calculator: 23 + 58 = 81"]
 
@@ -35,10 +39,10 @@ def _settings(**judge: object) -> Settings:
 def test_feedback_and_latency_components() -> None:
     assert [feedback_component(v) for v in (1, 0, -1, None)] == [1.0, 0.5, 0.0, 0.5]
     assert feedback_component(None, "missing") is None
-    assert latency_component(3.0, 10, 30) == 1.0
-    assert latency_component(20.0, 10, 30) == pytest.approx(0.5)
-    assert latency_component(45.0, 10, 30) == 0.0
-    assert latency_component(None, 10, 30) is None
+    assert latency_component(3.0, ok_s=10, max_s=30) == 1.0
+    assert latency_component(20.0, ok_s=10, max_s=30) == pytest.approx(0.5)
+    assert latency_component(45.0, ok_s=10, max_s=30) == 0.0
+    assert latency_component(None, ok_s=10, max_s=30) is None
 
 
 def test_missing_components_renormalise_and_total_is_clamped() -> None:
@@ -56,8 +60,10 @@ def test_missing_components_renormalise_and_total_is_clamped() -> None:
 
 def test_latency_penalty_is_worth_at_most_the_latency_weight() -> None:
     base = {"judge": 1.0, "faithfulness": 1.0, "context_recall": 1.0, "feedback": 1.0}
-    fast = combine({**base, "latency": latency_component(1.0, 10, 30)}, RewardSettings())
-    slow = combine({**base, "latency": latency_component(60.0, 10, 30)}, RewardSettings())
+    fast = combine({**base, "latency": latency_component(1.0, ok_s=10, max_s=30)}, RewardSettings())
+    slow = combine(
+        {**base, "latency": latency_component(60.0, ok_s=10, max_s=30)}, RewardSettings()
+    )
     assert fast.total - slow.total == pytest.approx(0.05)
 
 
@@ -181,7 +187,7 @@ GOOD = json.dumps({"accuracy": True, "completeness": True, "clarity": False, "co
 
 
 def _judge(client: ChatClient) -> float | None:
-    from tasks.score import run_sync
+    from tasks.reward import run_sync
 
     return run_sync(
         LLMJudge(client).judge(question="What is 23+58?", contexts=CTX, answer="81", reference=None)
@@ -211,3 +217,28 @@ def test_llm_client_gives_up_after_retries_and_on_4xx_and_budget() -> None:
     with pytest.raises(JudgeError, match="budget"):
         _judge(client)
     assert len(seen) == 1 and client.stats.budget_exhausted == 1
+
+
+def test_reward_config_hash_value_is_stable() -> None:
+    """Stored scores carry this hash: a change must be deliberate (it re-keys every score)."""
+    assert reward_config_hash(Settings()) == "847472dec56039e0"
+
+
+def test_reward_package_imports_no_stage_module() -> None:
+    """tasks/reward is shared by score, gate and shadow: it must not import any of them."""
+    import ast
+    from pathlib import Path
+
+    import tasks.reward
+
+    for path in Path(tasks.reward.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(("flows", "tasks.score", "tasks.gate")), (path, name)
+                assert not name.startswith(("tasks.rollout", "infra.gateway")), (path, name)

@@ -1,0 +1,133 @@
+"""The reward's components and how they combine, and the hashes a reward value depends on.
+
+``total = sum(w_i * c_i) / sum(w_i)`` over the components present, clamped to 0..1. A missing
+component (``None`` or NaN) drops out and the remaining weights are re-normalised;
+:attr:`RewardBreakdown.missing` names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tasks.reward.judges import judge_id
+
+if TYPE_CHECKING:
+    from infra.settings import RewardSettings, Settings
+
+REWARD_VERSION = "reward/v1"
+CACHE_VERSION = "cache/v1"
+COMPONENTS = ("judge", "faithfulness", "context_recall", "feedback", "latency")
+CACHED = ("judge", "faithfulness", "context_recall")  # the content-dependent components
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardBreakdown:
+    """A total reward in 0..1 and the components it was made of (``None`` = missing)."""
+
+    total: float
+    judge: float | None = None
+    faithfulness: float | None = None
+    context_recall: float | None = None
+    feedback: float | None = None
+    latency: float | None = None
+    missing: list[str] = field(default_factory=list)
+
+    def as_row(self) -> dict[str, Any]:
+        """The ``reward``, ``reward_<component>`` and ``missing`` columns of a scores table."""
+        row: dict[str, Any] = {"reward": self.total}
+        row.update({f"reward_{c}": getattr(self, c) for c in COMPONENTS})
+        row["missing"] = list(self.missing)
+        return row
+
+
+def weights(reward: RewardSettings) -> dict[str, float]:
+    """w1..w5 of the settings by component name."""
+    return {
+        "judge": reward.w_judge,
+        "faithfulness": reward.w_faithfulness,
+        "context_recall": reward.w_context_recall,
+        "feedback": reward.w_feedback,
+        "latency": reward.w_latency,
+    }
+
+
+def feedback_component(value: int | None, none_policy: str = "neutral") -> float | None:
+    """Thumbs up 1.0, down 0.0, neutral 0.5; none 0.5 or missing per ``feedback_none``."""
+    if value is None:
+        return 0.5 if none_policy == "neutral" else None
+    return {1: 1.0, 0: 0.5, -1: 0.0}[int(value)]
+
+
+def latency_component(latency_s: float | None, *, ok_s: float, max_s: float) -> float | None:
+    """1.0 up to ``ok_s``, falling linearly to 0.0 at ``max_s`` (the seed's penalty)."""
+    if latency_s is None or math.isnan(latency_s):
+        return None
+    if latency_s <= ok_s:
+        return 1.0
+    if latency_s >= max_s:
+        return 0.0
+    return 1.0 - (latency_s - ok_s) / (max_s - ok_s)
+
+
+def combine(components: dict[str, float | None], reward: RewardSettings) -> RewardBreakdown:
+    """The weighted total over present components (weights re-normalised), clamped to 0..1.
+    ``None`` and NaN both mean missing."""
+    w = weights(reward)
+    present = {c: clamp(v) for c, v in components.items() if v is not None and not math.isnan(v)}
+    missing = [c for c in COMPONENTS if c not in present]
+    denom = sum(w[c] for c in present)
+    total = sum(w[c] * v for c, v in present.items()) / denom if denom > 0 else 0.0
+    return RewardBreakdown(total=clamp(total), missing=missing, **present)
+
+
+def resolve_ragas_mode(settings: Settings) -> str:
+    """``llm`` when a judge endpoint is configured, else ``non_llm``; a ``ragas_mode`` judge
+    setting of ``llm``/``non_llm`` overrides (``auto`` is the default)."""
+    mode = getattr(settings.judge, "ragas_mode", "auto")  # optional setting, see report
+    if mode in ("llm", "non_llm"):
+        return str(mode)
+    return "llm" if settings.judge.base_url else "non_llm"
+
+
+def reward_config_hash(
+    settings: Settings, *, judge: str | None = None, ragas_mode: str | None = None
+) -> str:
+    """A short hash of everything a reward value depends on (weights, thresholds, judge kind
+    and model, ragas mode), stored beside every score."""
+    r = settings.reward
+    config = {
+        "version": REWARD_VERSION,
+        "weights": weights(r),
+        "feedback_none": r.feedback_none,
+        "latency": [r.latency_ok_s, r.latency_max_s],
+        "judge": judge or judge_id(settings),
+        "ragas_mode": ragas_mode or resolve_ragas_mode(settings),
+        "skip_when_feedback": settings.judge.skip_when_feedback,
+    }
+    return sha256(json.dumps(config, sort_keys=True))[:16]
+
+
+def cache_namespace(judge: str, ragas_mode: str) -> str:
+    """The cache partition: what cached components depend on besides the content. Weights
+    are not part of it, so re-weighting reuses every cached verdict."""
+    return sha256(json.dumps([CACHE_VERSION, judge, ragas_mode]))[:16]
+
+
+def content_key(
+    namespace: str, *, question: str, contexts: list[str], answer: str, reference: str | None
+) -> str:
+    """The cache key of an answer's content-dependent components (a hash: no text is kept)."""
+    payload = [namespace, question, list(contexts), answer, reference]
+    return sha256(json.dumps(payload, ensure_ascii=False))
+
+
+def clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,138 @@
+"""The ``judge`` component: the demo domain's programmatic verifier, or an LLM rubric
+(accuracy, completeness, clarity, conciseness as booleans, composed here in Python)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, StrictBool
+
+if TYPE_CHECKING:
+    from infra.llm import ChatClient
+    from infra.settings import Settings
+
+RUBRIC_VERSION = "rubric/v1"
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores an answer 0..1; ``None`` when it cannot tell (the component is then missing).
+    Raises :class:`~infra.errors.JudgeError` when it failed after its retries."""
+
+    kind: str  # "verifier" | "llm"
+    costly: bool  # whether skip_when_feedback applies
+    config_id: str  # part of the cache key and the reward hash
+
+    async def judge(
+        self, *, question: str, contexts: list[str], answer: str, reference: str | None
+    ) -> float | None: ...
+
+    def reference_for(self, question: str, contexts: list[str]) -> str | None: ...
+
+
+def judge_id(settings: Settings) -> str:
+    """What a judge's verdicts depend on: kind, and model and rubric for the LLM judge."""
+    if settings.judge.kind == "llm":
+        return f"llm:{settings.judge.model}:{RUBRIC_VERSION}"
+    from tasks.domain import DOMAIN_VERSION
+
+    return f"verifier:{DOMAIN_VERSION}"
+
+
+class VerifierJudge:
+    """The demo domain's programmatic verifier (free, exact, offline)."""
+
+    kind = "verifier"
+    costly = False
+
+    def __init__(self) -> None:
+        from tasks.domain import DOMAIN_VERSION
+
+        self.config_id = f"verifier:{DOMAIN_VERSION}"
+
+    async def judge(
+        self, *, question: str, contexts: list[str], answer: str, reference: str | None
+    ) -> float | None:
+        from tasks.domain import DomainItem, UnverifiableQuestion, verify
+
+        try:
+            if reference is not None:
+                item = DomainItem("", question, list(contexts), reference, slice="")
+                return verify(item, answer)
+            return verify(question, answer, contexts=list(contexts))
+        except UnverifiableQuestion:
+            return None
+
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        """The right answer from the question alone: a reference read from the contexts would
+        make context recall true by construction."""
+        from tasks.domain import UnverifiableQuestion, expected_answer
+
+        try:
+            return expected_answer(question, [])
+        except UnverifiableQuestion:
+            return None
+
+
+class Rubric(BaseModel):
+    """The LLM judge's verdict: strict booleans (``"yes"`` or ``1`` are malformed)."""
+
+    accuracy: StrictBool
+    completeness: StrictBool
+    clarity: StrictBool
+    conciseness: StrictBool
+
+
+def rubric_score(r: Rubric) -> float:
+    """Accuracy gates the rest: a wrong answer scores 0 however clear or concise it is (style
+    must not buy reward); a right one scores 0.6 plus 0.2 / 0.1 / 0.1 for completeness,
+    clarity and conciseness."""
+    if not r.accuracy:
+        return 0.0
+    return 0.6 + 0.2 * r.completeness + 0.1 * r.clarity + 0.1 * r.conciseness
+
+
+JUDGE_SYSTEM = (
+    "You grade an AI assistant's answer. Reply with exactly one JSON object and nothing else: "
+    '{"accuracy": true|false, "completeness": true|false, "clarity": true|false, '
+    '"conciseness": true|false}. accuracy: the answer is correct for the question and '
+    "consistent with the context (and with the reference answer when one is given). "
+    "completeness: it answers every part of the question. clarity: it is unambiguous and "
+    "well formed. conciseness: it has no filler, hedging or irrelevant text."
+)
+
+
+class LLMJudge:
+    """The seed's rubric on any OpenAI-compatible endpoint, booleans composed in Python."""
+
+    kind = "llm"
+    costly = True
+
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+        self.config_id = f"llm:{client.model}:{RUBRIC_VERSION}"
+
+    async def judge(
+        self, *, question: str, contexts: list[str], answer: str, reference: str | None
+    ) -> float | None:
+        case: dict[str, Any] = {"question": question, "context": contexts, "answer": answer}
+        if reference is not None:
+            case["reference_answer"] = reference
+        messages = [
+            {"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": json.dumps(case, ensure_ascii=False)},
+        ]
+        return rubric_score(await self.client.chat_json(messages, Rubric, max_tokens=256))
+
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        return None
+
+
+def build_judge(settings: Settings, client: ChatClient | None = None) -> Judge:
+    """The judge of ``settings.judge.kind`` (the LLM judge reuses ``client`` when given)."""
+    if settings.judge.kind == "llm":
+        from infra.llm import ChatClient
+
+        return LLMJudge(client or ChatClient.from_settings(settings.judge))
+    return VerifierJudge()

@@ -1,0 +1,319 @@
+"""The scorer shared by stage 2, the release gate and shadow: one judge, one ragas mode and
+one set of weights, so a model is judged the same way in every place.
+
+Use :class:`Scorer` (``Scorer(settings).score(items, cache)``) for many answers, or
+:func:`score_batch` / :func:`score_answer`. Each distinct content is computed once per run and
+not at all when :class:`~tasks.reward.cache.ComponentCache` holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import JudgeError
+from tasks.reward.cache import ComponentCache
+from tasks.reward.components import (
+    CACHED,
+    RewardBreakdown,
+    cache_namespace,
+    clamp,
+    combine,
+    content_key,
+    feedback_component,
+    latency_component,
+    resolve_ragas_mode,
+    reward_config_hash,
+)
+from tasks.reward.context import ContextMetrics
+from tasks.reward.judges import Judge, build_judge
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Sequence
+
+    from infra.llm import ChatClient
+    from infra.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScoreItem:
+    """One answer to score: a trace in stage 2, a golden item's answer in the gate."""
+
+    question: str
+    contexts: list[str]
+    answer: str
+    reference: str | None = None
+    feedback: int | None = None
+    latency_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class ScoreStats:
+    """Counters of one scorer. ``judge_calls`` are judge invocations (verifier or LLM); the
+    ``llm_*`` fields are HTTP attempts to the endpoint (judge and ragas together)."""
+
+    items: int = 0
+    cache_hits: int = 0  # items that needed no computation (cached, or repeated in the run)
+    judge_calls: int = 0
+    judge_failures: int = 0  # after retries: the judge component is missing for the item
+    judge_skipped: int = 0  # feedback present and skip_when_feedback set
+    judge_unverifiable: int = 0
+    ragas_failures: int = 0
+    llm_requests: int = 0
+    llm_retries: int = 0
+    llm_malformed: int = 0
+    llm_budget_exhausted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Scorer:
+    """Scores items with one judge and one ragas mode (both from settings unless given).
+
+    Use :meth:`score` from sync code (it closes the HTTP pool when done), or :meth:`ascore`
+    from async code followed by :meth:`aclose`. ``stats`` accumulates over calls; the LLM call
+    budget is per scorer."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        judge: Judge | None = None,
+        ragas_mode: str | None = None,
+        client: ChatClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.ragas_mode = ragas_mode or resolve_ragas_mode(settings)
+        wants_llm = self.ragas_mode == "llm" or (judge is None and settings.judge.kind == "llm")
+        if client is None and wants_llm:
+            from infra.llm import ChatClient
+
+            client = ChatClient.from_settings(settings.judge)
+        self.client = client
+        self.judge = judge or build_judge(settings, client)
+        self.metrics = ContextMetrics(self.ragas_mode, client)
+        self.stats = ScoreStats()
+        self.config_hash = reward_config_hash(
+            settings, judge=self.judge.config_id, ragas_mode=self.ragas_mode
+        )
+        self.namespace = cache_namespace(self.judge.config_id, self.ragas_mode)
+
+    def key(self, item: ScoreItem) -> str:
+        return content_key(
+            self.namespace,
+            question=item.question,
+            contexts=item.contexts,
+            answer=item.answer,
+            reference=item.reference,
+        )
+
+    def score(
+        self, items: Sequence[ScoreItem], cache: ComponentCache | None = None
+    ) -> list[RewardBreakdown]:
+        """Sync :meth:`ascore` (also safe under a running event loop)."""
+
+        async def run() -> list[RewardBreakdown]:
+            try:
+                return await self.ascore(items, cache)
+            finally:
+                await self.aclose()
+
+        return run_sync(run())
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+    async def ascore(
+        self, items: Sequence[ScoreItem], cache: ComponentCache | None = None
+    ) -> list[RewardBreakdown]:
+        """One breakdown per item, in order. Judge failures make components missing; they
+        never raise. Each distinct content is computed once, and not at all when cached."""
+        cache = cache if cache is not None else ComponentCache()
+        keys = [self.key(item) for item in items]
+        skips = [self._skips(item) for item in items]
+        todo: dict[str, set[str]] = {}
+        first: dict[str, ScoreItem] = {}
+        for item, key, skip in zip(items, keys, skips, strict=True):
+            need = set(CACHED) - ({"judge"} if skip else set())
+            new = need - cache.get(key).keys() - todo.get(key, set())
+            if new:
+                todo.setdefault(key, set()).update(new)
+                first.setdefault(key, item)
+            else:
+                self.stats.cache_hits += 1
+        done = await self._gather([self._compute(first[k], todo[k]) for k in todo])
+        for key, values in zip(todo, done, strict=True):
+            cache.update(key, values)
+        self._copy_client_stats()
+        self.stats.items += len(items)
+        return [
+            self._breakdown(item, cache.get(key), skip=skip)
+            for item, key, skip in zip(items, keys, skips, strict=True)
+        ]
+
+    def _skips(self, item: ScoreItem) -> bool:
+        skip = bool(
+            self.settings.judge.skip_when_feedback
+            and self.judge.costly
+            and item.feedback is not None
+        )
+        self.stats.judge_skipped += int(skip)
+        return skip
+
+    def _breakdown(
+        self, item: ScoreItem, cached: dict[str, float], *, skip: bool
+    ) -> RewardBreakdown:
+        r = self.settings.reward
+        comps: dict[str, float | None] = {c: cached.get(c) for c in CACHED}
+        if skip:  # even when cached: a trace's reward must not depend on its neighbours
+            comps["judge"] = None
+        comps["feedback"] = feedback_component(item.feedback, r.feedback_none)
+        comps["latency"] = latency_component(
+            item.latency_s, ok_s=r.latency_ok_s, max_s=r.latency_max_s
+        )
+        return combine(comps, r)
+
+    async def _compute(self, item: ScoreItem, which: set[str]) -> dict[str, float]:
+        """The components in ``which`` that could be computed (NaN = not applicable)."""
+        reference = item.reference or self.judge.reference_for(item.question, item.contexts)
+        jobs: dict[str, Coroutine[Any, Any, float | None]] = {}
+        if "judge" in which:
+            self.stats.judge_calls += 1
+            jobs["judge"] = self.judge.judge(
+                question=item.question,
+                contexts=item.contexts,
+                answer=item.answer,
+                reference=reference,
+            )
+        if "faithfulness" in which:
+            jobs["faithfulness"] = self.metrics.faithfulness(
+                question=item.question, contexts=item.contexts, answer=item.answer
+            )
+        if "context_recall" in which:
+            jobs["context_recall"] = self.metrics.context_recall(
+                question=item.question, contexts=item.contexts, reference=reference
+            )
+        results = await self._gather(list(jobs.values()), return_exceptions=True)
+        values: dict[str, float] = {}
+        for name, result in zip(jobs, results, strict=True):
+            if isinstance(result, BaseException):
+                self._failed(name, result)
+            elif result is None:
+                self.stats.judge_unverifiable += int(name == "judge")
+                values[name] = math.nan
+            else:
+                values[name] = clamp(float(result))
+        return values
+
+    async def _gather(
+        self, coros: list[Coroutine[Any, Any, Any]], return_exceptions: bool = False
+    ) -> list[Any]:
+        """Concurrently when an LLM endpoint is involved; else in turn, since the work is pure
+        CPU and an asyncio task per component cost more than the component (measured)."""
+        if self.client is not None:
+            return list(await asyncio.gather(*coros, return_exceptions=return_exceptions))
+        results: list[Any] = []
+        for coro in coros:
+            try:
+                results.append(await coro)
+            except Exception as exc:  # noqa: BLE001 - same contract as gather(return_exceptions)
+                if not return_exceptions:
+                    raise
+                results.append(exc)
+        return results
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        if not isinstance(exc, Exception):
+            raise exc  # cancellation and interrupts are not judge failures
+        if name == "judge":
+            self.stats.judge_failures += 1
+        else:
+            self.stats.ragas_failures += 1
+        # a judge must never fail the window; unexpected errors are logged louder
+        level = logging.INFO if isinstance(exc, JudgeError) else logging.WARNING
+        log.log(level, "%s component missing: %s", name, type(exc).__name__)
+
+    def _copy_client_stats(self) -> None:
+        if self.client is not None:
+            s = self.client.stats
+            self.stats.llm_requests, self.stats.llm_retries = s.requests, s.retries
+            self.stats.llm_malformed = s.malformed
+            self.stats.llm_budget_exhausted = s.budget_exhausted
+
+
+def score_batch(
+    items: Sequence[ScoreItem],
+    *,
+    judge: Judge | None = None,
+    settings: Settings | None = None,
+    ragas_mode: str | None = None,
+    cache: ComponentCache | None = None,
+) -> list[RewardBreakdown]:
+    """Score ``items`` with the judge and ragas mode of ``settings`` unless given."""
+    return Scorer(_settings(settings), judge=judge, ragas_mode=ragas_mode).score(items, cache)
+
+
+async def ascore_batch(
+    items: Sequence[ScoreItem],
+    *,
+    judge: Judge | None = None,
+    settings: Settings | None = None,
+    ragas_mode: str | None = None,
+    cache: ComponentCache | None = None,
+) -> list[RewardBreakdown]:
+    """Async :func:`score_batch`."""
+    scorer = Scorer(_settings(settings), judge=judge, ragas_mode=ragas_mode)
+    try:
+        return await scorer.ascore(items, cache)
+    finally:
+        await scorer.aclose()
+
+
+def score_answer(
+    *,
+    question: str,
+    contexts: list[str],
+    answer: str,
+    reference: str | None = None,
+    feedback: int | None = None,
+    latency_s: float | None = None,
+    judge: Judge | None = None,
+    settings: Settings | None = None,
+    ragas_mode: str | None = None,
+) -> RewardBreakdown:
+    """The reward of one answer (use :class:`Scorer` or :func:`score_batch` for many)."""
+    item = ScoreItem(
+        question=question,
+        contexts=list(contexts),
+        answer=answer,
+        reference=reference,
+        feedback=feedback,
+        latency_s=latency_s,
+    )
+    return score_batch([item], judge=judge, settings=settings, ragas_mode=ragas_mode)[0]
+
+
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` from sync code, in a helper thread when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _settings(settings: Settings | None) -> Settings:
+    if settings is not None:
+        return settings
+    from infra.settings import get_settings
+
+    return get_settings()
