@@ -35,7 +35,7 @@ def collect(window_start: datetime | None = None, hours: int = 1) -> CollectResu
     start = parse_window_start(window_start)
     window = window_id(start)
     with rt.reporting("collect") as report:
-        batch = read_window_task(rt.trace_source(), start, hours)
+        batch = read_window_task(rt.trace_source(), start=start, hours=hours)
         bad = [
             quarantine_row(
                 stage="collect", window=window, reason=reason, pointer=raw_line_pointer(line)
@@ -44,10 +44,11 @@ def collect(window_start: datetime | None = None, hours: int = 1) -> CollectResu
         ]
         replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
         records, duplicates = dedupe(batch.records)
-        records, opted_out = drop_opted_out(records, opted_out_keys(rt.catalog), rt.settings.salt())
-        key = write_batch_task(
-            rt.store, window, to_parquet(records, window=window, salt=rt.settings.salt())
+        records, opted_out = drop_opted_out(
+            records, opted_out=opted_out_keys(rt.catalog), salt=rt.settings.salt()
         )
+        data = to_parquet(records, window=window, salt=rt.settings.salt())
+        key = write_batch_task(rt.store, window=window, data=data)
         result = CollectResult(
             window=window,
             read=len(batch.records) + len(bad),

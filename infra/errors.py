@@ -53,6 +53,17 @@ class TransientSourceError(SourceError, TransientError):
     """A retriable trace-source failure (a page timed out, 5xx, rate limited)."""
 
 
+class SourceUnavailable(SourceError):
+    """The source answered HTTP 404/501: the endpoint is switched off or missing on this server
+    (or the object is gone). The Langfuse reader falls back to an older API on it."""
+
+    def __init__(self, what: str, status: int) -> None:
+        super().__init__(
+            f"Langfuse answered HTTP {status} to the {what} request (not on this server)"
+        )
+        self.status = status
+
+
 class InvalidRecord(FlywheelError):
     """A record breaks the data contract; it is quarantined, never retried."""
 

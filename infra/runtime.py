@@ -42,7 +42,7 @@ class Runtime:
 
     def trace_source(self) -> TraceSource:
         if self.settings.trace_source == "langfuse":
-            from infra.langfuse_source import LangfuseSource
+            from infra.traces.langfuse_reader import LangfuseSource
 
             return LangfuseSource.from_settings(self.settings)
         from infra.traces import SpoolSource

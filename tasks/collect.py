@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CollectResult:
     """Counts of one collect run (no personal data)."""
 
@@ -48,14 +48,14 @@ def dedupe(records: list[TraceRecord]) -> tuple[list[TraceRecord], int]:
 
 
 def drop_opted_out(
-    records: list[TraceRecord], opted_out: set[str], salt: str
+    records: list[TraceRecord], *, opted_out: set[str], salt: str
 ) -> tuple[list[TraceRecord], int]:
     """Remove traces of users who opted out of training."""
     kept = [r for r in records if not r.user_id or user_key(r.user_id, salt) not in opted_out]
     return kept, len(records) - len(kept)
 
 
-def read_window(source: TraceSource, start: datetime, hours: int) -> WindowBatch:
+def read_window(source: TraceSource, *, start: datetime, hours: int) -> WindowBatch:
     """Returns the window's parsed traces and the lines that failed validation."""
     return source.read_window(start, start + timedelta(hours=hours))
 
@@ -79,7 +79,7 @@ read_window_task = task(**IO_RETRIES)(read_window)
 
 
 @task(**IO_RETRIES)
-def write_batch_task(store: ObjectStore, window: str, data: bytes) -> str:
+def write_batch_task(store: ObjectStore, *, window: str, data: bytes) -> str:
     """Returns the key of the rollouts batch written (atomically, replacing a previous run)."""
     key = rollouts_key(window)
     store.put(key, data)

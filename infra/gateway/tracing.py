@@ -1,7 +1,7 @@
 """Traces leave the request path through a bounded queue; a background task writes them to the
-sink (the object-store spool by default, or Langfuse). A full queue or a failing sink drops the
-event and counts it in ``flywheel_trace_sink_dropped_total``: tracing never blocks or fails a
-user's request.
+sink (the object-store spool by default, or Langfuse; both sinks live in :mod:`infra.traces`).
+A full queue or a failing sink drops the event and counts it in
+``flywheel_trace_sink_dropped_total``: tracing never blocks or fails a user's request.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from infra.errors import ConfigError
 from infra.gateway.aio import run_in_daemon_thread
-from infra.traces import FeedbackEvent, SpoolWriter, TraceRecord
+from infra.traces import FeedbackEvent, SpoolSink, TraceRecord, TraceSink
+from infra.traces.langfuse_writer import LangfuseSink
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
@@ -26,107 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
-
-
-class TraceSink(Protocol):
-    """Receives records from the dispatcher's worker thread; ``flush`` makes them durable."""
-
-    def write_trace(self, record: TraceRecord) -> None: ...
-    def write_feedback(self, event: FeedbackEvent) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class SpoolSink:
-    """The embedded sink: JSONL objects under ``traces/`` through :class:`SpoolWriter`."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        # the dispatcher decides when to write: no size-triggered flush inside write_trace
-        self.writer = SpoolWriter(store, max_lines=10**9)
-
-    def write_trace(self, record: TraceRecord) -> None:
-        self.writer.write_trace(record)
-
-    def write_feedback(self, event: FeedbackEvent) -> None:
-        self.writer.write_feedback(event)
-
-    def flush(self) -> None:
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.flush()
-
-
-class LangfuseSink:
-    """Langfuse through its SDK: one ``generation`` observation per trace (the trace id is the
-    gateway's), flywheel's extra fields in the metadata; feedback as a ``user_feedback`` score.
-    The SDK exports in its own background thread."""
-
-    def __init__(self, settings: Settings) -> None:
-        from langfuse import Langfuse
-
-        lf = settings.langfuse
-        if lf.public_key is None or lf.secret_key is None:
-            raise ConfigError(
-                "FLYWHEEL_TRACE_SINK=langfuse needs FLYWHEEL_LANGFUSE__PUBLIC_KEY and "
-                "FLYWHEEL_LANGFUSE__SECRET_KEY"
-            )
-        self.client = Langfuse(
-            public_key=lf.public_key.get_secret_value(),
-            secret_key=lf.secret_key.get_secret_value(),
-            host=lf.host,
-            timeout=int(lf.timeout_s),
-        )
-
-    def write_trace(self, record: TraceRecord) -> None:
-        from langfuse import propagate_attributes
-
-        from infra import langfuse_source as src
-
-        meta = {
-            src.META_PROMPT_GROUP: record.prompt_group,
-            src.META_ROUTE: record.route,
-            src.META_PAIRING_ID: record.pairing_id,
-            src.META_CONTEXTS: record.contexts,
-            src.META_MODEL_VERSION: record.model_version,
-            src.META_LOGPROBS: record.logprobs,
-        }
-        with propagate_attributes(user_id=record.user_id, session_id=record.session_id):
-            obs = self.client.start_observation(
-                trace_context={"trace_id": record.trace_id},
-                name="chat",
-                as_type="generation",
-                input={"question": record.question, "contexts": record.contexts},
-                output=record.answer,
-                model=record.model_version,
-                version=record.model_version,
-                model_parameters={
-                    k: v
-                    for k, v in (("temperature", record.temperature), ("top_p", record.top_p))
-                    if v is not None
-                },
-                usage_details={"input": record.tokens_in or 0, "output": record.tokens_out or 0},
-                metadata={k: v for k, v in meta.items() if v is not None},
-                level="ERROR" if record.error_count else None,
-            )
-        # the observation starts when the sink sees it; its duration is the request's latency
-        obs.end(end_time=time.time_ns() + int(record.latency_s * 1e9))
-
-    def write_feedback(self, event: FeedbackEvent) -> None:
-        self.client.create_score(
-            trace_id=event.trace_id,
-            name="user_feedback",
-            value=float(event.value),
-            data_type="NUMERIC",
-            comment=event.comment,
-            timestamp=event.at,
-        )
-
-    def flush(self) -> None:
-        """The SDK batches and exports on its own schedule."""
-
-    def close(self) -> None:
-        self.client.shutdown()
 
 
 def open_sink(settings: Settings, store: ObjectStore) -> TraceSink:
@@ -140,8 +39,8 @@ class TraceDispatcher:
     """Bounded queue between request handlers and the sink.
 
     ``submit_*`` never blocks; the worker hands batches (at most ``maxsize`` events) to a thread
-    that writes and flushes them every ``flush_interval_s``. Events lost to a full queue, an invalid record or a failing
-    sink are counted on ``dropped``.
+    that writes and flushes them every ``flush_interval_s``. Events lost to a full queue, an
+    invalid record or a failing sink are counted on ``dropped``.
     """
 
     def __init__(

@@ -9,9 +9,9 @@ import pytest
 from pydantic import SecretStr
 
 from infra.errors import ConfigError, SourceError, TransientSourceError
-from infra.langfuse_source import LangfuseSource
 from infra.settings import LangfuseSettings, Settings
 from infra.traces import WindowBatch
+from infra.traces.langfuse_reader import LangfuseSource
 from tests.fakes.langfuse_server import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
 
 pytestmark = pytest.mark.integration

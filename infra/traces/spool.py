@@ -1,71 +1,25 @@
-"""The trace record every source is normalised to, the spool writer, and the trace sources.
+"""The spool: the embedded trace sink and source.
 
-The spool is the embedded trace sink/source: JSONL files under
-``traces/dt=YYYY-MM-DD/hour=HH/<writer>-<seq>.jsonl`` in the object store. A line is either a
-trace (``{"type": "trace", ...record}``) or a feedback event
+JSONL files under ``traces/dt=YYYY-MM-DD/hour=HH/<writer>-<seq>.jsonl`` in the object store. A
+line is either a trace (``{"type": "trace", ...record}``) or a feedback event
 (``{"type": "feedback", "trace_id": ..., "value": 1|0|-1, "at": ...}``) recorded later.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from infra.keys import hour_prefix
 from infra.store import ObjectStore
-
-log = logging.getLogger(__name__)
-
-
-class TraceRecord(BaseModel):
-    """One agent interaction (DESIGN "Trace record")."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    trace_id: str = Field(min_length=1, max_length=128)
-    session_id: str | None = None
-    user_id: str | None = None
-    prompt_group: str = Field(min_length=1, max_length=128)
-    question: str
-    contexts: list[str] = []
-    answer: str
-    tool_calls: list[dict[str, Any]] = []
-    model_version: str = Field(min_length=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=5.0)
-    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    latency_s: float = Field(ge=0.0)
-    tokens_in: int | None = Field(default=None, ge=0)
-    tokens_out: int | None = Field(default=None, ge=0)
-    error_count: int = Field(default=0, ge=0)
-    feedback: Literal[-1, 0, 1] | None = None
-    created_at: datetime
-    # gateway extras: which route served it, the shadow pairing id, token logprobs
-    route: Literal["stable", "canary", "shadow"] = "stable"
-    pairing_id: str | None = None
-    logprobs: list[float] | None = None
-
-    @field_validator("created_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("created_at must carry a timezone")
-        return value.astimezone(UTC)
-
-
-class FeedbackEvent(BaseModel):
-    trace_id: str
-    value: Literal[-1, 0, 1]
-    at: datetime
-    comment: str | None = None
+from infra.traces.record import FeedbackEvent, RawLine, TraceRecord, WindowBatch, parse_trace
 
 
 def window_hours(start: datetime, hours: int) -> list[datetime]:
@@ -124,55 +78,24 @@ class SpoolWriter:
         return written
 
 
-@dataclass
-class RawLine:
-    """One line from a source with where it came from (for quarantine pointers)."""
+class SpoolSink:
+    """The gateway's embedded sink: JSONL objects under ``traces/`` through :class:`SpoolWriter`."""
 
-    source: str
-    payload: bytes | dict[str, Any]
+    def __init__(self, store: ObjectStore) -> None:
+        # the dispatcher decides when to write: no size-triggered flush inside write_trace
+        self.writer = SpoolWriter(store, max_lines=10**9)
 
+    def write_trace(self, record: TraceRecord) -> None:
+        self.writer.write_trace(record)
 
-@dataclass
-class WindowBatch:
-    """What a source returns for a window: parsed records and the lines it could not parse."""
+    def write_feedback(self, event: FeedbackEvent) -> None:
+        self.writer.write_feedback(event)
 
-    records: list[TraceRecord] = field(default_factory=list)
-    invalid: list[tuple[RawLine, str]] = field(default_factory=list)  # (line, reason)
+    def flush(self) -> None:
+        self.writer.flush()
 
-
-class TraceSource(Protocol):
-    """Reads every trace whose ``created_at`` is in ``[start, end)`` with its latest feedback."""
-
-    def read_window(self, start: datetime, end: datetime) -> WindowBatch: ...
-
-
-def parse_trace(payload: bytes | dict[str, Any], *, max_bytes: int) -> TraceRecord:
-    """Validate one raw trace; raises ValueError with a reason that never quotes field values."""
-    if isinstance(payload, bytes):
-        if len(payload) > max_bytes:
-            raise ValueError(f"record too large ({len(payload)} bytes > {max_bytes})")
-        try:
-            text = payload.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"invalid UTF-8 at byte {exc.start}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"bad JSON: {exc.msg} at column {exc.colno}") from None
-    else:
-        data = payload
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    try:
-        return TraceRecord.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(describe_validation_error(exc)) from None
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """Field paths and error kinds only: pydantic's default message quotes the input (PII)."""
-    parts = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['type']}" for e in exc.errors()]
-    return "invalid fields: " + "; ".join(parts[:8])
+    def close(self) -> None:
+        self.writer.flush()
 
 
 class SpoolSource:

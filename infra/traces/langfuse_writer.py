@@ -1,0 +1,86 @@
+"""Langfuse 5.x as a trace sink (the gateway's writer side), behind the
+:class:`~infra.traces.record.TraceSink` protocol.
+
+It writes what :mod:`infra.traces.langfuse_reader` reads, through the langfuse SDK: one trace per
+request (and per diverse-sampling sibling), the gateway's trace id, whose root observation is a
+generation with ``input`` = the question and contexts, ``output`` = the answer, ``model`` and
+``version`` = the model version, ``model_parameters`` = temperature/top_p, ``usage_details`` =
+input/output tokens, ``metadata`` with the ``META_*`` keys of :mod:`infra.traces.mapping`, user
+and session ids via ``propagate_attributes``, and level ERROR when the request had errors.
+Feedback is a NUMERIC score ``FEEDBACK_SCORE_NAME`` (1/0/-1) on the trace id. The SDK exports in
+its own background thread.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from infra.errors import ConfigError
+from infra.traces.mapping import FEEDBACK_SCORE_NAME, generation_metadata
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+    from infra.traces.record import FeedbackEvent, TraceRecord
+
+
+class LangfuseSink:
+    """Langfuse through its SDK: one ``generation`` observation per trace (the trace id is the
+    gateway's), flywheel's extra fields in the metadata; feedback as a ``user_feedback`` score.
+    The SDK exports in its own background thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        from langfuse import Langfuse
+
+        lf = settings.langfuse
+        if lf.public_key is None or lf.secret_key is None:
+            raise ConfigError(
+                "FLYWHEEL_TRACE_SINK=langfuse needs FLYWHEEL_LANGFUSE__PUBLIC_KEY and "
+                "FLYWHEEL_LANGFUSE__SECRET_KEY"
+            )
+        self.client = Langfuse(
+            public_key=lf.public_key.get_secret_value(),
+            secret_key=lf.secret_key.get_secret_value(),
+            host=lf.host,
+            timeout=int(lf.timeout_s),
+        )
+
+    def write_trace(self, record: TraceRecord) -> None:
+        from langfuse import propagate_attributes
+
+        with propagate_attributes(user_id=record.user_id, session_id=record.session_id):
+            obs = self.client.start_observation(
+                trace_context={"trace_id": record.trace_id},
+                name="chat",
+                as_type="generation",
+                input={"question": record.question, "contexts": record.contexts},
+                output=record.answer,
+                model=record.model_version,
+                version=record.model_version,
+                model_parameters={
+                    k: v
+                    for k, v in (("temperature", record.temperature), ("top_p", record.top_p))
+                    if v is not None
+                },
+                usage_details={"input": record.tokens_in or 0, "output": record.tokens_out or 0},
+                metadata=generation_metadata(record),
+                level="ERROR" if record.error_count else None,
+            )
+        # the observation starts when the sink sees it; its duration is the request's latency
+        obs.end(end_time=time.time_ns() + int(record.latency_s * 1e9))
+
+    def write_feedback(self, event: FeedbackEvent) -> None:
+        self.client.create_score(
+            trace_id=event.trace_id,
+            name=FEEDBACK_SCORE_NAME,
+            value=float(event.value),
+            data_type="NUMERIC",
+            comment=event.comment,
+            timestamp=event.at,
+        )
+
+    def flush(self) -> None:
+        """The SDK batches and exports on its own schedule."""
+
+    def close(self) -> None:
+        self.client.shutdown()

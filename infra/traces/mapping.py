@@ -1,0 +1,215 @@
+"""Langfuse JSON <-> :class:`~infra.traces.record.TraceRecord` fields, shared by the reader
+(:mod:`infra.traces.langfuse_reader`) and the writer (:mod:`infra.traces.langfuse_writer`).
+
+Mapping (one Langfuse trace = one record; the gateway emits one trace per sampled sibling):
+
+- the record's observation is the trace's GENERATION: the root one if any, else the latest;
+  traces without a GENERATION are not agent interactions and are skipped (counted in the log)
+- ``trace_id`` <- traceId; ``created_at`` <- the generation's startTime; window membership is
+  the generation's startTime (v2) or the trace timestamp (v1), exactly what the server filters on
+- ``question`` <- the last ``user`` message of the input (OpenAI messages, or
+  ``{"messages": [...]}``, or ``{"question": ...}``, or a plain string)
+- ``contexts`` <- ``metadata.contexts`` when present, else the input's ``system``/``tool`` messages
+- ``answer`` <- the output (a string, an assistant message, an OpenAI completion, or
+  ``{"answer": ...}``); ``tool_calls`` <- the output message's ``tool_calls`` plus the trace's
+  TOOL observations (name, input, output)
+- ``prompt_group``, ``route``, ``pairing_id``, ``model_version``, ``logprobs`` <- the
+  ``META_*`` metadata keys below (``prompt_group`` defaults to the trace id; ``model_version``
+  to the observation's version, then its model name; ``route`` to ``stable``)
+- ``temperature``/``top_p`` <- modelParameters; ``tokens_in``/``tokens_out`` <- usageDetails
+  ``input``/``output`` (or v1 ``usage``); ``latency_s`` <- latency (else end - start)
+- ``user_id``/``session_id`` <- userId/sessionId (of the observation, else of the v1 trace)
+- ``error_count`` <- observations of the trace at level ERROR
+- ``feedback`` <- the ``user_feedback`` score: NUMERIC by sign (+1 / 0 / -1), BOOLEAN true +1,
+  false -1
+
+Metadata values may arrive as strings (the v2 API returns input/output as raw strings and
+metadata as a string map); JSON-looking strings are decoded. A trace that cannot be mapped or
+fails :func:`~infra.traces.record.parse_trace` is reported in ``WindowBatch.invalid`` with a
+reason that names fields, never their values; its raw line is the generation as Langfuse
+returned it (contains PII).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from infra.traces.record import TraceRecord
+
+Feedback = Literal[-1, 0, 1]
+
+
+# Metadata keys the gateway writes on each generation (import these, do not retype them).
+META_PROMPT_GROUP = "prompt_group"
+META_ROUTE = "route"
+META_PAIRING_ID = "pairing_id"
+META_CONTEXTS = "contexts"
+META_MODEL_VERSION = "model_version"
+META_LOGPROBS = "logprobs"
+METADATA_KEYS = (
+    META_PROMPT_GROUP,
+    META_ROUTE,
+    META_PAIRING_ID,
+    META_CONTEXTS,
+    META_MODEL_VERSION,
+    META_LOGPROBS,
+)
+FEEDBACK_SCORE_NAME = "user_feedback"
+
+
+def generation_metadata(record: TraceRecord) -> dict[str, Any]:
+    """The ``META_*`` metadata the writer puts on a record's generation (``None`` left out)."""
+    meta = {
+        META_PROMPT_GROUP: record.prompt_group,
+        META_ROUTE: record.route,
+        META_PAIRING_ID: record.pairing_id,
+        META_CONTEXTS: record.contexts,
+        META_MODEL_VERSION: record.model_version,
+        META_LOGPROBS: record.logprobs,
+    }
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def pick_generation(group: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A trace's record observation: its root GENERATION, else the latest; None without one."""
+    gens = [o for o in group if o.get("type") == "GENERATION"]
+    roots = [o for o in gens if o.get("isRootObservation") or not o.get("parentObservationId")]
+    pool = roots or gens
+    return max(pool, key=lambda o: (str(o.get("startTime")), o["id"])) if pool else None
+
+
+def record_fields(
+    *, trace_id: str, gen: dict[str, Any], group: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The TraceRecord fields of one generation; ValueError reasons never quote values."""
+    meta = _decode(gen.get("metadata"))
+    meta = {k: _decode(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    question, input_contexts = _split_input(_decode(gen.get("input")))
+    if question is None:
+        raise ValueError("no question: the generation input has no user message")
+    output = _decode(gen.get("output"))
+    answer = _answer(output)
+    if answer is None:
+        raise ValueError("no answer: the generation has no output text")
+    contexts = meta.get(META_CONTEXTS, input_contexts)
+    if isinstance(contexts, str):
+        contexts = [contexts]
+    params = _decode(gen.get("modelParameters"))
+    params = params if isinstance(params, dict) else {}
+    usage = gen.get("usageDetails") or gen.get("usage") or {}
+    latency = gen.get("latency")
+    if latency is None and gen.get("endTime"):
+        latency = (parse_time(gen["endTime"]) - parse_time(gen["startTime"])).total_seconds()
+    tools = [
+        {
+            "name": o.get("name"),
+            "input": _decode(o.get("input"), loose=True),
+            "output": _decode(o.get("output"), loose=True),
+        }
+        for o in group
+        if o.get("type") == "TOOL"
+    ]
+    if isinstance(output, dict) and isinstance(output.get("tool_calls"), list):
+        tools = output["tool_calls"] + tools
+    return {
+        "trace_id": trace_id,
+        "session_id": gen.get("sessionId"),
+        "user_id": gen.get("userId"),
+        "prompt_group": meta.get(META_PROMPT_GROUP) or trace_id,
+        "question": question,
+        "contexts": contexts,
+        "answer": answer,
+        "tool_calls": tools,
+        "model_version": meta.get(META_MODEL_VERSION) or gen.get("version") or gen.get("model"),
+        "temperature": params.get("temperature"),
+        "top_p": params.get("top_p"),
+        "latency_s": latency,
+        "tokens_in": usage.get("input"),
+        "tokens_out": usage.get("output"),
+        "error_count": sum(o.get("level") == "ERROR" for o in group),
+        "created_at": gen.get("startTime"),
+        "route": meta.get(META_ROUTE) or "stable",
+        "pairing_id": meta.get(META_PAIRING_ID),
+        "logprobs": meta.get(META_LOGPROBS),
+    }
+
+
+def _split_input(value: Any) -> tuple[str | None, list[str]]:
+    if isinstance(value, dict) and "messages" in value:
+        value = value["messages"]
+    if isinstance(value, str):
+        return value, []
+    if isinstance(value, dict) and "question" in value:
+        contexts = value.get("contexts") or []
+        return _text(value["question"]), contexts if isinstance(contexts, list) else [contexts]
+    if not isinstance(value, list):
+        return None, []
+    messages = [m for m in value if isinstance(m, dict)]
+    users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    contexts = [_text(m.get("content")) for m in messages if m.get("role") in ("system", "tool")]
+    return (users[-1] if users else None), [c for c in contexts if c is not None]
+
+
+def _answer(value: Any) -> str | None:
+    if isinstance(value, list):  # a message list: the last assistant turn
+        turns = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
+        value = turns[-1] if turns else None
+    if isinstance(value, dict):
+        if isinstance(value.get("choices"), list) and value["choices"]:
+            value = (value["choices"][0] or {}).get("message") or {}
+        for key in ("content", "answer", "text"):
+            if key in value:
+                return _text(value[key])
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value)  # Langfuse stores a numeric-looking output as a JSON number
+    return value if isinstance(value, str) else None
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(p for p in parts if isinstance(p, str))
+    return None
+
+
+def _decode(value: Any, *, loose: bool = False) -> Any:
+    """Decode JSON-looking strings (v2 returns io raw and metadata as a string map); ``loose``
+    also decodes scalars ("42" -> 42), for tool io where v1 and v2 must agree."""
+    if isinstance(value, str) and (loose or value[:1] in ("{", "[", '"')):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def feedback_value(score: dict[str, Any]) -> Feedback | None:
+    """A ``user_feedback`` score as +1 / 0 / -1 (None when it is neither NUMERIC nor BOOLEAN)."""
+    value, kind = score.get("value"), score.get("dataType")
+    if kind == "BOOLEAN" or isinstance(value, bool):
+        return 1 if value else -1
+    if kind == "NUMERIC" and isinstance(value, int | float):
+        return 1 if value > 0 else -1 if value < 0 else 0
+    return None
+
+
+def parse_time(value: Any) -> datetime:
+    """A Langfuse timestamp (ISO string or datetime) in UTC; naive ones are taken as UTC."""
+    at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def time_key(value: Any) -> str:
+    """A comparable UTC ISO string of a Langfuse timestamp (orders scores by time)."""
+    return parse_time(value).isoformat()
+
+
+def iso_utc(at: datetime) -> str:
+    """``at`` in the form the v1 API's time filters take (``...Z``)."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

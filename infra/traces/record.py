@@ -1,0 +1,115 @@
+"""The trace record every source is normalised to (DESIGN "Trace record"), the feedback event
+recorded later, what a source returns for a window, and the two adapter protocols: a
+:class:`TraceSource` reads a window, a :class:`TraceSink` receives what the gateway records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class TraceRecord(BaseModel):
+    """One agent interaction (DESIGN "Trace record")."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    trace_id: str = Field(min_length=1, max_length=128)
+    session_id: str | None = None
+    user_id: str | None = None
+    prompt_group: str = Field(min_length=1, max_length=128)
+    question: str
+    contexts: list[str] = []
+    answer: str
+    tool_calls: list[dict[str, Any]] = []
+    model_version: str = Field(min_length=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=5.0)
+    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    latency_s: float = Field(ge=0.0)
+    tokens_in: int | None = Field(default=None, ge=0)
+    tokens_out: int | None = Field(default=None, ge=0)
+    error_count: int = Field(default=0, ge=0)
+    feedback: Literal[-1, 0, 1] | None = None
+    created_at: datetime
+    # gateway extras: which route served it, the shadow pairing id, token logprobs
+    route: Literal["stable", "canary", "shadow"] = "stable"
+    pairing_id: str | None = None
+    logprobs: list[float] | None = None
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("created_at must carry a timezone")
+        return value.astimezone(UTC)
+
+
+class FeedbackEvent(BaseModel):
+    trace_id: str
+    value: Literal[-1, 0, 1]
+    at: datetime
+    comment: str | None = None
+
+
+@dataclass
+class RawLine:
+    """One line from a source with where it came from (for quarantine pointers)."""
+
+    source: str
+    payload: bytes | dict[str, Any]
+
+
+@dataclass
+class WindowBatch:
+    """What a source returns for a window: parsed records and the lines it could not parse."""
+
+    records: list[TraceRecord] = field(default_factory=list)
+    invalid: list[tuple[RawLine, str]] = field(default_factory=list)  # (line, reason)
+
+
+class TraceSource(Protocol):
+    """Reads every trace whose ``created_at`` is in ``[start, end)`` with its latest feedback."""
+
+    def read_window(self, start: datetime, end: datetime) -> WindowBatch: ...
+
+
+class TraceSink(Protocol):
+    """Receives records from the gateway's dispatcher thread; ``flush`` makes them durable."""
+
+    def write_trace(self, record: TraceRecord) -> None: ...
+    def write_feedback(self, event: FeedbackEvent) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def parse_trace(payload: bytes | dict[str, Any], *, max_bytes: int) -> TraceRecord:
+    """Validate one raw trace; raises ValueError with a reason that never quotes field values."""
+    if isinstance(payload, bytes):
+        if len(payload) > max_bytes:
+            raise ValueError(f"record too large ({len(payload)} bytes > {max_bytes})")
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"invalid UTF-8 at byte {exc.start}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"bad JSON: {exc.msg} at column {exc.colno}") from None
+    else:
+        data = payload
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    try:
+        return TraceRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Field paths and error kinds only: pydantic's default message quotes the input (PII)."""
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['type']}" for e in exc.errors()]
+    return "invalid fields: " + "; ".join(parts[:8])
