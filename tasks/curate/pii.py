@@ -10,7 +10,6 @@ the NLP pipeline. Results carry entity *types* and spans, never the values.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from presidio_anonymizer import AnonymizerEngine
 
     from infra.settings import CurateSettings
-
-log = logging.getLogger(__name__)
 
 # spaCy labels -> Presidio entity types; every other NER label is ignored
 NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
