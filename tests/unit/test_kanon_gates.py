@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from infra.settings import CurateSettings
-from tasks.curate import apply_gates, k_anonymize, normalise
+from tasks.curate.gates import apply_gates, normalise
+from tasks.curate.kanon import k_anonymize
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 
@@ -38,7 +39,7 @@ def test_each_drop_has_one_reason_and_low_siblings_stay_as_rejected_only() -> No
         _row("g1", "G", 0.8, question=" what is g?? ", answer="Answer G"),
         _row("g2", "G2", 0.85, question="What is G", answer="answer g."),
     ]
-    gated = apply_gates(rows, CurateSettings(), {"opted"})
+    gated = apply_gates(rows, CurateSettings(), opted_out={"opted"})
     roles = {r["trace_id"]: r["eligible_as"] for r in gated.kept}
     assert roles == {"a1": "train", "a2": "rejected_only", "g2": "train"}
     assert gated.dropped == {
@@ -53,7 +54,7 @@ def test_each_drop_has_one_reason_and_low_siblings_stay_as_rejected_only() -> No
 
 def test_thresholds_come_from_settings() -> None:
     rows = [_row("a1", "A", 0.6), _row("b1", "B", 0.9, latency_s=12.0)]
-    gated = apply_gates(rows, CurateSettings(min_reward=0.5, max_latency_s=10.0), set())
+    gated = apply_gates(rows, CurateSettings(min_reward=0.5, max_latency_s=10.0), opted_out=set())
     assert [r["trace_id"] for r in gated.kept] == ["a1"] and gated.dropped == {"latency": 1}
 
 
@@ -68,18 +69,18 @@ def _ex(tid: str, pattern: str, user: str | None) -> dict:
 def test_k_counts_distinct_users_not_rows() -> None:
     rows = [_ex(f"t{i}", "p", "same-user") for i in range(10)]
     rows += [_ex("x1", "q", f"user{i}") for i in range(1)]
-    decision = k_anonymize(rows, [], {}, k=5)
+    decision = k_anonymize(rows, pending=[], table_members={}, k=5)
     assert decision.release == [] and len(decision.hold) == 11 and decision.patterns_held == 2
 
 
 def test_k_counts_the_table_and_releases_pending_rows() -> None:
     rows = [_ex("n1", "p", "u4")]
     pending = [_ex("old1", "p", "u1"), _ex("old2", "p", "u2"), _ex("other", "z", "u9")]
-    decision = k_anonymize(rows, pending, {"p": {"u3", "u5"}}, k=5)
+    decision = k_anonymize(rows, pending=pending, table_members={"p": {"u3", "u5"}}, k=5)
     assert [r["trace_id"] for r in decision.release] == ["n1", "old1", "old2"]
     assert decision.released_ids == ["old1", "old2"] and decision.hold == []
 
 
 def test_rows_without_a_user_count_once_each() -> None:
     rows = [_ex(f"t{i}", "p", None) for i in range(5)]
-    assert len(k_anonymize(rows, [], {}, k=5).release) == 5
+    assert len(k_anonymize(rows, pending=[], table_members={}, k=5).release) == 5

@@ -1,0 +1,133 @@
+"""Stage 3's first, cheap steps: join the window's rollouts with their scores, then consent,
+quality gates (errors, latency, reward) and dedup; every survivor gets ``eligible_as``
+(``train``, or ``rejected_only`` for a low-reward sibling of a ``train`` row)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from prefect import task
+
+from infra.errors import ObjectNotFound
+from infra.keys import scores_key
+from infra.retries import IO_RETRIES
+from tasks.datasets import quarantine_row, read_rollouts, read_scores, trace_pointer
+
+if TYPE_CHECKING:
+    from infra.settings import CurateSettings
+    from infra.store import ObjectStore
+
+STAGE = "curate"
+REWARD_COLUMNS = (
+    "reward",
+    "reward_judge",
+    "reward_faithfulness",
+    "reward_context_recall",
+    "reward_feedback",
+    "reward_latency",
+)
+_PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+@dataclass(kw_only=True)
+class Gated:
+    """Rows that go on to anonymisation (with ``eligible_as`` set) and drops by reason."""
+
+    kept: list[dict[str, Any]]
+    dropped: Counter[str] = field(default_factory=Counter)
+
+
+def read_window_scores(store: ObjectStore, window: str) -> pa.Table:
+    """Stage 2's scores for the window (``scores/window=<w>/scores.parquet``).
+
+    Raises:
+        ObjectNotFound: the window has not been scored yet (run ``flywheel score``).
+    """
+    try:
+        return read_scores(store, window)
+    except ObjectNotFound as exc:
+        raise ObjectNotFound(f"{scores_key(window)} (score the window before curating)") from exc
+
+
+def join_scores(
+    rollouts: pa.Table, scores: pa.Table
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rollout rows with their reward columns, and the rows that have no score row."""
+    by_id = {row["trace_id"]: row for row in scores.to_pylist()}
+    joined, unscored = [], []
+    for row in rollouts.to_pylist():
+        score = by_id.get(row["trace_id"])
+        if score is None:
+            unscored.append(row)
+            continue
+        row.update({c: score.get(c) for c in REWARD_COLUMNS})
+        row["reward_config_hash"] = score.get("reward_config_hash")
+        joined.append(row)
+    return joined, unscored
+
+
+def normalise(text: str) -> str:
+    """Case, whitespace and edge punctuation folded: the dedup key of a text."""
+    return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
+
+
+def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
+    reward = row.get("reward")
+    if reward is None or reward != reward:  # None or NaN
+        return "no_reward"
+    if (row.get("error_count") or 0) > cfg.max_errors:
+        return "errors"
+    if (row.get("latency_s") or 0.0) > cfg.max_latency_s:
+        return "latency"
+    if reward < cfg.min_reward:
+        return "low_reward"
+    return None
+
+
+def apply_gates(rows: list[dict[str, Any]], cfg: CurateSettings, *, opted_out: set[str]) -> Gated:
+    """Consent, quality gates and dedup; a sibling below the reward bar is kept as
+    ``rejected_only`` when its prompt group has a ``train`` row (the training stage needs the
+    low-reward answers), otherwise dropped as ``low_reward``."""
+    out = Gated(kept=[])
+    candidates = []
+    for row in rows:
+        reason = "opted_out" if row.get("user_key") in opted_out else _fail_reason(row, cfg)
+        if reason in (None, "low_reward"):
+            row["eligible_as"] = "train" if reason is None else "rejected_only"
+            candidates.append(row)
+        else:
+            out.dropped[reason] += 1
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    ranked = sorted(candidates, key=lambda r: (-r["reward"], r["created_at"], r["trace_id"]))
+    for row in ranked:
+        key = (normalise(row["question"]), normalise(row["answer"]))
+        if key in seen:
+            out.dropped["duplicate"] += 1
+            continue
+        seen.add(key)
+        unique.append(row)
+    groups_with_train = {r["prompt_group"] for r in unique if r["eligible_as"] == "train"}
+    for row in sorted(unique, key=lambda r: r["trace_id"]):
+        if row["eligible_as"] == "train" or row["prompt_group"] in groups_with_train:
+            out.kept.append(row)
+        else:
+            out.dropped["low_reward"] += 1
+    return out
+
+
+def quarantine_record(row: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A quarantine row naming the trace and a hash of its text, never the text itself."""
+    return quarantine_row(
+        stage=STAGE, window=row.get("window") or "", reason=reason, pointer=trace_pointer(row)
+    )
+
+
+@task(**IO_RETRIES)
+def load_inputs_task(store: ObjectStore, window: str) -> tuple[pa.Table, pa.Table]:
+    """Returns the window's rollouts and scores."""
+    return read_rollouts(store, window), read_window_scores(store, window)

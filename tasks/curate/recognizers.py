@@ -1,0 +1,258 @@
+"""Presidio recognisers flywheel adds to the predefined ones: an offline e-mail validator
+(tldextract on its bundled suffix list), a Luhn-checked card pattern for any issuer, phone
+numbers as people write them (NANP, international, national trunk-0, bare digit runs, and
+Presidio's phonenumbers matcher run only on phone-like stretches), street addresses, a name
+fallback for the names the small spaCy model misses, and the custom patterns from settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
+
+_CARD = r"(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])"
+# North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
+_NANP = (
+    r"(?<![\w+])(?:(?:\+|00)?1[ .-]?)?\(?[2-9]\d{2}\)?[ .-]?\d{3}[ .-]\d{4}"
+    r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?!\d)"
+)
+_INTL = r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
+_PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
+_NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
+PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL")
+# honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
+_TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
+_PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "dos", "das", "du"}
+_PARTICLES |= {"la", "le", "het", "ten", "ter", "zu", "und", "y", "e", "bin", "al", "el"}
+_NAME_CUE = re.compile(
+    r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
+    r"|\bcheers,|\bsincerely,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
+    r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
+)
+# national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
+_NATIONAL = r"(?<![\w+])\(?0\d{2,4}\)?[ -]?\d{3,4}[ -]?\d{3,4}(?!\d)"
+_BARE_DIGITS = r"(?<![\w+.-])\d{10,15}(?![\w.-])"
+_STREET = (
+    r"\b\d{1,6}\s+(?:\p{Lu}[\p{L}'-]*\s+){1,3}"
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Boulevard|Blvd|Way|Place|Pl|"
+    r"Square|Sq|Terrace|Parkway|Pkwy|Highway|Hwy|Circle|Cir|Trail|Loop|Crescent|Close|Row)\b\.?"
+)
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn checksum of a card number (separators ignored)."""
+    nums = [int(c) for c in digits if c.isdigit()]
+    total = 0
+    for i, d in enumerate(reversed(nums)):
+        total += (d * 2 - 9 if d * 2 > 9 else d * 2) if i % 2 else d
+    return len(nums) >= 12 and total % 10 == 0
+
+
+def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[Any]:
+    """Presidio recognisers for one language: the predefined ones flywheel relies on (with an
+    offline e-mail validator), extra patterns for formats the defaults miss, and the custom
+    patterns from settings."""
+    from presidio_analyzer import Pattern, PatternRecognizer
+    from presidio_analyzer.predefined_recognizers import (
+        CreditCardRecognizer,
+        EmailRecognizer,
+        IbanRecognizer,
+        IpRecognizer,
+        PhoneRecognizer,
+        SpacyRecognizer,
+        UrlRecognizer,
+        UsSsnRecognizer,
+    )
+
+    extractor = _offline_tldextract()
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return bool(extractor(pattern_text.rsplit("@", 1)[-1]).fqdn)
+
+    class LuhnCardRecognizer(PatternRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return luhn_ok(pattern_text)
+
+    def pattern(entity: str, regex: str, score: float, name: str) -> Any:
+        return PatternRecognizer(
+            supported_entity=entity,
+            name=name,
+            supported_language=language,
+            patterns=[Pattern(name, regex, score)],
+        )
+
+    lang: dict[str, Any] = {"supported_language": language}
+    recognizers = [
+        OfflineEmailRecognizer(**lang),
+        _candidate_phone_recognizer(PhoneRecognizer)(supported_regions=PHONE_REGIONS, **lang),
+        _name_fallback_recognizer()(**lang),
+        CreditCardRecognizer(**lang),
+        LuhnCardRecognizer(
+            supported_entity="CREDIT_CARD",
+            name="LuhnCardRecognizer",
+            patterns=[Pattern("any issuer, Luhn-valid", _CARD, 0.6)],
+            **lang,
+        ),
+        UsSsnRecognizer(**lang),
+        IbanRecognizer(**lang),
+        IpRecognizer(**lang),
+        UrlRecognizer(**lang),
+        SpacyRecognizer(supported_entities=["PERSON", "LOCATION"], **lang),
+        pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
+        pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
+        pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
+        pattern("PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer"),
+        pattern("LOCATION", _STREET, 0.5, "StreetAddressRecognizer"),
+    ]
+    for entity, regex in custom_patterns.items():
+        recognizers.append(pattern(entity, regex, 0.9, f"Custom{entity.title()}Recognizer"))
+    return recognizers
+
+
+def _candidate_phone_recognizer(base: type) -> type:
+    import phonenumbers
+    from presidio_analyzer import EntityRecognizer
+
+    class CandidatePhoneRecognizer(base):  # type: ignore[misc,valid-type]
+        """Presidio's phonenumbers matcher, run only on phone-like stretches of the text
+        (scanning whole texts once per region is the analyzer's costliest step)."""
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            results = []
+            for cand in _PHONEISH.finditer(text):
+                digits = sum(c.isdigit() for c in cand.group(0))
+                if not 7 <= digits <= 15 or _NOT_PHONE.match(cand.group(0)):
+                    continue
+                for region in self.supported_regions:  # first region that parses it wins
+                    found = [
+                        _Span(cand.start() + m.start, cand.start() + m.end)
+                        for m in phonenumbers.PhoneNumberMatcher(
+                            cand.group(0), region, self.leniency
+                        )
+                    ]
+                    results += [self._get_recognizer_result(s, text, region, None) for s in found]
+                    if found:
+                        break
+            return list(EntityRecognizer.remove_duplicates(results))
+
+    return CandidatePhoneRecognizer
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+
+
+def _name_fallback_recognizer() -> type:
+    from presidio_analyzer import LocalRecognizer, RecognizerResult
+
+    class NameFallbackRecognizer(LocalRecognizer):
+        """Names the small spaCy model misses: a PERSON span grown over adjacent proper
+        nouns ("Sig. <Gianfranco Pezzali>"), runs of two or more capitalised proper nouns,
+        and a capitalised word after a self-introduction cue ("I'm", "regards,")."""
+
+        def __init__(self, supported_language: str = "en") -> None:
+            super().__init__(
+                supported_entities=["PERSON"],
+                supported_language=supported_language,
+                name="NameFallbackRecognizer",
+            )
+
+        def load(self) -> None:
+            pass
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            spans = [(m.start(1), m.end(1)) for m in _NAME_CUE.finditer(text)]
+            doc = getattr(nlp_artifacts, "tokens", None)
+            if doc is not None and len(doc) and hasattr(doc, "ents"):
+                spans = [_grow_chars(doc, start, end) for start, end in spans]
+                spans += _propn_spans(doc, nlp_artifacts.entities)
+            return [
+                RecognizerResult(
+                    "PERSON",
+                    start,
+                    end,
+                    0.5,
+                    recognition_metadata={
+                        RecognizerResult.RECOGNIZER_NAME_KEY: "NameFallbackRecognizer",
+                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
+                    },
+                )
+                for start, end in spans
+            ]
+
+    return NameFallbackRecognizer
+
+
+def _is_name_token(token: Any) -> bool:
+    return bool(token.tag_ in ("NNP", "NNPS") and token.text[:1].isupper() and token.is_alpha)
+
+
+def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
+    """Extend a name over titles before it and over particles ("van der", "de la"),
+    hyphens and proper nouns after it."""
+    while start > 0:
+        before = doc[start - 1].text
+        if _is_name_token(doc[start - 1]) or _TITLE.match(before):
+            start -= 1
+        elif before == "." and start > 1 and _TITLE.match(doc[start - 2].text + "."):
+            start -= 2  # "Ing" "." tokenised apart
+        else:
+            break
+    while end < len(doc):
+        if _is_name_token(doc[end]):
+            end += 1
+            continue
+        k = end
+        while k < len(doc) and (doc[k].lower_ in _PARTICLES or _joiner(doc, k)):
+            k += 1
+        if end < k < len(doc) and doc[k].is_alpha and doc[k].text[:1].isupper():
+            end = k + 1
+            continue
+        break
+    return start, end
+
+
+def _grow_chars(doc: Any, start: int, end: int) -> tuple[int, int]:
+    span = doc.char_span(start, end, alignment_mode="expand")
+    if span is None:
+        return start, end
+    first, last = _grow(doc, span.start, span.end)
+    return min(start, doc[first].idx), max(end, doc[last - 1].idx + len(doc[last - 1]))
+
+
+def _joiner(doc: Any, k: int) -> bool:
+    return bool(doc[k].text == "-" and k > 0 and not doc[k - 1].whitespace_)
+
+
+def _propn_spans(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
+    spans = []
+    for ent in entities:  # grow PERSON findings over adjacent titles, particles, proper nouns
+        if ent.label_ == "PERSON":
+            start, end = _grow(doc, ent.start, ent.end)
+            if (start, end) != (ent.start, ent.end):
+                spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
+    covered = {i for ent in entities for i in range(ent.start, ent.end)}
+    i = 0
+    while i < len(doc):  # runs of >= 2 capitalised proper nouns nobody else claimed
+        j = i
+        while j < len(doc) and _is_name_token(doc[j]) and j not in covered:
+            j += 1
+        if j - i >= 2:
+            start, end = _grow(doc, i, j)
+            spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
+        i = max(j, i + 1)
+    return spans
+
+
+@lru_cache(maxsize=1)
+def _offline_tldextract() -> Any:
+    """tldextract on its bundled public-suffix snapshot: no fetch, no cache directory."""
+    import tldextract
+
+    return tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)
