@@ -7,8 +7,8 @@ the training data (Iceberg time travel; :func:`training_rows`). It also keeps th
 keys of those rows, which answers the user question after the snapshot has been expired.
 
 :class:`Lineage` is the typed form of ``lineage.json``: :func:`lineage_files` writes it (keys
-sorted, two-space indent) and ``Lineage.model_validate_json`` reads it back, byte for byte the
-same file. :class:`LineageView` reads only what the user question needs from any version's
+sorted, two-space indent) and ``Lineage.model_validate_json`` reads it back (writing that again
+gives the same file, byte for byte). :class:`LineageView` reads only what the user question needs from any version's
 ``lineage.json`` (the bootstrap model's has no training data at all).
 """
 

@@ -15,6 +15,7 @@ from infra.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
 from tasks import domain
+from tasks.train.lineage import Lineage
 from tasks.train.methods import grpo_reward
 from tasks.train.pairs import select_training_data, write_pairs
 from tasks.train.trainer import TrainConfig, train_model
@@ -109,6 +110,7 @@ def test_auto_trains_rft_when_pairs_are_few_but_good_answers_many(
     assert "rft - auto: 0 pairs < minimum 5" in artifacts["markdown"][0]
     assert "0 pairs < minimum 5, 6 high-reward answers -> rft" in result.message
     lineage = models.read_model_json(store, "v1", "lineage.json")
+    assert Lineage.model_validate(lineage) == result.lineage  # the file is the run's lineage
     assert lineage["data"]["preference_pairs"] is None
     assert lineage["data"]["training_examples"]["trace_ids"] == [f"{W1}-{i}-0" for i in range(6)]
     assert LocalLM.load(models.fetch_model(store, "v1", flywheel_home / "cache")).num_parameters
