@@ -21,27 +21,20 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
-from tasks.lineage import (
-    build_lineage,
-    card_markdown,
+from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
     pick_base_version,
     publish_task,
-)
-from tasks.pairs import Selection, prompt_renderer, select_task, write_pairs_task
-from tasks.train import (
-    MethodChoice,
-    TrainConfig,
-    TrainOutcome,
-    choose_method,
-    progress_callback,
     scratch_dir,
-    train_task,
 )
+from tasks.train.lineage import Lineage, build_lineage, card_markdown
+from tasks.train.methods import MethodChoice, choose_method
+from tasks.train.pairs import Selection, prompt_renderer, select_task, write_pairs_task
+from tasks.train.trainer import TrainConfig, TrainOutcome, progress_callback, train_task
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainRunResult:
     """What one train run did: ``status`` is "trained" or "skipped" (with ``message`` saying
     why, e.g. "skipped: 12 pairs < minimum 50"). Counts and ids only, no personal data."""
@@ -57,7 +50,7 @@ class TrainRunResult:
     golden_accuracy_base: float | None = None
     golden_accuracy: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
-    lineage: dict[str, Any] | None = None
+    lineage: Lineage | None = None
 
 
 @flow(name="train", log_prints=False)
@@ -82,7 +75,7 @@ def train(
     started = datetime.now(UTC)
     with rt.reporting("train") as report:
         base = base_version or pick_base_version(rt.store)
-        base_dir = fetch_base_task(rt.store, base, model_cache_root(rt.settings))
+        base_dir = fetch_base_task(rt.store, base, cache_root=model_cache_root(rt.settings))
         selection = select_task(
             rt.catalog,
             buffer_windows=cfg.buffer_windows,
@@ -98,12 +91,12 @@ def train(
         )
         _report_selection(report, selection)
         if choice.method is None:
-            result = _skipped(rt, run_id, base, choice, selection)
+            result = _skipped(rt, run_id=run_id, base=base, choice=choice, selection=selection)
         else:
             config = TrainConfig.from_settings(cfg, method=choice.method, max_steps=max_steps)
             pairs_sid = None
             if choice.method == "dpo":
-                pairs_sid = write_pairs_task(rt.catalog, run_id, selection.pairs)
+                pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
             consent_sid = current_snapshot_id(rt.catalog, "consent")
             progress = progress_artifact_callback(config)
             with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
@@ -121,15 +114,23 @@ def train(
                 )
                 evaluation = evaluate_task(base_dir, outcome.output_dir)
                 lineage = build_lineage(
-                    base_version=base, train_run=run_id, choice=choice, config=config,
-                    selection=selection, pairs_snapshot_id=pairs_sid,
-                    consent_snapshot_id=consent_sid, outcome=outcome, evaluation=evaluation,
-                    settings=rt.settings, started_at=started,
-                )  # fmt: skip
-                version = publish_task(rt.store, outcome.output_dir, lineage)
-            lineage["version"] = version
-            result = _trained(rt, run_id, base, choice, selection, outcome, lineage)
-            _report_training(report, outcome, lineage)
+                    base_version=base,
+                    train_run=run_id,
+                    choice=choice,
+                    config=config,
+                    selection=selection,
+                    pairs_snapshot_id=pairs_sid,
+                    consent_snapshot_id=consent_sid,
+                    outcome=outcome,
+                    evaluation=evaluation,
+                    settings=rt.settings,
+                    started_at=started,
+                )
+                lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
+            result = _trained(
+                rt, choice=choice, selection=selection, outcome=outcome, lineage=lineage
+            )
+            _report_training(report, outcome=outcome, lineage=lineage)
     create_markdown_artifact(
         key="train-summary",
         markdown=card_markdown(result.lineage) if result.lineage else _skip_markdown(result),
@@ -161,7 +162,7 @@ def progress_artifact_callback(config: TrainConfig) -> Any:
 
 
 def _skipped(
-    rt: Runtime, run_id: str, base: str, choice: MethodChoice, selection: Selection
+    rt: Runtime, *, run_id: str, base: str, choice: MethodChoice, selection: Selection
 ) -> TrainRunResult:
     record_event(
         rt.catalog,
@@ -171,45 +172,60 @@ def _skipped(
         details={"reason": choice.reason, "counts": selection.counts, "base_version": base},
     )
     return TrainRunResult(
-        "skipped", choice.reason, run_id, base, None, len(selection.pairs), selection.counts
+        status="skipped",
+        message=choice.reason,
+        train_run=run_id,
+        base_version=base,
+        method=None,
+        pairs=len(selection.pairs),
+        counts=selection.counts,
     )
 
 
 def _trained(
     rt: Runtime,
-    run_id: str,
-    base: str,
+    *,
     choice: MethodChoice,
     selection: Selection,
     outcome: TrainOutcome,
-    lineage: dict[str, Any],
+    lineage: Lineage,
 ) -> TrainRunResult:
-    ev = lineage["evaluation"]
-    version = lineage["version"]
+    ev, data, version = lineage.evaluation, lineage.data, lineage.version
+    pairs = data.preference_pairs
     record_event(
         rt.catalog,
         event_type="model_trained",
         actor="train",
-        subject=version,
+        subject=str(version),
         details={
-            "train_run": run_id,
-            "base_version": base,
+            "train_run": lineage.train_run,
+            "base_version": lineage.base_version,
             "method": outcome.method,
             "reason": choice.reason,
             "counts": selection.counts,
-            "training_examples_snapshot_ids": lineage["data"]["training_examples"]["snapshot_ids"],
-            "preference_pairs": lineage["data"]["preference_pairs"],
-            "golden_accuracy": [ev["base_accuracy"], ev["accuracy"]],
+            "training_examples_snapshot_ids": data.training_examples.snapshot_ids,
+            "preference_pairs": pairs.model_dump() if pairs else None,
+            "golden_accuracy": [ev.base_accuracy, ev.accuracy],
         },
     )
     message = (
-        f"trained {version} from {base} with {outcome.method} ({choice.reason}); golden "
-        f"accuracy {ev['base_accuracy']:.3f} -> {ev['accuracy']:.3f}"
+        f"trained {version} from {lineage.base_version} with {outcome.method} ({choice.reason}); "
+        f"golden accuracy {ev.base_accuracy:.3f} -> {ev.accuracy:.3f}"
     )
     return TrainRunResult(
-        "trained", message, run_id, base, outcome.method, len(selection.pairs),
-        selection.counts, version, ev["base_accuracy"], ev["accuracy"], outcome.metrics, lineage,
-    )  # fmt: skip
+        status="trained",
+        message=message,
+        train_run=lineage.train_run,
+        base_version=lineage.base_version,
+        method=outcome.method,
+        pairs=len(selection.pairs),
+        counts=selection.counts,
+        version=version,
+        golden_accuracy_base=ev.base_accuracy,
+        golden_accuracy=ev.accuracy,
+        metrics=outcome.metrics,
+        lineage=lineage,
+    )
 
 
 def _report_selection(report: StageReport, selection: Selection) -> None:
@@ -222,8 +238,8 @@ def _report_selection(report: StageReport, selection: Selection) -> None:
     report.gauge("flywheel_train_pairs", float(counts.get("pairs", 0)))
 
 
-def _report_training(report: StageReport, outcome: TrainOutcome, lineage: dict[str, Any]) -> None:
-    m, ev = outcome.metrics, lineage["evaluation"]
+def _report_training(report: StageReport, *, outcome: TrainOutcome, lineage: Lineage) -> None:
+    m, ev = outcome.metrics, lineage.evaluation
     method = outcome.method
     gauges = {
         "flywheel_train_loss": m.get("loss"),
@@ -235,8 +251,8 @@ def _report_training(report: StageReport, outcome: TrainOutcome, lineage: dict[s
     for name, value in gauges.items():
         if value is not None:
             report.gauge(name, float(value), method=method)
-    report.gauge("flywheel_train_golden_accuracy", ev["base_accuracy"], model="base")
-    report.gauge("flywheel_train_golden_accuracy", ev["accuracy"], model="candidate")
+    report.gauge("flywheel_train_golden_accuracy", ev.base_accuracy, model="base")
+    report.gauge("flywheel_train_golden_accuracy", ev.accuracy, model="candidate")
     report.count("flywheel_train_runs_total", 1, method=method)
 
 

@@ -93,7 +93,7 @@ def _lineage_args(p: argparse.ArgumentParser) -> None:
 
 @command("lineage", "which model versions were trained on this user's data", _lineage_args)
 def _lineage(ns: argparse.Namespace) -> int:
-    from tasks.lineage import lineage_for_user
+    from tasks.train.lineage import lineage_for_user
 
     found = lineage_for_user(ns.user)
     if not found.versions:

@@ -45,9 +45,9 @@ def base_model(args: argparse.Namespace) -> Path:
 
 
 def pairs(n: int) -> list[dict[str, Any]]:
-    """Preference pairs as the flow builds them (tasks.pairs.select on curated-like rows)."""
+    """Preference pairs as the flow builds them (tasks.train.pairs.select on curated-like rows)."""
     from tasks import domain
-    from tasks.pairs import GoldenFilter, select
+    from tasks.train.pairs import GoldenFilter, select
 
     rng = random.Random(0)
     rows = []
@@ -56,11 +56,19 @@ def pairs(n: int) -> list[dict[str, Any]]:
         wrong = str(int(item.reference) + rng.choice([-10, -1, 1, 10]))
         for j, (answer, reward) in enumerate(((item.reference, 0.9), (wrong, 0.1))):
             rows.append(
-                {"trace_id": f"t{i}-{j}", "prompt_group": f"g{i}", "user_key": "u",
-                 "question": item.question, "contexts": item.contexts, "answer": answer,
-                 "reward": reward, "eligible_as": "train" if j == 0 else "rejected_only",
-                 "window": "w", "reward_config_hash": "rc"}
-            )  # fmt: skip
+                {
+                    "trace_id": f"t{i}-{j}",
+                    "prompt_group": f"g{i}",
+                    "user_key": "u",
+                    "question": item.question,
+                    "contexts": item.contexts,
+                    "answer": answer,
+                    "reward": reward,
+                    "eligible_as": "train" if j == 0 else "rejected_only",
+                    "window": "w",
+                    "reward_config_hash": "rc",
+                }
+            )
     return select(rows, min_margin=0.2, contaminated=GoldenFilter.from_repo()).pairs
 
 
@@ -77,11 +85,22 @@ def bare_trl(base: Path, data: list[dict[str, Any]], steps: int) -> tuple[float,
     rows = [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in data]
     with tempfile.TemporaryDirectory() as work:
         args = DPOConfig(
-            output_dir=work, learning_rate=5e-5, max_steps=steps, per_device_train_batch_size=16,
-            logging_steps=10, save_strategy="no", report_to="none", disable_tqdm=True,
-            bf16=False, gradient_checkpointing=False, beta=0.1, loss_type=["sigmoid", "sft"],
-            loss_weights=[1.0, 1.0], precompute_ref_log_probs=True, max_length=256,
-        )  # fmt: skip
+            output_dir=work,
+            learning_rate=5e-5,
+            max_steps=steps,
+            per_device_train_batch_size=16,
+            logging_steps=10,
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            bf16=False,
+            gradient_checkpointing=False,
+            beta=0.1,
+            loss_type=["sigmoid", "sft"],
+            loss_weights=[1.0, 1.0],
+            precompute_ref_log_probs=True,
+            max_length=256,
+        )
         trainer = DPOTrainer(
             model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok
         )
@@ -97,7 +116,7 @@ def through_flow(base: Path, data: list[dict[str, Any]], steps: int) -> tuple[fl
     from prefect import flow
 
     from flows.train import progress_artifact_callback
-    from tasks.train import TrainConfig, train_task
+    from tasks.train.trainer import TrainConfig, train_task
 
     @flow(name="bench-train")
     def run() -> Any:

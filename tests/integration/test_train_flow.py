@@ -179,7 +179,7 @@ def test_train_beats_base_and_lineage_resolves_to_the_trained_rows(
 
     from flows.train import train
     from tasks.bootstrap import evaluate_golden
-    from tasks.lineage import training_rows
+    from tasks.train.lineage import Lineage, training_rows
 
     settings = get_settings()
     store, catalog = LocalStore(settings.resolved_store_url), open_catalog(settings)
@@ -209,7 +209,7 @@ def test_train_beats_base_and_lineage_resolves_to_the_trained_rows(
     assert len(ids) == 2 * result.pairs
     append_rows(catalog, "training_examples", _rows_for({"late": 3}, "2026-03-02T11:00:00Z", "s"))
     delete_rows(catalog, "training_examples", EqualTo("trace_id", ids[0]))
-    resolved = training_rows(catalog, lineage)
+    resolved = training_rows(catalog, Lineage.model_validate(lineage))
     assert sorted(resolved.column("trace_id").to_pylist()) == ids
     assert not any(domain.is_golden_question(q) for q in resolved.column("question").to_pylist())
     pairs_at = scan(
@@ -253,7 +253,7 @@ def test_lineage_lists_exactly_the_versions_trained_on_a_users_data(
     tiny_home: Path, prefect_api: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flows.train import train
-    from tasks.lineage import lineage_for_user
+    from tasks.train.lineage import lineage_for_user
 
     monkeypatch.setenv("FLYWHEEL_TRAIN__MIN_PAIRS", "4")
     monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_WINDOWS", "1")

@@ -15,8 +15,10 @@ from infra.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
 from tasks import domain
-from tasks.pairs import select_training_data, write_pairs
-from tasks.train import TrainConfig, grpo_reward, train_model
+from tasks.train.lineage import Lineage
+from tasks.train.methods import grpo_reward
+from tasks.train.pairs import select_training_data, write_pairs
+from tasks.train.trainer import TrainConfig, train_model
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +35,22 @@ def rows(window: str, n: int, *, wrong_reward: float = 0.1) -> list[dict[str, An
         item = domain.sample_question(rng)
         for j, (answer, reward) in enumerate(((item.reference, 0.9), ("0", wrong_reward))):
             out.append(
-                {"trace_id": f"{window}-{i}-{j}", "prompt_group": f"{window}-{i}",
-                 "user_key": f"key-{i % 3}", "question": item.question, "contexts": item.contexts,
-                 "answer": answer, "reward": reward, "reward_config_hash": "rc",
-                 "eligible_as": "train" if reward >= 0.7 else "rejected_only", "window": window,
-                 "pattern": item.question, "pii_entities": [],
-                 "created_at": datetime.fromisoformat(window.replace("Z", "+00:00"))}
-            )  # fmt: skip
+                {
+                    "trace_id": f"{window}-{i}-{j}",
+                    "prompt_group": f"{window}-{i}",
+                    "user_key": f"key-{i % 3}",
+                    "question": item.question,
+                    "contexts": item.contexts,
+                    "answer": answer,
+                    "reward": reward,
+                    "reward_config_hash": "rc",
+                    "eligible_as": "train" if reward >= 0.7 else "rejected_only",
+                    "window": window,
+                    "pattern": item.question,
+                    "pii_entities": [],
+                    "created_at": datetime.fromisoformat(window.replace("Z", "+00:00")),
+                }
+            )
     return out
 
 
@@ -68,9 +79,9 @@ def test_selection_reads_the_last_windows_at_one_snapshot_and_reruns_replace(
     assert sel.snapshot_id == current_snapshot_id(catalog, "training_examples")
     assert len(sel.pairs) == 8 and all(p["windows"][0] in (W2, W3) for p in sel.pairs)
 
-    write_pairs(catalog, "run-a", sel.pairs)
-    write_pairs(catalog, "run-a", sel.pairs)  # a rerun replaces its own pairs
-    sid = write_pairs(catalog, "run-b", sel.pairs[:3])
+    write_pairs(catalog, train_run="run-a", pairs=sel.pairs)
+    write_pairs(catalog, train_run="run-a", pairs=sel.pairs)  # a rerun replaces its own pairs
+    sid = write_pairs(catalog, train_run="run-b", pairs=sel.pairs[:3])
     table = scan(catalog, "preference_pairs", snapshot_id=sid)
     assert sorted(table.column("train_run").to_pylist()) == ["run-a"] * 8 + ["run-b"] * 3
     run_a = [r["pair_id"] for r in table.to_pylist() if r["train_run"] == "run-a"]
@@ -99,6 +110,7 @@ def test_auto_trains_rft_when_pairs_are_few_but_good_answers_many(
     assert "rft - auto: 0 pairs < minimum 5" in artifacts["markdown"][0]
     assert "0 pairs < minimum 5, 6 high-reward answers -> rft" in result.message
     lineage = models.read_model_json(store, "v1", "lineage.json")
+    assert Lineage.model_validate(lineage) == result.lineage  # the file is the run's lineage
     assert lineage["data"]["preference_pairs"] is None
     assert lineage["data"]["training_examples"]["trace_ids"] == [f"{W1}-{i}-0" for i in range(6)]
     assert LocalLM.load(models.fetch_model(store, "v1", flywheel_home / "cache")).num_parameters
@@ -124,14 +136,16 @@ def test_user_lineage_falls_back_to_lineage_json_once_the_snapshot_is_expired(
     import shutil
 
     from infra.privacy import user_key
-    from tasks.lineage import lineage_for_user
+    from tasks.train.lineage import lineage_for_user
 
     settings = get_settings()
     store = LocalStore(settings.resolved_store_url)
     staged = flywheel_home / "v1"
     shutil.copytree(tiny_model, staged)
-    data = {"training_examples": {"snapshot_ids": [4242], "trace_ids": ["t1"]},
-            "user_keys": [user_key("erin", settings.salt())]}  # fmt: skip
+    data = {
+        "training_examples": {"snapshot_ids": [4242], "trace_ids": ["t1"]},
+        "user_keys": [user_key("erin", settings.salt())],
+    }
     (staged / "lineage.json").write_text(json.dumps({"data": data}))
     models.publish_model_dir(store, "v0", tiny_model)  # bootstrap: no user data
     models.publish_model_dir(store, "v1", staged)
@@ -144,14 +158,23 @@ def test_grpo_rewards_completions_with_the_stage2_reward(tiny_model: Path, tmp_p
     reward = grpo_reward(RewardSettings())
     question, ctx = "Hi <PERSON>. What is 23+58?", ["calculator: 23 + 58 = 81"]
     scores = reward(
-        prompts=["p"] * 3, completions=[" 81", " 82", " 81\nQ: more"],
-        question=[question] * 3, contexts=[ctx] * 3,
-    )  # fmt: skip
+        prompts=["p"] * 3,
+        completions=[" 81", " 82", " 81\nQ: more"],
+        question=[question] * 3,
+        contexts=[ctx] * 3,
+    )
     assert scores == [1.0, 0.0, 1.0]
 
-    data = {"prompts": [{"prompt": f"Q: What is {a}+{b}?\nA:", "question": f"What is {a}+{b}?",
-                         "contexts": [domain.calculator_context(a, b)]}
-                        for a, b in domain.training_pairs()[:8]]}  # fmt: skip
+    data = {
+        "prompts": [
+            {
+                "prompt": f"Q: What is {a}+{b}?\nA:",
+                "question": f"What is {a}+{b}?",
+                "contexts": [domain.calculator_context(a, b)],
+            }
+            for a, b in domain.training_pairs()[:8]
+        ]
+    }
     config = TrainConfig(method="grpo", max_steps=2, batch_size=8, logging_steps=1)
     outcome = train_model(tiny_model, tmp_path / "grpo", config=config, data=data)
     assert outcome.steps == 2 and 0.0 <= outcome.metrics["reward"] <= 1.0
@@ -162,7 +185,7 @@ def test_lora_checkpoint_is_merged_into_a_plain_model(tiny_model: Path, tmp_path
     from safetensors.torch import load_file
 
     catalog_rows = rows(W1, 8)
-    from tasks.pairs import GoldenFilter, select
+    from tasks.train.pairs import GoldenFilter, select
 
     sel = select(catalog_rows, min_margin=0.2, contaminated=GoldenFilter.from_repo())
     config = TrainConfig(method="dpo", max_steps=3, batch_size=8, use_lora=True, learning_rate=1e-2)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tasks import domain
-from tasks.pairs import (
+from tasks.train.methods import choose_method
+from tasks.train.pairs import (
     GoldenFilter,
     buffer_of,
     completion_text,
@@ -18,7 +19,6 @@ from tasks.pairs import (
     pair_id,
     select,
 )
-from tasks.train import choose_method
 
 W1, W2, W3 = "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z"
 GOLDEN = domain.load_golden()

@@ -1,16 +1,6 @@
 """Stage 4 training: TRL DPO (with an SFT term), RFT (SFT on high-reward answers) or GRPO.
 
-Methods
-    ``dpo``  ``DPOTrainer`` with ``loss_type=["sigmoid", "sft"]``: plain DPO can lower the
-             likelihood of good answers on small models (measured: the 0.8 M demo model did not
-             move with plain DPO; with the SFT term it went from 46 % to 86.5 % golden accuracy).
-    ``rft``  ``SFTTrainer`` on the best answer of each prompt group that passed every gate.
-    ``grpo`` ``GRPOTrainer`` sampling online, rewarded by the stage-2 reward: the judge (the demo
-             verifier) and faithfulness to the contexts, combined with the stage-2 weights.
-    ``auto`` picks by data size (:func:`choose_method`): ``>= min_pairs`` pairs -> dpo; fewer
-             pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
-             grpo (online sampling is the costly path: ask for it when a programmatic reward
-             exists and the pairs run dry).
+Which method a run uses, and how TRL builds its trainer: :mod:`tasks.train.methods`.
 
 LoRA (``FLYWHEEL_TRAIN__USE_LORA=true``): peft adapters on ``c_attn`` for GPT-2 (``all-linear``
 otherwise), merged into the weights before saving, so every version is a plain model directory.
@@ -22,7 +12,7 @@ trainer on its own under ``accelerate launch`` and publish from the flow afterwa
         --base ~/.flywheel/cache/models/v3 --data selection.json --out /scratch/v4 --method dpo
 
 where ``selection.json`` is ``{"pairs": [...], "sft": [...], "prompts": [...]}`` as
-:func:`tasks.pairs.select` returns them (``dataclasses.asdict(selection)``).
+:func:`tasks.train.pairs.select` returns them (``dataclasses.asdict(selection)``).
 """
 
 from __future__ import annotations
@@ -35,26 +25,32 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+
+from tasks.train.methods import BUILDERS, Data, Method
 
 if TYPE_CHECKING:
     from infra.settings import RewardSettings, TrainSettings
 
 log = logging.getLogger(__name__)
 
-Method = Literal["dpo", "rft", "grpo"]
 Progress = Callable[[int, int, dict[str, float]], None]
-Data = dict[str, list[dict[str, Any]]]
 METRIC_KEYS = (
-    "rewards/margins", "rewards/accuracies", "rewards/chosen", "rewards/rejected",
-    "mean_token_accuracy", "reward", "reward_std", "entropy",
-)  # fmt: skip
+    "rewards/margins",
+    "rewards/accuracies",
+    "rewards/chosen",
+    "rewards/rejected",
+    "mean_token_accuracy",
+    "reward",
+    "reward_std",
+    "entropy",
+)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainConfig:
     """Hyperparameters of one stage-4 run (recorded verbatim in the model's lineage)."""
 
@@ -103,36 +99,7 @@ class TrainConfig:
         return data
 
 
-@dataclass
-class MethodChoice:
-    """The method a run uses (``None``: skipped) and why, in words for the run's artifact."""
-
-    method: Method | None
-    reason: str
-    available: int  # training items for the method considered (pairs, singles or prompts)
-
-
-def choose_method(
-    requested: str, *, pairs: int, singles: int, prompts: int, min_pairs: int
-) -> MethodChoice:
-    """Resolve ``auto`` by data size, and skip any method whose data is below ``min_pairs``."""
-    if requested == "auto":
-        if pairs >= min_pairs:
-            return MethodChoice("dpo", f"auto: {pairs} pairs >= minimum {min_pairs} -> dpo", pairs)
-        if singles >= min_pairs:
-            reason = (
-                f"auto: {pairs} pairs < minimum {min_pairs}, {singles} high-reward answers -> rft"
-            )
-            return MethodChoice("rft", reason, singles)
-        return MethodChoice(None, f"skipped: {pairs} pairs < minimum {min_pairs}", pairs)
-    available = {"dpo": pairs, "rft": singles, "grpo": prompts}[requested]
-    noun = {"dpo": "pairs", "rft": "high-reward answers", "grpo": "prompts"}[requested]
-    if available < min_pairs:
-        return MethodChoice(None, f"skipped: {available} {noun} < minimum {min_pairs}", available)
-    return MethodChoice(requested, f"requested {requested}: {available} {noun}", available)  # type: ignore[arg-type]
-
-
-@dataclass
+@dataclass(kw_only=True)
 class TrainOutcome:
     """What a training run produced: the model directory, its metrics and the trainer log."""
 
@@ -254,83 +221,6 @@ def _load(base_dir: Path) -> tuple[Any, Any]:
     return model, tok
 
 
-def grpo_reward(reward: RewardSettings) -> Callable[..., list[float | None]]:
-    """The stage-2 reward as a GRPO reward function: judge (the verifier) and faithfulness to
-    the contexts, weighted as in stage 2 (components that cannot be scored drop out)."""
-    from tasks.domain import UnverifiableQuestion, verify
-    from tasks.reward import combine, support
-
-    def reward_fn(
-        prompts: list[Any],
-        completions: list[Any],
-        question: list[str],
-        contexts: list[list[str]],
-        **_: Any,
-    ) -> list[float | None]:
-        scores: list[float | None] = []
-        for text, q, ctx in zip(completions, question, contexts, strict=True):
-            answer = text if isinstance(text, str) else str(text[-1]["content"])
-            answer = answer.strip().split("\n", 1)[0]
-            try:
-                judge: float | None = verify(q, answer, list(ctx))
-            except UnverifiableQuestion:
-                judge = None
-            parts = {"judge": judge, "faithfulness": support(answer, list(ctx)) if ctx else None}
-            scores.append(combine(parts, reward).total)
-        return scores
-
-    reward_fn.__name__ = "stage2_reward"
-    return reward_fn
-
-
-def _dpo(config: TrainConfig, model: Any, tok: Any, data: Data, **kw: Any) -> Any:
-    from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
-
-    rows = [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in data["pairs"]]
-    args = DPOConfig(
-        **kw.pop("common"), beta=config.beta, loss_type=["sigmoid", "sft"],
-        loss_weights=[1.0, config.sft_weight], precompute_ref_log_probs=True,
-        max_length=config.max_length,
-    )  # fmt: skip
-    return DPOTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok, **kw
-    )
-
-
-def _rft(config: TrainConfig, model: Any, tok: Any, data: Data, **kw: Any) -> Any:
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    rows = [{"prompt": s["prompt"], "completion": s["completion"]} for s in data["sft"]]
-    args = SFTConfig(**kw.pop("common"), max_length=config.max_length, completion_only_loss=True)
-    return SFTTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok, **kw
-    )
-
-
-def _grpo(config: TrainConfig, model: Any, tok: Any, data: Data, **kw: Any) -> Any:
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    from infra.settings import RewardSettings
-
-    rows = [{k: p[k] for k in ("prompt", "question", "contexts")} for p in data["prompts"]]
-    args = GRPOConfig(
-        **kw.pop("common"), beta=config.beta, num_generations=config.grpo_num_generations,
-        max_completion_length=config.grpo_max_completion_length,
-        temperature=config.grpo_temperature,
-    )  # fmt: skip
-    reward = grpo_reward(kw.pop("reward") or RewardSettings())
-    return GRPOTrainer(
-        model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(rows),
-        processing_class=tok, **kw,
-    )  # fmt: skip
-
-
-BUILDERS = {"dpo": _dpo, "rft": _rft, "grpo": _grpo}
-
-
 def train_model(
     base_dir: str | Path,
     output_dir: str | Path,
@@ -352,14 +242,17 @@ def train_model(
     if config.threads:  # two busy threads on two shared cores can be 10x slower than one
         torch.set_num_threads(config.threads)
     with _restore_threads(threads), tempfile.TemporaryDirectory(prefix="flywheel-trainer-") as work:
-        kw: dict[str, Any] = {
-            "common": _common_args(config, Path(work)),
-            "callbacks": list(callbacks),
-            "peft_config": _lora(config, model),
-        }
-        if config.method == "grpo":
-            kw["reward"] = reward
-        trainer = BUILDERS[config.method](config, model, tok, data, **kw)
+        extra = {"reward": reward} if config.method == "grpo" else {}
+        trainer = BUILDERS[config.method](
+            config,
+            data=data,
+            common=_common_args(config, Path(work)),
+            model=model,
+            processing_class=tok,
+            callbacks=list(callbacks),
+            peft_config=_lora(config, model),
+            **extra,
+        )
         trainer.remove_callback(PrinterCallback)  # metrics go to the log history, not stdout
         trainer.train()
         device = hardware()
@@ -374,7 +267,15 @@ def train_model(
     history = list(trainer.state.log_history)
     wall = time.perf_counter() - started
     log.info("trained %s for %d steps in %.1f s", config.method, steps, wall)
-    return TrainOutcome(config.method, out, steps, summarize(history, steps), history, wall, device)
+    return TrainOutcome(
+        method=config.method,
+        output_dir=out,
+        steps=steps,
+        metrics=summarize(history, steps),
+        log_history=history,
+        wall_s=wall,
+        hardware=device,
+    )
 
 
 @contextmanager
@@ -385,14 +286,6 @@ def _restore_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-@contextmanager
-def scratch_dir(root: Path) -> Iterator[Path]:
-    """A temporary directory under ``root`` (the checkpoint before it is published)."""
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="train-", dir=root) as tmp:
-        yield Path(tmp)
 
 
 @task(cache_policy=NO_CACHE)
@@ -430,12 +323,9 @@ def _main(argv: list[str] | None = None) -> None:
         k: v for k, v in opts.items() if k not in ("base", "data", "out") and v is not None
     }
     outcome = train_model(
-        opts["base"], opts["out"], config=TrainConfig(**overrides),
+        opts["base"],
+        opts["out"],
+        config=TrainConfig(**overrides),
         data=json.loads(Path(opts["data"]).read_text()),
-    )  # fmt: skip
+    )
     logging.getLogger(__name__).info("metrics: %s", json.dumps(outcome.metrics, sort_keys=True))
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, force=True)
-    _main()

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.local_lm import extract_question, render_prompt
+from infra.retries import IO_RETRIES
 from tasks import domain
 
 if TYPE_CHECKING:
@@ -50,9 +50,18 @@ _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*>")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
 _NUMBER = re.compile(r"\d+")
 EXAMPLE_COLUMNS = (
-    "trace_id", "prompt_group", "user_key", "question", "contexts", "answer", "reward",
-    "reward_config_hash", "eligible_as", "window", "created_at",
-)  # fmt: skip
+    "trace_id",
+    "prompt_group",
+    "user_key",
+    "question",
+    "contexts",
+    "answer",
+    "reward",
+    "reward_config_hash",
+    "eligible_as",
+    "window",
+    "created_at",
+)
 
 
 def demo_render(question: str) -> str:
@@ -107,7 +116,7 @@ class GoldenFilter:
         return any(" ".join(words[i:]) in self.normalised for i in range(len(words)))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Selection:
     """What stage 4 will train on, and how it was chosen (counts only, no text)."""
 
@@ -200,11 +209,7 @@ def select(
         if best is None:
             counts["groups_without_train"] += 1
             continue
-        sft.append(
-            {"prompt": prompt, "completion": completion_text(prompt, best["answer"]),
-             "trace_id": best["trace_id"], "user_key": best.get("user_key"),
-             "reward_config_hash": best.get("reward_config_hash")}
-        )  # fmt: skip
+        sft.append(_sft_row(prompt, best))
         worst = _worst(members)
         margin = float(best["reward"]) - float(worst["reward"])
         if margin < min_margin:
@@ -213,7 +218,9 @@ def select(
         if best["answer"].strip() == worst["answer"].strip():
             counts["groups_same_answer"] += 1
             continue
-        pairs.append(_pair_row(group, prompt, best, worst, margin, now))
+        pairs.append(
+            _pair_row(group=group, prompt=prompt, best=best, worst=worst, margin=margin, now=now)
+        )
         used |= {best["trace_id"], worst["trace_id"]}
     counts.update(groups=len(groups), pairs=len(pairs), sft=len(sft), prompts=len(prompts))
     hashes = {r.get("reward_config_hash") for g in groups.values() for r in g}
@@ -229,6 +236,16 @@ def select(
     )
 
 
+def _sft_row(prompt: str, best: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "prompt": prompt,
+        "completion": completion_text(prompt, best["answer"]),
+        "trace_id": best["trace_id"],
+        "user_key": best.get("user_key"),
+        "reward_config_hash": best.get("reward_config_hash"),
+    }
+
+
 def _prompt_row(prompt: str, row: dict[str, Any]) -> dict[str, Any]:
     return {
         "prompt": prompt,
@@ -240,6 +257,7 @@ def _prompt_row(prompt: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pair_row(
+    *,
     group: str,
     prompt: str,
     best: dict[str, Any],
@@ -264,7 +282,7 @@ def _pair_row(
     }
 
 
-def write_pairs(catalog: Catalog, train_run: str, pairs: list[dict[str, Any]]) -> int | None:
+def write_pairs(catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]) -> int | None:
     """Replace the pairs of ``train_run`` in ``preference_pairs`` (one commit; a rerun never
     duplicates); returns the table's snapshot id after the commit."""
     from pyiceberg.expressions import EqualTo
@@ -299,7 +317,7 @@ def select_training_data(
     )
 
 
-@task(retries=2, retry_delay_seconds=[2, 10], cache_policy=NO_CACHE)
+@task(**IO_RETRIES)
 def select_task(
     catalog: Catalog, *, buffer_windows: int, min_margin: float, render: Render = demo_render
 ) -> Selection:
@@ -309,7 +327,9 @@ def select_task(
     )
 
 
-@task(retries=2, retry_delay_seconds=[2, 10], cache_policy=NO_CACHE)
-def write_pairs_task(catalog: Catalog, train_run: str, pairs: list[dict[str, Any]]) -> int | None:
+@task(**IO_RETRIES)
+def write_pairs_task(
+    catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]
+) -> int | None:
     """Returns the preference_pairs snapshot id holding this run's pairs."""
-    return write_pairs(catalog, train_run, pairs)
+    return write_pairs(catalog, train_run=train_run, pairs=pairs)

@@ -1,0 +1,88 @@
+"""Stage 4 checkpoints: the base model a run starts from, the scratch directory it trains
+into, the golden evaluation of the result, and its publication as the next model version
+(atomic, with ``lineage.json`` and ``model_card.yaml``)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra import models
+from infra.retries import IO_RETRIES
+from tasks.train.lineage import Evaluation, Lineage, lineage_files
+
+if TYPE_CHECKING:
+    from infra.store import ObjectStore
+
+
+def pick_base_version(store: ObjectStore) -> str:
+    """The stable version of the routing state when it exists, else the newest version.
+
+    Raises:
+        ObjectNotFound: no model version exists (run ``flywheel bootstrap`` first).
+    """
+    from infra.errors import ObjectNotFound
+    from infra.gateway.state import load_state
+
+    stable = load_state(store).stable
+    if stable and models.version_exists(store, stable):
+        return stable
+    versions = models.list_versions(store)
+    if not versions:
+        raise ObjectNotFound("no model version in the store; run `flywheel bootstrap` first")
+    return versions[-1]
+
+
+@task(**IO_RETRIES)
+def fetch_base_task(store: ObjectStore, version: str, *, cache_root: Path) -> Path:
+    """Returns the local directory of the base model version."""
+    return models.fetch_model(store, version, cache_root)
+
+
+@contextmanager
+def scratch_dir(root: Path) -> Iterator[Path]:
+    """A temporary directory under ``root`` (the checkpoint before it is published)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="train-", dir=root) as tmp:
+        yield Path(tmp)
+
+
+def evaluate_golden_dirs(base_dir: Path, new_dir: Path) -> Evaluation:
+    """Greedy golden accuracy of the base and the new model (the same items, the same decoding)."""
+    from infra.local_lm import LocalLM
+    from tasks.bootstrap import evaluate_golden
+    from tasks.domain import load_golden
+
+    golden = load_golden()
+    base, _ = evaluate_golden(LocalLM.load(base_dir), golden)
+    new, _ = evaluate_golden(LocalLM.load(new_dir), golden)
+    return Evaluation(golden_items=len(golden), base_accuracy=base, accuracy=new, decoding="greedy")
+
+
+@task(cache_policy=NO_CACHE)
+def evaluate_task(base_dir: Path, new_dir: Path) -> Evaluation:
+    """Returns the golden accuracy of the base and the trained model."""
+    return evaluate_golden_dirs(base_dir, new_dir)
+
+
+def publish_checkpoint(store: ObjectStore, model_dir: Path, *, lineage: Lineage) -> Lineage:
+    """Write lineage.json and model_card.yaml into ``model_dir`` and publish it as the next
+    version (atomic: visible only once complete). Returns the lineage with its version."""
+    version = models.next_version(store)
+    published = lineage.model_copy(update={"version": version})
+    for name, text in lineage_files(published).items():
+        (model_dir / name).write_text(text)
+    models.publish_model_dir(store, version, model_dir)
+    return published
+
+
+@task(**IO_RETRIES)
+def publish_task(store: ObjectStore, model_dir: Path, *, lineage: Lineage) -> Lineage:
+    """Returns the published version's lineage (``version`` set to the name it got)."""
+    return publish_checkpoint(store, model_dir, lineage=lineage)

@@ -1,0 +1,149 @@
+"""Stage 4 methods: which one a run uses (:func:`choose_method`) and how TRL builds each.
+
+    ``dpo``  ``DPOTrainer`` with ``loss_type=["sigmoid", "sft"]``: plain DPO can lower the
+             likelihood of good answers on small models (measured: the 0.8 M demo model did not
+             move with plain DPO; with the SFT term it went from 46 % to 86.5 % golden accuracy).
+    ``rft``  ``SFTTrainer`` on the best answer of each prompt group that passed every gate.
+    ``grpo`` ``GRPOTrainer`` sampling online, rewarded by the stage-2 reward: the judge (the demo
+             verifier) and faithfulness to the contexts, combined with the stage-2 weights.
+    ``auto`` picks by data size (:func:`choose_method`): ``>= min_pairs`` pairs -> dpo; fewer
+             pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
+             grpo (online sampling is the costly path: ask for it when a programmatic reward
+             exists and the pairs run dry).
+
+A builder makes the method's TRL trainer from the TrainingArguments every method shares
+(``common``) and the trainer keywords every method shares (``model``, ``processing_class``,
+``callbacks``, ``peft_config``); :func:`tasks.train.trainer.train_model` runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:
+    from infra.settings import RewardSettings
+    from tasks.train.trainer import TrainConfig
+
+Method = Literal["dpo", "rft", "grpo"]
+Data = dict[str, list[dict[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
+
+
+@dataclass(kw_only=True)
+class MethodChoice:
+    """The method a run uses (``None``: skipped) and why, in words for the run's artifact."""
+
+    method: Method | None
+    reason: str
+    available: int  # training items for the method considered (pairs, singles or prompts)
+
+
+def choose_method(
+    requested: str, *, pairs: int, singles: int, prompts: int, min_pairs: int
+) -> MethodChoice:
+    """Resolve ``auto`` by data size, and skip any method whose data is below ``min_pairs``."""
+    if requested == "auto":
+        if pairs >= min_pairs:
+            reason = f"auto: {pairs} pairs >= minimum {min_pairs} -> dpo"
+            return MethodChoice(method="dpo", reason=reason, available=pairs)
+        if singles >= min_pairs:
+            reason = (
+                f"auto: {pairs} pairs < minimum {min_pairs}, {singles} high-reward answers -> rft"
+            )
+            return MethodChoice(method="rft", reason=reason, available=singles)
+        reason = f"skipped: {pairs} pairs < minimum {min_pairs}"
+        return MethodChoice(method=None, reason=reason, available=pairs)
+    available = {"dpo": pairs, "rft": singles, "grpo": prompts}[requested]
+    noun = {"dpo": "pairs", "rft": "high-reward answers", "grpo": "prompts"}[requested]
+    if available < min_pairs:
+        reason = f"skipped: {available} {noun} < minimum {min_pairs}"
+        return MethodChoice(method=None, reason=reason, available=available)
+    reason = f"requested {requested}: {available} {noun}"
+    return MethodChoice(method=cast(Method, requested), reason=reason, available=available)
+
+
+def grpo_reward(reward: RewardSettings) -> Callable[..., list[float | None]]:
+    """The stage-2 reward as a GRPO reward function: judge (the verifier) and faithfulness to
+    the contexts, weighted as in stage 2 (components that cannot be scored drop out)."""
+    from tasks.domain import UnverifiableQuestion, verify
+    from tasks.reward import combine, support
+
+    def reward_fn(
+        prompts: list[Any],
+        completions: list[Any],
+        question: list[str],
+        contexts: list[list[str]],
+        **_: Any,
+    ) -> list[float | None]:
+        scores: list[float | None] = []
+        for text, q, ctx in zip(completions, question, contexts, strict=True):
+            answer = text if isinstance(text, str) else str(text[-1]["content"])
+            answer = answer.strip().split("\n", 1)[0]
+            try:
+                judge: float | None = verify(q, answer, list(ctx))
+            except UnverifiableQuestion:
+                judge = None
+            parts = {"judge": judge, "faithfulness": support(answer, list(ctx)) if ctx else None}
+            scores.append(combine(parts, reward).total)
+        return scores
+
+    reward_fn.__name__ = "stage2_reward"
+    return reward_fn
+
+
+def _dpo(config: TrainConfig, *, data: Data, common: dict[str, Any], **trainer_kw: Any) -> Any:
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    rows = [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in data["pairs"]]
+    args = DPOConfig(
+        **common,
+        beta=config.beta,
+        loss_type=["sigmoid", "sft"],
+        loss_weights=[1.0, config.sft_weight],
+        precompute_ref_log_probs=True,
+        max_length=config.max_length,
+    )
+    return DPOTrainer(args=args, train_dataset=Dataset.from_list(rows), **trainer_kw)
+
+
+def _rft(config: TrainConfig, *, data: Data, common: dict[str, Any], **trainer_kw: Any) -> Any:
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    rows = [{"prompt": s["prompt"], "completion": s["completion"]} for s in data["sft"]]
+    args = SFTConfig(**common, max_length=config.max_length, completion_only_loss=True)
+    return SFTTrainer(args=args, train_dataset=Dataset.from_list(rows), **trainer_kw)
+
+
+def _grpo(
+    config: TrainConfig,
+    *,
+    data: Data,
+    common: dict[str, Any],
+    reward: RewardSettings | None = None,
+    **trainer_kw: Any,
+) -> Any:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from infra.settings import RewardSettings
+
+    rows = [{k: p[k] for k in ("prompt", "question", "contexts")} for p in data["prompts"]]
+    args = GRPOConfig(
+        **common,
+        beta=config.beta,
+        num_generations=config.grpo_num_generations,
+        max_completion_length=config.grpo_max_completion_length,
+        temperature=config.grpo_temperature,
+    )
+    return GRPOTrainer(
+        reward_funcs=grpo_reward(reward or RewardSettings()),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        **trainer_kw,
+    )
+
+
+BUILDERS: dict[str, Callable[..., Any]] = {"dpo": _dpo, "rft": _rft, "grpo": _grpo}
