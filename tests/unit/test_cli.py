@@ -6,6 +6,7 @@ summary (flows/loop.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,10 +46,11 @@ def test_arguments_parse_as_documented() -> None:
         parser.parse_args(["lineage"])  # --user is required
 
 
-def test_python_dash_m_lists_every_command() -> None:
+def test_python_dash_m_lists_every_command(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "deployments.cli", "--help"],
         cwd=ROOT,
+        env={**os.environ, "FLYWHEEL_HOME": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=60,
