@@ -67,8 +67,8 @@ async def stream_chat(
     trace_id = uuid.uuid4().hex
     body = _relay(
         req,
-        first,
-        pieces,
+        first=first,
+        pieces=pieces,
         recorder=recorder,
         trace_id=trace_id,
         version=served.version,
@@ -82,9 +82,9 @@ async def stream_chat(
 
 async def _relay(
     req: ChatRequest,
+    *,
     first: Completion,
     pieces: Pieces,
-    *,
     recorder: CallRecorder,
     trace_id: str,
     version: str,
