@@ -33,7 +33,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check flows tasks infra deployments tests
 	$(BIN)/ruff format --check flows tasks infra deployments tests
-	$(BIN)/mypy flows tasks infra
+	$(BIN)/mypy flows tasks infra deployments
 
 bench: $(STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done

@@ -1,5 +1,6 @@
 """The whole loop: the hourly data flow, the weekly train-and-release flow, and ``run`` (the
-README's main job: one or more improvement cycles on embedded defaults)."""
+README's main job: one or more improvement cycles on embedded defaults) with the summary
+``flywheel run`` prints (:func:`loop_report`)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class LoopOptions(BaseModel):
     diverse_temperatures: list[float] = Field(default=[0.7, 0.9, 1.1, 1.3])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CycleSummary:
     cycle: int
     baseline: str
@@ -95,7 +96,7 @@ class CycleSummary:
     reasons: list[str] = dataclass_field(default_factory=list)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LoopSummary:
     base_version: str
     base_accuracy: float
@@ -117,18 +118,27 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     cycles: list[CycleSummary] = []
     with _embedded_gateway(rt, opts) as gateway_url:
         for cycle in range(1, opts.cycles + 1):
-            cycles.append(_cycle(cycle, gateway_url, opts))
-    return LoopSummary(base_version=boot.version, base_accuracy=boot.golden_accuracy,
-                       bootstrap_cached=boot.cached, cycles=cycles,
-                       wall_s=time.monotonic() - started)  # fmt: skip
+            cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts))
+    return LoopSummary(
+        base_version=boot.version,
+        base_accuracy=boot.golden_accuracy,
+        bootstrap_cached=boot.cached,
+        cycles=cycles,
+        wall_s=time.monotonic() - started,
+    )
 
 
-def _cycle(cycle: int, gateway_url: str, opts: LoopOptions) -> CycleSummary:
+def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions) -> CycleSummary:
     rt = Runtime.from_env()
     summary = CycleSummary(cycle=cycle, baseline=load_state(rt.store).stable)
     began = datetime.now(UTC)
-    simulate(gateway_url, requests=opts.requests, concurrency=opts.concurrency,
-             seed=opts.seed * 1000 + cycle, settings=rt.settings)  # fmt: skip
+    simulate(
+        gateway_url,
+        requests=opts.requests,
+        concurrency=opts.concurrency,
+        seed=opts.seed * 1000 + cycle,
+        settings=rt.settings,
+    )
     time.sleep(TRACE_FLUSH_WAIT_S)  # the gateway's sink writes the spool every second
     for start in _hours(began, datetime.now(UTC)):
         collected = collect(window_start=start, hours=1)
@@ -146,11 +156,14 @@ def _cycle(cycle: int, gateway_url: str, opts: LoopOptions) -> CycleSummary:
     if trained.status != "trained" or not trained.version:
         return summary
     release_opts = ReleaseOptions(
-        canary_steps=opts.canary_steps, analysis_interval_s=opts.analysis_interval_s,
-        min_requests_per_step=opts.min_requests_per_step, gateway_url=gateway_url,
-        step_deadline_s=max(60.0, 10 * opts.analysis_interval_s), actor="flywheel-run",
-    )  # fmt: skip
-    with _background_traffic(gateway_url, opts, cycle):
+        canary_steps=opts.canary_steps,
+        analysis_interval_s=opts.analysis_interval_s,
+        min_requests_per_step=opts.min_requests_per_step,
+        gateway_url=gateway_url,
+        step_deadline_s=max(60.0, 10 * opts.analysis_interval_s),
+        actor="flywheel-run",
+    )
+    with _background_traffic(gateway_url, opts=opts, cycle=cycle):
         released = release(trained.version, release_opts)
     gate = released.gate or {}
     summary.decision = gate.get("decision")
@@ -185,9 +198,11 @@ def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
     get_settings.cache_clear()
     settings = get_settings()
     gateway = settings.gateway.model_copy(
-        update={"diverse_fraction": opts.diverse_fraction,
-                "diverse_temperatures": opts.diverse_temperatures}
-    )  # fmt: skip
+        update={
+            "diverse_fraction": opts.diverse_fraction,
+            "diverse_temperatures": opts.diverse_temperatures,
+        }
+    )
     handle = start_background_gateway(
         settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
     )
@@ -200,7 +215,7 @@ def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
 
 
 @contextmanager
-def _background_traffic(gateway_url: str, opts: LoopOptions, cycle: int) -> Iterator[None]:
+def _background_traffic(gateway_url: str, *, opts: LoopOptions, cycle: int) -> Iterator[None]:
     """Simulated users keep coming while the candidate is in shadow and canary."""
     stop = threading.Event()
 
@@ -209,9 +224,13 @@ def _background_traffic(gateway_url: str, opts: LoopOptions, cycle: int) -> Iter
         while not stop.is_set():
             burst += 1
             try:
-                simulate(gateway_url, requests=opts.release_traffic_batch,
-                         concurrency=min(4, opts.concurrency),
-                         seed=opts.seed * 1000 + cycle * 100 + burst, settings=get_settings())  # fmt: skip
+                simulate(
+                    gateway_url,
+                    requests=opts.release_traffic_batch,
+                    concurrency=min(4, opts.concurrency),
+                    seed=opts.seed * 1000 + cycle * 100 + burst,
+                    settings=get_settings(),
+                )
             except Exception as exc:  # noqa: BLE001 - traffic is best effort; release decides
                 log.warning("background traffic burst failed: %s", type(exc).__name__)
                 stop.wait(1.0)
@@ -223,3 +242,38 @@ def _background_traffic(gateway_url: str, opts: LoopOptions, cycle: int) -> Iter
     finally:
         stop.set()
         thread.join(timeout=60)
+
+
+def loop_report(summary: LoopSummary) -> str:
+    """The short human summary ``flywheel run`` prints."""
+    s = summary
+    lines = [
+        f"flywheel run: {len(s.cycles)} cycle(s) in {s.wall_s:.0f} s; base model "
+        f"{s.base_version} ({'cached' if s.bootstrap_cached else 'bootstrapped'}, golden "
+        f"accuracy {percent(s.base_accuracy)})"
+    ]
+    for c in s.cycles:
+        lines += [
+            f"cycle {c.cycle} (baseline {c.baseline}):",
+            f"  traces collected      {c.traces} ({c.quarantined} quarantined)",
+            f"  PII entities removed  {c.pii_entities}; training examples {c.examples}",
+            f"  preference pairs      {c.pairs}  [{c.train_status}]",
+        ]
+        if c.candidate:
+            lines.append(
+                f"  golden accuracy       {c.baseline} {percent(c.baseline_accuracy)} -> "
+                f"{c.candidate} {percent(c.candidate_accuracy)}"
+            )
+        if c.p_value is not None:
+            lines.append(
+                f"  golden reward         {c.baseline_reward:.3f} -> "
+                f"{c.candidate_reward:.3f}, paired t-test p = {c.p_value:.2g} ({c.decision})"
+            )
+        reasons = f" ({'; '.join(c.reasons)})" if c.reasons else ""
+        lines.append(f"  release               {c.outcome}{reasons}")
+    return "\n".join(lines)
+
+
+def percent(value: float | None) -> str:
+    """``61.5%``, or ``n/a`` when there is no value."""
+    return "n/a" if value is None else f"{value:.1%}"

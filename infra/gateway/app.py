@@ -179,5 +179,5 @@ def _parse_feedback(body: Any, gateway: Gateway) -> tuple[FeedbackEvent, str]:
         comment=comment[:2000] if comment else None,
     )
     # only versions this gateway served become labels (a client string would explode cardinality)
-    model = gateway.trace_models.get(trace_id, "unknown")
+    model = gateway.recorder.trace_models.get(trace_id, "unknown")
     return event, model

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response, StreamingResponse
 
 from infra.errors import UpstreamError
+from infra.gateway.calls import CallRecorder, call_routed
 from infra.gateway.chat import (
     DONE_LINE,
     ChatRequest,
@@ -19,63 +19,73 @@ from infra.gateway.chat import (
     response_headers,
     upstream_failed,
 )
-from infra.gateway.routing import Decision
 from infra.gateway.upstreams import Completion
 
 if TYPE_CHECKING:
-    from infra.gateway.service import Gateway
+    from infra.gateway.routing import Decision
+    from infra.gateway.upstreams import UpstreamPool
 
 log = logging.getLogger(__name__)
 
+Pieces = AsyncIterator[Completion]
+
 
 async def stream_chat(
-    gw: Gateway, req: ChatRequest, decision: Decision, started: float, pairing_id: str | None
+    req: ChatRequest,
+    *,
+    pool: UpstreamPool,
+    recorder: CallRecorder,
+    decision: Decision,
+    started: float,
+    pairing_id: str | None,
 ) -> Response:
     """Stream the answer as SSE chunks. The first piece is awaited before the response starts,
     so an upstream that fails at once still gets a proper status (or, on the canary, the stable
     version's answer)."""
-    version, route = decision.version, decision.route
-    t0 = started
-    while True:
-        pieces = gw.pool.get(version).stream(req.messages, req.params)
+
+    async def first_piece(version: str) -> tuple[Completion, Pieces]:
+        pieces = pool.get(version).stream(req.messages, req.params)
         try:
-            first = await anext(pieces)
-            break
+            return await anext(pieces), pieces
         except StopAsyncIteration:
-            first = Completion(text="", finish_reason="stop")
-            break
-        except UpstreamError as exc:
-            gw.metrics.observe(
-                model=version, route=route, seconds=time.perf_counter() - t0, error=True
-            )
-            if route != "canary":
-                log.warning("upstream %s failed: %s", version, exc)
-                return upstream_failed(exc)
-            version, route, pairing_id = gw.watcher.state.stable, "stable", None
-            t0 = time.perf_counter()
+            return Completion(text="", finish_reason="stop"), pieces
+
+    try:
+        served = await call_routed(
+            first_piece,
+            recorder=recorder,
+            req=req,
+            decision=decision,
+            params=req.params,
+            started=started,
+            prompt_group=uuid.uuid4().hex,
+            pairing_id=pairing_id,
+        )
+    except UpstreamError as exc:
+        return upstream_failed(exc)
+    first, pieces = served.value
     trace_id = uuid.uuid4().hex
     body = _relay(
-        gw,
         req,
-        first,
-        pieces,
+        first=first,
+        pieces=pieces,
+        recorder=recorder,
         trace_id=trace_id,
-        version=version,
-        route=route,
-        started=t0,
-        pairing_id=pairing_id,
+        version=served.version,
+        route=served.route,
+        started=served.started,
+        pairing_id=served.pairing_id,
     )
-    return StreamingResponse(
-        body, media_type="text/event-stream", headers=response_headers(trace_id, version, route)
-    )
+    headers = response_headers(trace_id, served.version, served.route)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 async def _relay(
-    gw: Gateway,
     req: ChatRequest,
-    first: Completion,
-    pieces: AsyncIterator[Completion],
     *,
+    first: Completion,
+    pieces: Pieces,
+    recorder: CallRecorder,
     trace_id: str,
     version: str,
     route: str,
@@ -112,10 +122,8 @@ async def _relay(
         if aclose is not None:
             await aclose()
         total.text = "".join(texts)
-        gw.metrics.observe(
-            model=version, route=route, seconds=time.perf_counter() - started, error=failed
-        )
-        gw.trace(
+        recorder.observe(version=version, route=route, started=started, error=failed)
+        recorder.trace(
             req,
             trace_id=trace_id,
             version=version,

@@ -28,8 +28,7 @@ CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
 def test_one_cycle_ships_a_better_model_offline(
     prefect_api: None, flywheel_home: Any, no_network: list[Any]
 ) -> None:
-    from flows.loop import LoopOptions, run_loop
-    from infra.cli_release import loop_report
+    from flows.loop import LoopOptions, loop_report, run_loop
 
     started = time.perf_counter()
     summary = run_loop(LoopOptions(requests=500, seed=0))

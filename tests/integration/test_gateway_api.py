@@ -194,6 +194,24 @@ def test_a_failing_canary_is_counted_and_the_user_served_by_stable(
         assert metric(gw.url, "agent_requests_total", model="v0", route="stable") == 2
 
 
+def test_a_failing_canary_is_traced_the_same_streamed_or_not(tmp_path: Path, upstreams) -> None:
+    upstreams["v1"].app.fail_rate = 1.0
+    save_state(
+        LocalStore(tmp_path / "store"), RoutingState(candidate="v1", phase="canary", weight=100)
+    )
+    with start(tmp_path, upstreams) as gw:
+        for stream in (False, True):
+            resp = httpx.post(
+                f"{gw.url}/v1/chat/completions",
+                json={"messages": MESSAGES, "user": "u", "stream": stream},
+            )
+            assert resp.status_code == 200
+        traces = spool(tmp_path, wait_for=4)
+    by_route = sorted((t["route"], t["model_version"], t["error_count"]) for t in traces)
+    assert by_route == [("canary", "v1", 1)] * 2 + [("stable", "v0", 0)] * 2
+    assert all(t["pairing_id"] is None for t in traces)
+
+
 def test_diverse_sampling_traces_siblings_in_one_prompt_group(tmp_path: Path, upstreams) -> None:
     upstreams["v0"].app.keep_bodies = True
     with start(tmp_path, upstreams, diverse_fraction=1.0) as gw:

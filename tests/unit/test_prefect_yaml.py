@@ -33,9 +33,19 @@ def test_prefect_deploy_accepts_the_file() -> None:
 
 def test_the_loop_and_every_stage_is_deployed() -> None:
     assert set(DEPLOYMENTS) == {
-        "hourly", "collect", "score", "curate", "train-and-release", "train", "release",
-        "rollback", "release-control", "run", "retention", "forget-user",
-    }  # fmt: skip
+        "hourly",
+        "collect",
+        "score",
+        "curate",
+        "train-and-release",
+        "train",
+        "release",
+        "rollback",
+        "release-control",
+        "run",
+        "retention",
+        "forget-user",
+    }
     assert DEPLOYMENTS["hourly"]["entrypoint"] == "flows/loop.py:hourly"
     assert DEPLOYMENTS["train-and-release"]["entrypoint"] == "flows/loop.py:weekly"
     assert DEPLOYMENTS["forget-user"]["entrypoint"] == "flows/governance.py:forget_user"

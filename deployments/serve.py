@@ -1,0 +1,170 @@
+"""Serve every deployment of ``deployments/prefect.yaml`` from one process on this machine
+(``prefect serve``): no work pool and no worker; schedules, parameters, tags and concurrency
+limits are the ones the file gives, and flow runs start as child processes in the repository
+root, so entrypoints and golden/ resolve as they do under ``prefect deploy``.
+
+    PREFECT_API_URL=http://127.0.0.1:4200/api python -m deployments.serve
+    python -m deployments.serve collect score --limit 2    # only these, two runs at a time
+    python -m deployments.serve --list                     # what would be served, then exit
+
+Stop it with Ctrl-C: the schedules of the served deployments are paused until it runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import yaml
+
+if TYPE_CHECKING:
+    from prefect import Flow
+    from prefect.deployments.runner import RunnerDeployment
+
+log = logging.getLogger(__name__)
+
+PREFECT_YAML = Path(__file__).with_name("prefect.yaml")
+REPO_ROOT = PREFECT_YAML.parent.parent
+SCHEDULE_KEYS = ("interval", "anchor_date", "cron", "rrule", "timezone")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentSpec:
+    """One entry of prefect.yaml's ``deployments:``, the parts ``prefect serve`` uses."""
+
+    name: str
+    entrypoint: str  # flows/<module>.py:<function>
+    parameters: dict[str, Any] = field(default_factory=dict)
+    schedules: list[dict[str, Any]] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    description: str | None = None
+    concurrency_limit: int | dict[str, Any] | None = None
+
+    @property
+    def schedule_text(self) -> str:
+        """``5 * * * * UTC`` (one per schedule), or ``on demand``."""
+        shown = [
+            " ".join(str(s[k]) for k in ("cron", "interval", "rrule", "timezone") if s.get(k))
+            for s in self.schedules
+        ]
+        return ", ".join(shown) or "on demand"
+
+
+def read_specs(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
+    """The deployments of a prefect.yaml, in file order (YAML anchors resolved)."""
+    raw = yaml.safe_load(path.read_text())
+    return [
+        DeploymentSpec(
+            name=d["name"],
+            entrypoint=d["entrypoint"],
+            parameters=dict(d.get("parameters") or {}),
+            schedules=list(d.get("schedules") or []),
+            tags=list(d.get("tags") or []),
+            description=d.get("description"),
+            concurrency_limit=d.get("concurrency_limit"),
+        )
+        for d in raw.get("deployments") or []
+    ]
+
+
+def select(specs: list[DeploymentSpec], names: list[str]) -> list[DeploymentSpec]:
+    """The specs named (all when ``names`` is empty), in file order.
+
+    Raises:
+        ValueError: a name that is not a deployment of the file.
+    """
+    known = [s.name for s in specs]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"no deployment named {', '.join(unknown)} (known: {', '.join(known)})")
+    return [s for s in specs if not names or s.name in names]
+
+
+def load_flow(entrypoint: str) -> Flow[..., Any]:
+    """The flow of ``flows/<module>.py:<function>``, imported as the module ``flows.<module>``
+    (one module object, as when a flow is called from another flow)."""
+    path, _, function = entrypoint.partition(":")
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    return getattr(module, function)  # type: ignore[no-any-return]
+
+
+def build_deployment(spec: DeploymentSpec) -> RunnerDeployment:
+    """``flow.to_deployment(...)`` for one spec; the description defaults to the flow's
+    docstring, as under ``prefect deploy``."""
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig
+    from prefect.client.schemas.schedules import construct_schedule
+
+    schedules = [
+        DeploymentScheduleCreate(
+            schedule=construct_schedule(**{k: s[k] for k in SCHEDULE_KEYS if k in s}),
+            active=s.get("active", True),
+            parameters=s.get("parameters") or {},
+        )
+        for s in spec.schedules
+    ]
+    limit = spec.concurrency_limit
+    deployment = load_flow(spec.entrypoint).to_deployment(
+        name=spec.name,
+        parameters=spec.parameters,
+        schedules=schedules,
+        tags=spec.tags,
+        description=spec.description,
+        concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
+    )
+    # typed as "or a coroutine" (it also dispatches async); called here, outside a loop, it is sync
+    return cast("RunnerDeployment", deployment)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m deployments.serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help="serve only these deployments")
+    parser.add_argument("--limit", type=int, default=None, help="most flow runs at a time")
+    parser.add_argument("--list", action="store_true", help="print the deployments and exit")
+    parser.add_argument("--file", type=Path, default=PREFECT_YAML, help="another prefect.yaml")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from infra.settings import prepare_environment
+
+    ns = _parser().parse_args(argv)
+    try:
+        specs = select(read_specs(ns.file), ns.names)
+    except ValueError as exc:
+        print(f"serve: error: {exc}", file=sys.stderr)
+        return 2
+    for spec in specs:
+        print(f"{spec.name:<18} {spec.entrypoint:<36} {spec.schedule_text}")
+    if ns.list:
+        return 0
+    prepare_environment()
+    if not os.environ.get("PREFECT_API_URL"):
+        print(
+            "serve: PREFECT_API_URL is not set: runs go to a temporary local API that the UI "
+            "cannot see (start `prefect server start` and export "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api)",
+            file=sys.stderr,
+        )
+    os.chdir(REPO_ROOT)  # entrypoints and golden/ are relative to the repository root
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+
+    from prefect import serve
+
+    serve(*[build_deployment(spec) for spec in specs], limit=ns.limit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

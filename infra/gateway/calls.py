@@ -1,0 +1,157 @@
+"""What the gateway records about every upstream call (metrics and traces), and the routed
+call both the JSON and the streaming path make: the decision's version first; a canary that
+fails is counted as a canary error (and traced with ``error_count=1``) and the stable version
+answers the user instead."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from infra.errors import UpstreamError
+
+if TYPE_CHECKING:
+    from infra.gateway.chat import ChatRequest
+    from infra.gateway.metrics import GatewayMetrics
+    from infra.gateway.routing import Decision, StateWatcher
+    from infra.gateway.tracing import TraceDispatcher
+    from infra.gateway.upstreams import Completion, GenParams
+
+log = logging.getLogger(__name__)
+
+FEEDBACK_MODELS = 100_000  # trace id -> model remembered for user_feedback_total labels
+T = TypeVar("T")
+
+
+class CallRecorder:
+    """Metrics and traces of upstream calls; remembers which version answered each trace (the
+    feedback endpoint labels ``user_feedback_total`` with it)."""
+
+    def __init__(
+        self, *, watcher: StateWatcher, metrics: GatewayMetrics, dispatcher: TraceDispatcher
+    ) -> None:
+        self.watcher = watcher
+        self.metrics = metrics
+        self.dispatcher = dispatcher
+        self.trace_models: OrderedDict[str, str] = OrderedDict()
+
+    def observe(self, *, version: str, route: str, started: float, error: bool) -> None:
+        """Count one call and its latency since ``started`` (a ``perf_counter`` value)."""
+        seconds = time.perf_counter() - started
+        self.metrics.observe(model=version, route=route, seconds=seconds, error=error)
+
+    def trace(
+        self,
+        req: ChatRequest,
+        *,
+        trace_id: str,
+        version: str,
+        route: str,
+        params: GenParams,
+        started: float,
+        done: Completion | None,
+        prompt_group: str,
+        pairing_id: str | None = None,
+    ) -> None:
+        """Hand one trace to the dispatcher (``done=None``: the call failed)."""
+        self.trace_models[trace_id] = version
+        if len(self.trace_models) > FEEDBACK_MODELS:
+            self.trace_models.popitem(last=False)
+        self.dispatcher.submit_trace(
+            {
+                "trace_id": trace_id,
+                "session_id": req.session_id,
+                "user_id": req.user_id,
+                "prompt_group": prompt_group,
+                "question": req.question,
+                "contexts": req.contexts,
+                "answer": done.text if done else "",
+                "tool_calls": done.tool_calls if done else [],
+                "model_version": version,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "latency_s": time.perf_counter() - started,
+                "tokens_in": done.tokens_in if done else None,
+                "tokens_out": done.tokens_out if done else None,
+                "error_count": 0 if done else 1,
+                "created_at": datetime.now(UTC),
+                "route": _trace_route(route, version, self.watcher.state.stable),
+                "pairing_id": pairing_id,
+                "logprobs": done.logprobs if done else None,
+            }
+        )
+
+
+@dataclass(kw_only=True)
+class Served(Generic[T]):
+    """The result of a routed call and who gave it."""
+
+    value: T
+    version: str
+    route: str
+    started: float  # when the call that answered began (its latency clock)
+    pairing_id: str | None  # the shadow pairing; gone when the stable version stood in
+
+
+async def call_routed(
+    call: Callable[[str], Awaitable[T]],
+    *,
+    recorder: CallRecorder,
+    req: ChatRequest,
+    decision: Decision,
+    params: GenParams,
+    started: float,
+    prompt_group: str,
+    pairing_id: str | None,
+) -> Served[T]:
+    """``call(version)`` for the decision's version; if that is the canary and it fails, the
+    failure is counted and traced, and ``call(stable)`` answers. Success is the caller's to
+    count (a stream is counted when it ends).
+
+    Raises:
+        UpstreamError: the version that had to answer failed (already counted and logged).
+    """
+    version, route = decision.version, decision.route
+    try:
+        value = await call(version)
+        return Served(
+            value=value, version=version, route=route, started=started, pairing_id=pairing_id
+        )
+    except UpstreamError as exc:
+        recorder.observe(version=version, route=route, started=started, error=True)
+        recorder.trace(
+            req,
+            trace_id=uuid.uuid4().hex,
+            version=version,
+            route=route,
+            params=params,
+            started=started,
+            done=None,
+            prompt_group=prompt_group,
+        )
+        if route != "canary":
+            log.warning("upstream %s failed: %s", version, exc)
+            raise
+    stable, fallback_started = recorder.watcher.state.stable, time.perf_counter()
+    try:
+        value = await call(stable)
+    except UpstreamError as again:
+        recorder.observe(version=stable, route="stable", started=fallback_started, error=True)
+        log.warning("upstream %s failed: %s", stable, again)
+        raise
+    return Served(
+        value=value, version=stable, route="stable", started=fallback_started, pairing_id=None
+    )
+
+
+def _trace_route(route: str, version: str, stable: str) -> str:
+    """The trace's route (``stable | canary | shadow``); a pinned request by its version."""
+    if route == "pinned":
+        return "stable" if version == stable else "canary"
+    return route
