@@ -61,7 +61,9 @@ def test_hourly_schedule_creates_runs_and_a_worker_completes_one(tmp_path: Path)
                 timeout=60.0,
                 log=server_log,
             )
-            print(f"{len(scheduled)} runs scheduled {time.monotonic() - deployed_at:.0f} s after deploy")
+            print(
+                f"{len(scheduled)} runs scheduled {time.monotonic() - deployed_at:.0f} s after deploy"
+            )
             assert all(r["state_type"] == "SCHEDULED" for r in scheduled)
             assert "Can't evaluate bulk DML" not in log_tail(server_log, 200_000)
 
