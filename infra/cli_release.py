@@ -47,10 +47,12 @@ def _release(ns: argparse.Namespace) -> int:
 
 @command("status", "the routing state: stable, candidate, phase, weight, history")
 def _status(ns: argparse.Namespace) -> int:
+    from infra.routing import open_routing
     from infra.runtime import Runtime
-    from tasks.release import release_status
+    from tasks.release.controls import release_status
 
-    print(json.dumps(release_status(Runtime.from_env().store), indent=2, default=str))
+    rt = Runtime.from_env()
+    print(json.dumps(release_status(open_routing(rt.settings, rt.store)), indent=2, default=str))
     return 0
 
 

@@ -46,8 +46,8 @@ def pick_base_version(store: ObjectStore) -> str:
         ObjectNotFound: no model version exists (run ``flywheel bootstrap`` first).
     """
     from infra.errors import ObjectNotFound
-    from infra.gateway.state import load_state
     from infra.models import list_versions, version_exists
+    from infra.routing import load_state
 
     stable = load_state(store).stable
     if stable and version_exists(store, stable):

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from infra.catalog import open_catalog, scan
-from infra.gateway.state import RoutingState, load_state, save_state
 from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
+from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks import domain
@@ -130,9 +130,11 @@ class Traffic:
                 body = {
                     "model": "flywheel",
                     "user": f"user-{rng.randrange(500)}",
-                    "messages": [{"role": "user", "content": item.question},
-                                 {"role": "tool", "content": item.contexts[0]}],
-                }  # fmt: skip
+                    "messages": [
+                        {"role": "user", "content": item.question},
+                        {"role": "tool", "content": item.contexts[0]},
+                    ],
+                }
                 resp = client.post("/v1/chat/completions", json=body)
                 self.statuses[resp.status_code] += 1
                 self.routes[resp.headers.get("x-flywheel-route")] += 1
@@ -148,11 +150,18 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()
         try:
-            out = release("v1", options(
-                shadow_fraction=0.5, min_shadow_pairs=15, analysis_interval_s=3,
-                step_deadline_s=30, canary_steps=[50, 100], min_requests_per_step=10,
-                gateway_url=gw.url,
-            ))  # fmt: skip
+            out = release(
+                "v1",
+                options(
+                    shadow_fraction=0.5,
+                    min_shadow_pairs=15,
+                    analysis_interval_s=3,
+                    step_deadline_s=30,
+                    canary_steps=[50, 100],
+                    min_requests_per_step=10,
+                    gateway_url=gw.url,
+                ),
+            )
         finally:
             traffic.stop.set()
             thread.join(10)
@@ -176,10 +185,17 @@ def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:
     from infra.gateway.serve import start_background_gateway
 
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
-        out = release("v1", options(
-            skip_shadow=True, analysis_interval_s=1, step_deadline_s=4, canary_steps=[50, 100],
-            min_requests_per_step=5, gateway_url=gw.url,
-        ))  # fmt: skip
+        out = release(
+            "v1",
+            options(
+                skip_shadow=True,
+                analysis_interval_s=1,
+                step_deadline_s=4,
+                canary_steps=[50, 100],
+                min_requests_per_step=5,
+                gateway_url=gw.url,
+            ),
+        )
     assert out.outcome == "held", out
     assert out.phases == [
         {"phase": "canary", "step": 0, "weight": 50, "verdict": "no_data", "reasons": out.reasons}
@@ -196,8 +212,9 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
     from infra.gateway.serve import start_background_gateway
 
     store = open_store(env)
-    save_state(store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50),
-               force=True)  # fmt: skip
+    save_state(
+        store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50), force=True
+    )
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         get_settings.cache_clear()

@@ -1,0 +1,524 @@
+"""The release state machine (DESIGN): ``idle -> gating -> shadow -> canary(step i, weight w)
+-> promoted``, and from any step ``-> rolled_back`` or ``-> held``.
+
+The release flow asks :func:`next_step` what to do (gate, shadow, or canary step ``i``), does
+it, and hands the verdict to :func:`apply_gate`, :func:`after_shadow` or
+:func:`after_canary_step`, which make the transition the verdict calls for and return the
+state. No exception carries control: when the release left the expected phase meanwhile (a
+rollback, an abort, a pause), the transition is not made and the state found is returned, so
+:func:`next_step` ends the run.
+
+State changes go through :mod:`infra.routing` only (compare-and-swap on the revision, so a
+stale release never undoes a rollback); every transition is one ``release_transition`` audit
+event with its evidence (rollbacks: the ``rollback`` event the routing backend writes). A
+rolled-back version is recorded in ``state.rejected`` and is never released again unless a
+person forces it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from prefect import task
+
+from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted, StateConflict
+from infra.retries import IO_RETRIES
+from infra.routing import Phase, RoutingBackend, RoutingState, StateChange
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import GateResult
+    from tasks.release.rollout import PhaseResult
+
+log = logging.getLogger(__name__)
+
+ACTIVE: tuple[Phase, ...] = ("gating", "shadow", "canary")
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the release flow does next: run the gate, watch the shadow phase, or watch canary
+    step ``index`` (its routing is already set)."""
+
+    kind: Literal["gate", "shadow", "canary"]
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A guarded transition: the state after it, or the state found when the release was no
+    longer in an expected phase (``moved`` False, ``why`` says where it was)."""
+
+    state: RoutingState
+    moved: bool
+    why: str = ""
+
+    def or_raise(self) -> RoutingState:
+        """The new state.
+
+        Raises:
+            ReleaseInterrupted: the transition was not made.
+        """
+        if not self.moved:
+            raise ReleaseInterrupted(self.why, self.state)
+        return self.state
+
+
+# ---- where a release goes next --------------------------------------------------------------
+
+
+def plan_release(state: RoutingState, version: str, *, force: bool = False) -> str:
+    """Where a release of ``version`` starts: ``gate``, ``shadow``, ``canary`` (continue a
+    release left in that phase), ``held`` (waiting for a person), ``stable`` or ``rejected``."""
+    if version == state.stable:
+        return "stable"
+    if version in state.rejected and not force:
+        return "rejected"
+    if state.candidate == version and state.phase in ("shadow", "canary", "held"):
+        return state.phase
+    return "gate"
+
+
+def next_step(
+    state: RoutingState, version: str, *, started: bool, force: bool = False
+) -> Step | None:
+    """The next step of ``version``'s release in ``state``; None when the run is over
+    (promoted, rolled back, held for a person, or taken over by another version).
+    ``started``: whether this run already did a step (only a new run starts with the gate)."""
+    if not started and plan_release(state, version, force=force) == "gate":
+        return Step("gate")
+    if state.candidate != version:
+        return None
+    if state.phase == "shadow":
+        return Step("shadow")
+    if state.phase == "canary":
+        return Step("canary", index=state.step)
+    return None
+
+
+# ---- transitions ----------------------------------------------------------------------------
+
+
+def try_transition(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    to_phase: Phase,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+    expect: tuple[Phase, ...] | None = None,
+    attempts: int = 5,
+    **changes: Any,
+) -> Moved:
+    """Move ``version``'s release to ``to_phase`` with ``changes`` (compare-and-swap, retried on
+    conflicts), then write its audit event; not moved when the release is not in ``expect``.
+
+    Raises:
+        StateConflict: the state kept changing for ``attempts`` tries (transient).
+    """
+    for attempt in range(attempts):
+        state = routing.load()
+        if expect is not None and (state.candidate != version or state.phase not in expect):
+            why = (
+                f"release of {version} is not in {'/'.join(expect)} (phase {state.phase}, "
+                f"candidate {state.candidate})"
+            )
+            return Moved(state, moved=False, why=why)
+        change = StateChange(
+            phase=to_phase,
+            subject=version,
+            actor=actor,
+            reason=reason,
+            evidence=evidence or {},
+            expected_revision=state.revision,
+            **changes,
+        )
+        try:
+            saved = routing.transition(change)
+        except StateConflict:
+            time.sleep(0.02 * (attempt + 1))
+            continue
+        if catalog is not None:
+            _audit(catalog, saved, before=state, version=version, evidence=evidence)
+        log.info("release %s: %s -> %s (%s)", version, state.phase, to_phase, reason)
+        return Moved(saved, moved=True)
+    raise StateConflict(f"the routing state kept changing; {version} -> {to_phase} not written")
+
+
+def transition(
+    routing: RoutingBackend, catalog: Catalog | None, version: str, **kwargs: Any
+) -> RoutingState:
+    """:func:`try_transition` for a caller that needs the move made.
+
+    Raises:
+        ReleaseInterrupted: the release is not (any more) in an expected phase.
+    """
+    return try_transition(routing, catalog, version, **kwargs).or_raise()
+
+
+def _audit(
+    catalog: Catalog,
+    saved: RoutingState,
+    *,
+    before: RoutingState,
+    version: str,
+    evidence: dict[str, Any] | None,
+) -> None:
+    from infra.audit import record_event
+
+    last = saved.history[-1]
+    details = {
+        "from_phase": before.phase,
+        "to_phase": saved.phase,
+        "reason": last.reason,
+        "weight": saved.weight,
+        "step": saved.step,
+        "shadow_fraction": saved.shadow_fraction,
+        "stable": saved.stable,
+        "revision": saved.revision,
+        "evidence": evidence or {},
+    }
+    record_event(
+        catalog,
+        event_type="release_transition",
+        actor=last.actor,
+        subject=version,
+        details=details,
+        best_effort=True,
+    )
+
+
+def begin_release(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    actor: str,
+    force: bool = False,
+) -> RoutingState:
+    """Start gating ``version`` (candidate, no traffic yet).
+
+    Raises:
+        RejectedVersion: ``version`` was rejected and ``force`` is false.
+        ReleaseError: it is already stable, or another candidate is being released or holds
+            traffic (abort or promote that one first).
+    """
+    state = routing.load()
+    if version == state.stable:
+        raise ReleaseError(f"{version} is already the stable version")
+    if version in state.rejected and not force:
+        raise RejectedVersion(f"{version} was rejected before; a person may force its release")
+    other = state.candidate not in (None, version)
+    if other and (state.phase in ACTIVE or state.weight > 0 or state.shadow_fraction > 0):
+        raise ReleaseError(
+            f"{state.candidate} is being released ({state.phase}, weight {state.weight:g}%); "
+            "abort or promote it first"
+        )
+    evidence: dict[str, Any] = {"superseded": state.candidate} if other else {}
+    if version in state.rejected:
+        evidence["forced"] = f"{version} had been rejected"
+    return transition(
+        routing,
+        catalog,
+        version,
+        to_phase="gating",
+        actor=actor,
+        reason="release started: golden gate",
+        evidence=evidence,
+        candidate=version,
+        weight=0.0,
+        shadow_fraction=0.0,
+        step=0,
+        rejected=[v for v in state.rejected if v != version],
+    )
+
+
+def hold(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any],
+    resume_to: Phase,
+    step: int = 0,
+    restore: dict[str, float] | None = None,
+    **changes: Any,
+) -> Moved:
+    """Hold the release for a person; resuming continues at ``resume_to`` / ``step`` and sets
+    the routing in ``restore`` (``weight``, ``shadow_fraction``) again."""
+    evidence = {**evidence, "resume_to": {"phase": resume_to, "step": step, **(restore or {})}}
+    return try_transition(
+        routing,
+        catalog,
+        version,
+        to_phase="held",
+        actor=actor,
+        reason=reason,
+        evidence=evidence,
+        expect=ACTIVE,
+        **changes,
+    )
+
+
+def reject(
+    routing: RoutingBackend, *, actor: str, reason: str, evidence: dict[str, Any]
+) -> RoutingState:
+    """Take the candidate away (weight 0, shadow 0) and record it as rejected."""
+    return routing.rollback(reason=reason, actor=actor, evidence=evidence)[1]
+
+
+def promotion(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+) -> Moved:
+    """Make ``version`` (the candidate, in an active or held release) the stable version."""
+    return try_transition(
+        routing,
+        catalog,
+        version,
+        to_phase="promoted",
+        actor=actor,
+        reason=reason,
+        evidence=evidence,
+        expect=(*ACTIVE, "held"),
+        stable=version,
+        candidate=None,
+        weight=0.0,
+        shadow_fraction=0.0,
+        step=0,
+    )
+
+
+def _canary_move(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    step: int,
+    policy: ReleaseSettings,
+    actor: str,
+    evidence: dict[str, Any] | None = None,
+) -> Moved:
+    weight = float(policy.canary_steps[step])
+    return try_transition(
+        routing,
+        catalog,
+        version,
+        to_phase="canary",
+        actor=actor,
+        reason=f"canary step {step + 1}/{len(policy.canary_steps)}: {weight:g}% of traffic",
+        evidence=evidence,
+        expect=ACTIVE,
+        step=step,
+        weight=weight,
+        shadow_fraction=0.0,
+    )
+
+
+def enter_canary_step(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    step: int,
+    policy: ReleaseSettings,
+    actor: str,
+    evidence: dict[str, Any] | None = None,
+) -> RoutingState:
+    """Route ``canary_steps[step]`` % of users to the candidate (shadow mirroring off).
+
+    Raises:
+        ReleaseInterrupted: the release is no longer active (rolled back, aborted, held).
+    """
+    return _canary_move(
+        routing, catalog, version, step=step, policy=policy, actor=actor, evidence=evidence
+    ).or_raise()
+
+
+# ---- verdicts -------------------------------------------------------------------------------
+
+
+def apply_gate(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    result: GateResult,
+    *,
+    report_keys: dict[str, str],
+    policy: ReleaseSettings,
+    actor: str,
+    skip_shadow: bool = False,
+) -> RoutingState:
+    """PROCEED_TO_SHADOW -> shadow (or the first canary step), ROLLBACK -> rolled_back and
+    rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it."""
+    from tasks.release.gate import Decision
+    from tasks.release.report import gate_evidence
+
+    version, evidence = result.version, {"gate": gate_evidence(result, report_keys)}
+    first = result.reasons[0] if result.reasons else ""
+    direct = skip_shadow or policy.shadow_fraction <= 0
+    if result.decision == Decision.ROLLBACK:
+        return reject(
+            routing, actor=actor, evidence=evidence, reason=f"gate rejected {version}: {first}"
+        )
+    if result.decision == Decision.PROCEED and direct:
+        moved = _canary_move(
+            routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
+        )
+    elif result.decision == Decision.PROCEED:
+        moved = try_transition(
+            routing,
+            catalog,
+            version,
+            to_phase="shadow",
+            actor=actor,
+            expect=("gating",),
+            reason=f"gate passed ({first}); shadowing {policy.shadow_fraction:.0%} of traffic",
+            evidence=evidence,
+            shadow_fraction=policy.shadow_fraction,
+            weight=0.0,
+        )
+    else:
+        restore = (
+            {"weight": float(policy.canary_steps[0])}
+            if direct
+            else {"shadow_fraction": policy.shadow_fraction}
+        )
+        moved = hold(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            reason=f"gate: manual review ({first})",
+            evidence=evidence,
+            resume_to="canary" if direct else "shadow",
+            restore=restore,
+        )
+    return moved.state
+
+
+def after_shadow(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+) -> RoutingState:
+    """A passed shadow phase enters the first canary step; anything else is concluded."""
+    if result.verdict != "pass":
+        return conclude(
+            routing, catalog, version, phase="shadow", result=result, policy=policy, actor=actor
+        )
+    evidence = {"shadow": {"reasons": result.reasons, **result.evidence}}
+    return _canary_move(
+        routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
+    ).state
+
+
+def after_canary_step(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    step: int,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+) -> RoutingState:
+    """A passed step enters the next one, or promotes after the last; anything else is
+    concluded (rolled back, held, or left as a person or the gateway set it)."""
+    if result.verdict != "pass":
+        return conclude(
+            routing,
+            catalog,
+            version,
+            phase="canary",
+            result=result,
+            policy=policy,
+            actor=actor,
+            step=step,
+        )
+    evidence = {"previous_step": {"step": step, "reasons": result.reasons, **result.evidence}}
+    if step + 1 < len(policy.canary_steps):
+        moved = _canary_move(
+            routing, catalog, version, step=step + 1, policy=policy, actor=actor, evidence=evidence
+        )
+    else:
+        moved = promotion(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            reason="canary passed every step",
+            evidence=evidence,
+        )
+    return moved.state
+
+
+def conclude(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    phase: Phase,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+    step: int = 0,
+) -> RoutingState:
+    """End a shadow phase or canary step that did not pass: ``fail`` rolls back (rejected);
+    ``no_data`` holds with no traffic (or rolls back, ``no_data_action``); ``paused`` and
+    ``interrupted`` leave the state as a person or the gateway set it."""
+    evidence: dict[str, Any] = {
+        str(phase): {"verdict": result.verdict, "reasons": result.reasons, **result.evidence}
+    }
+    where = f"{phase} step {step + 1}" if phase == "canary" else phase
+    why = "; ".join(result.reasons)
+    rollback = result.verdict == "fail" or (
+        result.verdict == "no_data" and policy.no_data_action == "rollback"
+    )
+    if rollback:
+        reason = f"{where} failed ({result.verdict}): {why}"
+        return reject(routing, actor=actor, evidence=evidence, reason=reason)
+    if result.verdict == "no_data":
+        restore = (
+            {"weight": float(policy.canary_steps[step])}
+            if phase == "canary"
+            else {"shadow_fraction": policy.shadow_fraction}
+        )
+        return hold(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            evidence=evidence,
+            reason=f"{where} has no verdict (no data): {why}",
+            resume_to=phase,
+            step=step,
+            restore=restore,
+            weight=0.0,
+            shadow_fraction=0.0,
+        ).state
+    return routing.load()
+
+
+begin_release_task = task(**IO_RETRIES)(begin_release)
+hold_task = task(**IO_RETRIES)(hold)
+apply_gate_task = task(**IO_RETRIES)(apply_gate)
+after_shadow_task = task(**IO_RETRIES)(after_shadow)
+after_canary_step_task = task(**IO_RETRIES)(after_canary_step)
