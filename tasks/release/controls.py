@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ReleaseError, ReleaseInterrupted
-from tasks.release.machine import ACTIVE, hold, promotion, reject, transition
+from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

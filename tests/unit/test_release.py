@@ -11,7 +11,7 @@ from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release import controls, machine
+from tasks.release import controls, machine, transitions
 from tasks.release.gate import Decision, GateResult, decide, paired_test
 
 CFG = ReleaseSettings(canary_steps=(5, 25, 50, 100), shadow_fraction=0.2)
@@ -46,7 +46,7 @@ SAME = ([0.0, 1.0] * 30, [0.0, 1.0] * 30)
 
 
 def start(routing: StoreRouting, version: str = "v1") -> RoutingState:
-    return machine.begin_release(routing, None, version, actor="test")
+    return transitions.begin_release(routing, None, version, actor="test")
 
 
 def test_gate_pass_starts_the_shadow_with_the_gate_as_evidence(routing: StoreRouting) -> None:
@@ -81,7 +81,7 @@ def test_gate_rejection_is_recorded_and_never_released_again(routing: StoreRouti
     assert machine.plan_release(state, "v1") == "rejected"
     with pytest.raises(RejectedVersion):
         start(routing)
-    forced = machine.begin_release(routing, None, "v1", actor="person", force=True)
+    forced = transitions.begin_release(routing, None, "v1", actor="person", force=True)
     assert forced.phase == "gating" and "v1" not in forced.rejected
     assert "forced" in forced.history[-1].evidence
 
@@ -99,7 +99,7 @@ def test_inconclusive_gate_holds_for_a_person_who_can_resume(routing: StoreRouti
 
 def test_pause_keeps_traffic_and_resume_returns_to_the_same_step(routing: StoreRouting) -> None:
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=2, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=2, policy=CFG, actor="test")
     paused = controls.pause(routing, None, actor="person", reason="looking at dashboards")
     assert (paused.phase, paused.weight, paused.step) == ("held", 50.0, 2)
     resumed = controls.resume(routing, None, actor="person")
@@ -110,7 +110,7 @@ def test_pause_keeps_traffic_and_resume_returns_to_the_same_step(routing: StoreR
 
 def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
     state = controls.promote(routing, None, actor="person")
     assert (state.stable, state.candidate, state.phase, state.weight) == ("v1", None, "promoted", 0)
     assert state.history[-1].candidate == "v1"
@@ -120,7 +120,7 @@ def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
 
 def test_abort_takes_all_traffic_away_and_rejects(routing: StoreRouting) -> None:
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=3, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=3, policy=CFG, actor="test")
     state = controls.abort(routing, None, actor="person", reason="bad smell")
     assert (state.phase, state.weight, state.candidate) == ("rolled_back", 0.0, None)
     assert state.rejected == ["v1"] and "aborted: bad smell" in state.history[-1].reason
@@ -129,16 +129,16 @@ def test_abort_takes_all_traffic_away_and_rejects(routing: StoreRouting) -> None
 
 def test_a_release_never_overwrites_a_rollback_written_meanwhile(routing: StoreRouting) -> None:
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
     routing.rollback(reason="alert", actor="alertmanager")
     with pytest.raises(ReleaseInterrupted):
-        machine.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+        transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
     assert routing.load().phase == "rolled_back"
 
 
 def test_another_release_in_flight_must_be_ended_first(routing: StoreRouting) -> None:
     start(routing, "v1")
-    machine.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
     with pytest.raises(ReleaseError, match="abort or promote it first"):
         start(routing, "v2")
     with pytest.raises(ReleaseError, match="already the stable"):
@@ -191,7 +191,7 @@ def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
     from tasks.release.rollout import PhaseResult
 
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
     held = machine.conclude(
         routing,
         None,
@@ -212,7 +212,7 @@ def test_a_failed_step_rolls_back_with_its_evidence(routing: StoreRouting) -> No
     from tasks.release.rollout import PhaseResult
 
     start(routing)
-    machine.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
     result = PhaseResult("fail", ["error ratio 9.00% = 9.00x stable 1.00%"], {"source": "x"})
     state = machine.conclude(
         routing, None, "v1", phase="canary", result=result, policy=CFG, actor="t"
