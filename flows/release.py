@@ -145,23 +145,22 @@ def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutco
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
-        started = False
-        while (step := next_step(state, version, started=started, force=opts.force)) is not None:
-            started = True
+        verdict: str | None = None  # of the step this run did last
+        while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
             if step.kind == "gate":
-                state = _gate(run)
-                decision = str((run.out.gate or {}).get("decision"))
-                report.count("flywheel_gate_decisions_total", decision=decision)
+                state, verdict = _gate(run)
+                report.count("flywheel_gate_decisions_total", decision=verdict)
             elif step.kind == "shadow":
-                state = _shadow(run)
+                state, verdict = _shadow(run)
             else:
-                state = _canary_step(run, step.index)
+                state, verdict = _canary_step(run, step.index)
     outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
 
-def _gate(run: _Run) -> RoutingState:
-    """The golden gate: begin, answer and score, report, and the transition it decides."""
+def _gate(run: _Run) -> tuple[RoutingState, str]:
+    """The golden gate: begin, answer and score, report, and the transition it decides;
+    returns the state and the gate's decision."""
     from tasks.domain import load_golden
 
     rt, opts, version = run.rt, run.opts, run.version
@@ -198,7 +197,7 @@ def _gate(run: _Run) -> RoutingState:
     )
     run.out.gate = gate_evidence(result, run.out.report_keys)
     run.out.reasons = list(result.reasons)
-    return apply_gate_task(
+    state = apply_gate_task(
         run.routing,
         rt.catalog,
         result,
@@ -207,10 +206,12 @@ def _gate(run: _Run) -> RoutingState:
         actor=opts.actor,
         skip_shadow=opts.skip_shadow,
     )
+    return state, result.decision.value
 
 
-def _shadow(run: _Run) -> RoutingState:
-    """Mirror traffic to the candidate and judge the pairs; on to the canary, or concluded."""
+def _shadow(run: _Run) -> tuple[RoutingState, str]:
+    """Mirror traffic to the candidate and judge the pairs; on to the canary, or concluded.
+    Returns the state and the phase's verdict."""
     result = watch_shadow_task(
         run.routing,
         run.version,
@@ -221,7 +222,7 @@ def _shadow(run: _Run) -> RoutingState:
     )
     run.out.phases.append({"phase": "shadow", "verdict": result.verdict, "reasons": result.reasons})
     run.out.reasons = list(result.reasons)
-    return after_shadow_task(
+    state = after_shadow_task(
         run.routing,
         run.rt.catalog,
         run.version,
@@ -229,10 +230,12 @@ def _shadow(run: _Run) -> RoutingState:
         policy=run.policy,
         actor=run.opts.actor,
     )
+    return state, result.verdict
 
 
-def _canary_step(run: _Run, index: int) -> RoutingState:
-    """Watch canary step ``index``; on to the next step or promoted, or concluded."""
+def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
+    """Watch canary step ``index``; on to the next step or promoted, or concluded. Returns
+    the state and the step's verdict."""
     if run.metrics is None:
         from infra.promql import open_canary_metrics
 
@@ -266,7 +269,7 @@ def _canary_step(run: _Run, index: int) -> RoutingState:
         if passed_all
         else list(result.reasons)
     )
-    return after_canary_step_task(
+    state = after_canary_step_task(
         run.routing,
         run.rt.catalog,
         run.version,
@@ -275,6 +278,7 @@ def _canary_step(run: _Run, index: int) -> RoutingState:
         policy=run.policy,
         actor=run.opts.actor,
     )
+    return state, result.verdict
 
 
 def _scorer(rt: Runtime) -> Any:

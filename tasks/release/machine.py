@@ -63,14 +63,15 @@ def plan_release(state: RoutingState, version: str, *, force: bool = False) -> s
 
 
 def next_step(
-    state: RoutingState, version: str, *, started: bool, force: bool = False
+    state: RoutingState, version: str, *, last: str | None, force: bool = False
 ) -> Step | None:
     """The next step of ``version``'s release in ``state``; None when the run is over
-    (promoted, rolled back, held for a person, or taken over by another version).
-    ``started``: whether this run already did a step (only a new run starts with the gate)."""
-    if not started and plan_release(state, version, force=force) == "gate":
+    (promoted, rolled back, held for a person, taken over by another version, or handed over
+    to another run). ``last``: the verdict of the step this run did last (None before its
+    first step: only a new run starts with the gate)."""
+    if last is None and plan_release(state, version, force=force) == "gate":
         return Step("gate")
-    if state.candidate != version:
+    if last in ("interrupted", "paused") or state.candidate != version:
         return None
     if state.phase == "shadow":
         return Step("shadow")

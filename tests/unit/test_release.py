@@ -229,3 +229,17 @@ def test_pause_is_for_shadow_and_canary_and_promote_checks_the_version(
         controls.pause(routing, None, actor="person")
     with pytest.raises(ReleaseInterrupted):
         controls.promote(routing, None, actor="flow", version="v7")
+
+
+def test_next_step_follows_the_state_and_stops_when_interrupted() -> None:
+    gating = RoutingState(stable="v0", candidate="v1", phase="gating")
+    canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=25, step=1)
+    rolled_back = RoutingState(stable="v0", phase="rolled_back", rejected=["v1"])
+    assert machine.next_step(RoutingState(stable="v0"), "v1", last=None) == machine.Step("gate")
+    assert machine.next_step(canary, "v1", last=None) == machine.Step("canary", index=1)
+    assert machine.next_step(canary, "v1", last="pass") == machine.Step("canary", index=1)
+    assert machine.next_step(gating, "v1", last="MANUAL_REVIEW") is None
+    assert machine.next_step(rolled_back, "v1", last="fail") is None
+    assert machine.next_step(rolled_back, "v1", last=None) is None  # rejected: no new gate
+    # resumed by release-control, which drives the release now: this run ends
+    assert machine.next_step(canary, "v1", last="interrupted") is None

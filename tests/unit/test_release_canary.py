@@ -210,3 +210,24 @@ def test_embedded_reader_uses_deltas_between_scrapes() -> None:
     assert 0.1 < got.candidate.p99_s <= 0.25
     with pytest.raises(Exception, match="snapshot"):
         reader.read(candidate="v1", stable="v0", candidate_since=50.0, stable_since=since)
+
+
+def test_a_run_waiting_on_a_pause_steps_aside_when_release_control_resumes(
+    routing: StoreRouting,
+) -> None:
+    clock = FakeClock()
+    events = {1_000_030: {}, 1_000_300: {"handover": True}}
+
+    def act(t: float) -> None:
+        for at, kwargs in list(events.items()):
+            if t >= at:
+                if kwargs:
+                    controls.resume(routing, None, actor="person", **kwargs)
+                else:
+                    controls.pause(routing, None, actor="person")
+                del events[at]
+
+    clock.hooks.append(act)
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0))
+    assert result.verdict == "interrupted" and "release-control" in result.reasons[0]
+    assert routing.load().phase == "canary"  # the run that resumed it carries on
