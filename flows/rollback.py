@@ -13,7 +13,7 @@ from infra.runtime import Runtime
 
 
 @task(**IO_RETRIES)
-def rollback_task(routing: RoutingBackend, reason: str, actor: str) -> tuple[bool, RoutingState]:
+def rollback_task(routing: RoutingBackend, *, reason: str, actor: str) -> tuple[bool, RoutingState]:
     """Returns whether anything was rolled back, and the routing state after."""
     return routing.rollback(reason=reason, actor=actor)
 
@@ -28,7 +28,7 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    done, state = rollback_task(routing, reason, actor)
+    done, state = rollback_task(routing, reason=reason, actor=actor)
     record_event(
         rt.catalog,
         event_type="rollback_flow",

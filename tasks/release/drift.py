@@ -61,7 +61,7 @@ class Check:
 
 
 def sequence_kl(
-    candidate: LocalLM, baseline: LocalLM, prompts: Sequence[str], answers: Sequence[str]
+    candidate: LocalLM, baseline: LocalLM, *, prompts: Sequence[str], answers: Sequence[str]
 ) -> list[tuple[float, int]]:
     """(KL(candidate || baseline) summed over the answer's tokens in nats, number of answer
     tokens) per prompt.
@@ -116,7 +116,7 @@ def kl_check(
     if candidate is None or baseline is None:
         return _skipped("needs both versions in process", policy)
     try:
-        per_item = sequence_kl(candidate, baseline, prompts, answers)
+        per_item = sequence_kl(candidate, baseline, prompts=prompts, answers=answers)
     except ValueError as exc:
         return _skipped(str(exc), policy)
     tokens = sum(n for _, n in per_item)

@@ -57,7 +57,7 @@ class Clock:
     sleep: Callable[[float], None] = time.sleep
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PhaseResult:
     verdict: Verdict
     reasons: list[str]
@@ -71,7 +71,7 @@ class PhaseResult:
 def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseResult:
     """Judge one canary window (pure)."""
     if window is None:
-        return PhaseResult("no_data", ["metrics unavailable"])
+        return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
     c, s = window.candidate, window.stable
     evidence: dict[str, Any] = {
         "source": window.source,
@@ -82,7 +82,7 @@ def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseR
     }
     if c.requests < policy.min_requests_per_step:
         reason = f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
-        return PhaseResult("no_data", [reason], evidence)
+        return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
     failures: list[str] = []
     notes: list[str] = []
     stable_err = max(s.error_ratio or 0.0, policy.error_floor)
@@ -118,7 +118,9 @@ def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseR
         )
     if s.requests <= 0:
         notes.append("no stable requests in the window: stable floors used")
-    return PhaseResult("fail" if failures else "pass", failures or notes, evidence)
+    return PhaseResult(
+        verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
+    )
 
 
 def _interrupted(state: RoutingState, version: str, phase: str) -> PhaseResult | None:
@@ -126,9 +128,9 @@ def _interrupted(state: RoutingState, version: str, phase: str) -> PhaseResult |
     if state.candidate == version and state.phase == phase:
         return None
     if state.candidate == version and state.phase == "held":
-        return PhaseResult("paused", ["paused by a person"], state=state)
+        return PhaseResult(verdict="paused", reasons=["paused by a person"], state=state)
     reason = f"release left {phase}: phase {state.phase}, candidate {state.candidate}"
-    return PhaseResult("interrupted", [reason], state=state)
+    return PhaseResult(verdict="interrupted", reasons=[reason], state=state)
 
 
 def _wait_while_paused(
@@ -148,11 +150,15 @@ def _wait_while_paused(
         stop = _interrupted(state, version, phase)
         if stop is None:
             if state.history and state.history[-1].evidence.get("handover"):
-                return PhaseResult("interrupted", ["resumed by release-control, which continues"])
+                return PhaseResult(
+                    verdict="interrupted", reasons=["resumed by release-control, which continues"]
+                )
             return None
         if stop.verdict != "paused":
             return stop
-    return PhaseResult("paused", [f"still paused after {policy.pause_limit_s:.0f} s"])
+    return PhaseResult(
+        verdict="paused", reasons=[f"still paused after {policy.pause_limit_s:.0f} s"]
+    )
 
 
 def watch_step(
@@ -255,11 +261,19 @@ def judge_shadow(
     )
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return PhaseResult(
-            "fail", [f"shadow mean below {policy.reject_ratio:g} x stable ({stats})"], evidence
+            verdict="fail",
+            reasons=[f"shadow mean below {policy.reject_ratio:g} x stable ({stats})"],
+            evidence=evidence,
         )
     if test.p_value < policy.alpha and test.mean_diff < 0:
-        return PhaseResult("fail", [f"shadow significantly worse than stable ({stats})"], evidence)
-    return PhaseResult("pass", [f"no regression on live traffic ({stats})"], evidence)
+        return PhaseResult(
+            verdict="fail",
+            reasons=[f"shadow significantly worse than stable ({stats})"],
+            evidence=evidence,
+        )
+    return PhaseResult(
+        verdict="pass", reasons=[f"no regression on live traffic ({stats})"], evidence=evidence
+    )
 
 
 def watch_shadow(
@@ -294,7 +308,7 @@ def watch_shadow(
                 f"{len(pairs)} shadow pairs < {policy.min_shadow_pairs} required within "
                 f"the deadline ({policy.step_deadline_s:.0f} s)"
             )
-            return PhaseResult("no_data", [reason], {"pairs": len(pairs)})
+            return PhaseResult(verdict="no_data", reasons=[reason], evidence={"pairs": len(pairs)})
 
 
 watch_step_task = task(**IO_RETRIES)(watch_step)

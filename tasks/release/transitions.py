@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 ACTIVE: tuple[Phase, ...] = ("gating", "shadow", "canary")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Moved:
     """A guarded transition: the state after it, or the state found when the release was no
     longer in an expected phase (``moved`` False, ``why`` says where it was)."""
@@ -73,7 +73,7 @@ def try_transition(
                 f"release of {version} is not in {'/'.join(expect)} (phase {state.phase}, "
                 f"candidate {state.candidate})"
             )
-            return Moved(state, moved=False, why=why)
+            return Moved(state=state, moved=False, why=why)
         change = StateChange(
             phase=to_phase,
             subject=version,
@@ -91,7 +91,7 @@ def try_transition(
         if catalog is not None:
             _audit(catalog, saved, before=state, version=version, evidence=evidence)
         log.info("release %s: %s -> %s (%s)", version, state.phase, to_phase, reason)
-        return Moved(saved, moved=True)
+        return Moved(state=saved, moved=True)
     raise StateConflict(f"the routing state kept changing; {version} -> {to_phase} not written")
 
 

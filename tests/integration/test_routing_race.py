@@ -89,7 +89,7 @@ def race_once(make_store: Callable[[], ObjectStore], round_no: int) -> tuple[Rou
         alert.rollback(reason="alert firing for v1", actor="alertmanager")
 
     def canary_step() -> None:
-        passed = PhaseResult("pass", ["healthy"], {"source": "race"})
+        passed = PhaseResult(verdict="pass", reasons=["healthy"], evidence={"source": "race"})
         after_canary_step(
             canary, None, "v1", step=0, result=passed, policy=POLICY, actor="release-flow"
         )

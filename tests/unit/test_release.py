@@ -200,7 +200,7 @@ def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
         step=1,
         policy=CFG,
         actor="test",
-        result=PhaseResult("no_data", ["3 candidate requests < 50 required"]),
+        result=PhaseResult(verdict="no_data", reasons=["3 candidate requests < 50 required"]),
     )
     assert (held.phase, held.weight, held.rejected) == ("held", 0.0, [])
     assert "no data" in held.history[-1].reason
@@ -213,7 +213,9 @@ def test_a_failed_step_rolls_back_with_its_evidence(routing: StoreRouting) -> No
 
     start(routing)
     transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
-    result = PhaseResult("fail", ["error ratio 9.00% = 9.00x stable 1.00%"], {"source": "x"})
+    result = PhaseResult(
+        verdict="fail", reasons=["error ratio 9.00% = 9.00x stable 1.00%"], evidence={"source": "x"}
+    )
     state = machine.conclude(
         routing, None, "v1", phase="canary", result=result, policy=CFG, actor="t"
     )
