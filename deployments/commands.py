@@ -162,11 +162,13 @@ def release(ns: argparse.Namespace) -> int:
 
 
 def status(ns: argparse.Namespace) -> int:
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
     from tasks.release.controls import release_status
 
-    from infra.runtime import Runtime
-
-    print(json.dumps(release_status(Runtime.from_env().store), indent=2, default=str))
+    rt = Runtime.from_env()
+    routing = open_routing(rt.settings, rt.store)
+    print(json.dumps(release_status(routing), indent=2, default=str))
     return 0
 
 

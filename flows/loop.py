@@ -22,8 +22,8 @@ from flows.curate import curate
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
-from infra.gateway.state import load_state
 from infra.keys import parse_window_start
+from infra.routing import load_state
 from infra.runtime import Runtime
 from infra.settings import get_settings
 from tasks.bootstrap import bootstrap_base_model

@@ -1,11 +1,12 @@
-"""Stage 5 flows: ``release`` (gate -> shadow -> canary -> promote, or roll back / hold) and
-``release-control`` (a person's promote / pause / resume / abort)."""
+"""Stage 5 flows: ``release`` (gate -> shadow -> canary steps -> promote, or roll back / hold)
+and ``release-control`` (a person's promote / pause / resume / abort; resume continues the
+release)."""
 
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -13,35 +14,64 @@ from pydantic import BaseModel, Field, field_validator
 
 from infra.answers import open_answer_source
 from infra.errors import ReleaseError
-from infra.gateway.state import RoutingState, load_state
+from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
-from tasks import release as rel
-from tasks.drift import DriftConfig
-from tasks.gate import GateConfig, golden_gate_task, write_eval_results_task
-from tasks.gate_report import report_markdown, write_report_task
-from tasks.rollout import Clock, PhaseResult, watch_shadow_task, watch_step_task
+from tasks.release import controls
+from tasks.release.gate import golden_gate_task, write_eval_results_task
+from tasks.release.machine import (
+    after_canary_step_task,
+    after_shadow_task,
+    apply_gate_task,
+    begin_release_task,
+    hold_task,
+    next_step,
+    plan_release,
+)
+from tasks.release.report import gate_evidence, report_markdown, write_report_task
+from tasks.release.rollout import Clock, watch_shadow_task, watch_step_task
+
+if TYPE_CHECKING:
+    from infra.promql import CanaryMetrics
+    from infra.settings import ReleaseSettings
+
+POLICY_FIELDS = {
+    "shadow_fraction",
+    "canary_steps",
+    "analysis_interval_s",
+    "step_deadline_s",
+    "min_requests_per_step",
+    "min_shadow_pairs",
+    "no_data_action",
+    "embeddings",
+}
 
 
 class ReleaseOptions(BaseModel):
-    """Per-run knobs; unset ones come from settings (FLYWHEEL_RELEASE__*)."""
+    """Per-run knobs of a release; the policy fields left unset come from settings
+    (FLYWHEEL_RELEASE__*, :class:`~infra.settings.ReleaseSettings`)."""
 
     baseline: str | None = Field(
         default=None, description="version to beat (default: the stable one)"
     )
     force: bool = Field(default=False, description="release a version that was rejected before")
     skip_shadow: bool = False
+    golden_path: str | None = Field(default=None, description="golden jsonl file or folder")
+    max_golden_items: int | None = Field(default=None, ge=1)
+    gateway_url: str | None = Field(
+        default=None, description="where canary metrics are read (default: FLYWHEEL_GATEWAY__URL)"
+    )
+    actor: str = "release-flow"
+    # overrides of ReleaseSettings for this run
     shadow_fraction: float | None = Field(default=None, ge=0, le=1)
     canary_steps: list[int] | None = None
     analysis_interval_s: float | None = Field(default=None, gt=0)
     step_deadline_s: float | None = Field(default=None, gt=0)
     min_requests_per_step: int | None = Field(default=None, ge=1)
     min_shadow_pairs: int | None = Field(default=None, ge=2)
-    no_data_action: Literal["hold", "rollback"] = "hold"
-    golden_path: str | None = Field(default=None, description="golden jsonl file or folder")
-    max_golden_items: int | None = Field(default=None, ge=1)
-    embeddings: bool = Field(default=False, description="also compare answer embeddings (MiniLM)")
-    gateway_url: str | None = Field(default=None, description="default: FLYWHEEL_GATEWAY__URL")
-    actor: str = "release-flow"
+    no_data_action: Literal["hold", "rollback"] | None = None
+    embeddings: bool | None = Field(
+        default=None, description="also compare answer embeddings (MiniLM)"
+    )
 
     @field_validator("canary_steps")
     @classmethod
@@ -50,13 +80,20 @@ class ReleaseOptions(BaseModel):
             raise ValueError("canary steps are percentages of traffic in (0, 100]")
         return steps
 
+    def policy(self, release: ReleaseSettings) -> ReleaseSettings:
+        """``release`` with this run's overrides applied."""
+        update = self.model_dump(include=POLICY_FIELDS, exclude_none=True)
+        if "canary_steps" in update:
+            update["canary_steps"] = tuple(update["canary_steps"])
+        return release.model_copy(update=update)
 
-@dataclass
+
+@dataclass(kw_only=True)
 class ReleaseOutcome:
     version: str
-    outcome: str  # promoted | rolled_back | held | rejected | stable | interrupted
-    phase: str
-    reasons: list[str]
+    outcome: str = ""  # promoted | rolled_back | held | rejected | stable | interrupted
+    phase: str = ""
+    reasons: list[str] = field(default_factory=list)
     gate: dict[str, Any] | None = None
     report_keys: dict[str, str] = field(default_factory=dict)
     phases: list[dict[str, Any]] = field(default_factory=list)
@@ -69,6 +106,21 @@ NOTHING_TO_DO = {
 }
 
 
+@dataclass(kw_only=True)
+class _Run:
+    """What the steps of one release run share."""
+
+    rt: Runtime
+    routing: RoutingBackend
+    version: str
+    opts: ReleaseOptions
+    policy: ReleaseSettings
+    out: ReleaseOutcome
+    metrics: CanaryMetrics | None = None
+    canary_start: float = 0.0  # the stable version's baseline window starts here
+    stable: str = ""
+
+
 @flow(name="release", log_prints=False)
 def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutcome:
     """Release a candidate model version: the golden-set regression gate (paired t-test and
@@ -77,125 +129,156 @@ def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutco
     analysed from Prometheus, then promote. A failure rolls the candidate back (it is never
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped."""
-    logger = get_run_logger()
     rt = Runtime.from_env()
     opts = options or ReleaseOptions()
-    cfg = rel.ReleaseConfig.from_settings(
-        rt.settings.release,
-        **opts.model_dump(include={"shadow_fraction", "canary_steps", "analysis_interval_s",
-                                   "step_deadline_s", "min_requests_per_step",
-                                   "min_shadow_pairs", "no_data_action"}),
-    )  # fmt: skip
-    gate_cfg = GateConfig.from_settings(rt.settings.release)
-    out = ReleaseOutcome(version, "", "", [])
+    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    run = _Run(
+        rt=rt,
+        routing=routing,
+        version=version,
+        opts=opts,
+        policy=opts.policy(rt.settings.release),
+        out=ReleaseOutcome(version=version),
+    )
     with rt.reporting("release") as report:
-        state = load_state(rt.store)
-        plan = rel.plan_release(state, version, force=opts.force)
+        state = routing.load()
+        plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
-            return _finish(out, plan, state, [NOTHING_TO_DO[plan].format(v=version)], logger)
-        entered = False  # whether this run already routed the first canary step
-        if plan == "gate":
-            state = _gate(rt, version, opts, cfg, gate_cfg, out)
-            report.count("flywheel_gate_decisions_total", decision=str(out.gate["decision"]))  # type: ignore[index]
-            entered = state.phase == "canary"
-        if state.phase == "shadow" and state.candidate == version:
-            result = watch_shadow_task(
-                rt.store, version, source=rt.trace_source(), scorer=_scorer(rt),
-                config=cfg, gate=gate_cfg, clock=Clock(),
-            )  # fmt: skip
-            state = _after(rt, version, "shadow", result, cfg, opts, out)
-            entered = state.phase == "canary"
-        if state.phase == "canary" and state.candidate == version:
-            state = _canary(rt, version, state.step, cfg, opts, out, entered=entered)
+            return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
+        verdict: str | None = None  # of the step this run did last
+        while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
+            if step.kind == "gate":
+                state, verdict = _gate(run)
+                report.count("flywheel_gate_decisions_total", decision=verdict)
+            elif step.kind == "shadow":
+                state, verdict = _shadow(run)
+            else:
+                state, verdict = _canary_step(run, step.index)
     outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
-    return _finish(out, outcome.get(state.phase, "interrupted"), state, out.reasons, logger)
+    return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
 
-def _gate(rt: Runtime, version: str, opts: ReleaseOptions, cfg: rel.ReleaseConfig,
-          gate_cfg: GateConfig, out: ReleaseOutcome) -> RoutingState:  # fmt: skip
+def _gate(run: _Run) -> tuple[RoutingState, str]:
+    """The golden gate: begin, answer and score, report, and the transition it decides;
+    returns the state and the gate's decision."""
     from tasks.domain import load_golden
 
-    state = rel.begin_release_task(
-        rt.store, rt.catalog, version, actor=opts.actor, force=opts.force
-    )
-    baseline = opts.baseline or state.stable
+    rt, opts, version = run.rt, run.opts, run.version
+    state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
     try:
         result = golden_gate_task(
             load_golden(opts.golden_path)[: opts.max_golden_items],
-            baseline=open_answer_source(baseline, settings=rt.settings, store=rt.store),
+            baseline=open_answer_source(
+                opts.baseline or state.stable, settings=rt.settings, store=rt.store
+            ),
             candidate=open_answer_source(version, settings=rt.settings, store=rt.store),
             scorer=_scorer(rt),
-            config=gate_cfg,
-            drift=DriftConfig.from_settings(rt.settings.release, embeddings=opts.embeddings),
+            policy=run.policy,
             max_tokens=rt.settings.gateway.max_new_tokens,
         )
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
-            rel.hold(rt.store, rt.catalog, version, actor=opts.actor, resume_to="gating",
-                     reason=f"gate could not run: {type(exc).__name__}",
-                     evidence={"error": repr(exc)[:500]})  # fmt: skip
+            hold_task(
+                run.routing,
+                rt.catalog,
+                version,
+                actor=opts.actor,
+                resume_to="gating",
+                reason=f"gate could not run: {type(exc).__name__}",
+                evidence={"error": repr(exc)[:500]},
+            )
         raise
-    out.report_keys = write_report_task(rt.store, result)
+    run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
     create_markdown_artifact(
-        key=f"gate-{version.lower()}", markdown=report_markdown(result),
+        key=f"gate-{version.lower()}",
+        markdown=report_markdown(result),
         description=f"release gate {version} vs {result.baseline}: {result.decision.value}",
-    )  # fmt: skip
-    out.gate = rel.gate_evidence(result, out.report_keys)
-    out.reasons = list(result.reasons)
-    try:
-        return rel.apply_gate_task(rt.store, rt.catalog, result, report_keys=out.report_keys,
-                                   config=cfg, actor=opts.actor, skip_shadow=opts.skip_shadow)  # fmt: skip
-    except rel.ReleaseInterrupted as exc:  # aborted or rolled back while the gate ran
-        return exc.state
+    )
+    run.out.gate = gate_evidence(result, run.out.report_keys)
+    run.out.reasons = list(result.reasons)
+    state = apply_gate_task(
+        run.routing,
+        rt.catalog,
+        result,
+        report_keys=run.out.report_keys,
+        policy=run.policy,
+        actor=opts.actor,
+        skip_shadow=opts.skip_shadow,
+    )
+    return state, result.decision.value
 
 
-def _canary(rt: Runtime, version: str, first_step: int, cfg: rel.ReleaseConfig,
-            opts: ReleaseOptions, out: ReleaseOutcome, *, entered: bool) -> RoutingState:  # fmt: skip
-    from infra.promql import open_canary_metrics
-
-    metrics = open_canary_metrics(prometheus_url=rt.settings.release.prometheus_url,
-                                  gateway_url=opts.gateway_url or rt.settings.gateway.url)  # fmt: skip
-    stable = load_state(rt.store).stable
-    canary_start = metrics.mark()  # the stable version's baseline window starts here
-    evidence: dict[str, Any] = {}
-    for step in range(first_step, len(cfg.canary_steps)):
-        if step != first_step or not entered:
-            try:
-                rel.enter_canary_step_task(rt.store, rt.catalog, version, step=step, config=cfg,
-                                           actor=opts.actor, evidence=evidence)  # fmt: skip
-            except rel.ReleaseInterrupted as exc:  # rolled back or aborted between steps
-                return exc.state
-        result = watch_step_task(rt.store, version, stable=stable, metrics=metrics, config=cfg,
-                                 canary_start=canary_start, clock=Clock())  # fmt: skip
-        out.phases.append({"phase": "canary", "step": step, "weight": cfg.canary_steps[step],
-                           "verdict": result.verdict, "reasons": result.reasons})  # fmt: skip
-        if result.verdict != "pass":
-            return _after(rt, version, "canary", result, cfg, opts, out, step=step)
-        evidence = {"previous_step": {"step": step, "reasons": result.reasons, **result.evidence}}
-    out.reasons = [f"canary passed {len(cfg.canary_steps)} steps"]
-    try:
-        return rel.promote_task(rt.store, rt.catalog, actor=opts.actor, evidence=evidence,
-                                reason="canary passed every step", version=version)  # fmt: skip
-    except rel.ReleaseInterrupted as exc:
-        return exc.state
+def _shadow(run: _Run) -> tuple[RoutingState, str]:
+    """Mirror traffic to the candidate and judge the pairs; on to the canary, or concluded.
+    Returns the state and the phase's verdict."""
+    result = watch_shadow_task(
+        run.routing,
+        run.version,
+        source=run.rt.trace_source(),
+        scorer=_scorer(run.rt),
+        policy=run.policy,
+        clock=Clock(),
+    )
+    run.out.phases.append({"phase": "shadow", "verdict": result.verdict, "reasons": result.reasons})
+    run.out.reasons = list(result.reasons)
+    state = after_shadow_task(
+        run.routing,
+        run.rt.catalog,
+        run.version,
+        result=result,
+        policy=run.policy,
+        actor=run.opts.actor,
+    )
+    return state, result.verdict
 
 
-def _after(rt: Runtime, version: str, phase: Any, result: PhaseResult, cfg: rel.ReleaseConfig,
-           opts: ReleaseOptions, out: ReleaseOutcome, step: int = 0) -> RoutingState:  # fmt: skip
-    """Next state after a shadow phase or canary step: on to the canary, or concluded."""
-    if phase == "shadow":
-        out.phases.append({"phase": "shadow", "verdict": result.verdict, "reasons": result.reasons})
-    out.reasons = list(result.reasons)
-    if phase == "shadow" and result.verdict == "pass":
-        evidence = {"shadow": {"reasons": result.reasons, **result.evidence}}
-        try:
-            return rel.enter_canary_step_task(rt.store, rt.catalog, version, step=0, config=cfg,
-                                              actor=opts.actor, evidence=evidence)  # fmt: skip
-        except rel.ReleaseInterrupted as exc:
-            return exc.state
-    return rel.conclude_task(rt.store, rt.catalog, version, phase=phase, result=result,
-                             config=cfg, actor=opts.actor, step=step)  # fmt: skip
+def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
+    """Watch canary step ``index``; on to the next step or promoted, or concluded. Returns
+    the state and the step's verdict."""
+    if run.metrics is None:
+        from infra.promql import open_canary_metrics
+
+        run.metrics = open_canary_metrics(
+            prometheus_url=run.policy.prometheus_url,
+            gateway_url=run.opts.gateway_url or run.rt.settings.gateway.url,
+        )
+        run.stable = run.routing.load().stable
+        run.canary_start = run.metrics.mark()
+    result = watch_step_task(
+        run.routing,
+        run.version,
+        stable=run.stable,
+        metrics=run.metrics,
+        policy=run.policy,
+        canary_start=run.canary_start,
+        clock=Clock(),
+    )
+    run.out.phases.append(
+        {
+            "phase": "canary",
+            "step": index,
+            "weight": run.policy.canary_steps[index],
+            "verdict": result.verdict,
+            "reasons": result.reasons,
+        }
+    )
+    passed_all = result.verdict == "pass" and index + 1 == len(run.policy.canary_steps)
+    run.out.reasons = (
+        [f"canary passed {len(run.policy.canary_steps)} steps"]
+        if passed_all
+        else list(result.reasons)
+    )
+    state = after_canary_step_task(
+        run.routing,
+        run.rt.catalog,
+        run.version,
+        step=index,
+        result=result,
+        policy=run.policy,
+        actor=run.opts.actor,
+    )
+    return state, result.verdict
 
 
 def _scorer(rt: Runtime) -> Any:
@@ -204,10 +287,10 @@ def _scorer(rt: Runtime) -> Any:
     return Scorer(rt.settings)
 
 
-def _finish(out: ReleaseOutcome, outcome: str, state: RoutingState, reasons: list[str],
-            logger: Any) -> ReleaseOutcome:  # fmt: skip
+def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) -> ReleaseOutcome:
+    out = run.out
     out.outcome, out.phase, out.reasons = outcome, state.phase, reasons
-    logger.info("release %s: %s (%s)", out.version, outcome, "; ".join(reasons))
+    get_run_logger().info("release %s: %s (%s)", out.version, outcome, "; ".join(reasons))
     return out
 
 
@@ -216,13 +299,28 @@ Action = Literal["promote", "pause", "resume", "abort"]
 
 @flow(name="release-control", log_prints=False)
 def release_control(
-    action: Action, reason: str = "manual", actor: str = "person"
+    action: Action,
+    reason: str = "manual",
+    actor: str = "person",
+    options: ReleaseOptions | None = None,
 ) -> dict[str, Any]:
     """A person's decision on the current release: promote the candidate to stable, pause it
-    where it is, resume a held release, or abort it (the candidate loses all traffic and is
-    never released automatically again). Returns the routing state after."""
+    where it is, resume a held release (and continue it: the canary analysis runs on to
+    promotion, with ``options`` for that run), or abort it (the candidate loses all traffic
+    and is never released automatically again). Returns the routing state after."""
+    logger = get_run_logger()
     rt = Runtime.from_env()
-    fn = {"promote": rel.promote, "pause": rel.pause, "resume": rel.resume, "abort": rel.abort}
-    fn[action](rt.store, rt.catalog, actor=actor, reason=reason)
-    get_run_logger().info("release %s by %s: %s", action, actor, reason)
-    return rel.release_status(rt.store)
+    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    continued: ReleaseOutcome | None = None
+    if action == "resume":
+        state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
+        if state.candidate is not None:
+            continued = release(state.candidate, options or ReleaseOptions(actor=actor))
+    else:
+        act = {"promote": controls.promote, "pause": controls.pause, "abort": controls.abort}
+        act[action](routing, rt.catalog, actor=actor, reason=reason)
+    logger.info("release %s by %s: %s", action, actor, reason)
+    status = controls.release_status(routing)
+    if continued is not None:
+        status["release"] = asdict(continued)
+    return status

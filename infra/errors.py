@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.routing import RoutingState
+
 
 class FlywheelError(Exception):
     """Base of every error flywheel raises on purpose."""
@@ -86,6 +91,19 @@ class StateConflict(ReleaseError, TransientError):
 
 class RejectedVersion(ReleaseError):
     """The version was rejected before; only a person may release it again (``force``)."""
+
+
+class ReleaseInterrupted(ReleaseError):
+    """A person asked for a transition the release is not (any more) in a phase for (e.g.
+    promote with no candidate); ``state`` is the routing state found."""
+
+    def __init__(self, message: str, state: RoutingState) -> None:
+        super().__init__(message)
+        self.state = state
+
+
+class GatewayUnavailable(ReleaseError, TransientError):
+    """The gateway's admin API did not answer, or answered with a 5xx."""
 
 
 class UpstreamError(FlywheelError):

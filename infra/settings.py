@@ -105,26 +105,54 @@ class TrainSettings(BaseModel):
 
 
 class ReleaseSettings(BaseModel):
-    """Stage 5 gate and rollout."""
+    """Stage 5: every knob of the gate, its drift checks, the shadow phase and the canary steps,
+    defined once (a release run overrides some with ``ReleaseOptions``)."""
 
+    # the golden gate (paired test)
     alpha: float = 0.05
     reject_ratio: float = 0.95
     min_samples: int = 30
     slice_tolerance: float = 0.10
+    n_bootstrap: int = 10_000
+    confidence: float = 0.95
+    seed: int = 0
+    # reward-hacking and drift checks of the gate
     kl_max: float = 1.0
     min_distinct_ratio: float = 0.3
     length_corr_max: float = 0.5
     length_ratio_max: float = 2.0  # answers this many times longer fail the gate regardless
     length_growth_min: float = 1.1  # correlation counts only when answers grew at least this
-    shadow_fraction: float = 0.2
-    canary_steps: list[int] = [5, 25, 50, 100]
-    analysis_interval_s: float = 300.0
-    step_deadline_s: float = 1800.0
-    min_requests_per_step: int = 50
+    embeddings: bool = False  # also report embedding similarity (loads the MiniLM model)
+    # shadow phase
+    shadow_fraction: float = Field(default=0.2, ge=0, le=1)
+    min_shadow_pairs: int = Field(default=30, ge=2)
+    # canary steps (floors as in the alert rules: the stable error ratio counts as at least
+    # 1 %, its p99 as at least 50 ms)
+    canary_steps: tuple[int, ...] = (5, 25, 50, 100)
+    analysis_interval_s: float = Field(default=300.0, gt=0)
+    step_deadline_s: float = Field(default=1800.0, gt=0)
+    min_requests_per_step: int = Field(default=50, ge=1)
     error_ratio_max: float = 1.5
     latency_p99_ratio_max: float = 1.5
     feedback_ratio_min: float = 0.8
+    min_feedback: int = 20
+    error_floor: float = 0.01
+    latency_floor_s: float = 0.05
+    no_data_action: Literal["hold", "rollback"] = "hold"  # hold: weight 0, held for a person
+    # how the phases wait
+    max_poll_s: float = 5.0
+    pause_timeout_s: float | None = None  # default: step_deadline_s
     prometheus_url: str | None = None
+
+    @property
+    def poll_s(self) -> float:
+        """How often a phase looks at the state and the metrics: several times per interval."""
+        return min(self.max_poll_s, max(0.05, self.analysis_interval_s / 4))
+
+    @property
+    def pause_limit_s(self) -> float:
+        """How long a running release waits for a paused one to be resumed."""
+        return self.pause_timeout_s if self.pause_timeout_s is not None else self.step_deadline_s
 
 
 class GatewaySettings(BaseModel):

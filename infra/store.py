@@ -1,21 +1,34 @@
 """Object store: one small interface, a local-directory and an S3 (boto3) implementation.
 
 Writes are atomic: the local store writes a temporary file then renames it; S3 uses a single
-PUT. Transient failures raise :class:`TransientStoreError` (retried by the task decorators),
-everything else a plain :class:`StoreError`.
+PUT. Conditional writes (:meth:`ObjectStore.put_if`, the routing state's compare-and-swap) are
+atomic too: S3 sends ``If-Match: <etag>`` / ``If-None-Match: *`` (AWS and MinIO check them
+atomically); the local store holds an exclusive ``flock`` on a lock file beside the object
+around read-compare-rename. Transient failures raise :class:`TransientStoreError` (retried by
+the task decorators), a failed precondition :class:`PreconditionFailed`, everything else a
+plain :class:`StoreError`.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
-from infra.errors import ConfigError, ObjectNotFound, StoreError, TransientStoreError
+from infra.errors import (
+    ConfigError,
+    ObjectNotFound,
+    PreconditionFailed,
+    StoreError,
+    TransientStoreError,
+)
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -34,6 +47,11 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str = "") -> list[str]: ...
     def delete(self, key: str) -> None: ...
+    def get_versioned(self, key: str) -> tuple[bytes, str]: ...
+    def put_if(self, key: str, data: bytes, *, etag: str | None) -> str: ...
+
+
+_LOCK_PREFIX = ".lock-"
 
 
 def _check_key(key: str) -> str:
@@ -84,12 +102,47 @@ class LocalStore:
         keys = []
         for path in _walk(start):
             key = path.relative_to(self.root).as_posix()
-            if key.startswith(prefix) and not path.name.startswith(".tmp-"):
+            if key.startswith(prefix) and not path.name.startswith((".tmp-", _LOCK_PREFIX)):
                 keys.append(key)
         return sorted(keys)
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        """The object and its ETag (the MD5 of its bytes, as S3 computes it for a single PUT).
+
+        Raises:
+            ObjectNotFound: the key does not exist.
+        """
+        data = self.get(key)
+        return data, _etag(data)
+
+    def put_if(self, key: str, data: bytes, *, etag: str | None) -> str:
+        """Write ``data`` only if the object's ETag is still ``etag`` (``None``: only if it does
+        not exist); returns the new ETag. The check and the rename happen under an exclusive
+        lock on ``.lock-<name>`` beside the object, so two writers never both succeed.
+
+        Raises:
+            PreconditionFailed: the object changed (or appeared) since ``etag`` was read.
+        """
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.with_name(_LOCK_PREFIX + path.name)
+        with open(lock, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                current = _etag(path.read_bytes()) if path.is_file() else None
+                if current != etag:
+                    raise PreconditionFailed(f"{key} changed (etag {current}, expected {etag})")
+                self.put(key, data)
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return _etag(data)
+
+
+def _etag(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -159,6 +212,8 @@ class S3Store:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in {"NoSuchKey", "404", "NotFound"}:
                 return ObjectNotFound(what)
+            if code in {"PreconditionFailed", "412", "ConditionalRequestConflict"}:
+                return PreconditionFailed(f"{what}: {code}")
             if code in _TRANSIENT_CODES:
                 return TransientStoreError(f"{what}: {code}")
             return StoreError(f"{what}: {code}")
@@ -208,6 +263,48 @@ class S3Store:
             self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
             raise self._translate(exc, f"delete {key}") from exc
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        """The object and its ETag.
+
+        Raises:
+            ObjectNotFound: the key does not exist.
+        """
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return bytes(resp["Body"].read()), str(resp["ETag"]).strip('"')
+        except Exception as exc:
+            raise self._translate(exc, f"get {key}") from exc
+
+    def put_if(self, key: str, data: bytes, *, etag: str | None) -> str:
+        """Write ``data`` only if the object's ETag is still ``etag`` (``None``: only if it does
+        not exist), with ``If-Match`` / ``If-None-Match: *``; returns the new ETag. AWS S3 and
+        MinIO evaluate the condition atomically with the write. moto's server checks it and
+        then writes without a lock, so this process also serialises its own conditional writes
+        to a key (writers in other processes rely on the server alone).
+
+        Raises:
+            PreconditionFailed: the object changed (or appeared) since ``etag`` was read
+                (HTTP 412, or 409 for a concurrent conditional write on AWS).
+        """
+        condition = {"IfMatch": f'"{etag}"'} if etag is not None else {"IfNoneMatch": "*"}
+        with _cas_lock(f"{self.url}/{key}"):
+            try:
+                resp = self._client.put_object(
+                    Bucket=self.bucket, Key=self._key(key), Body=data, **condition
+                )
+            except Exception as exc:
+                raise self._translate(exc, f"put {key}") from exc
+        return str(resp.get("ETag", "")).strip('"')
+
+
+_CAS_LOCKS: dict[str, threading.Lock] = {}
+_CAS_GUARD = threading.Lock()
+
+
+def _cas_lock(name: str) -> threading.Lock:
+    with _CAS_GUARD:
+        return _CAS_LOCKS.setdefault(name, threading.Lock())
 
 
 def open_store(settings: Settings) -> ObjectStore:

@@ -1,14 +1,12 @@
 """The OpenAI-compatible gateway: routing (stable / shadow / canary), tracing, metrics, admin.
 
-``infra.gateway.state`` (routing state, rollback) is importable without the web stack; the
-app and server helpers are loaded lazily so that flows importing the state stay fast.
+The routing state itself lives in :mod:`infra.routing`; the app and server helpers are loaded
+lazily so that importing this package stays fast.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from infra.gateway.state import RoutingState, load_state, rollback, save_state
 
 if TYPE_CHECKING:
     from infra.gateway.app import create_app
@@ -16,11 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GatewayHandle",
-    "RoutingState",
     "create_app",
-    "load_state",
-    "rollback",
-    "save_state",
     "serve_gateway",
     "start_background_gateway",
 ]

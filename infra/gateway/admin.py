@@ -21,16 +21,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 
-from infra.gateway.state import (
-    Phase,
+from infra.errors import RejectedVersion, StateConflict
+from infra.routing import (
     RoutingState,
-    StateConflict,
+    StateChange,
+    StoreRouting,
     apply_rollback,
-    load_state,
-    persist_rollback,
-    record_transition,
-    save_state,
-    write_rollback_audit,
+    record_rollback,
 )
 
 if TYPE_CHECKING:
@@ -46,23 +43,7 @@ log = logging.getLogger(__name__)
 class RollbackRequest(BaseModel):
     reason: str = Field(default="manual rollback", max_length=2000)
     actor: str = Field(default="admin", max_length=200)
-
-
-class StateUpdate(BaseModel):
-    """Fields to change (unset fields keep their value); ``expected_revision`` guards against
-    overwriting a state that changed since the caller read it."""
-
-    stable: str | None = None
-    candidate: str | None = None
-    phase: Phase | None = None
-    weight: float | None = Field(default=None, ge=0, le=100)
-    shadow_fraction: float | None = Field(default=None, ge=0, le=1)
-    step: int | None = None
-    reason: str = "admin update"
-    actor: str = "admin"
     evidence: dict[str, Any] = {}
-    expected_revision: int | None = None
-    force: bool = False  # allow routing traffic to a rejected version
 
 
 class Admin:
@@ -77,6 +58,7 @@ class Admin:
     ) -> None:
         self.settings = settings
         self.store = store
+        self.routing = StoreRouting(store)  # the audit event is written in the background
         self.watcher = watcher
         self._catalog = catalog
         # runs in a background thread after each rollback, with its reason
@@ -146,8 +128,7 @@ class Admin:
                 self.watcher.set_local(local, persisted=False)
             try:
                 saved, before = await asyncio.to_thread(
-                    persist_rollback,
-                    self.store,
+                    self.routing.persist_rollback,
                     reason=reason,
                     actor=actor,
                     evidence=evidence,
@@ -161,7 +142,7 @@ class Admin:
             self.watcher.set_local(saved, persisted=True)
         if before is None:
             return local is not None, saved
-        self._background(lambda: write_rollback_audit(self.catalog(), saved, before=before))
+        self._background(lambda: record_rollback(self.catalog(), saved, before=before))
         self._background(lambda: self.on_rollback(reason))
         return True, saved
 
@@ -197,10 +178,14 @@ class Admin:
             named = labels.get("model") or labels.get("version")
             if candidate is not None and named == candidate:
                 seen.add(fingerprint)
-                matched.append({
-                    "alertname": labels.get("alertname"), "fingerprint": fingerprint,
-                    "labels": labels, "startsAt": alert.get("startsAt"),
-                })  # fmt: skip
+                matched.append(
+                    {
+                        "alertname": labels.get("alertname"),
+                        "fingerprint": fingerprint,
+                        "labels": labels,
+                        "startsAt": alert.get("startsAt"),
+                    }
+                )
         rolled_back = False
         if matched:
             names = ", ".join(sorted({str(m["alertname"]) for m in matched}))
@@ -217,37 +202,18 @@ class Admin:
             "state": state.model_dump(mode="json"),
         }
 
-    async def update(self, change: StateUpdate) -> RoutingState:
+    async def update(self, change: StateChange) -> RoutingState:
+        """Apply one transition (compare-and-swap in the store); 409 on a revision conflict
+        (``conflict: revision``) or a rejected version without ``force`` (``rejected``)."""
         async with self._lock:
             try:
-                saved = await asyncio.to_thread(self._update, change)
+                saved = await asyncio.to_thread(self.routing.transition, change)
+            except RejectedVersion as exc:
+                raise HTTPException(409, {"conflict": "rejected", "message": str(exc)}) from exc
             except StateConflict as exc:
-                raise HTTPException(409, str(exc)) from exc
+                raise HTTPException(409, {"conflict": "revision", "message": str(exc)}) from exc
             self.watcher.set_local(saved, persisted=True)
             return saved
-
-    def _update(self, change: StateUpdate) -> RoutingState:
-        current = load_state(self.store)
-        if change.expected_revision is not None and change.expected_revision != current.revision:
-            raise StateConflict(
-                f"state is at revision {current.revision}, not {change.expected_revision}"
-            )
-        fields = change.model_dump(
-            include={"stable", "candidate", "weight", "shadow_fraction", "step"},
-            exclude_unset=True,
-        )
-        new = record_transition(
-            current,
-            to_phase=change.phase or current.phase,
-            actor=change.actor,
-            reason=change.reason,
-            evidence=change.evidence,
-            **fields,
-        )
-        routed = new.candidate and (new.weight > 0 or new.shadow_fraction > 0)
-        if routed and new.candidate in new.rejected and not change.force:
-            raise HTTPException(409, f"{new.candidate} was rejected; pass force=true to route it")
-        return save_state(self.store, new)
 
 
 def _fingerprint(labels: dict[str, Any]) -> str:
@@ -281,12 +247,14 @@ def admin_router(admin: Admin) -> APIRouter:
         return admin.watcher.state.model_dump(mode="json")
 
     @router.post("/state")
-    async def post_state(change: StateUpdate) -> dict[str, Any]:
+    async def post_state(change: StateChange) -> dict[str, Any]:
         return (await admin.update(change)).model_dump(mode="json")
 
     @router.post("/rollback")
     async def post_rollback(body: RollbackRequest) -> dict[str, Any]:
-        done, state = await admin.rollback(reason=body.reason, actor=body.actor)
+        done, state = await admin.rollback(
+            reason=body.reason, actor=body.actor, evidence=body.evidence or None
+        )
         return {"rolled_back": done, "state": state.model_dump(mode="json")}
 
     @router.post("/alerts")

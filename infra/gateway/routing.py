@@ -21,7 +21,8 @@ from typing import Literal
 
 from infra.errors import ObjectNotFound
 from infra.gateway.aio import run_in_daemon_thread
-from infra.gateway.state import STATE_KEY, RoutingState, parse_state
+from infra.keys import STATE_KEY
+from infra.routing import RoutingState, parse_state
 from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ def pick_base_version(store: ObjectStore) -> str:
         ObjectNotFound: no model version exists (run ``flywheel bootstrap`` first).
     """
     from infra.errors import ObjectNotFound
-    from infra.gateway.state import load_state
+    from infra.routing import load_state
 
     stable = load_state(store).stable
     if stable and models.version_exists(store, stable):

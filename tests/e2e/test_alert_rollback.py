@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from infra.gateway.serve import GatewayHandle, start_background_gateway
-from infra.gateway.state import RoutingState, load_state, save_state
 from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
+from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from tests.procs import find_binary, free_port, service
@@ -92,24 +92,41 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         ups = {"v0": start_fake_upstream("v0"), "v1": start_fake_upstream("v1", fail_rate=0.5)}
         for handle in ups.values():
             stack.callback(handle.stop)
-        settings = Settings(home=tmp_path / "home", gateway=GatewaySettings(
-            admin_token=TOKEN, upstreams={v: h.url for v, h in ups.items()}, diverse_fraction=0,
-        ))  # fmt: skip
+        settings = Settings(
+            home=tmp_path / "home",
+            gateway=GatewaySettings(
+                admin_token=TOKEN,
+                upstreams={v: h.url for v, h in ups.items()},
+                diverse_fraction=0,
+            ),
+        )
         store = LocalStore(settings.resolved_store_url)
         save_state(store, RoutingState(stable="v0"))
         gw = start_background_gateway(settings, port=0, store=store, state_interval_s=0.2)
         stack.callback(gw.stop)
         am_port, prom_port = free_port(), free_port()
-        am_args = [am_bin, f"--config.file={alertmanager_config(tmp_path, gateway_url=gw.url)}",
-                   f"--storage.path={tmp_path / 'am'}", f"--web.listen-address=127.0.0.1:{am_port}",
-                   "--cluster.listen-address="]  # fmt: skip
-        stack.enter_context(service(am_args, f"http://127.0.0.1:{am_port}/-/ready",
-                                    tmp_path / "alertmanager.log"))  # fmt: skip
-        prom_cfg = prometheus_config(tmp_path, gateway=gw.url.removeprefix("http://"),
-                                     alertmanager=f"127.0.0.1:{am_port}",
-                                     self_addr=f"127.0.0.1:{prom_port}")  # fmt: skip
-        prom_args = [prom_bin, f"--config.file={prom_cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                     f"--web.listen-address=127.0.0.1:{prom_port}"]  # fmt: skip
+        am_args = [
+            am_bin,
+            f"--config.file={alertmanager_config(tmp_path, gateway_url=gw.url)}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address=",
+        ]
+        stack.enter_context(
+            service(am_args, f"http://127.0.0.1:{am_port}/-/ready", tmp_path / "alertmanager.log")
+        )
+        prom_cfg = prometheus_config(
+            tmp_path,
+            gateway=gw.url.removeprefix("http://"),
+            alertmanager=f"127.0.0.1:{am_port}",
+            self_addr=f"127.0.0.1:{prom_port}",
+        )
+        prom_args = [
+            prom_bin,
+            f"--config.file={prom_cfg}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ]
         prom = f"http://127.0.0.1:{prom_port}"
         stack.enter_context(service(prom_args, f"{prom}/-/ready", tmp_path / "prometheus.log"))
         yield Stack(gw, prom, store, settings, ups)
@@ -131,8 +148,9 @@ class Traffic:
                     return
                 body = {"model": "flywheel", "user": f"user-{i}", "messages": messages}
                 resp = client.post("/v1/chat/completions", json=body)
-                self.replies.append((time.time(), resp.status_code,
-                                     resp.headers.get("x-flywheel-route", "")))  # fmt: skip
+                self.replies.append(
+                    (time.time(), resp.status_code, resp.headers.get("x-flywheel-route", ""))
+                )
                 self.stop.wait(0.05)
 
     def __enter__(self) -> Traffic:
@@ -191,8 +209,10 @@ def test_alert_rolls_the_failing_candidate_back_without_failing_users(stack: Sta
     assert rolled_back is not None, "the candidate was never rolled back"
     fired = fired or firing_since(stack.prometheus, "CandidateModelRegression")
     assert fired is not None, "CandidateModelRegression never fired"
-    print(f"\nalert firing -> candidate weight 0: {rolled_back - fired:.1f} s; "
-          f"{len(traffic.replies)} requests")  # fmt: skip
+    print(
+        f"\nalert firing -> candidate weight 0: {rolled_back - fired:.1f} s; "
+        f"{len(traffic.replies)} requests"
+    )
     assert rolled_back - fired <= 30
     statuses = Counter(status for _, status, _ in traffic.replies)
     assert statuses == {200: len(traffic.replies)}, statuses  # no user saw a failure
@@ -212,18 +232,27 @@ def test_alert_rolls_the_failing_candidate_back_without_failing_users(stack: Sta
 
 def test_canary_analysis_through_prometheus_never_passes_without_traffic(stack: Stack) -> None:
     from infra.promql import PrometheusClient, PrometheusMetrics
-    from tasks.release import ReleaseConfig
-    from tasks.rollout import Clock, watch_step
+    from infra.routing import StoreRouting
+    from infra.settings import ReleaseSettings
+    from tasks.release.rollout import Clock, watch_step
 
     stack.upstreams["v1"].app.fail_rate = 0.0
     route_half_to_candidate(stack)
     metrics = PrometheusMetrics(PrometheusClient(stack.prometheus))
-    cfg = ReleaseConfig(analysis_interval_s=3, step_deadline_s=8, min_requests_per_step=20,
-                        poll_s=0.5)  # fmt: skip
+    cfg = ReleaseSettings(
+        analysis_interval_s=3, step_deadline_s=8, min_requests_per_step=20, max_poll_s=0.5
+    )
 
     def step() -> Any:
-        return watch_step(stack.store, "v1", stable="v0", metrics=metrics, config=cfg,
-                          canary_start=time.time(), clock=Clock())  # fmt: skip
+        return watch_step(
+            StoreRouting(stack.store),
+            "v1",
+            stable="v0",
+            metrics=metrics,
+            policy=cfg,
+            canary_start=time.time(),
+            clock=Clock(),
+        )
 
     started = time.time()
     idle = step()

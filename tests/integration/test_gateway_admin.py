@@ -17,10 +17,10 @@ import pytest
 from pydantic import SecretStr
 
 from infra.catalog import get_table, open_catalog, scan
-from infra.gateway import GatewayHandle, load_state, save_state, start_background_gateway
+from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.admin import trigger_prefect_rollback
-from infra.gateway.state import RoutingState
 from infra.gateway.testing import EchoUpstream, post_many
+from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 
@@ -206,3 +206,38 @@ def test_state_updates_and_manual_rollback(tmp_path: Path) -> None:
         assert first.json()["rolled_back"] is True and second.json()["rolled_back"] is False
         assert first.json()["state"]["rejected"] == ["v2", "v1"]
     assert [e["details"] for e in rollback_events(tmp_path, 1)][0].count("bad answers") == 1
+
+
+def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> None:
+    """The state machine over :class:`GatewayRouting`: a forced release of a rejected version
+    (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
+    refused, and the promotion recorded under the released version (``subject``)."""
+    from infra.errors import RejectedVersion, StateConflict
+    from infra.routing import GatewayRouting, StateChange
+    from infra.settings import ReleaseSettings
+    from tasks.release import controls, transitions
+
+    policy = ReleaseSettings(canary_steps=(100,))
+    with start(tmp_path, RoutingState(rejected=["v1"])) as gw:
+        routing = GatewayRouting(gw.url, TOKEN)
+        with pytest.raises(RejectedVersion):
+            routing.transition(StateChange(candidate="v1", weight=5, actor="t", reason="r"))
+        gating = transitions.begin_release(routing, None, "v1", actor="person", force=True)
+        assert (gating.phase, gating.candidate, gating.rejected) == ("gating", "v1", [])
+        canary = transitions.enter_canary_step(
+            routing, None, "v1", step=0, policy=policy, actor="t"
+        )
+        reply = httpx.post(
+            f"{gw.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}]}
+        )
+        assert reply.headers["x-flywheel-model"] == "v1"  # in effect at once
+        stale = StateChange(weight=5, expected_revision=gating.revision, actor="t", reason="r")
+        with pytest.raises(StateConflict):
+            routing.transition(stale)
+        promoted = controls.promote(routing, None, actor="person", version="v1")
+        assert (promoted.stable, promoted.candidate, promoted.weight) == ("v1", None, 0.0)
+        assert promoted.history[-1].candidate == "v1" and promoted.revision == canary.revision + 1
+        assert routing.load() == promoted
+    stored = load_state(LocalStore(tmp_path / "store"))
+    assert stored == promoted
+    assert [h.to_phase for h in stored.history] == ["gating", "canary", "promoted"]

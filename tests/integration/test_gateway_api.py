@@ -14,9 +14,9 @@ import httpx
 import openai
 import pytest
 
-from infra.gateway import GatewayHandle, save_state, start_background_gateway
-from infra.gateway.state import RoutingState
+from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
+from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 

@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.gateway import GatewayHandle, load_state, save_state, start_background_gateway
-from infra.gateway.state import RoutingState
+from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.testing import (
     EchoUpstream,
     FakeUpstreamHandle,
@@ -22,6 +21,7 @@ from infra.gateway.testing import (
     post_many,
     start_fake_upstream,
 )
+from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 

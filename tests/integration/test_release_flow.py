@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from infra.catalog import open_catalog, scan
-from infra.gateway.state import RoutingState, load_state, save_state
 from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
+from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks import domain
@@ -130,9 +130,11 @@ class Traffic:
                 body = {
                     "model": "flywheel",
                     "user": f"user-{rng.randrange(500)}",
-                    "messages": [{"role": "user", "content": item.question},
-                                 {"role": "tool", "content": item.contexts[0]}],
-                }  # fmt: skip
+                    "messages": [
+                        {"role": "user", "content": item.question},
+                        {"role": "tool", "content": item.contexts[0]},
+                    ],
+                }
                 resp = client.post("/v1/chat/completions", json=body)
                 self.statuses[resp.status_code] += 1
                 self.routes[resp.headers.get("x-flywheel-route")] += 1
@@ -148,11 +150,18 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()
         try:
-            out = release("v1", options(
-                shadow_fraction=0.5, min_shadow_pairs=15, analysis_interval_s=3,
-                step_deadline_s=30, canary_steps=[50, 100], min_requests_per_step=10,
-                gateway_url=gw.url,
-            ))  # fmt: skip
+            out = release(
+                "v1",
+                options(
+                    shadow_fraction=0.5,
+                    min_shadow_pairs=15,
+                    analysis_interval_s=3,
+                    step_deadline_s=30,
+                    canary_steps=[50, 100],
+                    min_requests_per_step=10,
+                    gateway_url=gw.url,
+                ),
+            )
         finally:
             traffic.stop.set()
             thread.join(10)
@@ -176,10 +185,17 @@ def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:
     from infra.gateway.serve import start_background_gateway
 
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
-        out = release("v1", options(
-            skip_shadow=True, analysis_interval_s=1, step_deadline_s=4, canary_steps=[50, 100],
-            min_requests_per_step=5, gateway_url=gw.url,
-        ))  # fmt: skip
+        out = release(
+            "v1",
+            options(
+                skip_shadow=True,
+                analysis_interval_s=1,
+                step_deadline_s=4,
+                canary_steps=[50, 100],
+                min_requests_per_step=5,
+                gateway_url=gw.url,
+            ),
+        )
     assert out.outcome == "held", out
     assert out.phases == [
         {"phase": "canary", "step": 0, "weight": 50, "verdict": "no_data", "reasons": out.reasons}
@@ -196,8 +212,9 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
     from infra.gateway.serve import start_background_gateway
 
     store = open_store(env)
-    save_state(store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50),
-               force=True)  # fmt: skip
+    save_state(
+        store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50), force=True
+    )
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         get_settings.cache_clear()
@@ -215,3 +232,64 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
     assert json.loads(events["rollback"]["details"])["reason"] == "latency looks wrong"
     assert json.loads(events["rollback_flow"]["details"])["via"] == "gateway"
     assert (again["rolled_back"], again["via"]) == (False, "gateway")  # idempotent
+
+
+def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None:
+    """``release-control resume`` does not only flip the state: it drives the canary analysis
+    on to promotion (the release flow as its subflow), seen through the Prefect API."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.client.schemas.objects import StateType
+
+    from flows.release import release_control
+    from infra.gateway.serve import start_background_gateway
+    from infra.routing import StoreRouting
+    from tasks.release import controls
+
+    store = open_store(env)
+    canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=50, step=0)
+    save_state(store, canary, force=True)
+    controls.pause(StoreRouting(store), open_catalog(env), actor="oncall", reason="dashboards")
+    assert load_state(store).phase == "held"
+    with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
+        for version in ("v0", "v1", "v0", "v1"):  # warm both upstreams (pinned: not analysed)
+            body = {"model": version, "messages": [{"role": "user", "content": "1 + 1 = ?"}]}
+            assert httpx.post(f"{gw.url}/v1/chat/completions", json=body).status_code == 200
+        traffic = Traffic(gw.url)
+        thread = threading.Thread(target=traffic.run, daemon=True)
+        thread.start()
+        try:
+            opts = options(
+                canary_steps=[50, 100],
+                analysis_interval_s=2,
+                step_deadline_s=30,
+                min_requests_per_step=5,
+                gateway_url=gw.url,
+            )
+            final = release_control(
+                "resume", reason="dashboards fine", actor="oncall", options=opts, return_state=True
+            )
+        finally:
+            traffic.stop.set()
+            thread.join(10)
+    flow_run_id = final.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])
+            )
+        )
+    assert run.state is not None and run.state.type == StateType.COMPLETED
+    assert [(c.name is not None, c.state_type) for c in children] == [
+        (True, StateType.COMPLETED)
+    ]  # the release flow, run as its subflow
+    status = final.result()
+    assert status["release"]["outcome"] == "promoted"
+    state = load_state(store)
+    assert (state.stable, state.candidate, state.phase) == ("v1", None, "promoted")
+    steps = [json.loads(r["details"]) for r in audit(env, "release_transition")]
+    assert [s["to_phase"] for s in steps] == ["held", "canary", "canary", "promoted"]
+    assert steps[1]["evidence"] == {"handover": True} and steps[1]["weight"] == 50
+    assert steps[2]["weight"] == 100 and steps[2]["evidence"]["previous_step"]["step"] == 0
+    assert traffic.routes["canary"] > 0

@@ -11,11 +11,10 @@ import pytest
 
 from infra import models
 from infra.answers import open_answer_source
-from infra.settings import Settings
+from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.domain import load_golden
-from tasks.drift import DriftConfig
-from tasks.gate import Decision, GateConfig, run_gate
+from tasks.release.gate import Decision, run_gate
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +66,7 @@ def gate(published: tuple[Settings, LocalStore], version: str, **drift: float):
         baseline=open_answer_source("v0", settings=settings, store=store),
         candidate=open_answer_source(version, settings=settings, store=store),
         scorer=Scorer(settings),
-        config=GateConfig(n_bootstrap=1000, min_samples=30),
-        drift=DriftConfig(**drift),
+        policy=ReleaseSettings(n_bootstrap=1000, min_samples=30, **drift),
         max_tokens=8,
     )
 

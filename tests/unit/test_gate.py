@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 
 from infra.answers import Answer
+from infra.settings import ReleaseSettings
 from tasks.domain import load_golden
-from tasks.drift import Check, DriftConfig, diversity_check, length_bias_check
-from tasks.gate import (
+from tasks.release.drift import Check, diversity_check, length_bias_check
+from tasks.release.gate import (
     Decision,
-    GateConfig,
     decide,
     paired_test,
     run_gate,
     slice_results,
 )
-from tasks.gate_report import report_json, report_markdown, report_plot
+from tasks.release.report import report_json, report_markdown, report_plot
 
-CONFIG = GateConfig(n_bootstrap=2000)
+CONFIG = ReleaseSettings(n_bootstrap=2000)
 
 
 def bernoulli(n: int, p: float, seed: int) -> list[float]:
@@ -93,7 +93,9 @@ def test_a_regressed_slice_blocks_an_overall_gain() -> None:
     base = [0.5] * 100 + [0.8] * 100
     cand = [0.9] * 100 + [0.65] * 100  # much better on carry, 0.15 worse on no_carry
     test = paired_test(base, cand, n_bootstrap=500)
-    per_slice = slice_results(slices, base, cand, CONFIG.slice_tolerance)
+    per_slice = slice_results(
+        slices, baseline=base, candidate=cand, tolerance=CONFIG.slice_tolerance
+    )
     assert [s.regressed for s in per_slice] == [False, True]
     decision, reasons = decide(test, CONFIG, slices=per_slice)
     assert decision == Decision.MANUAL_REVIEW
@@ -102,7 +104,14 @@ def test_a_regressed_slice_blocks_an_overall_gain() -> None:
 
 def test_a_failed_drift_check_blocks_proceeding() -> None:
     test = paired_test(BASE, flip(BASE, to=1.0, share=0.5, seed=4), n_bootstrap=500)
-    failed = Check("kl", "fail", 3.2, 1.0, "KL 3.2000 nats/token (max 1.0)", {})
+    failed = Check(
+        name="kl",
+        status="fail",
+        value=3.2,
+        threshold=1.0,
+        detail="KL 3.2000 nats/token (max 1.0)",
+        extra={},
+    )
     decision, reasons = decide(test, CONFIG, checks=[failed])
     assert decision == Decision.MANUAL_REVIEW
     assert any("kl check failed" in r and "3.2" in r for r in reasons)
@@ -112,11 +121,12 @@ def test_diversity_check_catches_mode_collapse_only_when_it_is_new() -> None:
     refs = [str(n) for n in range(100)]
     varied = [str(n + 1) for n in range(100)]
     collapsed = ["42"] * 100
-    cfg = DriftConfig()
-    assert diversity_check(varied, varied, refs, cfg).status == "pass"
-    check = diversity_check(collapsed, varied, refs, cfg)
+    cfg = ReleaseSettings()
+    assert diversity_check(varied, varied, references=refs, policy=cfg).status == "pass"
+    check = diversity_check(collapsed, varied, references=refs, policy=cfg)
     assert check.status == "fail" and check.value == pytest.approx(0.01)
-    assert diversity_check(collapsed, collapsed, refs, cfg).status == "pass"  # baseline too
+    same = diversity_check(collapsed, collapsed, references=refs, policy=cfg)
+    assert same.status == "pass"  # baseline too
 
 
 def test_length_bias_check_flags_gains_that_come_with_longer_answers() -> None:
@@ -125,9 +135,21 @@ def test_length_bias_check_flags_gains_that_come_with_longer_answers() -> None:
     cand_answers = ["81" + " indeed" * (i % 5) for i in range(n)]
     base_scores = [0.5] * n
     cand_scores = [0.5 + 0.1 * (i % 5) for i in range(n)]  # reward rises with length
-    check = length_bias_check(base_scores, cand_scores, base_answers, cand_answers, DriftConfig())
+    check = length_bias_check(
+        base_scores,
+        cand_scores,
+        baseline_answers=base_answers,
+        candidate_answers=cand_answers,
+        policy=ReleaseSettings(),
+    )
     assert check.status == "fail" and check.value is not None and check.value > 0.9
-    same = length_bias_check(base_scores, base_scores, base_answers, base_answers, DriftConfig())
+    same = length_bias_check(
+        base_scores,
+        base_scores,
+        baseline_answers=base_answers,
+        candidate_answers=base_answers,
+        policy=ReleaseSettings(),
+    )
     assert same.status == "pass" and same.value is None
 
 
@@ -160,12 +182,13 @@ def test_run_gate_with_the_stage2_reward_and_consistent_eval_rows(scorer) -> Non
     items = load_golden()[:120]
     base = FakeSource("v0", 0.5, seed=0)
     better = FakeSource("v1", 0.9, seed=0)  # same seed: right wherever v0 is right, and more
-    result = run_gate(items, baseline=base, candidate=better, scorer=scorer,
-                      config=CONFIG, drift=DriftConfig())  # fmt: skip
+    result = run_gate(items, baseline=base, candidate=better, scorer=scorer, policy=CONFIG)
     assert result.decision == Decision.PROCEED and result.test.p_value < 0.05
     assert {c.name: c.status for c in result.checks} == {
-        "kl": "skipped", "diversity": "pass", "length_bias": "pass",
-    }  # fmt: skip
+        "kl": "skipped",
+        "diversity": "pass",
+        "length_bias": "pass",
+    }
     rows = result.eval_rows()
     assert len(rows) == 2 * len(items) and {r["run_id"] for r in rows} == {result.run_id}
     cand = [r["score"] for r in rows if r["model_version"] == "v1"]
@@ -176,8 +199,13 @@ def test_run_gate_with_the_stage2_reward_and_consistent_eval_rows(scorer) -> Non
 
 def test_report_shows_the_decision_and_its_numbers(scorer) -> None:
     items = load_golden()[:60]
-    worse = run_gate(items, baseline=FakeSource("v0", 0.8), candidate=FakeSource("v2", 0.2),
-                     scorer=scorer, config=CONFIG, drift=DriftConfig())  # fmt: skip
+    worse = run_gate(
+        items,
+        baseline=FakeSource("v0", 0.8),
+        candidate=FakeSource("v2", 0.2),
+        scorer=scorer,
+        policy=CONFIG,
+    )
     assert worse.decision == Decision.ROLLBACK
     md = report_markdown(worse)
     assert "**Decision: ROLLBACK**" in md

@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.gateway.state import RoutingState, rollback, save_state
 from infra.promql import CanaryWindow, EmbeddedMetrics, RouteStats, histogram_quantile
+from infra.routing import RoutingState, StoreRouting, save_state
+from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks import release as rel
-from tasks.rollout import Clock, analyse_step, shadow_pairs, watch_step
+from tasks.release import controls
+from tasks.release.rollout import Clock, analyse_step, shadow_pairs, watch_step
 from tests.helpers import make_trace
 
-CFG = rel.ReleaseConfig(
-    analysis_interval_s=60, step_deadline_s=600, min_requests_per_step=50, poll_s=5
+CFG = ReleaseSettings(
+    analysis_interval_s=60, step_deadline_s=600, min_requests_per_step=50, max_poll_s=5
 )
 
 
@@ -73,82 +74,96 @@ class FakeMetrics:
 
     source = "fake"
 
-    def __init__(self, clock: FakeClock, rate: float = 0.0, errors: float = 0.0,
-                 start_at: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self, clock: FakeClock, rate: float = 0.0, errors: float = 0.0, start_at: float = 0.0
+    ) -> None:
         self.clock, self.rate, self.errors, self.start_at = clock, rate, errors, start_at
         self.reads = 0
 
     def mark(self) -> float:
         return self.clock.now()
 
-    def read(self, *, candidate: str, stable: str, candidate_since: float,
-             stable_since: float) -> CanaryWindow:  # fmt: skip
+    def read(
+        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+    ) -> CanaryWindow:
         self.reads += 1
         now = self.clock.now()
         active = max(0.0, now - max(candidate_since, self.start_at))
         n = self.rate * active
-        return CanaryWindow(RouteStats(n, n * self.errors, 0.1), RouteStats(1000, 10, 0.1),
-                            "fake", now - candidate_since, now - stable_since)  # fmt: skip
+        return CanaryWindow(
+            RouteStats(n, n * self.errors, 0.1),
+            RouteStats(1000, 10, 0.1),
+            "fake",
+            now - candidate_since,
+            now - stable_since,
+        )
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
+def routing(tmp_path: Path) -> StoreRouting:
     s = LocalStore(tmp_path / "store")
     save_state(s, RoutingState(stable="v0", candidate="v1", phase="canary", weight=5))
-    return s
+    return StoreRouting(s)
 
 
-def watch(store: LocalStore, clock: FakeClock, metrics: FakeMetrics):
-    return watch_step(store, "v1", stable="v0", metrics=metrics, config=CFG,
-                      canary_start=clock.now(), clock=clock)  # fmt: skip
+def watch(routing: StoreRouting, clock: FakeClock, metrics: FakeMetrics):
+    return watch_step(
+        routing,
+        "v1",
+        stable="v0",
+        metrics=metrics,
+        policy=CFG,
+        canary_start=clock.now(),
+        clock=clock,
+    )
 
 
-def test_a_step_without_traffic_waits_for_the_deadline_then_fails(store: LocalStore) -> None:
+def test_a_step_without_traffic_waits_for_the_deadline_then_fails(routing: StoreRouting) -> None:
     clock = FakeClock()
     start = clock.now()
     metrics = FakeMetrics(clock, rate=0.0)
-    result = watch(store, clock, metrics)
+    result = watch(routing, clock, metrics)
     assert result.verdict == "no_data"
     assert clock.now() - start >= CFG.step_deadline_s
     assert metrics.reads > 10  # it kept looking for data the whole time
     assert any("deadline" in r for r in result.reasons)
 
 
-def test_late_traffic_is_judged_once_enough_arrived(store: LocalStore) -> None:
+def test_late_traffic_is_judged_once_enough_arrived(routing: StoreRouting) -> None:
     clock = FakeClock()
     metrics = FakeMetrics(clock, rate=1.0, start_at=clock.now() + 200)
-    result = watch(store, clock, metrics)
+    result = watch(routing, clock, metrics)
     assert result.verdict == "pass"
     assert 250 <= clock.now() - 1_000_000.0 < CFG.step_deadline_s
 
 
-def test_a_failing_candidate_fails_at_the_end_of_the_interval(store: LocalStore) -> None:
+def test_a_failing_candidate_fails_at_the_end_of_the_interval(routing: StoreRouting) -> None:
     clock = FakeClock()
-    result = watch(store, clock, FakeMetrics(clock, rate=5.0, errors=0.5))
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0, errors=0.5))
     assert result.verdict == "fail"
     assert clock.now() - 1_000_000.0 == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
 
 
-def test_a_rollback_during_the_step_ends_it_at_once(store: LocalStore) -> None:
+def test_a_rollback_during_the_step_ends_it_at_once(routing: StoreRouting) -> None:
     clock = FakeClock()
-    clock.hooks.append(lambda t: t > 1_000_020 and rollback(store, reason="alert", actor="am"))
-    result = watch(store, clock, FakeMetrics(clock, rate=5.0))
+    clock.hooks.append(lambda t: t > 1_000_020 and routing.rollback(reason="alert", actor="am"))
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0))
     assert result.verdict == "interrupted" and result.state.phase == "rolled_back"
     assert clock.now() - 1_000_000.0 < CFG.analysis_interval_s
 
 
-def test_pause_waits_and_resume_restarts_the_analysis_window(store: LocalStore) -> None:
+def test_pause_waits_and_resume_restarts_the_analysis_window(routing: StoreRouting) -> None:
     clock = FakeClock()
     events = {1_000_030: "pause", 1_000_300: "resume"}
 
     def act(t: float) -> None:
         for at, action in list(events.items()):
             if t >= at:
-                getattr(rel, action)(store, None, actor="person")
+                getattr(controls, action)(routing, None, actor="person")
                 del events[at]
 
     clock.hooks.append(act)
-    result = watch(store, clock, FakeMetrics(clock, rate=5.0))
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0))
     assert result.verdict == "pass"
     assert clock.now() >= 1_000_300 + CFG.analysis_interval_s
 
@@ -195,3 +210,24 @@ def test_embedded_reader_uses_deltas_between_scrapes() -> None:
     assert 0.1 < got.candidate.p99_s <= 0.25
     with pytest.raises(Exception, match="snapshot"):
         reader.read(candidate="v1", stable="v0", candidate_since=50.0, stable_since=since)
+
+
+def test_a_run_waiting_on_a_pause_steps_aside_when_release_control_resumes(
+    routing: StoreRouting,
+) -> None:
+    clock = FakeClock()
+    events = {1_000_030: {}, 1_000_300: {"handover": True}}
+
+    def act(t: float) -> None:
+        for at, kwargs in list(events.items()):
+            if t >= at:
+                if kwargs:
+                    controls.resume(routing, None, actor="person", **kwargs)
+                else:
+                    controls.pause(routing, None, actor="person")
+                del events[at]
+
+    clock.hooks.append(act)
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0))
+    assert result.verdict == "interrupted" and "release-control" in result.reasons[0]
+    assert routing.load().phase == "canary"  # the run that resumed it carries on

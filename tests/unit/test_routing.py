@@ -6,18 +6,23 @@ import random
 
 import pytest
 
+from infra.errors import StateConflict
 from infra.gateway.chat import BadRequest, parse_chat_request
 from infra.gateway.routing import StateWatcher, bucket, decide
-from infra.gateway.state import (
+from infra.routing import (
     RoutingState,
-    StateConflict,
+    StoreRouting,
     apply_rollback,
     load_state,
     record_transition,
-    rollback,
     save_state,
 )
 from infra.store import LocalStore
+
+
+def rollback(store: LocalStore, *, reason: str, actor: str) -> RoutingState:
+    return StoreRouting(store).rollback(reason=reason, actor=actor)[1]
+
 
 USERS = [f"user-{i}" for i in range(2000)]
 
@@ -97,8 +102,11 @@ def test_rollback_takes_all_traffic_away_and_rejects_the_candidate() -> None:
     assert new.candidate is None and new.rejected == ["v1"]
     last = new.history[-1]
     assert (last.from_phase, last.to_phase, last.candidate, last.reason) == (
-        "canary", "rolled_back", "v1", "errors",
-    )  # fmt: skip
+        "canary",
+        "rolled_back",
+        "v1",
+        "errors",
+    )
     assert last.evidence == {"ratio": 2.0}
     assert apply_rollback(new, reason="again", actor="test") is None  # idempotent
 

@@ -16,8 +16,10 @@ events on both sides). No-data rule: fewer than ``min_requests_per_step`` candid
 (or unreadable metrics) keep the step waiting until ``step_deadline_s``; then the step fails
 as ``no_data``, never passes.
 
-Both phases poll ``deploy/state.json`` every ``poll_s``: a rollback or abort ends them at
-once; a pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window.
+Both phases poll the routing state every ``poll_s``: a rollback or abort ends them at once; a
+pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window, unless the
+release was resumed by the ``release-control`` flow, which then drives the release itself
+(``handover`` in the resume's evidence) and this watch ends as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -29,19 +31,17 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.errors import MetricsError
-from infra.gateway.state import RoutingState, load_state
+from infra.retries import IO_RETRIES
+from infra.routing import RoutingBackend, RoutingState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from infra.promql import CanaryMetrics, CanaryWindow
-    from infra.store import ObjectStore
+    from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
-    from tasks.gate import GateConfig
-    from tasks.release import ReleaseConfig
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Clock:
     sleep: Callable[[float], None] = time.sleep
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PhaseResult:
     verdict: Verdict
     reasons: list[str]
@@ -68,82 +68,106 @@ class PhaseResult:
 # ---- canary analysis ------------------------------------------------------------------------
 
 
-def analyse_step(window: CanaryWindow | None, config: ReleaseConfig) -> PhaseResult:
+def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseResult:
     """Judge one canary window (pure)."""
     if window is None:
-        return PhaseResult("no_data", ["metrics unavailable"])
+        return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
     c, s = window.candidate, window.stable
     evidence: dict[str, Any] = {
-        "source": window.source, "candidate": c.as_dict(), "stable": s.as_dict(),
+        "source": window.source,
+        "candidate": c.as_dict(),
+        "stable": s.as_dict(),
         "candidate_window_s": round(window.candidate_window_s, 1),
         "stable_window_s": round(window.stable_window_s, 1),
-    }  # fmt: skip
-    if c.requests < config.min_requests_per_step:
-        reason = f"{c.requests:.0f} candidate requests < {config.min_requests_per_step} required"
-        return PhaseResult("no_data", [reason], evidence)
+    }
+    if c.requests < policy.min_requests_per_step:
+        reason = f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
+        return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
     failures: list[str] = []
     notes: list[str] = []
-    stable_err = max(s.error_ratio or 0.0, config.error_floor)
+    stable_err = max(s.error_ratio or 0.0, policy.error_floor)
     err_ratio = (c.error_ratio or 0.0) / stable_err
     evidence["error_ratio_vs_stable"] = err_ratio
-    line = (f"error ratio {c.error_ratio or 0:.2%} = {err_ratio:.2f}x stable {stable_err:.2%} "
-            f"(max {config.error_ratio_max:g}x)")  # fmt: skip
-    (failures if err_ratio > config.error_ratio_max else notes).append(line)
+    line = (
+        f"error ratio {c.error_ratio or 0:.2%} = {err_ratio:.2f}x stable {stable_err:.2%} "
+        f"(max {policy.error_ratio_max:g}x)"
+    )
+    (failures if err_ratio > policy.error_ratio_max else notes).append(line)
     if c.p99_s is not None:
-        stable_p99 = max(s.p99_s or 0.0, config.latency_floor_s)
+        stable_p99 = max(s.p99_s or 0.0, policy.latency_floor_s)
         lat_ratio = c.p99_s / stable_p99
         evidence["p99_ratio_vs_stable"] = lat_ratio
-        line = (f"p99 {c.p99_s * 1000:.0f} ms = {lat_ratio:.2f}x stable "
-                f"{stable_p99 * 1000:.0f} ms (max {config.latency_p99_ratio_max:g}x)")  # fmt: skip
-        (failures if lat_ratio > config.latency_p99_ratio_max else notes).append(line)
+        line = (
+            f"p99 {c.p99_s * 1000:.0f} ms = {lat_ratio:.2f}x stable "
+            f"{stable_p99 * 1000:.0f} ms (max {policy.latency_p99_ratio_max:g}x)"
+        )
+        (failures if lat_ratio > policy.latency_p99_ratio_max else notes).append(line)
     cf, sf = c.feedback_score, s.feedback_score
-    if c.feedback_count >= config.min_feedback and s.feedback_count >= config.min_feedback and sf:
+    if c.feedback_count >= policy.min_feedback and s.feedback_count >= policy.min_feedback and sf:
         fb_ratio = (cf or 0.0) / sf
         evidence["feedback_ratio_vs_stable"] = fb_ratio
-        line = (f"feedback {cf:.2f} = {fb_ratio:.2f}x stable {sf:.2f} "
-                f"(min {config.feedback_ratio_min:g}x)")  # fmt: skip
-        (failures if fb_ratio < config.feedback_ratio_min else notes).append(line)
+        line = (
+            f"feedback {cf:.2f} = {fb_ratio:.2f}x stable {sf:.2f} "
+            f"(min {policy.feedback_ratio_min:g}x)"
+        )
+        (failures if fb_ratio < policy.feedback_ratio_min else notes).append(line)
     else:
-        notes.append(f"feedback not judged: {c.feedback_count:.0f} candidate / "
-                     f"{s.feedback_count:.0f} stable events (< {config.min_feedback})")  # fmt: skip
+        notes.append(
+            f"feedback not judged: {c.feedback_count:.0f} candidate / "
+            f"{s.feedback_count:.0f} stable events (< {policy.min_feedback})"
+        )
     if s.requests <= 0:
         notes.append("no stable requests in the window: stable floors used")
-    return PhaseResult("fail" if failures else "pass", failures or notes, evidence)
+    return PhaseResult(
+        verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
+    )
 
 
-def _interrupted(store: ObjectStore, version: str, phase: str) -> PhaseResult | None:
+def _interrupted(state: RoutingState, version: str, phase: str) -> PhaseResult | None:
     """None while the release is still in ``phase``; else why it stopped (or ``paused``)."""
-    state = load_state(store)
     if state.candidate == version and state.phase == phase:
         return None
     if state.candidate == version and state.phase == "held":
-        return PhaseResult("paused", ["paused by a person"], state=state)
+        return PhaseResult(verdict="paused", reasons=["paused by a person"], state=state)
     reason = f"release left {phase}: phase {state.phase}, candidate {state.candidate}"
-    return PhaseResult("interrupted", [reason], state=state)
+    return PhaseResult(verdict="interrupted", reasons=[reason], state=state)
 
 
 def _wait_while_paused(
-    store: ObjectStore, version: str, phase: str, config: ReleaseConfig, clock: Clock
+    routing: RoutingBackend,
+    version: str,
+    *,
+    phase: str,
+    policy: ReleaseSettings,
+    clock: Clock,
 ) -> PhaseResult | None:
-    """None once resumed into ``phase``; else the result that ends the phase."""
-    until = clock.now() + config.pause_timeout_s
+    """None once resumed into ``phase``; else the result that ends the phase (``interrupted``
+    too when the ``release-control`` flow resumed it and drives the release from now on)."""
+    until = clock.now() + policy.pause_limit_s
     while clock.now() < until:
-        clock.sleep(config.poll_s)
-        stop = _interrupted(store, version, phase)
+        clock.sleep(policy.poll_s)
+        state = routing.load()
+        stop = _interrupted(state, version, phase)
         if stop is None:
+            if state.history and state.history[-1].evidence.get("handover"):
+                return PhaseResult(
+                    verdict="interrupted", reasons=["resumed by release-control, which continues"]
+                )
             return None
         if stop.verdict != "paused":
             return stop
-    return PhaseResult("paused", [f"still paused after {config.pause_timeout_s:.0f} s"])
+    return PhaseResult(
+        verdict="paused", reasons=[f"still paused after {policy.pause_limit_s:.0f} s"]
+    )
 
 
 def watch_step(
-    store: ObjectStore,
+    routing: RoutingBackend,
     version: str,
     *,
     stable: str,
     metrics: CanaryMetrics,
-    config: ReleaseConfig,
+    policy: ReleaseSettings,
     canary_start: float,
     clock: Clock,
 ) -> PhaseResult:
@@ -151,30 +175,34 @@ def watch_step(
     release is interrupted."""
     step_start = metrics.mark()
     while True:
-        clock.sleep(config.poll_s)
-        stop = _interrupted(store, version, "canary")
+        clock.sleep(policy.poll_s)
+        stop = _interrupted(routing.load(), version, "canary")
         if stop is not None and stop.verdict == "paused":
-            stop = _wait_while_paused(store, version, "canary", config, clock)
+            stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
             if stop is None:  # resumed: the step's evidence starts again
                 step_start = metrics.mark()
                 continue
         if stop is not None:
             return stop
         now = clock.now()
-        if now - step_start < config.analysis_interval_s:
+        if now - step_start < policy.analysis_interval_s:
             continue
         try:
-            window = metrics.read(candidate=version, stable=stable, candidate_since=step_start,
-                                  stable_since=canary_start)  # fmt: skip
+            window = metrics.read(
+                candidate=version,
+                stable=stable,
+                candidate_since=step_start,
+                stable_since=canary_start,
+            )
         except MetricsError as exc:
             log.warning("canary metrics unavailable: %s", exc)
             window = None
-        result = analyse_step(window, config)
+        result = analyse_step(window, policy)
         if result.verdict != "no_data":
             return result
-        if now - step_start >= config.step_deadline_s:
+        if now - step_start >= policy.step_deadline_s:
             result.reasons.append(
-                f"no decision within the step deadline ({config.step_deadline_s:.0f} s)"
+                f"no decision within the step deadline ({policy.step_deadline_s:.0f} s)"
             )
             return result
 
@@ -209,11 +237,11 @@ def read_shadow_pairs(
 
 
 def judge_shadow(
-    pairs: list[tuple[TraceRecord, TraceRecord]], scorer: Scorer, gate: GateConfig
+    pairs: list[tuple[TraceRecord, TraceRecord]], *, scorer: Scorer, policy: ReleaseSettings
 ) -> PhaseResult:
     """Score both sides (no feedback: the shadow answer had no user) and paired-test them."""
-    from tasks.gate import paired_test
-    from tasks.gate_report import json_safe
+    from tasks.release.gate import paired_test
+    from tasks.release.report import json_safe
     from tasks.reward import ScoreItem
 
     def item(r: TraceRecord) -> ScoreItem:
@@ -221,52 +249,67 @@ def judge_shadow(
 
     scores = [b.total for b in scorer.score([item(r) for pair in pairs for r in pair])]
     stable, cand = scores[0::2], scores[1::2]
-    test = paired_test(stable, cand, n_bootstrap=gate.n_bootstrap, seed=gate.seed)
-    evidence = {"pairs": len(pairs), "test": json_safe(asdict(test)),
-                "shadow_errors": sum(r.error_count > 0 for _, r in pairs)}  # fmt: skip
-    stats = (f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
-             f"{test.mean_candidate:.4f}, p={test.p_value:.3g}")  # fmt: skip
-    if test.mean_candidate < gate.reject_ratio * test.mean_baseline:
+    test = paired_test(stable, cand, n_bootstrap=policy.n_bootstrap, seed=policy.seed)
+    evidence = {
+        "pairs": len(pairs),
+        "test": json_safe(asdict(test)),
+        "shadow_errors": sum(r.error_count > 0 for _, r in pairs),
+    }
+    stats = (
+        f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
+        f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
+    )
+    if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return PhaseResult(
-            "fail", [f"shadow mean below {gate.reject_ratio:g} x stable ({stats})"], evidence
+            verdict="fail",
+            reasons=[f"shadow mean below {policy.reject_ratio:g} x stable ({stats})"],
+            evidence=evidence,
         )
-    if test.p_value < gate.alpha and test.mean_diff < 0:
-        return PhaseResult("fail", [f"shadow significantly worse than stable ({stats})"], evidence)
-    return PhaseResult("pass", [f"no regression on live traffic ({stats})"], evidence)
+    if test.p_value < policy.alpha and test.mean_diff < 0:
+        return PhaseResult(
+            verdict="fail",
+            reasons=[f"shadow significantly worse than stable ({stats})"],
+            evidence=evidence,
+        )
+    return PhaseResult(
+        verdict="pass", reasons=[f"no regression on live traffic ({stats})"], evidence=evidence
+    )
 
 
 def watch_shadow(
-    store: ObjectStore,
+    routing: RoutingBackend,
     version: str,
     *,
     source: TraceSource,
     scorer: Scorer,
-    config: ReleaseConfig,
-    gate: GateConfig,
+    policy: ReleaseSettings,
     clock: Clock,
 ) -> PhaseResult:
     """Hold the shadow phase until enough mirrored pairs are judged, or the deadline."""
     start = clock.now()
     since = datetime.fromtimestamp(start, UTC)
     while True:
-        clock.sleep(config.poll_s)
-        stop = _interrupted(store, version, "shadow")
+        clock.sleep(policy.poll_s)
+        stop = _interrupted(routing.load(), version, "shadow")
         if stop is not None and stop.verdict == "paused":
-            stop = _wait_while_paused(store, version, "shadow", config, clock)
+            stop = _wait_while_paused(routing, version, phase="shadow", policy=policy, clock=clock)
         if stop is not None:
             return stop
         now = clock.now()
-        if now - start < config.analysis_interval_s:
+        if now - start < policy.analysis_interval_s:
             continue
-        pairs = read_shadow_pairs(source, candidate=version, since=since,
-                                  now=datetime.fromtimestamp(now, UTC))  # fmt: skip
-        if len(pairs) >= config.min_shadow_pairs:
-            return judge_shadow(pairs, scorer, gate)
-        if now - start >= config.step_deadline_s:
-            reason = (f"{len(pairs)} shadow pairs < {config.min_shadow_pairs} required within "
-                      f"the deadline ({config.step_deadline_s:.0f} s)")  # fmt: skip
-            return PhaseResult("no_data", [reason], {"pairs": len(pairs)})
+        pairs = read_shadow_pairs(
+            source, candidate=version, since=since, now=datetime.fromtimestamp(now, UTC)
+        )
+        if len(pairs) >= policy.min_shadow_pairs:
+            return judge_shadow(pairs, scorer=scorer, policy=policy)
+        if now - start >= policy.step_deadline_s:
+            reason = (
+                f"{len(pairs)} shadow pairs < {policy.min_shadow_pairs} required within "
+                f"the deadline ({policy.step_deadline_s:.0f} s)"
+            )
+            return PhaseResult(verdict="no_data", reasons=[reason], evidence={"pairs": len(pairs)})
 
 
-watch_step_task = task(cache_policy=NO_CACHE)(watch_step)
-watch_shadow_task = task(cache_policy=NO_CACHE)(watch_shadow)
+watch_step_task = task(**IO_RETRIES)(watch_step)
+watch_shadow_task = task(**IO_RETRIES)(watch_shadow)

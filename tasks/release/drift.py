@@ -42,28 +42,7 @@ log = logging.getLogger(__name__)
 Status = Literal["pass", "fail", "skipped"]
 
 
-@dataclass(frozen=True)
-class DriftConfig:
-    kl_max: float = 1.0
-    min_distinct_ratio: float = 0.3
-    length_corr_max: float = 0.5
-    length_ratio_max: float = 2.0
-    length_growth_min: float = 1.1
-    embeddings: bool = False  # also report embedding similarity (loads the MiniLM model)
-
-    @classmethod
-    def from_settings(cls, release: ReleaseSettings, **overrides: Any) -> DriftConfig:
-        base = {
-            "kl_max": release.kl_max,
-            "min_distinct_ratio": release.min_distinct_ratio,
-            "length_corr_max": release.length_corr_max,
-            "length_ratio_max": release.length_ratio_max,
-            "length_growth_min": release.length_growth_min,
-        }
-        return cls(**{**base, **overrides})
-
-
-@dataclass
+@dataclass(kw_only=True)
 class Check:
     """One check: its number, its threshold, and what it means."""
 
@@ -82,7 +61,7 @@ class Check:
 
 
 def sequence_kl(
-    candidate: LocalLM, baseline: LocalLM, prompts: Sequence[str], answers: Sequence[str]
+    candidate: LocalLM, baseline: LocalLM, *, prompts: Sequence[str], answers: Sequence[str]
 ) -> list[tuple[float, int]]:
     """(KL(candidate || baseline) summed over the answer's tokens in nats, number of answer
     tokens) per prompt.
@@ -129,25 +108,45 @@ def _logprobs(lm: LocalLM, input_ids: Any, mask: Any) -> Any:
 def kl_check(
     candidate: LocalLM | None,
     baseline: LocalLM | None,
+    *,
     prompts: Sequence[str],
     answers: Sequence[str],
-    config: DriftConfig,
+    policy: ReleaseSettings,
 ) -> Check:
     if candidate is None or baseline is None:
-        return Check("kl", "skipped", None, config.kl_max, "needs both versions in process", {})
+        return _skipped("needs both versions in process", policy)
     try:
-        per_item = sequence_kl(candidate, baseline, prompts, answers)
+        per_item = sequence_kl(candidate, baseline, prompts=prompts, answers=answers)
     except ValueError as exc:
-        return Check("kl", "skipped", None, config.kl_max, str(exc), {})
+        return _skipped(str(exc), policy)
     tokens = sum(n for _, n in per_item)
     per_token = sum(kl for kl, _ in per_item) / tokens if tokens else 0.0
     per_answer = sum(kl for kl, _ in per_item) / len(per_item) if per_item else 0.0
-    status: Status = "fail" if per_token > config.kl_max else "pass"
-    extra = {"per_answer": per_answer, "max_answer": max((kl for kl, _ in per_item), default=0.0),
-             "answers": len(per_item), "tokens": tokens}  # fmt: skip
-    detail = (f"KL(candidate || baseline) {per_token:.4f} nats/token (max {config.kl_max}), "
-              f"{per_answer:.4f} nats/answer")  # fmt: skip
-    return Check("kl", status, per_token, config.kl_max, detail, extra)
+    status: Status = "fail" if per_token > policy.kl_max else "pass"
+    extra = {
+        "per_answer": per_answer,
+        "max_answer": max((kl for kl, _ in per_item), default=0.0),
+        "answers": len(per_item),
+        "tokens": tokens,
+    }
+    detail = (
+        f"KL(candidate || baseline) {per_token:.4f} nats/token (max {policy.kl_max}), "
+        f"{per_answer:.4f} nats/answer"
+    )
+    return Check(
+        name="kl",
+        status=status,
+        value=per_token,
+        threshold=policy.kl_max,
+        detail=detail,
+        extra=extra,
+    )
+
+
+def _skipped(why: str, policy: ReleaseSettings) -> Check:
+    return Check(
+        name="kl", status="skipped", value=None, threshold=policy.kl_max, detail=why, extra={}
+    )
 
 
 # ---- diversity ------------------------------------------------------------------------------
@@ -180,22 +179,30 @@ def _embedder() -> Any:
 def diversity_check(
     candidate: Sequence[str],
     baseline: Sequence[str],
+    *,
     references: Sequence[str],
-    config: DriftConfig,
+    policy: ReleaseSettings,
 ) -> Check:
     ref = distinct_share(references) or 1.0
     cand, base = distinct_share(candidate) / ref, distinct_share(baseline) / ref
-    collapsed = cand < config.min_distinct_ratio and cand < base
+    collapsed = cand < policy.min_distinct_ratio and cand < base
     extra: dict[str, Any] = {"baseline": base, "reference_distinct_share": ref}
-    if config.embeddings:
+    if policy.embeddings:
         extra["candidate_embedding_similarity"] = embedding_similarity(candidate)
         extra["baseline_embedding_similarity"] = embedding_similarity(baseline)
     detail = (
         f"distinct answers {cand:.3f} of the references' diversity (baseline {base:.3f}, "
-        f"min {config.min_distinct_ratio})"
+        f"min {policy.min_distinct_ratio})"
     )
     status: Status = "fail" if collapsed else "pass"
-    return Check("diversity", status, cand, config.min_distinct_ratio, detail, extra)
+    return Check(
+        name="diversity",
+        status=status,
+        value=cand,
+        threshold=policy.min_distinct_ratio,
+        detail=detail,
+        extra=extra,
+    )
 
 
 # ---- length bias ----------------------------------------------------------------------------
@@ -204,9 +211,10 @@ def diversity_check(
 def length_bias_check(
     baseline_scores: Sequence[float],
     candidate_scores: Sequence[float],
+    *,
     baseline_answers: Sequence[str],
     candidate_answers: Sequence[str],
-    config: DriftConfig,
+    policy: ReleaseSettings,
 ) -> Check:
     from scipy import stats
 
@@ -219,19 +227,26 @@ def length_bias_check(
     mean_b = sum(map(len, baseline_answers)) / max(1, len(baseline_answers))
     mean_c = sum(map(len, candidate_answers)) / max(1, len(candidate_answers))
     ratio = mean_c / mean_b if mean_b > 0 else (1.0 if mean_c == 0 else math.inf)
-    gamed = corr is not None and corr > config.length_corr_max and ratio >= config.length_growth_min
-    longer = ratio > config.length_ratio_max
+    gamed = corr is not None and corr > policy.length_corr_max and ratio >= policy.length_growth_min
+    longer = ratio > policy.length_ratio_max
     status: Status = "fail" if gamed or longer else "pass"
     extra = {
         "mean_length_baseline": mean_b,
         "mean_length_candidate": mean_c,
         "mean_length_change": mean_c - mean_b,
         "length_ratio": ratio if math.isfinite(ratio) else None,
-        "length_ratio_max": config.length_ratio_max,
+        "length_ratio_max": policy.length_ratio_max,
     }
     shown = "n/a (no variation)" if corr is None else f"{corr:.3f}"
     detail = (
-        f"corr(reward gain, length change) {shown} (max {config.length_corr_max}); mean answer "
-        f"length {mean_b:.1f} -> {mean_c:.1f} chars (x{ratio:.2f}, max x{config.length_ratio_max})"
+        f"corr(reward gain, length change) {shown} (max {policy.length_corr_max}); mean answer "
+        f"length {mean_b:.1f} -> {mean_c:.1f} chars (x{ratio:.2f}, max x{policy.length_ratio_max})"
     )
-    return Check("length_bias", status, corr, config.length_corr_max, detail, extra)
+    return Check(
+        name="length_bias",
+        status=status,
+        value=corr,
+        threshold=policy.length_corr_max,
+        detail=detail,
+        extra=extra,
+    )

@@ -27,7 +27,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.answers import Answer, AnswerSource, Messages
-from tasks.drift import Check, DriftConfig, diversity_check, kl_check, length_bias_check
+from infra.retries import IO_RETRIES
+from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,28 +48,7 @@ class Decision(StrEnum):
     ROLLBACK = "ROLLBACK"
 
 
-@dataclass(frozen=True)
-class GateConfig:
-    alpha: float = 0.05
-    reject_ratio: float = 0.95
-    min_samples: int = 30
-    slice_tolerance: float = 0.10
-    n_bootstrap: int = 10_000
-    confidence: float = 0.95
-    seed: int = 0
-
-    @classmethod
-    def from_settings(cls, release: ReleaseSettings, **overrides: Any) -> GateConfig:
-        base = {
-            "alpha": release.alpha,
-            "reject_ratio": release.reject_ratio,
-            "min_samples": release.min_samples,
-            "slice_tolerance": release.slice_tolerance,
-        }
-        return cls(**{**base, **overrides})
-
-
-@dataclass
+@dataclass(kw_only=True)
 class PairedTest:
     n: int
     mean_baseline: float
@@ -124,14 +104,22 @@ def paired_test(
     lo, hi = np.percentile(means, [tail, 100 - tail])
     effect = float(d.mean() / sd) if sd > 0 else (0.0 if not nonzero else None)
     return PairedTest(
-        n=int(d.size), mean_baseline=float(b.mean()), mean_candidate=float(c.mean()),
-        mean_diff=float(d.mean()), t_statistic=t_stat, p_value=p, wilcoxon_statistic=wil_stat,
-        wilcoxon_p=wil_p, ci_low=float(lo), ci_high=float(hi), effect_size=effect,
+        n=int(d.size),
+        mean_baseline=float(b.mean()),
+        mean_candidate=float(c.mean()),
+        mean_diff=float(d.mean()),
+        t_statistic=t_stat,
+        p_value=p,
+        wilcoxon_statistic=wil_stat,
+        wilcoxon_p=wil_p,
+        ci_low=float(lo),
+        ci_high=float(hi),
+        effect_size=effect,
         nonzero_pairs=nonzero,
-    )  # fmt: skip
+    )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SliceResult:
     name: str
     n: int
@@ -143,6 +131,7 @@ class SliceResult:
 
 def slice_results(
     slices: Sequence[str],
+    *,
     baseline: Sequence[float],
     candidate: Sequence[float],
     tolerance: float,
@@ -156,32 +145,41 @@ def slice_results(
         pairs = groups[name]
         mb = sum(b for b, _ in pairs) / len(pairs)
         mc = sum(c for _, c in pairs) / len(pairs)
-        out.append(SliceResult(name, len(pairs), mb, mc, mc - mb, mb - mc > tolerance + 1e-12))
+        out.append(
+            SliceResult(
+                name=name,
+                n=len(pairs),
+                mean_baseline=mb,
+                mean_candidate=mc,
+                diff=mc - mb,
+                regressed=mb - mc > tolerance + 1e-12,
+            )
+        )
     return out
 
 
 def decide(
     test: PairedTest,
-    config: GateConfig,
+    policy: ReleaseSettings,
     *,
     slices: Sequence[SliceResult] = (),
     checks: Sequence[Check] = (),
 ) -> tuple[Decision, list[str]]:
     """The gate's decision and the reasons a reader sees (see the module docstring)."""
     stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
-    if test.n < config.min_samples:
-        return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {config.min_samples})"]
-    if test.mean_candidate < config.reject_ratio * test.mean_baseline:
+    if test.n < policy.min_samples:
+        return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {policy.min_samples})"]
+    if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return Decision.ROLLBACK, [
-            f"candidate mean {test.mean_candidate:.4f} < {config.reject_ratio:g} x baseline "
+            f"candidate mean {test.mean_candidate:.4f} < {policy.reject_ratio:g} x baseline "
             f"mean {test.mean_baseline:.4f} ({stats})"
         ]
-    if not (test.p_value < config.alpha and test.mean_diff > 0):
+    if not (test.p_value < policy.alpha and test.mean_diff > 0):
         return Decision.MANUAL_REVIEW, [
-            f"not significantly better at alpha {config.alpha:g} ({stats})"
+            f"not significantly better at alpha {policy.alpha:g} ({stats})"
         ]
     blockers = [
-        f"slice {s.name} regressed by {-s.diff:.4f} (> {config.slice_tolerance:g})"
+        f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
         for s in slices
         if s.regressed
     ] + [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
@@ -211,7 +209,7 @@ def golden_messages(item: DomainItem) -> Messages:
 # ---- the gate -------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ItemPair:
     item_id: str
     slice: str
@@ -221,7 +219,7 @@ class ItemPair:
     candidate_score: float
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GateResult:
     version: str
     baseline: str
@@ -258,16 +256,22 @@ class GateResult:
                 (self.baseline, it.baseline_score, it.baseline_answer),
                 (self.version, it.candidate_score, it.candidate_answer),
             ):
-                rows.append({
-                    "run_id": self.run_id, "model_version": version, "item_id": it.item_id,
-                    "slice": it.slice, "score": score, "answer": answer,
-                    "created_at": self.created_at,
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "run_id": self.run_id,
+                        "model_version": version,
+                        "item_id": it.item_id,
+                        "slice": it.slice,
+                        "score": score,
+                        "answer": answer,
+                        "created_at": self.created_at,
+                    }
+                )
         return rows
 
 
 def score_answers(
-    items: Sequence[DomainItem], answers: Sequence[Answer], scorer: Scorer
+    items: Sequence[DomainItem], answers: Sequence[Answer], *, scorer: Scorer
 ) -> list[float]:
     """The stage-2 reward of each answer (golden reference, no feedback, generation latency)."""
     from tasks.reward import ScoreItem
@@ -285,8 +289,7 @@ def run_gate(
     baseline: AnswerSource,
     candidate: AnswerSource,
     scorer: Scorer,
-    config: GateConfig,
-    drift: DriftConfig,
+    policy: ReleaseSettings,
     max_tokens: int = 16,
     run_id: str | None = None,
 ) -> GateResult:
@@ -294,21 +297,40 @@ def run_gate(
     requests = [golden_messages(it) for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
-    scores = score_answers([*items, *items], [*base, *cand], scorer)
+    scores = score_answers([*items, *items], [*base, *cand], scorer=scorer)
     b_scores, c_scores = scores[: len(items)], scores[len(items) :]
-    test = paired_test(b_scores, c_scores, n_bootstrap=config.n_bootstrap,
-                       confidence=config.confidence, seed=config.seed)  # fmt: skip
-    slices = slice_results([it.slice for it in items], b_scores, c_scores, config.slice_tolerance)
+    test = paired_test(
+        b_scores,
+        c_scores,
+        n_bootstrap=policy.n_bootstrap,
+        confidence=policy.confidence,
+        seed=policy.seed,
+    )
+    slices = slice_results(
+        [it.slice for it in items],
+        baseline=b_scores,
+        candidate=c_scores,
+        tolerance=policy.slice_tolerance,
+    )
     b_text, c_text = [a.text for a in base], [a.text for a in cand]
     prompts = [candidate.lm.render(m) for m in requests] if candidate.lm else []
     checks = [
-        kl_check(candidate.lm, baseline.lm, prompts, c_text, drift),
-        diversity_check(c_text, b_text, [it.reference for it in items], drift),
-        length_bias_check(b_scores, c_scores, b_text, c_text, drift),
+        kl_check(candidate.lm, baseline.lm, prompts=prompts, answers=c_text, policy=policy),
+        diversity_check(c_text, b_text, references=[it.reference for it in items], policy=policy),
+        length_bias_check(
+            b_scores, c_scores, baseline_answers=b_text, candidate_answers=c_text, policy=policy
+        ),
     ]
-    decision, reasons = decide(test, config, slices=slices, checks=checks)
+    decision, reasons = decide(test, policy, slices=slices, checks=checks)
     pairs = [
-        ItemPair(it.item_id, it.slice, b.text, c.text, bs, cs)
+        ItemPair(
+            item_id=it.item_id,
+            slice=it.slice,
+            baseline_answer=b.text,
+            candidate_answer=c.text,
+            baseline_score=bs,
+            candidate_score=cs,
+        )
         for it, b, c, bs, cs in zip(items, base, cand, b_scores, c_scores, strict=True)
     ]
     errors = {
@@ -316,8 +338,18 @@ def run_gate(
         candidate.version: sum(a.error for a in cand),
     }
     log.info("gate %s vs %s: %s (%s)", candidate.version, baseline.version, decision, reasons[0])
-    return GateResult(candidate.version, baseline.version, run_id or uuid.uuid4().hex, decision,
-                      reasons, test, slices, checks, pairs, errors)  # fmt: skip
+    return GateResult(
+        version=candidate.version,
+        baseline=baseline.version,
+        run_id=run_id or uuid.uuid4().hex,
+        decision=decision,
+        reasons=reasons,
+        test=test,
+        slices=slices,
+        checks=checks,
+        items=pairs,
+        errors=errors,
+    )
 
 
 def write_eval_results(catalog: Catalog, result: GateResult) -> int:
@@ -337,7 +369,7 @@ def golden_gate_task(items: list[DomainItem], **kwargs: Any) -> GateResult:
     return run_gate(items, **kwargs)
 
 
-@task(retries=2, retry_delay_seconds=[2, 10], retry_jitter_factor=0.5, cache_policy=NO_CACHE)
+@task(**IO_RETRIES)
 def write_eval_results_task(catalog: Catalog, result: GateResult) -> int:
     """Returns how many eval_results rows the gate run wrote."""
     return write_eval_results(catalog, result)

@@ -10,13 +10,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.keys import gate_prefix
+from infra.retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.store import ObjectStore
-    from tasks.gate import GateResult
+    from tasks.release.gate import GateResult
 
 
 def report_json(result: GateResult) -> dict[str, Any]:
@@ -44,6 +44,29 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [json_safe(v) for v in value]
     return value
+
+
+def gate_evidence(result: GateResult, report_keys: dict[str, str]) -> dict[str, Any]:
+    """The gate's numbers for the audit event and the state history (no answers)."""
+    t = result.test
+    evidence = {
+        "decision": result.decision.value,
+        "baseline": result.baseline,
+        "n": t.n,
+        "mean_baseline": t.mean_baseline,
+        "mean_candidate": t.mean_candidate,
+        "mean_diff": t.mean_diff,
+        "p_value": t.p_value,
+        "wilcoxon_p": t.wilcoxon_p,
+        "ci": [t.ci_low, t.ci_high],
+        "effect_size": t.effect_size,
+        "reasons": result.reasons,
+        "regressed_slices": [s.name for s in result.slices if s.regressed],
+        "failed_checks": {c.name: c.value for c in result.checks if c.status == "fail"},
+        "run_id": result.run_id,
+        "report": report_keys.get("json"),
+    }
+    return dict(json_safe(evidence))
 
 
 def _num(value: float | None, fmt: str = ".4f") -> str:
@@ -117,8 +140,11 @@ def report_plot(result: GateResult) -> bytes:
     right.hist(diffs, bins=[i / 20 - 1 for i in range(41)], color="tab:purple")
     right.axvline(0, color="black", linewidth=0.8)
     right.axvline(result.test.mean_diff, color="tab:red", linestyle="--", label="mean")
-    right.set(title=f"Paired differences (p = {result.test.p_value:.3g})",
-              xlabel="candidate - baseline", ylabel="items")  # fmt: skip
+    right.set(
+        title=f"Paired differences (p = {result.test.p_value:.3g})",
+        xlabel="candidate - baseline",
+        ylabel="items",
+    )
     right.legend()
     fig.suptitle(f"{result.version} vs {result.baseline}: {result.decision.value}")
     fig.tight_layout()
@@ -146,7 +172,7 @@ def read_report(store: ObjectStore, version: str) -> dict[str, Any]:
     return dict(json.loads(store.get(gate_prefix(version) + "report.json")))
 
 
-@task(retries=3, retry_delay_seconds=[2, 5, 15], retry_jitter_factor=0.5, cache_policy=NO_CACHE)
+@task(**IO_RETRIES)
 def write_report_task(store: ObjectStore, result: GateResult) -> dict[str, str]:
     """Returns the keys of the gate report's files in the object store."""
     return write_report(store, result)

@@ -1,0 +1,65 @@
+"""The one interface through which stages and flows read and change routing, and the choice
+of its implementation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from infra.routing.gateway import GatewayRouting
+from infra.routing.store import StoreRouting
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.routing.state import RoutingState, StateChange
+    from infra.settings import Settings
+    from infra.store import ObjectStore
+
+
+class RoutingBackend(Protocol):
+    """Where stages and flows read and change the routing state."""
+
+    name: str
+
+    def load(self) -> RoutingState:
+        """The current routing state."""
+        ...
+
+    def transition(self, change: StateChange) -> RoutingState:
+        """Apply ``change`` atomically; returns the state written.
+
+        Raises:
+            StateConflict: the state is not at ``change.expected_revision`` any more (or
+                changed during the write): reload, reapply, write again.
+            RejectedVersion: the change routes traffic to a rejected version.
+        """
+        ...
+
+    def rollback(
+        self,
+        *,
+        reason: str,
+        actor: str,
+        evidence: dict[str, Any] | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> tuple[bool, RoutingState]:
+        """Take the candidate away now (weight 0, shadow 0, recorded as rejected) and record
+        the ``rollback`` audit event; returns (whether anything was rolled back, the state)."""
+        ...
+
+
+def open_routing(
+    settings: Settings,
+    store: ObjectStore,
+    *,
+    catalog: Catalog | None = None,
+    gateway_url: str | None = None,
+) -> RoutingBackend:
+    """The gateway's admin API when a gateway URL is configured (``gateway_url`` or
+    ``FLYWHEEL_GATEWAY__URL``), else the state object in ``store``.
+
+    Raises:
+        ConfigError: a gateway URL is set but no admin token.
+    """
+    gateway = GatewayRouting.from_settings(settings, gateway_url)
+    return gateway if gateway is not None else StoreRouting(store, catalog=catalog)

@@ -1,0 +1,136 @@
+"""A person's controls over the current release (the CLI and the ``release-control`` flow call
+them): :func:`release_status`, :func:`promote`, :func:`pause`, :func:`resume`, :func:`abort`.
+
+``pause`` moves an active release to ``held`` (traffic unchanged) and records where to resume;
+``resume`` moves it back. The ``release-control`` flow then continues the release itself
+(``handover``); a release flow still waiting on the pause steps aside.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import ReleaseError, ReleaseInterrupted
+from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.routing import Phase, RoutingBackend, RoutingState
+
+
+def release_status(routing: RoutingBackend) -> dict[str, Any]:
+    """The routing state in a few fields, with the last transition (for ``flywheel status``)."""
+    state = routing.load()
+    last = state.history[-1] if state.history else None
+    return {
+        "stable": state.stable,
+        "candidate": state.candidate,
+        "phase": state.phase,
+        "weight": state.weight,
+        "step": state.step,
+        "shadow_fraction": state.shadow_fraction,
+        "rejected": list(state.rejected),
+        "revision": state.revision,
+        "updated_at": state.updated_at.isoformat() if state.updated_at else None,
+        "last_transition": last.model_dump(mode="json") if last else None,
+    }
+
+
+def promote(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    *,
+    actor: str,
+    reason: str = "promoted by a person",
+    evidence: dict[str, Any] | None = None,
+    version: str | None = None,
+) -> RoutingState:
+    """Make the current candidate (which must be ``version`` when given) the stable version
+    (all traffic), ending its release.
+
+    Raises:
+        ReleaseInterrupted: there is no candidate release (of ``version``) to promote.
+    """
+    state = routing.load()
+    current = state.candidate
+    if current is None or state.phase not in (*ACTIVE, "held") or version not in (None, current):
+        raise ReleaseInterrupted(
+            f"no release of {version or 'a candidate'} to promote (phase {state.phase})", state
+        )
+    moved = promotion(routing, catalog, current, actor=actor, reason=reason, evidence=evidence)
+    return moved.or_raise()
+
+
+def pause(
+    routing: RoutingBackend, catalog: Catalog | None, *, actor: str, reason: str = "paused"
+) -> RoutingState:
+    """Hold the release in shadow or canary where it is (its traffic unchanged) until
+    :func:`resume`.
+
+    Raises:
+        ReleaseError: no release is in shadow or canary.
+    """
+    state = routing.load()
+    if state.candidate is None or state.phase not in ("shadow", "canary"):
+        raise ReleaseError(f"no release in shadow or canary to pause (phase {state.phase})")
+    moved = hold(
+        routing,
+        catalog,
+        state.candidate,
+        actor=actor,
+        reason=reason,
+        evidence={"paused": True},
+        resume_to=state.phase,
+        step=state.step,
+    )
+    return moved.or_raise()
+
+
+def resume(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    *,
+    actor: str,
+    reason: str = "resumed",
+    handover: bool = False,
+) -> RoutingState:
+    """Continue a held release (paused, or held by the gate or a step for a person's review)
+    at the phase and step recorded when it was held. ``handover``: the caller drives the
+    release from here (a release run still waiting on the pause then ends).
+
+    Raises:
+        ReleaseError: no release is held.
+    """
+    state = routing.load()
+    if state.candidate is None or state.phase != "held":
+        raise ReleaseError(f"no held release to resume (phase {state.phase})")
+    held = next((t for t in reversed(state.history) if t.to_phase == "held"), None)
+    target = (held.evidence.get("resume_to") if held else None) or {}
+    phase: Phase = target.get("phase") or (held.from_phase if held else "shadow")
+    if phase not in ACTIVE:
+        phase = "shadow"
+    routing_changes: dict[str, Any] = {
+        k: float(target[k]) for k in ("weight", "shadow_fraction") if k in target
+    }
+    return transition(
+        routing,
+        catalog,
+        state.candidate,
+        to_phase=phase,
+        actor=actor,
+        reason=reason,
+        evidence={"handover": True} if handover else {},
+        expect=("held",),
+        step=int(target.get("step", 0)),
+        **routing_changes,
+    )
+
+
+def abort(
+    routing: RoutingBackend, catalog: Catalog | None, *, actor: str, reason: str = "aborted"
+) -> RoutingState:
+    """Stop the release now: the candidate loses all traffic and is recorded as rejected
+    (idempotent: nothing routed, nothing changed). The ``rollback`` audit event is written by
+    the routing backend (the gateway, or the store backend's catalog)."""
+    return reject(routing, actor=actor, reason=f"aborted: {reason}", evidence={"action": "abort"})

@@ -1,0 +1,252 @@
+"""The release state machine (DESIGN): ``idle -> gating -> shadow -> canary(step i, weight w)
+-> promoted``, and from any step ``-> rolled_back`` or ``-> held``.
+
+The release flow asks :func:`next_step` what to do (gate, shadow, or canary step ``i``), does
+it, and hands the verdict to :func:`apply_gate`, :func:`after_shadow` or
+:func:`after_canary_step`, which make the transition the verdict calls for and return the
+state. No exception carries control: when the release left the expected phase meanwhile (a
+rollback, an abort, a pause), the transition is not made and the state found is returned, so
+:func:`next_step` ends the run.
+
+State changes go through :mod:`infra.routing` only (compare-and-swap on the revision, so a
+stale release never undoes a rollback); every transition is one ``release_transition`` audit
+event with its evidence (rollbacks: the ``rollback`` event the routing backend writes). A
+rolled-back version is recorded in ``state.rejected`` and is never released again unless a
+person forces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from prefect import task
+
+from infra.retries import IO_RETRIES
+from tasks.release.transitions import (
+    begin_release,
+    canary_move,
+    hold,
+    promotion,
+    reject,
+    try_transition,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.routing import Phase, RoutingBackend, RoutingState
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import GateResult
+    from tasks.release.rollout import PhaseResult
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the release flow does next: run the gate, watch the shadow phase, or watch canary
+    step ``index`` (its routing is already set)."""
+
+    kind: Literal["gate", "shadow", "canary"]
+    index: int = 0
+
+
+def plan_release(state: RoutingState, version: str, *, force: bool = False) -> str:
+    """Where a release of ``version`` starts: ``gate``, ``shadow``, ``canary`` (continue a
+    release left in that phase), ``held`` (waiting for a person), ``stable`` or ``rejected``."""
+    if version == state.stable:
+        return "stable"
+    if version in state.rejected and not force:
+        return "rejected"
+    if state.candidate == version and state.phase in ("shadow", "canary", "held"):
+        return state.phase
+    return "gate"
+
+
+def next_step(
+    state: RoutingState, version: str, *, last: str | None, force: bool = False
+) -> Step | None:
+    """The next step of ``version``'s release in ``state``; None when the run is over
+    (promoted, rolled back, held for a person, taken over by another version, or handed over
+    to another run). ``last``: the verdict of the step this run did last (None before its
+    first step: only a new run starts with the gate)."""
+    if last is None and plan_release(state, version, force=force) == "gate":
+        return Step("gate")
+    if last in ("interrupted", "paused") or state.candidate != version:
+        return None
+    if state.phase == "shadow":
+        return Step("shadow")
+    if state.phase == "canary":
+        return Step("canary", index=state.step)
+    return None
+
+
+def apply_gate(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    result: GateResult,
+    *,
+    report_keys: dict[str, str],
+    policy: ReleaseSettings,
+    actor: str,
+    skip_shadow: bool = False,
+) -> RoutingState:
+    """PROCEED_TO_SHADOW -> shadow (or the first canary step), ROLLBACK -> rolled_back and
+    rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it."""
+    from tasks.release.gate import Decision
+    from tasks.release.report import gate_evidence
+
+    version, evidence = result.version, {"gate": gate_evidence(result, report_keys)}
+    first = result.reasons[0] if result.reasons else ""
+    direct = skip_shadow or policy.shadow_fraction <= 0
+    if result.decision == Decision.ROLLBACK:
+        return reject(
+            routing, actor=actor, evidence=evidence, reason=f"gate rejected {version}: {first}"
+        )
+    if result.decision == Decision.PROCEED and direct:
+        moved = canary_move(
+            routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
+        )
+    elif result.decision == Decision.PROCEED:
+        moved = try_transition(
+            routing,
+            catalog,
+            version,
+            to_phase="shadow",
+            actor=actor,
+            expect=("gating",),
+            reason=f"gate passed ({first}); shadowing {policy.shadow_fraction:.0%} of traffic",
+            evidence=evidence,
+            shadow_fraction=policy.shadow_fraction,
+            weight=0.0,
+        )
+    else:
+        restore = (
+            {"weight": float(policy.canary_steps[0])}
+            if direct
+            else {"shadow_fraction": policy.shadow_fraction}
+        )
+        moved = hold(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            reason=f"gate: manual review ({first})",
+            evidence=evidence,
+            resume_to="canary" if direct else "shadow",
+            restore=restore,
+        )
+    return moved.state
+
+
+def after_shadow(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+) -> RoutingState:
+    """A passed shadow phase enters the first canary step; anything else is concluded."""
+    if result.verdict != "pass":
+        return conclude(
+            routing, catalog, version, phase="shadow", result=result, policy=policy, actor=actor
+        )
+    evidence = {"shadow": {"reasons": result.reasons, **result.evidence}}
+    return canary_move(
+        routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
+    ).state
+
+
+def after_canary_step(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    step: int,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+) -> RoutingState:
+    """A passed step enters the next one, or promotes after the last; anything else is
+    concluded (rolled back, held, or left as a person or the gateway set it)."""
+    if result.verdict != "pass":
+        return conclude(
+            routing,
+            catalog,
+            version,
+            phase="canary",
+            result=result,
+            policy=policy,
+            actor=actor,
+            step=step,
+        )
+    evidence = {"previous_step": {"step": step, "reasons": result.reasons, **result.evidence}}
+    if step + 1 < len(policy.canary_steps):
+        moved = canary_move(
+            routing, catalog, version, step=step + 1, policy=policy, actor=actor, evidence=evidence
+        )
+    else:
+        moved = promotion(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            reason="canary passed every step",
+            evidence=evidence,
+        )
+    return moved.state
+
+
+def conclude(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    phase: Phase,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    actor: str,
+    step: int = 0,
+) -> RoutingState:
+    """End a shadow phase or canary step that did not pass: ``fail`` rolls back (rejected);
+    ``no_data`` holds with no traffic (or rolls back, ``no_data_action``); ``paused`` and
+    ``interrupted`` leave the state as a person or the gateway set it."""
+    evidence: dict[str, Any] = {
+        str(phase): {"verdict": result.verdict, "reasons": result.reasons, **result.evidence}
+    }
+    where = f"{phase} step {step + 1}" if phase == "canary" else phase
+    why = "; ".join(result.reasons)
+    rollback = result.verdict == "fail" or (
+        result.verdict == "no_data" and policy.no_data_action == "rollback"
+    )
+    if rollback:
+        reason = f"{where} failed ({result.verdict}): {why}"
+        return reject(routing, actor=actor, evidence=evidence, reason=reason)
+    if result.verdict == "no_data":
+        restore = (
+            {"weight": float(policy.canary_steps[step])}
+            if phase == "canary"
+            else {"shadow_fraction": policy.shadow_fraction}
+        )
+        return hold(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            evidence=evidence,
+            reason=f"{where} has no verdict (no data): {why}",
+            resume_to=phase,
+            step=step,
+            restore=restore,
+            weight=0.0,
+            shadow_fraction=0.0,
+        ).state
+    return routing.load()
+
+
+begin_release_task = task(**IO_RETRIES)(begin_release)
+hold_task = task(**IO_RETRIES)(hold)
+apply_gate_task = task(**IO_RETRIES)(apply_gate)
+after_shadow_task = task(**IO_RETRIES)(after_shadow)
+after_canary_step_task = task(**IO_RETRIES)(after_canary_step)
