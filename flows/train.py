@@ -28,10 +28,11 @@ from tasks.train.checkpoints import (
     publish_task,
     scratch_dir,
 )
+from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage, build_lineage, card_markdown
 from tasks.train.methods import MethodChoice, choose_method
 from tasks.train.pairs import Selection, prompt_renderer, select_task, write_pairs_task
-from tasks.train.trainer import TrainConfig, TrainOutcome, progress_callback, train_task
+from tasks.train.trainer import TrainOutcome, progress_callback, train_task
 
 
 @dataclass(kw_only=True)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from infra.routing import RoutingState
+from typing import Any
 
 
 class FlywheelError(Exception):
@@ -95,9 +92,11 @@ class RejectedVersion(ReleaseError):
 
 class ReleaseInterrupted(ReleaseError):
     """A person asked for a transition the release is not (any more) in a phase for (e.g.
-    promote with no candidate); ``state`` is the routing state found."""
+    promote with no candidate); ``state`` is the routing state found (an
+    :class:`infra.routing.RoutingState`: this module is the bottom of the house and imports
+    nothing of flywheel)."""
 
-    def __init__(self, message: str, state: RoutingState) -> None:
+    def __init__(self, message: str, state: Any) -> None:
         super().__init__(message)
         self.state = state
 

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
     from infra.settings import Settings
     from infra.store import ObjectStore
+    from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import Selection
-    from tasks.train.trainer import TrainConfig, TrainOutcome
+    from tasks.train.trainer import TrainOutcome
 
 LINEAGE = "lineage.json"
 CARD = "model_card.yaml"

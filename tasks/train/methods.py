@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from tasks.train.config import Method
 
 if TYPE_CHECKING:
     from infra.settings import RewardSettings
-    from tasks.train.trainer import TrainConfig
+    from tasks.train.config import TrainConfig
 
-Method = Literal["dpo", "rft", "grpo"]
 Data = dict[str, list[dict[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
 
 

@@ -23,17 +23,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.train.config import TrainConfig
 from tasks.train.methods import BUILDERS, Data, Method
 
 if TYPE_CHECKING:
-    from infra.settings import RewardSettings, TrainSettings
+    from infra.settings import RewardSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,55 +49,6 @@ METRIC_KEYS = (
     "reward_std",
     "entropy",
 )
-
-
-@dataclass(kw_only=True)
-class TrainConfig:
-    """Hyperparameters of one stage-4 run (recorded verbatim in the model's lineage)."""
-
-    method: Method = "dpo"
-    learning_rate: float = 5e-5
-    max_steps: int = 200
-    batch_size: int = 16
-    beta: float = 0.1
-    sft_weight: float = 1.0  # weight of the SFT term next to the sigmoid DPO loss
-    use_lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_target_modules: list[str] | None = None  # None: c_attn for GPT-2, else all-linear
-    seed: int = 0
-    max_length: int = 256
-    logging_steps: int = 10
-    gradient_checkpointing: bool = False  # TRL turns it on by default; it slows small models
-    grpo_num_generations: int = 4
-    grpo_max_completion_length: int = 8
-    grpo_temperature: float = 1.0
-    threads: int | None = None  # torch CPU threads while training (None: torch's default)
-
-    @classmethod
-    def from_settings(
-        cls, train: TrainSettings, *, method: Method, max_steps: int | None = None
-    ) -> TrainConfig:
-        return cls(
-            method=method,
-            learning_rate=train.learning_rate,
-            max_steps=max_steps or train.max_steps,
-            batch_size=train.batch_size,
-            beta=train.beta,
-            sft_weight=train.sft_weight,
-            use_lora=train.use_lora,
-            seed=train.seed,
-            threads=getattr(train, "threads", None),
-        )
-
-    def hyperparameters(self) -> dict[str, Any]:
-        """What the lineage records: every field except those that do not apply to the method."""
-        data = asdict(self)
-        if self.method != "grpo":
-            data = {k: v for k, v in data.items() if not k.startswith("grpo_")}
-        if not self.use_lora:
-            data = {k: v for k, v in data.items() if not k.startswith("lora_")}
-        return data
 
 
 @dataclass(kw_only=True)

@@ -116,7 +116,8 @@ def through_flow(base: Path, data: list[dict[str, Any]], steps: int) -> tuple[fl
     from prefect import flow
 
     from flows.train import progress_artifact_callback
-    from tasks.train.trainer import TrainConfig, train_task
+    from tasks.train.config import TrainConfig
+    from tasks.train.trainer import train_task
 
     @flow(name="bench-train")
     def run() -> Any:

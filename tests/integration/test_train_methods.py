@@ -15,10 +15,11 @@ from infra.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
 from tasks import domain
+from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage
 from tasks.train.methods import grpo_reward
 from tasks.train.pairs import select_training_data, write_pairs
-from tasks.train.trainer import TrainConfig, train_model
+from tasks.train.trainer import train_model
 
 pytestmark = pytest.mark.integration
 

@@ -17,6 +17,7 @@ import yaml
 
 from infra.settings import CurateSettings, Settings
 from tasks import domain
+from tasks.train.config import TrainConfig
 from tasks.train.lineage import (
     CARD,
     LINEAGE,
@@ -30,7 +31,7 @@ from tasks.train.lineage import (
 )
 from tasks.train.methods import Method, MethodChoice
 from tasks.train.pairs import GoldenFilter, Selection, select
-from tasks.train.trainer import TrainConfig, TrainOutcome
+from tasks.train.trainer import TrainOutcome
 
 DATA = Path(__file__).parent.parent / "data" / "lineage"
 WINDOW = "2026-03-02T09:00:00Z"
