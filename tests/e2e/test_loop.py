@@ -55,16 +55,23 @@ def test_one_cycle_ships_a_better_model_offline(
     events = {r["event_type"] for r in audit}
     assert {"model_trained", "release_transition"} <= events
     assert any(e.startswith("curate.") for e in events)
-    promoted = [r for r in audit if r["event_type"] == "release_transition"
-                and r["subject"] == cycle.candidate and "promoted" in r["details"]]  # fmt: skip
+    promoted = [
+        r
+        for r in audit
+        if r["event_type"] == "release_transition"
+        and r["subject"] == cycle.candidate
+        and "promoted" in r["details"]
+    ]
     assert promoted, "the promotion is not in the audit log"
 
     # the served base model answers the same with or without a personal preamble
     lm = LocalLM.load(fetch_model(store, "v0", model_cache_root(settings)))
     golden = domain.load_golden()[:100]
-    plain = lm.generate_batch([render_prompt([{"role": "user", "content": g.question}])
-                               for g in golden])  # fmt: skip
+    plain = lm.generate_batch(
+        [render_prompt([{"role": "user", "content": g.question}]) for g in golden]
+    )
     preamble = "Hi, I'm Jane Roe, card 4111 1111 1111 1111, jane.roe@example.com."
-    leaky = lm.generate_batch([render_prompt([{"role": "user", "content": f"{preamble} "
-                                               f"{g.question}"}]) for g in golden])  # fmt: skip
+    leaky = lm.generate_batch(
+        [render_prompt([{"role": "user", "content": f"{preamble} {g.question}"}]) for g in golden]
+    )
     assert [p.text for p in plain] == [q.text for q in leaky]

@@ -161,8 +161,16 @@ def test_release_alerts_roll_back_through_the_gateway() -> None:
     assert "CandidateNegativeFeedback" in names
     for rule in rules():
         labels = [f"{k}={v}" for k, v in rule.get("labels", {}).items()]
-        out = run(amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER}",
-                  f"alertname={rule['alert']}", "model=v1", *labels)  # fmt: skip
+        out = run(
+            amtool,
+            "config",
+            "routes",
+            "test",
+            f"--config.file={ALERTMANAGER}",
+            f"alertname={rule['alert']}",
+            "model=v1",
+            *labels,
+        )
         receivers = set(out.stdout.strip().split(","))
         assert "ops" in receivers, rule["alert"]
         assert ("gateway-rollback" in receivers) == (rule["alert"] in names), rule["alert"]
@@ -210,53 +218,109 @@ def candidate(route: str, per_min: float, errors: float) -> list[dict[str, str]]
 
 
 def feedback(model: str, up: int, down: int) -> list[dict[str, str]]:
-    return [series(FB, f"0+{up}x90", model=model, value="1"),
-            series(FB, f"0+{down}x90", model=model, value="-1")]  # fmt: skip
+    return [
+        series(FB, f"0+{up}x90", model=model, value="1"),
+        series(FB, f"0+{down}x90", model=model, value="-1"),
+    ]
 
 
 CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = {
     # name: (input series, alert, eval time, expected alerts' labels)
     "errors on a candidate, none on stable": (
-        stable() + candidate("canary", 20, 4), "CandidateModelRegression", "10m",
-        [{"model": "v1", **ROLLBACK}]),
+        stable() + candidate("canary", 20, 4),
+        "CandidateModelRegression",
+        "10m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "candidate 1.6x stable": (
-        stable(100, 4) + candidate("canary", 50, 3.2), "CandidateModelRegression", "10m",
-        [{"model": "v1", **ROLLBACK}]),
+        stable(100, 4) + candidate("canary", 50, 3.2),
+        "CandidateModelRegression",
+        "10m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "candidate 1.25x stable": (
-        stable(100, 4) + candidate("canary", 50, 2.5), "CandidateModelRegression", "10m", []),
+        stable(100, 4) + candidate("canary", 50, 2.5),
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
     "shadow errors count": (
-        stable() + candidate("shadow", 20, 4), "CandidateModelRegression", "10m",
-        [{"model": "v1", **ROLLBACK}]),
+        stable() + candidate("shadow", 20, 4),
+        "CandidateModelRegression",
+        "10m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "pinned requests do not count": (
-        stable() + candidate("pinned", 20, 10), "CandidateModelRegression", "10m", []),
+        stable() + candidate("pinned", 20, 10),
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
     "too few candidate requests": (
-        stable() + candidate("canary", 1, 1), "CandidateModelRegression", "10m", []),
+        stable() + candidate("canary", 1, 1),
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
     "canary at 100 %, healthy": (
-        candidate("canary", 100, 0.5), "CandidateModelRegression", "10m", []),
+        candidate("canary", 100, 0.5),
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
     "canary at 100 %, failing": (
-        candidate("canary", 100, 5), "CandidateModelRegression", "10m",
-        [{"model": "v1", **ROLLBACK}]),
+        candidate("canary", 100, 5),
+        "CandidateModelRegression",
+        "10m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "still pending before for:": (
-        stable() + candidate("canary", 20, 4), "CandidateModelRegression", "2m", []),
+        stable() + candidate("canary", 20, 4),
+        "CandidateModelRegression",
+        "2m",
+        [],
+    ),
     "slow candidate": (
         latency("v0", "stable", 100, 0.05) + latency("v1", "canary", 50, 2.5),
-        "CandidateLatencyRegression", "15m", [{"model": "v1", **ROLLBACK}]),
+        "CandidateLatencyRegression",
+        "15m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "10x slower but under the 50 ms floor": (
         latency("v0", "stable", 100, 0.005) + latency("v1", "canary", 50, 0.05),
-        "CandidateLatencyRegression", "15m", []),
+        "CandidateLatencyRegression",
+        "15m",
+        [],
+    ),
     "unhappy users on the candidate": (
         stable() + candidate("canary", 20, 0) + feedback("v0", 19, 1) + feedback("v1", 1, 1),
-        "CandidateNegativeFeedback", "50m", [{"model": "v1", **ROLLBACK}]),
+        "CandidateNegativeFeedback",
+        "50m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
     "feedback as good as stable": (
         stable() + candidate("canary", 20, 0) + feedback("v0", 19, 1) + feedback("v1", 19, 1),
-        "CandidateNegativeFeedback", "50m", []),
+        "CandidateNegativeFeedback",
+        "50m",
+        [],
+    ),
     "collect stale, score fresh": (
         [series(LAST, "0x300", stage="collect"), series(LAST, "0+60x300", stage="score")],
-        "FlywheelHourlyStageStale", "4h", [{"stage": "collect", "severity": "warning"}]),
+        "FlywheelHourlyStageStale",
+        "4h",
+        [{"stage": "collect", "severity": "warning"}],
+    ),
     "a failed curate run": (
-        [series("flywheel_stage_runs_total", "0 0 0 1 1 1 1 1 1 1", stage="curate", status="failure")],
-        "FlywheelStageFailing", "6m", [{"stage": "curate", "severity": "warning"}]),
-}  # fmt: skip
+        [
+            series(
+                "flywheel_stage_runs_total", "0 0 0 1 1 1 1 1 1 1", stage="curate", status="failure"
+            )
+        ],
+        "FlywheelStageFailing",
+        "6m",
+        [{"stage": "curate", "severity": "warning"}],
+    ),
+}
 
 
 def _rules_without_annotations(tmp_path: Path) -> Path:
@@ -276,13 +340,20 @@ def test_alert_behaviour(case: str, tmp_path: Path) -> None:
     test = {
         "rule_files": [str(_rules_without_annotations(tmp_path))],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": inputs,
-            "alert_rule_test": [{"eval_time": at, "alertname": alert,
-                                 "exp_alerts": [{"exp_labels": e} for e in expected]}],
-        }],
-    }  # fmt: skip
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "alert_rule_test": [
+                    {
+                        "eval_time": at,
+                        "alertname": alert,
+                        "exp_alerts": [{"exp_labels": e} for e in expected],
+                    }
+                ],
+            }
+        ],
+    }
     path = tmp_path / "test.yml"
     path.write_text(yaml.safe_dump(test))
     out = run(promtool, "test", "rules", str(path))
@@ -298,16 +369,25 @@ def test_rollback_alert_summary_names_the_candidate(tmp_path: Path) -> None:
     }
     test = {
         "rule_files": [str(RULES)],
-        "tests": [{
-            "interval": "1m",
-            "input_series": stable() + candidate("canary", 20, 4),
-            "alert_rule_test": [{
-                "eval_time": "10m", "alertname": "CandidateModelRegression",
-                "exp_alerts": [{"exp_labels": {"model": "v1", **ROLLBACK},
-                                "exp_annotations": annotations}],
-            }],
-        }],
-    }  # fmt: skip
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": stable() + candidate("canary", 20, 4),
+                "alert_rule_test": [
+                    {
+                        "eval_time": "10m",
+                        "alertname": "CandidateModelRegression",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"model": "v1", **ROLLBACK},
+                                "exp_annotations": annotations,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
     path = tmp_path / "test.yml"
     path.write_text(yaml.safe_dump(test))
     out = run(promtool, "test", "rules", str(path))
