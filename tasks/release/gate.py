@@ -277,7 +277,13 @@ def score_answers(
     from tasks.reward import ScoreItem
 
     batch = [
-        ScoreItem(it.question, list(it.contexts), a.text, it.reference, None, a.latency_s)
+        ScoreItem(
+            question=it.question,
+            contexts=list(it.contexts),
+            answer=a.text,
+            reference=it.reference,
+            latency_s=a.latency_s,
+        )
         for it, a in zip(items, answers, strict=True)
     ]
     return [r.total for r in scorer.score(batch)]

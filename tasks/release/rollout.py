@@ -245,7 +245,9 @@ def judge_shadow(
     from tasks.reward import ScoreItem
 
     def item(r: TraceRecord) -> ScoreItem:
-        return ScoreItem(r.question, list(r.contexts), r.answer, None, None, r.latency_s)
+        return ScoreItem(
+            question=r.question, contexts=list(r.contexts), answer=r.answer, latency_s=r.latency_s
+        )
 
     scores = [b.total for b in scorer.score([item(r) for pair in pairs for r in pair])]
     stable, cand = scores[0::2], scores[1::2]

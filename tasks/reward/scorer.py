@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ScoreItem:
-    """One answer to score: a trace in stage 2, a golden item's answer in the gate."""
+    """One answer to score: a trace in stage 2, a golden item's answer in the gate.
+    Keyword-only: six fields, three of them optional numbers that are easy to swap."""
 
     question: str
     contexts: list[str]

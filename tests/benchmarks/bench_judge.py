@@ -38,7 +38,11 @@ def items(n: int, offset: int = 0) -> list[ScoreItem]:
     for i in range(offset, offset + n):
         a, b = 10 + i % 90, 10 + (i // 90) % 90
         ctx = [f"calculator: {a} + {b} = {a + b}"]
-        out.append(ScoreItem(f"What is {a}+{b}?", ctx, str(a + b + i % 2), latency_s=1.0))
+        out.append(
+            ScoreItem(
+                question=f"What is {a}+{b}?", contexts=ctx, answer=str(a + b + i % 2), latency_s=1.0
+            )
+        )
     return out
 
 

@@ -32,7 +32,10 @@ def _items(n: int = N) -> list[ScoreItem]:
         answer = str(a + b) if i % 2 == 0 else str(a + b + 1)  # every second answer is wrong
         items.append(
             ScoreItem(
-                f"What is {a}+{b}?", [f"calculator: {a} + {b} = {a + b}"], answer, latency_s=1.0
+                question=f"What is {a}+{b}?",
+                contexts=[f"calculator: {a} + {b} = {a + b}"],
+                answer=answer,
+                latency_s=1.0,
             )
         )
     return items

@@ -82,11 +82,13 @@ def test_verifier_scores_golden_references_far_above_corrupted_answers() -> None
     from tasks.domain import load_golden
 
     golden = load_golden()[:200]
-    right = [ScoreItem(g.question, g.contexts, g.reference) for g in golden]
+    right = [
+        ScoreItem(question=g.question, contexts=g.contexts, answer=g.reference) for g in golden
+    ]
     wrong = []
     for i, g in enumerate(golden):
         bad = [str(int(g.reference) + 1), str(int(g.reference) - 10), "I don't know", ""][i % 4]
-        wrong.append(ScoreItem(g.question, g.contexts, bad))
+        wrong.append(ScoreItem(question=g.question, contexts=g.contexts, answer=bad))
     good, bad = score_batch(right, settings=Settings()), score_batch(wrong, settings=Settings())
     mean_good = sum(b.total for b in good) / len(good)
     mean_bad = sum(b.total for b in bad) / len(bad)
@@ -126,7 +128,10 @@ class CountingJudge:
 
 
 def test_cache_and_repeats_make_no_judge_calls_and_identical_scores() -> None:
-    items = [ScoreItem("What is 23+58?", CTX, a, latency_s=1.0) for a in ("81", "82", "81")]
+    items = [
+        ScoreItem(question="What is 23+58?", contexts=CTX, answer=a, latency_s=1.0)
+        for a in ("81", "82", "81")
+    ]
     judge, cache = CountingJudge(), ComponentCache()
     first = Scorer(Settings(), judge=judge).score(items, cache)
     assert judge.calls == 2  # the repeated answer is judged once
@@ -138,19 +143,26 @@ def test_cache_and_repeats_make_no_judge_calls_and_identical_scores() -> None:
 def test_judge_failure_marks_the_component_missing_and_is_not_cached() -> None:
     judge, cache = CountingJudge(fail=True), ComponentCache()
     scorer = Scorer(Settings(), judge=judge)
-    [b] = scorer.score([ScoreItem("What is 23+58?", CTX, "81", latency_s=1.0)], cache)
+    [b] = scorer.score(
+        [ScoreItem(question="What is 23+58?", contexts=CTX, answer="81", latency_s=1.0)], cache
+    )
     assert b.judge is None and b.missing == ["judge"]
     assert b.total == pytest.approx((0.25 + 0.2 + 0.1 + 0.05) / 0.7)
     assert scorer.stats.judge_failures == 1
     judge.fail = False  # the next run retries the failed component
-    [b2] = Scorer(Settings(), judge=judge).score([ScoreItem("What is 23+58?", CTX, "81")], cache)
+    [b2] = Scorer(Settings(), judge=judge).score(
+        [ScoreItem(question="What is 23+58?", contexts=CTX, answer="81")], cache
+    )
     assert b2.judge == 1.0 and judge.calls == 2
 
 
 def test_skip_when_feedback_skips_costly_judges_and_counts() -> None:
     judge = CountingJudge()
     scorer = Scorer(_settings(skip_when_feedback=True), judge=judge)
-    items = [ScoreItem("What is 23+58?", CTX, "81", feedback=1), ScoreItem("Q", CTX, "81")]
+    items = [
+        ScoreItem(question="What is 23+58?", contexts=CTX, answer="81", feedback=1),
+        ScoreItem(question="Q", contexts=CTX, answer="81"),
+    ]
     with_fb, without = scorer.score(items)
     assert with_fb.judge is None and with_fb.feedback == 1.0 and without.judge == 1.0
     assert judge.calls == 1 and scorer.stats.judge_skipped == 1
