@@ -200,6 +200,13 @@ def pause(ns: argparse.Namespace) -> int:
 
 
 def resume(ns: argparse.Namespace) -> int:
+    from infra.models import ServableVersions
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+
+    rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
+    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
+        ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
     return _control("resume", ns)
 
 

@@ -315,19 +315,22 @@ def release_control(
     promotion, with ``options`` for that run), or abort it (the candidate loses all traffic
     and is never released automatically again). Returns the routing state after. Promote
     refuses a candidate that cannot be served, and one that has not passed the golden gate
-    unless ``force`` is set with a ``reason`` (both recorded in the audit log)."""
+    unless ``force`` is set with a ``reason`` (recorded with the promotion in the audit log);
+    resume refuses a candidate that cannot be served."""
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    versions = ServableVersions.from_settings(rt.settings, rt.store)
     continued: ReleaseOutcome | None = None
     if action == "resume":
+        if (candidate := routing.load().candidate) is not None:
+            versions.require(candidate)  # resuming routes traffic to it again
         state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
         if state.candidate is not None:
             continued = release(state.candidate, options or ReleaseOptions(actor=actor))
     elif action == "promote":
         if force and reason == "manual":  # the default says nothing about why
             raise ReleaseError("a forced promotion needs a reason: say why the gate is overridden")
-        versions = ServableVersions.from_settings(rt.settings, rt.store)
         controls.promote(
             routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
         )

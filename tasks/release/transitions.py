@@ -359,6 +359,6 @@ def restore_servable_stable(
             continue
         if catalog is not None:
             _audit(catalog, saved, before=state, version=target, evidence=change.evidence)
-        log.warning("stable %s cannot be served: %s restored as stable", bad, target)
+        log.info("stable %s cannot be served: %s restored as stable", bad, target)
         return saved, target
     raise StateConflict("the routing state kept changing; the stable version was not restored")

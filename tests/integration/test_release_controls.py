@@ -92,6 +92,18 @@ def test_release_of_a_missing_version_leaves_routing_and_traffic_alone(
     assert chats(gateway) == {(200, "v0")}
     assert httpx.get(f"{gateway.url}/healthz").json()["stable"] == "v0"
 
+    # what `release v99` used to leave behind: neither promote nor resume routes users to it
+    leftover = RoutingState(stable="v0", candidate="v99", phase="held")
+    save_state(store, leftover, force=True)
+    gateway.app.state.gateway.watcher.refresh()
+    left = load_state(store)
+    assert cli.main(["promote", "--force", "--reason", "typo"]) == 2
+    assert "v99 cannot be served" in capsys.readouterr().err
+    assert cli.main(["resume"]) == 2
+    assert "model version v99 does not exist" in capsys.readouterr().err
+    assert load_state(store) == left
+    assert chats(gateway) == {(200, "v0")}
+
 
 def test_promote_refuses_a_candidate_the_gate_held_until_forced_with_a_reason(
     prefect_api, env: Settings, gateway: GatewayHandle, capsys: pytest.CaptureFixture[str]
