@@ -78,6 +78,16 @@ def _control_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--actor", default="cli")
 
 
+def _promote_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reason", default=None, help="why (required with --force; audited)")
+    p.add_argument("--actor", default="cli")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="promote a candidate that has not passed the golden gate (needs --reason)",
+    )
+
+
 def _lineage_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", required=True, help="raw user id (hashed locally)")
 
@@ -159,8 +169,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "promote",
-        "make the candidate the stable version now",
-        _control_args,
+        "make the candidate the stable version now (it must have passed the gate)",
+        _promote_args,
         commands.promote,
     ),
     Command(

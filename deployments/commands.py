@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Literal
 
 Action = Literal["promote", "pause", "resume", "abort"]
@@ -146,7 +147,11 @@ def train(ns: argparse.Namespace) -> int:
 def release(ns: argparse.Namespace) -> int:
     from flows.release import ReleaseOptions
     from flows.release import release as release_flow
+    from infra.models import ServableVersions
+    from infra.runtime import Runtime
 
+    rt = Runtime.from_env()  # checked before a flow run starts: one line, routing untouched
+    ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
     r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
     print(f"release {r.version}: {r.outcome} ({r.phase}); " + "; ".join(r.reasons))
     if r.gate:
@@ -173,7 +178,21 @@ def status(ns: argparse.Namespace) -> int:
 
 
 def promote(ns: argparse.Namespace) -> int:
-    return _control("promote", ns)
+    from infra.errors import ReleaseError
+    from infra.models import ServableVersions
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+    from tasks.release.controls import promotion_refusal
+
+    if ns.force and not (ns.reason or "").strip():
+        raise ReleaseError("promote --force needs --reason TEXT (recorded in the audit log)")
+    ns.reason = ns.reason or "manual"
+    rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
+    versions = ServableVersions.from_settings(rt.settings, rt.store)
+    state = open_routing(rt.settings, rt.store).load()
+    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=ns.reason):
+        raise ReleaseError(why)
+    return _control("promote", ns, force=ns.force)
 
 
 def pause(ns: argparse.Namespace) -> int:
@@ -181,6 +200,13 @@ def pause(ns: argparse.Namespace) -> int:
 
 
 def resume(ns: argparse.Namespace) -> int:
+    from infra.models import ServableVersions
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+
+    rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
+    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
+        ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
     return _control("resume", ns)
 
 
@@ -188,10 +214,10 @@ def abort(ns: argparse.Namespace) -> int:
     return _control("abort", ns)
 
 
-def _control(action: Action, ns: argparse.Namespace) -> int:
+def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> int:
     from flows.release import release_control
 
-    state = release_control(action, reason=ns.reason, actor=ns.actor)
+    state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
     print(
         f"{action}: stable {state.get('stable')}, candidate {state.get('candidate')}, "
         f"phase {state.get('phase')}, weight {state.get('weight')}"
@@ -203,6 +229,12 @@ def rollback(ns: argparse.Namespace) -> int:
     from flows.rollback import rollback as rollback_flow
 
     result = rollback_flow(reason=ns.reason, actor=ns.actor)
+    if result.get("restored_stable"):
+        print(
+            f"rollback: the stable version {result['unservable_stable']} cannot be served; "
+            f"{result['restored_stable']} is the stable version again",
+            file=sys.stderr,
+        )
     print(f"rollback: {result}")
     return 0
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from infra.answers import open_answer_source
 from infra.errors import ReleaseError
+from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.release import controls
@@ -128,9 +129,13 @@ def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutco
     gates/<version>/), then shadow traffic scored with the stage-2 reward, then canary steps
     analysed from Prometheus, then promote. A failure rolls the candidate back (it is never
     released automatically again); an inconclusive result holds it for a person. Running it
-    again for a release left in shadow or canary continues where it stopped."""
+    again for a release left in shadow or canary continues where it stopped. A version that
+    cannot be served (no complete model in the store, no upstream configured) is refused
+    before the routing state is touched."""
     rt = Runtime.from_env()
     opts = options or ReleaseOptions()
+    # before any transition: a version nothing can serve must never become the candidate
+    ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
     run = _Run(
         rt=rt,
@@ -303,21 +308,34 @@ def release_control(
     reason: str = "manual",
     actor: str = "person",
     options: ReleaseOptions | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """A person's decision on the current release: promote the candidate to stable, pause it
     where it is, resume a held release (and continue it: the canary analysis runs on to
     promotion, with ``options`` for that run), or abort it (the candidate loses all traffic
-    and is never released automatically again). Returns the routing state after."""
+    and is never released automatically again). Returns the routing state after. Promote
+    refuses a candidate that cannot be served, and one that has not passed the golden gate
+    unless ``force`` is set with a ``reason`` (recorded with the promotion in the audit log);
+    resume refuses a candidate that cannot be served."""
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    versions = ServableVersions.from_settings(rt.settings, rt.store)
     continued: ReleaseOutcome | None = None
     if action == "resume":
+        if (candidate := routing.load().candidate) is not None:
+            versions.require(candidate)  # resuming routes traffic to it again
         state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
         if state.candidate is not None:
             continued = release(state.candidate, options or ReleaseOptions(actor=actor))
+    elif action == "promote":
+        if force and reason == "manual":  # the default says nothing about why
+            raise ReleaseError("a forced promotion needs a reason: say why the gate is overridden")
+        controls.promote(
+            routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
+        )
     else:
-        act = {"promote": controls.promote, "pause": controls.pause, "abort": controls.abort}
+        act = {"pause": controls.pause, "abort": controls.abort}
         act[action](routing, rt.catalog, actor=actor, reason=reason)
     logger.info("release %s by %s: %s", action, actor, reason)
     status = controls.release_status(routing)

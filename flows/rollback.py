@@ -7,9 +7,12 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 
 from infra.audit import record_event
+from infra.errors import UnservableVersion
+from infra.models import ServableVersions
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.release.transitions import restore_servable_stable
 
 
 @task(**IO_RETRIES)
@@ -18,17 +21,36 @@ def rollback_task(routing: RoutingBackend, *, reason: str, actor: str) -> tuple[
     return routing.rollback(reason=reason, actor=actor)
 
 
+restore_stable_task = task(**IO_RETRIES)(restore_servable_stable)
+
+
 @flow(name="rollback", log_prints=False)
 def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     """Roll back the candidate model now: its traffic weight and shadow share go to 0 and it is
     recorded as rejected (never released automatically again). Goes through the gateway's
     admin API when FLYWHEEL_GATEWAY__URL is set (the gateway applies it at once and writes
-    deploy/state.json and the audit event), else writes deploy/state.json directly. Safe to
-    run twice: with nothing routed to a candidate it changes nothing."""
+    deploy/state.json and the audit event), else writes deploy/state.json directly. Then, if
+    the stable version itself cannot be served (no complete model in the store, no upstream
+    configured), the newest earlier stable version that can is made stable again; the run
+    fails loudly when there is none. Safe to run twice: with nothing routed to a candidate and
+    a servable stable version it changes nothing."""
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
     done, state = rollback_task(routing, reason=reason, actor=actor)
+    unservable: UnservableVersion | None = None
+    restored: str | None = None
+    broken = state.stable
+    try:
+        state, restored = restore_stable_task(
+            routing,
+            rt.catalog,
+            versions=ServableVersions.from_settings(rt.settings, rt.store),
+            actor=actor,
+            reason=reason,
+        )
+    except UnservableVersion as exc:
+        unservable = exc
     record_event(
         rt.catalog,
         event_type="rollback_flow",
@@ -38,13 +60,27 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
             "reason": reason,
             "via": routing.name,
             "rolled_back": done,
+            "restored_stable": restored,
+            "unservable_stable": broken if restored or unservable else None,
             "revision": state.revision,
             "phase": state.phase,
             "weight": state.weight,
         },
         best_effort=True,
     )
+    if unservable is not None:
+        raise unservable
+    if restored:
+        logger.warning(
+            "stable %s cannot be served: %s is the stable version again", broken, restored
+        )
     logger.info(
         "rollback via %s: %s (%s)", routing.name, "done" if done else "nothing to roll back", reason
     )
-    return {"rolled_back": done, "via": routing.name, "state": state.model_dump(mode="json")}
+    return {
+        "rolled_back": done or restored is not None,
+        "restored_stable": restored,
+        "unservable_stable": broken if restored else None,
+        "via": routing.name,
+        "state": state.model_dump(mode="json"),
+    }

@@ -90,6 +90,11 @@ class RejectedVersion(ReleaseError):
     """The version was rejected before; only a person may release it again (``force``)."""
 
 
+class UnservableVersion(ReleaseError):
+    """A model version that nothing can serve (not a complete version in the store, no
+    upstream configured for it) was named where traffic would go to it."""
+
+
 class ReleaseInterrupted(ReleaseError):
     """A person asked for a transition the release is not (any more) in a phase for (e.g.
     promote with no candidate); ``state`` is the routing state found (an

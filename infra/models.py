@@ -15,10 +15,11 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import ObjectNotFound, StoreError
+from infra.errors import ObjectNotFound, StoreError, TransientError, UnservableVersion
 from infra.keys import MODELS_PREFIX, model_prefix, version_number
 
 if TYPE_CHECKING:
@@ -56,6 +57,50 @@ def list_versions(store: ObjectStore) -> list[str]:
 
 def version_exists(store: ObjectStore, version: str) -> bool:
     return store.exists(model_prefix(version) + COMPLETE)
+
+
+@dataclass(frozen=True)
+class ServableVersions:
+    """Which model versions the gateway can serve: a complete version in the store (loaded in
+    process), or one with an upstream configured (``FLYWHEEL_GATEWAY__UPSTREAMS``). Every
+    control that routes traffic to a version checks it here before it changes anything."""
+
+    store: ObjectStore
+    upstreams: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, store: ObjectStore) -> ServableVersions:
+        return cls(store, frozenset(settings.gateway.upstreams))
+
+    def servable(self, version: str) -> bool:
+        """Whether ``version`` can be served.
+
+        Raises:
+            TransientError: the store could not be asked (never read as "does not exist").
+        """
+        if version in self.upstreams:
+            return True
+        try:
+            return version_exists(self.store, version)
+        except TransientError:
+            raise
+        except StoreError:  # not a version name at all (e.g. "../x")
+            return False
+
+    def known(self) -> list[str]:
+        """Every servable version, oldest first (store versions by number, then upstream names)."""
+        names = set(list_versions(self.store)) | self.upstreams
+        return sorted(names, key=lambda v: (_number(v) < 0, _number(v), v))
+
+    def require(self, version: str) -> None:
+        """Nothing when ``version`` can be served.
+
+        Raises:
+            UnservableVersion: it cannot; the message names the versions that can.
+        """
+        if not self.servable(version):
+            known = ", ".join(self.known()) or "none (run `flywheel bootstrap`)"
+            raise UnservableVersion(f"model version {version} does not exist; versions: {known}")
 
 
 def next_version(store: ObjectStore) -> str:

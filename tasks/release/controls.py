@@ -4,6 +4,10 @@ them): :func:`release_status`, :func:`promote`, :func:`pause`, :func:`resume`, :
 ``pause`` moves an active release to ``held`` (traffic unchanged) and records where to resume;
 ``resume`` moves it back. The ``release-control`` flow then continues the release itself
 (``handover``); a release flow still waiting on the pause steps aside.
+
+Every control checks before it changes anything: ``promote`` refuses a candidate that cannot be
+served, and one that has not passed the golden gate in its current release unless a person
+forces it with a reason (recorded with the promotion in the audit log).
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from tasks.release.transitions import ACTIVE, hold, promotion, reject, transitio
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from infra.models import ServableVersions
     from infra.routing import Phase, RoutingBackend, RoutingState
+
+PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.Decision.PROCEED (not imported: heavy)
 
 
 def release_status(routing: RoutingBackend) -> dict[str, Any]:
@@ -37,29 +44,98 @@ def release_status(routing: RoutingBackend) -> dict[str, Any]:
     }
 
 
+def gate_decision(state: RoutingState, version: str) -> str | None:
+    """The golden gate's decision in ``version``'s current release (the transitions since it
+    last entered ``gating``), None when its gate has not decided."""
+    decision = None
+    for t in state.history:
+        if t.candidate != version:
+            continue
+        if t.to_phase == "gating":
+            decision = None  # a new release (or a gate run again): earlier verdicts do not count
+        gate = t.evidence.get("gate")
+        if isinstance(gate, dict) and gate.get("decision"):
+            decision = str(gate["decision"])
+    return decision
+
+
+def promotion_refusal(
+    state: RoutingState,
+    *,
+    versions: ServableVersions,
+    version: str | None = None,
+    force: bool = False,
+    reason: str = "",
+) -> str | None:
+    """Why promoting the current candidate (``version`` when given) must not happen, or None.
+    ``force`` overrides a missing gate pass (with a ``reason``), never an unservable version.
+
+    Raises:
+        TransientError: the store could not be asked whether the candidate can be served.
+    """
+    if (current := _promotable(state, version)) is None:
+        return f"no release of {version or 'a candidate'} to promote (phase {state.phase})"
+    if not versions.servable(current):
+        known = ", ".join(versions.known()) or "none"
+        return (
+            f"{current} cannot be served (no complete model in the store, no upstream "
+            f"configured; versions: {known}): promoting it would fail every request; abort it"
+        )
+    decision = gate_decision(state, current)
+    if decision == PROCEED:
+        return None
+    if not force:
+        return (
+            f"{current} has not passed the golden gate in this release (gate: "
+            f"{decision or 'no decision'}); to promote it anyway, force it with a reason "
+            "(flywheel promote --force --reason TEXT), which the audit log records"
+        )
+    if not reason.strip():
+        return "a forced promotion needs a reason (it is recorded in the audit log)"
+    return None
+
+
 def promote(
     routing: RoutingBackend,
     catalog: Catalog | None,
     *,
     actor: str,
+    versions: ServableVersions,
     reason: str = "promoted by a person",
     evidence: dict[str, Any] | None = None,
     version: str | None = None,
+    force: bool = False,
 ) -> RoutingState:
     """Make the current candidate (which must be ``version`` when given) the stable version
-    (all traffic), ending its release.
+    (all traffic), ending its release. It must be servable and have passed the golden gate in
+    this release, unless ``force`` (with a ``reason``; the promotion's evidence says
+    ``forced`` and what the gate said).
 
     Raises:
         ReleaseInterrupted: there is no candidate release (of ``version``) to promote.
+        ReleaseError: the candidate cannot be served, or has not passed the gate (no ``force``).
     """
     state = routing.load()
-    current = state.candidate
-    if current is None or state.phase not in (*ACTIVE, "held") or version not in (None, current):
-        raise ReleaseInterrupted(
-            f"no release of {version or 'a candidate'} to promote (phase {state.phase})", state
-        )
+    refusal = promotion_refusal(
+        state, versions=versions, version=version, force=force, reason=reason
+    )
+    if (current := _promotable(state, version)) is None:
+        raise ReleaseInterrupted(str(refusal), state)
+    if refusal is not None:
+        raise ReleaseError(refusal)
+    evidence = dict(evidence or {})
+    if gate_decision(state, current) != PROCEED:
+        evidence.update(forced=True, gate=gate_decision(state, current))
     moved = promotion(routing, catalog, current, actor=actor, reason=reason, evidence=evidence)
     return moved.or_raise()
+
+
+def _promotable(state: RoutingState, version: str | None) -> str | None:
+    """The candidate of a release that may be promoted (``version`` when given), or None."""
+    current = state.candidate
+    if current is None or state.phase not in (*ACTIVE, "held") or version not in (None, current):
+        return None
+    return current
 
 
 def pause(

@@ -14,12 +14,19 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted, StateConflict
+from infra.errors import (
+    RejectedVersion,
+    ReleaseError,
+    ReleaseInterrupted,
+    StateConflict,
+    UnservableVersion,
+)
 from infra.routing import Phase, RoutingBackend, RoutingState, StateChange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from infra.models import ServableVersions
     from infra.settings import ReleaseSettings
 
 log = logging.getLogger(__name__)
@@ -228,7 +235,10 @@ def promotion(
     reason: str,
     evidence: dict[str, Any] | None = None,
 ) -> Moved:
-    """Make ``version`` (the candidate, in an active or held release) the stable version."""
+    """Make ``version`` (the candidate, in an active or held release) the stable version; the
+    stable version it replaces is kept in the evidence (``previous_stable``: where a rollback
+    returns to if ``version`` ever cannot be served)."""
+    previous = routing.load().stable
     return try_transition(
         routing,
         catalog,
@@ -236,7 +246,7 @@ def promotion(
         to_phase="promoted",
         actor=actor,
         reason=reason,
-        evidence=evidence,
+        evidence={**(evidence or {}), "previous_stable": previous},
         expect=(*ACTIVE, "held"),
         stable=version,
         candidate=None,
@@ -290,3 +300,65 @@ def enter_canary_step(
     return canary_move(
         routing, catalog, version, step=step, policy=policy, actor=actor, evidence=evidence
     ).or_raise()
+
+
+def earlier_stables(state: RoutingState) -> list[str]:
+    """The versions that were stable before the current one, newest first: each promotion's
+    version and the stable it replaced, then ``v0`` (every routing state starts with it)."""
+    seen: list[str] = []
+    for t in reversed(state.history):
+        if t.to_phase == "promoted":
+            seen += [v for v in (t.candidate, t.evidence.get("previous_stable")) if v]
+    seen.append(RoutingState().stable)
+    return [v for v in dict.fromkeys(seen) if v != state.stable]
+
+
+def restore_servable_stable(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    *,
+    versions: ServableVersions,
+    actor: str,
+    reason: str,
+    attempts: int = 5,
+) -> tuple[RoutingState, str | None]:
+    """When the stable version cannot be served (every user request would fail), make the
+    newest earlier stable version that can be served, and was not rejected, the stable one
+    again. Returns the state and the version restored (None: the stable one is servable).
+
+    Raises:
+        UnservableVersion: neither the stable version nor any earlier one can be served.
+        StateConflict: the state kept changing for ``attempts`` tries (transient).
+    """
+    for attempt in range(attempts):
+        state = routing.load()
+        bad = state.stable
+        if versions.servable(bad):
+            return state, None
+        ok = [v for v in earlier_stables(state) if v not in state.rejected]
+        target = next((v for v in ok if versions.servable(v)), None)
+        if target is None:
+            raise UnservableVersion(
+                f"the stable version {bad} cannot be served and no earlier stable version can "
+                f"(tried {', '.join(ok) or 'none'}); release a servable version "
+                f"(versions: {', '.join(versions.known()) or 'none'})"
+            )
+        change = StateChange(
+            stable=target,
+            phase="rolled_back",
+            subject=target,
+            actor=actor,
+            reason=f"stable {bad} cannot be served; {target} restored ({reason})",
+            evidence={"unservable_stable": bad, "restored_stable": target},
+            expected_revision=state.revision,
+        )
+        try:
+            saved = routing.transition(change)
+        except StateConflict:
+            time.sleep(0.02 * (attempt + 1))
+            continue
+        if catalog is not None:
+            _audit(catalog, saved, before=state, version=target, evidence=change.evidence)
+        log.info("stable %s cannot be served: %s restored as stable", bad, target)
+        return saved, target
+    raise StateConflict("the routing state kept changing; the stable version was not restored")

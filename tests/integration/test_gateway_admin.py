@@ -213,6 +213,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
     refused, and the promotion recorded under the released version (``subject``)."""
     from infra.errors import RejectedVersion, StateConflict
+    from infra.models import ServableVersions
     from infra.routing import GatewayRouting, StateChange
     from infra.settings import ReleaseSettings
     from tasks.release import controls, transitions
@@ -234,7 +235,16 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
         stale = StateChange(weight=5, expected_revision=gating.revision, actor="t", reason="r")
         with pytest.raises(StateConflict):
             routing.transition(stale)
-        promoted = controls.promote(routing, None, actor="person", version="v1")
+        served = ServableVersions(LocalStore(tmp_path / "store"), frozenset(("v0", "v1", "v2")))
+        promoted = controls.promote(
+            routing,
+            None,
+            actor="person",
+            version="v1",
+            versions=served,
+            force=True,  # no gate ran in this test
+            reason="drill",
+        )
         assert (promoted.stable, promoted.candidate, promoted.weight) == ("v1", None, 0.0)
         assert promoted.history[-1].candidate == "v1" and promoted.revision == canary.revision + 1
         assert routing.load() == promoted

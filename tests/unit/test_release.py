@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
+from infra.models import ServableVersions
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
@@ -43,6 +44,10 @@ def gate_result(version: str, base: list[float], cand: list[float]) -> GateResul
 BETTER = ([0.0, 1.0] * 30, [1.0] * 60)
 WORSE = ([1.0] * 60, [0.0, 1.0] * 30)
 SAME = ([0.0, 1.0] * 30, [0.0, 1.0] * 30)
+
+
+def servable(routing: StoreRouting) -> ServableVersions:
+    return ServableVersions(routing.store, frozenset({"v0", "v1", "v2"}))
 
 
 def start(routing: StoreRouting, version: str = "v1") -> RoutingState:
@@ -110,12 +115,15 @@ def test_pause_keeps_traffic_and_resume_returns_to_the_same_step(routing: StoreR
 
 def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
     start(routing)
+    machine.apply_gate(
+        routing, None, gate_result("v1", *BETTER), report_keys={}, policy=CFG, actor="test"
+    )
     transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
-    state = controls.promote(routing, None, actor="person")
+    state = controls.promote(routing, None, actor="person", versions=servable(routing))
     assert (state.stable, state.candidate, state.phase, state.weight) == ("v1", None, "promoted", 0)
     assert state.history[-1].candidate == "v1"
     with pytest.raises(ReleaseError):
-        controls.promote(routing, None, actor="person")
+        controls.promote(routing, None, actor="person", versions=servable(routing))
 
 
 def test_abort_takes_all_traffic_away_and_rejects(routing: StoreRouting) -> None:
@@ -230,7 +238,7 @@ def test_pause_is_for_shadow_and_canary_and_promote_checks_the_version(
     with pytest.raises(ReleaseError, match="to pause"):
         controls.pause(routing, None, actor="person")
     with pytest.raises(ReleaseInterrupted):
-        controls.promote(routing, None, actor="flow", version="v7")
+        controls.promote(routing, None, actor="flow", version="v7", versions=servable(routing))
 
 
 def test_next_step_follows_the_state_and_stops_when_interrupted() -> None:
