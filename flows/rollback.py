@@ -24,7 +24,12 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     recorded as rejected (never released automatically again). Goes through the gateway's
     admin API when FLYWHEEL_GATEWAY__URL is set (the gateway applies it at once and writes
     deploy/state.json and the audit event), else writes deploy/state.json directly. Safe to
-    run twice: with nothing routed to a candidate it changes nothing."""
+    run twice: with nothing routed to a candidate it changes nothing.
+
+    Args:
+        reason: Why, in a few words; recorded in the audit log (no personal data).
+        actor: Who or what asked (a person's name, or the alert); recorded in the audit log.
+    """
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
