@@ -8,8 +8,9 @@ its constraints from the ``Annotated`` metadata below. Every deployment enforces
 parameters break them (409) before the run exists: nothing is stored in its parameters.
 
 Bounds (``ge``/``le``) are also checked when a flow is called from Python. The two patterns
-are schema-only: the flow body checks the same thing again with a message that says what to
-do (:func:`tasks.governance.check_user_key`, :func:`infra.keys.model_prefix`).
+are schema-only (the form and the API): from Python, forget-user's body checks the key with a
+message that says what to do (:func:`tasks.governance.check_user_key`, which a test relies
+on), and a model version must name a model in the store (:func:`infra.keys.model_prefix`).
 """
 
 from __future__ import annotations
