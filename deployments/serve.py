@@ -45,6 +45,7 @@ class DeploymentSpec:
     tags: list[str] = field(default_factory=list)
     description: str | None = None
     concurrency_limit: int | dict[str, Any] | None = None
+    enforce_parameter_schema: bool = True  # the server refuses runs whose parameters break it
 
     @property
     def schedule_text(self) -> str:
@@ -68,6 +69,7 @@ def read_specs(path: Path = PREFECT_YAML) -> list[DeploymentSpec]:
             tags=list(d.get("tags") or []),
             description=d.get("description"),
             concurrency_limit=d.get("concurrency_limit"),
+            enforce_parameter_schema=d.get("enforce_parameter_schema", True),
         )
         for d in raw.get("deployments") or []
     ]
@@ -117,6 +119,7 @@ def build_deployment(spec: DeploymentSpec) -> RunnerDeployment:
         tags=spec.tags,
         description=spec.description,
         concurrency_limit=ConcurrencyLimitConfig(**limit) if isinstance(limit, dict) else limit,
+        enforce_parameter_schema=spec.enforce_parameter_schema,
     )
     # typed as "or a coroutine" (it also dispatches async); called here, outside a loop, it is sync
     return cast("RunnerDeployment", deployment)

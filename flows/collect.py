@@ -7,6 +7,7 @@ from datetime import datetime
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
+from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
 from tasks.collect import (
@@ -26,10 +27,16 @@ from tasks.datasets import (
 
 
 @flow(name="collect", log_prints=False)
-def collect(window_start: datetime | None = None, hours: int = 1) -> CollectResult:
+def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectResult:
     """Collect rollouts: read every agent trace of the window (default: the last closed hour)
     from the trace source, quarantine malformed records with a reason, drop users who opted out
-    of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it."""
+    of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
+
+    Args:
+        window_start: First hour to read, on the hour in UTC (e.g. 2026-11-22T10:00:00Z).
+            Empty: the last closed hour.
+        hours: How many hours from window_start to read into this one batch (1 to 168).
+    """
     logger = get_run_logger()
     rt = Runtime.from_env()
     start = parse_window_start(window_start)

@@ -33,6 +33,10 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     personal data (names, e-mails, phones, cards, SSNs, IBANs, account numbers, addresses)
     with Presidio; holds back questions fewer than k users asked until more do. Rerunning a
     window replaces it. Runs on the window collect and score wrote (default: last closed hour).
+
+    Args:
+        window_start: The hour to curate, on the hour in UTC (e.g. 2026-11-22T10:00:00Z), as
+            collect and score wrote it. Empty: the last closed hour.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()

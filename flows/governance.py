@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from flows.parameters import Days, UserKey
 from infra.audit import record_event
 from infra.catalog import SCHEMAS
 from infra.privacy import user_key as hash_user
@@ -29,16 +30,20 @@ from tasks.governance import (
 
 
 @flow(name="forget-user", log_prints=False)
-def forget_user(user_key: str) -> Erasure:
+def forget_user(user_key: UserKey) -> Erasure:
     """Erase one user everywhere: their rows in every table (training examples, preference
     pairs, consent, audit and quarantine mentions), their lines in the raw trace spool, their
     rows in rollouts, scores and held-back examples; then expire old table snapshots and delete
-    the unreferenced files so the data is physically gone.
-
-    user_key: the user's salted key (64 hex characters), not the raw user id, so no personal
-    identifier is stored with this run. Get it with `flywheel forget-user USER_ID`, which
-    hashes the id on your machine and starts this flow. The audit log records a receipt
+    the unreferenced files so the data is physically gone. The audit log records a receipt
     derived from the key, not the key. Do not run while curate or train is committing.
+
+    Never type a user id or e-mail address here: run parameters are stored for good. Run
+    `flywheel forget-user USER_ID` instead, which hashes the id on your machine and starts
+    this flow with the key.
+
+    Args:
+        user_key: The user's salted key: 64 lowercase hex characters, never the raw user id
+            or e-mail (anything else is refused before a run exists).
     """
     logger = get_run_logger()
     key = check_user_key(user_key)
@@ -74,11 +79,15 @@ def forget_user_id(user_id: str) -> Erasure:
 
 
 @flow(name="retention", log_prints=False)
-def retention(days: int | None = None) -> Erasure:
+def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
     trace spool files, rollouts, scores and held-back examples older than that many days;
     then expire table snapshots older than the cutoff and delete the files no remaining
     snapshot needs. Curated training examples and the audit log are kept. Runs daily.
+
+    Args:
+        days: Keep raw data this many days (0 deletes all of it and every older table
+            snapshot). Empty: FLYWHEEL_RAW_RETENTION_DAYS.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()

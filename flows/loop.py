@@ -12,13 +12,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
+from flows.parameters import TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
@@ -37,7 +37,12 @@ TRACE_FLUSH_WAIT_S = 2.5
 def hourly(window_start: datetime | None = None) -> dict[str, object]:
     """Hourly data loop for one window (default: the last closed hour): collect the traces,
     score every one, curate them into flywheel.training_examples. Each stage is a subflow run
-    of its own, so a failed stage can be retried alone from the UI."""
+    of its own, so a failed stage can be retried alone from the UI.
+
+    Args:
+        window_start: The hour to process, on the hour in UTC (e.g. 2026-11-22T10:00:00Z).
+            Empty: the last closed hour (what the schedule does at 5 past every hour).
+    """
     start = parse_window_start(window_start)
     collected = collect(window_start=start, hours=1)
     scored = score(window_start=start, hours=1)
@@ -47,10 +52,15 @@ def hourly(window_start: datetime | None = None) -> dict[str, object]:
 
 
 @flow(name="train-and-release", log_prints=False)
-def weekly(method: Literal["auto", "dpo", "rft", "grpo"] | None = None) -> dict[str, object]:
+def weekly(method: TrainMethod | None = None) -> dict[str, object]:
     """Weekly: preference-tune a candidate on the curated traffic of the last windows, then
     release it (golden gate -> shadow -> canary -> promote, or roll back). Ends "skipped" when
-    there are too few preference pairs."""
+    there are too few preference pairs.
+
+    Args:
+        method: Training method: dpo, rft or grpo, or auto to pick by data size. Empty:
+            FLYWHEEL_TRAIN__METHOD.
+    """
     trained = train(method=method)
     if trained.status != "trained" or not trained.version:
         return {"train": trained, "release": None}
@@ -62,17 +72,27 @@ class LoopOptions(BaseModel):
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
     requests: int = Field(default=500, ge=10, description="simulated user requests per cycle")
-    concurrency: int = Field(default=8, ge=1, le=64)
-    seed: int = 0
-    method: Literal["auto", "dpo", "rft", "grpo"] = "dpo"
-    canary_steps: list[int] = Field(default=[25, 50, 100])
+    concurrency: int = Field(
+        default=8, ge=1, le=64, description="simulated users sending requests at once"
+    )
+    seed: int = Field(
+        default=0, description="random seed of the base model and the simulated traffic"
+    )
+    method: TrainMethod = Field(default="dpo", description="training method (auto: by data size)")
+    canary_steps: list[int] = Field(
+        default=[25, 50, 100], description="candidate's share of traffic (%) at each step"
+    )
     analysis_interval_s: float = Field(default=3.0, gt=0, description="hold per canary step")
-    min_requests_per_step: int = Field(default=10, ge=1)
+    min_requests_per_step: int = Field(
+        default=10, ge=1, description="candidate requests a canary step needs before a verdict"
+    )
     release_traffic_batch: int = Field(default=40, ge=1, description="requests per traffic burst")
     diverse_fraction: float = Field(
         default=1.0, ge=0, le=1, description="share of requests sampled several times"
     )
-    diverse_temperatures: list[float] = Field(default=[0.7, 0.9, 1.1, 1.3])
+    diverse_temperatures: list[float] = Field(
+        default=[0.7, 0.9, 1.1, 1.3], description="temperatures of those samples, one answer each"
+    )
 
 
 @dataclass(kw_only=True)
@@ -110,7 +130,12 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
     the gateway, send simulated users (with personal data, consent and feedback), then collect,
     score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
-    Each cycle's promoted candidate is the next cycle's baseline."""
+    Each cycle's promoted candidate is the next cycle's baseline.
+
+    Args:
+        options: Cycles, simulated traffic and release pacing of this run. Empty: one cycle
+            of 500 requests with the defaults shown.
+    """
     opts = options or LoopOptions()
     started = time.monotonic()
     rt = Runtime.from_env()

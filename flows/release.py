@@ -12,6 +12,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
+from flows.parameters import ModelVersion
 from infra.answers import open_answer_source
 from infra.errors import ReleaseError
 from infra.models import ServableVersions
@@ -55,21 +56,37 @@ class ReleaseOptions(BaseModel):
         default=None, description="version to beat (default: the stable one)"
     )
     force: bool = Field(default=False, description="release a version that was rejected before")
-    skip_shadow: bool = False
+    skip_shadow: bool = Field(default=False, description="go from the gate straight to canary")
     golden_path: str | None = Field(default=None, description="golden jsonl file or folder")
-    max_golden_items: int | None = Field(default=None, ge=1)
+    max_golden_items: int | None = Field(
+        default=None, ge=1, description="gate on the first N golden items only (default: all)"
+    )
     gateway_url: str | None = Field(
         default=None, description="where canary metrics are read (default: FLYWHEEL_GATEWAY__URL)"
     )
-    actor: str = "release-flow"
-    # overrides of ReleaseSettings for this run
-    shadow_fraction: float | None = Field(default=None, ge=0, le=1)
-    canary_steps: list[int] | None = None
-    analysis_interval_s: float | None = Field(default=None, gt=0)
-    step_deadline_s: float | None = Field(default=None, gt=0)
-    min_requests_per_step: int | None = Field(default=None, ge=1)
-    min_shadow_pairs: int | None = Field(default=None, ge=2)
-    no_data_action: Literal["hold", "rollback"] | None = None
+    actor: str = Field(default="release-flow", description="who is recorded in the audit log")
+    # overrides of ReleaseSettings for this run (empty: FLYWHEEL_RELEASE__<NAME>)
+    shadow_fraction: float | None = Field(
+        default=None, ge=0, le=1, description="share of requests copied to the candidate"
+    )
+    canary_steps: list[int] | None = Field(
+        default=None, description="candidate's share of traffic (%) at each canary step"
+    )
+    analysis_interval_s: float | None = Field(
+        default=None, gt=0, description="seconds each step runs before its verdict"
+    )
+    step_deadline_s: float | None = Field(
+        default=None, gt=0, description="seconds a step may wait for enough traffic"
+    )
+    min_requests_per_step: int | None = Field(
+        default=None, ge=1, description="candidate requests a canary step needs"
+    )
+    min_shadow_pairs: int | None = Field(
+        default=None, ge=2, description="scored shadow pairs the shadow phase needs"
+    )
+    no_data_action: Literal["hold", "rollback"] | None = Field(
+        default=None, description="what a step without enough traffic by its deadline does"
+    )
     embeddings: bool | None = Field(
         default=None, description="also compare answer embeddings (MiniLM)"
     )
@@ -123,7 +140,7 @@ class _Run:
 
 
 @flow(name="release", log_prints=False)
-def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutcome:
+def release(version: ModelVersion, options: ReleaseOptions | None = None) -> ReleaseOutcome:
     """Release a candidate model version: the golden-set regression gate (paired t-test and
     Wilcoxon, bootstrap CI, slices, KL / diversity / length-bias checks; report in
     gates/<version>/), then shadow traffic scored with the stage-2 reward, then canary steps
@@ -131,7 +148,13 @@ def release(version: str, options: ReleaseOptions | None = None) -> ReleaseOutco
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
-    before the routing state is touched."""
+    before the routing state is touched.
+
+    Args:
+        version: The candidate model version, e.g. v3 (as train published it).
+        options: Baseline, golden set and pacing of this release. Empty: the settings'
+            policy (FLYWHEEL_RELEASE__*) against the stable version.
+    """
     rt = Runtime.from_env()
     opts = options or ReleaseOptions()
     # before any transition: a version nothing can serve must never become the candidate
@@ -316,7 +339,15 @@ def release_control(
     and is never released automatically again). Returns the routing state after. Promote
     refuses a candidate that cannot be served, and one that has not passed the golden gate
     unless ``force`` is set with a ``reason`` (recorded with the promotion in the audit log);
-    resume refuses a candidate that cannot be served."""
+    resume refuses a candidate that cannot be served.
+
+    Args:
+        action: promote, pause, resume or abort the release in progress.
+        reason: Why, in a few words; recorded in the audit log (no personal data).
+        actor: Who decided; recorded in the audit log.
+        options: Only for resume: pacing of the release it continues. Empty: the settings.
+        force: Only for promote: promote a candidate the gate did not pass (needs a reason).
+    """
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)

@@ -33,7 +33,12 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     the stable version itself cannot be served (no complete model in the store, no upstream
     configured), the newest earlier stable version that can is made stable again; the run
     fails loudly when there is none. Safe to run twice: with nothing routed to a candidate and
-    a servable stable version it changes nothing."""
+    a servable stable version it changes nothing.
+
+    Args:
+        reason: Why, in a few words; recorded in the audit log (no personal data).
+        actor: Who or what asked (a person's name, or the alert); recorded in the audit log.
+    """
     logger = get_run_logger()
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)

@@ -8,6 +8,7 @@ import pyarrow as pa
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
 from tasks.reward import Scorer
@@ -25,12 +26,18 @@ from tasks.score import (
 
 
 @flow(name="score", log_prints=False)
-def score(window_start: datetime | None = None, hours: int = 1) -> ScoreResult:
+def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult:
     """Score rollouts: give every trace of the window (default: the last closed hour; with
     hours > 1, each hourly window from window_start) a composite reward of judge, ragas
     faithfulness and context recall, user feedback and latency, and write
     scores/window=<start>/scores.parquet. Cached judge verdicts are reused, so rerunning a
-    window costs no judge calls; a judge failure marks that component missing, never the run."""
+    window costs no judge calls; a judge failure marks that component missing, never the run.
+
+    Args:
+        window_start: First hour to score, on the hour in UTC (e.g. 2026-11-22T10:00:00Z),
+            as collect wrote it. Empty: the last closed hour.
+        hours: How many hourly windows from window_start to score, each on its own (1 to 168).
+    """
     logger = get_run_logger()
     rt = Runtime.from_env()
     start = parse_window_start(window_start)

