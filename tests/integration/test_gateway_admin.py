@@ -160,7 +160,9 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
         flow_id = client.create_flow_from_name("rollback")
         deployment_id = client.create_deployment(flow_id=flow_id, name="rollback")
         with start(tmp_path, canary_state()) as gw:
-            resp = httpx.post(f"{gw.admin_url}/admin/rollback", json={"reason": "drill"}, headers=AUTH)
+            resp = httpx.post(
+                f"{gw.admin_url}/admin/rollback", json={"reason": "drill"}, headers=AUTH
+            )
             assert resp.json()["rolled_back"] is True
             only_ours = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
             deadline = time.monotonic() + 60
@@ -174,7 +176,9 @@ def test_admin_api_refuses_without_the_token(tmp_path: Path) -> None:
     with start(tmp_path, canary_state()) as gw:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
             assert httpx.get(f"{gw.admin_url}/admin/state", headers=headers).status_code == 401
-            resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "x"), headers=headers)
+            resp = httpx.post(
+                f"{gw.admin_url}/admin/alerts", json=webhook("v1", "x"), headers=headers
+            )
             assert resp.status_code == 401
         assert httpx.post(f"{gw.admin_url}/admin/rollback", json={}, headers={}).status_code == 401
         assert httpx.get(f"{gw.admin_url}/admin/state", headers=AUTH).json()["weight"] == 25
@@ -201,8 +205,12 @@ def test_state_updates_and_manual_rollback(tmp_path: Path) -> None:
         assert stale.status_code == 409
         rejected = httpx.post(f"{gw.admin_url}/admin/state", json={"candidate": "v2"}, headers=AUTH)
         assert rejected.status_code == 409 and "rejected" in rejected.text
-        first = httpx.post(f"{gw.admin_url}/admin/rollback", json={"reason": "bad answers"}, headers=AUTH)
-        second = httpx.post(f"{gw.admin_url}/admin/rollback", json={"reason": "again"}, headers=AUTH)
+        first = httpx.post(
+            f"{gw.admin_url}/admin/rollback", json={"reason": "bad answers"}, headers=AUTH
+        )
+        second = httpx.post(
+            f"{gw.admin_url}/admin/rollback", json={"reason": "again"}, headers=AUTH
+        )
         assert first.json()["rolled_back"] is True and second.json()["rolled_back"] is False
         assert first.json()["state"]["rejected"] == ["v2", "v1"]
     assert [e["details"] for e in rollback_events(tmp_path, 1)][0].count("bad answers") == 1
