@@ -68,7 +68,7 @@ def gateway(ns: argparse.Namespace) -> int:
     from infra.gateway.serve import serve_gateway
     from infra.settings import get_settings
 
-    serve_gateway(get_settings())
+    serve_gateway(get_settings(), announce=lambda line: print(line, flush=True))
     return 0
 
 

@@ -232,6 +232,7 @@ def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
         settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
     )
     os.environ["FLYWHEEL_GATEWAY__URL"] = handle.url
+    os.environ["FLYWHEEL_GATEWAY__ADMIN_URL"] = handle.admin_url or ""
     get_settings.cache_clear()
     try:
         yield handle.url

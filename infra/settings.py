@@ -156,17 +156,40 @@ class ReleaseSettings(BaseModel):
 
 
 class GatewaySettings(BaseModel):
-    """The OpenAI-compatible gateway."""
+    """The OpenAI-compatible gateway. Two listeners: the public one (``host:port``: chat,
+    feedback, models, health, metrics) and the admin one (``admin_host:admin_port``: the
+    ``/admin`` API with its bearer token, the Alertmanager webhook, the OpenAPI schema)."""
 
     host: str = "127.0.0.1"
-    port: int = 8088
-    admin_token: SecretStr | None = None
-    url: str | None = None  # where flows reach the gateway's admin API
+    port: int = Field(default=8088, ge=0, le=65535)
+    admin_host: str = "127.0.0.1"
+    admin_port: int = Field(default=8089, ge=0, le=65535)
+    admin_token: SecretStr | None = None  # unset: admin API off; else >= 32 characters
+    url: str | None = None  # where flows and the simulator reach the gateway (public listener)
+    admin_url: str | None = (
+        None  # where flows reach the admin API (default: url's host, admin_port)
+    )
     upstreams: dict[str, str] = {}  # model version -> OpenAI-compatible base URL
     diverse_fraction: float = 0.3
     diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
     trace_queue_size: int = 10_000
     max_new_tokens: int = 16
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger requests get 413
+    max_trace_chars: int = Field(default=32_000, ge=100)  # question, contexts, answer: each cut
+
+    @property
+    def resolved_admin_url(self) -> str | None:
+        """``admin_url``, else ``url`` with its port replaced by ``admin_port``, else None."""
+        if self.admin_url:
+            return self.admin_url.rstrip("/")
+        if not self.url:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        host = parts.hostname or "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        return f"{parts.scheme or 'http'}://{host}:{self.admin_port}"
 
 
 class Settings(BaseSettings):

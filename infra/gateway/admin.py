@@ -1,4 +1,6 @@
-"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook.
+"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook. It
+is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT``), never on
+the public one, and the gateway refuses to start with a placeholder or short token.
 
 The rollback fast path changes the in-memory routing first (the candidate stops getting traffic
 within the request), then writes ``deploy/state.json``, then, in the background, the audit
@@ -19,9 +21,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
-from infra.errors import RejectedVersion, StateConflict
+from infra.errors import ConfigError, RejectedVersion, StateConflict
 from infra.routing import (
     RoutingState,
     StateChange,
@@ -38,6 +40,30 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
+
+ADMIN_HEADER = "x-flywheel-admin-token"  # lets a chat request name a rolled-back version
+ADMIN_OFF = "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
+MIN_TOKEN_CHARS = 32
+_PLACEHOLDERS = ("changeme", "change-me", "change_me", "placeholder", "example", "your-")
+
+
+def check_admin_token(token: SecretStr | None) -> None:
+    """Refuse a placeholder or short admin token (unset or empty: the admin API is off).
+
+    Raises:
+        ConfigError: the token is a placeholder, repetitive, or under 32 characters.
+    """
+    value = token.get_secret_value() if token is not None else ""
+    if not value:
+        return
+    how = "set a random one, e.g. `openssl rand -hex 32`"
+    if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
+        raise ConfigError(f"FLYWHEEL_GATEWAY__ADMIN_TOKEN is a placeholder: {how}")
+    if len(value) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"FLYWHEEL_GATEWAY__ADMIN_TOKEN has {len(value)} characters, the gateway needs at "
+            f"least {MIN_TOKEN_CHARS}: {how}"
+        )
 
 
 class RollbackRequest(BaseModel):
@@ -95,16 +121,28 @@ class Admin:
         if self.settings.gateway.admin_token is not None:
             self._background(self.catalog)
 
-    def authorize(self, request: Request) -> None:
+    @property
+    def enabled(self) -> bool:
         token = self.settings.gateway.admin_token
-        if token is None or not token.get_secret_value():
-            raise HTTPException(
-                503, "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
-            )
+        return token is not None and bool(token.get_secret_value())
+
+    def _matches(self, given: str) -> bool:
+        token = self.settings.gateway.admin_token
+        return (
+            token is not None
+            and bool(given)
+            and secrets.compare_digest(given.strip().encode(), token.get_secret_value().encode())
+        )
+
+    def shows_token(self, request: Request, header: str) -> bool:
+        """Whether ``header`` carries the admin token (False while the admin API is off)."""
+        return self.enabled and self._matches(request.headers.get(header, ""))
+
+    def authorize(self, request: Request) -> None:
+        if not self.enabled:
+            raise HTTPException(503, ADMIN_OFF)
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(
-            given.strip().encode(), token.get_secret_value().encode()
-        ):
+        if scheme.lower() != "bearer" or not self._matches(given):
             raise HTTPException(
                 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
             )

@@ -1,4 +1,6 @@
-"""The gateway's FastAPI app: OpenAI-compatible endpoints, feedback, metrics, health, admin."""
+"""The gateway's two FastAPI apps: the public one (OpenAI-compatible endpoints, feedback,
+metrics, health) and the admin one (``/admin/*``, served on its own listener, see
+:mod:`infra.gateway.serve`)."""
 
 from __future__ import annotations
 
@@ -7,20 +9,19 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from infra.gateway.admin import Admin, admin_router
+from infra.gateway.admin import ADMIN_HEADER, ADMIN_OFF, Admin, admin_router, check_admin_token
 from infra.gateway.chat import BadRequest, error_response, json_response, parse_chat_request
+from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import ROUTED_MODEL, StateWatcher
 from infra.gateway.service import Gateway
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
 from infra.gateway.upstreams import Upstream, UpstreamPool
-from infra.traces import FeedbackEvent
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -47,7 +48,13 @@ def create_app(
     spool), ``upstreams`` override the configured ones per version, ``catalog`` receives audit
     events (default: the configured catalog, opened on first use), ``sink`` replaces the
     configured trace sink, ``on_rollback(reason)`` replaces asking Prefect to run the rollback
-    deployment after a rollback (it runs in a background thread)."""
+    deployment after a rollback (it runs in a background thread). The admin API's app is
+    ``app.state.admin_app``.
+
+    Raises:
+        ConfigError: the admin token is a placeholder or too short.
+    """
+    check_admin_token(settings.gateway.admin_token)
     if store is None:
         from infra.store import open_store
 
@@ -68,10 +75,17 @@ def create_app(
         pool=pool,
         metrics=metrics,
         dispatcher=dispatcher,
+        trace_ids=TraceIds(settings.salt()),
         rng=random.Random(seed),
     )
     admin = Admin(
         settings=settings, store=store, watcher=watcher, catalog=catalog, on_rollback=on_rollback
+    )
+    feedback = FeedbackDesk(
+        trace_ids=gateway.recorder.trace_ids,
+        metrics=metrics,
+        dispatcher=dispatcher,
+        trace_models=gateway.recorder.trace_models,
     )
 
     @asynccontextmanager
@@ -93,16 +107,18 @@ def create_app(
     # FastAPI's native OpenTelemetry would trace every HTTP request into whatever provider is
     # global (the Langfuse SDK installs one): traces here are flywheel's own, so it stays off
     telemetry: Any = {"tracing": False, "metrics": False, "logs": False}
+    # the public listener: no schema, no docs, no admin routes (those are on the admin app)
     app = FastAPI(
         title="flywheel gateway",
         lifespan=lifespan,
+        openapi_url=None,
         docs_url=None,
         redoc_url=None,
         telemetry=telemetry,
     )
     app.state.gateway = gateway
     app.state.admin = admin
-    app.include_router(admin_router(admin))
+    app.state.admin_app = _admin_app(admin, telemetry)
 
     # the hot path is a plain Starlette route: no dependency solving per request
     async def chat_completions(request: Request) -> Response:
@@ -116,7 +132,7 @@ def create_app(
         except (BadRequest, ValueError) as exc:
             message = str(exc) if isinstance(exc, BadRequest) else "the body is not valid JSON"
             return error_response(400, message, kind="invalid_request_error")
-        return await gateway.chat(req)
+        return await gateway.chat(req, admin=admin.shows_token(request, ADMIN_HEADER))
 
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
 
@@ -126,58 +142,59 @@ def create_app(
         names = [ROUTED_MODEL, state.stable]
         cand = state.routable_candidate()
         names += ([cand] if cand else []) + pool.configured()
-        unique = list(dict.fromkeys(names))
+        unique = [n for n in dict.fromkeys(names) if n not in state.rejected]
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "flywheel"} for n in unique]
         return json_response({"object": "list", "data": data})
 
-    async def feedback(request: Request) -> Response:
-        try:
-            event, model = _parse_feedback(await request.json(), gateway)
-        except ValueError as exc:
-            return error_response(400, str(exc), kind="invalid_request_error")
-        dispatcher.submit_feedback(event)
-        metrics.feedback.labels(model, str(event.value)).inc()
-        return json_response({"status": "accepted", "trace_id": event.trace_id}, status=202)
-
-    app.add_route("/v1/feedback", feedback, methods=["POST"])
+    app.add_route("/v1/feedback", feedback.handle, methods=["POST"])
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
+    async def healthz() -> Response:
+        """200 while the stable version can be served; 503 with the reason otherwise."""
         state = watcher.state
-        return {
-            "status": "ok",
+        reason = await pool.check(state.stable)
+        body: dict[str, Any] = {
+            "status": "ok" if reason is None else "unhealthy",
             "stable": state.stable,
             "candidate": state.routable_candidate(),
             "weight": state.weight,
             "phase": state.phase,
         }
+        if reason is not None:
+            body["reason"] = reason
+        return json_response(body, status=200 if reason is None else 503)
+
+    @app.get("/livez")
+    async def livez() -> Response:
+        """The process is up and answering (whatever the models do)."""
+        return json_response({"status": "ok"})
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    async def admin_elsewhere(request: Request) -> Response:
+        if not admin.enabled:
+            return error_response(503, ADMIN_OFF, kind="admin_disabled")
+        return error_response(
+            404,
+            "not found: the admin API listens on its own port (FLYWHEEL_GATEWAY__ADMIN_PORT)",
+            kind="not_found",
+        )
+
+    app.add_route("/admin/{rest:path}", admin_elsewhere, methods=["GET", "POST"])
     return app
 
 
-def _parse_feedback(body: Any, gateway: Gateway) -> tuple[FeedbackEvent, str]:
-    """(event, model label) from ``{trace_id, value: 1|0|-1, comment?}``."""
-    if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object")
-    trace_id = body.get("trace_id")
-    value = body.get("value")
-    comment = body.get("comment")
-    if not isinstance(trace_id, str) or not 0 < len(trace_id) <= 128:
-        raise ValueError("'trace_id' must be a non-empty string")
-    if isinstance(value, bool) or value not in (1, 0, -1):
-        raise ValueError("'value' must be 1, 0 or -1")
-    if comment is not None and not isinstance(comment, str):
-        raise ValueError("'comment' must be a string")
-    event = FeedbackEvent(
-        trace_id=trace_id,
-        value=int(value),  # type: ignore[arg-type]
-        at=datetime.now(UTC),
-        comment=comment[:2000] if comment else None,
+def _admin_app(admin: Admin, telemetry: Any) -> FastAPI:
+    """The admin listener's app: ``/admin/*`` (bearer token) and its OpenAPI schema."""
+    app = FastAPI(
+        title="flywheel gateway admin",
+        openapi_url="/admin/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        telemetry=telemetry,
     )
-    # only versions this gateway served become labels (a client string would explode cardinality)
-    model = gateway.recorder.trace_models.get(trace_id, "unknown")
-    return event, model
+    app.state.admin = admin
+    app.include_router(admin_router(admin))
+    return app

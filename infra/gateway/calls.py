@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infra.errors import UpstreamError
+from infra.gateway.limits import cap_trace
 
 if TYPE_CHECKING:
     from infra.gateway.chat import ChatRequest
+    from infra.gateway.feedback import TraceIds
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.routing import Decision, StateWatcher
     from infra.gateway.tracing import TraceDispatcher
@@ -34,12 +35,24 @@ class CallRecorder:
     feedback endpoint labels ``user_feedback_total`` with it)."""
 
     def __init__(
-        self, *, watcher: StateWatcher, metrics: GatewayMetrics, dispatcher: TraceDispatcher
+        self,
+        *,
+        watcher: StateWatcher,
+        metrics: GatewayMetrics,
+        dispatcher: TraceDispatcher,
+        trace_ids: TraceIds,
+        max_trace_chars: int,
     ) -> None:
         self.watcher = watcher
         self.metrics = metrics
         self.dispatcher = dispatcher
+        self.trace_ids = trace_ids
+        self.max_trace_chars = max_trace_chars
         self.trace_models: OrderedDict[str, str] = OrderedDict()
+
+    def new_trace_id(self) -> str:
+        """A signed trace id (feedback is accepted only for these)."""
+        return self.trace_ids.new()
 
     def observe(self, *, version: str, route: str, started: float, error: bool) -> None:
         """Count one call and its latency since ``started`` (a ``perf_counter`` value)."""
@@ -63,29 +76,30 @@ class CallRecorder:
         self.trace_models[trace_id] = version
         if len(self.trace_models) > FEEDBACK_MODELS:
             self.trace_models.popitem(last=False)
-        self.dispatcher.submit_trace(
-            {
-                "trace_id": trace_id,
-                "session_id": req.session_id,
-                "user_id": req.user_id,
-                "prompt_group": prompt_group,
-                "question": req.question,
-                "contexts": req.contexts,
-                "answer": done.text if done else "",
-                "tool_calls": done.tool_calls if done else [],
-                "model_version": version,
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "latency_s": time.perf_counter() - started,
-                "tokens_in": done.tokens_in if done else None,
-                "tokens_out": done.tokens_out if done else None,
-                "error_count": 0 if done else 1,
-                "created_at": datetime.now(UTC),
-                "route": _trace_route(route, version, self.watcher.state.stable),
-                "pairing_id": pairing_id,
-                "logprobs": done.logprobs if done else None,
-            }
-        )
+        fields: dict[str, Any] = {
+            "trace_id": trace_id,
+            "session_id": req.session_id,
+            "user_id": req.user_id,
+            "prompt_group": prompt_group,
+            "question": req.question,
+            "contexts": req.contexts,
+            "answer": done.text if done else "",
+            "tool_calls": done.tool_calls if done else [],
+            "model_version": version,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "latency_s": time.perf_counter() - started,
+            "tokens_in": done.tokens_in if done else None,
+            "tokens_out": done.tokens_out if done else None,
+            "error_count": 0 if done else 1,
+            "created_at": datetime.now(UTC),
+            "route": _trace_route(route, version, self.watcher.state.stable),
+            "pairing_id": pairing_id,
+            "logprobs": done.logprobs if done else None,
+        }
+        if cap_trace(fields, self.max_trace_chars):
+            self.metrics.trace_truncated.inc()
+        self.dispatcher.submit_trace(fields)
 
 
 @dataclass(kw_only=True)
@@ -127,7 +141,7 @@ async def call_routed(
         recorder.observe(version=version, route=route, started=started, error=True)
         recorder.trace(
             req,
-            trace_id=uuid.uuid4().hex,
+            trace_id=recorder.new_trace_id(),
             version=version,
             route=route,
             params=params,

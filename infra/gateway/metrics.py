@@ -14,14 +14,17 @@ LATENCY_BUCKETS = (
 class GatewayMetrics:
     """``agent_requests_total{model,route}``, ``agent_errors_total{model,route}``,
     ``agent_latency_seconds{model,route}``, ``user_feedback_total{model,value}``,
-    ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``.
+    ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
+    ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
+    ``flywheel_feedback_refused_total``.
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
     request count per user request (plus one per shadow copy, ``route="shadow"``); diverse
     siblings that are not returned are traced, not counted. ``user_feedback_total``'s ``value``
     is ``"1"``, ``"0"`` or ``"-1"``; its ``model`` is the version that served the trace
-    (``unknown`` for a trace id this gateway process did not serve).
+    (``unknown`` for a trace id this gateway process did not serve); each trace counts once,
+    with its first vote (see :mod:`infra.gateway.feedback`).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -49,6 +52,22 @@ class GatewayMetrics:
         self.sink_dropped = Counter(
             "flywheel_trace_sink_dropped_total",
             "Traces and feedback events dropped (queue full or sink failed).",
+            registry=r,
+        )
+        self.trace_truncated = Counter(
+            "flywheel_trace_truncated_total",
+            "Traces whose text was cut to FLYWHEEL_GATEWAY__MAX_TRACE_CHARS.",
+            registry=r,
+        )
+        self.feedback_changed = Counter(
+            "flywheel_feedback_changed_total",
+            "Votes that replaced an earlier vote on the same trace (not counted again).",
+            ["model"],
+            registry=r,
+        )
+        self.feedback_refused = Counter(
+            "flywheel_feedback_refused_total",
+            "Feedback refused: the trace id was not one this gateway handed out.",
             registry=r,
         )
         self._weighted: set[str] = set()

@@ -8,8 +8,12 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from infra.errors import ConfigError
+from infra.gateway.limits import BodyLimit
 
 if TYPE_CHECKING:
     import uvicorn
@@ -20,25 +24,51 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def serve_gateway(settings: Settings, **app_kwargs: Any) -> None:
-    """Serve on ``settings.gateway.host:port`` until interrupted (keyword arguments go to
-    :func:`~infra.gateway.app.create_app`)."""
+def serve_gateway(
+    settings: Settings, *, announce: Callable[[str], None] | None = None, **app_kwargs: Any
+) -> None:
+    """Serve until interrupted: the public listener on ``settings.gateway.host:port``, the
+    admin API on ``admin_host:admin_port`` (when an admin token is set). ``announce`` gets one
+    line saying where it listens, once it does (default: the log). Keyword arguments go to
+    :func:`~infra.gateway.app.create_app`.
+
+    Raises:
+        ConfigError: a port is taken or both listeners name the same port, or the admin token
+            is a placeholder.
+    """
     import uvicorn
 
     from infra.gateway.app import create_app
 
+    cfg = settings.gateway
     app = create_app(settings, **app_kwargs)
-    # a process of its own: start-up objects leave the GC's generations (shorter pauses)
-    gc.freeze()
-    log.info("gateway on http://%s:%d", settings.gateway.host, settings.gateway.port)
-    uvicorn.run(
-        app,
-        host=settings.gateway.host,
-        port=settings.gateway.port,
+    admin_on = app.state.admin.enabled
+    if admin_on and cfg.admin_port == cfg.port and cfg.port != 0:
+        raise ConfigError(
+            f"FLYWHEEL_GATEWAY__PORT and FLYWHEEL_GATEWAY__ADMIN_PORT are both {cfg.port}: "
+            "the admin API needs a port of its own"
+        )
+    sockets = listen(
+        cfg.host, cfg.port, admin=(cfg.admin_host, cfg.admin_port) if admin_on else None
+    )
+    public_url = _url(cfg.host, sockets[0].getsockname()[1])
+    admin_line = (
+        f"admin API on {_url(cfg.admin_host, sockets[1].getsockname()[1])}"
+        if admin_on
+        else "admin API off (set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it)"
+    )
+    line = f"gateway listening on {public_url} (OpenAI base URL {public_url}/v1); {admin_line}"
+    config = uvicorn.Config(
+        by_port(app, sockets),
         log_level="warning",
         access_log=False,
+        lifespan="on",
         timeout_graceful_shutdown=10,
     )
+    server = _server(config, on_started=lambda: (announce or log.info)(line))
+    # a process of its own: start-up objects leave the GC's generations (shorter pauses)
+    gc.freeze()
+    server.run(sockets=sockets)
 
 
 @dataclass
@@ -50,6 +80,7 @@ class GatewayHandle:
     app: FastAPI
     server: uvicorn.Server
     thread: threading.Thread
+    admin_url: str | None = None  # the admin listener (None: no admin token, API off)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Shut down (traces still queued are written) and wait for the thread."""
@@ -70,24 +101,111 @@ def start_background_gateway(
     *,
     host: str | None = None,
     port: int | None = None,
+    admin_port: int | None = None,
     startup_timeout_s: float = 30.0,
     **app_kwargs: Any,
 ) -> GatewayHandle:
     """Start the gateway in a daemon thread and return once it accepts connections.
 
-    ``port=0`` picks a free port (see ``handle.url``); default host/port from settings.
-    Keyword arguments go to :func:`~infra.gateway.app.create_app`.
+    ``port=0`` picks a free port (see ``handle.url``), and then the admin listener gets a
+    free port too (``handle.admin_url``); default host/ports from settings. Keyword arguments
+    go to :func:`~infra.gateway.app.create_app`.
 
     Raises:
         RuntimeError: the server did not start within ``startup_timeout_s``.
+        ConfigError: a port is taken, or the admin token is a placeholder.
     """
     from infra.gateway.app import create_app
 
-    host = host or settings.gateway.host
-    port = settings.gateway.port if port is None else port
+    cfg = settings.gateway
+    host = host or cfg.host
+    port = cfg.port if port is None else port
+    if admin_port is None:
+        admin_port = 0 if port == 0 else cfg.admin_port
     app = create_app(settings, **app_kwargs)
-    url, server, thread = serve_in_thread(app, host=host, port=port, timeout_s=startup_timeout_s)
-    return GatewayHandle(url=url, app=app, server=server, thread=thread)
+    admin = (cfg.admin_host, admin_port) if app.state.admin.enabled else None
+    sockets = listen(host, port, admin=admin)
+    server, thread = serve_sockets_in_thread(
+        by_port(app, sockets), sockets, timeout_s=startup_timeout_s
+    )
+    urls = [_url(s.getsockname()[0], s.getsockname()[1]) for s in sockets]
+    return GatewayHandle(
+        url=urls[0],
+        app=app,
+        server=server,
+        thread=thread,
+        admin_url=urls[1] if len(urls) > 1 else None,
+    )
+
+
+def by_port(app: FastAPI, sockets: list[socket.socket]) -> Any:
+    """One ASGI app for both listeners: a connection that arrived on the admin socket (the
+    second, if any) goes to ``app.state.admin_app``, every other one to ``app``; request
+    bodies over ``FLYWHEEL_GATEWAY__MAX_BODY_BYTES`` are refused (413) on both."""
+    admin_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
+    admin_app = app.state.admin_app
+    max_bytes = app.state.gateway.settings.gateway.max_body_bytes
+
+    async def root(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        server = scope.get("server") or (None, None)
+        if admin_port is not None and scope["type"] == "http" and server[1] == admin_port:
+            await admin_app(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return BodyLimit(root, max_bytes=max_bytes)
+
+
+def listen(host: str, port: int, *, admin: tuple[str, int] | None) -> list[socket.socket]:
+    """The public socket, and the admin one when ``admin`` is ``(host, port)``.
+
+    Raises:
+        ConfigError: an address cannot be bound.
+    """
+    public = bind(host, port, setting="FLYWHEEL_GATEWAY__HOST/PORT")
+    if admin is None:
+        return [public]
+    try:
+        return [public, bind(*admin, setting="FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT")]
+    except ConfigError:
+        public.close()
+        raise
+
+
+def bind(host: str, port: int, *, setting: str) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port).
+
+    Raises:
+        ConfigError: the address cannot be bound (taken, or not an address of this host).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must be IPPROTO_TCP: asyncio only sets TCP_NODELAY on such sockets, and without it
+    # Nagle + delayed ACK add ~40 ms to every keep-alive request
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port} ({setting}): {exc.strerror}") from exc
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _server(config: uvicorn.Config, *, on_started: Callable[[], None] | None = None) -> Any:
+    """A uvicorn server that calls ``on_started`` once its sockets accept connections."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and on_started is not None:
+                on_started()
+
+    return Server(config)
 
 
 def serve_in_thread(
@@ -95,29 +213,36 @@ def serve_in_thread(
 ) -> tuple[str, uvicorn.Server, threading.Thread]:
     """Serve an ASGI app with uvicorn in a daemon thread: ``(url, server, thread)``; stop it
     with ``server.should_exit = True`` and ``thread.join()``."""
+    sock = bind(host, port, setting="port")
+    server, thread = serve_sockets_in_thread(app, [sock], timeout_s=timeout_s)
+    return _url(host, sock.getsockname()[1]), server, thread
+
+
+def serve_sockets_in_thread(
+    app: Any, sockets: list[socket.socket], *, timeout_s: float = 30.0
+) -> tuple[uvicorn.Server, threading.Thread]:
+    """Serve ``app`` on bound ``sockets`` in a daemon thread; returns once they accept.
+
+    Raises:
+        RuntimeError: the server did not start within ``timeout_s``.
+    """
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto must be IPPROTO_TCP: asyncio only sets TCP_NODELAY on such sockets, and without it
-    # Nagle + delayed ACK add ~40 ms to every keep-alive request
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-thread", daemon=True
+        target=server.run, kwargs={"sockets": sockets}, name="uvicorn-thread", daemon=True
     )
     thread.start()
     deadline = time.monotonic() + timeout_s
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
-            sock.close()
-            raise RuntimeError(f"server did not start on {host}:{bound_port}")
+            for sock in sockets:
+                sock.close()
+            where = ", ".join(_url(*s.getsockname()[:2]) for s in sockets)
+            raise RuntimeError(f"server did not start on {where}")
         time.sleep(0.02)
-    url_host = f"[{host}]" if ":" in host else host
-    return f"http://{url_host}:{bound_port}", server, thread
+    return server, thread

@@ -9,7 +9,9 @@
   ``error_count=1``); the user is answered by the stable version instead, streamed or not
   (:func:`infra.gateway.calls.call_routed`).
 - A request naming a version (``model="v3"``) is pinned: no diverse sampling, no shadow, its
-  metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version.
+  metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version. A version
+  that was rolled back (``rejected`` in the routing state) is 404 unless the request carries
+  the admin token (``X-Flywheel-Admin-Token``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from infra.gateway.streaming import stream_chat
 from infra.gateway.upstreams import Completion, GenParams, UpstreamPool
 
 if TYPE_CHECKING:
+    from infra.gateway.feedback import TraceIds
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
     from infra.settings import Settings
@@ -58,12 +61,19 @@ class Gateway:
         pool: UpstreamPool,
         metrics: GatewayMetrics,
         dispatcher: TraceDispatcher,
+        trace_ids: TraceIds,
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
         self.watcher = watcher
         self.pool = pool
-        self.recorder = CallRecorder(watcher=watcher, metrics=metrics, dispatcher=dispatcher)
+        self.recorder = CallRecorder(
+            watcher=watcher,
+            metrics=metrics,
+            dispatcher=dispatcher,
+            trace_ids=trace_ids,
+            max_trace_chars=settings.gateway.max_trace_chars,
+        )
         self.rng = rng or random.Random()
         self.background: set[asyncio.Task[Any]] = set()
         self._known: set[str] = set()
@@ -90,21 +100,19 @@ class Gateway:
 
     # -- chat ------------------------------------------------------------------------------
 
-    async def chat(self, req: ChatRequest) -> Response:
+    async def chat(self, req: ChatRequest, *, admin: bool = False) -> Response:
+        """Answer one request; ``admin``: the caller showed the admin token, so a version that
+        was rolled back (rejected) may still be asked for by name."""
         started = time.perf_counter()
+        state = self.watcher.state
         decision = decide(
-            self.watcher.state,
-            model=req.model,
-            sticky_key=req.user_id or req.session_id,
-            rand=self.rng.random,
+            state, model=req.model, sticky_key=req.user_id or req.session_id, rand=self.rng.random
         )
-        if decision.route == "pinned" and not await self.known_version(decision.version):
-            return error_response(
-                404,
-                f"model {req.model!r} does not exist",
-                kind="invalid_request_error",
-                code="model_not_found",
-            )
+        if decision.route == "pinned":
+            if decision.version in state.rejected and not admin:
+                return _not_found(f"model {req.model!r} was rolled back and is not served")
+            if not await self.known_version(decision.version):
+                return _not_found(f"model {req.model!r} does not exist")
         params = req.params
         diverse = (
             not req.stream
@@ -175,7 +183,7 @@ class Gateway:
             return upstream_failed(exc)
         version, route = served.version, served.route
         self.recorder.observe(version=version, route=route, started=served.started, error=False)
-        trace_id = uuid.uuid4().hex
+        trace_id = self.recorder.new_trace_id()
         self.recorder.trace(
             req,
             trace_id=trace_id,
@@ -207,7 +215,7 @@ class Gateway:
             log.debug("diverse sibling on %s failed: %s", decision.version, exc)
         self.recorder.trace(
             req,
-            trace_id=uuid.uuid4().hex,
+            trace_id=self.recorder.new_trace_id(),
             version=decision.version,
             route=decision.route,
             params=params,
@@ -229,7 +237,7 @@ class Gateway:
         self.recorder.observe(version=version, route="shadow", started=t0, error=done is None)
         self.recorder.trace(
             req,
-            trace_id=uuid.uuid4().hex,
+            trace_id=self.recorder.new_trace_id(),
             version=version,
             route="shadow",
             params=params,
@@ -245,3 +253,7 @@ class Gateway:
             _done, pending = await asyncio.wait(list(self.background), timeout=timeout_s)
             for task in pending:
                 task.cancel()
+
+
+def _not_found(message: str) -> Response:
+    return error_response(404, message, kind="invalid_request_error", code="model_not_found")

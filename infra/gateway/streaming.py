@@ -64,7 +64,7 @@ async def stream_chat(
     except UpstreamError as exc:
         return upstream_failed(exc)
     first, pieces = served.value
-    trace_id = uuid.uuid4().hex
+    trace_id = recorder.new_trace_id()
     body = _relay(
         req,
         first=first,

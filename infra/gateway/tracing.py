@@ -1,7 +1,8 @@
 """Traces leave the request path through a bounded queue; a background task writes them to the
 sink (the object-store spool by default, or Langfuse; both sinks live in :mod:`infra.traces`).
 A full queue or a failing sink drops the event and counts it in
-``flywheel_trace_sink_dropped_total``: tracing never blocks or fails a user's request.
+``flywheel_trace_sink_dropped_total``: tracing never blocks or fails a user's request. Of
+several votes on one trace in a batch only the last is written (readers keep the last too).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class TraceDispatcher:
 
     def _write(self, batch: list[tuple[str, Any]], closing: bool) -> None:
         pending = 0
-        for kind, payload in batch:
+        for kind, payload in last_vote_only(batch):
             try:
                 if kind == "trace":
                     self.sink.write_trace(TraceRecord.model_validate(payload))
@@ -140,3 +141,13 @@ class TraceDispatcher:
         if now - self._last_error > 10:
             log.warning(message)
             self._last_error = now
+
+
+def last_vote_only(batch: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The batch with only the last feedback event of each trace (one vote per trace)."""
+    last = {p.trace_id: i for i, (kind, p) in enumerate(batch) if kind == "feedback"}
+    return [
+        (kind, p)
+        for i, (kind, p) in enumerate(batch)
+        if kind != "feedback" or last[p.trace_id] == i
+    ]

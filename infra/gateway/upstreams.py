@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, Any]]
+HEALTH_TIMEOUT_S = 3.0
+HEALTH_TTL_S = 2.0  # /healthz probes are answered from a check at most this old
+LOCAL_HINT = (
+    " (run `flywheel bootstrap`, or give this version an HTTP upstream "
+    "in FLYWHEEL_GATEWAY__UPSTREAMS)"
+)
 SessionFactory = Callable[[], Any]  # -> aiohttp.ClientSession
 
 
@@ -71,8 +78,26 @@ class HttpUpstream:
 
     def __init__(self, version: str, base_url: str, session: SessionFactory) -> None:
         self.version = version
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
         self.session = session
+
+    async def check(self) -> str | None:
+        """None when the server answers ``GET /models`` (any status under 500), else why not."""
+        from urllib.parse import urlsplit
+
+        import aiohttp
+
+        parts = urlsplit(self.base_url)
+        where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
+        try:
+            timeout = aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)
+            async with self.session().get(self.base_url + "/models", timeout=timeout) as resp:
+                if resp.status >= 500:
+                    return f"the upstream of {self.version} ({where}) answers HTTP {resp.status}"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return f"the upstream of {self.version} ({where}) is unreachable: {type(exc).__name__}"
+        return None
 
     def _body(self, messages: Messages, params: GenParams, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {**params.extra, "model": self.version, "messages": messages}
@@ -162,6 +187,23 @@ class LocalUpstream:
         self._lm: Any = None
         self._lock = asyncio.Lock()
         self._limiter = asyncio.Semaphore(4)
+        self._error: str | None = None  # why the last load failed
+
+    async def check(self) -> str | None:
+        """None when the model is loaded or loadable (in the store), else why not."""
+        if self._lm is not None:
+            return None
+        from infra.models import version_exists
+
+        try:
+            exists = await asyncio.to_thread(version_exists, self.store, self.version)
+        except Exception as exc:  # noqa: BLE001 - the reason is the answer
+            return f"model {self.version}: the store cannot be read ({type(exc).__name__})"
+        if not exists:
+            return f"model {self.version} is not in the store{LOCAL_HINT}"
+        if self._error is not None:
+            return f"model {self.version} failed to load: {self._error}"
+        return None
 
     def _load(self) -> Any:
         from infra.local_lm import LocalLM
@@ -177,13 +219,11 @@ class LocalUpstream:
                     try:
                         self._lm = await asyncio.to_thread(self._load)
                     except Exception as exc:
-                        hint = (
-                            " (run `flywheel bootstrap`, or give this version an HTTP upstream "
-                            "in FLYWHEEL_GATEWAY__UPSTREAMS)"
-                        )
+                        self._error = str(exc)
                         raise UpstreamError(
-                            f"model {self.version} unavailable: {exc}{hint}"
+                            f"model {self.version} unavailable: {exc}{LOCAL_HINT}"
                         ) from exc
+                    self._error = None
         return self._lm
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
@@ -230,6 +270,7 @@ class UpstreamPool:
         for version, url in settings.gateway.upstreams.items():
             self._upstreams.setdefault(version, HttpUpstream(version, url, self.session))
         self._local: dict[str, LocalUpstream] = {}
+        self._checks: dict[str, tuple[float, str | None]] = {}
 
     def configured(self) -> list[str]:
         """Versions with an explicitly configured (HTTP or injected) upstream."""
@@ -251,6 +292,18 @@ class UpstreamPool:
                 await upstream._model()
             except UpstreamError as exc:
                 log.info("not preloaded: %s", exc)
+
+    async def check(self, version: str) -> str | None:
+        """None when ``version`` can be served now, else why not (checked at most every
+        ``HEALTH_TTL_S``; an injected upstream without a ``check`` method counts as up)."""
+        now = time.monotonic()
+        cached = self._checks.get(version)
+        if cached is not None and now - cached[0] < HEALTH_TTL_S:
+            return cached[1]
+        check = getattr(self.get(version), "check", None)
+        reason = await check() if check is not None else None
+        self._checks[version] = (time.monotonic(), reason)
+        return reason
 
     def exists(self, version: str) -> bool:
         """Whether ``version`` can be served (configured, or published in the store). Blocking."""

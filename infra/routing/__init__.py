@@ -9,9 +9,10 @@ undo a rollback written meanwhile (the gateway's alert fast path).
 
 - :class:`StoreRouting`: the state object in the object store, written with a truly atomic
   conditional write (:meth:`infra.store.ObjectStore.put_if`); the gateway persists through it.
-- :class:`GatewayRouting`: the gateway's admin API (``GET/POST /admin/state``,
-  ``POST /admin/rollback``), used whenever a gateway URL is configured, so that the gateway
-  applies every change at once.
+- :class:`GatewayRouting`: the gateway's admin API on its admin listener
+  (``GET/POST /admin/state``, ``POST /admin/rollback``), used whenever a gateway URL is
+  configured (``FLYWHEEL_GATEWAY__ADMIN_URL``, or ``FLYWHEEL_GATEWAY__URL``'s host at
+  ``FLYWHEEL_GATEWAY__ADMIN_PORT``), so that the gateway applies every change at once.
 
 A rollback writes the state first and its ``rollback`` audit event after; an audit failure is
 logged and never blocks the rollback.

@@ -55,8 +55,9 @@ def open_routing(
     catalog: Catalog | None = None,
     gateway_url: str | None = None,
 ) -> RoutingBackend:
-    """The gateway's admin API when a gateway URL is configured (``gateway_url`` or
-    ``FLYWHEEL_GATEWAY__URL``), else the state object in ``store``.
+    """The gateway's admin API when its URL is known (``gateway_url``, the admin listener's
+    URL, or ``FLYWHEEL_GATEWAY__ADMIN_URL``, or ``FLYWHEEL_GATEWAY__URL``'s host at
+    ``FLYWHEEL_GATEWAY__ADMIN_PORT``), else the state object in ``store``.
 
     Raises:
         ConfigError: a gateway URL is set but no admin token.

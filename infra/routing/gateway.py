@@ -1,5 +1,6 @@
-"""The routing state through the gateway's admin API (bearer token): the gateway applies each
-change in memory at once and persists it through :class:`~infra.routing.store.StoreRouting`."""
+"""The routing state through the gateway's admin API (bearer token, on the gateway's admin
+listener): the gateway applies each change in memory at once and persists it through
+:class:`~infra.routing.store.StoreRouting`."""
 
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ class GatewayRouting:
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> GatewayRouting | None:
-        """The admin client for ``url`` (default ``FLYWHEEL_GATEWAY__URL``); None when no URL.
+        """The admin client for the admin API at ``url`` (default
+        ``FLYWHEEL_GATEWAY__ADMIN_URL``, else ``FLYWHEEL_GATEWAY__URL``'s host at
+        ``FLYWHEEL_GATEWAY__ADMIN_PORT``); None when neither URL is set.
 
         Raises:
             ConfigError: a URL is set but no admin token.
         """
-        url = url or settings.gateway.url
+        url = url or settings.gateway.resolved_admin_url
         if not url:
             return None
         token = settings.gateway.admin_token
@@ -81,7 +84,8 @@ class GatewayRouting:
             )
         except httpx.HTTPError as exc:
             raise GatewayUnavailable(
-                f"gateway admin API unreachable: {type(exc).__name__}"
+                f"gateway admin API at {self.url} unreachable: {type(exc).__name__} "
+                "(FLYWHEEL_GATEWAY__ADMIN_URL)"
             ) from exc
         if resp.status_code in (401, 403):
             raise ConfigError("the gateway refused the admin token (FLYWHEEL_GATEWAY__ADMIN_TOKEN)")
@@ -93,6 +97,11 @@ class GatewayRouting:
             raise StateConflict(f"gateway admin API {path}: {message}")
         if resp.status_code >= 500:
             raise GatewayUnavailable(f"gateway admin API {path}: HTTP {resp.status_code}")
+        if resp.status_code == 404:
+            raise ConfigError(
+                f"{self.url} has no admin API (HTTP 404): point FLYWHEEL_GATEWAY__ADMIN_URL at "
+                "the gateway's admin port (FLYWHEEL_GATEWAY__ADMIN_PORT), not its public one"
+            )
         if resp.status_code >= 400:
             raise ReleaseError(f"gateway admin API {path}: HTTP {resp.status_code} {resp.text}")
         return resp.json()

@@ -70,7 +70,10 @@ class LangfuseSink:
         obs.end(end_time=time.time_ns() + int(record.latency_s * 1e9))
 
     def write_feedback(self, event: FeedbackEvent) -> None:
+        """One ``user_feedback`` score per trace: its id is derived from the trace id, so a
+        later vote replaces the earlier one in Langfuse (an upsert) instead of adding one."""
         self.client.create_score(
+            score_id=f"{event.trace_id}-{FEEDBACK_SCORE_NAME}",
             trace_id=event.trace_id,
             name=FEEDBACK_SCORE_NAME,
             value=float(event.value),

@@ -34,7 +34,7 @@ from tests.procs import find_binary, free_port, service
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "e2e-admin-token"
+TOKEN = "e2e-admin-token-0123456789abcdef0123"
 FOR, WINDOWS = "3s", {"5m": "15s", "30m": "30s", "1h": "60s"}
 
 
@@ -64,12 +64,12 @@ def prometheus_config(tmp: Path, *, gateway: str, alertmanager: str, self_addr: 
     return path
 
 
-def alertmanager_config(tmp: Path, *, gateway_url: str) -> Path:
+def alertmanager_config(tmp: Path, *, admin_url: str) -> Path:
     cfg = yaml.safe_load((ROOT / "infra/alertmanager/alertmanager.yml").read_text())
     (tmp / "token").write_text(TOKEN)
     for receiver in cfg["receivers"]:
         for hook in receiver.get("webhook_configs", []):
-            hook["url"] = f"{gateway_url}/admin/alerts"
+            hook["url"] = f"{admin_url}/admin/alerts"
             hook["http_config"]["authorization"]["credentials_file"] = str(tmp / "token")
     path = tmp / "alertmanager.yml"
     path.write_text(yaml.safe_dump(cfg))
@@ -104,10 +104,11 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         save_state(store, RoutingState(stable="v0"))
         gw = start_background_gateway(settings, port=0, store=store, state_interval_s=0.2)
         stack.callback(gw.stop)
+        assert gw.admin_url is not None  # Alertmanager calls the admin listener
         am_port, prom_port = free_port(), free_port()
         am_args = [
             am_bin,
-            f"--config.file={alertmanager_config(tmp_path, gateway_url=gw.url)}",
+            f"--config.file={alertmanager_config(tmp_path, admin_url=gw.admin_url)}",
             f"--storage.path={tmp_path / 'am'}",
             f"--web.listen-address=127.0.0.1:{am_port}",
             "--cluster.listen-address=",

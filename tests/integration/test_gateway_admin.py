@@ -26,7 +26,7 @@ from infra.store import LocalStore
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-the-admin-api-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -95,7 +95,7 @@ def test_firing_alert_rolls_back_within_a_second_once(tmp_path: Path, monkeypatc
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     with start(tmp_path, canary_state()) as gw:
         started = time.perf_counter()
-        resp = httpx.post(f"{gw.url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
+        resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
         elapsed = time.perf_counter() - started
         assert resp.status_code == 200 and resp.json()["rolled_back"] is True
         assert elapsed < 1.0, f"rollback took {elapsed:.2f} s"
@@ -107,7 +107,7 @@ def test_firing_alert_rolls_back_within_a_second_once(tmp_path: Path, monkeypatc
         replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", bodies))
         assert {r.headers["x-flywheel-model"] for r in replies} == {"v0"}
         [event] = rollback_events(tmp_path, 1)
-        again = httpx.post(f"{gw.url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
+        again = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
         assert again.json()["rolled_back"] is False and again.json()["duplicates"] == 1
         time.sleep(1.0)
         assert len(rollback_events(tmp_path, 2, timeout=0)) == 1  # no duplicate event
@@ -122,10 +122,10 @@ def test_firing_alert_rolls_back_within_a_second_once(tmp_path: Path, monkeypatc
 def test_alerts_not_naming_the_candidate_change_nothing(tmp_path: Path) -> None:
     with start(tmp_path, canary_state()) as gw:
         for payload in (webhook("v0", "fp-a"), webhook("v1", "fp-b", status="resolved")):
-            resp = httpx.post(f"{gw.url}/admin/alerts", json=payload, headers=AUTH)
+            resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=payload, headers=AUTH)
             assert resp.status_code == 200 and resp.json()["rolled_back"] is False
-        assert httpx.get(f"{gw.url}/admin/state", headers=AUTH).json()["weight"] == 25
-        bad = httpx.post(f"{gw.url}/admin/alerts", json={"status": "firing"}, headers=AUTH)
+        assert httpx.get(f"{gw.admin_url}/admin/state", headers=AUTH).json()["weight"] == 25
+        bad = httpx.post(f"{gw.admin_url}/admin/alerts", json={"status": "firing"}, headers=AUTH)
         assert bad.status_code == 400
 
 
@@ -145,7 +145,7 @@ def test_rollback_does_not_wait_for_an_unreachable_prefect(tmp_path: Path) -> No
 
     with start(tmp_path, canary_state(), on_rollback=ask_dead_prefect) as gw:
         started = time.perf_counter()
-        resp = httpx.post(f"{gw.url}/admin/alerts", json=webhook("v1", "fp-2"), headers=AUTH)
+        resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-2"), headers=AUTH)
         assert resp.json()["rolled_back"] is True and time.perf_counter() - started < 1.0
         assert load_state(LocalStore(tmp_path / "store")).weight == 0
         assert asked.wait(10)
@@ -160,7 +160,9 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
         flow_id = client.create_flow_from_name("rollback")
         deployment_id = client.create_deployment(flow_id=flow_id, name="rollback")
         with start(tmp_path, canary_state()) as gw:
-            resp = httpx.post(f"{gw.url}/admin/rollback", json={"reason": "drill"}, headers=AUTH)
+            resp = httpx.post(
+                f"{gw.admin_url}/admin/rollback", json={"reason": "drill"}, headers=AUTH
+            )
             assert resp.json()["rolled_back"] is True
             only_ours = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
             deadline = time.monotonic() + 60
@@ -173,11 +175,13 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
 def test_admin_api_refuses_without_the_token(tmp_path: Path) -> None:
     with start(tmp_path, canary_state()) as gw:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
-            assert httpx.get(f"{gw.url}/admin/state", headers=headers).status_code == 401
-            resp = httpx.post(f"{gw.url}/admin/alerts", json=webhook("v1", "x"), headers=headers)
+            assert httpx.get(f"{gw.admin_url}/admin/state", headers=headers).status_code == 401
+            resp = httpx.post(
+                f"{gw.admin_url}/admin/alerts", json=webhook("v1", "x"), headers=headers
+            )
             assert resp.status_code == 401
-        assert httpx.post(f"{gw.url}/admin/rollback", json={}, headers={}).status_code == 401
-        assert httpx.get(f"{gw.url}/admin/state", headers=AUTH).json()["weight"] == 25
+        assert httpx.post(f"{gw.admin_url}/admin/rollback", json={}, headers={}).status_code == 401
+        assert httpx.get(f"{gw.admin_url}/admin/state", headers=AUTH).json()["weight"] == 25
 
 
 def test_admin_api_is_off_without_a_configured_token(tmp_path: Path) -> None:
@@ -189,20 +193,24 @@ def test_admin_api_is_off_without_a_configured_token(tmp_path: Path) -> None:
 def test_state_updates_and_manual_rollback(tmp_path: Path) -> None:
     with start(tmp_path, RoutingState(rejected=["v2"])) as gw:
         update = {"candidate": "v1", "phase": "canary", "weight": 100, "reason": "step 4"}
-        resp = httpx.post(f"{gw.url}/admin/state", json=update, headers=AUTH)
+        resp = httpx.post(f"{gw.admin_url}/admin/state", json=update, headers=AUTH)
         assert resp.status_code == 200 and resp.json()["revision"] == 2
         reply = httpx.post(
             f"{gw.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}]}
         )
         assert reply.headers["x-flywheel-model"] == "v1"  # in effect at once
         stale = httpx.post(
-            f"{gw.url}/admin/state", json={"weight": 5, "expected_revision": 1}, headers=AUTH
+            f"{gw.admin_url}/admin/state", json={"weight": 5, "expected_revision": 1}, headers=AUTH
         )
         assert stale.status_code == 409
-        rejected = httpx.post(f"{gw.url}/admin/state", json={"candidate": "v2"}, headers=AUTH)
+        rejected = httpx.post(f"{gw.admin_url}/admin/state", json={"candidate": "v2"}, headers=AUTH)
         assert rejected.status_code == 409 and "rejected" in rejected.text
-        first = httpx.post(f"{gw.url}/admin/rollback", json={"reason": "bad answers"}, headers=AUTH)
-        second = httpx.post(f"{gw.url}/admin/rollback", json={"reason": "again"}, headers=AUTH)
+        first = httpx.post(
+            f"{gw.admin_url}/admin/rollback", json={"reason": "bad answers"}, headers=AUTH
+        )
+        second = httpx.post(
+            f"{gw.admin_url}/admin/rollback", json={"reason": "again"}, headers=AUTH
+        )
         assert first.json()["rolled_back"] is True and second.json()["rolled_back"] is False
         assert first.json()["state"]["rejected"] == ["v2", "v1"]
     assert [e["details"] for e in rollback_events(tmp_path, 1)][0].count("bad answers") == 1
@@ -220,7 +228,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
 
     policy = ReleaseSettings(canary_steps=(100,))
     with start(tmp_path, RoutingState(rejected=["v1"])) as gw:
-        routing = GatewayRouting(gw.url, TOKEN)
+        routing = GatewayRouting(gw.admin_url, TOKEN)
         with pytest.raises(RejectedVersion):
             routing.transition(StateChange(candidate="v1", weight=5, actor="t", reason="r"))
         gating = transitions.begin_release(routing, None, "v1", actor="person", force=True)

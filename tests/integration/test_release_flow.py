@@ -25,7 +25,7 @@ from tasks import domain
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "test-admin-token"
+TOKEN = "test-admin-token-0123456789abcdef0123"
 ACCURACY = {"v0": 0.5, "v1": 0.95, "v2": 0.1, "v3": 0.5}  # v3 answers exactly as v0
 
 
@@ -217,6 +217,7 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
     )
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
+        monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()
         out = rollback(reason="latency looks wrong", actor="oncall")
         health = httpx.get(f"{gw.url}/healthz").json()

@@ -166,6 +166,28 @@ def test_gateway_listens_where_compose_and_prometheus_expect(
     assert SERVICES["gateway"]["command"] == ["flywheel", "gateway"]
 
 
+def test_admin_api_is_on_the_compose_network_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Agents reach the published public port; the admin API (and Alertmanager's webhook) is
+    on its own port that compose never publishes, and flows reach it by name."""
+    gw = build_settings(env_of("gateway"), monkeypatch, tmp_path).gateway
+    published = {int(str(p).rsplit(":", 1)[-1]) for p in SERVICES["gateway"].get("ports", [])}
+    assert published == {gw.port} and gw.admin_port in exposed("gateway") - published
+    assert gw.admin_host == "0.0.0.0"  # inside its container: the compose network
+    worker = build_settings(env_of("prefect-worker"), monkeypatch, tmp_path).gateway
+    assert worker.resolved_admin_url == f"http://gateway:{gw.admin_port}"
+    am = yaml.safe_load((ROOT / "infra/alertmanager/alertmanager.yml").read_text())
+    hooks = [w["url"] for r in am["receivers"] for w in r.get("webhook_configs", [])]
+    assert hooks == [f"http://gateway:{gw.admin_port}/admin/alerts"]
+
+
+def test_compose_example_ships_no_admin_token_value() -> None:
+    line = re.search(r"^GATEWAY_ADMIN_TOKEN=(\S*)", COMPOSE_ENV_EXAMPLE, re.M)
+    assert line is not None and line.group(1) == ""  # compose's :? refuses to start on empty
+    assert "openssl rand -hex 32" in COMPOSE_ENV_EXAMPLE
+
+
 def test_gpu_profile_upstream_example_points_at_vllm(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
