@@ -207,37 +207,54 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
 
 @contextmanager
 def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
-    """The gateway on a free loopback port for this run; flows reach it through settings.
+    """The gateway on a free loopback port for this run; flows reach it through settings
+    (environment variables set for the run and restored after it, so nothing outlives it).
 
     The demo samples every request several times (production's default is 30 %): a small
     simulated population needs the prompt groups to give enough preference pairs."""
-    import os
     import secrets
 
     from infra.gateway.serve import start_background_gateway
 
     token = rt.settings.gateway.admin_token
-    os.environ["FLYWHEEL_GATEWAY__ADMIN_TOKEN"] = (
-        token.get_secret_value() if token else secrets.token_hex(16)
-    )
-    get_settings.cache_clear()
-    settings = get_settings()
-    gateway = settings.gateway.model_copy(
-        update={
-            "diverse_fraction": opts.diverse_fraction,
-            "diverse_temperatures": opts.diverse_temperatures,
-        }
-    )
-    handle = start_background_gateway(
-        settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
-    )
-    os.environ["FLYWHEEL_GATEWAY__URL"] = handle.url
-    os.environ["FLYWHEEL_GATEWAY__ADMIN_URL"] = handle.admin_url or ""
+    secret = token.get_secret_value() if token else secrets.token_hex(16)
+    with _environment(FLYWHEEL_GATEWAY__ADMIN_TOKEN=secret):
+        settings = get_settings()
+        gateway = settings.gateway.model_copy(
+            update={
+                "diverse_fraction": opts.diverse_fraction,
+                "diverse_temperatures": opts.diverse_temperatures,
+            }
+        )
+        handle = start_background_gateway(
+            settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
+        )
+        try:
+            urls = {"FLYWHEEL_GATEWAY__URL": handle.url}
+            urls["FLYWHEEL_GATEWAY__ADMIN_URL"] = handle.admin_url or ""
+            with _environment(**urls):
+                yield handle.url
+        finally:
+            handle.stop()
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables (and re-read settings) for the block, then restore them."""
+    import os
+
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     get_settings.cache_clear()
     try:
-        yield handle.url
+        yield
     finally:
-        handle.stop()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        get_settings.cache_clear()
 
 
 @contextmanager

@@ -24,6 +24,16 @@ for _var in [v for v in os.environ if v.startswith("FLYWHEEL_") and v != "FLYWHE
     del os.environ[_var]  # a developer's .env or shell must not leak into tests
 
 
+@pytest.fixture(autouse=True)
+def _no_flywheel_env_leaks() -> Iterator[None]:
+    """Whatever FLYWHEEL_* variables a test (or code it runs) sets, the next test does not see."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("FLYWHEEL_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("FLYWHEEL_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def prefect_api() -> Iterator[None]:
     """A real Prefect ephemeral API for the whole session (starting one takes ~30 s here)."""
