@@ -150,9 +150,14 @@ def build_population(n_users: int, *, seed: int, opt_out_fraction: float = 0.1) 
 
 
 def plan_requests(
-    users: list[SimUser], *, requests: int, seed: int, feedback_fraction: float = 0.3,
-    feedback_noise: float = 0.3, session_length: int = 3,
-) -> list[SimRequest]:  # fmt: skip
+    users: list[SimUser],
+    *,
+    requests: int,
+    seed: int,
+    feedback_fraction: float = 0.3,
+    feedback_noise: float = 0.3,
+    session_length: int = 3,
+) -> list[SimRequest]:
     """Who asks what, in which session, with which preamble, and whether they rate it."""
     rng = random.Random(seed + 1)
     weights = [1.0 / (rank + 1) ** 0.7 for rank in range(len(users))]  # a few heavy users
@@ -209,7 +214,7 @@ def request_messages(req: SimRequest) -> list[dict[str, Any]]:
                         "arguments": json.dumps({"expression": f"{a} + {b}"}),
                     },
                 }
-            ],  # fmt: skip
+            ],
         },
         {"role": "tool", "tool_call_id": call_id, "content": req.item.contexts[0]},
     ]
@@ -276,9 +281,14 @@ async def _send(
 
 
 async def _run(
-    plan: list[SimRequest], *, gateway_root: str, concurrency: int, api_key: str,
-    timeout_s: float, summary: SimulationSummary,
-) -> None:  # fmt: skip
+    plan: list[SimRequest],
+    *,
+    gateway_root: str,
+    concurrency: int,
+    api_key: str,
+    timeout_s: float,
+    summary: SimulationSummary,
+) -> None:
     import httpx
     from openai import AsyncOpenAI
 
@@ -327,9 +337,12 @@ def simulate(
     gateway_root = base_url.rstrip("/").removesuffix("/v1")
     users = build_population(n_users, seed=population_seed, opt_out_fraction=opt_out_fraction)
     plan = plan_requests(
-        users, requests=requests, seed=seed,
-        feedback_fraction=feedback_fraction, feedback_noise=feedback_noise,
-    )  # fmt: skip
+        users,
+        requests=requests,
+        seed=seed,
+        feedback_fraction=feedback_fraction,
+        feedback_noise=feedback_noise,
+    )
     summary = SimulationSummary(requests=requests, users=len(users))
     summary.opted_out_users = sum(u.opted_out for u in users)
     summary.consent_rows_written = record_consent(
@@ -346,12 +359,15 @@ def simulate(
             api_key=api_key,
             timeout_s=timeout_s,
             summary=summary,
-        )  # fmt: skip
+        )
     )
     summary.wall_s = time.perf_counter() - started
     log.info(
         "simulated %d requests (%d ok, %d failed), %d feedback events in %.1f s",
-        requests, summary.succeeded, summary.failed, sum(summary.feedback.values()),
+        requests,
+        summary.succeeded,
+        summary.failed,
+        sum(summary.feedback.values()),
         summary.wall_s,
-    )  # fmt: skip
+    )
     return summary

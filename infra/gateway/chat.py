@@ -16,9 +16,20 @@ from infra.local_lm import message_text
 
 # handled by the gateway itself, never forwarded upstream (``user`` is personal data)
 _OWN_FIELDS = {
-    "model", "messages", "stream", "stream_options", "user", "contexts", "session_id",
-    "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "n",
-}  # fmt: skip
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "user",
+    "contexts",
+    "session_id",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "n",
+}
 
 
 class BadRequest(ValueError):

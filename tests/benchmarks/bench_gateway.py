@@ -97,12 +97,14 @@ def main() -> None:
     up_url, gw_url = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{gw_port}"
     home = tempfile.mkdtemp(prefix="flywheel-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
-    env.update({
-        "FLYWHEEL_HOME": home,
-        "FLYWHEEL_GATEWAY__PORT": str(gw_port),
-        "FLYWHEEL_GATEWAY__UPSTREAMS": json.dumps({"v0": f"{up_url}/v1"}),
-        "FLYWHEEL_GATEWAY__DIVERSE_FRACTION": "0",
-    })  # fmt: skip
+    env.update(
+        {
+            "FLYWHEEL_HOME": home,
+            "FLYWHEEL_GATEWAY__PORT": str(gw_port),
+            "FLYWHEEL_GATEWAY__UPSTREAMS": json.dumps({"v0": f"{up_url}/v1"}),
+            "FLYWHEEL_GATEWAY__DIVERSE_FRACTION": "0",
+        }
+    )
     py = sys.executable
     up_cmd = [py, "-m", "infra.gateway.testing", "--port", str(up_port), "--version", "v0"]
     with (

@@ -48,11 +48,13 @@ class FakeGateway:
             self.answers[trace_id] = right
             message = {"role": "assistant", "content": str(a + b if right else a + b + 1)}
             payload = {
-                "id": f"chatcmpl-{trace_id}", "object": "chat.completion",
-                "created": int(time.time()), "model": "v0",
+                "id": f"chatcmpl-{trace_id}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": "v0",
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
-            }  # fmt: skip
+            }
             return JSONResponse(payload, headers={"X-Trace-Id": trace_id})
 
         @app.post("/v1/feedback")
@@ -94,9 +96,15 @@ def test_users_ask_through_the_openai_api_with_pii_consent_and_feedback(
     url, fake = gateway
     catalog = open_catalog(settings)
     summary = simulate(
-        url, requests=150, concurrency=6, seed=3, population_seed=3, catalog=catalog,
-        settings=settings, n_users=40,
-    )  # fmt: skip
+        url,
+        requests=150,
+        concurrency=6,
+        seed=3,
+        population_seed=3,
+        catalog=catalog,
+        settings=settings,
+        n_users=40,
+    )
     assert (summary.succeeded, summary.failed) == (150, 0)
     assert len(fake.chats) == 150
     assert summary.describe().startswith("150 requests (150 ok, 0 failed)")
@@ -151,8 +159,13 @@ def test_an_unreachable_gateway_is_counted_not_raised(settings: Settings) -> Non
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     summary = simulate(
-        f"http://127.0.0.1:{port}/v1", requests=4, concurrency=4, seed=0,
-        settings=settings, n_users=10, timeout_s=5,
-    )  # fmt: skip
+        f"http://127.0.0.1:{port}/v1",
+        requests=4,
+        concurrency=4,
+        seed=0,
+        settings=settings,
+        n_users=10,
+        timeout_s=5,
+    )
     assert (summary.succeeded, summary.failed) == (0, 4)
     assert re.fullmatch(r"[0-9a-f]{64}", user_key("u", "s"))
