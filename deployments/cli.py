@@ -91,7 +91,10 @@ def _window_args(p: argparse.ArgumentParser) -> None:
         help="ISO hour, e.g. 2026-11-22T10:00:00Z (default: last closed hour)",
     )
     p.add_argument(
-        "--hours", type=whole_number(1, 24 * 31), default=1, help="window length (default 1)"
+        "--hours",
+        type=whole_number(1, 24 * 31),
+        default=1,
+        help="window length in hours (default 1)",
     )
 
 
@@ -313,7 +316,7 @@ def _quiet_libraries() -> None:
 def main(argv: list[str] | None = None) -> int:
     try:  # settings first: a malformed variable is named in one line, even for --help
         prepare_environment()
-    except ConfigError as exc:
+    except (ConfigError, OSError) as exc:  # OSError: FLYWHEEL_HOME cannot be created
         output.error("", str(exc))
         return output.BAD_INPUT
     _quiet_libraries()

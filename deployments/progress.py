@@ -126,7 +126,7 @@ def quiet_prefect_console() -> None:
 
 def ensure_prefect_api(command: str) -> None:
     """Before a flow run: with no ``PREFECT_API_URL``, start the local (ephemeral) Prefect API
-    now, saying so (the first start takes seconds); with one, check that it answers.
+    now, saying so (the first start takes seconds); with one, check that it can be reached.
 
     Raises:
         ConfigError: ``PREFECT_API_URL`` is set but the API does not answer.
@@ -155,9 +155,9 @@ def ensure_prefect_api(command: str) -> None:
 def _check_api(url: str) -> None:
     import httpx
 
-    try:
-        httpx.get(url.rstrip("/") + "/health", timeout=10).raise_for_status()
-    except httpx.HTTPError as exc:
+    try:  # any answer will do (Prefect Cloud wants a key even for /health)
+        httpx.get(url.rstrip("/") + "/health", timeout=10)
+    except httpx.TransportError as exc:
         raise ConfigError(
             f"the Prefect API at {url} (PREFECT_API_URL) does not answer: {type(exc).__name__}"
         ) from None
