@@ -20,8 +20,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q $(FIND_LINKS) -e '.[dev]'
 	touch $(STAMP)
 
+# progress on stderr (a bar in a terminal, timestamped lines in CI); exits 1, with the reason
+# in the last line, when the loop's candidate is not promoted. RUN_ARGS="--cycles 2 --json"
 run: $(STAMP)
-	$(BIN)/flywheel run
+	$(BIN)/flywheel run $(RUN_ARGS)
 
 test: $(STAMP)
 	.ci/test-deps

@@ -1,14 +1,20 @@
 """The ``flywheel`` command: each stage command starts the stage's Prefect flow run (so it
-shows in the UI) and prints a short human summary."""
+shows in the UI) and prints a short human summary (``--json`` for scripts).
+
+Bad input (an argument, a setting) is refused here, in one line, before any flow run starts."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
-from typing import NamedTuple
+from datetime import UTC, datetime
+from typing import NamedTuple, NoReturn
 
-from deployments import commands
+from deployments import commands, output
+from infra.errors import ConfigError
+from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
 
 
@@ -17,6 +23,58 @@ class Command(NamedTuple):
     help: str
     add_args: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[argparse.Namespace], int]
+    starts_flow: bool = True  # a Prefect flow run: the API must be up first
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (``flywheel collect: error: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(output.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# ------------------------------------------------------------- values checked at parse time
+
+
+def iso_hour(value: str) -> str:
+    """A window start: an ISO date-time on the hour, not after the current hour."""
+    example = "e.g. 2026-11-22T10:00:00Z"
+    try:
+        start = parse_window_start(value)
+    except ValueError as exc:
+        reason = str(exc) if "hour boundary" not in str(exc) else "not on the hour"
+        if reason.startswith("Invalid isoformat string"):
+            reason = "not an ISO date-time"
+        raise argparse.ArgumentTypeError(f"{value!r}: {reason} ({example})") from None
+    if start > datetime.now(UTC):
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has not started yet (the current hour is {window_id(hour)})"
+        )
+    return window_id(start)
+
+
+def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (inclusive)."""
+
+    def parse(value: str) -> int:
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < low or (high is not None and number > high):
+            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {value!r}")
+        return number
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def non_empty(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
 
 
 # ------------------------------------------------------------------- arguments per command
@@ -28,33 +86,42 @@ def _no_args(p: argparse.ArgumentParser) -> None:
 
 def _window_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--window-start", help="ISO hour, e.g. 2026-11-22T10:00:00Z (default: last closed hour)"
+        "--window-start",
+        type=iso_hour,
+        help="ISO hour, e.g. 2026-11-22T10:00:00Z (default: last closed hour)",
     )
-    p.add_argument("--hours", type=int, default=1, help="window length in hours (default 1)")
+    p.add_argument(
+        "--hours",
+        type=whole_number(1, 24 * 31),
+        default=1,
+        help="window length in hours (default 1)",
+    )
 
 
 def _curate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window-start", help="ISO hour (default: last closed hour)")
+    p.add_argument("--window-start", type=iso_hour, help="ISO hour (default: last closed hour)")
 
 
 def _bootstrap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number(0), default=0)
     p.add_argument("--force", action="store_true", help="rebuild even if cached")
 
 
 def _simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--requests", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--requests", type=whole_number(1), default=500)
+    p.add_argument("--concurrency", type=whole_number(1, 64), default=8)
+    p.add_argument("--seed", type=whole_number(0), default=0)
     p.add_argument("--gateway-url", help="default: FLYWHEEL_GATEWAY__URL or host:port")
 
 
 def _forget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("user_id", help="the raw user id; hashed here, never sent to Prefect")
+    p.add_argument(
+        "user_id", type=non_empty, help="the raw user id; hashed here, never sent to Prefect"
+    )
 
 
 def _retention_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--days", type=int, help="default: FLYWHEEL_RAW_RETENTION_DAYS")
+    p.add_argument("--days", type=whole_number(1), help="default: FLYWHEEL_RAW_RETENTION_DAYS")
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -64,7 +131,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: FLYWHEEL_TRAIN__METHOD (auto)",
     )
-    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--max-steps", type=whole_number(1), default=None)
 
 
 def _release_args(p: argparse.ArgumentParser) -> None:
@@ -89,13 +156,18 @@ def _promote_args(p: argparse.ArgumentParser) -> None:
 
 
 def _lineage_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--user", required=True, help="raw user id (hashed locally)")
+    p.add_argument("--user", type=non_empty, required=True, help="raw user id (hashed locally)")
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cycles", type=int, default=1)
-    p.add_argument("--requests", type=int, default=None, help="simulated requests per cycle")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cycles", type=whole_number(1, 20), default=1)
+    p.add_argument(
+        "--requests",
+        type=whole_number(10),
+        default=None,
+        help="simulated requests per cycle (default 500)",
+    )
+    p.add_argument("--seed", type=whole_number(0), default=0)
 
 
 # ------------------------------------------------------------------------ the command table
@@ -124,18 +196,21 @@ COMMANDS: tuple[Command, ...] = (
         "build the demo domain's base model v0 locally (cached)",
         _bootstrap_args,
         commands.bootstrap,
+        starts_flow=False,
     ),
     Command(
         "gateway",
         "serve the OpenAI-compatible gateway (FLYWHEEL_GATEWAY__HOST/PORT)",
         _no_args,
         commands.gateway,
+        starts_flow=False,
     ),
     Command(
         "simulate",
         "simulated users through the gateway (PII, consent, feedback)",
         _simulate_args,
         commands.simulate,
+        starts_flow=False,
     ),
     Command(
         "forget-user",
@@ -166,6 +241,7 @@ COMMANDS: tuple[Command, ...] = (
         "the routing state: stable, candidate, phase, weight, history",
         _no_args,
         commands.status,
+        starts_flow=False,
     ),
     Command(
         "promote",
@@ -202,6 +278,7 @@ COMMANDS: tuple[Command, ...] = (
         "which model versions were trained on this user's data",
         _lineage_args,
         commands.lineage,
+        starts_flow=False,
     ),
     Command(
         "run",
@@ -213,12 +290,27 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flywheel", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="flywheel", description=__doc__)
+    _global_args(parser, default=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for cmd in COMMANDS:
         escaped = cmd.help.replace("%", "%%")  # argparse %-formats help, not descriptions
-        cmd.add_args(sub.add_parser(cmd.name, help=escaped, description=cmd.help))
+        p = sub.add_parser(cmd.name, help=escaped, description=cmd.help)
+        cmd.add_args(p)
+        _global_args(p, default=argparse.SUPPRESS)  # also after the command: status --json
     return parser
+
+
+def _global_args(p: argparse.ArgumentParser, *, default: object) -> None:
+    p.add_argument(
+        "--json", action="store_true", default=default, help="print the summary as one JSON object"
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show tracebacks and Prefect's logs of a failure (also FLYWHEEL_DEBUG=1)",
+    )
 
 
 def _quiet_libraries() -> None:
@@ -232,21 +324,32 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prepare_environment()
+    try:  # settings first: a malformed variable is named in one line, even for --help
+        prepare_environment()
+    except (ConfigError, OSError) as exc:  # OSError: FLYWHEEL_HOME cannot be created
+        output.error("", str(exc))
+        return output.BAD_INPUT
     _quiet_libraries()
     ns = build_parser().parse_args(argv)
-    handler = {cmd.name: cmd.handler for cmd in COMMANDS}[ns.command]
+    ns.debug = ns.debug or os.environ.get("FLYWHEEL_DEBUG", "") not in ("", "0", "false")
+    cmd = {c.name: c for c in COMMANDS}[ns.command]
     try:
-        return handler(ns)
+        if cmd.starts_flow:
+            from deployments.progress import ensure_prefect_api, quiet_prefect_console
+
+            if not ns.debug:
+                quiet_prefect_console()
+            ensure_prefect_api(ns.command)
+        return cmd.handler(ns)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the CLI prints one clear line, not a traceback
-        from infra.errors import FlywheelError
+        if ns.debug:
+            import traceback
 
-        if isinstance(exc, FlywheelError | ValueError):
-            print(f"flywheel {ns.command}: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+            traceback.print_exc()
+        output.error(ns.command, output.describe(exc))
+        return output.BAD_INPUT if output.is_bad_input(exc) else output.FAILED
 
 
 if __name__ == "__main__":

@@ -7,11 +7,24 @@ Flows and tasks are imported inside the handlers: ``flywheel --help`` stays fast
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Literal
+from dataclasses import asdict
+from typing import Any, Literal
+
+from deployments.output import BAD_INPUT, FAILED, emit, error
 
 Action = Literal["promote", "pause", "resume", "abort"]
+
+
+class Percent(float):
+    """A share: a number in ``--json``, ``62.5%`` in the text summary."""
+
+    def __str__(self) -> str:
+        return f"{self:.1%}"
+
+
+def percent_or_none(value: float | None) -> Percent | None:
+    return None if value is None else Percent(value)
 
 
 # ------------------------------------------------------------------ stages 1-3 (hourly)
@@ -21,10 +34,19 @@ def collect(ns: argparse.Namespace) -> int:
     from flows.collect import collect as collect_flow
 
     r = collect_flow(window_start=ns.window_start, hours=ns.hours)
-    print(
-        f"collect {r.window}: {r.read} read, {r.written} written to {r.key}, "
-        f"{r.quarantined} quarantined, {r.opted_out} opted out, {r.duplicates} duplicates"
-    )
+    fields: dict[str, Any] = {
+        "window": r.window,
+        "hours": ns.hours,
+        "read": r.read,
+        "written": r.written,
+        "quarantined": r.quarantined,
+        "opted_out": r.opted_out,
+        "duplicates": r.duplicates,
+        "output": r.key,
+    }
+    if r.read == 0:
+        fields["note"] = _empty_window_note("collect", r.window)
+    emit(ns, "collect", fields)
     return 0
 
 
@@ -32,7 +54,20 @@ def score(ns: argparse.Namespace) -> int:
     from flows.score import score as score_flow
 
     r = score_flow(window_start=ns.window_start, hours=ns.hours)
-    print(r.message)
+    fields: dict[str, Any] = {
+        "window": r.window,
+        "hours": ns.hours,
+        "status": r.status,
+        "windows_scored": r.windows,
+        "traces": r.traces,
+        "mean_reward": r.reward_mean,
+        "missing_components": {k: v for k, v in r.missing.items() if v},
+        "judge": r.judge_kind,
+        "output": r.keys,
+    }
+    if r.status == "no_rollouts":
+        fields["note"] = _empty_window_note("score", r.window)
+    emit(ns, "score", fields)
     return 0
 
 
@@ -40,27 +75,56 @@ def curate(ns: argparse.Namespace) -> int:
     from flows.curate import curate as curate_flow
 
     r = curate_flow(window_start=ns.window_start)
-    pii = sum(r.pii_entities.values())
-    print(
-        f"curate {r.window}: {r.read} read, {r.written} written ({r.train} train, "
-        f"{r.rejected_only} rejected-only), {r.k_withheld} held back for k-anonymity, "
-        f"{r.released} released from earlier windows, {pii} PII entities removed, "
-        f"dropped {dict(r.dropped)}"
-    )
+    fields: dict[str, Any] = {
+        "window": r.window,
+        "read": r.read,
+        "written": r.written,
+        "train": r.train,
+        "rejected_only": r.rejected_only,
+        "held_back": r.k_withheld,
+        "released_from_earlier": r.released,
+        "quarantined": r.quarantined,
+        "withdrawn": r.withdrawn,
+        "pii_entities_removed": sum(r.pii_entities.values()),
+        "dropped": {k: v for k, v in r.dropped.items() if v},
+        "snapshot": r.snapshot_id,
+    }
+    if r.read == 0:
+        fields["note"] = _empty_window_note("curate", r.window)
+    emit(ns, "curate", fields)
     return 0
+
+
+def _empty_window_note(stage: str, window: str) -> str:
+    from deployments.hints import empty_window_note
+    from infra.runtime import Runtime
+
+    rt = Runtime.from_env()
+    source = rt.settings.trace_source
+    return empty_window_note(rt.store, stage=stage, window=window, source=source)
 
 
 # ------------------------------------------------------- the demo domain and the gateway
 
 
 def bootstrap(ns: argparse.Namespace) -> int:
+    from deployments.progress import showing_progress
     from infra.runtime import Runtime
     from tasks.bootstrap import bootstrap_base_model
 
     rt = Runtime.from_env()
-    r = bootstrap_base_model(rt.store, settings=rt.settings, seed=ns.seed, force=ns.force)
-    how = "cached" if r.cached else f"built in {r.wall_s:.0f} s"
-    print(f"bootstrap: {r.version} ({how}), golden accuracy {r.golden_accuracy:.1%}")
+    with showing_progress():
+        r = bootstrap_base_model(rt.store, settings=rt.settings, seed=ns.seed, force=ns.force)
+    fields = {
+        "version": r.version,
+        "cached": r.cached,
+        "source": r.source,
+        "parameters": r.n_params,
+        "golden_accuracy": Percent(r.golden_accuracy),
+        "wall_s": round(r.wall_s, 1),
+        "local_copy": str(r.model_dir),
+    }
+    emit(ns, "bootstrap", fields)
     return 0
 
 
@@ -81,13 +145,22 @@ def simulate(ns: argparse.Namespace) -> int:
     r = simulate_users(
         url, requests=ns.requests, concurrency=ns.concurrency, seed=ns.seed, settings=s
     )
-    print(
-        f"simulate: {r.succeeded}/{r.requests} requests ok ({r.failed} failed) from "
-        f"{r.active_users} users, {r.requests_with_pii} with personal data, "
-        f"{r.opted_out_requests} from opted-out users, feedback {dict(r.feedback)}, "
-        f"accuracy {r.accuracy:.1%}, {r.wall_s:.0f} s"
-    )
-    return 0 if r.failed == 0 else 1
+    fields = {
+        "gateway": url,
+        "requests": r.requests,
+        "succeeded": r.succeeded,
+        "failed": r.failed,
+        "users": r.active_users,
+        "with_personal_data": r.requests_with_pii,
+        "from_opted_out_users": r.opted_out_requests,
+        "feedback": {"up": r.feedback[1], "down": r.feedback[-1], "neutral": r.feedback[0]},
+        "accuracy": Percent(r.accuracy),
+        "wall_s": round(r.wall_s, 1),
+    }
+    emit(ns, "simulate", fields)
+    if r.failed:
+        error("simulate", f"{r.failed} of {r.requests} requests failed (is the gateway at {url}?)")
+    return 0 if r.failed == 0 else FAILED
 
 
 # ------------------------------------------------------------------------- governance
@@ -97,11 +170,23 @@ def forget_user(ns: argparse.Namespace) -> int:
     from flows.governance import forget_user_id
 
     r = forget_user_id(ns.user_id)
-    print(
-        f"forget-user: receipt {r.receipt}; rows deleted {r.rows_deleted}, "
-        f"{r.objects_rewritten} objects rewritten, {r.objects_deleted} deleted, "
-        f"{r.snapshots_expired} snapshots expired, {r.orphan_files_removed} files removed"
-    )
+    fields = {
+        "receipt": r.receipt,
+        "found": r.found,
+        "rows_deleted": r.rows_deleted,
+        "objects_rewritten": r.objects_rewritten,
+        "objects_deleted": r.objects_deleted,
+        "snapshots_expired": r.snapshots_expired,
+        "files_removed": r.orphan_files_removed,
+    }
+    emit(ns, "forget-user", fields)
+    if not r.found:
+        error(
+            "forget-user",
+            "no data found for this user id: nothing was erased (check the id; the request is "
+            f"audited under receipt {r.receipt[:16]})",
+        )
+        return BAD_INPUT
     return 0
 
 
@@ -109,10 +194,13 @@ def retention(ns: argparse.Namespace) -> int:
     from flows.governance import retention as retention_flow
 
     r = retention_flow(days=ns.days)
-    print(
-        f"retention: {r.objects_deleted} objects deleted, {r.snapshots_expired} snapshots "
-        f"expired, {r.orphan_files_removed} files removed"
-    )
+    fields = {
+        "days": ns.days,
+        "objects_deleted": r.objects_deleted,
+        "snapshots_expired": r.snapshots_expired,
+        "files_removed": r.orphan_files_removed,
+    }
+    emit(ns, "retention", fields)
     return 0
 
 
@@ -120,10 +208,13 @@ def lineage(ns: argparse.Namespace) -> int:
     from tasks.train.lineage import lineage_for_user
 
     found = lineage_for_user(ns.user)
+    fields: dict[str, Any] = {
+        "versions": found.versions,
+        "evidence": {v: found.evidence[v] for v in found.versions},
+    }
     if not found.versions:
-        print("lineage: no model version was trained on this user's data")
-    for version in found.versions:
-        print(f"{version}\t(by {found.evidence[version]})")
+        fields["note"] = "no model version was trained on this user's data"
+    emit(ns, "lineage", fields)
     return 0
 
 
@@ -131,16 +222,20 @@ def lineage(ns: argparse.Namespace) -> int:
 
 
 def train(ns: argparse.Namespace) -> int:
-    from flows.loop import percent
     from flows.train import train as train_flow
 
     r = train_flow(method=ns.method, max_steps=ns.max_steps)
-    print(f"train: {r.message}")
-    if r.version:
-        print(
-            f"  {r.version} from {r.base_version} by {r.method} on {r.pairs} pairs; golden "
-            f"accuracy {percent(r.golden_accuracy_base)} -> {percent(r.golden_accuracy)}"
-        )
+    fields = {
+        "status": r.status,
+        "message": r.message,
+        "version": r.version,
+        "base_version": r.base_version,
+        "method": r.method,
+        "pairs": r.pairs,
+        "golden_accuracy_base": percent_or_none(r.golden_accuracy_base),
+        "golden_accuracy": percent_or_none(r.golden_accuracy),
+    }
+    emit(ns, "train", fields)
     return 0
 
 
@@ -153,13 +248,7 @@ def release(ns: argparse.Namespace) -> int:
     rt = Runtime.from_env()  # checked before a flow run starts: one line, routing untouched
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
     r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
-    print(f"release {r.version}: {r.outcome} ({r.phase}); " + "; ".join(r.reasons))
-    if r.gate:
-        g = r.gate
-        print(
-            f"  gate {g.get('decision')}: reward {g.get('mean_baseline'):.3f} -> "
-            f"{g.get('mean_candidate'):.3f}, p = {g.get('p_value'):.2g}, n = {g.get('n')}"
-        )
+    emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
 
 
@@ -173,25 +262,25 @@ def status(ns: argparse.Namespace) -> int:
 
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store)
-    print(json.dumps(release_status(routing), indent=2, default=str))
+    emit(ns, "status", release_status(routing))
     return 0
 
 
 def promote(ns: argparse.Namespace) -> int:
-    from infra.errors import ReleaseError
+    from infra.errors import ControlRefused
     from infra.models import ServableVersions
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from tasks.release.controls import promotion_refusal
 
     if ns.force and not (ns.reason or "").strip():
-        raise ReleaseError("promote --force needs --reason TEXT (recorded in the audit log)")
+        raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
     ns.reason = ns.reason or "manual"
     rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
     versions = ServableVersions.from_settings(rt.settings, rt.store)
     state = open_routing(rt.settings, rt.store).load()
     if why := promotion_refusal(state, versions=versions, force=ns.force, reason=ns.reason):
-        raise ReleaseError(why)
+        raise ControlRefused(why)
     return _control("promote", ns, force=ns.force)
 
 
@@ -218,10 +307,7 @@ def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> 
     from flows.release import release_control
 
     state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
-    print(
-        f"{action}: stable {state.get('stable')}, candidate {state.get('candidate')}, "
-        f"phase {state.get('phase')}, weight {state.get('weight')}"
-    )
+    emit(ns, action, state_fields(state))
     return 0
 
 
@@ -235,7 +321,10 @@ def rollback(ns: argparse.Namespace) -> int:
             f"{result['restored_stable']} is the stable version again",
             file=sys.stderr,
         )
-    print(f"rollback: {result}")
+    fields = {k: result[k] for k in ("rolled_back", "via")}
+    if result.get("restored_stable"):
+        fields["restored_stable"] = result["restored_stable"]
+    emit(ns, "rollback", fields | state_fields(result))
     return 0
 
 
@@ -243,10 +332,44 @@ def rollback(ns: argparse.Namespace) -> int:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from flows.loop import LoopOptions, loop_report, run_loop
+    from deployments.progress import showing_progress
+    from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
     opts = LoopOptions(cycles=ns.cycles, seed=ns.seed)
-    if ns.requests:
+    if ns.requests is not None:
         opts.requests = ns.requests
-    print(loop_report(run_loop(opts)))
+    with showing_progress():
+        summary = run_loop(opts)
+    if ns.json:
+        emit(ns, "run", asdict(summary))
+    else:
+        print(loop_report(summary))
+    if reason := not_promoted(summary):
+        error("run", reason)
+        return FAILED
     return 0
+
+
+# ------------------------------------------------------------------------- summaries
+
+
+def release_fields(r: Any) -> dict[str, Any]:
+    """The summary of a release run (a :class:`flows.release.ReleaseOutcome`)."""
+    gate = r.gate or {}
+    return {
+        "version": r.version,
+        "outcome": r.outcome,
+        "phase": r.phase,
+        "reasons": r.reasons,
+        "gate": gate.get("decision"),
+        "reward_baseline": gate.get("mean_baseline"),
+        "reward_candidate": gate.get("mean_candidate"),
+        "p_value": gate.get("p_value"),
+        "golden_items": gate.get("n"),
+    }
+
+
+def state_fields(found: dict[str, Any]) -> dict[str, Any]:
+    """Stable, candidate, phase and weight of a routing state (or of ``found["state"]``)."""
+    state = found.get("state", found)
+    return {k: state.get(k) for k in ("stable", "candidate", "phase", "weight")}

@@ -92,4 +92,6 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         result.quarantined,
         result.opted_out,
     )
+    if result.read == 0:
+        logger.warning("collect %s: no traces in this window (read %d hour(s))", window, hours)
     return result

@@ -56,15 +56,19 @@ def forget_user(user_key: UserKey) -> Erasure:
         skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
+        result.found = bool(trace_ids) or result.erased_anything()
         record_event(
             rt.catalog,
             event_type="governance.forget_user",
             actor="forget-user",
             subject=result.receipt,
-            details=erasure_details(result),
+            details={**erasure_details(result), "found": result.found},
         )
-        expired, removed = expire_task(rt.catalog, rt.store, USER_TABLES, None)
-        result.snapshots_expired, result.orphan_files_removed = expired, removed
+        if result.found:  # nothing deleted: no old snapshot holds this user's data
+            expired, removed = expire_task(rt.catalog, rt.store, USER_TABLES, None)
+            result.snapshots_expired, result.orphan_files_removed = expired, removed
+        else:
+            logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
     create_markdown_artifact(
         key="forget-user", markdown=erasure_markdown("forget-user", result), description="erasure"
     )

@@ -23,6 +23,7 @@ from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
 from infra.keys import parse_window_start
+from infra.progress import report_progress
 from infra.routing import load_state
 from infra.runtime import Runtime
 from infra.settings import get_settings
@@ -138,12 +139,16 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     """
     opts = options or LoopOptions()
     started = time.monotonic()
+    steps = Steps(total=2 + 4 * opts.cycles)
     rt = Runtime.from_env()
+    steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
     boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
     cycles: list[CycleSummary] = []
+    steps.start("start the gateway on loopback")
     with _embedded_gateway(rt, opts) as gateway_url:
         for cycle in range(1, opts.cycles + 1):
-            cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts))
+            cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts, steps=steps))
+    steps.finish()
     return LoopSummary(
         base_version=boot.version,
         base_accuracy=boot.golden_accuracy,
@@ -153,10 +158,26 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     )
 
 
-def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions) -> CycleSummary:
+@dataclass
+class Steps:
+    """The steps of ``flywheel run``, reported as they start (:mod:`infra.progress`)."""
+
+    total: int
+    done: int = 0
+
+    def start(self, step: str) -> None:
+        report_progress("run", step, done=self.done, total=self.total)
+        self.done = min(self.total, self.done + 1)
+
+    def finish(self) -> None:
+        report_progress("run", "done", done=self.total, total=self.total)
+
+
+def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions, steps: Steps) -> CycleSummary:
     rt = Runtime.from_env()
     summary = CycleSummary(cycle=cycle, baseline=load_state(rt.store).stable)
     began = datetime.now(UTC)
+    steps.start(f"cycle {cycle}: {opts.requests} simulated requests through the gateway")
     simulate(
         gateway_url,
         requests=opts.requests,
@@ -165,7 +186,9 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions) -> CycleSummary:
         settings=rt.settings,
     )
     time.sleep(TRACE_FLUSH_WAIT_S)  # the gateway's sink writes the spool every second
-    for start in _hours(began, datetime.now(UTC)):
+    hours = _hours(began, datetime.now(UTC))
+    steps.start(f"cycle {cycle}: collect, score and curate {len(hours)} hourly window(s)")
+    for start in hours:
         collected = collect(window_start=start, hours=1)
         score(window_start=start, hours=1)
         curated = curate(window_start=start)
@@ -173,6 +196,7 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions) -> CycleSummary:
         summary.quarantined += collected.quarantined + curated.quarantined
         summary.pii_entities += sum(curated.pii_entities.values())
         summary.examples += curated.written
+    steps.start(f"cycle {cycle}: train a candidate on the curated traffic ({opts.method})")
     trained = train(method=opts.method)
     summary.train_status, summary.pairs = trained.message, trained.pairs
     summary.candidate = trained.version
@@ -180,6 +204,7 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions) -> CycleSummary:
     summary.candidate_accuracy = trained.golden_accuracy
     if trained.status != "trained" or not trained.version:
         return summary
+    steps.start(f"cycle {cycle}: release {trained.version} (golden gate, shadow, canary)")
     release_opts = ReleaseOptions(
         canary_steps=opts.canary_steps,
         analysis_interval_s=opts.analysis_interval_s,
@@ -315,6 +340,19 @@ def loop_report(summary: LoopSummary) -> str:
         reasons = f" ({'; '.join(c.reasons)})" if c.reasons else ""
         lines.append(f"  release               {c.outcome}{reasons}")
     return "\n".join(lines)
+
+
+def not_promoted(summary: LoopSummary) -> str | None:
+    """Why the loop did not improve the model (a cycle ended without promoting its candidate),
+    or ``None`` when every cycle promoted one: ``flywheel run`` then exits 0."""
+    for c in summary.cycles:
+        if c.outcome == "promoted":
+            continue
+        if not c.candidate:
+            return f"cycle {c.cycle}: no candidate to release ({c.train_status})"
+        why = f" ({'; '.join(c.reasons)})" if c.reasons else ""
+        return f"cycle {c.cycle}: candidate {c.candidate} was not promoted: {c.outcome}{why}"
+    return None
 
 
 def percent(value: float | None) -> str:

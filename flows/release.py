@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from flows.parameters import ModelVersion
 from infra.answers import open_answer_source
-from infra.errors import ReleaseError
+from infra.errors import ControlRefused, ReleaseError
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
@@ -361,7 +361,9 @@ def release_control(
             continued = release(state.candidate, options or ReleaseOptions(actor=actor))
     elif action == "promote":
         if force and reason == "manual":  # the default says nothing about why
-            raise ReleaseError("a forced promotion needs a reason: say why the gate is overridden")
+            raise ControlRefused(
+                "a forced promotion needs a reason: say why the gate is overridden"
+            )
         controls.promote(
             routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
         )

@@ -8,6 +8,7 @@ replace the window in one commit (overwrite with a filter), so reruns never dupl
 from __future__ import annotations
 
 import logging
+import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -161,7 +162,16 @@ def _open_catalog(settings: Settings) -> Catalog:
     except CatalogError:
         raise
     except Exception as exc:
-        raise CatalogError(f"cannot open the {settings.catalog_type} catalog: {exc}") from exc
+        where = uri_of(settings)
+        raise CatalogError(
+            f"cannot open the {settings.catalog_type} catalog at {where} "
+            f"(FLYWHEEL_CATALOG_URI): {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def uri_of(settings: Settings) -> str:
+    """The catalog's address without credentials (``user:password@`` is dropped)."""
+    return re.sub(r"//[^/@]*@", "//", settings.catalog_uri or settings.resolved_catalog_uri)
 
 
 def _s3_props(settings: Settings) -> dict[str, str]:

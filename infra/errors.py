@@ -86,16 +86,22 @@ class StateConflict(ReleaseError, TransientError):
     """The routing state changed since it was read; reload, reapply, write again."""
 
 
-class RejectedVersion(ReleaseError):
+class ControlRefused(ReleaseError):
+    """A release request or a person's control was refused before it changed anything (the
+    version cannot be served, was rejected, the gate did not pass, nothing to pause ...): the
+    operator can fix the request; the CLI exits 2."""
+
+
+class RejectedVersion(ControlRefused):
     """The version was rejected before; only a person may release it again (``force``)."""
 
 
-class UnservableVersion(ReleaseError):
+class UnservableVersion(ControlRefused):
     """A model version that nothing can serve (not a complete version in the store, no
     upstream configured for it) was named where traffic would go to it."""
 
 
-class ReleaseInterrupted(ReleaseError):
+class ReleaseInterrupted(ControlRefused):
     """A person asked for a transition the release is not (any more) in a phase for (e.g.
     promote with no candidate); ``state`` is the routing state found (an
     :class:`infra.routing.RoutingState`: this module is the bottom of the house and imports

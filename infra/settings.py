@@ -13,10 +13,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from infra import OFFLINE_ENV
+from infra.errors import ConfigError
+from infra.settings_errors import describe_settings_error, describe_validation_error
+from infra.store import check_store_url
 
 
 class LangfuseSettings(BaseModel):
@@ -219,15 +223,15 @@ class Settings(BaseSettings):
     catalog_warehouse: str | None = None  # default: <store>/warehouse
     trace_source: Literal["spool", "langfuse"] = "spool"
     trace_sink: Literal["spool", "langfuse"] = "spool"
-    feedback_lookahead_hours: int = 24
+    feedback_lookahead_hours: int = Field(default=24, ge=0)
     pushgateway_url: str | None = None
     prefect_rollback_deployment: str = "rollback/rollback"
     user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
     base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
     task_runner: Literal["threads", "dask", "ray"] = "threads"
     task_runner_address: str | None = None
-    max_record_bytes: int = 1_000_000
-    raw_retention_days: int = 90
+    max_record_bytes: int = Field(default=1_000_000, ge=1)
+    raw_retention_days: int = Field(default=90, ge=1)
 
     langfuse: LangfuseSettings = LangfuseSettings()
     judge: JudgeSettings = JudgeSettings()
@@ -236,6 +240,11 @@ class Settings(BaseSettings):
     train: TrainSettings = TrainSettings()
     release: ReleaseSettings = ReleaseSettings()
     gateway: GatewaySettings = GatewaySettings()
+
+    @field_validator("store_url")
+    @classmethod
+    def _store_url_is_a_path_or_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_url(value)
 
     @property
     def home_dir(self) -> Path:
@@ -275,8 +284,18 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings (call ``get_settings.cache_clear()`` after changing env)."""
-    return Settings()
+    """The process-wide settings (call ``get_settings.cache_clear()`` after changing env).
+
+    Raises:
+        ConfigError: a variable (in the environment or ``.env``) has a malformed value; the
+            message names the variable and says what is wrong, in one line.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except SettingsError as exc:
+        raise ConfigError(describe_settings_error(exc, Settings)) from None
 
 
 def prepare_environment(settings: Settings | None = None) -> Settings:

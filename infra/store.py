@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -195,6 +196,7 @@ class S3Store:
             aws_secret_access_key=secret_access_key,
             config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5),
         )
+        self.endpoint = str(self._client.meta.endpoint_url)  # named in every error
 
     def _key(self, key: str) -> str:
         _check_key(key)
@@ -215,13 +217,16 @@ class S3Store:
             if code in {"PreconditionFailed", "412", "ConditionalRequestConflict"}:
                 return PreconditionFailed(f"{what}: {code}")
             if code in _TRANSIENT_CODES:
-                return TransientStoreError(f"{what}: {code}")
-            return StoreError(f"{what}: {code}")
+                return TransientStoreError(f"{what}: {code} from {self.endpoint}")
+            return StoreError(f"{what}: {code} from {self.endpoint}")
         if isinstance(exc, ConnectionError | ReadTimeoutError):
-            return TransientStoreError(f"{what}: {type(exc).__name__}")
+            return TransientStoreError(
+                f"{what}: cannot reach the S3 endpoint {self.endpoint} ({type(exc).__name__}); "
+                "check FLYWHEEL_S3_ENDPOINT_URL"
+            )
         if isinstance(exc, BotoCoreError):
-            return StoreError(f"{what}: {exc}")
-        return StoreError(f"{what}: {exc}")
+            return StoreError(f"{what} at {self.endpoint}: {exc}")
+        return StoreError(f"{what} at {self.endpoint}: {exc}")
 
     def put(self, key: str, data: bytes) -> None:
         try:
@@ -307,9 +312,41 @@ def _cas_lock(name: str) -> threading.Lock:
         return _CAS_LOCKS.setdefault(name, threading.Lock())
 
 
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def check_store_url(url: str) -> str:
+    """``url`` if it is a directory path, ``file:///path`` or ``s3://bucket[/prefix]``.
+
+    Raises:
+        ValueError: anything else (``::bad::`` would otherwise become a directory of that name).
+    """
+    expected = "expected a directory path, file:///path or s3://bucket/prefix"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        if not url.strip() or ":" in url:
+            raise ValueError(f"not a directory path or URL; {expected}")
+        return url
+    if scheme == "file" and rest.startswith("/"):
+        return url
+    if scheme == "s3" and _BUCKET.match(rest.split("/", 1)[0]):
+        return url
+    if scheme == "s3":
+        raise ValueError(f"no valid bucket name after s3://; {expected}")
+    raise ValueError(f"unsupported URL scheme {scheme + sep!r}; {expected}")
+
+
 def open_store(settings: Settings) -> ObjectStore:
-    """The store named by ``FLYWHEEL_STORE_URL`` (a local directory by default)."""
+    """The store named by ``FLYWHEEL_STORE_URL`` (a local directory by default).
+
+    Raises:
+        ConfigError: the URL is neither a directory path nor ``file://`` nor ``s3://``.
+    """
     url = settings.resolved_store_url
+    try:
+        check_store_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"FLYWHEEL_STORE_URL: {exc}") from None
     if url.startswith("s3://"):
         return S3Store(
             url,
@@ -318,8 +355,6 @@ def open_store(settings: Settings) -> ObjectStore:
             access_key_id=_secret(settings.s3_access_key_id),
             secret_access_key=_secret(settings.s3_secret_access_key),
         )
-    if "://" in url and not url.startswith("file://"):
-        raise ConfigError(f"unsupported FLYWHEEL_STORE_URL scheme: {url!r} (use a path or s3://)")
     return LocalStore(url.removeprefix("file://"))
 
 

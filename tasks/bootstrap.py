@@ -30,7 +30,9 @@ import yaml
 from infra import models
 from infra.errors import ConfigError, ObjectNotFound
 from infra.local_lm import LocalLM, render_prompt
+from infra.progress import report_progress
 from tasks import domain
+from tasks.bootstrap_card import base_model_card
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PROGRESS_EVERY = 5  # pre-training steps between progress reports
 CODE_VERSION = "bootstrap/v1"  # bump when the training recipe changes: invalidates caches
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[EOS]"]
 
@@ -184,7 +187,10 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
+    doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
     for step in range(1, config.steps + 1):
+        if step % PROGRESS_EVERY == 1:
+            _progress(doing, config, done=step - 1)
         model.train()
         log_.losses.append(_train_step(model, tokenizer, opt, rng, config.batch_size))
         sched.step()
@@ -270,23 +276,39 @@ def bootstrap_base_model(
             log.info("bootstrap cache hit (%s): v0 already registered", key)
         else:  # v0 is the root of every later version: never replaced behind their back
             log.warning("v0 exists with other bootstrap inputs; keeping it (force rebuilds)")
-        return BootstrapResult(
-            "v0", models.fetch_model(store, "v0", cache_root),
-            float(lineage.get("golden_accuracy", float("nan"))), True,
-            str(lineage.get("input_hash", "")), time.perf_counter() - started,
-            int(lineage.get("n_params", 0)), str(lineage.get("source", "unknown")),
-        )  # fmt: skip
+        _progress("v0 is already built (cached)", config, done=config.steps)
+        path = models.fetch_model(store, "v0", cache_root)
+        return _result(lineage, model_dir=path, cached=True, started=started)
     work = settings.home_dir / "cache" / "bootstrap" / key
     result_file = work / "result.json"
     if force or not result_file.is_file():
         _build(work, config=config, seed=seed, settings=settings, key=key)
+    _progress("register v0 in the store", config, done=config.steps)
     info = json.loads(result_file.read_text())
     models.publish_model_dir(store, "v0", work / "model", overwrite=True)
     path = models.fetch_model(store, "v0", cache_root)
+    return _result(info, model_dir=path, cached=False, started=started)
+
+
+def _result(
+    info: dict[str, Any], *, model_dir: Path, cached: bool, started: float
+) -> BootstrapResult:
+    """The result from v0's lineage (``lineage.json``, or ``result.json`` of a fresh build)."""
     return BootstrapResult(
-        "v0", path, info["golden_accuracy"], False, key, time.perf_counter() - started,
-        info["n_params"], info["source"],
-    )  # fmt: skip
+        version="v0",
+        model_dir=model_dir,
+        golden_accuracy=float(info.get("golden_accuracy", float("nan"))),
+        cached=cached,
+        input_hash=str(info.get("input_hash", "")),
+        wall_s=time.perf_counter() - started,
+        n_params=int(info.get("n_params", 0)),
+        source=str(info.get("source", "unknown")),
+    )
+
+
+def _progress(step: str, config: BootstrapConfig, *, done: int) -> None:
+    """Bootstrap's progress: the bar counts pre-training steps (the bulk of the time)."""
+    report_progress("bootstrap", step, done=done, total=config.steps)
 
 
 @contextmanager
@@ -319,6 +341,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
 
     hf_logging.disable_progress_bar()
     with _torch_threads(config.threads):
+        _progress("build the tokenizer and the model", config, done=0)
         if settings.base_model_path:
             src = Path(settings.base_model_path).expanduser()
             if not (src / "config.json").is_file():
@@ -333,6 +356,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
             model.save_pretrained(out, safe_serialization=True)
             tokenizer.save_pretrained(out)
             source = "trained"
+        _progress("evaluate v0 on the golden set", config, done=config.steps)
         lm = LocalLM.load(out)
         accuracy, _ = evaluate_golden(lm, golden, batch_size=config.eval_batch_size)
     wall = time.perf_counter() - t0
@@ -358,41 +382,6 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         "created_at": datetime.now(UTC).isoformat(),
     }
     (out / "lineage.json").write_text(json.dumps(info, indent=2, sort_keys=True))
-    (out / "model_card.yaml").write_text(yaml.safe_dump(_card(info), sort_keys=False))
+    (out / "model_card.yaml").write_text(yaml.safe_dump(base_model_card(info), sort_keys=False))
     (work / "result.json").write_text(json.dumps(info, sort_keys=True))
     log.info("bootstrapped v0 (%s): golden accuracy %.3f in %.0f s", source, accuracy, wall)
-
-
-def _card(info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "model": "flywheel embedded base model",
-        "version": info["version"],
-        "what": (
-            "character-level GPT-2 built from a config and pre-trained here by SFT on the "
-            "demo calculator domain (2-digit additions); a deliberately weak start for the loop"
-            if info["source"] == "trained"
-            else "a local Hugging Face causal LM registered as the base model"
-        ),
-        "architecture": info["config"] if info["source"] == "trained" else "see config.json",
-        "parameters": info["n_params"],
-        "training": {
-            "method": info["method"],
-            "data": info["training_data"] if info["source"] == "trained" else None,
-            "seed": info["seed"],
-            "steps": info["steps"],
-            "stopped_at_dev_accuracy": info["dev_curve"][-1][1] if info["dev_curve"] else None,
-            "final_loss": info["final_loss"],
-        },
-        "evaluation": {
-            "golden_accuracy": round(info["golden_accuracy"], 4),
-            "golden_items": info["golden_items"],
-            "decoding": "greedy",
-            "golden_manifest": info["golden_manifest"],
-        },
-        "input_hash": info["input_hash"],
-        "lineage": {"base": None, "user_data": "none (synthetic only)"},
-        "intended_use": "demo and tests of the flywheel loop; not a general-purpose model",
-        "hardware": info["hardware"],
-        "wall_s": info["wall_s"],
-        "created_at": info["created_at"],
-    }

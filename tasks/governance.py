@@ -56,6 +56,12 @@ class Erasure:
     objects_deleted: int = 0
     snapshots_expired: int = 0
     orphan_files_removed: int = 0
+    found: bool = True  # forget-user: False when the user had no data anywhere
+
+    def erased_anything(self) -> bool:
+        """Whether any row or object was deleted or rewritten."""
+        changed = self.objects_rewritten + self.objects_deleted
+        return bool(changed or any(self.rows_deleted.values()))
 
 
 def check_user_key(value: str) -> str:

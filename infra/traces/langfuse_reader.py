@@ -295,14 +295,16 @@ class LangfuseSource:
                     raise SourceUnavailable(what, status) from None
                 if status in (401, 403):
                     raise SourceError(
-                        f"Langfuse refused the API keys for {what} (HTTP {status}); "
-                        "check FLYWHEEL_LANGFUSE__PUBLIC_KEY/SECRET_KEY"
+                        f"Langfuse at {self.host} refused the API keys for {what} (HTTP "
+                        f"{status}); check FLYWHEEL_LANGFUSE__PUBLIC_KEY/SECRET_KEY"
                     ) from None
                 if 400 <= status < 500 and status not in _RETRIABLE_4XX:
-                    raise SourceError(f"Langfuse rejected {what} (HTTP {status})") from None
+                    raise SourceError(
+                        f"Langfuse at {self.host} rejected {what} (HTTP {status})"
+                    ) from None
                 last = f"HTTP {status}" if status >= 300 else "an unreadable response body"
             except httpx.TransportError as exc:
-                last = type(exc).__name__
+                last = f"{type(exc).__name__}: cannot reach {self.host}"
             except pydantic.ValidationError:
                 raise SourceError(
                     f"Langfuse {what} does not match the SDK's schema (server and "
@@ -316,7 +318,8 @@ class LangfuseSource:
                 self.page_retries + 1,
             )
         raise TransientSourceError(
-            f"Langfuse {what} failed {self.page_retries + 1} times (last: {last})"
+            f"Langfuse at {self.host} ({what}) failed {self.page_retries + 1} times (last: "
+            f"{last}); check FLYWHEEL_LANGFUSE__HOST"
         )
 
     # -- mapping ----------------------------------------------------------------------------

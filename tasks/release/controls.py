@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import ReleaseError, ReleaseInterrupted
+from infra.errors import ControlRefused, ReleaseInterrupted
 from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def promote(
 
     Raises:
         ReleaseInterrupted: there is no candidate release (of ``version``) to promote.
-        ReleaseError: the candidate cannot be served, or has not passed the gate (no ``force``).
+        ControlRefused: the candidate cannot be served, or has not passed the gate (no ``force``).
     """
     state = routing.load()
     refusal = promotion_refusal(
@@ -122,7 +122,7 @@ def promote(
     if (current := _promotable(state, version)) is None:
         raise ReleaseInterrupted(str(refusal), state)
     if refusal is not None:
-        raise ReleaseError(refusal)
+        raise ControlRefused(refusal)
     evidence = dict(evidence or {})
     if gate_decision(state, current) != PROCEED:
         evidence.update(forced=True, gate=gate_decision(state, current))
@@ -145,11 +145,11 @@ def pause(
     :func:`resume`.
 
     Raises:
-        ReleaseError: no release is in shadow or canary.
+        ControlRefused: no release is in shadow or canary.
     """
     state = routing.load()
     if state.candidate is None or state.phase not in ("shadow", "canary"):
-        raise ReleaseError(f"no release in shadow or canary to pause (phase {state.phase})")
+        raise ControlRefused(f"no release in shadow or canary to pause (phase {state.phase})")
     moved = hold(
         routing,
         catalog,
@@ -176,11 +176,11 @@ def resume(
     release from here (a release run still waiting on the pause then ends).
 
     Raises:
-        ReleaseError: no release is held.
+        ControlRefused: no release is held.
     """
     state = routing.load()
     if state.candidate is None or state.phase != "held":
-        raise ReleaseError(f"no held release to resume (phase {state.phase})")
+        raise ControlRefused(f"no held release to resume (phase {state.phase})")
     held = next((t for t in reversed(state.history) if t.to_phase == "held"), None)
     target = (held.evidence.get("resume_to") if held else None) or {}
     phase: Phase = target.get("phase") or (held.from_phase if held else "shadow")

@@ -6,6 +6,7 @@ summary (flows/loop.py)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -123,3 +124,86 @@ def test_the_run_summary() -> None:
     assert "bootstrapped" in lines[0]
     assert lines[-1] == "  release               not released (x)"
     assert not any("golden" in line for line in lines[1:])
+
+
+def _table_with(monkeypatch: pytest.MonkeyPatch, name: str, handler: object) -> None:
+    table = tuple(c._replace(handler=handler) if c.name == name else c for c in cli.COMMANDS)
+    monkeypatch.setattr(cli, "COMMANDS", table)
+
+
+def test_a_failed_run_is_one_line_exit_1_and_the_traceback_only_with_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path))
+
+    def fails(ns: argparse.Namespace) -> int:
+        raise RuntimeError("the judge endpoint\nwent away")
+
+    _table_with(monkeypatch, "status", fails)
+
+    assert cli.main(["status"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("flywheel status: error: RuntimeError: the judge endpoint went away")
+    assert "--debug" in err
+
+    assert cli.main(["status", "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.splitlines()[-1].startswith("flywheel status: error:")
+
+
+def test_run_exits_non_zero_with_the_reason_when_the_candidate_is_not_promoted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import flows.loop
+    from deployments import progress
+    from flows.loop import CycleSummary, LoopSummary
+
+    monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path))
+    monkeypatch.setattr(progress, "ensure_prefect_api", lambda command: None)
+    monkeypatch.setattr(progress, "quiet_prefect_console", lambda: None)
+    outcome = {"value": "rolled_back"}
+
+    def fake_loop(opts: object) -> LoopSummary:
+        cycle = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome=outcome["value"])
+        cycle.reasons = ["canary error ratio 3.1 > 1.5"] if outcome["value"] != "promoted" else []
+        return LoopSummary(
+            base_version="v0", base_accuracy=0.5, bootstrap_cached=True, cycles=[cycle], wall_s=9
+        )
+
+    monkeypatch.setattr(flows.loop, "run_loop", fake_loop)
+
+    assert cli.main(["run"]) == 1
+    out, err = capsys.readouterr()
+    assert "release               rolled_back" in out
+    assert err.splitlines()[-1] == (
+        "flywheel run: error: cycle 1: candidate v1 was not promoted: rolled_back "
+        "(canary error ratio 3.1 > 1.5)"
+    )
+
+    outcome["value"] = "promoted"
+    assert cli.main(["run", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    summary = json.loads(out)
+    assert summary["command"] == "run" and summary["cycles"][0]["outcome"] == "promoted"
+
+
+def test_not_promoted_names_the_first_cycle_that_did_not_improve() -> None:
+    from flows.loop import CycleSummary, LoopSummary, not_promoted
+
+    def loop(*cycles: CycleSummary) -> LoopSummary:
+        return LoopSummary(
+            base_version="v0",
+            base_accuracy=0.5,
+            bootstrap_cached=True,
+            cycles=list(cycles),
+            wall_s=1,
+        )
+
+    good = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="promoted")
+    skipped = CycleSummary(cycle=2, baseline="v1", train_status="skipped: 12 pairs < minimum 50")
+    assert not_promoted(loop(good)) is None
+    assert not_promoted(loop(good, skipped)) == (
+        "cycle 2: no candidate to release (skipped: 12 pairs < minimum 50)"
+    )
