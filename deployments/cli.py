@@ -24,6 +24,8 @@ class Command(NamedTuple):
     add_args: Callable[[argparse.ArgumentParser], None]
     handler: Callable[[argparse.Namespace], int]
     starts_flow: bool = True  # a Prefect flow run: the API must be up first
+    # validates the request before anything starts (no API, no flow run, no state change)
+    check: Callable[[argparse.Namespace], None] | None = None
 
 
 class Parser(argparse.ArgumentParser):
@@ -235,6 +237,7 @@ COMMANDS: tuple[Command, ...] = (
         "stage 5: gate -> shadow -> canary -> promote / roll back",
         _release_args,
         commands.release,
+        check=commands.check_release,
     ),
     Command(
         "status",
@@ -248,6 +251,7 @@ COMMANDS: tuple[Command, ...] = (
         "make the candidate the stable version now (it must have passed the gate)",
         _promote_args,
         commands.promote,
+        check=commands.check_promote,
     ),
     Command(
         "pause",
@@ -260,6 +264,7 @@ COMMANDS: tuple[Command, ...] = (
         "continue a paused or held release",
         _control_args,
         commands.resume,
+        check=commands.check_resume,
     ),
     Command(
         "abort",
@@ -334,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     ns.debug = ns.debug or os.environ.get("FLYWHEEL_DEBUG", "") not in ("", "0", "false")
     cmd = {c.name: c for c in COMMANDS}[ns.command]
     try:
+        if cmd.check is not None:
+            cmd.check(ns)
         if cmd.starts_flow:
             from deployments.progress import ensure_prefect_api, quiet_prefect_console
 

@@ -239,14 +239,20 @@ def train(ns: argparse.Namespace) -> int:
     return 0
 
 
-def release(ns: argparse.Namespace) -> int:
-    from flows.release import ReleaseOptions
-    from flows.release import release as release_flow
+def check_release(ns: argparse.Namespace) -> None:
+    """The version must be servable: checked before a flow run starts (one line, routing
+    untouched); the flow checks again for runs started from the UI."""
     from infra.models import ServableVersions
     from infra.runtime import Runtime
 
-    rt = Runtime.from_env()  # checked before a flow run starts: one line, routing untouched
+    rt = Runtime.from_env()
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
+
+
+def release(ns: argparse.Namespace) -> int:
+    from flows.release import ReleaseOptions
+    from flows.release import release as release_flow
+
     r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
     emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
@@ -266,7 +272,9 @@ def status(ns: argparse.Namespace) -> int:
     return 0
 
 
-def promote(ns: argparse.Namespace) -> int:
+def check_promote(ns: argparse.Namespace) -> None:
+    """A promotion needs a servable candidate that passed the gate (or --force with a reason):
+    checked before a flow run starts; the flow checks again."""
     from infra.errors import ControlRefused
     from infra.models import ServableVersions
     from infra.routing import open_routing
@@ -275,12 +283,16 @@ def promote(ns: argparse.Namespace) -> int:
 
     if ns.force and not (ns.reason or "").strip():
         raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
-    ns.reason = ns.reason or "manual"
-    rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
+    rt = Runtime.from_env()
     versions = ServableVersions.from_settings(rt.settings, rt.store)
     state = open_routing(rt.settings, rt.store).load()
-    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=ns.reason):
+    reason = ns.reason or "manual"
+    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=reason):
         raise ControlRefused(why)
+
+
+def promote(ns: argparse.Namespace) -> int:
+    ns.reason = ns.reason or "manual"
     return _control("promote", ns, force=ns.force)
 
 
@@ -288,14 +300,19 @@ def pause(ns: argparse.Namespace) -> int:
     return _control("pause", ns)
 
 
-def resume(ns: argparse.Namespace) -> int:
+def check_resume(ns: argparse.Namespace) -> None:
+    """Resuming routes traffic to the candidate again: it must be servable (checked before a
+    flow run starts; the flow checks again)."""
     from infra.models import ServableVersions
     from infra.routing import open_routing
     from infra.runtime import Runtime
 
-    rt = Runtime.from_env()  # checked before a flow run starts; the flow checks again
+    rt = Runtime.from_env()
     if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
         ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
+
+
+def resume(ns: argparse.Namespace) -> int:
     return _control("resume", ns)
 
 

@@ -25,7 +25,7 @@ from tests.integration.test_release_flow import ACCURACY, answerer
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "test-admin-token-of-some-length"
+TOKEN = "test-admin-token-of-some-length-0123456789"
 
 
 @pytest.fixture
@@ -51,6 +51,7 @@ def gateway(env: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[GatewayH
 
     with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
+        monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()
         yield gw
         for thread in gw.app.state.admin.threads:
