@@ -15,7 +15,8 @@ from deployments.hints import empty_window_note
 from deployments.output import render
 from deployments.progress import showing_progress
 from infra.progress import report_progress
-from infra.store import LocalStore, check_store_url
+from infra.settings import check_store_url
+from infra.store import LocalStore
 
 STAMPED = re.compile(r"^\d{2}:\d{2}:\d{2} ")
 
