@@ -56,6 +56,20 @@ class LangfuseSettings(BaseModel):
     page_retries: int = 4
     timeout_s: float = 30.0
 
+    def keys(self, role: str) -> tuple[str, str]:
+        """(public key, secret key) for Langfuse as ``role`` (e.g. "trace source").
+
+        Raises:
+            ConfigError: a key is missing; the message names both variables and the host.
+        """
+        if self.public_key is None or self.secret_key is None:
+            raise ConfigError(
+                f"{role} 'langfuse' needs API keys: set FLYWHEEL_LANGFUSE__PUBLIC_KEY and "
+                "FLYWHEEL_LANGFUSE__SECRET_KEY (Langfuse UI -> Settings -> API keys), and "
+                f"FLYWHEEL_LANGFUSE__HOST (now {self.host})"
+            )
+        return self.public_key.get_secret_value(), self.secret_key.get_secret_value()
+
 
 class JudgeSettings(BaseModel):
     """The judge used by stage 2 (and by the gate through the same reward)."""

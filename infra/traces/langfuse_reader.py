@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import httpx
 import pydantic
 
-from infra.errors import ConfigError, SourceError, SourceUnavailable, TransientSourceError
+from infra.errors import SourceError, SourceUnavailable, TransientSourceError
 from infra.traces.mapping import (
     FEEDBACK_SCORE_NAME,
     META_CONTEXTS,
@@ -101,16 +101,11 @@ class LangfuseSource:
     def from_settings(cls, settings: Any) -> LangfuseSource:
         """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
         lf = settings.langfuse
-        if lf.public_key is None or lf.secret_key is None:
-            raise ConfigError(
-                "trace source 'langfuse' needs API keys: set FLYWHEEL_LANGFUSE__PUBLIC_KEY and "
-                "FLYWHEEL_LANGFUSE__SECRET_KEY (Langfuse UI -> Settings -> API keys), and "
-                f"FLYWHEEL_LANGFUSE__HOST (now {lf.host})"
-            )
+        public_key, secret_key = lf.keys("trace source")
         return cls(
             host=lf.host,
-            public_key=lf.public_key.get_secret_value(),
-            secret_key=lf.secret_key.get_secret_value(),
+            public_key=public_key,
+            secret_key=secret_key,
             page_size=lf.page_size,
             page_retries=lf.page_retries,
             timeout_s=lf.timeout_s,

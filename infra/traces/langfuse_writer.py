@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from infra.errors import ConfigError
 from infra.traces.mapping import FEEDBACK_SCORE_NAME, generation_metadata
 
 if TYPE_CHECKING:
@@ -33,14 +32,10 @@ class LangfuseSink:
         from langfuse import Langfuse
 
         lf = settings.langfuse
-        if lf.public_key is None or lf.secret_key is None:
-            raise ConfigError(
-                "FLYWHEEL_TRACE_SINK=langfuse needs FLYWHEEL_LANGFUSE__PUBLIC_KEY and "
-                "FLYWHEEL_LANGFUSE__SECRET_KEY"
-            )
+        public_key, secret_key = lf.keys("trace sink")
         self.client = Langfuse(
-            public_key=lf.public_key.get_secret_value(),
-            secret_key=lf.secret_key.get_secret_value(),
+            public_key=public_key,
+            secret_key=secret_key,
             host=lf.host,
             timeout=int(lf.timeout_s),
         )
