@@ -90,16 +90,32 @@ def try_transition(
             expected_revision=state.revision,
             **changes,
         )
-        try:
-            saved = routing.transition(change)
-        except StateConflict:
+        saved = _commit(routing, catalog, change, before=state, version=version)
+        if saved is None:
             time.sleep(0.02 * (attempt + 1))
             continue
-        if catalog is not None:
-            _audit(catalog, saved, before=state, version=version, evidence=evidence)
         log.info("release %s: %s -> %s (%s)", version, state.phase, to_phase, reason)
         return Moved(state=saved, moved=True)
     raise StateConflict(f"the routing state kept changing; {version} -> {to_phase} not written")
+
+
+def _commit(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    change: StateChange,
+    *,
+    before: RoutingState,
+    version: str,
+) -> RoutingState | None:
+    """Write ``change`` (a compare-and-swap on ``before``'s revision) and its audit event;
+    None when the state changed since ``before`` was read (reload and decide again)."""
+    try:
+        saved = routing.transition(change)
+    except StateConflict:
+        return None
+    if catalog is not None:
+        _audit(catalog, saved, before=before, version=version, evidence=change.evidence)
+    return saved
 
 
 def transition(
@@ -352,13 +368,10 @@ def restore_servable_stable(
             evidence={"unservable_stable": bad, "restored_stable": target},
             expected_revision=state.revision,
         )
-        try:
-            saved = routing.transition(change)
-        except StateConflict:
+        saved = _commit(routing, catalog, change, before=state, version=target)
+        if saved is None:
             time.sleep(0.02 * (attempt + 1))
             continue
-        if catalog is not None:
-            _audit(catalog, saved, before=state, version=target, evidence=change.evidence)
         log.info("stable %s cannot be served: %s restored as stable", bad, target)
         return saved, target
     raise StateConflict("the routing state kept changing; the stable version was not restored")
