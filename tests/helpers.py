@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from infra.traces import TraceRecord
+
+if TYPE_CHECKING:
+    from tasks.release.gate import GateResult
 
 
 def make_trace(i: int, at: datetime, **overrides: object) -> TraceRecord:
@@ -26,3 +30,25 @@ def make_trace(i: int, at: datetime, **overrides: object) -> TraceRecord:
     }
     fields.update(overrides)
     return TraceRecord.model_validate(fields)
+
+
+def gate_result(
+    version: str, base: list[float], cand: list[float], *, run_id: str = "run-1"
+) -> GateResult:
+    """The golden gate's result for these paired scores (default release policy, no slices)."""
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import GateResult, decide, paired_test
+
+    test = paired_test(base, cand, n_bootstrap=200)
+    decision, reasons = decide(test, ReleaseSettings())
+    return GateResult(
+        version=version,
+        baseline="v0",
+        run_id=run_id,
+        decision=decision,
+        reasons=reasons,
+        test=test,
+        slices=[],
+        checks=[],
+        items=[],
+    )

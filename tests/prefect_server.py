@@ -9,13 +9,20 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
 
 from tests.procs import background, free_port, wait_http
 
+TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+RUN_TIMEOUT = 240.0
 STARTUP_TIMEOUT = 180.0  # the first start migrates a fresh SQLite database (~30 s here)
 
 
@@ -141,3 +148,31 @@ def rendered_text(url: str, profile_dir: Path, budget_ms: int = 20000) -> str:
     if done.returncode != 0:
         raise AssertionError(f"chromium exited {done.returncode}\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+def api_json(api: httpx.Client, method: str, url: str, **kwargs: Any) -> Any:
+    """The JSON answer of the server's REST API; a 503 (its SQLite was busy: "retry") is
+    retried."""
+    for _ in range(20):
+        response = api.request(method, url, **kwargs)
+        if response.status_code != 503:
+            return response.raise_for_status().json()
+        time.sleep(0.5)
+    return response.raise_for_status().json()
+
+
+def wait_for_run(
+    api: httpx.Client, run_id: str, *, process: subprocess.Popen[bytes], log: Path
+) -> dict[str, Any]:
+    """The flow run once it is in a terminal state; fails the test with ``log``'s tail when
+    ``process`` (the worker or serve process running it) exits or the run takes too long."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        run = api_json(api, "GET", f"/flow_runs/{run_id}")
+        if run["state_type"] in TERMINAL:
+            return run
+        if process.poll() is not None:
+            pytest.fail(f"{process.args!r} exited ({process.returncode})\n{log_tail(log)}")
+        time.sleep(1.0)
+    pytest.fail(f"flow run still {run.get('state_type')} after {RUN_TIMEOUT} s\n{log_tail(log)}")

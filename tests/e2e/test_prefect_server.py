@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from tests.prefect_server import (
     rendered_text,
     run_cli,
     screenshot,
+    wait_for_run,
 )
 from tests.procs import background
 
@@ -28,24 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = "flywheel-process"
-TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-RUN_TIMEOUT = 240.0
 
 
 def artifacts_dir() -> Path:
     return Path(os.environ.get("FLYWHEEL_TEST_ARTIFACTS") or REPO / "test-artifacts")
-
-
-def wait_for_run(api: httpx.Client, run_id: str, worker: Any, worker_log: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + RUN_TIMEOUT
-    while time.monotonic() < deadline:
-        run = api.get(f"/flow_runs/{run_id}").raise_for_status().json()
-        if run["state_type"] in TERMINAL:
-            return run
-        if worker.poll() is not None:
-            pytest.fail(f"the worker exited ({worker.returncode})\n{log_tail(worker_log)}")
-        time.sleep(1.0)
-    pytest.fail(f"flow run still {run['state_type']} after {RUN_TIMEOUT} s\n{log_tail(worker_log)}")
 
 
 def test_deployment_runs_on_a_real_server_and_its_form_renders(tmp_path: Path) -> None:
@@ -87,7 +73,7 @@ def test_deployment_runs_on_a_real_server_and_its_form_renders(tmp_path: Path) -
                     json={"parameters": {"hours": 1}},
                 )
                 flow_run = created.raise_for_status().json()
-                run = wait_for_run(api, flow_run["id"], worker, worker_log)
+                run = wait_for_run(api, flow_run["id"], process=worker, log=worker_log)
                 assert run["state_type"] == "COMPLETED", (
                     f"{run['state_type']}: {run['state'].get('message')}\n{log_tail(worker_log)}"
                 )

@@ -15,14 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.prefect_server import log_tail, prefect_cli, prefect_server, run_cli
+from tests.prefect_server import TERMINAL, log_tail, prefect_cli, prefect_server, run_cli
 from tests.procs import background
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = "flywheel-process"
-TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
 def runs_of(api: httpx.Client, deployment_id: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.prefect_server import log_tail, prefect_server
+from tests.prefect_server import api_json, log_tail, prefect_server, wait_for_run
 from tests.procs import background
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -22,43 +22,20 @@ REPO = Path(__file__).resolve().parents[2]
 SPECS: list[dict[str, Any]] = yaml.safe_load((REPO / "deployments/prefect.yaml").read_text())[
     "deployments"
 ]
-TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 TIMEOUT = 240.0
-
-
-def request(api: httpx.Client, method: str, url: str, **kwargs: Any) -> Any:
-    """The JSON answer; a 503 (the server's SQLite was busy: "retry") is retried."""
-    for _ in range(20):
-        response = api.request(method, url, **kwargs)
-        if response.status_code != 503:
-            return response.raise_for_status().json()
-        time.sleep(0.5)
-    return response.raise_for_status().json()
 
 
 def served_deployments(api: httpx.Client, serving: Any, log: Path) -> dict[str, dict[str, Any]]:
     """name -> deployment, once every deployment of the file is registered."""
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        found = request(api, "POST", "/deployments/filter", json={})
+        found = api_json(api, "POST", "/deployments/filter", json={})
         if len(found) >= len(SPECS):
             return {d["name"]: d for d in found}
         if serving.poll() is not None:
             pytest.fail(f"serve exited ({serving.returncode})\n{log_tail(log)}")
         time.sleep(1.0)
     pytest.fail(f"only {len(found)} of {len(SPECS)} deployments after {TIMEOUT} s\n{log_tail(log)}")
-
-
-def finished_run(api: httpx.Client, run_id: str, serving: Any, log: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        run = request(api, "GET", f"/flow_runs/{run_id}")
-        if run["state_type"] in TERMINAL:
-            return run
-        if serving.poll() is not None:
-            pytest.fail(f"serve exited ({serving.returncode})\n{log_tail(log)}")
-        time.sleep(1.0)
-    pytest.fail(f"flow run still {run['state_type']} after {TIMEOUT} s\n{log_tail(log)}")
 
 
 def test_serve_registers_every_deployment_and_runs_one(tmp_path: Path) -> None:
@@ -83,13 +60,13 @@ def test_serve_registers_every_deployment_and_runs_one(tmp_path: Path) -> None:
                 crons = [s["schedule"]["cron"] for s in deployment["schedules"]]
                 assert crons == [s["cron"] for s in spec.get("schedules", [])], spec["name"]
                 assert deployment["work_pool_name"] is None  # served: no pool, no worker
-            hourly = request(api, "GET", "/deployments/name/hourly/hourly")
+            hourly = api_json(api, "GET", "/deployments/name/hourly/hourly")
             assert hourly["id"] == deployments["hourly"]["id"]
 
             collect = deployments["collect"]
             url = f"/deployments/{collect['id']}/create_flow_run"
-            created = request(api, "POST", url, json={"parameters": {"hours": 1}})
-            run = finished_run(api, created["id"], serving, log)
+            created = api_json(api, "POST", url, json={"parameters": {"hours": 1}})
+            run = wait_for_run(api, created["id"], process=serving, log=log)
             assert run["state_type"] == "COMPLETED", (
                 f"{run['state_type']}: {run['state'].get('message')}\n{log_tail(log)}"
             )

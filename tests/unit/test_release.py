@@ -13,7 +13,8 @@ from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions
-from tasks.release.gate import Decision, GateResult, decide, paired_test
+from tasks.release.gate import Decision
+from tests.helpers import gate_result
 
 CFG = ReleaseSettings(canary_steps=(5, 25, 50, 100), shadow_fraction=0.2)
 
@@ -23,22 +24,6 @@ def routing(tmp_path: Path) -> StoreRouting:
     s = LocalStore(tmp_path / "store")
     save_state(s, RoutingState(stable="v0"))
     return StoreRouting(s)
-
-
-def gate_result(version: str, base: list[float], cand: list[float]) -> GateResult:
-    test = paired_test(base, cand, n_bootstrap=200)
-    decision, reasons = decide(test, ReleaseSettings())
-    return GateResult(
-        version=version,
-        baseline="v0",
-        run_id="run-1",
-        decision=decision,
-        reasons=reasons,
-        test=test,
-        slices=[],
-        checks=[],
-        items=[],
-    )
 
 
 BETTER = ([0.0, 1.0] * 30, [1.0] * 60)

@@ -17,7 +17,8 @@ from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions
-from tasks.release.gate import Decision, GateResult, decide, paired_test
+from tasks.release.gate import Decision
+from tests.helpers import gate_result
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = ReleaseSettings(canary_steps=(5, 100), shadow_fraction=0.2)
@@ -49,19 +50,7 @@ def versions(store: LocalStore, *names: str) -> ServableVersions:
 
 
 def gate(routing: StoreRouting, version: str, scores: tuple[list[float], list[float]]) -> None:
-    test = paired_test(*scores, n_bootstrap=200)
-    decision, reasons = decide(test, ReleaseSettings())
-    result = GateResult(
-        version=version,
-        baseline="v0",
-        run_id="r",
-        decision=decision,
-        reasons=reasons,
-        test=test,
-        slices=[],
-        checks=[],
-        items=[],
-    )
+    result = gate_result(version, *scores, run_id="r")
     machine.apply_gate(routing, None, result, report_keys={}, policy=CFG, actor="flow")
 
 
