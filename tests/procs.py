@@ -86,3 +86,27 @@ def pushgateway(tmp: Path) -> Iterator[str]:
     args = [find_binary("pushgateway"), f"--web.listen-address=127.0.0.1:{port}"]
     with service(args, f"{url}/-/ready", tmp / "pushgateway.log"):
         yield url
+
+
+@contextmanager
+def s3_server(bucket: str) -> Iterator[str]:
+    """moto's S3 server on a free loopback port with ``bucket`` created; yields its endpoint
+    (credentials: ``testing`` / ``testing``)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=bucket)
+        yield endpoint
+    finally:
+        server.stop()

@@ -14,6 +14,7 @@ from infra.settings import get_settings
 from infra.store import open_store
 from infra.traces import FeedbackEvent, SpoolWriter
 from tests.helpers import make_trace
+from tests.procs import s3_server
 
 pytestmark = pytest.mark.integration
 
@@ -105,14 +106,7 @@ def test_opted_out_users_are_dropped_and_counted(prefect_api, flywheel_home) -> 
 
 
 def test_collect_on_s3_server(prefect_api, flywheel_home, monkeypatch) -> None:
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+    with s3_server("flywheel-test") as endpoint:
         for key, value in {
             "FLYWHEEL_STORE_URL": "s3://flywheel-test/prefix",
             "FLYWHEEL_S3_ENDPOINT_URL": endpoint,
@@ -120,13 +114,6 @@ def test_collect_on_s3_server(prefect_api, flywheel_home, monkeypatch) -> None:
             "FLYWHEEL_S3_SECRET_ACCESS_KEY": "testing",
         }.items():
             monkeypatch.setenv(key, value)
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        ).create_bucket(Bucket="flywheel-test")
         get_settings.cache_clear()
         settings = get_settings()
         m = _fill_spool(settings)
@@ -137,5 +124,3 @@ def test_collect_on_s3_server(prefect_api, flywheel_home, monkeypatch) -> None:
         assert "rollouts/window=2026-11-22T10:00:00Z/batch.parquet" in keys
         assert any(k.startswith("warehouse/") for k in keys)  # Iceberg data lives in the bucket
         assert not (flywheel_home / "store").exists()
-    finally:
-        server.stop()

@@ -17,6 +17,7 @@ from infra.settings import ReleaseSettings
 from infra.store import LocalStore, ObjectStore, S3Store
 from tasks.release.machine import after_canary_step
 from tasks.release.rollout import PhaseResult
+from tests.procs import s3_server
 
 pytestmark = pytest.mark.integration
 
@@ -26,24 +27,8 @@ CANARY = RoutingState(stable="v0", candidate="v1", phase="canary", weight=5.0, s
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        ).create_bucket(Bucket="race")
+    with s3_server("race") as endpoint:
         yield endpoint
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["local", "s3"])
