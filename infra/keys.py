@@ -29,7 +29,6 @@ MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
-STATE_LOCK_KEY = "deploy/state.lock"
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite

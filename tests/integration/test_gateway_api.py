@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -176,35 +177,40 @@ def test_a_failing_stable_upstream_is_a_502_and_counted(tmp_path: Path, upstream
     assert trace["error_count"] == 1 and trace["answer"] == ""
 
 
-def test_a_failing_canary_is_counted_and_the_user_served_by_stable(
-    tmp_path: Path, upstreams
-) -> None:
+@contextmanager
+def failing_canary(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle]
+) -> Iterator[tuple[GatewayHandle, list[httpx.Response]]]:
+    """The gateway with canary v1 at 100 % failing every call, after one plain and one
+    streamed chat request."""
     upstreams["v1"].app.fail_rate = 1.0
     save_state(
         LocalStore(tmp_path / "store"), RoutingState(candidate="v1", phase="canary", weight=100)
     )
     with start(tmp_path, upstreams) as gw:
-        for stream in (False, True):
-            resp = httpx.post(
+        replies = [
+            httpx.post(
                 f"{gw.url}/v1/chat/completions",
                 json={"messages": MESSAGES, "user": "u", "stream": stream},
             )
+            for stream in (False, True)
+        ]
+        yield gw, replies
+
+
+def test_a_failing_canary_is_counted_and_the_user_served_by_stable(
+    tmp_path: Path, upstreams
+) -> None:
+    with failing_canary(tmp_path, upstreams) as (gw, replies):
+        for resp in replies:
             assert resp.status_code == 200 and resp.headers["x-flywheel-model"] == "v0"
         assert metric(gw.url, "agent_errors_total", model="v1", route="canary") == 2
         assert metric(gw.url, "agent_requests_total", model="v0", route="stable") == 2
 
 
 def test_a_failing_canary_is_traced_the_same_streamed_or_not(tmp_path: Path, upstreams) -> None:
-    upstreams["v1"].app.fail_rate = 1.0
-    save_state(
-        LocalStore(tmp_path / "store"), RoutingState(candidate="v1", phase="canary", weight=100)
-    )
-    with start(tmp_path, upstreams) as gw:
-        for stream in (False, True):
-            resp = httpx.post(
-                f"{gw.url}/v1/chat/completions",
-                json={"messages": MESSAGES, "user": "u", "stream": stream},
-            )
+    with failing_canary(tmp_path, upstreams) as (_gw, replies):
+        for resp in replies:
             assert resp.status_code == 200
         traces = spool(tmp_path, wait_for=4)
     by_route = sorted((t["route"], t["model_version"], t["error_count"]) for t in traces)
