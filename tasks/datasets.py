@@ -30,7 +30,9 @@ ROLLOUT_SCHEMA = pa.schema(
         ("session_id", pa.string()),
         ("user_id", pa.string()),
         ("user_key", pa.string()),
+        ("workload", pa.string()),
         ("prompt_group", pa.string()),
+        ("messages", pa.string()),  # JSON: the OpenAI chat messages the model was sent
         ("question", pa.string()),
         ("contexts", pa.list_(pa.string())),
         ("answer", pa.string()),
@@ -41,6 +43,7 @@ ROLLOUT_SCHEMA = pa.schema(
         ("latency_s", pa.float64()),
         ("tokens_in", pa.int64()),
         ("tokens_out", pa.int64()),
+        ("finish_reason", pa.string()),
         ("error_count", pa.int64()),
         ("feedback", pa.int8()),
         ("created_at", pa.timestamp("us", tz="UTC")),

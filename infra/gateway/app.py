@@ -127,6 +127,7 @@ def create_app(
             req = parse_chat_request(
                 body,
                 session_header=request.headers.get("x-session-id"),
+                workload_header=request.headers.get("x-flywheel-workload"),
                 default_max_tokens=settings.gateway.max_new_tokens,
             )
         except (BadRequest, ValueError) as exc:

@@ -79,6 +79,8 @@ class CallRecorder:
         fields: dict[str, Any] = {
             "trace_id": trace_id,
             "session_id": req.session_id,
+            "workload": req.workload,
+            "messages": req.messages,
             "user_id": req.user_id,
             "prompt_group": prompt_group,
             "question": req.question,
@@ -91,6 +93,7 @@ class CallRecorder:
             "latency_s": time.perf_counter() - started,
             "tokens_in": done.tokens_in if done else None,
             "tokens_out": done.tokens_out if done else None,
+            "finish_reason": done.finish_reason if done else None,
             "error_count": 0 if done else 1,
             "created_at": datetime.now(UTC),
             "route": _trace_route(route, version, self.watcher.state.stable),

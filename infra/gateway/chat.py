@@ -44,6 +44,7 @@ class ChatRequest:
     params: GenParams
     user_id: str | None = None
     session_id: str | None = None
+    workload: str | None = None  # X-Flywheel-Workload header, else metadata.workload
     question: str = ""
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
@@ -59,7 +60,11 @@ def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
 
 
 def parse_chat_request(
-    body: Any, *, session_header: str | None, default_max_tokens: int
+    body: Any,
+    *,
+    session_header: str | None,
+    default_max_tokens: int,
+    workload_header: str | None = None,
 ) -> ChatRequest:
     """Validate the parts the gateway uses; everything else passes through to HTTP upstreams."""
     if not isinstance(body, dict):
@@ -93,6 +98,8 @@ def parse_chat_request(
     user = body.get("user")
     session = session_header or body.get("session_id")
     stream_options = body.get("stream_options") or {}
+    metadata = body.get("metadata")
+    workload = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
     return ChatRequest(
         model=model,
         messages=messages,
@@ -100,6 +107,7 @@ def parse_chat_request(
         params=params,
         user_id=str(user) if user else None,
         session_id=str(session) if session else None,
+        workload=str(workload)[:128] if workload else None,
         question=message_text(users[-1]) if users else "",
         contexts=contexts,
         include_usage=bool(

@@ -99,4 +99,28 @@ def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
     tool_calls = fields.get("tool_calls")
     if tool_calls and len(json.dumps(tool_calls, default=str)) > max_chars:
         fields["tool_calls"], cut = [], True
+    return cap_messages(fields, max_chars) or cut
+
+
+def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:
+    """Cut each message's text to ``max_chars`` and, while the conversation is over four times
+    that, drop its oldest turns after the system prompt (the last user turn always stays)."""
+    messages = fields.get("messages")
+    if not messages:
+        return False
+    cut = False
+    capped = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and len(content) > max_chars:
+            message, cut = {**message, "content": content[:max_chars]}, True
+        capped.append(message)
+    while len(json.dumps(capped, default=str)) > 4 * max_chars:
+        first = next((i for i, m in enumerate(capped) if m.get("role") != "system"), None)
+        if first is None or first >= len(capped) - 1:
+            break
+        del capped[first]
+        cut = True
+    if cut:
+        fields["messages"] = capped
     return cut

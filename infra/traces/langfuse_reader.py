@@ -328,8 +328,12 @@ class LangfuseSource:
         batch, skipped = WindowBatch(), 0
         for trace_id, group in by_trace.items():
             gen = pick_generation(group)
-            if gen is None or not start <= parse_time(gen["_windowTime"]) < end:
-                skipped += gen is None
+            if gen is None:
+                # v2 lists observations by start time: count a trace once it has one in window
+                if any(start <= parse_time(o["_windowTime"]) < end for o in group):
+                    skipped += 1
+                continue
+            if not start <= parse_time(gen["_windowTime"]) < end:
                 continue
             where = RawLine(
                 f"langfuse:{api}/traces/{trace_id}",
@@ -342,5 +346,6 @@ class LangfuseSource:
             except ValueError as exc:
                 batch.invalid.append((where, str(exc)))
         if skipped:
-            log.info("langfuse %s: %d traces without a GENERATION skipped", api, skipped)
+            batch.dropped["no_generation"] = skipped
+            log.info("langfuse %s: %d traces without a generation dropped", api, skipped)
         return batch

@@ -3,7 +3,8 @@
 
 It writes what :mod:`infra.traces.langfuse_reader` reads, through the langfuse SDK: one trace per
 request (and per diverse-sampling sibling), the gateway's trace id, whose root observation is a
-generation with ``input`` = the question and contexts, ``output`` = the answer, ``model`` and
+generation with ``input`` = the messages the model was sent, ``output`` = the answer (an
+assistant message when it made tool calls), ``model`` and
 ``version`` = the model version, ``model_parameters`` = temperature/top_p, ``usage_details`` =
 input/output tokens, ``metadata`` with the ``META_*`` keys of :mod:`infra.traces.mapping`, user
 and session ids via ``propagate_attributes``, and level ERROR when the request had errors.
@@ -14,13 +15,19 @@ its own background thread.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from infra.traces.mapping import FEEDBACK_SCORE_NAME, generation_metadata
 
 if TYPE_CHECKING:
     from infra.settings import Settings
     from infra.traces.record import FeedbackEvent, TraceRecord
+
+
+def _output(record: TraceRecord) -> Any:
+    if record.tool_calls:
+        return {"role": "assistant", "content": record.answer, "tool_calls": record.tool_calls}
+    return record.answer
 
 
 class LangfuseSink:
@@ -48,8 +55,8 @@ class LangfuseSink:
                 trace_context={"trace_id": record.trace_id},
                 name="chat",
                 as_type="generation",
-                input={"question": record.question, "contexts": record.contexts},
-                output=record.answer,
+                input=record.messages,
+                output=_output(record),
                 model=record.model_version,
                 version=record.model_version,
                 model_parameters={

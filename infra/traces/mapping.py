@@ -3,16 +3,23 @@
 
 Mapping (one Langfuse trace = one record; the gateway emits one trace per sampled sibling):
 
-- the record's observation is the trace's GENERATION: the root one if any, else the latest;
-  traces without a GENERATION are not agent interactions and are skipped (counted in the log)
+- the record's observation is the trace's GENERATION (or a span carrying OpenTelemetry
+  ``gen_ai.prompt.*`` attributes): the root one if any, else the latest (an agent's last LLM
+  call, after its tool spans); traces without one are not agent interactions and are dropped,
+  counted as ``no_generation`` (``WindowBatch.dropped``)
 - ``trace_id`` <- traceId; ``created_at`` <- the generation's startTime; window membership is
   the generation's startTime (v2) or the trace timestamp (v1), exactly what the server filters on
-- ``question`` <- the last ``user`` message of the input (OpenAI messages, or
-  ``{"messages": [...]}``, or ``{"question": ...}``, or a plain string)
-- ``contexts`` <- ``metadata.contexts`` when present, else the input's ``system``/``tool`` messages
+- ``messages`` <- the input (OpenAI messages, or ``{"messages": [...]}``; a plain string is one
+  user turn; ``{"question", "contexts"}`` is an old record), else the ``gen_ai.prompt.N.*``
+  attributes (:mod:`infra.traces.otel`); ``question`` <- its last ``user`` message
+- ``contexts`` <- ``metadata.contexts`` when present, else the messages' ``system``/``tool``
+  turns, plus the outputs of the trace's RETRIEVER observations
 - ``answer`` <- the output (a string, an assistant message, an OpenAI completion, or
-  ``{"answer": ...}``); ``tool_calls`` <- the output message's ``tool_calls`` plus the trace's
-  TOOL observations (name, input, output)
+  ``{"answer": ...}``; any other JSON value is a structured answer, kept as its JSON text;
+  else ``gen_ai.completion.0.*``); ``tool_calls`` <- the output message's ``tool_calls`` plus
+  the trace's TOOL observations (name, input, output)
+- ``workload``, ``finish_reason`` <- the ``META_*`` metadata keys (``finish_reason`` also from
+  an OpenAI completion output)
 - ``prompt_group``, ``route``, ``pairing_id``, ``model_version``, ``logprobs`` <- the
   ``META_*`` metadata keys below (``prompt_group`` defaults to the trace id; ``model_version``
   to the observation's version, then its model name; ``route`` to ``stable``)
@@ -36,6 +43,9 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from infra.traces import otel
+from infra.traces.conversation import context_texts, last_user_text, legacy_messages
+
 if TYPE_CHECKING:
     from infra.traces.record import TraceRecord
 
@@ -49,6 +59,8 @@ META_PAIRING_ID = "pairing_id"
 META_CONTEXTS = "contexts"
 META_MODEL_VERSION = "model_version"
 META_LOGPROBS = "logprobs"
+META_WORKLOAD = "workload"
+META_FINISH_REASON = "finish_reason"
 METADATA_KEYS = (
     META_PROMPT_GROUP,
     META_ROUTE,
@@ -56,6 +68,8 @@ METADATA_KEYS = (
     META_CONTEXTS,
     META_MODEL_VERSION,
     META_LOGPROBS,
+    META_WORKLOAD,
+    META_FINISH_REASON,
 )
 FEEDBACK_SCORE_NAME = "user_feedback"
 
@@ -69,13 +83,15 @@ def generation_metadata(record: TraceRecord) -> dict[str, Any]:
         META_CONTEXTS: record.contexts,
         META_MODEL_VERSION: record.model_version,
         META_LOGPROBS: record.logprobs,
+        META_WORKLOAD: record.workload,
+        META_FINISH_REASON: record.finish_reason,
     }
     return {k: v for k, v in meta.items() if v is not None}
 
 
 def pick_generation(group: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A trace's record observation: its root GENERATION, else the latest; None without one."""
-    gens = [o for o in group if o.get("type") == "GENERATION"]
+    gens = [o for o in group if otel.is_generation(o)]
     roots = [o for o in gens if o.get("isRootObservation") or not o.get("parentObservationId")]
     pool = roots or gens
     return max(pool, key=lambda o: (str(o.get("startTime")), o["id"])) if pool else None
@@ -87,19 +103,25 @@ def record_fields(
     """The TraceRecord fields of one generation; ValueError reasons never quote values."""
     meta = _decode(gen.get("metadata"))
     meta = {k: _decode(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
-    question, input_contexts = _split_input(_decode(gen.get("input")))
-    if question is None:
+    attrs = otel.attributes(meta)
+    messages, input_contexts = _messages(_decode(gen.get("input")), attrs)
+    question = last_user_text(messages) if messages else None
+    if not question and not any(m.get("role") == "user" for m in messages):
         raise ValueError("no question: the generation input has no user message")
     output = _decode(gen.get("output"))
+    if output is None or output == "":
+        output = otel.completion_message(attrs)
     answer = _answer(output)
     if answer is None:
-        raise ValueError("no answer: the generation has no output text")
+        raise ValueError("no answer: the generation has no output")
     contexts = meta.get(META_CONTEXTS, input_contexts)
     if isinstance(contexts, str):
         contexts = [contexts]
+    if META_CONTEXTS not in meta:
+        contexts = list(contexts) + _retrieved(group)
     params = _decode(gen.get("modelParameters"))
     params = params if isinstance(params, dict) else {}
-    usage = gen.get("usageDetails") or gen.get("usage") or {}
+    usage = gen.get("usageDetails") or gen.get("usage") or otel.usage(attrs)
     latency = gen.get("latency")
     if latency is None and gen.get("endTime"):
         latency = (parse_time(gen["endTime"]) - parse_time(gen["startTime"])).total_seconds()
@@ -114,21 +136,25 @@ def record_fields(
     ]
     if isinstance(output, dict) and isinstance(output.get("tool_calls"), list):
         tools = output["tool_calls"] + tools
+    model = meta.get(META_MODEL_VERSION) or gen.get("version") or gen.get("model")
     return {
         "trace_id": trace_id,
         "session_id": gen.get("sessionId"),
         "user_id": gen.get("userId"),
+        "workload": meta.get(META_WORKLOAD),
         "prompt_group": meta.get(META_PROMPT_GROUP) or trace_id,
-        "question": question,
+        "messages": messages,
+        "question": question or "",
         "contexts": contexts,
         "answer": answer,
         "tool_calls": tools,
-        "model_version": meta.get(META_MODEL_VERSION) or gen.get("version") or gen.get("model"),
+        "model_version": model or otel.model(attrs),
         "temperature": params.get("temperature"),
         "top_p": params.get("top_p"),
         "latency_s": latency,
         "tokens_in": usage.get("input"),
         "tokens_out": usage.get("output"),
+        "finish_reason": meta.get(META_FINISH_REASON) or _finish_reason(output),
         "error_count": sum(o.get("level") == "ERROR" for o in group),
         "created_at": gen.get("startTime"),
         "route": meta.get(META_ROUTE) or "stable",
@@ -137,34 +163,78 @@ def record_fields(
     }
 
 
-def _split_input(value: Any) -> tuple[str | None, list[str]]:
+def _messages(value: Any, attrs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The conversation of a generation input and the contexts it carries."""
     if isinstance(value, dict) and "messages" in value:
         value = value["messages"]
+    if value is None or value == "" or value == []:
+        value = otel.prompt_messages(attrs)
     if isinstance(value, str):
-        return value, []
-    if isinstance(value, dict) and "question" in value:
+        return [{"role": "user", "content": value}], []
+    if isinstance(value, dict) and "question" in value:  # an old flywheel record
         contexts = value.get("contexts") or []
-        return _text(value["question"]), contexts if isinstance(contexts, list) else [contexts]
+        contexts = [c for c in (contexts if isinstance(contexts, list) else [contexts])]
+        question = _text(value["question"]) or ""
+        return legacy_messages(question, [str(c) for c in contexts]), [str(c) for c in contexts]
     if not isinstance(value, list):
-        return None, []
-    messages = [m for m in value if isinstance(m, dict)]
-    users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    contexts = [_text(m.get("content")) for m in messages if m.get("role") in ("system", "tool")]
-    return (users[-1] if users else None), [c for c in contexts if c is not None]
+        return [], []
+    messages = [m for m in value if isinstance(m, dict) and isinstance(m.get("role"), str)]
+    return messages, context_texts(messages)
+
+
+def _retrieved(group: list[dict[str, Any]]) -> list[str]:
+    """Outputs of the trace's RETRIEVER observations (documents), as texts, in time order."""
+    out: list[str] = []
+    spans = sorted(
+        (o for o in group if o.get("type") == "RETRIEVER"), key=lambda o: str(o.get("startTime"))
+    )
+    for span in spans:
+        value = _decode(span.get("output"))
+        if isinstance(value, dict) and "documents" in value:
+            value = value["documents"]
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict):
+                item = item.get("page_content") or item.get("content") or item.get("text") or item
+            if item is not None:
+                out.append(item if isinstance(item, str) else json.dumps(item, sort_keys=True))
+    return out
+
+
+def _finish_reason(output: Any) -> str | None:
+    if isinstance(output, dict):
+        choices = output.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            return choices[0].get("finish_reason")
+        return output.get("finish_reason")
+    return None
 
 
 def _answer(value: Any) -> str | None:
-    if isinstance(value, list):  # a message list: the last assistant turn
+    """The answer text; a structured (JSON) answer as its JSON text; None without output."""
+    if value is None:
+        return None
+    if isinstance(value, list):
         turns = [m for m in value if isinstance(m, dict) and m.get("role") == "assistant"]
-        value = turns[-1] if turns else None
+        if not turns:  # a JSON array answer, e.g. [1, 2, 3]
+            return json.dumps(value)
+        value = turns[-1]
     if isinstance(value, dict):
         if isinstance(value.get("choices"), list) and value["choices"]:
             value = (value["choices"][0] or {}).get("message") or {}
         for key in ("content", "answer", "text"):
-            if key in value:
-                return _text(value[key])
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
+            if key in value and value[key] is not None:
+                return (
+                    _text(value[key])
+                    if not isinstance(value[key], dict)
+                    else json.dumps(value[key])
+                )
+        if value.get("role") == "assistant":  # a tool-call-only turn
+            return "" if value.get("tool_calls") else None
+        return json.dumps(value)  # a JSON object answer, e.g. {"result": 5}
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
         return json.dumps(value)  # Langfuse stores a numeric-looking output as a JSON number
     return value if isinstance(value, str) else None
 

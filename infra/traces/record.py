@@ -10,18 +10,41 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from infra.traces.conversation import (
+    DEFAULT_WORKLOAD,
+    context_texts,
+    last_user_text,
+    legacy_messages,
+)
 
 
 class TraceRecord(BaseModel):
-    """One agent interaction (DESIGN "Trace record")."""
+    """One agent interaction (DESIGN "Trace record").
+
+    ``messages`` is exactly what the model was sent (OpenAI chat messages: system, user,
+    assistant with ``tool_calls``, tool results); ``answer`` and ``tool_calls`` are what it
+    returned. ``question`` (the last user turn) and ``contexts`` (tool and retrieval results)
+    are derived from the messages when not given; an old record without ``messages`` gets the
+    conversation its question and contexts stand for (:func:`legacy_messages`).
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     trace_id: str = Field(min_length=1, max_length=128)
     session_id: str | None = None
     user_id: str | None = None
+    workload: str = Field(default=DEFAULT_WORKLOAD, min_length=1, max_length=128)
     prompt_group: str = Field(min_length=1, max_length=128)
+    messages: list[dict[str, Any]] = []
     question: str
     contexts: list[str] = []
     answer: str
@@ -32,6 +55,7 @@ class TraceRecord(BaseModel):
     latency_s: float = Field(ge=0.0)
     tokens_in: int | None = Field(default=None, ge=0)
     tokens_out: int | None = Field(default=None, ge=0)
+    finish_reason: str | None = None
     error_count: int = Field(default=0, ge=0)
     feedback: Literal[-1, 0, 1] | None = None
     created_at: datetime
@@ -39,6 +63,33 @@ class TraceRecord(BaseModel):
     route: Literal["stable", "canary", "shadow"] = "stable"
     pairing_id: str | None = None
     logprobs: list[float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _conversation(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        messages = data.get("messages")
+        if isinstance(messages, str):  # rollouts and training_examples keep them as JSON
+            try:
+                messages = json.loads(messages)
+            except ValueError:
+                raise ValueError("messages is not valid JSON") from None
+        if messages:
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                return data  # field validation names the error
+            data = {**data, "messages": messages}
+            if data.get("question") is None:
+                data["question"] = last_user_text(messages)
+            if data.get("contexts") is None:
+                data["contexts"] = context_texts(messages)
+        elif isinstance(data.get("question"), str):
+            contexts = data.get("contexts") or []
+            if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
+                data = {**data, "messages": legacy_messages(data["question"], contexts)}
+        if data.get("workload") in (None, ""):
+            data = {**data, "workload": DEFAULT_WORKLOAD}
+        return data
 
     @field_validator("created_at")
     @classmethod
@@ -65,10 +116,12 @@ class RawLine:
 
 @dataclass
 class WindowBatch:
-    """What a source returns for a window: parsed records and the lines it could not parse."""
+    """What a source returns for a window: parsed records, the lines it could not parse, and
+    how many traces it left out on purpose, by reason (e.g. ``no_generation``)."""
 
     records: list[TraceRecord] = field(default_factory=list)
     invalid: list[tuple[RawLine, str]] = field(default_factory=list)  # (line, reason)
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 class TraceSource(Protocol):

@@ -1,10 +1,12 @@
-"""Rollout rows -> anonymised ``training_examples`` rows: question, answer and contexts of a
-chunk of rows go through the Presidio engine in one batch; each row gets its k-anonymity
-``pattern`` and the entity types found. A row that breaks the analyzer is quarantined (by
-trace id and hash), never written."""
+"""Rollout rows -> anonymised ``training_examples`` rows: every text of a chunk of rows (each
+message's content, each tool call's arguments, tool results, the answer, the question and
+contexts) goes through the Presidio engine in one batch, each distinct text analysed once;
+each row gets its k-anonymity ``pattern`` (computed on its user turns) and the entity types
+found. A row that breaks the analyzer is quarantined (by trace id and hash), never written."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -13,7 +15,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.curate.gates import REWARD_COLUMNS, quarantine_record
+from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.curate.gates import REWARD_COLUMNS, quarantine_record, row_messages
 from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
 
 _ENGINE_LOCK = threading.Lock()
@@ -52,32 +55,79 @@ def _anonymize_locked(
     return good, bad
 
 
-def _redact_rows(engine: Any, rows: list[dict[str, Any]]) -> list[list[Any]]:
-    texts: list[str] = []
+def _texts_of(row: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
+    """Every distinct text of a row that can hold personal data, in a stable order."""
+    texts = [row["question"], row["answer"], *(row.get("contexts") or [])]
+    for m in messages:
+        if isinstance(m.get("content"), str):
+            texts.append(m["content"])
+        elif isinstance(m.get("content"), list):
+            texts += [p["text"] for p in m["content"] if isinstance(p, dict) and "text" in p]
+        for call in m.get("tool_calls") or []:
+            args = (call.get("function") or {}).get("arguments")
+            if isinstance(args, str):
+                texts.append(args)
+    return list(dict.fromkeys(t for t in texts if isinstance(t, str)))
+
+
+def _redact_rows(engine: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per row: its messages and a text -> :class:`Redaction` map, from one batched pass."""
+    per_row = []
     for row in rows:
-        texts += [row["question"], row["answer"], *(row.get("contexts") or [])]
-    redactions = anonymize_texts(engine, texts)
-    out, i = [], 0
-    for row in rows:
-        n = 2 + len(row.get("contexts") or [])
-        out.append(redactions[i : i + n])
-        i += n
+        messages = row_messages(row)
+        per_row.append((messages, _texts_of(row, messages)))
+    unique = list(dict.fromkeys(t for _m, texts in per_row for t in texts))
+    redacted = dict(zip(unique, anonymize_texts(engine, unique), strict=True))
+    return [{"messages": m, "red": {t: redacted[t] for t in texts}} for m, texts in per_row]
+
+
+def _redact_message(message: dict[str, Any], red: dict[str, Any]) -> dict[str, Any]:
+    out = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        out["content"] = red[content].text
+    elif isinstance(content, list):
+        out["content"] = [
+            {**p, "text": red[p["text"]].text} if isinstance(p, dict) and "text" in p else p
+            for p in content
+        ]
+    if message.get("tool_calls"):
+        out["tool_calls"] = [_redact_call(c, red) for c in message["tool_calls"]]
     return out
 
 
-def _example(row: dict[str, Any], red: list[Any]) -> dict[str, Any]:
-    question, answer, contexts = red[0], red[1], red[2:]
-    findings = sorted(e for r in red for e in r.entities)
+def _redact_call(call: Any, red: dict[str, Any]) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    return {**call, "function": {**function, "arguments": red[function["arguments"]].text}}
+
+
+def _user_pattern(messages: list[dict[str, Any]], red: dict[str, Any]) -> str:
+    """The k-anonymity key: the placeholder pattern of every user turn, in order."""
+    turns = [m["content"] for m in messages if m.get("role") == "user"]
+    return "\n".join(
+        placeholder_pattern(t, red[t].spans) for t in turns if isinstance(t, str) and t in red
+    )
+
+
+def _example(row: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
+    red, messages = redacted["red"], redacted["messages"]
+    findings = sorted(e for r in red.values() for e in r.entities)
     example = {c: row.get(c) for c in (*REWARD_COLUMNS, "reward_config_hash")}
+    clean = [_redact_message(m, red) for m in messages]
     example.update(
         trace_id=row["trace_id"],
         prompt_group=row["prompt_group"],
         user_key=row.get("user_key"),
-        question=question.text,
-        contexts=[c.text for c in contexts],
-        answer=answer.text,
+        workload=row.get("workload") or DEFAULT_WORKLOAD,
+        messages=json.dumps(clean),
+        question=red[row["question"]].text,
+        contexts=[red[c].text for c in row.get("contexts") or []],
+        answer=red[row["answer"]].text,
         model_version=row["model_version"],
-        pattern=placeholder_pattern(row["question"], question.spans),
+        pattern=_user_pattern(messages, red)
+        or placeholder_pattern(row["question"], red[row["question"]].spans),
         pii_entities=sorted(set(findings)),
         _pii_findings=findings,  # per-finding types for the metrics; not a table column
         eligible_as=row["eligible_as"],

@@ -4,6 +4,7 @@ quality gates (errors, latency, reward) and dedup; every survivor gets ``eligibl
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from prefect import task
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
 from infra.retries import IO_RETRIES
+from infra.traces.conversation import conversation_key, legacy_messages
 from tasks.datasets import quarantine_row, read_rollouts, read_scores, trace_pointer
 
 if TYPE_CHECKING:
@@ -75,6 +77,21 @@ def normalise(text: str) -> str:
     return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
 
 
+def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A rollout row's conversation (JSON in the column; an old row's built from its question
+    and contexts)."""
+    raw = row.get("messages")
+    messages = json.loads(raw) if isinstance(raw, str) else raw
+    if isinstance(messages, list) and messages:
+        return messages
+    return legacy_messages(row.get("question") or "", list(row.get("contexts") or []))
+
+
+def dedup_key(row: dict[str, Any]) -> str:
+    """The row's conversation and answer, folded by :func:`normalise`, as one hash."""
+    return conversation_key(row_messages(row), row.get("answer") or "", fold=normalise)
+
+
 def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
     reward = row.get("reward")
     if reward is None or reward != reward:  # None or NaN
@@ -88,10 +105,18 @@ def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
     return None
 
 
-def apply_gates(rows: list[dict[str, Any]], cfg: CurateSettings, *, opted_out: set[str]) -> Gated:
-    """Consent, quality gates and dedup; a sibling below the reward bar is kept as
-    ``rejected_only`` when its prompt group has a ``train`` row (the training stage needs the
-    low-reward answers), otherwise dropped as ``low_reward``."""
+def apply_gates(
+    rows: list[dict[str, Any]],
+    cfg: CurateSettings,
+    *,
+    opted_out: set[str],
+    seen_before: set[str] | None = None,
+) -> Gated:
+    """Consent, quality gates and dedup by conversation + answer (within the window, and
+    against ``seen_before``: the keys of recent earlier windows, see
+    :mod:`tasks.curate.dedup`); a sibling below the reward bar is kept as ``rejected_only``
+    when its prompt group has a ``train`` row (the training stage needs the low-reward
+    answers), otherwise dropped as ``low_reward``. Each kept row carries its ``_dedup_key``."""
     out = Gated(kept=[])
     candidates = []
     for row in rows:
@@ -101,15 +126,17 @@ def apply_gates(rows: list[dict[str, Any]], cfg: CurateSettings, *, opted_out: s
             candidates.append(row)
         else:
             out.dropped[reason] += 1
-    seen: set[tuple[str, str]] = set()
+    seen: set[str] = set()
+    earlier = seen_before or set()
     unique = []
     ranked = sorted(candidates, key=lambda r: (-r["reward"], r["created_at"], r["trace_id"]))
     for row in ranked:
-        key = (normalise(row["question"]), normalise(row["answer"]))
-        if key in seen:
-            out.dropped["duplicate"] += 1
+        key = dedup_key(row)
+        if key in seen or key in earlier:
+            out.dropped["duplicate" if key in seen else "duplicate_earlier_window"] += 1
             continue
         seen.add(key)
+        row["_dedup_key"] = key
         unique.append(row)
     groups_with_train = {r["prompt_group"] for r in unique if r["eligible_as"] == "train"}
     for row in sorted(unique, key=lambda r: r["trace_id"]):

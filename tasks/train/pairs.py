@@ -6,8 +6,10 @@ the trace ids recorded in its lineage, however the table changes afterwards.
 
 Selection, in order (each drop is counted):
 
-1. rolling buffer: only the last ``buffer_windows`` windows (ISO names sort by time; ``0``
-   means every window) - older samples came from older policies (stale, off-policy);
+1. rolling buffer: only examples created in the last ``buffer_days`` days (per workload:
+   ``workload_buffer_days`` overrides it for a named workload; ``0`` means no limit), and
+   when ``buffer_windows > 0`` only the newest that many hour windows - older samples came
+   from older policies (stale, off-policy);
 2. consent: rows of users whose latest consent row says no are dropped, even if curate ran
    before they withdrew;
 3. decontamination: golden questions are never trained on: a question is contaminated when
@@ -15,19 +17,26 @@ Selection, in order (each drop is counted):
    when its normalised question sentence (placeholders such as ``<PERSON>`` removed, case,
    spacing, punctuation and leading zeros ignored) is, or ends with, that of a golden item
    ("Hello <PERSON>, who wrote Hamlet?" is a near-duplicate of "Who wrote Hamlet?");
-4. pairs per prompt group: chosen = best reward among rows eligible as ``train``, rejected =
-   worst reward in the group (``rejected_only`` rows included), kept when ``chosen - rejected
-   >= min_margin`` and the two answers differ. Ties break on trace id (deterministic).
+4. pairs per group of siblings, keyed by (workload, prompt group, rendered conversation):
+   chosen = best reward among rows eligible as ``train``, rejected = worst reward in the
+   group (``rejected_only`` rows included), kept when ``chosen - rejected >= min_margin`` and
+   the two answers differ. Ties break on trace id (deterministic).
 
-Prompts are rendered exactly as the serving model sees them (``render``, default
-:func:`infra.local_lm.render_prompt`); a completion is the answer joined to the prompt with
-one space unless the prompt already ends in whitespace (the demo format ``"Q: ...\\nA:"``
-was pre-trained on ``" <answer>"``).
+A pair's prompt is the conversation up to the answer (the example's ``messages``: system
+prompt, earlier turns, tool calls and tool results) rendered exactly as the serving model
+sees it (``render``: :func:`prompt_renderer` of the model directory, its chat template; the
+demo model without one gets :func:`infra.local_lm.render_prompt`, the last user question).
+Only the final assistant turn is the completion, so earlier assistant turns and tool outputs
+sit in the prompt and are masked out of the loss. Old rows without messages render their
+question as the one user turn. A completion is the answer joined to the prompt with one
+space unless the prompt already ends in whitespace (the demo format ``"Q: ...\\nA:"`` was
+pre-trained on ``" <answer>"``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -40,49 +49,56 @@ from prefect import task
 
 from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
+from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks import domain
+from tasks.train.buffer import EXAMPLE_COLUMNS as EXAMPLE_COLUMNS
+from tasks.train.buffer import buffer_of as buffer_of
+from tasks.train.buffer import in_buffer as in_buffer
+from tasks.train.buffer import read_examples
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-Render = Callable[[str], str]
+Messages = list[dict[str, Any]]
+Render = Callable[[Messages], str]
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*>")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
 _NUMBER = re.compile(r"\d+")
-EXAMPLE_COLUMNS = (
-    "trace_id",
-    "prompt_group",
-    "user_key",
-    "question",
-    "contexts",
-    "answer",
-    "reward",
-    "reward_config_hash",
-    "eligible_as",
-    "window",
-    "created_at",
-)
 
 
-def demo_render(question: str) -> str:
-    """The embedded model's prompt for a user message (what the gateway serves)."""
-    return render_prompt([{"role": "user", "content": question}])
+def demo_render(messages: Messages | str) -> str:
+    """The embedded model's prompt for a conversation (or one user message): what the gateway
+    serves, the last user question only."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    return render_prompt(messages)
 
 
-def prompt_renderer(model_dir: str | Path) -> Callable[[str], str]:
-    """How the served model sees a question: its chat template if it has one, else the demo
-    prompt (mirrors :meth:`infra.local_lm.LocalLM.render`, without loading the weights)."""
+def prompt_renderer(model_dir: str | Path) -> Render:
+    """How the served model sees a conversation (a list of OpenAI chat messages): its chat
+    template if it has one (tool calls and tool results included), else the demo prompt
+    (mirrors :meth:`infra.local_lm.LocalLM.render`, without loading the weights)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     if not getattr(tok, "chat_template", None):
         return demo_render
 
-    def render(question: str) -> str:
-        messages = [{"role": "user", "content": question}]
+    def render(messages: Messages) -> str:
         return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     return render
+
+
+def example_messages(row: dict[str, Any]) -> Messages:
+    """The conversation up to the answer of a training_examples row (an old row without
+    messages: its question as the one user turn)."""
+    raw = row.get("messages")
+    if raw:
+        messages = json.loads(raw) if isinstance(raw, str) else raw
+        if isinstance(messages, list) and messages:
+            return messages
+    return [{"role": "user", "content": row.get("question") or ""}]
 
 
 def completion_text(prompt: str, answer: str) -> str:
@@ -130,35 +146,6 @@ class Selection:
     reward_config_hashes: list[str] = field(default_factory=list)
 
 
-def buffer_of(windows: Iterable[str], k: int) -> list[str]:
-    """The last ``k`` distinct windows (all when ``k <= 0``), oldest first."""
-    ordered = sorted({w for w in windows if w})
-    return ordered if k <= 0 else ordered[-k:]
-
-
-def read_examples(
-    catalog: Catalog, buffer_windows: int
-) -> tuple[list[dict[str, Any]], int | None, list[str]]:
-    """Rows of the buffer windows at the table's current snapshot: (rows, snapshot id, windows)."""
-    from pyiceberg.expressions import In
-
-    from infra.catalog import get_table
-
-    table = get_table(catalog, "training_examples")
-    snap = table.current_snapshot()
-    if snap is None:
-        return [], None, []
-    sid = snap.snapshot_id
-    names = table.scan(selected_fields=("window",), snapshot_id=sid).to_arrow()
-    windows = buffer_of(names.column("window").to_pylist(), buffer_windows)
-    if not windows:
-        return [], sid, []
-    data = table.scan(
-        row_filter=In("window", windows), selected_fields=EXAMPLE_COLUMNS, snapshot_id=sid
-    ).to_arrow()
-    return data.to_pylist(), sid, windows
-
-
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return min(rows, key=lambda r: (-float(r["reward"]), r["trace_id"]))
 
@@ -185,7 +172,7 @@ def select(
     """Pairs, RFT singles and GRPO prompts from the buffer's rows (see the module docstring)."""
     counts: Counter[str] = Counter(read=len(rows))
     opted_out = opted_out or set()
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("reward") is None or not row.get("answer"):
             counts["dropped_unscored"] += 1
@@ -194,17 +181,19 @@ def select(
         elif contaminated(row["question"] or ""):
             counts["decontaminated"] += 1
         else:
-            groups[row["prompt_group"]].append(row)
+            prompt = render(example_messages(row))
+            workload = row.get("workload") or DEFAULT_WORKLOAD
+            groups[(workload, row["prompt_group"], prompt)].append(row)
     now = datetime.now(UTC)
     pairs: list[dict[str, Any]] = []
     sft: list[dict[str, Any]] = []
     prompts: list[dict[str, Any]] = []
     used: set[str] = set()
-    for group in sorted(groups):
-        members = groups[group]
+    for key in sorted(groups):
+        members = groups[key]
+        group, prompt = key[1], key[2]
         train = [r for r in members if r.get("eligible_as") == "train"]
         best = _best(train) if train else None
-        prompt = render((best or members[0])["question"])
         prompts.append(_prompt_row(prompt, best or members[0]))
         if best is None:
             counts["groups_without_train"] += 1
@@ -297,15 +286,19 @@ def write_pairs(catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]
 def select_training_data(
     catalog: Catalog,
     *,
-    buffer_windows: int,
+    buffer_windows: int = 0,
     min_margin: float,
     render: Render = demo_render,
     contaminated: Callable[[str], bool] | None = None,
+    buffer_days: float = 0,
+    workload_days: dict[str, float] | None = None,
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
     from tasks.datasets import opted_out_keys
 
-    rows, sid, windows = read_examples(catalog, buffer_windows)
+    rows, sid, windows = read_examples(
+        catalog, buffer_windows, buffer_days=buffer_days, workload_days=workload_days
+    )
     return select(
         rows,
         min_margin=min_margin,
@@ -319,11 +312,22 @@ def select_training_data(
 
 @task(**IO_RETRIES)
 def select_task(
-    catalog: Catalog, *, buffer_windows: int, min_margin: float, render: Render = demo_render
+    catalog: Catalog,
+    *,
+    buffer_windows: int = 0,
+    min_margin: float,
+    render: Render = demo_render,
+    buffer_days: float = 0,
+    workload_days: dict[str, float] | None = None,
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
-        catalog, buffer_windows=buffer_windows, min_margin=min_margin, render=render
+        catalog,
+        buffer_windows=buffer_windows,
+        min_margin=min_margin,
+        render=render,
+        buffer_days=buffer_days,
+        workload_days=workload_days,
     )
 
 

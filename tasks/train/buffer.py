@@ -1,0 +1,93 @@
+"""Stage 4's rolling buffer: which ``training_examples`` rows a train run reads, pinned to one
+snapshot. Examples older than ``buffer_days`` (per workload: ``workload_buffer_days``) came
+from older policies (stale, off-policy) and are left out; ``buffer_windows > 0`` additionally
+keeps only the newest that many hour windows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from infra.traces.conversation import DEFAULT_WORKLOAD
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyiceberg.catalog import Catalog
+
+EXAMPLE_COLUMNS = (
+    "trace_id",
+    "prompt_group",
+    "user_key",
+    "question",
+    "contexts",
+    "answer",
+    "reward",
+    "reward_config_hash",
+    "eligible_as",
+    "window",
+    "created_at",
+    "workload",
+    "messages",
+)
+
+
+def buffer_of(windows: Iterable[str], k: int) -> list[str]:
+    """The last ``k`` distinct windows (all when ``k <= 0``), oldest first."""
+    ordered = sorted({w for w in windows if w})
+    return ordered if k <= 0 else ordered[-k:]
+
+
+def in_buffer(
+    rows: list[dict[str, Any]],
+    *,
+    buffer_days: float,
+    workload_days: dict[str, float] | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The rows created within their workload's buffer (``workload_days``, else
+    ``buffer_days``; ``0`` keeps everything) before ``now``."""
+    now = now or datetime.now(UTC)
+    days = workload_days or {}
+    out = []
+    for row in rows:
+        limit = days.get(row.get("workload") or DEFAULT_WORKLOAD, buffer_days)
+        if limit <= 0 or row["created_at"] >= now - timedelta(days=limit):
+            out.append(row)
+    return out
+
+
+def read_examples(
+    catalog: Catalog,
+    buffer_windows: int = 0,
+    *,
+    buffer_days: float = 0,
+    workload_days: dict[str, float] | None = None,
+) -> tuple[list[dict[str, Any]], int | None, list[str]]:
+    """Rows of the rolling buffer at the table's current snapshot: (rows, snapshot id,
+    windows). The day limit is pushed into the scan (``created_at`` is the partition)."""
+    from pyiceberg.expressions import AlwaysTrue, GreaterThanOrEqual, In
+
+    from infra.catalog import get_table
+
+    table = get_table(catalog, "training_examples")
+    snap = table.current_snapshot()
+    if snap is None:
+        return [], None, []
+    sid = snap.snapshot_id
+    longest = max([buffer_days, *(workload_days or {}).values()])
+    newest = buffer_days > 0 and all(d > 0 for d in (workload_days or {}).values())
+    since: Any = AlwaysTrue()
+    if newest and longest > 0:
+        oldest = datetime.now(UTC) - timedelta(days=longest)
+        since = GreaterThanOrEqual("created_at", oldest.isoformat())
+    names = table.scan(row_filter=since, selected_fields=("window",), snapshot_id=sid).to_arrow()
+    windows = buffer_of(names.column("window").to_pylist(), buffer_windows)
+    if not windows:
+        return [], sid, []
+    fields = tuple(f for f in EXAMPLE_COLUMNS if f in {x.name for x in table.schema().fields})
+    data = table.scan(
+        row_filter=In("window", windows), selected_fields=fields, snapshot_id=sid
+    ).to_arrow()
+    rows = in_buffer(data.to_pylist(), buffer_days=buffer_days, workload_days=workload_days)
+    return rows, sid, sorted({r["window"] for r in rows})
