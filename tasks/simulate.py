@@ -9,14 +9,16 @@ two habitual preambles (so k-anonymity patterns repeat). A fraction opts out of 
 the verifier score through noise.
 
 Each request is the agent's final LLM call: the user message, the assistant's calculator tool
-call and the tool result (the context the answer must be faithful to). All random choices are
-drawn up front from the seed, so a run is reproducible whatever the concurrency.
+call and the tool result (the context the answer must be faithful to). Some users ask a
+follow-up in the same conversation (same session id): that request carries the earlier turns,
+the answer the user got included, before the new question, its tool call and its result. All
+random choices are drawn up front from the seed, so a run is reproducible whatever the
+concurrency (a conversation's turns are sent one after the other).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from infra.privacy import user_key
 from tasks import domain
+from tasks.agent import conversations, request_messages
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -78,6 +81,7 @@ class SimRequest:
     gives_feedback: bool
     feedback_noise: float
     neutral: bool
+    follows: int | None = None  # index of the earlier request this one follows up on
 
 
 @dataclass
@@ -157,11 +161,16 @@ def plan_requests(
     feedback_fraction: float = 0.3,
     feedback_noise: float = 0.3,
     session_length: int = 3,
+    followup_fraction: float = 0.25,
 ) -> list[SimRequest]:
-    """Who asks what, in which session, with which preamble, and whether they rate it."""
+    """Who asks what, in which session, with which preamble, and whether they rate it; a
+    ``followup_fraction`` of requests continue the user's previous conversation when it is in
+    the same session."""
     rng = random.Random(seed + 1)
+    follow_rng = random.Random(seed + 2)  # its own stream: the rest of the plan is unchanged
     weights = [1.0 / (rank + 1) ** 0.7 for rank in range(len(users))]  # a few heavy users
     asked: Counter[str] = Counter()
+    last: dict[str, SimRequest] = {}
     plan = []
     for index in range(requests):
         user = rng.choices(users, weights=weights, k=1)[0]
@@ -173,6 +182,14 @@ def plan_requests(
             text = f"{preamble} {item.question}"
         session = f"{user.user_id}-s{asked[user.user_id] // session_length}"
         asked[user.user_id] += 1
+        previous = last.get(user.user_id)
+        follows = (
+            previous.index
+            if previous is not None
+            and previous.session_id == session
+            and follow_rng.random() < followup_fraction
+            else None
+        )
         plan.append(
             SimRequest(
                 index=index,
@@ -184,8 +201,10 @@ def plan_requests(
                 gives_feedback=rng.random() < feedback_fraction,
                 feedback_noise=rng.gauss(0.0, feedback_noise),
                 neutral=rng.random() < 0.05,
+                follows=follows,
             )
         )
+        last[user.user_id] = plan[-1]
     return plan
 
 
@@ -194,30 +213,6 @@ def feedback_value(score: float, req: SimRequest) -> Literal[-1, 0, 1]:
     if req.neutral:
         return 0
     return 1 if score + req.feedback_noise > 0.5 else -1
-
-
-def request_messages(req: SimRequest) -> list[dict[str, Any]]:
-    """The agent's final call: question, calculator tool call, calculator result."""
-    a, b = req.item.operands or (0, 0)
-    call_id = f"call_{req.index:06d}"
-    return [
-        {"role": "user", "content": req.text},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {
-                        "name": "calculator",
-                        "arguments": json.dumps({"expression": f"{a} + {b}"}),
-                    },
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": call_id, "content": req.item.contexts[0]},
-    ]
 
 
 def record_consent(
@@ -243,12 +238,19 @@ def record_consent(
 
 
 async def _send(
-    client: Any, http: Any, req: SimRequest, summary: SimulationSummary, gateway_root: str
-) -> None:
+    client: Any,
+    http: Any,
+    req: SimRequest,
+    summary: SimulationSummary,
+    gateway_root: str,
+    history: list[dict[str, Any]] | None = None,
+) -> str | None:
+    """Send one request (after ``history``) and its feedback; returns the answer (None when
+    the request failed)."""
     try:
         raw = await client.chat.completions.with_raw_response.create(
             model="flywheel",
-            messages=request_messages(req),
+            messages=request_messages(req, history),
             user=req.user.user_id,
             extra_headers={"X-Session-Id": req.session_id},
         )
@@ -256,15 +258,25 @@ async def _send(
     except Exception as exc:  # a failed request is a finding of the run, not a crash
         summary.failed += 1
         log.warning("request %d failed: %s", req.index, type(exc).__name__)
-        return
+        return None
     summary.succeeded += 1
     summary.models[completion.model] += 1
     answer = (completion.choices[0].message.content or "") if completion.choices else ""
     score = domain.verify(req.item, answer)
     summary.correct += int(score == 1.0)
-    if not req.gives_feedback:
-        return
-    trace_id = raw.headers.get("x-trace-id")
+    if req.gives_feedback:
+        await _feedback(http, raw.headers.get("x-trace-id"), req, score, summary, gateway_root)
+    return answer
+
+
+async def _feedback(
+    http: Any,
+    trace_id: str | None,
+    req: SimRequest,
+    score: float,
+    summary: SimulationSummary,
+    gateway_root: str,
+) -> None:
     if not trace_id:
         summary.missing_trace_id += 1
         return
@@ -292,9 +304,9 @@ async def _run(
     import httpx
     from openai import AsyncOpenAI
 
-    queue: asyncio.Queue[SimRequest] = asyncio.Queue()
-    for req in plan:
-        queue.put_nowait(req)
+    queue: asyncio.Queue[list[SimRequest]] = asyncio.Queue()
+    for chain in conversations(plan):
+        queue.put_nowait(chain)
     headers = {"Authorization": f"Bearer {api_key}"}
     async with (
         AsyncOpenAI(
@@ -305,7 +317,17 @@ async def _run(
 
         async def worker() -> None:
             while not queue.empty():
-                await _send(client, http, queue.get_nowait(), summary, gateway_root)
+                history: list[dict[str, Any]] = []
+                chain = queue.get_nowait()
+                for req in chain:
+                    answer = await _send(client, http, req, summary, gateway_root, history)
+                    if answer is None:  # the user gives up on a conversation that failed
+                        summary.failed += len(chain) - chain.index(req) - 1
+                        break
+                    history = [
+                        *request_messages(req, history),
+                        {"role": "assistant", "content": answer},
+                    ]
 
         await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 

@@ -161,7 +161,9 @@ class LangfuseSource:
             "v2 observations page",
             self._api.observations.get_many,
             fields=V2_FIELDS,
-            expand_metadata=f"{META_CONTEXTS},{META_LOGPROBS}",
+            # unexpanded metadata values are cut at 200 characters; "attributes" holds the
+            # OpenTelemetry gen_ai.* attributes of an OTLP-ingested span
+            expand_metadata=f"{META_CONTEXTS},{META_LOGPROBS},attributes",
             limit=self.page_size,
             from_start_time=start,
             to_start_time=end,
