@@ -74,7 +74,7 @@ class TraceRecord(BaseModel):
             try:
                 messages = json.loads(messages)
             except ValueError:
-                raise ValueError("messages is not valid JSON") from None
+                return data  # field validation names it: "messages: list_type"
         if messages:
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 return data  # field validation names the error

@@ -40,7 +40,7 @@ class FakeGateway:
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
-            question = next(m for m in body["messages"] if m["role"] == "user")["content"]
+            question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
             a, b = domain.parse_operands(question) or (0, 0)
             right = hashlib.sha256(question.encode()).digest()[0] % 2 == 0
             trace_id = uuid.uuid4().hex
@@ -116,7 +116,9 @@ def test_users_ask_through_the_openai_api_with_pii_consent_and_feedback(
         assert body["model"] == "flywheel"
         user = users[body["user"]]
         assert chat["session"].startswith(user.user_id)
-        question, tool = body["messages"][0]["content"], body["messages"][-1]
+        # the request's own question (a follow-up carries the earlier turns before it)
+        question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        tool = body["messages"][-1]
         a, b = domain.parse_operands(question) or (0, 0)
         assert not domain.is_golden_pair(a, b)
         assert tool["role"] == "tool" and tool["content"] == domain.calculator_context(a, b)
