@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,8 @@ class CollectResult:
     opted_out: int
     duplicates: int
     key: str
+    # late feedback (tasks.feedback): traces of earlier windows whose feedback changed, by window
+    feedback_changed: dict[str, int] = field(default_factory=dict)
 
 
 def dedupe(records: list[TraceRecord]) -> tuple[list[TraceRecord], int]:

@@ -132,7 +132,19 @@ class SpoolSource:
                 record.feedback = feedback[record.trace_id]
         return batch
 
+    def read_feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
+        """The latest feedback per trace id among events recorded in ``[start, end)`` (late
+        feedback, see :func:`tasks.feedback.refresh_feedback`)."""
+        return {
+            tid: value for tid, (at, value) in self._latest(start, end).items() if start <= at < end
+        }
+
     def _feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
+        return {tid: value for tid, (_at, value) in self._latest(start, end).items()}
+
+    def _latest(
+        self, start: datetime, end: datetime
+    ) -> dict[str, tuple[datetime, Literal[-1, 0, 1]]]:
         n_hours = max(
             1,
             int((min(end, datetime.now(UTC) + timedelta(hours=1)) - start).total_seconds() // 3600),
@@ -148,7 +160,7 @@ class SpoolSource:
             prev = latest.get(event.trace_id)
             if prev is None or event.at >= prev[0]:
                 latest[event.trace_id] = (event.at, event.value)
-        return {tid: value for tid, (_at, value) in latest.items()}
+        return latest
 
 
 def _is_feedback_line(line: bytes) -> bool:

@@ -121,7 +121,14 @@ def combine(components: dict[str, float | None], reward: RewardSettings) -> Rewa
     denom = sum(w[c] for c in present)
     total = sum(w[c] * v for c, v in present.items()) / denom if denom > 0 else 0.0
     return RewardBreakdown(
-        total=clamp(total), missing=missing, not_applicable=not_applicable, **present
+        total=clamp(total),
+        missing=missing,
+        not_applicable=not_applicable,
+        judge=present.get("judge"),
+        faithfulness=present.get("faithfulness"),
+        context_recall=present.get("context_recall"),
+        feedback=present.get("feedback"),
+        latency=present.get("latency"),
     )
 
 

@@ -141,6 +141,19 @@ class Scorer:
             for item, key, skip in zip(items, keys, skips, strict=True)
         ]
 
+    async def acomponents(
+        self, items: Sequence[ScoreItem], which: set[str]
+    ) -> list[dict[str, float | None]]:
+        """Only the components in ``which`` of each item, uncached (GRPO's online reward:
+        every completion is new). A failed component is None, one that does not apply NaN.
+        Closes the HTTP pool when done."""
+        try:
+            done = await self._gather([self._compute(item, which) for item in items])
+        finally:
+            self._copy_client_stats()
+            await self.aclose()
+        return [{c: values.get(c) for c in which} for values in done]
+
     def _skips(self, item: ScoreItem) -> bool:
         skip = bool(
             self.settings.judge.skip_when_feedback
