@@ -8,6 +8,7 @@ line is either a trace (``{"type": "trace", ...record}``) or a feedback event
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import uuid
@@ -145,12 +146,12 @@ class SpoolSource:
     def _latest(
         self, start: datetime, end: datetime
     ) -> dict[str, tuple[datetime, Literal[-1, 0, 1]]]:
-        n_hours = max(
-            1,
-            int((min(end, datetime.now(UTC) + timedelta(hours=1)) - start).total_seconds() // 3600),
-        )
+        first = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        last = min(end, datetime.now(UTC) + timedelta(hours=1))
+        # every hour that overlaps [start, end), also when start is not on the hour
+        n_hours = max(1, math.ceil((last - first).total_seconds() / 3600))
         latest: dict[str, tuple[datetime, Literal[-1, 0, 1]]] = {}
-        for _where, line in self._lines(window_hours(start, n_hours)):
+        for _where, line in self._lines(window_hours(first, n_hours)):
             if not _is_feedback_line(line):
                 continue
             try:
