@@ -108,3 +108,29 @@ def test_late_thumbs_down_removes_the_trace_on_the_next_run(
     assert again.feedback_changed == {} and window not in rescored_again.windows
     assert recurated_again.recurated == []
     assert _table_ids() == {f"trace-{i:05d}" for i in range(N)} - {"trace-00004"}
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_context_recall_reference_from_the_llm_judge_or_not_applicable(allowed: bool) -> None:
+    from infra.settings import JudgeSettings, Settings
+    from tasks.reward import ScoreItem, Scorer
+    from tests.fakes.judge_server import FakeJudgeServer
+
+    with FakeJudgeServer(delay_s=0.0) as server:
+        judge = JudgeSettings(
+            kind="llm",
+            base_url=server.base_url,
+            ragas_mode="non_llm",
+            reference_from_llm=allowed,
+        )
+        scorer = Scorer(Settings(judge=judge))
+        item = ScoreItem(
+            question="What is 12+30?", contexts=["calculator: 12 + 30 = 42"], answer="42"
+        )
+        (b,) = scorer.score([item])
+    assert b.judge == 1.0
+    if allowed:
+        assert b.context_recall == 1.0 and scorer.stats.references_from_llm == 1
+    else:  # never silently missing: reported as not applicable
+        assert b.context_recall is None and b.not_applicable == ["context_recall"]
+        assert b.as_row()["not_applicable"] == ["context_recall"]
