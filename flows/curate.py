@@ -7,6 +7,7 @@ from datetime import datetime
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact
 
+from infra.errors import ObjectNotFound
 from infra.keys import parse_window_start, window_id
 from infra.metrics import StageReport
 from infra.runners import task_runner
@@ -135,6 +136,9 @@ def _recurate(rt: Runtime, windows: list[str]) -> list[str]:
     for w in windows:
         try:
             curate(window_start=parse_window_start(w))
+        except ObjectNotFound:  # its rollouts or scores are gone (retention, erasure)
+            get_run_logger().warning("curate: window %s is gone, not re-curated", w)
+            continue
         except Exception:
             mark_stale(rt.store, stage="curate", window=w)
             raise

@@ -56,6 +56,7 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
             rollouts = read_rollouts_task(rt.store, window)
             if rollouts is None:
                 logger.warning("no rollouts for window %s (run collect first)", window)
+                clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
                 continue
             cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
             scores: pa.Table = score_rollouts_task(scorer, rollouts, cache=cache, window=window)
