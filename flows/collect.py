@@ -24,6 +24,7 @@ from tasks.datasets import (
     raw_line_pointer,
     replace_quarantine_task,
 )
+from tasks.feedback import refresh_feedback_task
 
 
 @flow(name="collect", log_prints=False)
@@ -31,6 +32,8 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
     """Collect rollouts: read every agent trace of the window (default: the last closed hour)
     from the trace source, quarantine malformed records with a reason, drop users who opted out
     of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
+    Feedback given since the last run to traces of the last 24 hours (feedback_lookahead_hours)
+    updates their windows, which the next score and curate runs then redo.
 
     Args:
         window_start: First hour to read, on the hour in UTC (e.g. 2026-11-22T10:00:00Z).
@@ -42,7 +45,8 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
     start = parse_window_start(window_start)
     window = window_id(start)
     with rt.reporting("collect") as report:
-        batch = read_window_task(rt.trace_source(), start=start, hours=hours)
+        source = rt.trace_source()
+        batch = read_window_task(source, start=start, hours=hours)
         bad = [
             quarantine_row(
                 stage="collect", window=window, reason=reason, pointer=raw_line_pointer(line)
@@ -56,6 +60,9 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         )
         data = to_parquet(records, window=window, salt=rt.settings.salt())
         key = write_batch_task(rt.store, window=window, data=data)
+        late = refresh_feedback_task(
+            rt.store, source, lookahead_hours=rt.settings.feedback_lookahead_hours
+        )
         result = CollectResult(
             window=window,
             read=len(batch.records) + len(bad) + sum(batch.dropped.values()),
@@ -65,6 +72,7 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
             duplicates=duplicates,
             key=key,
             dropped=dict(batch.dropped),
+            feedback_changed=late.changed,
         )
         report.records("in", result.read)
         report.records("out", result.written)
@@ -73,6 +81,7 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         report.records("dropped_duplicate", result.duplicates)
         for reason, n in sorted(result.dropped.items()):
             report.records(f"dropped_{reason}", n)
+        report.count("flywheel_feedback_late_total", late.traces)
     create_table_artifact(
         key="collect-summary",
         table=[
@@ -95,6 +104,15 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         result.quarantined,
         result.opted_out,
     )
+    if late.changed:
+        logger.info(
+            "collect %s: late feedback changed %d trace(s) in %d earlier window(s): %s; "
+            "the next score and curate runs redo them",
+            window,
+            late.traces,
+            len(late.changed),
+            ", ".join(late.changed),
+        )
     if result.read == 0:
         logger.warning("collect %s: no traces in this window (read %d hour(s))", window, hours)
     return result

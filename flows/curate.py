@@ -7,6 +7,7 @@ from datetime import datetime
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact
 
+from infra.errors import ObjectNotFound
 from infra.keys import parse_window_start, window_id
 from infra.metrics import StageReport
 from infra.runners import task_runner
@@ -19,6 +20,7 @@ from tasks.curate.kanon import held_task, k_anonymize, k_state_task
 from tasks.curate.pii import PiiConfig
 from tasks.curate.summary import CurateResult, curate_result, summary_markdown
 from tasks.datasets import opted_out_keys, replace_quarantine_task
+from tasks.feedback import clear_stale, mark_stale, stale_windows_task
 
 # Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit
 # the task runner (FLYWHEEL_TASK_RUNNER: threads, dask, ray) spreads out.
@@ -33,7 +35,10 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     answers below the reward bar only as the "rejected" side of a preference pair; removes
     personal data (names, e-mails, phones, cards, SSNs, IBANs, account numbers, addresses)
     with Presidio; holds back questions fewer than k users asked until more do. Rerunning a
-    window replaces it. Runs on the window collect and score wrote (default: last closed hour).
+    window replaces it. Runs on the window collect and score wrote (default: last closed hour),
+    then re-curates earlier windows that late user feedback made score redo. Traces missing a
+    required reward component (e.g. no judge verdict and no user feedback) are dropped, and
+    the run says how many and why.
 
     Args:
         window_start: The hour to curate, on the hour in UTC (e.g. 2026-11-22T10:00:00Z), as
@@ -43,6 +48,9 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     rt = Runtime.from_env()
     cfg = rt.settings.curate
     window = window_id(parse_window_start(window_start))
+    stale = stale_windows_task(rt.store, stage="curate", exclude=window)
+    for w in [*stale, window]:  # claimed now, so the re-curate runs below do not recurse
+        clear_stale(rt.store, stage="curate", window=w)
     with rt.reporting("curate") as report:
         rollouts, scores = load_inputs_task(rt.store, window)
         rows, unscored = join_scores(rollouts, scores)
@@ -105,6 +113,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             quarantined=len(bad),
             snapshot_id=snapshot,
             withdrawn=state.withdrawn,
+            ineligible=gated.ineligible,
         )
         _report(report, result)
     create_markdown_artifact(
@@ -122,7 +131,27 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         result.quarantined,
         result.dropped,
     )
+    for why, n in (result.ineligible or {}).items():
+        logger.warning("curate %s: %d trace(s) not training-eligible: %s", window, n, why)
+    result.recurated = _recurate(rt, stale)
     return result
+
+
+def _recurate(rt: Runtime, windows: list[str]) -> list[str]:
+    """Re-curate the windows that late feedback rescored (each a subflow run; a failed one is
+    marked stale again for the next run)."""
+    done = []
+    for w in windows:
+        try:
+            curate(window_start=parse_window_start(w))
+        except ObjectNotFound:  # its rollouts or scores are gone (retention, erasure)
+            get_run_logger().warning("curate: window %s is gone, not re-curated", w)
+            continue
+        except Exception:
+            mark_stale(rt.store, stage="curate", window=w)
+            raise
+        done.append(w)
+    return done
 
 
 def _report(report: StageReport, result: CurateResult) -> None:

@@ -11,6 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
+from tasks.feedback import clear_stale, mark_stale, stale_windows_task
 from tasks.reward import Scorer
 from tasks.score import (
     ScoreResult,
@@ -32,6 +33,9 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
     faithfulness and context recall, user feedback and latency, and write
     scores/window=<start>/scores.parquet. Cached judge verdicts are reused, so rerunning a
     window costs no judge calls; a judge failure marks that component missing, never the run.
+    A trace missing a component that reward.required asks for (default: a judge or verifier
+    verdict, or user feedback) is scored but not training-eligible. Earlier windows whose
+    feedback changed since they were scored (late feedback) are rescored too.
 
     Args:
         window_start: First hour to score, on the hour in UTC (e.g. 2026-11-22T10:00:00Z),
@@ -42,6 +46,8 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
     rt = Runtime.from_env()
     start = parse_window_start(window_start)
     windows = [window_id(start + timedelta(hours=i)) for i in range(max(1, hours))]
+    stale = stale_windows_task(rt.store, stage="score")  # late feedback changed them
+    windows += [w for w in stale if w not in windows]
     scored: dict[str, pa.Table] = {}
     keys: list[str] = []
     with rt.reporting("score") as report:
@@ -50,11 +56,15 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
             rollouts = read_rollouts_task(rt.store, window)
             if rollouts is None:
                 logger.warning("no rollouts for window %s (run collect first)", window)
+                clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
                 continue
             cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
             scores: pa.Table = score_rollouts_task(scorer, rollouts, cache=cache, window=window)
             keys.append(write_scores_task(rt.store, window=window, scores=scores))
             save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
+            if window in stale:
+                mark_stale(rt.store, stage="curate", window=window)
+                clear_stale(rt.store, stage="score", window=window)
             report.records("in", rollouts.num_rows)
             report.records("out", scores.num_rows)
             scored[window] = scores

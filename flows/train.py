@@ -121,7 +121,7 @@ def train(
                         "prompts": selection.prompts,
                     },
                     callbacks=[progress],
-                    reward=rt.settings.reward,
+                    reward=rt.settings,  # GRPO: the judge or verifier stage 2 uses
                 )
                 evaluation = evaluate_task(base_dir, outcome.output_dir)
                 lineage = build_lineage(

@@ -11,6 +11,8 @@ models/<version>/                                   weights, tokenizer, model ca
 gates/<version>/                                    release gate evidence
 deploy/state.json                                   routing state
 metrics/<stage>.json                                cumulative stage counters
+feedback/watermark.json                             late feedback read up to here
+feedback/stale/<stage>/window=<ISO start>           windows to redo: feedback changed
 ```
 """
 
@@ -31,6 +33,8 @@ MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
+FEEDBACK_WATERMARK_KEY = "feedback/watermark.json"
+STALE_PREFIX = "feedback/stale/"
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite
@@ -104,3 +108,18 @@ def gate_prefix(version: str) -> str:
 
 def metrics_key(stage: str) -> str:
     return f"{METRICS_PREFIX}{stage}.json"
+
+
+def stale_prefix(stage: str) -> str:
+    """``feedback/stale/<stage>/``: windows whose feedback changed, for ``stage`` to redo."""
+    return f"{STALE_PREFIX}{stage}/"
+
+
+def stale_key(stage: str, window: str) -> str:
+    return f"{stale_prefix(stage)}window={window}"
+
+
+def window_of_key(key: str) -> str | None:
+    """The window id in a ``.../window=<id>/...`` key, None when it has none."""
+    match = re.search(r"window=([^/]+)", key)
+    return match.group(1) if match else None

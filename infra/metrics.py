@@ -39,6 +39,10 @@ HELP = {
     "flywheel_pii_entities_total": "PII entities removed, by type (stage 3).",
     "flywheel_gate_decisions_total": "Release gate decisions.",
     "flywheel_metrics_push_failures_total": "Failed pushes to the Pushgateway.",
+    "flywheel_reward_missing_total": "Scored traces lacking a reward component (stage 2).",
+    "flywheel_reward_not_applicable_total": "Missing components that did not apply (stage 2).",
+    "flywheel_reward_ineligible_total": "Scored traces missing a required component (stage 2).",
+    "flywheel_feedback_late_total": "Traces whose feedback changed after collect (stage 1).",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,

@@ -21,6 +21,7 @@ from pydantic_settings.exceptions import SettingsError
 from infra import OFFLINE_ENV
 from infra.errors import ConfigError
 from infra.settings_errors import describe_settings_error, describe_validation_error
+from infra.settings_reward import FeedbackSettings, RewardSettings
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -82,21 +83,11 @@ class JudgeSettings(BaseModel):
     max_retries: int = 3
     timeout_s: float = 30.0
     call_budget: int = 10_000  # per run
-    skip_when_feedback: bool = False
+    skip_when_feedback: bool = True  # DESIGN: prioritise user feedback, skip the LLM judge
     ragas_mode: Literal["auto", "llm", "non_llm"] = "auto"  # auto: llm when base_url is set
-
-
-class RewardSettings(BaseModel):
-    """Composite reward weights (w1..w5) and latency penalty thresholds."""
-
-    w_judge: float = 0.30
-    w_faithfulness: float = 0.25
-    w_context_recall: float = 0.20
-    w_feedback: float = 0.20
-    w_latency: float = 0.05
-    feedback_none: Literal["neutral", "missing"] = "neutral"  # none -> 0.5, or drop the component
-    latency_ok_s: float = 10.0
-    latency_max_s: float = 30.0
+    # ask the LLM judge to write a reference answer when a trace has none (one more call per
+    # trace): context recall then applies to real traffic; off, it is "not applicable"
+    reference_from_llm: bool = False
 
 
 class CurateSettings(BaseModel):
@@ -127,6 +118,7 @@ class CurateSettings(BaseModel):
     batch_size: int = 64
     n_process: int = 1
     pii_filter_version: str = "presidio-2.2.366/v1"
+    drop_thumbs_down: bool = True  # a thumbs-down answer is not kept even as a rejected side
 
 
 class TrainSettings(BaseModel):
@@ -279,6 +271,7 @@ class Settings(BaseSettings):
     langfuse: LangfuseSettings = LangfuseSettings()
     judge: JudgeSettings = JudgeSettings()
     reward: RewardSettings = RewardSettings()
+    feedback: FeedbackSettings = FeedbackSettings()
     curate: CurateSettings = CurateSettings()
     train: TrainSettings = TrainSettings()
     release: ReleaseSettings = ReleaseSettings()

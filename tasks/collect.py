@@ -35,6 +35,8 @@ class CollectResult:
     duplicates: int
     key: str
     dropped: dict[str, int] = field(default_factory=dict)  # by the source, by reason
+    # late feedback (tasks.feedback): traces of earlier windows whose feedback changed, by window
+    feedback_changed: dict[str, int] = field(default_factory=dict)
 
 
 def dedupe(records: list[TraceRecord]) -> tuple[list[TraceRecord], int]:

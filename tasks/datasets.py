@@ -67,6 +67,12 @@ SCORE_SCHEMA = pa.schema(
         ("judge_kind", pa.string()),
         ("ragas_mode", pa.string()),
         ("window", pa.string()),
+        # what was not applicable (a subset of missing), and whether reward.required was met
+        ("not_applicable", pa.list_(pa.string())),
+        ("eligible", pa.bool_()),
+        ("ineligible_reason", pa.string()),
+        ("judge_status", pa.string()),
+        ("judge_id", pa.string()),
     ]
 )
 """Stage 2's output, ``scores/window=<start>/scores.parquet``: one row per rollout."""

@@ -28,10 +28,14 @@ from tasks.reward import (
     load_cache,
     save_cache,
 )
+from tasks.reward.verifiers import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
     from infra.metrics import StageReport
     from infra.store import ObjectStore
+
+
+ELIGIBILITY = ("not_applicable", "eligible", "ineligible_reason", "judge_status", "judge_id")
 
 
 @dataclass(kw_only=True)
@@ -45,6 +49,8 @@ class ScoreResult:
     traces: int = 0
     reward_mean: float | None = None
     missing: dict[str, int] = field(default_factory=dict)
+    not_applicable: dict[str, int] = field(default_factory=dict)
+    ineligible: dict[str, int] = field(default_factory=dict)  # reason -> traces
     judge_kind: str = ""
     ragas_mode: str = ""
     reward_config_hash: str = ""
@@ -53,16 +59,34 @@ class ScoreResult:
 
 
 def items_from_rollouts(rollouts: pa.Table) -> list[ScoreItem]:
-    """The score items of a rollouts batch (:func:`tasks.datasets.read_rollouts`), in order."""
+    """The score items of a rollouts batch (:func:`tasks.datasets.read_rollouts`), in order;
+    a batch without a ``workload`` column is all ``"default"``."""
     cols = {n: rollouts.column(n).to_pylist() for n in ("question", "contexts", "answer")}
     feedback = rollouts.column("feedback").to_pylist()
     latency = rollouts.column("latency_s").to_pylist()
+    ids = rollouts.column("trace_id").to_pylist()
+    n = rollouts.num_rows
+    names = rollouts.column_names
+    workloads = rollouts.column("workload").to_pylist() if "workload" in names else [None] * n
     return [
         ScoreItem(
-            question=q or "", contexts=list(c or []), answer=a or "", feedback=f, latency_s=lat
+            question=q or "",
+            contexts=list(c or []),
+            answer=a or "",
+            feedback=f,
+            latency_s=lat,
+            workload=w or DEFAULT_WORKLOAD,
+            trace_id=t,
         )
-        for q, c, a, f, lat in zip(
-            cols["question"], cols["contexts"], cols["answer"], feedback, latency, strict=True
+        for q, c, a, f, lat, w, t in zip(
+            cols["question"],
+            cols["contexts"],
+            cols["answer"],
+            feedback,
+            latency,
+            workloads,
+            ids,
+            strict=True,
         )
     ]
 
@@ -77,7 +101,7 @@ def scores_table(
         "prompt_group": rollouts.column("prompt_group").to_pylist(),
         "model_version": rollouts.column("model_version").to_pylist(),
     }
-    for name in ("reward", *[f"reward_{c}" for c in COMPONENTS], "missing"):
+    for name in ("reward", *[f"reward_{c}" for c in COMPONENTS], "missing", *ELIGIBILITY):
         data[name] = [row[name] for row in rows]
     n = len(rows)
     data["reward_config_hash"] = [scorer.config_hash] * n
@@ -100,6 +124,14 @@ def summarize_run(
             message += f"; no rollouts for window {', '.join(missing)}"
     else:
         message = f"no rollouts for window {', '.join(windows)}"
+    ineligible = ineligible_counts(list(scored.values()))
+    if ineligible:
+        message += (
+            f"; {sum(ineligible.values())} not training-eligible ("
+            + "; ".join(f"{n}: {reason}" for reason, n in ineligible.items())
+            + ")"
+        )
+    table = pa.concat_tables(scored.values()) if scored else None
     return ScoreResult(
         window=windows[0],
         status="scored" if scored else "no_rollouts",
@@ -107,7 +139,9 @@ def summarize_run(
         windows=list(scored),
         traces=traces,
         reward_mean=sum(rewards) / len(rewards) if rewards else None,
-        missing=missing_counts(pa.concat_tables(scored.values())) if scored else {},
+        missing=missing_counts(table) if table is not None else {},
+        not_applicable=missing_counts(table, "not_applicable") if table is not None else {},
+        ineligible=ineligible,
         judge_kind=scorer.judge.kind,
         ragas_mode=scorer.ragas_mode,
         reward_config_hash=scorer.config_hash,
@@ -116,13 +150,28 @@ def summarize_run(
     )
 
 
-def missing_counts(scores: pa.Table) -> dict[str, int]:
-    """How many traces lacked each component."""
+def missing_counts(scores: pa.Table, column: str = "missing") -> dict[str, int]:
+    """How many traces lacked each component (``column="not_applicable"``: how many of those
+    were computed and did not apply)."""
     counts = dict.fromkeys(COMPONENTS, 0)
-    for missing in scores.column("missing").to_pylist():
+    if column not in scores.column_names:
+        return counts
+    for missing in scores.column(column).to_pylist():
         for c in missing or []:
             counts[c] += 1
     return counts
+
+
+def ineligible_counts(tables: list[pa.Table]) -> dict[str, int]:
+    """Traces that are scored but not training-eligible, by reason (most frequent first)."""
+    counts: dict[str, int] = {}
+    for table in tables:
+        if "ineligible_reason" not in table.column_names:
+            continue
+        for reason in table.column("ineligible_reason").to_pylist():
+            if reason:
+                counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def report_metrics(
@@ -136,6 +185,9 @@ def report_metrics(
         report.observe("flywheel_reward", values, component=c)
     for c, n in missing_counts(scores).items():
         report.count("flywheel_reward_missing_total", n, component=c)
+    for c, n in missing_counts(scores, "not_applicable").items():
+        report.count("flywheel_reward_not_applicable_total", n, component=c)
+    report.count("flywheel_reward_ineligible_total", stats.ineligible, judge=judge_kind)
     report.count("flywheel_judge_calls_total", stats.judge_calls, judge=judge_kind)
     report.count("flywheel_judge_failures_total", stats.judge_failures, judge=judge_kind)
     report.count("flywheel_judge_skipped_total", stats.judge_skipped, judge=judge_kind)
@@ -158,9 +210,10 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
     n = table.num_rows
     lines += [
         "",
-        "| component | present | missing | mean | p10 | p50 | p90 |",
-        "|---|---|---|---|---|---|---|",
+        "| component | present | missing | not applicable | mean | p10 | p50 | p90 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    na = missing_counts(table, "not_applicable")
     for c in ("reward", *[f"reward_{c}" for c in COMPONENTS]):
         values = sorted(v for v in table.column(c).to_pylist() if v is not None)
         if values:
@@ -169,7 +222,8 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
         else:
             stats = "- | - | - | -"
         lines.append(
-            f"| {c.removeprefix('reward_')} | {len(values)} | {n - len(values)} ({(n - len(values)) / n:.0%}) | {stats} |"
+            f"| {c.removeprefix('reward_')} | {len(values)} | {n - len(values)} "
+            f"({(n - len(values)) / n:.0%}) | {na.get(c.removeprefix('reward_'), '-')} | {stats} |"
         )
     s = result.stats
     lines += [
@@ -179,6 +233,9 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
         f"{s.get('judge_skipped', 0)}, LLM requests {s.get('llm_requests', 0)} "
         f"({s.get('llm_retries', 0)} retries, {s.get('llm_malformed', 0)} malformed).",
     ]
+    if result.ineligible:
+        lines += ["", "| not training-eligible | traces |", "|---|---:|"]
+        lines += [f"| {reason} | {k} |" for reason, k in result.ineligible.items()]
     return "\n".join(lines)
 
 

@@ -9,8 +9,8 @@ Reading a window ``[start, end)``:
    servers) it falls back to the v1 API: ``GET /api/public/traces`` (page-based,
    ``fromTimestamp``/``toTimestamp``), then ``GET /api/public/traces/{id}`` per trace for its
    observations (the list endpoint only carries observation ids).
-2. Feedback: scores named ``user_feedback`` from ``api.scores.get_many`` (v3, cursor), with
-   timestamps in ``[start, end + feedback_lookahead_hours)``; ``GET /api/public/v2/scores``
+2. Feedback: scores named in ``FLYWHEEL_FEEDBACK__SCORE_NAMES`` (default ``user_feedback``)
+   from ``api.scores.get_many`` (v3, cursor), with timestamps in ``[start, end + feedback_lookahead_hours)``; ``GET /api/public/v2/scores``
    (page-based) when v3 answers 404/501. The latest score per trace wins.
 
 Every page is retried with exponential backoff and jitter (``page_retries``); a page that keeps
@@ -38,8 +38,8 @@ import httpx
 import pydantic
 
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
+from infra.settings_reward import FeedbackSettings
 from infra.traces.mapping import (
-    FEEDBACK_SCORE_NAME,
     META_CONTEXTS,
     META_LOGPROBS,
     Feedback,
@@ -76,6 +76,7 @@ class LangfuseSource:
         max_record_bytes: int = 1_000_000,
         feedback_lookahead_hours: int = 24,
         backoff_s: float = 0.5,
+        feedback: FeedbackSettings | None = None,
     ):
         from langfuse.api.client import LangfuseAPI
 
@@ -84,6 +85,7 @@ class LangfuseSource:
         self.page_retries = page_retries
         self.max_record_bytes = max_record_bytes
         self.feedback_lookahead = timedelta(hours=feedback_lookahead_hours)
+        self.feedback = feedback or FeedbackSettings()
         self.backoff_s = backoff_s
         self._http = httpx.Client(timeout=timeout_s, follow_redirects=True)
         self._auth = httpx.BasicAuth(public_key, secret_key)
@@ -111,6 +113,7 @@ class LangfuseSource:
             timeout_s=lf.timeout_s,
             max_record_bytes=settings.max_record_bytes,
             feedback_lookahead_hours=settings.feedback_lookahead_hours,
+            feedback=settings.feedback,
         )
 
     def close(self) -> None:
@@ -195,14 +198,32 @@ class LangfuseSource:
                 out.append({**obs, "_windowTime": full.get("timestamp")})
         return out
 
+    def read_feedback(self, start: datetime, end: datetime) -> dict[str, Feedback]:
+        """The latest feedback per trace id among scores timestamped in ``[start, end)``
+        (late feedback, see :func:`tasks.feedback.refresh_feedback`)."""
+        return self._feedback(start, end)
+
     def _feedback(self, start: datetime, end: datetime) -> dict[str, Feedback]:
-        """The latest ``user_feedback`` score per trace id, scores timestamped in [start, end)."""
+        """The latest feedback score (any of ``feedback.score_names``) per trace id, scores
+        timestamped in [start, end)."""
+        scores: list[tuple[str | None, str, Feedback | None]] = []
+        for name in self.feedback.score_names:
+            scores += self._scores_named(name, start, end)
+        latest: dict[str, tuple[str, Feedback]] = {}
+        for tid, at, value in scores:
+            if tid and value is not None and (tid not in latest or at >= latest[tid][0]):
+                latest[tid] = (at, value)
+        return {tid: value for tid, (_at, value) in latest.items()}
+
+    def _scores_named(
+        self, name: str, start: datetime, end: datetime
+    ) -> list[tuple[str | None, str, Feedback | None]]:
         scores: list[tuple[str | None, str, Feedback | None]] = []
         try:
             pages = self._cursor_pages(
                 "v3 scores page",
                 self._api.scores.get_many,
-                name=FEEDBACK_SCORE_NAME,
+                name=name,
                 fields="subject",
                 limit=min(self.page_size, 100),
                 from_timestamp=start,
@@ -213,21 +234,22 @@ class LangfuseSource:
                 subject = item.get("subject") or {}
                 kind = subject.get("kind")
                 tid = subject.get("id") if kind == "trace" else subject.get("traceId")
-                scores.append((tid, time_key(item["timestamp"]), feedback_value(item)))
+                value = feedback_value(item, self.feedback)
+                scores.append((tid, time_key(item["timestamp"]), value))
         except SourceUnavailable:
             window = {"fromTimestamp": iso_utc(start), "toTimestamp": iso_utc(end)}
-            params = {**window, "name": FEEDBACK_SCORE_NAME, "limit": min(self.page_size, 100)}
+            params = {**window, "name": name, "limit": min(self.page_size, 100)}
             scores = [
-                (item.get("traceId"), time_key(item["timestamp"]), feedback_value(item))
+                (
+                    item.get("traceId"),
+                    time_key(item["timestamp"]),
+                    feedback_value(item, self.feedback),
+                )
                 for item in self._numbered_pages(
                     "v2 scores page", "api/public/v2/scores", query=params
                 )
             ]
-        latest: dict[str, tuple[str, Feedback]] = {}
-        for tid, at, value in scores:
-            if tid and value is not None and (tid not in latest or at >= latest[tid][0]):
-                latest[tid] = (at, value)
-        return {tid: value for tid, (_at, value) in latest.items()}
+        return scores
 
     def _cursor_pages(self, what: str, fetch: Callable[..., Any], **query: Any) -> Iterator[Any]:
         """Items of every page of an SDK cursor endpoint, each page retried on its own."""

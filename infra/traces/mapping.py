@@ -27,8 +27,10 @@ Mapping (one Langfuse trace = one record; the gateway emits one trace per sample
   ``input``/``output`` (or v1 ``usage``); ``latency_s`` <- latency (else end - start)
 - ``user_id``/``session_id`` <- userId/sessionId (of the observation, else of the v1 trace)
 - ``error_count`` <- observations of the trace at level ERROR
-- ``feedback`` <- the ``user_feedback`` score: NUMERIC by sign (+1 / 0 / -1), BOOLEAN true +1,
-  false -1
+- ``feedback`` <- the scores named in ``FLYWHEEL_FEEDBACK__SCORE_NAMES`` (default
+  ``user_feedback``): NUMERIC by thresholds (``>= up_at`` +1, ``<= down_at`` -1, else 0; 0.2 is
+  neutral by default), BOOLEAN true +1, false -1, CATEGORICAL by the ``categories`` table
+  (``positive`` +1, ``negative`` -1, ...; unknown categories are ignored)
 
 Metadata values may arrive as strings (the v2 API returns input/output as raw strings and
 metadata as a string map); JSON-looking strings are decoded. A trace that cannot be mapped or
@@ -47,6 +49,7 @@ from infra.traces import otel
 from infra.traces.conversation import context_texts, last_user_text, legacy_messages
 
 if TYPE_CHECKING:
+    from infra.settings_reward import FeedbackSettings
     from infra.traces.record import TraceRecord
 
 Feedback = Literal[-1, 0, 1]
@@ -259,13 +262,25 @@ def _decode(value: Any, *, loose: bool = False) -> Any:
     return value
 
 
-def feedback_value(score: dict[str, Any]) -> Feedback | None:
-    """A ``user_feedback`` score as +1 / 0 / -1 (None when it is neither NUMERIC nor BOOLEAN)."""
+def feedback_value(
+    score: dict[str, Any], mapping: FeedbackSettings | None = None
+) -> Feedback | None:
+    """A feedback score as +1 / 0 / -1 (None when it cannot be read). With ``mapping`` (what
+    the sources pass: ``settings.feedback``), NUMERIC by its thresholds and CATEGORICAL by its
+    table; without, NUMERIC by sign and CATEGORICAL ignored."""
     value, kind = score.get("value"), score.get("dataType")
     if kind == "BOOLEAN" or isinstance(value, bool):
         return 1 if value else -1
-    if kind == "NUMERIC" and isinstance(value, int | float):
-        return 1 if value > 0 else -1 if value < 0 else 0
+    if kind == "CATEGORICAL" or isinstance(value, str):
+        label = score.get("stringValue") if not isinstance(value, str) else value
+        if mapping is None or not isinstance(label, str):
+            return None
+        table = {k.strip().lower(): v for k, v in mapping.categories.items()}
+        return table.get(label.strip().lower())
+    if kind in ("NUMERIC", None) and isinstance(value, int | float):
+        if mapping is None:
+            return 1 if value > 0 else -1 if value < 0 else 0
+        return 1 if value >= mapping.up_at else -1 if value <= mapping.down_at else 0
     return None
 
 

@@ -129,6 +129,10 @@ class TraceSource(Protocol):
 
     def read_window(self, start: datetime, end: datetime) -> WindowBatch: ...
 
+    def read_feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
+        """The latest feedback per trace id among feedback given in ``[start, end)``."""
+        ...
+
 
 class TraceSink(Protocol):
     """Receives records from the gateway's dispatcher thread; ``flush`` makes them durable."""

@@ -8,6 +8,7 @@ line is either a trace (``{"type": "trace", ...record}``) or a feedback event
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import uuid
@@ -132,13 +133,25 @@ class SpoolSource:
                 record.feedback = feedback[record.trace_id]
         return batch
 
+    def read_feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
+        """The latest feedback per trace id among events recorded in ``[start, end)`` (late
+        feedback, see :func:`tasks.feedback.refresh_feedback`)."""
+        return {
+            tid: value for tid, (at, value) in self._latest(start, end).items() if start <= at < end
+        }
+
     def _feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
-        n_hours = max(
-            1,
-            int((min(end, datetime.now(UTC) + timedelta(hours=1)) - start).total_seconds() // 3600),
-        )
+        return {tid: value for tid, (_at, value) in self._latest(start, end).items()}
+
+    def _latest(
+        self, start: datetime, end: datetime
+    ) -> dict[str, tuple[datetime, Literal[-1, 0, 1]]]:
+        first = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        last = min(end, datetime.now(UTC) + timedelta(hours=1))
+        # every hour that overlaps [start, end), also when start is not on the hour
+        n_hours = max(1, math.ceil((last - first).total_seconds() / 3600))
         latest: dict[str, tuple[datetime, Literal[-1, 0, 1]]] = {}
-        for _where, line in self._lines(window_hours(start, n_hours)):
+        for _where, line in self._lines(window_hours(first, n_hours)):
             if not _is_feedback_line(line):
                 continue
             try:
@@ -148,7 +161,7 @@ class SpoolSource:
             prev = latest.get(event.trace_id)
             if prev is None or event.at >= prev[0]:
                 latest[event.trace_id] = (event.at, event.value)
-        return {tid: value for tid, (_at, value) in latest.items()}
+        return latest
 
 
 def _is_feedback_line(line: bytes) -> bool:

@@ -41,6 +41,8 @@ class Gated:
 
     kept: list[dict[str, Any]]
     dropped: Counter[str] = field(default_factory=Counter)
+    # the "reward_incomplete" drops by stage 2's reason (which names the judge)
+    ineligible: Counter[str] = field(default_factory=Counter)
 
 
 def read_window_scores(store: ObjectStore, window: str) -> pa.Table:
@@ -68,6 +70,9 @@ def join_scores(
             continue
         row.update({c: score.get(c) for c in REWARD_COLUMNS})
         row["reward_config_hash"] = score.get("reward_config_hash")
+        # scores written before eligibility existed have no column: eligible as then
+        row["reward_eligible"] = score.get("eligible") is not False
+        row["reward_ineligible_reason"] = score.get("ineligible_reason")
         joined.append(row)
     return joined, unscored
 
@@ -96,6 +101,10 @@ def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
     reward = row.get("reward")
     if reward is None or reward != reward:  # None or NaN
         return "no_reward"
+    if row.get("reward_eligible") is False:  # a component reward.required asks for is missing
+        return "reward_incomplete"
+    if cfg.drop_thumbs_down and row.get("feedback") == -1:
+        return "thumbs_down"
     if (row.get("error_count") or 0) > cfg.max_errors:
         return "errors"
     if (row.get("latency_s") or 0.0) > cfg.max_latency_s:
@@ -126,6 +135,8 @@ def apply_gates(
             candidates.append(row)
         else:
             out.dropped[reason] += 1
+            if reason == "reward_incomplete":
+                out.ineligible[row.get("reward_ineligible_reason") or "unknown"] += 1
     seen: set[str] = set()
     earlier = seen_before or set()
     unique = []

@@ -26,6 +26,9 @@ class CurateResult:
     pii_entities: dict[str, int]
     snapshot_id: int | None
     withdrawn: int = 0  # rows of earlier windows removed because consent was withdrawn
+    # traces dropped as "reward_incomplete", by why (stage 2's words, naming the judge)
+    ineligible: dict[str, int] | None = None
+    recurated: list[str] | None = None  # earlier windows redone for late feedback
 
 
 def curate_result(
@@ -38,6 +41,7 @@ def curate_result(
     quarantined: int,
     snapshot_id: int | None,
     withdrawn: int,
+    ineligible: Counter[str] | None = None,
 ) -> CurateResult:
     """The run's counts from what k-anonymity decided and what the gates dropped."""
     roles = Counter(r["eligible_as"] for r in decision.release)
@@ -54,6 +58,7 @@ def curate_result(
         pii_entities=dict(sorted(pii.items())),
         snapshot_id=snapshot_id,
         withdrawn=withdrawn,
+        ineligible=dict((ineligible or Counter()).most_common()),
     )
 
 
@@ -73,6 +78,13 @@ def summary_markdown(result: CurateResult) -> str:
         f"| removed from earlier windows (consent withdrawn) | {result.withdrawn} |",
     ]
     lines += [f"| dropped: {reason} | {n} |" for reason, n in result.dropped.items()]
+    if result.ineligible:
+        lines += [
+            "",
+            "| not training-eligible (reward incomplete) because | traces |",
+            "|---|---:|",
+        ]
+        lines += [f"| {why} | {n} |" for why, n in result.ineligible.items()]
     lines += ["", "| PII entity type | removed |", "|---|---:|"]
     lines += [f"| {etype} | {n} |" for etype, n in result.pii_entities.items()] or ["| none | 0 |"]
     lines += [

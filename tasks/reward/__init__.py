@@ -5,6 +5,7 @@ gate (golden items) and shadow, so a model is judged the same way in every place
 - ``faithfulness`` and ``context_recall``: ragas or non-LLM equivalents (:mod:`.context`);
 - ``feedback``: the user's thumbs; ``latency``: the seed's penalty past ``latency_ok_s``
   (:mod:`.components`, which also combines them and hashes the configuration);
+- plug-in verifiers (RLVR, :mod:`.verifiers`) give the judge component per workload;
 - :mod:`.scorer` scores answers with all of them, reusing :mod:`.cache` shards.
 """
 
@@ -21,9 +22,11 @@ from tasks.reward.components import (
     latency_component,
     resolve_ragas_mode,
     reward_config_hash,
+    unmet_requirements,
     weights,
 )
 from tasks.reward.context import ContextMetrics, support
+from tasks.reward.items import ScoreItem, ScoreStats
 from tasks.reward.judges import (
     RUBRIC_VERSION,
     Judge,
@@ -35,13 +38,18 @@ from tasks.reward.judges import (
     rubric_score,
 )
 from tasks.reward.scorer import (
-    ScoreItem,
     Scorer,
-    ScoreStats,
     ascore_batch,
     run_sync,
     score_answer,
     score_batch,
+)
+from tasks.reward.verifiers import (
+    PluginVerifier,
+    Verdict,
+    VerifierTrace,
+    calculator,
+    load_verifier,
 )
 
 __all__ = [
@@ -54,14 +62,18 @@ __all__ = [
     "ContextMetrics",
     "Judge",
     "LLMJudge",
+    "PluginVerifier",
     "RewardBreakdown",
     "Rubric",
     "ScoreItem",
     "ScoreStats",
     "Scorer",
+    "Verdict",
     "VerifierJudge",
+    "VerifierTrace",
     "ascore_batch",
     "build_judge",
+    "calculator",
     "cache_namespace",
     "combine",
     "content_key",
@@ -69,6 +81,7 @@ __all__ = [
     "judge_id",
     "latency_component",
     "load_cache",
+    "load_verifier",
     "resolve_ragas_mode",
     "reward_config_hash",
     "rubric_score",
@@ -77,5 +90,6 @@ __all__ = [
     "score_answer",
     "score_batch",
     "support",
+    "unmet_requirements",
     "weights",
 ]

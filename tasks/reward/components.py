@@ -2,7 +2,11 @@
 
 ``total = sum(w_i * c_i) / sum(w_i)`` over the components present, clamped to 0..1. A missing
 component (``None`` or NaN) drops out and the remaining weights are re-normalised;
-:attr:`RewardBreakdown.missing` names it.
+:attr:`RewardBreakdown.missing` names it, and :attr:`RewardBreakdown.not_applicable` says which
+of those were computed and do not apply (NaN: no reference, no contexts, a question the
+verifier cannot check) rather than failed. Re-weighting never makes a trace training data by
+accident: ``reward.required`` names what a trace needs (:func:`unmet_requirements`), and one
+that lacks it is scored but not eligible.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from tasks.reward.judges import judge_id
 if TYPE_CHECKING:
     from infra.settings import RewardSettings, Settings
 
-REWARD_VERSION = "reward/v1"
+REWARD_VERSION = "reward/v2"  # v2: required components, plug-in verifiers, veto
 CACHE_VERSION = "cache/v1"
 COMPONENTS = ("judge", "faithfulness", "context_recall", "feedback", "latency")
 CACHED = ("judge", "faithfulness", "context_recall")  # the content-dependent components
@@ -35,13 +39,47 @@ class RewardBreakdown:
     feedback: float | None = None
     latency: float | None = None
     missing: list[str] = field(default_factory=list)
+    not_applicable: list[str] = field(default_factory=list)  # a subset of ``missing``
+    unmet: list[str] = field(default_factory=list)  # entries of ``reward.required`` not met
+    judge_status: str = ""  # ok | failed | not_applicable | skipped_for_feedback
+    judge_id: str = ""  # the judge or verifier that gave (or failed to give) the verdict
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the trace may become training data (every required component present)."""
+        return not self.unmet
 
     def as_row(self) -> dict[str, Any]:
-        """The ``reward``, ``reward_<component>`` and ``missing`` columns of a scores table."""
+        """The ``reward``, ``reward_<component>`` and ``missing`` columns of a scores table,
+        and eligibility: ``eligible``, ``ineligible_reason`` (names the judge), ``judge_id``."""
         row: dict[str, Any] = {"reward": self.total}
         row.update({f"reward_{c}": getattr(self, c) for c in COMPONENTS})
         row["missing"] = list(self.missing)
+        row["not_applicable"] = list(self.not_applicable)
+        row["eligible"] = self.eligible
+        row["ineligible_reason"] = self.ineligible_reason()
+        row["judge_status"] = self.judge_status or None
+        row["judge_id"] = self.judge_id or None
         return row
+
+    def ineligible_reason(self) -> str | None:
+        """Why the trace is not eligible, in words without personal data, e.g. ``required
+        judge|feedback: judge llm:judge:rubric/v1 failed, no user feedback``."""
+        if not self.unmet:
+            return None
+        parts = []
+        for entry in self.unmet:
+            why = []
+            for c in entry.split("|"):
+                if c == "judge":
+                    why.append(f"judge {self.judge_id or '?'} {self.judge_status or 'missing'}")
+                elif c == "feedback":
+                    why.append("no user feedback")
+                else:
+                    state = "not applicable" if c in self.not_applicable else "missing"
+                    why.append(f"{c} {state}")
+            parts.append(f"required {entry}: {', '.join(why)}")
+        return "; ".join(parts)
 
 
 def weights(reward: RewardSettings) -> dict[str, float]:
@@ -79,9 +117,27 @@ def combine(components: dict[str, float | None], reward: RewardSettings) -> Rewa
     w = weights(reward)
     present = {c: clamp(v) for c, v in components.items() if v is not None and not math.isnan(v)}
     missing = [c for c in COMPONENTS if c not in present]
+    not_applicable = [c for c in missing if (v := components.get(c)) is not None and math.isnan(v)]
     denom = sum(w[c] for c in present)
     total = sum(w[c] * v for c, v in present.items()) / denom if denom > 0 else 0.0
-    return RewardBreakdown(total=clamp(total), missing=missing, **present)
+    return RewardBreakdown(
+        total=clamp(total),
+        missing=missing,
+        not_applicable=not_applicable,
+        judge=present.get("judge"),
+        faithfulness=present.get("faithfulness"),
+        context_recall=present.get("context_recall"),
+        feedback=present.get("feedback"),
+        latency=present.get("latency"),
+    )
+
+
+def unmet_requirements(required: list[str], *, present: set[str], user_feedback: bool) -> list[str]:
+    """The entries of ``reward.required`` not met. An entry is met when any of its
+    ``|``-alternatives is: ``feedback`` by feedback the user gave (a neutral 0.5 filled in for
+    none does not count), any other component by a value in ``present``."""
+    have = set(present) - {"feedback"} | ({"feedback"} if user_feedback else set())
+    return [entry for entry in required if not have & set(entry.split("|"))]
 
 
 def resolve_ragas_mode(settings: Settings) -> str:
@@ -97,7 +153,8 @@ def reward_config_hash(
     settings: Settings, *, judge: str | None = None, ragas_mode: str | None = None
 ) -> str:
     """A short hash of everything a reward value depends on (weights, thresholds, judge kind
-    and model, ragas mode), stored beside every score."""
+    and model, ragas mode, the required components, verifiers, how feedback is read), stored
+    beside every score."""
     r = settings.reward
     config = {
         "version": REWARD_VERSION,
@@ -107,6 +164,11 @@ def reward_config_hash(
         "judge": judge or judge_id(settings),
         "ragas_mode": ragas_mode or resolve_ragas_mode(settings),
         "skip_when_feedback": settings.judge.skip_when_feedback,
+        "required": list(r.required),
+        "verifiers": dict(sorted(r.verifiers.items())),
+        "thumbs_down_veto": r.thumbs_down_veto,
+        "reference_from_llm": settings.judge.reference_from_llm,
+        "feedback": settings.feedback.model_dump(mode="json"),
     }
     return sha256(json.dumps(config, sort_keys=True))[:16]
 

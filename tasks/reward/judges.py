@@ -35,6 +35,10 @@ def judge_id(settings: Settings) -> str:
     """What a judge's verdicts depend on: kind, and model and rubric for the LLM judge."""
     if settings.judge.kind == "llm":
         return f"llm:{settings.judge.model}:{RUBRIC_VERSION}"
+    if settings.reward.verifier:
+        from tasks.reward.verifiers import PluginVerifier
+
+        return PluginVerifier(settings.reward.verifier).config_id
     from tasks.domain import DOMAIN_VERSION
 
     return f"verifier:{DOMAIN_VERSION}"
@@ -128,11 +132,42 @@ class LLMJudge:
     def reference_for(self, question: str, contexts: list[str]) -> str | None:
         return None
 
+    async def areference(self, *, question: str, contexts: list[str]) -> str | None:
+        """A reference answer written by the judge model (``judge.reference_from_llm``)."""
+        messages = [
+            {"role": "system", "content": REFERENCE_SYSTEM},
+            {
+                "role": "user",
+                "content": json.dumps(
+                    {"question": question, "context": contexts}, ensure_ascii=False
+                ),
+            },
+        ]
+        answer = await self.client.chat_json(messages, Reference, max_tokens=512)
+        return answer.reference.strip() or None
+
+
+class Reference(BaseModel):
+    """The LLM judge's reference answer for context recall."""
+
+    reference: str
+
+
+REFERENCE_SYSTEM = (
+    "Write the correct, complete answer to the question, using the context when it is "
+    'relevant. Reply with exactly one JSON object and nothing else: {"reference": "..."}.'
+)
+
 
 def build_judge(settings: Settings, client: ChatClient | None = None) -> Judge:
-    """The judge of ``settings.judge.kind`` (the LLM judge reuses ``client`` when given)."""
+    """The judge of ``settings.judge.kind`` (the LLM judge reuses ``client`` when given); for
+    ``verifier``, the plug-in of ``reward.verifier`` when set, else the demo's calculator."""
     if settings.judge.kind == "llm":
         from infra.llm import ChatClient
 
         return LLMJudge(client or ChatClient.from_settings(settings.judge))
+    if settings.reward.verifier:
+        from tasks.reward.verifiers import PluginVerifier
+
+        return PluginVerifier(settings.reward.verifier)
     return VerifierJudge()

@@ -9,10 +9,10 @@ not at all when :class:`~tasks.reward.cache.ComponentCache` holds it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import JudgeError
@@ -28,9 +28,12 @@ from tasks.reward.components import (
     latency_component,
     resolve_ragas_mode,
     reward_config_hash,
+    unmet_requirements,
 )
 from tasks.reward.context import ContextMetrics
-from tasks.reward.judges import Judge, build_judge
+from tasks.reward.items import ScoreItem, ScoreStats
+from tasks.reward.judges import Judge, LLMJudge, build_judge
+from tasks.reward.verifiers import PluginVerifier, VerifierTrace
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence
@@ -39,40 +42,6 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(kw_only=True)
-class ScoreItem:
-    """One answer to score: a trace in stage 2, a golden item's answer in the gate.
-    Keyword-only: six fields, three of them optional numbers that are easy to swap."""
-
-    question: str
-    contexts: list[str]
-    answer: str
-    reference: str | None = None
-    feedback: int | None = None
-    latency_s: float | None = None
-
-
-@dataclass(kw_only=True)
-class ScoreStats:
-    """Counters of one scorer. ``judge_calls`` are judge invocations (verifier or LLM); the
-    ``llm_*`` fields are HTTP attempts to the endpoint (judge and ragas together)."""
-
-    items: int = 0
-    cache_hits: int = 0  # items that needed no computation (cached, or repeated in the run)
-    judge_calls: int = 0
-    judge_failures: int = 0  # after retries: the judge component is missing for the item
-    judge_skipped: int = 0  # feedback present and skip_when_feedback set
-    judge_unverifiable: int = 0
-    ragas_failures: int = 0
-    llm_requests: int = 0
-    llm_retries: int = 0
-    llm_malformed: int = 0
-    llm_budget_exhausted: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class Scorer:
@@ -99,20 +68,32 @@ class Scorer:
             client = ChatClient.from_settings(settings.judge)
         self.client = client
         self.judge = judge or build_judge(settings, client)
+        self.verifiers: dict[str, Judge] = {
+            w: PluginVerifier(spec) for w, spec in sorted(settings.reward.verifiers.items())
+        }
         self.metrics = ContextMetrics(self.ragas_mode, client)
         self.stats = ScoreStats()
-        self.config_hash = reward_config_hash(
-            settings, judge=self.judge.config_id, ragas_mode=self.ragas_mode
-        )
-        self.namespace = cache_namespace(self.judge.config_id, self.ragas_mode)
+        judges = self.judge.config_id
+        if self.verifiers:
+            judges += "+" + ",".join(f"{w}={j.config_id}" for w, j in self.verifiers.items())
+        self.config_hash = reward_config_hash(settings, judge=judges, ragas_mode=self.ragas_mode)
+        self.namespace = cache_namespace(judges, self.ragas_mode)
+
+    def judge_for(self, item: ScoreItem) -> Judge:
+        """The workload's verifier (``reward.verifiers``), else the scorer's judge."""
+        return self.verifiers.get(item.workload, self.judge)
 
     def key(self, item: ScoreItem) -> str:
+        judge = self.verifiers.get(item.workload)
+        reference = item.reference
+        if judge is not None:  # another verifier: another verdict for the same content
+            reference = f"{reference}\x00{judge.config_id}"
         return content_key(
             self.namespace,
             question=item.question,
             contexts=item.contexts,
             answer=item.answer,
-            reference=item.reference,
+            reference=reference,
         )
 
     def score(
@@ -160,10 +141,23 @@ class Scorer:
             for item, key, skip in zip(items, keys, skips, strict=True)
         ]
 
+    async def acomponents(
+        self, items: Sequence[ScoreItem], which: set[str]
+    ) -> list[dict[str, float | None]]:
+        """Only the components in ``which`` of each item, uncached (GRPO's online reward:
+        every completion is new). A failed component is None, one that does not apply NaN.
+        Closes the HTTP pool when done."""
+        try:
+            done = await self._gather([self._compute(item, which) for item in items])
+        finally:
+            self._copy_client_stats()
+            await self.aclose()
+        return [{c: values.get(c) for c in which} for values in done]
+
     def _skips(self, item: ScoreItem) -> bool:
         skip = bool(
             self.settings.judge.skip_when_feedback
-            and self.judge.costly
+            and self.judge_for(item).costly
             and item.feedback is not None
         )
         self.stats.judge_skipped += int(skip)
@@ -180,20 +174,52 @@ class Scorer:
         comps["latency"] = latency_component(
             item.latency_s, ok_s=r.latency_ok_s, max_s=r.latency_max_s
         )
-        return combine(comps, r)
+        b = combine(comps, r)
+        unmet = unmet_requirements(
+            r.required,
+            present={c for c in comps if c not in b.missing},
+            user_feedback=item.feedback is not None,
+        )
+        self.stats.ineligible += int(bool(unmet))
+        judge = comps["judge"]
+        status = (
+            "skipped_for_feedback"
+            if skip
+            else "failed"
+            if judge is None
+            else "not_applicable"
+            if math.isnan(judge)
+            else "ok"
+        )
+        total = 0.0 if r.thumbs_down_veto and item.feedback == -1 else b.total
+        return dataclasses.replace(
+            b,
+            total=total,
+            unmet=unmet,
+            judge_status=status,
+            judge_id=self.judge_for(item).config_id,
+        )
 
     async def _compute(self, item: ScoreItem, which: set[str]) -> dict[str, float]:
         """The components in ``which`` that could be computed (NaN = not applicable)."""
-        reference = item.reference or self.judge.reference_for(item.question, item.contexts)
+        judge = self.judge_for(item)
         jobs: dict[str, Coroutine[Any, Any, float | None]] = {}
-        if "judge" in which:
-            self.stats.judge_calls += 1
-            jobs["judge"] = self.judge.judge(
-                question=item.question,
-                contexts=item.contexts,
-                answer=item.answer,
-                reference=reference,
-            )
+        if isinstance(judge, PluginVerifier):  # its verdict may carry the reference
+            verdict, reference = await self._verify(judge, item, which)
+            if "judge" in which:
+                jobs["judge"] = verdict
+        else:
+            reference = item.reference or judge.reference_for(item.question, item.contexts)
+            if reference is None and "context_recall" in which:
+                reference = await self._llm_reference(judge, item)
+            if "judge" in which:
+                self.stats.judge_calls += 1
+                jobs["judge"] = judge.judge(
+                    question=item.question,
+                    contexts=item.contexts,
+                    answer=item.answer,
+                    reference=reference,
+                )
         if "faithfulness" in which:
             jobs["faithfulness"] = self.metrics.faithfulness(
                 question=item.question, contexts=item.contexts, answer=item.answer
@@ -213,6 +239,49 @@ class Scorer:
             else:
                 values[name] = clamp(float(result))
         return values
+
+    async def _verify(
+        self, judge: PluginVerifier, item: ScoreItem, which: set[str]
+    ) -> tuple[Coroutine[Any, Any, float | None], str | None]:
+        """Run a plug-in verifier once: its verdict (as an awaitable, so failures land where
+        the judge's do) and the reference it gave, else the item's."""
+        trace = VerifierTrace(
+            question=item.question,
+            contexts=list(item.contexts),
+            answer=item.answer,
+            reference=item.reference,
+            workload=item.workload,
+            trace_id=item.trace_id,
+        )
+        self.stats.judge_calls += int("judge" in which)
+        try:
+            verdict = await judge.verify(trace)
+        except Exception as exc:  # noqa: BLE001 - reported as the judge component's failure
+            error = exc
+
+            async def failed() -> float | None:
+                raise error
+
+            return failed(), item.reference
+        score = verdict.score
+
+        async def done() -> float | None:
+            return score
+
+        return done(), item.reference or verdict.reference
+
+    async def _llm_reference(self, judge: Judge, item: ScoreItem) -> str | None:
+        """A reference from the LLM judge where ``judge.reference_from_llm`` allows (None on
+        failure: context recall is then not applicable, and the failure is logged)."""
+        if not (self.settings.judge.reference_from_llm and isinstance(judge, LLMJudge)):
+            return None
+        try:
+            reference = await judge.areference(question=item.question, contexts=item.contexts)
+        except Exception as exc:  # noqa: BLE001 - a reference is optional
+            log.info("reference from the LLM judge failed: %s", type(exc).__name__)
+            return None
+        self.stats.references_from_llm += int(reference is not None)
+        return reference
 
     async def _gather(
         self, coros: list[Coroutine[Any, Any, Any]], return_exceptions: bool = False

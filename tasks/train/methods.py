@@ -4,8 +4,10 @@
              likelihood of good answers on small models (measured: the 0.8 M demo model did not
              move with plain DPO; with the SFT term it went from 46 % to 86.5 % golden accuracy).
     ``rft``  ``SFTTrainer`` on the best answer of each prompt group that passed every gate.
-    ``grpo`` ``GRPOTrainer`` sampling online, rewarded by the stage-2 reward: the judge (the demo
-             verifier) and faithfulness to the contexts, combined with the stage-2 weights.
+    ``grpo`` ``GRPOTrainer`` sampling online, rewarded by the stage-2 reward: the configured judge
+             or verifier (the same one stage 2 uses for the prompt's workload: the LLM judge,
+             a plug-in verifier, or the demo calculator) and faithfulness to the contexts,
+             combined with the stage-2 weights.
     ``auto`` picks by data size (:func:`choose_method`): ``>= min_pairs`` pairs -> dpo; fewer
              pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
              grpo (online sampling is the costly path: ask for it when a programmatic reward
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tasks.train.config import Method
 
 if TYPE_CHECKING:
-    from infra.settings import RewardSettings
+    from infra.settings import RewardSettings, Settings
     from tasks.train.config import TrainConfig
 
 Data = dict[str, list[dict[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
@@ -64,30 +66,39 @@ def choose_method(
     return MethodChoice(method=cast(Method, requested), reason=reason, available=available)
 
 
-def grpo_reward(reward: RewardSettings) -> Callable[..., list[float | None]]:
-    """The stage-2 reward as a GRPO reward function: judge (the verifier) and faithfulness to
-    the contexts, weighted as in stage 2 (components that cannot be scored drop out)."""
-    from tasks.domain import UnverifiableQuestion, verify
-    from tasks.reward import combine, support
+def grpo_reward(reward: Settings | RewardSettings) -> Callable[..., list[float | None]]:
+    """The stage-2 reward as a GRPO reward function: the judge or verifier stage 2 uses for
+    each prompt's workload, and faithfulness to the contexts, weighted as in stage 2
+    (components that cannot be scored drop out). Context recall and feedback are left out:
+    they do not depend on the completion, so they move no group-relative advantage.
+    ``reward`` is the whole settings, or only their reward part (then the judge is the
+    default of the settings in the environment)."""
+    from infra.settings import RewardSettings, Settings
+    from tasks.reward import ScoreItem, Scorer, combine, run_sync
+
+    if isinstance(reward, RewardSettings):
+        from infra.settings import get_settings
+
+        settings = get_settings().model_copy(update={"reward": reward})
+    else:
+        settings = cast(Settings, reward)
 
     def reward_fn(
         prompts: list[Any],
         completions: list[Any],
         question: list[str],
         contexts: list[list[str]],
+        workload: list[str] | None = None,
         **_: Any,
     ) -> list[float | None]:
-        scores: list[float | None] = []
-        for text, q, ctx in zip(completions, question, contexts, strict=True):
+        items = []
+        for i, (text, q, ctx) in enumerate(zip(completions, question, contexts, strict=True)):
             answer = text if isinstance(text, str) else str(text[-1]["content"])
             answer = answer.strip().split("\n", 1)[0]
-            try:
-                judge: float | None = verify(q, answer, list(ctx))
-            except UnverifiableQuestion:
-                judge = None
-            parts = {"judge": judge, "faithfulness": support(answer, list(ctx)) if ctx else None}
-            scores.append(combine(parts, reward).total)
-        return scores
+            w = (workload[i] if workload else None) or "default"
+            items.append(ScoreItem(question=q, contexts=list(ctx), answer=answer, workload=w))
+        parts = run_sync(Scorer(settings).acomponents(items, {"judge", "faithfulness"}))
+        return [combine(dict(p), settings.reward).total for p in parts]
 
     reward_fn.__name__ = "stage2_reward"
     return reward_fn
@@ -123,7 +134,7 @@ def _grpo(
     *,
     data: Data,
     common: dict[str, Any],
-    reward: RewardSettings | None = None,
+    reward: Settings | RewardSettings | None = None,
     **trainer_kw: Any,
 ) -> Any:
     from datasets import Dataset
@@ -131,7 +142,12 @@ def _grpo(
 
     from infra.settings import RewardSettings
 
-    rows = [{k: p[k] for k in ("prompt", "question", "contexts")} for p in data["prompts"]]
+    rows = [
+        {**{k: p[k] for k in ("prompt", "question", "contexts")}, "workload": p.get("workload")}
+        for p in data["prompts"]
+    ]
+    if not any(r["workload"] for r in rows):  # no workloads recorded: one default workload
+        rows = [{k: v for k, v in r.items() if k != "workload"} for r in rows]
     args = GRPOConfig(
         **common,
         beta=config.beta,

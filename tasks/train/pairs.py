@@ -242,6 +242,7 @@ def _prompt_row(prompt: str, row: dict[str, Any]) -> dict[str, Any]:
         "contexts": list(row.get("contexts") or []),
         "trace_id": row["trace_id"],
         "user_key": row.get("user_key"),
+        "workload": row.get("workload"),  # GRPO's reward picks the workload's verifier
     }
 
 

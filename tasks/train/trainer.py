@@ -34,7 +34,7 @@ from tasks.train.config import TrainConfig
 from tasks.train.methods import BUILDERS, Data, Method
 
 if TYPE_CHECKING:
-    from infra.settings import RewardSettings
+    from infra.settings import RewardSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def train_model(
     config: TrainConfig,
     data: Data,
     callbacks: Sequence[Any] = (),
-    reward: RewardSettings | None = None,
+    reward: RewardSettings | Settings | None = None,  # Settings: its judge and verifiers
 ) -> TrainOutcome:
     """Train ``config.method`` from ``base_dir`` on ``data`` (``pairs`` for dpo, ``sft`` for
     rft, ``prompts`` for grpo) and save model + tokenizer (LoRA merged) into ``output_dir``."""
@@ -248,7 +248,7 @@ def train_task(
     config: TrainConfig,
     data: Data,
     callbacks: Sequence[Any] = (),
-    reward: RewardSettings | None = None,
+    reward: RewardSettings | Settings | None = None,  # Settings: its judge and verifiers
 ) -> TrainOutcome:
     """Returns the trained checkpoint (not retried: a failed run is a bug, not a blip)."""
     return train_model(

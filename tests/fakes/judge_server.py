@@ -65,6 +65,13 @@ def _ragas(data: dict[str, Any]) -> dict[str, Any]:
 def grade(messages: list[dict[str, str]]) -> dict[str, Any]:
     """The JSON a good judge model would return for ``messages``."""
     last = messages[-1]["content"]
+    if '{"reference"' in messages[0]["content"]:  # asked for a reference answer
+        from tasks.domain import UnverifiableQuestion, expected_answer
+
+        try:
+            return {"reference": expected_answer(json.loads(last)["question"], [])}
+        except UnverifiableQuestion:
+            return {"reference": ""}
     match = _RAGAS_INPUT.search(last)
     if match:
         return _ragas(json.loads(match.group(1)))

@@ -120,6 +120,8 @@ def test_llm_judge_flow_caches_across_runs(prefect_api, flywheel_home, monkeypat
     with FakeJudgeServer(delay_s=0.01) as server:
         monkeypatch.setenv("FLYWHEEL_JUDGE__KIND", "llm")
         monkeypatch.setenv("FLYWHEEL_JUDGE__BASE_URL", server.base_url)
+        # judge every trace (by default the LLM judge is skipped where users gave feedback)
+        monkeypatch.setenv("FLYWHEEL_JUDGE__SKIP_WHEN_FEEDBACK", "false")
         get_settings.cache_clear()
         _collect_window()
         first = _score()

@@ -38,6 +38,8 @@ DESIGN_METRICS = {
     "flywheel_route_weight",
     "flywheel_trace_sink_dropped_total",
 }
+# DESIGN "Metrics", "Also in use": rules may read these too (not required on the dashboard)
+ALSO_IN_USE = {"flywheel_reward_missing_total"}
 HISTOGRAMS = {"flywheel_stage_duration_seconds", "flywheel_reward", "agent_latency_seconds"}
 BUILTINS = {"up", "ALERTS"}  # series Prometheus itself writes
 _KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or"}
@@ -100,7 +102,7 @@ def test_rules_pass_promtool_check() -> None:
 def test_rules_and_dashboard_read_only_design_metrics() -> None:
     used: dict[str, set[str]] = {}
     for rule in rules():
-        used[rule["alert"]] = metric_names(rule["expr"]) - DESIGN_METRICS - BUILTINS
+        used[rule["alert"]] = metric_names(rule["expr"]) - DESIGN_METRICS - ALSO_IN_USE - BUILTINS
     for i, expr in enumerate(dashboard_exprs()):
         used[f"dashboard query {i}: {expr}"] = metric_names(expr) - DESIGN_METRICS - BUILTINS
     assert not {k: v for k, v in used.items() if v}
@@ -189,6 +191,7 @@ def test_release_alerts_roll_back_through_the_gateway() -> None:
 
 REQ, ERR, LAT = "agent_requests_total", "agent_errors_total", "agent_latency_seconds_bucket"
 FB, LAST = "user_feedback_total", "flywheel_stage_last_success_timestamp_seconds"
+RECORDS = "flywheel_stage_records_total"
 ROLLBACK = {"severity": "critical", "action": "rollback"}
 
 
@@ -309,6 +312,25 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         "FlywheelHourlyStageStale",
         "4h",
         [{"stage": "collect", "severity": "warning"}],
+    ),
+    "judge missing for half the scored traces": (
+        [
+            series("flywheel_reward_missing_total", "0+50x120", component="judge"),
+            series("flywheel_reward_missing_total", "0+100x120", component="context_recall"),
+            series(RECORDS, "0+100x120", stage="score", outcome="in"),
+        ],
+        "FlywheelRewardComponentMissing",
+        "30m",
+        [{"component": "judge", "severity": "warning"}],
+    ),
+    "judge missing for 5 % of the scored traces": (
+        [
+            series("flywheel_reward_missing_total", "0+5x120", component="judge"),
+            series(RECORDS, "0+100x120", stage="score", outcome="in"),
+        ],
+        "FlywheelRewardComponentMissing",
+        "30m",
+        [],
     ),
     "a failed curate run": (
         [

@@ -1,0 +1,82 @@
+"""The reward's settings (``FLYWHEEL_REWARD__*``) and how user feedback is read
+(``FLYWHEEL_FEEDBACK__*``); part of :class:`infra.settings.Settings`."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, field_validator
+
+COMPONENT_NAMES = ("judge", "faithfulness", "context_recall", "feedback", "latency")
+
+
+class RewardSettings(BaseModel):
+    """Composite reward weights (w1..w5) and latency penalty thresholds."""
+
+    w_judge: float = 0.30
+    w_faithfulness: float = 0.25
+    w_context_recall: float = 0.20
+    w_feedback: float = 0.20
+    w_latency: float = 0.05
+    feedback_none: Literal["neutral", "missing"] = "neutral"  # none -> 0.5, or drop the component
+    latency_ok_s: float = 10.0
+    latency_max_s: float = 30.0
+    # What a trace needs to be training-eligible: every entry must be met, an entry is one
+    # component or alternatives joined by "|". "judge" is met by a judge or verifier verdict,
+    # "feedback" by feedback the user gave (not by feedback_none's neutral 0.5).
+    required: list[str] = ["judge|feedback"]
+    # plug-in verifiers (RLVR): "module:function" or an entry point name of the group
+    # "flywheel.verifiers"; `verifier` for every workload, `verifiers` per workload (wins)
+    verifier: str | None = None
+    verifiers: dict[str, str] = {}
+    thumbs_down_veto: bool = True  # a thumbs-down sets the total to 0 whatever else scored
+
+    @field_validator("required")
+    @classmethod
+    def _known_components(cls, value: list[str]) -> list[str]:
+        known = COMPONENT_NAMES
+        for entry in value:
+            bad = [c for c in entry.split("|") if c.strip() not in known]
+            if bad:
+                raise ValueError(f"unknown reward component {bad[0]!r}; expected one of {known}")
+        return ["|".join(c.strip() for c in entry.split("|")) for entry in value]
+
+    @field_validator("verifier")
+    @classmethod
+    def _verifier_spec(cls, value: str | None) -> str | None:
+        return None if value is None else check_verifier_spec(value)
+
+    @field_validator("verifiers")
+    @classmethod
+    def _verifier_specs(cls, value: dict[str, str]) -> dict[str, str]:
+        return {w: check_verifier_spec(v) for w, v in value.items()}
+
+
+def check_verifier_spec(spec: str) -> str:
+    """``module.path:function`` or an entry point name (letters, digits, ``._-``)."""
+    spec = spec.strip()
+    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*|[A-Za-z0-9][\w.-]*", spec):
+        raise ValueError("expected module.path:function or an entry point name")
+    return spec
+
+
+class FeedbackSettings(BaseModel):
+    """How user feedback read from a trace source becomes +1 / 0 / -1."""
+
+    score_names: list[str] = ["user_feedback"]  # Langfuse score names that carry feedback
+    # categorical values (case-insensitive); any other category is ignored
+    categories: dict[str, Literal[-1, 0, 1]] = {
+        "positive": 1,
+        "thumbs_up": 1,
+        "up": 1,
+        "good": 1,
+        "neutral": 0,
+        "negative": -1,
+        "thumbs_down": -1,
+        "down": -1,
+        "bad": -1,
+    }
+    # numeric values: >= up_at is +1, <= down_at is -1, between is neutral (0.2 is neutral)
+    up_at: float = 0.5
+    down_at: float = -0.5

@@ -1,0 +1,148 @@
+"""Plug-in verifiers (RLVR): any ``module:function`` (or an entry point of the group
+``flywheel.verifiers``) that takes a :class:`VerifierTrace` and returns a score in 0..1,
+``None`` when it cannot tell, or a mapping ``{"score": ..., "reference": ...}`` that also gives
+context recall its reference. Sync or async functions both work.
+
+Settings: ``FLYWHEEL_REWARD__VERIFIER=mypkg.checks:exact_json`` for every workload, or
+``FLYWHEEL_REWARD__VERIFIERS='{"support": "mypkg.checks:exact_json"}'`` per workload (a
+trace's ``workload``, ``"default"`` when it has none). The demo domain's calculator is one of
+them: :func:`calculator`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from infra.errors import ConfigError
+
+ENTRY_POINT_GROUP = "flywheel.verifiers"
+DEFAULT_WORKLOAD = "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifierTrace:
+    """What a verifier sees of a trace (or of a golden item's answer in the gate)."""
+
+    question: str
+    contexts: list[str]
+    answer: str
+    reference: str | None = None
+    workload: str = DEFAULT_WORKLOAD
+    trace_id: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's result: the score (``None``: cannot tell) and a reference, when it has one."""
+
+    score: float | None
+    reference: str | None = None
+
+
+def calculator(trace: VerifierTrace) -> dict[str, Any]:
+    """The demo domain's verifier: exact arithmetic, ``None`` on any other question; its
+    reference is the right answer from the question alone (a reference read from the contexts
+    would make context recall true by construction)."""
+    from tasks.domain import DomainItem, UnverifiableQuestion, expected_answer, verify
+
+    try:
+        reference = trace.reference or expected_answer(trace.question, [])
+    except UnverifiableQuestion:
+        reference = None
+    try:
+        if trace.reference is not None:
+            item = DomainItem("", trace.question, list(trace.contexts), trace.reference, slice="")
+            score: float | None = verify(item, trace.answer)
+        else:
+            score = verify(trace.question, trace.answer, contexts=list(trace.contexts))
+    except UnverifiableQuestion:
+        score = None
+    return {"score": score, "reference": reference}
+
+
+def load_verifier(spec: str) -> Callable[..., Any]:
+    """The function ``spec`` names: ``module.path:function``, else an entry point name.
+
+    Raises:
+        ConfigError: the module, function or entry point cannot be found (one line naming it).
+    """
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"verifier {spec!r}: cannot import {module_name!r} ({exc.__class__.__name__}); "
+                "is its package installed or on PYTHONPATH?"
+            ) from None
+        fn = getattr(module, attr, None)
+    else:
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+        if not found:
+            raise ConfigError(
+                f"verifier {spec!r}: no such entry point in group {ENTRY_POINT_GROUP!r} "
+                "(or write module.path:function)"
+            )
+        fn = found[0].load()
+    if not callable(fn):
+        raise ConfigError(f"verifier {spec!r}: not a function")
+    return fn
+
+
+def as_verdict(result: Any) -> Verdict:
+    """A verifier's return value as a :class:`Verdict`.
+
+    Raises:
+        TypeError: not a number, None, bool or a mapping with ``score``.
+    """
+    if isinstance(result, Verdict):
+        return result
+    if isinstance(result, Mapping):
+        score, reference = result.get("score"), result.get("reference")
+        return Verdict(None if score is None else float(score), reference)
+    if result is None:
+        return Verdict(None)
+    if isinstance(result, bool | int | float):
+        return Verdict(float(result))
+    raise TypeError(f"a verifier returns a number, None or a mapping, not {type(result).__name__}")
+
+
+class PluginVerifier:
+    """A plug-in verifier as a :class:`~tasks.reward.judges.Judge` (free and local: never
+    skipped for feedback)."""
+
+    kind = "verifier"
+    costly = False
+
+    def __init__(self, spec: str, fn: Callable[..., Any] | None = None) -> None:
+        self.spec = spec
+        self.fn = fn or load_verifier(spec)
+        code = getattr(self.fn, "__code__", None)
+        digest = hashlib.sha256(code.co_code if code is not None else b"").hexdigest()[:8]
+        # the function's bytecode is part of the id: editing the verifier invalidates its cache
+        self.config_id = f"plugin:{spec}:{digest}"
+
+    async def verify(self, trace: VerifierTrace) -> Verdict:
+        result = self.fn(trace)
+        if inspect.isawaitable(result):
+            result = await result
+        return as_verdict(result)
+
+    async def judge(
+        self, *, question: str, contexts: list[str], answer: str, reference: str | None
+    ) -> float | None:
+        trace = VerifierTrace(
+            question=question, contexts=list(contexts), answer=answer, reference=reference
+        )
+        return (await self.verify(trace)).score
+
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        return None  # given with the verdict (see :meth:`verify`)

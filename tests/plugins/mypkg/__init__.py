@@ -1,0 +1,1 @@
+"""A user's package of reward verifiers (loaded by the tests through PYTHONPATH)."""
