@@ -180,6 +180,11 @@ class ReleaseSettings(BaseModel):
     error_floor: float = 0.01
     latency_floor_s: float = 0.05
     no_data_action: Literal["hold", "rollback"] = "hold"  # hold: weight 0, held for a person
+    # always-valid sequential test of each canary step (tasks/release/sequential.py): None
+    # judges a step at its horizon by the guard rails above only
+    sequential_alpha: float | None = Field(default=0.05, gt=0, lt=1)
+    sequential_min_requests: int = Field(default=10, ge=1)  # before the first sequential look
+    pii_leak_check: bool = True  # candidate answers with identifiers not in the prompt fail
     # how the phases wait
     max_poll_s: float = 5.0
     pause_timeout_s: float | None = None  # default: step_deadline_s
