@@ -203,6 +203,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             scorer=_scorer(rt),
             policy=run.policy,
             max_tokens=rt.settings.gateway.max_new_tokens,
+            pii=_pii_engine(rt, run.policy),
         )
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
@@ -247,6 +248,7 @@ def _shadow(run: _Run) -> tuple[RoutingState, str]:
         scorer=_scorer(run.rt),
         policy=run.policy,
         clock=Clock(),
+        pii=_pii_engine(run.rt, run.policy),
     )
     run.out.phases.append({"phase": "shadow", "verdict": result.verdict, "reasons": result.reasons})
     run.out.reasons = list(result.reasons)
@@ -313,6 +315,15 @@ def _scorer(rt: Runtime) -> Any:
     from tasks.reward import Scorer
 
     return Scorer(rt.settings)
+
+
+def _pii_engine(rt: Runtime, policy: ReleaseSettings) -> Any:
+    """The stage-3 analyser for the PII-leak check (None when the check is off)."""
+    if not policy.pii_leak_check:
+        return None
+    from tasks.curate.pii import PiiConfig, load_engine
+
+    return load_engine(PiiConfig.from_settings(rt.settings.curate))
 
 
 def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) -> ReleaseOutcome:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from infra.promql import CanaryMetrics, CanaryWindow
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
+    from tasks.curate.pii import PiiEngine
     from tasks.release.sequential import SequentialState
     from tasks.reward import Scorer
 
@@ -288,9 +289,15 @@ def read_shadow_pairs(
 
 
 def judge_shadow(
-    pairs: list[tuple[TraceRecord, TraceRecord]], *, scorer: Scorer, policy: ReleaseSettings
+    pairs: list[tuple[TraceRecord, TraceRecord]],
+    *,
+    scorer: Scorer,
+    policy: ReleaseSettings,
+    pii: PiiEngine | None = None,
 ) -> PhaseResult:
-    """Score both sides (no feedback: the shadow answer had no user) and paired-test them."""
+    """Score both sides (no feedback: the shadow answer had no user) and paired-test them;
+    ``pii``: the stage-3 analyser, any identifier in a shadow answer that was not in its
+    request fails the phase (PII-leak check)."""
     from tasks.release.gate import paired_test
     from tasks.release.report import json_safe
     from tasks.reward import ScoreItem
@@ -312,6 +319,24 @@ def judge_shadow(
         f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
         f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
     )
+    if pii is not None:
+        from tasks.release.leak import find_leaks, leak_check_result
+
+        shadow = [r for _, r in pairs]
+        leaks = find_leaks(
+            pii,
+            prompts=["\n".join([r.question, *r.contexts]) for r in shadow],
+            answers=[r.answer for r in shadow],
+            items=[r.trace_id for r in shadow],
+        )
+        check = leak_check_result(leaks, total=len(shadow), where="shadow answers")
+        evidence["pii_leak"] = check.as_dict()
+        if check.status == "fail":
+            return PhaseResult(
+                verdict="fail",
+                reasons=[f"pii_leak check failed: {check.detail}"],
+                evidence=evidence,
+            )
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return PhaseResult(
             verdict="fail",
@@ -337,6 +362,7 @@ def watch_shadow(
     scorer: Scorer,
     policy: ReleaseSettings,
     clock: Clock,
+    pii: PiiEngine | None = None,
 ) -> PhaseResult:
     """Hold the shadow phase until enough mirrored pairs are judged, or the deadline."""
     start = clock.now()
@@ -355,7 +381,7 @@ def watch_shadow(
             source, candidate=version, since=since, now=datetime.fromtimestamp(now, UTC)
         )
         if len(pairs) >= policy.min_shadow_pairs:
-            return judge_shadow(pairs, scorer=scorer, policy=policy)
+            return judge_shadow(pairs, scorer=scorer, policy=policy, pii=pii)
         if now - start >= policy.step_deadline_s:
             reason = (
                 f"{len(pairs)} shadow pairs < {policy.min_shadow_pairs} required within "
