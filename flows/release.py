@@ -18,6 +18,7 @@ from infra.errors import ControlRefused, ReleaseError
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
@@ -137,6 +138,7 @@ class _Run:
     metrics: CanaryMetrics | None = None
     canary_start: float = 0.0  # the stable version's baseline window starts here
     stable: str = ""
+    gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
 
 
 @flow(name="release", log_prints=False)
@@ -178,6 +180,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
             if step.kind == "gate":
                 state, verdict = _gate(run)
                 report.count("flywheel_gate_decisions_total", decision=verdict)
+                report_gauges(report, run.gauges, model=version)
             elif step.kind == "shadow":
                 state, verdict = _shadow(run)
             else:
@@ -217,6 +220,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 evidence={"error": repr(exc)[:500]},
             )
         raise
+    run.gauges = gate_gauges(result.checks)
     run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
     create_markdown_artifact(

@@ -11,6 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
+from tasks.monitors import report_gauges, window_monitors
 from tasks.reward import Scorer
 from tasks.score import (
     ScoreResult,
@@ -57,6 +58,7 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
             save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
             report.records("in", rollouts.num_rows)
             report.records("out", scores.num_rows)
+            report_gauges(report, window_monitors(rollouts, scores))
             scored[window] = scores
         result = summarize_run(windows, scored, scorer=scorer, keys=keys)
         report_metrics(

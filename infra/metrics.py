@@ -39,6 +39,14 @@ HELP = {
     "flywheel_pii_entities_total": "PII entities removed, by type (stage 3).",
     "flywheel_gate_decisions_total": "Release gate decisions.",
     "flywheel_metrics_push_failures_total": "Failed pushes to the Pushgateway.",
+    "flywheel_reward_human_spearman": "Spearman of reward and human score, latest review week.",
+    "flywheel_reward_human_samples": "Human labels behind flywheel_reward_human_spearman.",
+    "flywheel_review_queued_total": "Traces queued for human review, by reason.",
+    "flywheel_judge_feedback_agreement": "Share of judge verdicts users' feedback agrees with.",
+    "flywheel_reward_length_spearman": "Spearman of reward and answer length (last window).",
+    "flywheel_answer_distinct_ratio": "Distinct answers / answers (last window).",
+    "flywheel_train_entropy": "Token entropy the trainer logged last (per method).",
+    "flywheel_candidate_kl": "KL(candidate || baseline) per answer token at the gate.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,

@@ -128,6 +128,16 @@ class CurateSettings(BaseModel):
     pii_filter_version: str = "presidio-2.2.366/v1"
 
 
+class ReviewSettings(BaseModel):
+    """Human review in the loop: what curate queues for people, and what their labels do."""
+
+    sample_rate: float = Field(default=0.02, ge=0, le=1)  # random share of eligible traces
+    edge_rate: float = Field(default=0.02, ge=0, le=1)  # plus this share: largest |reward - fb|
+    min_items: int = Field(default=1, ge=0)  # per window with eligible traces, random part
+    override_rewards: bool = True  # a labelled trace trains with the human score as its reward
+    langfuse_queue_id: str | None = None  # production: also push to this annotation queue
+
+
 class TrainSettings(BaseModel):
     """Stage 4 preference tuning."""
 
@@ -279,6 +289,7 @@ class Settings(BaseSettings):
     judge: JudgeSettings = JudgeSettings()
     reward: RewardSettings = RewardSettings()
     curate: CurateSettings = CurateSettings()
+    review: ReviewSettings = ReviewSettings()
     train: TrainSettings = TrainSettings()
     release: ReleaseSettings = ReleaseSettings()
     gateway: GatewaySettings = GatewaySettings()

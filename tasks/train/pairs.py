@@ -301,11 +301,17 @@ def select_training_data(
     min_margin: float,
     render: Render = demo_render,
     contaminated: Callable[[str], bool] | None = None,
+    human_override: bool = True,
 ) -> Selection:
-    """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
+    """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
+    a person labelled trains with the human score as its reward (``human_override``)."""
     from tasks.datasets import opted_out_keys
 
     rows, sid, windows = read_examples(catalog, buffer_windows)
+    if human_override:
+        from tasks.review import override_rewards
+
+        override_rewards(catalog, rows)
     return select(
         rows,
         min_margin=min_margin,
@@ -319,11 +325,20 @@ def select_training_data(
 
 @task(**IO_RETRIES)
 def select_task(
-    catalog: Catalog, *, buffer_windows: int, min_margin: float, render: Render = demo_render
+    catalog: Catalog,
+    *,
+    buffer_windows: int,
+    min_margin: float,
+    render: Render = demo_render,
+    human_override: bool = True,
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
-        catalog, buffer_windows=buffer_windows, min_margin=min_margin, render=render
+        catalog,
+        buffer_windows=buffer_windows,
+        min_margin=min_margin,
+        render=render,
+        human_override=human_override,
     )
 
 
