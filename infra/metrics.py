@@ -47,6 +47,9 @@ HELP = {
     "flywheel_answer_distinct_ratio": "Distinct answers / answers (last window).",
     "flywheel_train_entropy": "Token entropy the trainer logged last (per method).",
     "flywheel_candidate_kl": "KL(candidate || baseline) per answer token at the gate.",
+    "flywheel_judge_feedback_pairs": "Traces behind flywheel_judge_feedback_agreement.",
+    "flywheel_reward_length_samples": "Traces behind flywheel_reward_length_spearman.",
+    "flywheel_answer_distinct_answers": "Answers behind flywheel_answer_distinct_ratio.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,
