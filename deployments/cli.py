@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, output
+from deployments import commands, output, review_commands
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
@@ -284,6 +284,14 @@ COMMANDS: tuple[Command, ...] = (
         _lineage_args,
         commands.lineage,
         starts_flow=False,
+    ),
+    Command(
+        "review",
+        "human review: export the queue to a CSV/JSONL file, import the labels",
+        review_commands.review_args,
+        commands.review,
+        starts_flow=False,
+        check=review_commands.check_review,
     ),
     Command(
         "run",

@@ -204,6 +204,12 @@ def retention(ns: argparse.Namespace) -> int:
     return 0
 
 
+def review(ns: argparse.Namespace) -> int:
+    from deployments.review_commands import run_review
+
+    return run_review(ns)
+
+
 def lineage(ns: argparse.Namespace) -> int:
     from tasks.train.lineage import lineage_for_user
 

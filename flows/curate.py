@@ -21,6 +21,7 @@ from tasks.curate.pii import PiiConfig
 from tasks.curate.summary import CurateResult, curate_result, summary_markdown
 from tasks.datasets import opted_out_keys, replace_quarantine_task
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
+from tasks.review import push_review_task, queue_review_task
 
 # Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit
 # the task runner (FLYWHEEL_TASK_RUNNER: threads, dask, ray) spreads out.
@@ -93,6 +94,13 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             keys=[r["_dedup_key"] for r in gated.kept],
             horizon_days=cfg.dedup_days,
         )
+        review = queue_review_task(
+            rt.catalog, window=window, rows=decision.release, policy=rt.settings.review
+        )
+        _to_annotation_queue(rt, [r["trace_id"] for r in review])
+        for reason in ("random", "edge"):
+            queued = sum(r["reason"] == reason for r in review)
+            report.count("flywheel_review_queued_total", queued, reason=reason)
         pii = count_entities(examples)
         audit = audit_events(
             window,
@@ -119,6 +127,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     create_markdown_artifact(
         key="curate-summary", markdown=summary_markdown(result), description=f"curate {window}"
     )
+    logger.info("curate %s: %d traces queued for human review", window, len(review))
     logger.info(
         "curate %s: %d read, %d written (%d train, %d rejected_only), %d withheld by k, "
         "%d quarantined, dropped %s",
@@ -164,3 +173,21 @@ def _report(report: StageReport, result: CurateResult) -> None:
         report.records(f"dropped_{reason}", n)
     for entity, n in result.pii_entities.items():
         report.count("flywheel_pii_entities_total", n, entity_type=entity)
+
+
+def _to_annotation_queue(rt: Runtime, trace_ids: list[str]) -> None:
+    """Production review: the queued traces also go to the Langfuse annotation queue."""
+    queue_id = rt.settings.review.langfuse_queue_id
+    if not queue_id or not trace_ids:
+        return
+    from infra.traces.langfuse_queue import LangfuseReviewQueue
+
+    lf = rt.settings.langfuse
+    public, secret = lf.keys("review queue")
+    queue = LangfuseReviewQueue(
+        host=lf.host, public_key=public, secret_key=secret, queue_id=queue_id
+    )
+    try:
+        push_review_task(queue, trace_ids)
+    finally:
+        queue.close()

@@ -18,6 +18,7 @@ from infra.errors import ControlRefused, ReleaseError
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
@@ -137,6 +138,7 @@ class _Run:
     metrics: CanaryMetrics | None = None
     canary_start: float = 0.0  # the stable version's baseline window starts here
     stable: str = ""
+    gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
 
 
 @flow(name="release", log_prints=False)
@@ -178,6 +180,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
             if step.kind == "gate":
                 state, verdict = _gate(run)
                 report.count("flywheel_gate_decisions_total", decision=verdict)
+                report_gauges(report, run.gauges, model=version)
             elif step.kind == "shadow":
                 state, verdict = _shadow(run)
             else:
@@ -203,6 +206,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             scorer=_scorer(rt),
             policy=run.policy,
             max_tokens=rt.settings.gateway.max_new_tokens,
+            pii=_pii_engine(rt, run.policy),
         )
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
@@ -216,6 +220,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 evidence={"error": repr(exc)[:500]},
             )
         raise
+    run.gauges = gate_gauges(result.checks)
     run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
     create_markdown_artifact(
@@ -247,6 +252,7 @@ def _shadow(run: _Run) -> tuple[RoutingState, str]:
         scorer=_scorer(run.rt),
         policy=run.policy,
         clock=Clock(),
+        pii=_pii_engine(run.rt, run.policy),
     )
     run.out.phases.append({"phase": "shadow", "verdict": result.verdict, "reasons": result.reasons})
     run.out.reasons = list(result.reasons)
@@ -313,6 +319,15 @@ def _scorer(rt: Runtime) -> Any:
     from tasks.reward import Scorer
 
     return Scorer(rt.settings)
+
+
+def _pii_engine(rt: Runtime, policy: ReleaseSettings) -> Any:
+    """The stage-3 analyser for the PII-leak check (None when the check is off)."""
+    if not policy.pii_leak_check:
+        return None
+    from tasks.curate.pii import PiiConfig, load_engine
+
+    return load_engine(PiiConfig.from_settings(rt.settings.curate))
 
 
 def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) -> ReleaseOutcome:

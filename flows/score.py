@@ -12,6 +12,7 @@ from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
 from infra.runtime import Runtime
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
+from tasks.monitors import report_gauges, window_monitors
 from tasks.reward import Scorer
 from tasks.score import (
     ScoreResult,
@@ -67,6 +68,7 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
                 clear_stale(rt.store, stage="score", window=window)
             report.records("in", rollouts.num_rows)
             report.records("out", scores.num_rows)
+            report_gauges(report, window_monitors(rollouts, scores))
             scored[window] = scores
         result = summarize_run(windows, scored, scorer=scorer, keys=keys)
         report_metrics(

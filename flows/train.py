@@ -92,6 +92,7 @@ def train(
             workload_days=cfg.workload_buffer_days,
             min_margin=cfg.min_margin,
             render=prompt_renderer(base_dir),
+            human_override=rt.settings.review.override_rewards,
         )
         choice = choose_method(
             method or cfg.method,
@@ -258,6 +259,7 @@ def _report_training(report: StageReport, *, outcome: TrainOutcome, lineage: Lin
         "flywheel_train_preference_accuracy": m.get("rewards/accuracies"),
         "flywheel_train_seconds_per_step": m.get("seconds_per_step"),
         "flywheel_train_steps": m.get("steps"),
+        "flywheel_train_entropy": m.get("entropy"),  # the design's mode-collapse check
     }
     for name, value in gauges.items():
         if value is not None:

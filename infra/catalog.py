@@ -108,6 +108,23 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("at", TS),
         ]
     ),
+    # human review (tasks/review.py): curate queues anonymised rows, people label them
+    "review_queue": pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("window", pa.string()),
+            ("reason", pa.string()),  # random | edge
+            ("reward", pa.float64()),
+            ("reward_feedback", pa.float64()),
+            ("question", pa.string()),
+            ("answer", pa.string()),
+            ("model_version", pa.string()),
+            ("queued_at", TS),
+            ("human_score", pa.float64()),  # 0..1; null until labelled
+            ("reviewer", pa.string()),  # a pseudonym, never a name or e-mail
+            ("labelled_at", TS),
+        ]
+    ),
     "consent": pa.schema(
         [
             ("user_key", pa.string()),

@@ -122,3 +122,8 @@ class UpstreamError(FlywheelError):
 
 class MetricsError(FlywheelError):
     """Prometheus (or the gateway's ``/metrics``) did not answer a query usable for analysis."""
+
+
+class ReviewFileError(FlywheelError, ValueError):
+    """A review file a person filled in is malformed (line and column named); nothing of it
+    was imported; the CLI exits 2."""

@@ -43,6 +43,17 @@ HELP = {
     "flywheel_reward_not_applicable_total": "Missing components that did not apply (stage 2).",
     "flywheel_reward_ineligible_total": "Scored traces missing a required component (stage 2).",
     "flywheel_feedback_late_total": "Traces whose feedback changed after collect (stage 1).",
+    "flywheel_reward_human_spearman": "Spearman of reward and human score, latest review week.",
+    "flywheel_reward_human_samples": "Human labels behind flywheel_reward_human_spearman.",
+    "flywheel_review_queued_total": "Traces queued for human review, by reason.",
+    "flywheel_judge_feedback_agreement": "Share of judge verdicts users' feedback agrees with.",
+    "flywheel_reward_length_spearman": "Spearman of reward and answer length (last window).",
+    "flywheel_answer_distinct_ratio": "Distinct answers / answers (last window).",
+    "flywheel_train_entropy": "Token entropy the trainer logged last (per method).",
+    "flywheel_candidate_kl": "KL(candidate || baseline) per answer token at the gate.",
+    "flywheel_judge_feedback_pairs": "Traces behind flywheel_judge_feedback_agreement.",
+    "flywheel_reward_length_samples": "Traces behind flywheel_reward_length_spearman.",
+    "flywheel_answer_distinct_answers": "Answers behind flywheel_answer_distinct_ratio.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,

@@ -121,6 +121,16 @@ class CurateSettings(BaseModel):
     drop_thumbs_down: bool = True  # a thumbs-down answer is not kept even as a rejected side
 
 
+class ReviewSettings(BaseModel):
+    """Human review in the loop: what curate queues for people, and what their labels do."""
+
+    sample_rate: float = Field(default=0.02, ge=0, le=1)  # random share of eligible traces
+    edge_rate: float = Field(default=0.02, ge=0, le=1)  # plus this share: largest |reward - fb|
+    min_items: int = Field(default=1, ge=0)  # per window with eligible traces, random part
+    override_rewards: bool = True  # a labelled trace trains with the human score as its reward
+    langfuse_queue_id: str | None = None  # production: also push to this annotation queue
+
+
 class TrainSettings(BaseModel):
     """Stage 4 preference tuning."""
 
@@ -178,6 +188,11 @@ class ReleaseSettings(BaseModel):
     error_floor: float = 0.01
     latency_floor_s: float = 0.05
     no_data_action: Literal["hold", "rollback"] = "hold"  # hold: weight 0, held for a person
+    # always-valid sequential test of each canary step (tasks/release/sequential.py): None
+    # judges a step at its horizon by the guard rails above only
+    sequential_alpha: float | None = Field(default=0.05, gt=0, lt=1)
+    sequential_min_requests: int = Field(default=10, ge=1)  # before the first sequential look
+    pii_leak_check: bool = True  # candidate answers with identifiers not in the prompt fail
     # how the phases wait
     max_poll_s: float = 5.0
     pause_timeout_s: float | None = None  # default: step_deadline_s
@@ -273,6 +288,7 @@ class Settings(BaseSettings):
     reward: RewardSettings = RewardSettings()
     feedback: FeedbackSettings = FeedbackSettings()
     curate: CurateSettings = CurateSettings()
+    review: ReviewSettings = ReviewSettings()
     train: TrainSettings = TrainSettings()
     release: ReleaseSettings = ReleaseSettings()
     gateway: GatewaySettings = GatewaySettings()

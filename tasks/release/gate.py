@@ -3,7 +3,11 @@ generation path, the stage-2 reward scores each answer, and a paired comparison 
 
 Decision (the seed's rule, in this order):
 
-1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data);
+0. a candidate answer naming an identifier (e-mail, phone, card, ...) that is not in its prompt
+   -> ``ROLLBACK`` (the PII-leak check, :mod:`tasks.release.leak`);
+1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data),
+   unless the regression is catastrophic: candidate mean below ``reject_ratio`` of the baseline
+   and significantly worse (p < ``alpha``) even on those few pairs -> ``ROLLBACK``;
 2. candidate mean below ``reject_ratio`` (95 %) of the baseline mean -> ``ROLLBACK`` (rejected);
 3. significantly better (``ttest_rel`` p < ``alpha`` and mean difference > 0) ->
    ``PROCEED_TO_SHADOW``, unless a golden slice regressed by more than ``slice_tolerance``
@@ -29,6 +33,10 @@ from prefect.cache_policies import NO_CACHE
 from infra.answers import Answer, AnswerSource, Messages
 from infra.retries import IO_RETRIES
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
+from tasks.release.leak import pii_leak_check
+from tasks.release.stats import PairedTest, paired_test
+
+__all__ = ["Decision", "GateResult", "PairedTest", "decide", "paired_test", "run_gate"]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.settings import ReleaseSettings
+    from tasks.curate.pii import PiiEngine
     from tasks.domain import DomainItem
     from tasks.reward import Scorer
 
@@ -46,77 +55,6 @@ class Decision(StrEnum):
     PROCEED = "PROCEED_TO_SHADOW"
     MANUAL_REVIEW = "MANUAL_REVIEW"
     ROLLBACK = "ROLLBACK"
-
-
-@dataclass(kw_only=True)
-class PairedTest:
-    n: int
-    mean_baseline: float
-    mean_candidate: float
-    mean_diff: float
-    t_statistic: float | None
-    p_value: float
-    wilcoxon_statistic: float | None
-    wilcoxon_p: float
-    ci_low: float
-    ci_high: float
-    effect_size: float | None  # Cohen's d_z; None when every difference is the same non-zero
-    nonzero_pairs: int
-
-
-def paired_test(
-    baseline: Sequence[float],
-    candidate: Sequence[float],
-    *,
-    n_bootstrap: int = 10_000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> PairedTest:
-    """Paired t-test, Wilcoxon signed-rank, bootstrap CI and effect size of candidate - baseline.
-
-    Raises:
-        ValueError: the samples differ in length or are empty.
-    """
-    import numpy as np
-    from scipy import stats
-
-    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    if b.shape != c.shape or b.size == 0:
-        raise ValueError(
-            f"paired samples must be non-empty and equal in length ({b.size}, {c.size})"
-        )
-    d = c - b
-    nonzero = int(np.count_nonzero(d))
-    sd = float(d.std(ddof=1)) if d.size > 1 else 0.0
-    t_stat, p = None, 1.0
-    wil_stat, wil_p = None, 1.0
-    if nonzero and sd > 0:
-        res = stats.ttest_rel(c, b)
-        t_stat, p = float(res.statistic), float(res.pvalue)
-    elif nonzero and d.size > 1:  # every difference equal and non-zero: no doubt left
-        t_stat, p = float(np.sign(d.mean()) * np.inf), 0.0
-    if nonzero:
-        wres = stats.wilcoxon(d, zero_method="wilcox")
-        wil_stat, wil_p = float(wres.statistic), float(wres.pvalue)
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(n_bootstrap, d.size))].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    effect = float(d.mean() / sd) if sd > 0 else (0.0 if not nonzero else None)
-    return PairedTest(
-        n=int(d.size),
-        mean_baseline=float(b.mean()),
-        mean_candidate=float(c.mean()),
-        mean_diff=float(d.mean()),
-        t_statistic=t_stat,
-        p_value=p,
-        wilcoxon_statistic=wil_stat,
-        wilcoxon_p=wil_p,
-        ci_low=float(lo),
-        ci_high=float(hi),
-        effect_size=effect,
-        nonzero_pairs=nonzero,
-    )
 
 
 @dataclass(kw_only=True)
@@ -167,7 +105,20 @@ def decide(
 ) -> tuple[Decision, list[str]]:
     """The gate's decision and the reasons a reader sees (see the module docstring)."""
     stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
+    leaks = [c for c in checks if c.name == "pii_leak" and c.status == "fail"]
+    if leaks:
+        return Decision.ROLLBACK, [f"{c.name} check failed: {c.detail}" for c in leaks]
     if test.n < policy.min_samples:
+        if (
+            test.mean_candidate < policy.reject_ratio * test.mean_baseline
+            and test.mean_diff < 0
+            and test.p_value < policy.alpha
+        ):
+            return Decision.ROLLBACK, [
+                f"catastrophic regression on only {test.n} paired samples: candidate mean "
+                f"{test.mean_candidate:.4f} < {policy.reject_ratio:g} x baseline mean "
+                f"{test.mean_baseline:.4f}, significantly worse ({stats})"
+            ]
         return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {policy.min_samples})"]
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return Decision.ROLLBACK, [
@@ -204,6 +155,11 @@ def golden_messages(item: DomainItem) -> Messages:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
     return messages
+
+
+def _prompt_text(messages: Messages) -> str:
+    """Everything the model was given (what an answer may repeat without leaking)."""
+    return "\n".join(str(m.get("content") or "") for m in messages)
 
 
 # ---- the gate -------------------------------------------------------------------------------
@@ -298,8 +254,10 @@ def run_gate(
     policy: ReleaseSettings,
     max_tokens: int = 16,
     run_id: str | None = None,
+    pii: PiiEngine | None = None,
 ) -> GateResult:
-    """Answer, score, compare and decide (nothing written)."""
+    """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
+    the PII-leak check (None: skipped)."""
     requests = [golden_messages(it) for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
@@ -327,6 +285,15 @@ def run_gate(
             b_scores, c_scores, baseline_answers=b_text, candidate_answers=c_text, policy=policy
         ),
     ]
+    if pii is not None:
+        checks.append(
+            pii_leak_check(
+                pii,
+                prompts=[_prompt_text(m) for m in requests],
+                answers=c_text,
+                items=[it.item_id for it in items],
+            )
+        )
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
     pairs = [
         ItemPair(

@@ -12,7 +12,10 @@ candidate (this step) with the stable version (since the canary began, so a 100 
 has a baseline) through :class:`~infra.promql.CanaryMetrics`: error ratio (fail above
 ``error_ratio_max`` x stable), p99 latency (fail above ``latency_p99_ratio_max`` x stable) and
 mean feedback (fail below ``feedback_ratio_min`` x stable, judged only with ``min_feedback``
-events on both sides). No-data rule: fewer than ``min_requests_per_step`` candidate requests
+events on both sides): the guard rails. On every poll before that, an always-valid
+sequential test (:mod:`tasks.release.sequential`, ``sequential_alpha``) may end the step early:
+failed when the candidate is clearly worse, passed when it is clearly better and the guard
+rails hold; otherwise the step runs to its horizon. No-data rule: fewer than ``min_requests_per_step`` candidate requests
 (or unreadable metrics) keep the step waiting until ``step_deadline_s``; then the step fails
 as ``no_data``, never passes.
 
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from infra.promql import CanaryMetrics, CanaryWindow
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
+    from tasks.curate.pii import PiiEngine
+    from tasks.release.sequential import SequentialState
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -173,19 +178,23 @@ def watch_step(
 ) -> PhaseResult:
     """Hold one canary step until it passes, fails, runs out of time without data, or the
     release is interrupted."""
+    from tasks.release.sequential import SequentialState
+
     step_start = metrics.mark()
+    seq = SequentialState()
     while True:
         clock.sleep(policy.poll_s)
         stop = _interrupted(routing.load(), version, "canary")
         if stop is not None and stop.verdict == "paused":
             stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
             if stop is None:  # resumed: the step's evidence starts again
-                step_start = metrics.mark()
+                step_start, seq = metrics.mark(), SequentialState()
                 continue
         if stop is not None:
             return stop
         now = clock.now()
-        if now - step_start < policy.analysis_interval_s:
+        at_horizon = now - step_start >= policy.analysis_interval_s
+        if not at_horizon and policy.sequential_alpha is None:
             continue
         try:
             window = metrics.read(
@@ -198,6 +207,11 @@ def watch_step(
             log.warning("canary metrics unavailable: %s", exc)
             window = None
         result = analyse_step(window, policy)
+        early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
+        if early is not None:
+            return early
+        if not at_horizon:
+            continue
         if result.verdict != "no_data":
             return result
         if now - step_start >= policy.step_deadline_s:
@@ -205,6 +219,44 @@ def watch_step(
                 f"no decision within the step deadline ({policy.step_deadline_s:.0f} s)"
             )
             return result
+
+
+def _sequential_look(
+    window: CanaryWindow | None,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    seq: SequentialState,
+    *,
+    elapsed_s: float,
+) -> PhaseResult | None:
+    """The step's result when the always-valid test ends it now (clearly worse, or clearly
+    better with the guard rails passing); else None, with its evidence added to ``result``."""
+    from tasks.release.sequential import evidence, measure, sequential_verdict
+
+    alpha = policy.sequential_alpha
+    if alpha is None or window is None:
+        return None
+    if window.candidate.requests < policy.sequential_min_requests:
+        return None
+    measures = measure(window, policy, seq)
+    early, reasons = sequential_verdict(
+        measures,
+        alpha=alpha,
+        enough_requests=result.verdict != "no_data",
+        guard_rails_pass=result.verdict == "pass",
+    )
+    result.evidence["sequential"] = evidence(measures, seq)
+    result.evidence["elapsed_s"] = round(elapsed_s, 1)
+    if early == "continue":
+        if result.verdict in ("pass", "fail"):
+            result.reasons.extend(reasons)
+        return None
+    horizon = (
+        f"stopped after {elapsed_s:.0f} s of the step's {policy.analysis_interval_s:.0f} s "
+        f"horizon (alpha {alpha:g})"
+    )
+    guard = result.reasons if early == "pass" else []
+    return PhaseResult(verdict=early, reasons=[*reasons, horizon, *guard], evidence=result.evidence)
 
 
 # ---- shadow ---------------------------------------------------------------------------------
@@ -237,9 +289,15 @@ def read_shadow_pairs(
 
 
 def judge_shadow(
-    pairs: list[tuple[TraceRecord, TraceRecord]], *, scorer: Scorer, policy: ReleaseSettings
+    pairs: list[tuple[TraceRecord, TraceRecord]],
+    *,
+    scorer: Scorer,
+    policy: ReleaseSettings,
+    pii: PiiEngine | None = None,
 ) -> PhaseResult:
-    """Score both sides (no feedback: the shadow answer had no user) and paired-test them."""
+    """Score both sides (no feedback: the shadow answer had no user) and paired-test them;
+    ``pii``: the stage-3 analyser, any identifier in a shadow answer that was not in its
+    request fails the phase (PII-leak check)."""
     from tasks.release.gate import paired_test
     from tasks.release.report import json_safe
     from tasks.reward import ScoreItem
@@ -261,6 +319,24 @@ def judge_shadow(
         f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
         f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
     )
+    if pii is not None:
+        from tasks.release.leak import find_leaks, leak_check_result
+
+        shadow = [r for _, r in pairs]
+        leaks = find_leaks(
+            pii,
+            prompts=["\n".join([r.question, *r.contexts]) for r in shadow],
+            answers=[r.answer for r in shadow],
+            items=[r.trace_id for r in shadow],
+        )
+        check = leak_check_result(leaks, total=len(shadow), where="shadow answers")
+        evidence["pii_leak"] = check.as_dict()
+        if check.status == "fail":
+            return PhaseResult(
+                verdict="fail",
+                reasons=[f"pii_leak check failed: {check.detail}"],
+                evidence=evidence,
+            )
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
         return PhaseResult(
             verdict="fail",
@@ -286,6 +362,7 @@ def watch_shadow(
     scorer: Scorer,
     policy: ReleaseSettings,
     clock: Clock,
+    pii: PiiEngine | None = None,
 ) -> PhaseResult:
     """Hold the shadow phase until enough mirrored pairs are judged, or the deadline."""
     start = clock.now()
@@ -304,7 +381,7 @@ def watch_shadow(
             source, candidate=version, since=since, now=datetime.fromtimestamp(now, UTC)
         )
         if len(pairs) >= policy.min_shadow_pairs:
-            return judge_shadow(pairs, scorer=scorer, policy=policy)
+            return judge_shadow(pairs, scorer=scorer, policy=policy, pii=pii)
         if now - start >= policy.step_deadline_s:
             reason = (
                 f"{len(pairs)} shadow pairs < {policy.min_shadow_pairs} required within "

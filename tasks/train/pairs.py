@@ -293,13 +293,19 @@ def select_training_data(
     contaminated: Callable[[str], bool] | None = None,
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
+    human_override: bool = True,
 ) -> Selection:
-    """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
+    """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
+    a person labelled trains with the human score as its reward (``human_override``)."""
     from tasks.datasets import opted_out_keys
 
     rows, sid, windows = read_examples(
         catalog, buffer_windows, buffer_days=buffer_days, workload_days=workload_days
     )
+    if human_override:
+        from tasks.review import override_rewards
+
+        override_rewards(catalog, rows)
     return select(
         rows,
         min_margin=min_margin,
@@ -320,6 +326,7 @@ def select_task(
     render: Render = demo_render,
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
+    human_override: bool = True,
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
@@ -329,6 +336,7 @@ def select_task(
         render=render,
         buffer_days=buffer_days,
         workload_days=workload_days,
+        human_override=human_override,
     )
 
 

@@ -3,7 +3,10 @@
 Endpoints: ``GET /api/public/health``, ``/api/public/v2/observations`` (cursor pages, field
 groups, io as raw strings, metadata as a string map truncated at 200 characters unless
 expanded), ``/api/public/v3/scores`` (cursor pages, ``subject`` field group),
-``/api/public/v2/scores`` and ``/api/public/traces`` (page-based), ``/api/public/traces/{id}``.
+``/api/public/v2/scores`` and ``/api/public/traces`` (page-based), ``/api/public/traces/{id}``;
+annotation queues: ``GET /api/public/annotation-queues``, ``GET`` and ``POST
+/api/public/annotation-queues/{queueId}/items`` (Langfuse's shapes: ``objectId``,
+``objectType`` TRACE / OBSERVATION / SESSION, ``status`` PENDING / COMPLETED; page-based).
 It checks what a real server checks: basic auth, known query parameters, ISO 8601 timestamps
 with a timezone, limits, field-group names. Knobs: :meth:`FakeLangfuseServer.fail` makes
 requests fail, ``v2_observations_status`` / ``v3_scores_status`` / ``v1_traces_status``
@@ -188,6 +191,8 @@ class FakeLangfuseServer:
         self.v3_scores_status: int | None = None
         self.v1_traces_status: int | None = None
         self._failures: list[dict[str, Any]] = []
+        self.annotation_queues: dict[str, dict[str, Any]] = {}
+        self.queue_items: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -427,6 +432,92 @@ class FakeLangfuseServer:
             )
         )
 
+    def add_annotation_queue(self, name: str, *, queue_id: str | None = None) -> str:
+        """Create an annotation queue (as a person does in the Langfuse UI); returns its id."""
+        now = ts(datetime.now(UTC))
+        qid = queue_id or f"q-{len(self.annotation_queues) + 1}"
+        with self._lock:
+            self.annotation_queues[qid] = {
+                "id": qid,
+                "name": name,
+                "description": None,
+                "scoreConfigIds": [],
+                "createdAt": now,
+                "updatedAt": now,
+            }
+        return qid
+
+    def complete_item(self, object_id: str) -> None:
+        """A reviewer finished the queue item of ``object_id``."""
+        now = ts(datetime.now(UTC))
+        with self._lock:
+            for item in self.queue_items:
+                if item["objectId"] == object_id:
+                    item.update(status="COMPLETED", completedAt=now, updatedAt=now)
+
+    def handle_post(self, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
+        """``POST /api/public/annotation-queues/{queueId}/items``."""
+        with self._lock:
+            self.requests.append((path, {}))
+        expected = (
+            "Basic " + base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
+        )
+        if auth != expected:
+            return 401, {"message": "Invalid credentials."}
+        parts = path.strip("/").split("/")
+        if len(parts) != 5 or parts[:3] != ["api", "public", "annotation-queues"]:
+            return 404, {"message": "Not found"}
+        if parts[4] != "items":
+            return 404, {"message": "Not found"}
+        qid = unquote(parts[3])
+        if qid not in self.annotation_queues:
+            return 404, {"message": "Annotation queue not found"}
+        if not isinstance(body, dict) or set(body) - {"objectId", "objectType", "status"}:
+            return 400, {"message": "Invalid request data: unrecognized keys"}
+        if not isinstance(body.get("objectId"), str):
+            return 400, {"message": "Invalid request data: objectId is required"}
+        if body.get("objectType") not in ("TRACE", "OBSERVATION", "SESSION"):
+            return 400, {"message": "Invalid request data: objectType"}
+        status = body.get("status", "PENDING")
+        if status not in ("PENDING", "COMPLETED"):
+            return 400, {"message": "Invalid request data: status"}
+        now = ts(datetime.now(UTC))
+        item = {
+            "id": f"item-{len(self.queue_items) + 1}",
+            "queueId": qid,
+            "objectId": body["objectId"],
+            "objectType": body["objectType"],
+            "status": status,
+            "completedAt": now if status == "COMPLETED" else None,
+            "createdAt": now,
+            "updatedAt": now,
+        }
+        with self._lock:
+            self.queue_items.append(item)
+        return 200, item
+
+    def _annotation_queues(self, path: str, q: dict[str, list[str]]) -> Any:
+        parts = path.strip("/").split("/")
+        if len(parts) == 3:
+            p = _params(q, {"page", "limit"})
+            return _page(list(self.annotation_queues.values()), p)
+        qid = unquote(parts[3])
+        if qid not in self.annotation_queues:
+            raise _HTTPError(404, "Annotation queue not found")
+        if len(parts) == 4:
+            return self.annotation_queues[qid]
+        if len(parts) == 5 and parts[4] == "items":
+            p = _params(q, {"page", "limit", "status"})
+            if p.get("status", "PENDING") not in ("PENDING", "COMPLETED"):
+                raise _HTTPError(400, "Invalid request data: status")
+            items = [
+                i
+                for i in self.queue_items
+                if i["queueId"] == qid and p.get("status") in (None, i["status"])
+            ]
+            return _page(items, p)
+        raise _HTTPError(404, "Not found")
+
     # -- request handling -------------------------------------------------------------------
     def handle(self, path: str, params: dict[str, list[str]], auth: str | None) -> tuple[int, Any]:
         with self._lock:
@@ -458,6 +549,8 @@ class FakeLangfuseServer:
     def _route(
         self, path: str, q: dict[str, list[str]], traces: list[FakeTrace], scores: list[FakeScore]
     ) -> Any:
+        if path.startswith("/api/public/annotation-queues"):
+            return self._annotation_queues(path, q)
         if path == "/api/public/v2/observations":
             if self.v2_observations_status:
                 raise _HTTPError(self.v2_observations_status, "v2 observations API is not enabled")
@@ -510,6 +603,22 @@ def _handler_for(fake: FakeLangfuseServer) -> type[BaseHTTPRequestHandler]:
             params = parse_qs(parts.query, keep_blank_values=True)
             status, body = fake.handle(parts.path, params, self.headers.get("Authorization"))
             data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"null")
+            except ValueError:
+                body = None
+            status, answer = fake.handle_post(
+                urlsplit(self.path).path, body, self.headers.get("Authorization")
+            )
+            data = json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -761,5 +870,20 @@ def _scores_v2(p: dict[str, str], scores: list[FakeScore]) -> dict[str, Any]:
             "limit": limit,
             "totalItems": len(rows),
             "totalPages": math.ceil(len(rows) / limit),
+        },
+    }
+
+
+def _page(items: list[Any], p: dict[str, str]) -> dict[str, Any]:
+    """Langfuse's page-based envelope (``data`` + ``meta``)."""
+    limit = _int(p, "limit", 50, 1, 100)
+    page = _int(p, "page", 1, 1, 10**6)
+    return {
+        "data": items[(page - 1) * limit : page * limit],
+        "meta": {
+            "page": page,
+            "limit": limit,
+            "totalItems": len(items),
+            "totalPages": math.ceil(len(items) / limit),
         },
     }

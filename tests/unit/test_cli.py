@@ -20,7 +20,7 @@ from infra.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN_COMMANDS = set(
     "run bootstrap gateway simulate collect score curate train release status promote pause "
-    "resume abort rollback forget-user retention lineage".split()
+    "resume abort rollback forget-user retention lineage review".split()
 )
 
 

@@ -214,3 +214,32 @@ def test_report_shows_the_decision_and_its_numbers(scorer) -> None:
     assert data["decision"] == "ROLLBACK" and len(data["items"]) == 60
     assert data["test"]["mean_baseline"] == pytest.approx(worse.test.mean_baseline)
     assert report_plot(worse).startswith(b"\x89PNG")
+
+
+def test_a_catastrophic_regression_on_a_small_golden_set_is_rejected() -> None:
+    base = [1.0, 0.9, 1.0, 0.8, 1.0, 0.9, 1.0, 0.9, 1.0, 1.0]
+    cand = [0.1, 0.0, 0.2, 0.1, 0.0, 0.1, 0.3, 0.0, 0.1, 0.2]  # every item far worse
+    decision, reasons = decide(paired_test(base, cand, n_bootstrap=500), CONFIG)
+    assert decision == Decision.ROLLBACK
+    assert reasons[0].startswith("catastrophic regression on only 10 paired samples")
+
+
+def test_a_small_noisy_drop_on_few_items_is_still_held() -> None:
+    base = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    cand = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]  # below 0.95 x, but not significant
+    decision, reasons = decide(paired_test(base, cand, n_bootstrap=500), CONFIG)
+    assert decision == Decision.MANUAL_REVIEW and "only 8 paired samples" in reasons[0]
+
+
+def test_a_pii_leak_rejects_even_a_better_candidate() -> None:
+    test = paired_test(BASE, flip(BASE, to=1.0, share=0.5, seed=4), n_bootstrap=500)
+    leak = Check(
+        name="pii_leak",
+        status="fail",
+        value=3.0,
+        threshold=0.0,
+        detail="3 of 200 candidate answers name identifiers ... (EMAIL_ADDRESS x3)",
+        extra={},
+    )
+    decision, reasons = decide(test, CONFIG, checks=[leak])
+    assert decision == Decision.ROLLBACK and reasons[0].startswith("pii_leak check failed")

@@ -106,13 +106,18 @@ def routing(tmp_path: Path) -> StoreRouting:
     return StoreRouting(s)
 
 
-def watch(routing: StoreRouting, clock: FakeClock, metrics: FakeMetrics):
+def watch(
+    routing: StoreRouting,
+    clock: FakeClock,
+    metrics: FakeMetrics,
+    policy: ReleaseSettings = CFG,
+):
     return watch_step(
         routing,
         "v1",
         stable="v0",
         metrics=metrics,
-        policy=CFG,
+        policy=policy,
         canary_start=clock.now(),
         clock=clock,
     )
@@ -138,8 +143,9 @@ def test_late_traffic_is_judged_once_enough_arrived(routing: StoreRouting) -> No
 
 
 def test_a_failing_candidate_fails_at_the_end_of_the_interval(routing: StoreRouting) -> None:
-    clock = FakeClock()
-    result = watch(routing, clock, FakeMetrics(clock, rate=5.0, errors=0.5))
+    clock = FakeClock()  # guard rails only (the sequential test would stop it earlier)
+    policy = CFG.model_copy(update={"sequential_alpha": None})
+    result = watch(routing, clock, FakeMetrics(clock, rate=5.0, errors=0.5), policy=policy)
     assert result.verdict == "fail"
     assert clock.now() - 1_000_000.0 == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
 

@@ -1,0 +1,145 @@
+"""The canary's always-valid sequential test: its statistics (error control under continuous
+looking) and what it does to a canary step (fake clock, in-memory metrics)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from infra.promql import CanaryWindow, RouteStats
+from infra.routing import RoutingState, StoreRouting, save_state
+from infra.settings import ReleaseSettings
+from infra.store import LocalStore
+from tasks.release.rollout import watch_step
+from tasks.release.sequential import SequentialState, measure, msprt_lambda
+from tests.unit.test_release_canary import FakeClock
+
+CFG = ReleaseSettings(
+    analysis_interval_s=600, step_deadline_s=1200, min_requests_per_step=50, max_poll_s=5
+)
+START = 1_000_000.0
+
+
+def test_mixture_ratio_grows_with_evidence_and_stays_small_without() -> None:
+    assert msprt_lambda(0.0, 1e-4, 0.01) < 1  # no difference: evidence for H0
+    assert msprt_lambda(0.05, 1e-4, 0.01) > msprt_lambda(0.03, 1e-4, 0.01) > 1
+    assert msprt_lambda(0.05, 0.0, 0.01) == 1.0  # no information yet
+
+
+def _ever_rejects(rng: np.random.Generator, *, p_cand: float, looks: int, naive: bool) -> bool:
+    """One canary under the null-ish scenario, looked at ``looks`` times (20 requests each)."""
+    state = SequentialState()
+    e_c = n_c = e_s = n_s = 0.0
+    for _ in range(looks):
+        n_c, e_c = n_c + 20, e_c + rng.binomial(20, p_cand)
+        n_s, e_s = n_s + 80, e_s + rng.binomial(80, 0.05)
+        window = CanaryWindow(RouteStats(n_c, e_c), RouteStats(n_s, e_s), "sim", 1.0, 1.0)
+        if naive:  # a fixed-horizon z-test run on every look: the peeking it replaces
+            pooled = (e_c + e_s) / (n_c + n_s)
+            se = math.sqrt(max(pooled * (1 - pooled), 1e-9) * (1 / n_c + 1 / n_s))
+            if abs(e_c / n_c - e_s / n_s) / se > 1.96:
+                return True
+            continue
+        if any(m.p_value < 0.05 for m in measure(window, CFG, state)):
+            return True
+    return False
+
+
+def test_looking_on_every_poll_keeps_the_false_alarm_rate_under_alpha() -> None:
+    rng = np.random.default_rng(7)
+    runs = 400
+    always_valid = sum(_ever_rejects(rng, p_cand=0.05, looks=60, naive=False) for _ in range(runs))
+    peeking = sum(_ever_rejects(rng, p_cand=0.05, looks=60, naive=True) for _ in range(runs))
+    assert always_valid / runs <= 0.05
+    assert peeking / runs > 0.15  # what looking 60 times at a fixed-horizon test does
+
+
+def test_a_real_difference_is_found() -> None:
+    rng = np.random.default_rng(3)
+    found = sum(_ever_rejects(rng, p_cand=0.15, looks=60, naive=False) for _ in range(50))
+    assert found >= 48
+
+
+class Traffic:
+    """Candidate requests at ``rate`` per second with ``errors`` share and ``up`` share of
+    thumbs up among ``fb_rate`` feedback events per request; stable: 1000 requests, 1 % errors,
+    400 feedback events 50 % up."""
+
+    source = "fake"
+
+    def __init__(
+        self, clock: FakeClock, *, rate: float, errors: float, up: float, fb_rate: float = 0.2
+    ) -> None:
+        self.clock, self.rate, self.errors, self.up, self.fb = clock, rate, errors, up, fb_rate
+
+    def mark(self) -> float:
+        return self.clock.now()
+
+    def read(self, *, candidate: str, stable: str, candidate_since: float, stable_since: float):
+        n = self.rate * (self.clock.now() - candidate_since)
+        fb = n * self.fb
+        return CanaryWindow(
+            RouteStats(n, n * self.errors, 0.1, {1: fb * self.up, -1: fb * (1 - self.up)}),
+            RouteStats(1000, 10, 0.1, {1: 200, -1: 200}),
+            "fake",
+            self.clock.now() - candidate_since,
+            self.clock.now() - stable_since,
+        )
+
+
+@pytest.fixture
+def routing(tmp_path: Path) -> StoreRouting:
+    s = LocalStore(tmp_path / "store")
+    save_state(s, RoutingState(stable="v0", candidate="v1", phase="canary", weight=5))
+    return StoreRouting(s)
+
+
+def run_step(routing: StoreRouting, **traffic: float):
+    clock = FakeClock()
+    result = watch_step(
+        routing,
+        "v1",
+        stable="v0",
+        metrics=Traffic(clock, **traffic),
+        policy=CFG,
+        canary_start=clock.now(),
+        clock=clock,
+    )
+    return result, clock.now() - START
+
+
+def test_a_clearly_worse_canary_stops_before_its_horizon(routing: StoreRouting) -> None:
+    result, elapsed = run_step(routing, rate=1.0, errors=0.15, up=0.5)
+    assert result.verdict == "fail"
+    assert elapsed < CFG.analysis_interval_s / 2
+    assert "clearly worse" in result.reasons[0] and "error ratio" in result.reasons[0]
+    assert result.evidence["sequential"]["looks"] >= 1
+
+
+def test_clearly_worse_feedback_stops_the_step_too(routing: StoreRouting) -> None:
+    result, elapsed = run_step(routing, rate=1.0, errors=0.01, up=0.1)
+    assert result.verdict == "fail" and elapsed < CFG.analysis_interval_s
+    assert "feedback" in result.reasons[0] and "clearly worse" in result.reasons[0]
+
+
+def test_an_equal_canary_runs_to_the_horizon_and_passes_the_guard_rails(
+    routing: StoreRouting,
+) -> None:
+    result, elapsed = run_step(routing, rate=1.0, errors=0.01, up=0.5)
+    assert result.verdict == "pass"
+    assert elapsed == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
+    text = " | ".join(result.reasons)
+    assert "error ratio 1.00% = 1.00x" in text  # the guard rail's line
+    assert "always-valid p=" in text and "clearly" not in text
+
+
+def test_a_clearly_better_canary_passes_early_once_it_has_enough_requests(
+    routing: StoreRouting,
+) -> None:
+    result, elapsed = run_step(routing, rate=1.0, errors=0.0, up=0.95)
+    assert result.verdict == "pass"
+    assert CFG.min_requests_per_step <= elapsed < CFG.analysis_interval_s
+    assert "clearly better" in result.reasons[0]
