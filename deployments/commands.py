@@ -352,7 +352,7 @@ def run(ns: argparse.Namespace) -> int:
     from deployments.progress import showing_progress
     from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
-    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed)
+    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
     if ns.requests is not None:
         opts.requests = ns.requests
     with showing_progress():

@@ -122,3 +122,8 @@ class UpstreamError(FlywheelError):
 
 class MetricsError(FlywheelError):
     """Prometheus (or the gateway's ``/metrics``) did not answer a query usable for analysis."""
+
+
+class ModelServerError(ReleaseError):
+    """A model server (vLLM) refused or failed to load, unload or list an adapter: the release
+    is held with this message as its reason."""
