@@ -46,15 +46,19 @@ def profile_environment(server: Server) -> dict[str, str]:
 
 @contextmanager
 def serving(server: Server, *, base_version: str) -> Iterator[None]:
-    """For ``vllm``: start vLLM on the base version (ended at exit), point the model-server
-    settings at it, and load the stable version's adapter when the stable is not the base."""
+    """For ``vllm``: start vLLM on the base version (ended at exit; unless the model-server
+    settings already name a running one), point the model-server settings at it, and load the
+    stable version's adapter when the stable is not the base."""
     if server != "vllm":
+        yield
+        return
+    if (rt := Runtime.from_env()).settings.model_server.enabled:  # a server already running
+        _load_stable(rt, base_version)
         yield
         return
     from infra.models import fetch_model, model_cache_root
     from infra.vllm_process import local_vllm
 
-    rt = Runtime.from_env()
     base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
     log_path = rt.settings.home_dir / "logs" / "vllm.log"
     with local_vllm(base_dir, served_name=base_version, log_path=log_path) as url:
@@ -64,9 +68,13 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
             "FLYWHEEL_MODEL_SERVER__BASE_VERSION": base_version,
         }
         with environment(**env):
-            rt = Runtime.from_env()
-            server_ = open_model_server(rt.settings.model_server)
-            stable = load_state(rt.store).stable
-            if server_ is not None and stable != base_version:  # a fresh server serves v0 only
-                load_candidate(server_, rt.store, stable, settings=rt.settings)
+            _load_stable(Runtime.from_env(), base_version)
             yield
+
+
+def _load_stable(rt: Runtime, base_version: str) -> None:
+    """A stable version that is an adapter is loaded (a fresh server serves the base only)."""
+    server = open_model_server(rt.settings.model_server)
+    stable = load_state(rt.store).stable
+    if server is not None and stable != base_version:
+        load_candidate(server, rt.store, stable, settings=rt.settings)

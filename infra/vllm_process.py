@@ -67,12 +67,14 @@ def local_vllm(
     served_name: str = "v0",
     max_lora_rank: int = 16,
     max_model_len: int = 256,
+    memory_fraction: float = 0.08,
     log_path: Path,
     venv: str | Path | None = None,
     timeout_s: float = STARTUP_TIMEOUT_S,
 ) -> Iterator[str]:
     """Run vLLM on ``model_dir`` (served as ``served_name``) on a free loopback port; yields
-    its base URL (``http://127.0.0.1:<port>``).
+    its base URL (``http://127.0.0.1:<port>``). ``memory_fraction``: 0.08 of this machine's
+    23 GiB is ~1.9 GiB (the default 0.92 fails when other processes hold memory).
 
     Raises:
         ConfigError: no vLLM environment.
@@ -87,6 +89,9 @@ def local_vllm(
         *("--model", str(model_dir), "--served-model-name", served_name),
         *("--enable-lora", "--max-lora-rank", str(max_lora_rank)),
         *("--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port)),
+        # on the CPU build this is the share of the machine's RAM vLLM takes (KV cache
+        # included) and must be free at startup: a small share for the demo-size model
+        *("--gpu-memory-utilization", str(memory_fraction)),
     ]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     env.pop("PYTHONPATH", None)  # flywheel's packages are not vLLM's

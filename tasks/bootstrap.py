@@ -71,8 +71,10 @@ class BootstrapConfig:
     @classmethod
     def for_profile(cls, profile: str) -> BootstrapConfig:
         """The defaults of an embedded profile (``FLYWHEEL_PROFILE``)."""
-        if profile == "llama":  # head width 64: what vLLM's CPU attention kernels accept
-            return cls(profile="llama", n_layer=2, n_embd=128, n_head=2, n_positions=256)
+        if profile == "llama":
+            from tasks.llama_profile import BOOTSTRAP
+
+            return cls(profile="llama", **BOOTSTRAP)
         return cls()
 
 

@@ -26,6 +26,19 @@ ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
 SPECIAL_TOKENS = [PAD, END, *ROLE_TOKENS]
 VOCAB_SIZE = 640
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+# the bootstrap's shape and budget (``BootstrapConfig`` fields): head width 128 / 2 = 64, what
+# vLLM's CPU attention kernels accept; a step costs ~5x the demo's (longer chat prompts)
+BOOTSTRAP: dict[str, Any] = {
+    "n_layer": 2,
+    "n_embd": 128,
+    "n_head": 2,
+    "n_positions": 256,
+    "steps": 300,
+    "batch_size": 16,
+    "min_steps": 100,
+    "eval_every": 50,
+    "dev_items": 100,
+}
 
 # Tool-call arguments are rendered as JSON whether they come as the OpenAI string (what a trace
 # holds) or as a mapping (vLLM parses the string before rendering): the same text either way.

@@ -59,5 +59,7 @@ class TrainConfig:
         if self.method != "grpo":
             data = {k: v for k, v in data.items() if not k.startswith("grpo_")}
         if not self.use_lora:
-            data = {k: v for k, v in data.items() if not k.startswith("lora_") and k != "adapter"}
+            data = {k: v for k, v in data.items() if not k.startswith("lora_")}
+        if not self.adapter:  # recorded only when set (older lineages have no such key)
+            data.pop("adapter")
         return data
