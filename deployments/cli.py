@@ -297,6 +297,7 @@ COMMANDS: tuple[Command, ...] = (
         "the whole loop once (or --cycles N) on embedded defaults",
         _run_args,
         commands.run,
+        check=commands.check_run,
     ),
 )
 

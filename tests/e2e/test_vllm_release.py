@@ -241,3 +241,35 @@ def test_a_worse_candidate_is_rolled_back_by_an_alert_and_unloaded(
     assert sum(s.failed for s in summaries) == 0  # no user saw a failure
     assert sum(s.models[worse] for s in summaries) > 0  # the canary did serve users
     print(f"\nalert -> rollback: {len(summaries)} bursts; FOR {FOR}")
+
+
+def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Served) -> None:
+    """A conversation with a system prompt, a tool call and its result: the prompt text the
+    trainer renders (the tokenizer's chat template) tokenises exactly as vLLM tokenises the
+    same messages (its /tokenize endpoint applies the served model's template)."""
+    from transformers import AutoTokenizer
+
+    from infra.models import fetch_model, model_cache_root
+
+    settings = get_settings()
+    store = LocalStore(settings.resolved_store_url)
+    tok = AutoTokenizer.from_pretrained(fetch_model(store, "v0", model_cache_root(settings)))
+    args = json.dumps({"expression": "23 + 58"})
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": args},
+    }
+    messages = [
+        {"role": "system", "content": "You are a calculator agent. Answer with the number."},
+        {"role": "user", "content": "Hi, I'm Jane. What is 23+58?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "calculator: 23 + 58 = 81"},
+    ]
+    prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    trainer_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    body = {"model": "v0", "messages": messages, "add_generation_prompt": True}
+    resp = httpx.post(f"{served_env.url}/tokenize", json=body, timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["tokens"] == trainer_ids
+    assert "<|tool|>calculator: 23 + 58 = 81" in prompt and prompt.endswith("<|assistant|>")

@@ -4,6 +4,7 @@ that cannot be reached or refuses an adapter is reported."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,37 @@ def test_an_unreachable_replica_is_named_in_the_error() -> None:
 def test_no_replica_is_a_configuration_error() -> None:
     with pytest.raises(ModelServerError, match="FLYWHEEL_MODEL_SERVER__URLS"):
         VLLMServer([])
+
+
+def test_the_gateway_sends_every_version_without_an_upstream_to_the_model_server(
+    tmp_path: Path,
+) -> None:
+    from infra.gateway.upstreams import HttpUpstream, ReplicaUpstream, UpstreamPool
+    from infra.settings import GatewaySettings, ModelServerSettings, Settings
+    from infra.store import LocalStore
+
+    one = Settings(
+        home=tmp_path,
+        gateway=GatewaySettings(upstreams={"v2": "http://127.0.0.1:9/v1"}),
+        model_server=ModelServerSettings(kind="vllm", urls=["http://127.0.0.1:8000"]),
+    )
+    pool = UpstreamPool(one, LocalStore(tmp_path / "store"))
+    v7 = pool.get("v7")
+    assert isinstance(v7, HttpUpstream) and v7.url == "http://127.0.0.1:8000/v1/chat/completions"
+    assert v7.version == "v7"  # the adapter's name on the server is the version
+    assert pool.get("v2").url.startswith("http://127.0.0.1:9/")  # type: ignore[attr-defined]
+    two = one.model_copy(
+        update={
+            "model_server": ModelServerSettings(
+                kind="vllm", urls=["http://127.0.0.1:8000", "http://127.0.0.1:8001/v1"]
+            )
+        }
+    )
+    replicas = UpstreamPool(two, LocalStore(tmp_path / "store")).get("v7")
+    assert isinstance(replicas, ReplicaUpstream)
+    assert [r.base_url for r in replicas.replicas] == [
+        "http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8001/v1",
+    ]
+    off = Settings(home=tmp_path)
+    assert not isinstance(UpstreamPool(off, LocalStore(tmp_path / "s")).get("v7"), HttpUpstream)
