@@ -179,6 +179,8 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
+        if run.server is not None and state.phase in ("shadow", "canary"):  # continued
+            load_candidate_task(run.server, rt.store, version, settings=rt.settings)
         verdict: str | None = None  # of the step this run did last
         while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
             if step.kind == "gate":

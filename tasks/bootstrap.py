@@ -31,6 +31,7 @@ from infra.local_lm import LocalLM, intra_op_threads, render_prompt
 from infra.progress import report_progress
 from tasks import domain
 from tasks.bootstrap_card import base_model_card
+from tasks.llama_profile import agent_messages
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -156,8 +157,7 @@ def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
 
 def training_text(item: domain.DomainItem, tokenizer: Any = None) -> tuple[str, str]:
     """(prompt, completion) exactly as the gateway will prompt the model: the tokenizer's chat
-    template when it has one (the llama profile: half with the calculator call and result, as
-    the agent sends them), else the demo prompt."""
+    template when it has one (the llama profile), else the demo prompt."""
     if getattr(tokenizer, "chat_template", None):
         from tasks.llama_profile import training_prompt
 
@@ -252,11 +252,13 @@ def _train_step(model: Any, tokenizer: Any, opt: Any, rng: random.Random, size: 
 def evaluate_golden(
     lm: LocalLM, items: list[domain.DomainItem], *, batch_size: int = 100, max_new_tokens: int = 8
 ) -> tuple[float, list[float]]:
-    """Greedy accuracy of ``lm`` on ``items`` and the verifier score of each item (batched)."""
+    """Greedy accuracy of ``lm`` on ``items`` and the verifier score of each item (batched),
+    asked as the agent and the gate ask: question, calculator call and result (the demo
+    prompt keeps only the question)."""
     scores: list[float] = []
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
-        prompts = [lm.render([{"role": "user", "content": it.question}]) for it in chunk]
+        prompts = [lm.render(agent_messages(it, with_tool=True)) for it in chunk]
         gens = lm.generate_batch(prompts, temperature=0.0, max_new_tokens=max_new_tokens)
         scores.extend(domain.verify(it, g.text) for it, g in zip(chunk, gens, strict=True))
     return (sum(scores) / len(scores) if scores else 0.0), scores

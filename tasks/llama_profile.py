@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-import zlib
 from typing import Any
 
 from tasks import domain
@@ -33,7 +32,7 @@ BOOTSTRAP: dict[str, Any] = {
     "n_embd": 128,
     "n_head": 2,
     "n_positions": 256,
-    "steps": 300,
+    "steps": 400,
     "batch_size": 16,
     "min_steps": 100,
     "eval_every": 50,
@@ -83,10 +82,9 @@ def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> list[dict[str
 
 
 def training_prompt(item: domain.DomainItem, tokenizer: Any) -> str:
-    """The pre-training prompt of ``item``: half of the items (by a hash of the question) with
-    the calculator call and result, as the agent sends them, half with the question alone (as
-    the golden evaluation asks it)."""
-    messages = agent_messages(item, with_tool=zlib.crc32(item.question.encode()) % 2 == 0)
+    """The pre-training prompt of ``item``: the question, the calculator call and its result,
+    as the agent sends them (and as the gate asks the golden items)."""
+    messages = agent_messages(item, with_tool=True)
     return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
