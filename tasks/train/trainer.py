@@ -173,7 +173,7 @@ def _load(base_dir: Path) -> tuple[Any, Any]:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     base = adapter_base(base_dir)
-    model = AutoModelForCausalLM.from_pretrained(
+    model: Any = AutoModelForCausalLM.from_pretrained(
         str(base or base_dir), local_files_only=True, dtype=torch.float32
     )
     if base is not None:  # a published adapter: trained further, still one adapter on base
