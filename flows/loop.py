@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
+from flows.loop_server import Server, profile_environment, serving
+from flows.loop_server import environment as _environment
 from flows.parameters import TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
@@ -94,6 +96,10 @@ class LoopOptions(BaseModel):
     diverse_temperatures: list[float] = Field(
         default=[0.7, 0.9, 1.1, 1.3], description="temperatures of those samples, one answer each"
     )
+    server: Server = Field(
+        default="local",
+        description="local: the demo model in process; vllm: the Llama profile on a local vLLM",
+    )
 
 
 @dataclass(kw_only=True)
@@ -140,14 +146,18 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     opts = options or LoopOptions()
     started = time.monotonic()
     steps = Steps(total=2 + 4 * opts.cycles)
-    rt = Runtime.from_env()
-    steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
-    boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
-    cycles: list[CycleSummary] = []
-    steps.start("start the gateway on loopback")
-    with _embedded_gateway(rt, opts) as gateway_url:
-        for cycle in range(1, opts.cycles + 1):
-            cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts, steps=steps))
+    with _environment(**profile_environment(opts.server)):
+        rt = Runtime.from_env()
+        steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
+        boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
+        cycles: list[CycleSummary] = []
+        steps.start(f"start the gateway on loopback (models served by {opts.server})")
+        with (
+            serving(opts.server, base_version=boot.version),
+            _embedded_gateway(Runtime.from_env(), opts) as gateway_url,
+        ):
+            for cycle in range(1, opts.cycles + 1):
+                cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts, steps=steps))
     steps.finish()
     return LoopSummary(
         base_version=boot.version,
@@ -261,25 +271,6 @@ def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
                 yield handle.url
         finally:
             handle.stop()
-
-
-@contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """Set environment variables (and re-read settings) for the block, then restore them."""
-    import os
-
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        get_settings.cache_clear()
 
 
 @contextmanager

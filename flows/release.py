@@ -13,13 +13,16 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
 from flows.parameters import ModelVersion
+from flows.release_server import hold_unloadable, unload_unrouted
 from infra.answers import open_answer_source
-from infra.errors import ControlRefused, ReleaseError
+from infra.errors import ControlRefused, ModelServerError, ReleaseError
+from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
+from tasks.release.adapters import load_candidate_task
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
     after_canary_step_task,
@@ -34,6 +37,7 @@ from tasks.release.report import gate_evidence, report_markdown, write_report_ta
 from tasks.release.rollout import Clock, watch_shadow_task, watch_step_task
 
 if TYPE_CHECKING:
+    from infra.model_server import ModelServer
     from infra.promql import CanaryMetrics
     from infra.settings import ReleaseSettings
 
@@ -139,6 +143,7 @@ class _Run:
     canary_start: float = 0.0  # the stable version's baseline window starts here
     stable: str = ""
     gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
+    server: ModelServer | None = None  # the model server the candidate is loaded into
 
 
 @flow(name="release", log_prints=False)
@@ -169,12 +174,15 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
         opts=opts,
         policy=opts.policy(rt.settings.release),
         out=ReleaseOutcome(version=version),
+        server=open_model_server(rt.settings.model_server),
     )
     with rt.reporting("release") as report:
         state = routing.load()
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
+        if run.server is not None and state.phase in ("shadow", "canary"):  # continued
+            load_candidate_task(run.server, rt.store, version, settings=rt.settings)
         verdict: str | None = None  # of the step this run did last
         while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
             if step.kind == "gate":
@@ -185,6 +193,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
                 state, verdict = _shadow(run)
             else:
                 state, verdict = _canary_step(run, step.index)
+    unload_unrouted(rt, run.server, state)
     outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
@@ -197,6 +206,8 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
     try:
+        if run.server is not None:  # the gate asks the candidate on the model server
+            load_candidate_task(run.server, rt.store, version, settings=rt.settings)
         result = golden_gate_task(
             load_golden(opts.golden_path)[: opts.max_golden_items],
             baseline=open_answer_source(
@@ -208,6 +219,9 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             max_tokens=rt.settings.gateway.max_new_tokens,
             pii=_pii_engine(rt, run.policy),
         )
+    except ModelServerError as exc:  # a replica that cannot load it holds the release
+        run.out.reasons = [str(exc)]
+        return hold_unloadable(run.routing, rt.catalog, version, actor=opts.actor, exc=exc)
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
             hold_task(
@@ -385,6 +399,8 @@ def release_control(
     else:
         act = {"pause": controls.pause, "abort": controls.abort}
         act[action](routing, rt.catalog, actor=actor, reason=reason)
+        if action == "abort":  # routed to stable at once above; then unloaded
+            unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
     logger.info("release %s by %s: %s", action, actor, reason)
     status = controls.release_status(routing)
     if continued is not None:

@@ -6,8 +6,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
+from flows.release_server import unload_unrouted
 from infra.audit import record_event
 from infra.errors import UnservableVersion
+from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState, open_routing
@@ -73,6 +75,8 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
         },
         best_effort=True,
     )
+    if unservable is None:  # routed to stable above; now the candidate leaves the server
+        unload_unrouted(rt, open_model_server(rt.settings.model_server), state)
     if unservable is not None:
         raise unservable
     if restored:

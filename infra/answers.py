@@ -103,6 +103,8 @@ class HttpAnswers:
 def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:
     """HTTP when the version has a configured upstream, else the in-process model from the store."""
     url = settings.gateway.upstreams.get(version)
+    if not url and settings.model_server.enabled:  # the version as the model server serves it
+        url = settings.model_server.urls[0].rstrip("/").removesuffix("/v1") + "/v1"
     if url:
         return HttpAnswers(version, url)
     from infra.local_lm import LocalLM

@@ -127,3 +127,8 @@ class MetricsError(FlywheelError):
 class ReviewFileError(FlywheelError, ValueError):
     """A review file a person filled in is malformed (line and column named); nothing of it
     was imported; the CLI exits 2."""
+
+
+class ModelServerError(ReleaseError):
+    """A model server (vLLM) refused or failed to load, unload or list an adapter: the release
+    is held with this message as its reason."""

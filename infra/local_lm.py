@@ -81,8 +81,26 @@ def render_prompt(messages: list[dict[str, Any]]) -> str:
     return PROMPT_FORMAT.format(question=extract_question(text))
 
 
+def adapter_base(path: Path) -> Path | None:
+    """The base model directory of a peft LoRA adapter directory, or None for a full model.
+
+    Raises:
+        ConfigError: the adapter's base model (``base_model_name_or_path``) is not a local
+            model directory.
+    """
+    import json
+
+    config = path / "adapter_config.json"
+    if (path / "config.json").is_file() or not config.is_file():
+        return None
+    base = Path(str(json.loads(config.read_text()).get("base_model_name_or_path") or ""))
+    if not (base / "config.json").is_file():
+        raise ConfigError(f"the LoRA adapter at {path} names no local base model ({base})")
+    return base
+
+
 @contextmanager
-def _intra_op_threads(n: int | None) -> Iterator[None]:
+def intra_op_threads(n: int | None) -> Iterator[None]:
     import torch
 
     before = torch.get_num_threads()
@@ -122,7 +140,8 @@ class LocalLM:
             ConfigError: the directory is missing or is not a loadable causal LM.
         """
         path = Path(path).expanduser().resolve()
-        if not (path / "config.json").is_file():
+        base = adapter_base(path)
+        if base is None and not (path / "config.json").is_file():
             raise ConfigError(
                 f"no model at {path} (expected a Hugging Face model directory with config.json); "
                 "run `flywheel bootstrap` or set FLYWHEEL_BASE_MODEL_PATH to a local model"
@@ -135,8 +154,12 @@ class LocalLM:
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(
-                path, local_files_only=True, dtype=torch.float32
+                base or path, local_files_only=True, dtype=torch.float32
             )
+            if base is not None:  # a LoRA adapter: merged for in-process serving
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot load the causal LM at {path}: {exc}") from exc
         model.eval()
@@ -210,7 +233,7 @@ class LocalLM:
         kwargs: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             kwargs = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
-        with self._lock, _intra_op_threads(self.threads), torch.inference_mode():
+        with self._lock, intra_op_threads(self.threads), torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
             out = self.model.generate(

@@ -149,6 +149,7 @@ class TrainSettings(BaseModel):
     beta: float = 0.1
     sft_weight: float = 1.0
     use_lora: bool = False
+    adapter: bool = False  # train and publish a LoRA adapter (what the model server loads)
     seed: int = 0
     threads: int | None = None  # torch threads for training (default: torch's choice)
 
@@ -246,6 +247,24 @@ class GatewaySettings(BaseModel):
         return f"{parts.scheme or 'http'}://{host}:{self.admin_port}"
 
 
+class ModelServerSettings(BaseModel):
+    """The model server the release drives (vLLM with ``--enable-lora``): candidates are loaded
+    into it as LoRA adapters named after their version, and the gateway sends every version that
+    has no upstream of its own to it (the base model is served as ``base_version``)."""
+
+    kind: Literal["none", "vllm"] = "none"
+    urls: list[str] = []  # replica base URLs (http://host:port), loaded and unloaded together
+    base_version: str = "v0"  # vLLM --served-model-name of the base model
+    adapter_dir: Path | None = None  # where adapters from S3 are synced (default: model cache)
+    server_path: str | None = None  # adapter_dir (or the local store) as the server sees it
+    bake_s: float = Field(default=600.0, ge=0)  # old stable stays loaded after a promotion
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none" and bool(self.urls)
+
+
 class Settings(BaseSettings):
     """Every knob of flywheel. See ``.env.example`` for the environment variables."""
 
@@ -278,6 +297,7 @@ class Settings(BaseSettings):
     prefect_rollback_deployment: str = "rollback/rollback"
     user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
     base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
+    profile: Literal["demo", "llama"] = "demo"  # the embedded base model bootstrap builds
     task_runner: Literal["threads", "dask", "ray"] = "threads"
     task_runner_address: str | None = None
     max_record_bytes: int = Field(default=1_000_000, ge=1)
@@ -292,6 +312,7 @@ class Settings(BaseSettings):
     train: TrainSettings = TrainSettings()
     release: ReleaseSettings = ReleaseSettings()
     gateway: GatewaySettings = GatewaySettings()
+    model_server: ModelServerSettings = ModelServerSettings()
 
     @field_validator("store_url")
     @classmethod

@@ -18,8 +18,6 @@ import platform
 import random
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,10 +27,11 @@ import yaml
 
 from infra import models
 from infra.errors import ConfigError, ObjectNotFound
-from infra.local_lm import LocalLM, render_prompt
+from infra.local_lm import LocalLM, intra_op_threads, render_prompt
 from infra.progress import report_progress
 from tasks import domain
 from tasks.bootstrap_card import base_model_card
+from tasks.llama_profile import agent_messages
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -49,6 +48,7 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[EOS]"]
 class BootstrapConfig:
     """Architecture and pre-training budget of the embedded base model."""
 
+    profile: str = "demo"  # "demo": a character GPT-2; "llama": see tasks/llama_profile.py
     n_layer: int = 4
     n_embd: int = 128
     n_head: int = 4
@@ -68,6 +68,15 @@ class BootstrapConfig:
     min_steps: int = 200
     eval_every: int = 25
     dev_items: int = 200
+
+    @classmethod
+    def for_profile(cls, profile: str) -> BootstrapConfig:
+        """The defaults of an embedded profile (``FLYWHEEL_PROFILE``)."""
+        if profile == "llama":
+            from tasks.llama_profile import BOOTSTRAP
+
+            return cls(profile="llama", **BOOTSTRAP)
+        return cls()
 
 
 @dataclass
@@ -113,6 +122,18 @@ def build_tokenizer(max_length: int) -> Any:
     )
 
 
+def _fresh_model(config: BootstrapConfig, seed: int) -> tuple[Any, Any]:
+    """(tokenizer, untrained model) of the configured profile."""
+    if config.profile == "llama":
+        from tasks import llama_profile
+
+        return llama_profile.fresh(config, seed=seed)
+    if config.profile != "demo":
+        raise ConfigError(f"unknown profile {config.profile!r} (FLYWHEEL_PROFILE: demo or llama)")
+    tok = build_tokenizer(config.n_positions)
+    return tok, build_model(config, tok)
+
+
 def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -134,8 +155,13 @@ def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
     return model
 
 
-def training_text(item: domain.DomainItem) -> tuple[str, str]:
-    """(prompt, completion) exactly as the gateway will prompt the model."""
+def training_text(item: domain.DomainItem, tokenizer: Any = None) -> tuple[str, str]:
+    """(prompt, completion) exactly as the gateway will prompt the model: the tokenizer's chat
+    template when it has one (the llama profile), else the demo prompt."""
+    if getattr(tokenizer, "chat_template", None):
+        from tasks.llama_profile import training_prompt
+
+        return training_prompt(item, tokenizer), item.reference
     return render_prompt([{"role": "user", "content": item.question}]), f" {item.reference}"
 
 
@@ -147,7 +173,7 @@ def _batch(tokenizer: Any, items: list[domain.DomainItem]) -> tuple[Any, Any]:
 
     rows: list[tuple[list[int], list[int]]] = []
     for item in items:
-        prompt, completion = training_text(item)
+        prompt, completion = training_text(item, tokenizer)
         p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append((p + c, [-100] * len(p) + c))
@@ -226,11 +252,13 @@ def _train_step(model: Any, tokenizer: Any, opt: Any, rng: random.Random, size: 
 def evaluate_golden(
     lm: LocalLM, items: list[domain.DomainItem], *, batch_size: int = 100, max_new_tokens: int = 8
 ) -> tuple[float, list[float]]:
-    """Greedy accuracy of ``lm`` on ``items`` and the verifier score of each item (batched)."""
+    """Greedy accuracy of ``lm`` on ``items`` and the verifier score of each item (batched),
+    asked as the agent and the gate ask: question, calculator call and result (the demo
+    prompt keeps only the question)."""
     scores: list[float] = []
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
-        prompts = [render_prompt([{"role": "user", "content": it.question}]) for it in chunk]
+        prompts = [lm.render(agent_messages(it, with_tool=True)) for it in chunk]
         gens = lm.generate_batch(prompts, temperature=0.0, max_new_tokens=max_new_tokens)
         scores.extend(domain.verify(it, g.text) for it, g in zip(chunk, gens, strict=True))
     return (sum(scores) / len(scores) if scores else 0.0), scores
@@ -264,7 +292,7 @@ def bootstrap_base_model(
         ConfigError: ``base_model_path`` is set but is not a loadable model directory.
     """
     started = time.perf_counter()
-    config = config or BootstrapConfig()
+    config = config or BootstrapConfig.for_profile(settings.profile)
     key = input_hash(config, seed, settings.base_model_path)
     cache_root = models.model_cache_root(settings)
     if not force and models.version_exists(store, "v0"):
@@ -311,21 +339,6 @@ def _progress(step: str, config: BootstrapConfig, *, done: int) -> None:
     report_progress("bootstrap", step, done=done, total=config.steps)
 
 
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """Run with ``n`` intra-op threads. Measured here: two threads on two busy cores made a
-    training step 6x slower than one (OpenMP threads waiting on each other), so 1 is the
-    default; the result is then also the same on any core count."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings, key: str) -> None:
     """Train (or copy ``base_model_path``) into ``work/model`` with card and lineage."""
     import torch
@@ -340,7 +353,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    with _torch_threads(config.threads):
+    with intra_op_threads(max(1, config.threads)):  # 1: see LocalLM.load
         _progress("build the tokenizer and the model", config, done=0)
         if settings.base_model_path:
             src = Path(settings.base_model_path).expanduser()
@@ -350,8 +363,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
             source = "base_model_path"
         else:
             torch.manual_seed(seed)
-            tokenizer = build_tokenizer(config.n_positions)
-            model = build_model(config, tokenizer)
+            tokenizer, model = _fresh_model(config, seed)
             trained = pretrain(model, tokenizer, config, seed)
             model.save_pretrained(out, safe_serialization=True)
             tokenizer.save_pretrained(out)

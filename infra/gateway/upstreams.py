@@ -176,6 +176,40 @@ def _parse_chunk(payload: str) -> Completion | None:
     )
 
 
+class ReplicaUpstream:
+    """One version served by several model-server replicas (the same model name on each):
+    calls go round-robin; a replica that fails a call is not retried here."""
+
+    def __init__(self, version: str, replicas: list[HttpUpstream]) -> None:
+        self.version = version
+        self.replicas = replicas
+        self._next = 0
+
+    def _pick(self) -> HttpUpstream:
+        self._next = (self._next + 1) % len(self.replicas)
+        return self.replicas[self._next]
+
+    async def check(self) -> str | None:
+        for replica in self.replicas:
+            if (reason := await replica.check()) is not None:
+                return reason
+        return None
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        return await self._pick().complete(messages, params)
+
+    def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        return self._pick().stream(messages, params)
+
+
+def model_server_upstream(version: str, settings: Settings, session: SessionFactory) -> Upstream:
+    """``version`` on the model server (``FLYWHEEL_MODEL_SERVER__URLS``): the base model under
+    its served name, an adapter under its version name (both are the version itself)."""
+    urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in settings.model_server.urls]
+    replicas = [HttpUpstream(version, url, session) for url in urls]
+    return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
+
+
 class LocalUpstream:
     """The in-process causal LM of ``version``: fetched and loaded on first use; generation
     runs in worker threads (``limiter`` bounds how many at once)."""
@@ -278,6 +312,9 @@ class UpstreamPool:
 
     def get(self, version: str) -> Upstream:
         upstream = self._upstreams.get(version) or self._local.get(version)
+        if upstream is None and self.settings.model_server.enabled:
+            upstream = model_server_upstream(version, self.settings, self.session)
+            self._upstreams[version] = upstream
         if upstream is None:
             upstream = LocalUpstream(version, store=self.store, settings=self.settings)
             self._local[version] = upstream

@@ -26,6 +26,7 @@ class TrainConfig:
     lora_r: int = 16
     lora_alpha: int = 32
     lora_target_modules: list[str] | None = None  # None: c_attn for GPT-2, else all-linear
+    adapter: bool = False  # publish the LoRA adapter itself (what a model server loads)
     seed: int = 0
     max_length: int = 256
     logging_steps: int = 10
@@ -46,7 +47,8 @@ class TrainConfig:
             batch_size=train.batch_size,
             beta=train.beta,
             sft_weight=train.sft_weight,
-            use_lora=train.use_lora,
+            use_lora=train.use_lora or train.adapter,
+            adapter=train.adapter,
             seed=train.seed,
             threads=getattr(train, "threads", None),
         )
@@ -58,4 +60,6 @@ class TrainConfig:
             data = {k: v for k, v in data.items() if not k.startswith("grpo_")}
         if not self.use_lora:
             data = {k: v for k, v in data.items() if not k.startswith("lora_")}
+        if not self.adapter:  # recorded only when set (older lineages have no such key)
+            data.pop("adapter")
         return data

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from infra.local_lm import adapter_base
+from tasks.llama_profile import LORA_TARGETS as LLAMA_LORA_TARGETS
 from tasks.train.config import TrainConfig
 from tasks.train.methods import BUILDERS, Data, Method
 
@@ -143,8 +145,11 @@ def _lora(config: TrainConfig, model: Any) -> Any:
         return None
     from peft import LoraConfig
 
+    if hasattr(model, "peft_config"):  # continuing a published adapter: it is trained as is
+        return None
     gpt2 = model.config.model_type == "gpt2"  # Conv1D layers: weights stored transposed
-    targets: Any = config.lora_target_modules or (["c_attn"] if gpt2 else "all-linear")
+    default: Any = {"gpt2": ["c_attn"], "llama": LLAMA_LORA_TARGETS}
+    targets: Any = config.lora_target_modules or default.get(model.config.model_type, "all-linear")
     return LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
@@ -167,9 +172,14 @@ def _load(base_dir: Path) -> tuple[Any, Any]:
     tok = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(
-        str(base_dir), local_files_only=True, dtype=torch.float32
+    base = adapter_base(base_dir)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        str(base or base_dir), local_files_only=True, dtype=torch.float32
     )
+    if base is not None:  # a published adapter: trained further, still one adapter on base
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(base_dir), is_trainable=True)
     return model, tok
 
 
@@ -211,7 +221,11 @@ def train_model(
         if trainer.is_world_process_zero():
             out.mkdir(parents=True, exist_ok=True)
             final = trainer.accelerator.unwrap_model(trainer.model)
-            if config.use_lora:
+            if config.adapter:  # the adapter alone, naming the base model it applies to
+                final.peft_config["default"].base_model_name_or_path = str(
+                    adapter_base(Path(base_dir)) or Path(base_dir).resolve()
+                )
+            elif config.use_lora:
                 final = final.merge_and_unload()
             final.save_pretrained(str(out), safe_serialization=True)
             tok.save_pretrained(str(out))

@@ -456,3 +456,33 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_gpu_profile_vllm_loads_adapters_the_release_syncs_into_the_home_volume(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With MODEL_SERVER_KIND=vllm every version is routed to the vllm service, which starts
+    with runtime LoRA loading and reads the adapters the flows sync into the shared volume."""
+    vllm = SERVICES["vllm"]
+    assert "--enable-lora" in vllm["command"] and "--max-lora-rank" in vllm["command"]
+    assert vllm["environment"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    example = re.search(r"^# MODEL_SERVER_URLS='(.+)'$", COMPOSE_ENV_EXAMPLE, re.M)
+    assert example, "compose.env.example documents MODEL_SERVER_URLS for --profile gpu"
+    extra = {"MODEL_SERVER_KIND": "vllm", "MODEL_SERVER_URLS": example.group(1)}
+    for service in ("gateway", "prefect-worker"):
+        ms = build_settings(env_of(service, extra), monkeypatch, tmp_path).model_server
+        assert ms.enabled and ms.kind == "vllm"
+        port = int(vllm["command"][vllm["command"].index("--port") + 1])
+        assert all(_URL.search(u) for u in ms.urls)
+        assert [
+            (m.group("host"), int(m.group("port"))) for u in ms.urls if (m := _URL.search(u))
+        ] == [("vllm", port)]
+        assert ms.adapter_dir is not None and ms.server_path is not None
+        home = env_of(service)["FLYWHEEL_HOME"]
+        mounts = {v.split(":")[0]: v.split(":")[1] for v in vllm["volumes"]}
+        # the worker writes under its home volume; vllm sees the same volume at server_path
+        volume = next(v.split(":")[0] for v in SERVICES[service]["volumes"] if home in v)
+        assert str(ms.adapter_dir).startswith(home)
+        assert ms.server_path == mounts[volume] + str(ms.adapter_dir).removeprefix(home)
+    default = build_settings(env_of("gateway"), monkeypatch, tmp_path).model_server
+    assert not default.enabled  # CPU compose: versions served in process

@@ -1,0 +1,80 @@
+"""Where ``flywheel run`` serves its models: in the gateway's own process (``local``, the demo
+GPT-2), or on a real local vLLM server (``vllm``: the Llama profile, candidates trained and
+released as LoRA adapters loaded into the server at run time)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from infra.model_server import open_model_server
+from infra.routing import load_state
+from infra.runtime import Runtime
+from infra.settings import get_settings
+from tasks.release.adapters import load_candidate
+
+Server = Literal["local", "vllm"]
+
+
+@contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Set environment variables (and re-read settings) for the block, then restore them."""
+    import os
+
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        get_settings.cache_clear()
+
+
+def profile_environment(server: Server) -> dict[str, str]:
+    """The settings a server choice implies: vLLM serves the Llama profile, trains adapters."""
+    if server == "vllm":
+        return {"FLYWHEEL_PROFILE": "llama", "FLYWHEEL_TRAIN__ADAPTER": "true"}
+    return {}
+
+
+@contextmanager
+def serving(server: Server, *, base_version: str) -> Iterator[None]:
+    """For ``vllm``: start vLLM on the base version (ended at exit; unless the model-server
+    settings already name a running one), point the model-server settings at it, and load the
+    stable version's adapter when the stable is not the base."""
+    if server != "vllm":
+        yield
+        return
+    if (rt := Runtime.from_env()).settings.model_server.enabled:  # a server already running
+        _load_stable(rt, base_version)
+        yield
+        return
+    from infra.models import fetch_model, model_cache_root
+    from infra.vllm_process import local_vllm
+
+    base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
+    log_path = rt.settings.home_dir / "logs" / "vllm.log"
+    with local_vllm(base_dir, served_name=base_version, log_path=log_path) as url:
+        env = {
+            "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
+            "FLYWHEEL_MODEL_SERVER__URLS": json.dumps([url]),
+            "FLYWHEEL_MODEL_SERVER__BASE_VERSION": base_version,
+        }
+        with environment(**env):
+            _load_stable(Runtime.from_env(), base_version)
+            yield
+
+
+def _load_stable(rt: Runtime, base_version: str) -> None:
+    """A stable version that is an adapter is loaded (a fresh server serves the base only)."""
+    server = open_model_server(rt.settings.model_server)
+    stable = load_state(rt.store).stable
+    if server is not None and stable != base_version:
+        load_candidate(server, rt.store, stable, settings=rt.settings)

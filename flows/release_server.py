@@ -1,0 +1,54 @@
+"""The release flow's model-server steps (vLLM adapters): hold a release whose candidate a
+replica cannot load, and unload what the routing state no longer routes to."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prefect import get_run_logger
+
+from infra.errors import ModelServerError
+from tasks.release.adapters import unload_unrouted_task
+from tasks.release.machine import hold_task
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.model_server import ModelServer
+    from infra.routing import RoutingBackend, RoutingState
+    from infra.runtime import Runtime
+
+
+def hold_unloadable(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    actor: str,
+    exc: ModelServerError,
+) -> tuple[RoutingState, str]:
+    """Hold the release (back to the gate when resumed) with the server's refusal as reason."""
+    held = hold_task(
+        routing,
+        catalog,
+        version,
+        actor=actor,
+        resume_to="gating",
+        reason=str(exc),
+        evidence={"model_server": str(exc)[:500]},
+    )
+    return held.state, "held"
+
+
+def unload_unrouted(rt: Runtime, server: ModelServer | None, state: RoutingState) -> None:
+    """After the routing state moved: unload the adapters it no longer routes to (a failure
+    is logged: the gateway already routes nothing to them)."""
+    if server is None:
+        return
+    try:
+        gone = unload_unrouted_task(server, state, bake_s=rt.settings.model_server.bake_s)
+    except ModelServerError as exc:
+        get_run_logger().warning("adapters not unloaded: %s", exc)
+        return
+    if gone:
+        get_run_logger().info("unloaded from the model server: %s", ", ".join(gone))

@@ -1,0 +1,112 @@
+"""A local vLLM OpenAI server as a child process (``flywheel run --server vllm`` and the tests):
+the base model served under its version name, runtime LoRA loading on, loopback only, ended
+when the block exits. vLLM lives in its own virtual environment (``make vllm`` builds
+``.venv-vllm``: it pins a ``transformers`` older than flywheel's).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from infra.errors import ConfigError, ModelServerError
+
+log = logging.getLogger(__name__)
+
+VENV_ENV = "FLYWHEEL_VLLM_VENV"
+DEFAULT_VENV = Path(__file__).resolve().parents[1] / ".venv-vllm"
+STARTUP_TIMEOUT_S = 600.0  # ~50 s on an idle 2-core machine; much more when it is busy
+
+
+def vllm_python(venv: str | Path | None = None) -> Path:
+    """The Python of the vLLM environment (``FLYWHEEL_VLLM_VENV``, else ``.venv-vllm``).
+
+    Raises:
+        ConfigError: it does not exist (run ``make vllm``).
+    """
+    root = Path(venv or os.environ.get(VENV_ENV) or DEFAULT_VENV).expanduser()
+    python = root / "bin" / "python"
+    if not python.is_file():
+        raise ConfigError(f"no vLLM environment at {root}: run `make vllm` (or set {VENV_ENV})")
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise ModelServerError(f"vLLM exited with {proc.returncode} while starting:\n{tail}")
+        try:
+            if httpx.get(url + "/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    raise ModelServerError(f"vLLM did not answer {url}/health within {timeout:.0f} s ({log_path})")
+
+
+@contextmanager
+def local_vllm(
+    model_dir: str | Path,
+    *,
+    served_name: str = "v0",
+    max_lora_rank: int = 16,
+    max_model_len: int = 256,
+    memory_fraction: float = 0.08,
+    log_path: Path,
+    venv: str | Path | None = None,
+    timeout_s: float = STARTUP_TIMEOUT_S,
+) -> Iterator[str]:
+    """Run vLLM on ``model_dir`` (served as ``served_name``) on a free loopback port; yields
+    its base URL (``http://127.0.0.1:<port>``). ``memory_fraction``: 0.08 of this machine's
+    23 GiB is ~1.9 GiB (the default 0.92 fails when other processes hold memory).
+
+    Raises:
+        ConfigError: no vLLM environment.
+        ModelServerError: it exited or did not become healthy in time.
+    """
+    python = vllm_python(venv)
+    port = _free_port()
+    args = [
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *("--model", str(model_dir), "--served-model-name", served_name),
+        *("--enable-lora", "--max-lora-rank", str(max_lora_rank)),
+        *("--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port)),
+        # on the CPU build this is the share of the machine's RAM vLLM takes (KV cache
+        # included) and must be free at startup: a small share for the demo-size model
+        *("--gpu-memory-utilization", str(memory_fraction)),
+    ]
+    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    env.pop("PYTHONPATH", None)  # flywheel's packages are not vLLM's
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
+        try:
+            log.info("starting vLLM on %s (log: %s)", url, log_path)
+            _wait_healthy(url, proc, log_path, timeout_s)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

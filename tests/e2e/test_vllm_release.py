@@ -1,0 +1,275 @@
+"""End to end with a real vLLM server (CPU build, ``.venv-vllm``) on loopback, shared by the
+module: the Llama profile is bootstrapped as ``v0`` and served by vLLM; ``flywheel run --server
+vllm`` trains a LoRA candidate from the simulated users' traces and releases it through gate ->
+shadow -> canary with traffic through the gateway to vLLM; then a candidate made worse (its
+adapter weights scrambled) is loaded into canary, the repo's alert rules (Prometheus and
+Alertmanager binaries) roll it back on the users' thumbs-down, and it is unloaded from vLLM
+with no user request failing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from infra.routing import RoutingState, load_state, save_state
+from infra.settings import get_settings
+from infra.store import LocalStore
+from tests.e2e.test_alert_rollback import (
+    FOR,
+    TOKEN,
+    alertmanager_config,
+    firing_since,
+    prometheus_config,
+)
+from tests.procs import find_binary, free_port, service
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RUN_ENV = {
+    "FLYWHEEL_PROFILE": "llama",
+    "FLYWHEEL_TRAIN__ADAPTER": "true",
+    "FLYWHEEL_TRAIN__MAX_STEPS": "30",
+    "FLYWHEEL_TRAIN__LEARNING_RATE": "0.002",
+    "FLYWHEEL_TRAIN__MIN_PAIRS": "10",
+    "FLYWHEEL_RELEASE__MIN_SHADOW_PAIRS": "10",
+}
+
+
+@dataclass
+class Served:
+    home: Path
+    url: str  # vLLM's root URL
+    env: dict[str, str]
+
+    def models(self) -> list[str]:
+        data = httpx.get(f"{self.url}/v1/models", timeout=10).json()["data"]
+        return sorted(str(m["id"]) for m in data)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``v0`` of the Llama profile bootstrapped into a fresh home and served by one vLLM."""
+    from infra.model_server import open_model_server
+    from infra.runtime import Runtime
+    from infra.vllm_process import local_vllm
+    from tasks.bootstrap import bootstrap_base_model
+
+    tmp = tmp_path_factory.mktemp("vllm")
+    env = {"FLYWHEEL_HOME": str(tmp / "home"), **RUN_ENV}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        get_settings.cache_clear()
+        rt = Runtime.from_env()
+        boot = bootstrap_base_model(rt.store, settings=rt.settings)
+        with local_vllm(boot.model_dir, served_name="v0", log_path=tmp / "vllm.log") as url:
+            env |= {
+                "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
+                "FLYWHEEL_MODEL_SERVER__URLS": json.dumps([url]),
+            }
+            mp.setenv("FLYWHEEL_MODEL_SERVER__KIND", "vllm")
+            mp.setenv("FLYWHEEL_MODEL_SERVER__URLS", json.dumps([url]))
+            get_settings.cache_clear()
+            server = open_model_server(get_settings().model_server)
+            assert server is not None and server.health() is None
+            yield Served(home=tmp / "home", url=url, env=env)
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def served_env(served: Served, monkeypatch: pytest.MonkeyPatch) -> Served:
+    for key, value in served.env.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    return served
+
+
+def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
+    prefect_api: None, served_env: Served
+) -> None:
+    from flows.loop import LoopOptions, loop_report, run_loop
+
+    assert served_env.models() == ["v0"]
+    summary = run_loop(
+        LoopOptions(
+            server="vllm",
+            requests=120,
+            canary_steps=[50, 100],
+            analysis_interval_s=2.0,
+            min_requests_per_step=5,
+            method="rft",
+        )
+    )
+    print(loop_report(summary))
+    cycle = summary.cycles[0]
+    assert cycle.candidate == "v1", cycle.train_status
+    store = LocalStore(get_settings().resolved_store_url)
+    adapter = json.loads(store.get("models/v1/adapter_config.json"))
+    assert adapter["peft_type"] == "LORA" and set(adapter["target_modules"]) >= {"q_proj", "v_proj"}
+    assert not store.exists("models/v1/model.safetensors")  # an adapter, not a merged model
+    phases = [
+        e.to_phase for e in load_state(store).history if e.candidate == "v1"
+    ]  # the release went through the gate, shadow and the canary steps
+    assert cycle.decision is not None
+    assert cycle.outcome == "promoted", (cycle.decision, cycle.reasons)
+    assert {"gating", "shadow", "canary", "promoted"} <= set(phases)
+    assert load_state(store).stable == "v1"
+    assert "v1" in served_env.models()  # the new stable is served by vLLM
+
+
+def scrambled_adapter(store: LocalStore, source: str, version: str) -> None:
+    """Publish ``version``: ``source``'s adapter with its LoRA B weights scaled up 50x (a
+    candidate made worse; the same shape, so vLLM loads it)."""
+    from safetensors.torch import load_file, save_file
+
+    from infra.models import publish_model_dir
+
+    work = store.root / ".." / f"scrambled-{version}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    prefix = f"models/{source}/"
+    for key in store.list(prefix):
+        rel = key[len(prefix) :]
+        if rel != "_COMPLETE":
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_bytes(store.get(key))
+    weights = load_file(str(work / "adapter_model.safetensors"))
+    worse = {k: (v * 50 if "lora_B" in k else v) for k, v in weights.items()}
+    save_file(worse, str(work / "adapter_model.safetensors"))
+    publish_model_dir(store, version, work)
+
+
+def traffic(url: str, stop_after_s: float, seed: int) -> Any:
+    from tasks.simulate import simulate
+
+    return simulate(
+        url,
+        requests=max(20, int(stop_after_s * 4)),
+        concurrency=4,
+        seed=seed,
+        settings=get_settings(),
+        feedback_fraction=1.0,
+        feedback_noise=0.0,
+    )
+
+
+def test_a_worse_candidate_is_rolled_back_by_an_alert_and_unloaded(
+    prefect_api: None, served_env: Served, tmp_path: Path
+) -> None:
+    from flows.rollback import rollback
+    from infra.gateway.serve import start_background_gateway
+    from infra.model_server import open_model_server
+    from infra.runtime import Runtime
+    from tasks.release.adapters import load_candidate
+
+    rt = Runtime.from_env()
+    store = rt.store
+    assert isinstance(store, LocalStore)
+    stable = load_state(store).stable
+    worse = "v9"
+    scrambled_adapter(store, "v1" if store.exists("models/v1/_COMPLETE") else stable, worse)
+    server = open_model_server(rt.settings.model_server)
+    assert server is not None
+    load_candidate(server, store, worse, settings=rt.settings)
+    assert worse in served_env.models()
+    settings = rt.settings.model_copy(
+        update={
+            "gateway": rt.settings.gateway.model_copy(
+                update={"admin_token": SecretStr(TOKEN), "diverse_fraction": 0}
+            )
+        }
+    )
+    with ExitStack() as stack:
+        gw = start_background_gateway(settings, port=0, store=store, state_interval_s=0.2)
+        stack.callback(gw.stop)
+        assert gw.admin_url is not None
+        am_port, prom_port = free_port(), free_port()
+        am_args = [
+            find_binary("alertmanager"),
+            f"--config.file={alertmanager_config(tmp_path, admin_url=gw.admin_url)}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address=",
+        ]
+        stack.enter_context(
+            service(am_args, f"http://127.0.0.1:{am_port}/-/ready", tmp_path / "am.log")
+        )
+        prom = f"http://127.0.0.1:{prom_port}"
+        prom_cfg = prometheus_config(
+            tmp_path,
+            gateway=gw.url.removeprefix("http://"),
+            alertmanager=f"127.0.0.1:{am_port}",
+            self_addr=f"127.0.0.1:{prom_port}",
+        )
+        prom_args = [
+            find_binary("prometheus"),
+            f"--config.file={prom_cfg}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ]
+        stack.enter_context(service(prom_args, f"{prom}/-/ready", tmp_path / "prom.log"))
+        canary = RoutingState(stable=stable, candidate=worse, phase="canary", weight=50)
+        save_state(store, canary, force=True)
+        summaries, rolled_back, fired = [], None, None
+        deadline = time.time() + 240
+        seed = 0
+        while time.time() < deadline and rolled_back is None:
+            seed += 1
+            summaries.append(traffic(gw.url, 5, seed))  # users with thumbs up/down
+            fired = fired or firing_since(prom, "CandidateNegativeFeedback")
+            state = load_state(store)
+            if state.phase == "rolled_back":
+                rolled_back = time.time()
+        summaries.append(traffic(gw.url, 3, seed + 1))  # users keep coming after it
+    assert rolled_back is not None, "the worse candidate was never rolled back"
+    assert fired is not None or firing_since(prom, "CandidateNegativeFeedback") is not None
+    state = load_state(store)
+    assert state.phase == "rolled_back" and worse in state.rejected
+    rollback(reason="alert", actor="alertmanager")  # what the gateway's alert hook starts
+    assert worse not in served_env.models()  # unloaded from vLLM
+    assert stable in served_env.models() or stable == "v0"
+    assert sum(s.failed for s in summaries) == 0  # no user saw a failure
+    assert sum(s.models[worse] for s in summaries) > 0  # the canary did serve users
+    print(f"\nalert -> rollback: {len(summaries)} bursts; FOR {FOR}")
+
+
+def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Served) -> None:
+    """A conversation with a system prompt, a tool call and its result: the prompt text the
+    trainer renders (the tokenizer's chat template) tokenises exactly as vLLM tokenises the
+    same messages (its /tokenize endpoint applies the served model's template)."""
+    from transformers import AutoTokenizer
+
+    from infra.models import fetch_model, model_cache_root
+
+    settings = get_settings()
+    store = LocalStore(settings.resolved_store_url)
+    tok = AutoTokenizer.from_pretrained(fetch_model(store, "v0", model_cache_root(settings)))
+    args = json.dumps({"expression": "23 + 58"})
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": args},
+    }
+    messages = [
+        {"role": "system", "content": "You are a calculator agent. Answer with the number."},
+        {"role": "user", "content": "Hi, I'm Jane. What is 23+58?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "calculator: 23 + 58 = 81"},
+    ]
+    prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    trainer_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    body = {"model": "v0", "messages": messages, "add_generation_prompt": True}
+    resp = httpx.post(f"{served_env.url}/tokenize", json=body, timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["tokens"] == trainer_ids
+    assert "<|tool|>calculator: 23 + 58 = 81" in prompt and prompt.endswith("<|assistant|>")
