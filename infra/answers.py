@@ -109,5 +109,8 @@ def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) 
     from infra.models import fetch_model, model_cache_root
 
     return LocalAnswers(
-        version, LocalLM.load(fetch_model(store, version, model_cache_root(settings)))
+        version,
+        LocalLM.load(
+            fetch_model(store, version, model_cache_root(settings)), device=settings.device
+        ),
     )

@@ -210,7 +210,7 @@ class LocalUpstream:
         from infra.models import fetch_model, model_cache_root
 
         path = fetch_model(self.store, self.version, model_cache_root(self.settings))
-        return LocalLM.load(path)
+        return LocalLM.load(path, device=self.settings.device)
 
     async def _model(self) -> Any:
         if self._lm is None:

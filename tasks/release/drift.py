@@ -100,9 +100,10 @@ def sequence_kl(
 
 
 def _logprobs(lm: LocalLM, input_ids: Any, mask: Any) -> Any:
+    device = lm.model.device
     with lm._lock:  # noqa: SLF001 - the model is shared with the serving path
-        logits = lm.model(input_ids=input_ids, attention_mask=mask).logits
-    return logits.float().log_softmax(-1)
+        logits = lm.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+    return logits.float().log_softmax(-1).cpu()
 
 
 def kl_check(
