@@ -19,6 +19,7 @@ from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.release import controls
+from tasks.release.card import update_card
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
     after_canary_step_task,
@@ -182,6 +183,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
                 state, verdict = _shadow(run)
             else:
                 state, verdict = _canary_step(run, step.index)
+            update_card(rt.store, version, state=state, gate=run.out.gate)
     outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
@@ -371,6 +373,9 @@ def release_control(
         act = {"pause": controls.pause, "abort": controls.abort}
         act[action](routing, rt.catalog, actor=actor, reason=reason)
     logger.info("release %s by %s: %s", action, actor, reason)
+    after = routing.load()
+    if after.history and (subject := after.history[-1].candidate):
+        update_card(rt.store, subject, state=after)
     status = controls.release_status(routing)
     if continued is not None:
         status["release"] = asdict(continued)
