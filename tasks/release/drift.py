@@ -115,7 +115,12 @@ def kl_check(
     policy: ReleaseSettings,
 ) -> Check:
     if candidate is None or baseline is None:
-        return _skipped("needs both versions in process", policy)
+        missing = "the candidate" if candidate is None else "the baseline"
+        return _skipped(
+            f"needs both versions' weights; {missing} is served over HTTP and is not a model "
+            "version in the store",
+            policy,
+        )
     try:
         per_item = sequence_kl(candidate, baseline, prompts=prompts, answers=answers)
     except ValueError as exc:

@@ -3,20 +3,15 @@
 Which method a run uses, and how TRL builds its trainer: :mod:`tasks.train.methods`.
 
 LoRA (``FLYWHEEL_TRAIN__USE_LORA``; unset: on for every base model but the demo model): peft
-adapters on ``c_attn`` for GPT-2 (every linear layer but the head otherwise). ``lora_output="adapter"`` (the
-default) saves the adapter alone with ``base_model.json`` naming the full version it applies to
+adapters on ``c_attn`` for GPT-2 (every linear layer but the head otherwise).
+``lora_output="adapter"`` (the default) saves the adapter alone with ``base_model.json`` naming the full version it applies to
 (a base that is itself an adapter version: that adapter trains on, on the same full version);
 ``"merged"`` folds it into the weights and saves a plain model directory. Full checkpoints are
 saved in safetensors shards of ``max_shard_size`` (uploaded as multipart objects).
 
-The same code runs on a laptop CPU, one GPU (bf16 when supported) or several GPUs: run the
-trainer on its own under ``accelerate launch`` and publish from the flow afterwards::
-
-    accelerate launch --num_processes 8 -m tasks.train \\
-        --base ~/.flywheel/cache/models/v3 --data selection.json --out /scratch/v4 --method dpo
-
-where ``selection.json`` is ``{"pairs": [...], "sft": [...], "prompts": [...]}`` as
-:func:`tasks.train.pairs.select` returns them (``dataclasses.asdict(selection)``).
+The same code runs on a laptop CPU, one GPU (bf16 when supported) or several GPUs; the recipe
+that runs it on its own under ``accelerate launch`` with the flow's data selection and
+publishes the result with lineage: :mod:`tasks.train.recipe`.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -301,30 +296,3 @@ def train_task(
         reward=reward,
         base_version=base_version,
     )
-
-
-def _main(argv: list[str] | None = None) -> None:
-    """``python -m tasks.train`` / ``accelerate launch -m tasks.train`` (see module docstring)."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--base", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--method", choices=["dpo", "rft", "grpo"], default="dpo")
-    types = {"int": int, "float": float}
-    for f in fields(TrainConfig):
-        if str(f.type) in types:
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=types[str(f.type)])
-    opts = vars(parser.parse_args(argv))
-    overrides = {
-        k: v for k, v in opts.items() if k not in ("base", "data", "out") and v is not None
-    }
-    outcome = train_model(
-        opts["base"],
-        opts["out"],
-        config=TrainConfig(**overrides),
-        data=json.loads(Path(opts["data"]).read_text()),
-    )
-    logging.getLogger(__name__).info("metrics: %s", json.dumps(outcome.metrics, sort_keys=True))
