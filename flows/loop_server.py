@@ -40,7 +40,7 @@ def environment(**values: str) -> Iterator[None]:
 def profile_environment(server: Server) -> dict[str, str]:
     """The settings a server choice implies: vLLM serves the Llama profile, trains adapters."""
     if server == "vllm":
-        return {"FLYWHEEL_PROFILE": "llama", "FLYWHEEL_TRAIN__ADAPTER": "true"}
+        return {"FLYWHEEL_PROFILE": "llama", "FLYWHEEL_TRAIN__USE_LORA": "true"}
     return {}
 
 

@@ -23,6 +23,7 @@ from infra.runtime import Runtime
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
+from tasks.release.card import update_card
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
     after_canary_step_task,
@@ -193,6 +194,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
                 state, verdict = _shadow(run)
             else:
                 state, verdict = _canary_step(run, step.index)
+            update_card(rt.store, version, state=state, gate=run.out.gate)
     unload_unrouted(rt, run.server, state)
     outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
@@ -402,6 +404,9 @@ def release_control(
         if action == "abort":  # routed to stable at once above; then unloaded
             unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
     logger.info("release %s by %s: %s", action, actor, reason)
+    after = routing.load()
+    if after.history and (subject := after.history[-1].candidate):
+        update_card(rt.store, subject, state=after)
     status = controls.release_status(routing)
     if continued is not None:
         status["release"] = asdict(continued)

@@ -14,6 +14,7 @@ from infra.models import ServableVersions
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.release.card import update_card
 from tasks.release.transitions import restore_servable_stable
 
 
@@ -77,6 +78,9 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     )
     if unservable is None:  # routed to stable above; now the candidate leaves the server
         unload_unrouted(rt, open_model_server(rt.settings.model_server), state)
+    rolled = [t.candidate for t in state.history if t.to_phase == "rolled_back" and t.candidate]
+    if done and rolled:
+        update_card(rt.store, rolled[-1], state=state)
     if unservable is not None:
         raise unservable
     if restored:

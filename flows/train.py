@@ -25,6 +25,7 @@ from infra.runtime import Runtime
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
+    is_demo_model,
     pick_base_version,
     publish_task,
     scratch_dir,
@@ -105,7 +106,9 @@ def train(
         if choice.method is None:
             result = _skipped(rt, run_id=run_id, base=base, choice=choice, selection=selection)
         else:
-            config = TrainConfig.from_settings(cfg, method=choice.method, max_steps=max_steps)
+            config = TrainConfig.from_settings(
+                cfg, method=choice.method, max_steps=max_steps, demo_base=is_demo_model(base_dir)
+            )
             pairs_sid = None
             if choice.method == "dpo":
                 pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
@@ -123,8 +126,14 @@ def train(
                     },
                     callbacks=[progress],
                     reward=rt.settings,  # GRPO: the judge or verifier stage 2 uses
+                    base_version=base,
                 )
-                evaluation = evaluate_task(base_dir, outcome.output_dir)
+                evaluation = evaluate_task(
+                    base_dir,
+                    outcome.output_dir,
+                    device=rt.settings.device,
+                    max_new_tokens=rt.settings.eval_max_new_tokens,
+                )
                 lineage = build_lineage(
                     base_version=base,
                     train_run=run_id,

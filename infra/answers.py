@@ -102,14 +102,22 @@ class HttpAnswers:
 
 def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:
     """HTTP when the version has a configured upstream, else the in-process model from the store."""
+    from infra.local_lm import LocalLM
+    from infra.models import fetch_model, model_cache_root, version_exists
+
     url = settings.gateway.upstreams.get(version)
     if not url and settings.model_server.enabled:  # the version as the model server serves it
         url = settings.model_server.urls[0].rstrip("/").removesuffix("/v1") + "/v1"
     if url:
-        return HttpAnswers(version, url)
-    from infra.local_lm import LocalLM
-    from infra.models import fetch_model, model_cache_root
+        http = HttpAnswers(version, url)
+        if version_exists(store, version):  # the KL check evaluates its weights in process
+            path = fetch_model(store, version, model_cache_root(settings))
+            http.lm = LocalLM.load(path, device=settings.device)
+        return http
 
     return LocalAnswers(
-        version, LocalLM.load(fetch_model(store, version, model_cache_root(settings)))
+        version,
+        LocalLM.load(
+            fetch_model(store, version, model_cache_root(settings)), device=settings.device
+        ),
     )

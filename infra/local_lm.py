@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.causal_lm import Device, is_adapter, load_causal_lm, placement
 from infra.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -81,24 +82,6 @@ def render_prompt(messages: list[dict[str, Any]]) -> str:
     return PROMPT_FORMAT.format(question=extract_question(text))
 
 
-def adapter_base(path: Path) -> Path | None:
-    """The base model directory of a peft LoRA adapter directory, or None for a full model.
-
-    Raises:
-        ConfigError: the adapter's base model (``base_model_name_or_path``) is not a local
-            model directory.
-    """
-    import json
-
-    config = path / "adapter_config.json"
-    if (path / "config.json").is_file() or not config.is_file():
-        return None
-    base = Path(str(json.loads(config.read_text()).get("base_model_name_or_path") or ""))
-    if not (base / "config.json").is_file():
-        raise ConfigError(f"the LoRA adapter at {path} names no local base model ({base})")
-    return base
-
-
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
     import torch
@@ -128,8 +111,17 @@ class LocalLM:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: str | Path, *, threads: int | None = 1) -> LocalLM:
-        """Load a Hugging Face causal LM directory (CPU, float32, eval mode).
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        threads: int | None = 1,
+        device: Device = "auto",
+        base_dir: str | Path | None = None,
+    ) -> LocalLM:
+        """Load a Hugging Face causal LM directory, or a LoRA adapter version on its base
+        (``base_dir``, default: the base version fetched beside it), in eval mode on the
+        device and dtype :func:`infra.causal_lm.placement` picks for ``device``.
 
         ``threads``: torch intra-op threads while generating (``None``: leave torch's
         setting). One by default: for a small model more threads only add OpenMP
@@ -140,28 +132,20 @@ class LocalLM:
             ConfigError: the directory is missing or is not a loadable causal LM.
         """
         path = Path(path).expanduser().resolve()
-        base = adapter_base(path)
-        if base is None and not (path / "config.json").is_file():
+        if not (path / "config.json").is_file() and not is_adapter(path):
             raise ConfigError(
                 f"no model at {path} (expected a Hugging Face model directory with config.json); "
                 "run `flywheel bootstrap` or set FLYWHEEL_BASE_MODEL_PATH to a local model"
             )
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # a service log, not a terminal
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(
-                base or path, local_files_only=True, dtype=torch.float32
-            )
-            if base is not None:  # a LoRA adapter: merged for in-process serving
-                from peft import PeftModel
-
-                model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot load the causal LM at {path}: {exc}") from exc
+            raise ConfigError(f"cannot load the tokenizer at {path}: {exc}") from exc
+        model = load_causal_lm(path, where=placement(device), base_dir=base_dir)
         model.eval()
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -228,8 +212,9 @@ class LocalLM:
         ids = [tok(p, add_special_tokens=False)["input_ids"][-budget:] for p in prompts]
         width = max(len(x) for x in ids)
         pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids])
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+        device = self.model.device
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
         kwargs: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             kwargs = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
@@ -246,8 +231,8 @@ class LocalLM:
                 output_logits=True,
                 **kwargs,
             )
-        new = out.sequences[:, width:]
-        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1) if out.logits else None
+        new = out.sequences[:, width:].cpu()
+        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu() if out.logits else None
         return [
             self._decode(
                 new[row].tolist(),

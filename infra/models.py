@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ObjectNotFound, StoreError, TransientError, UnservableVersion
 from infra.keys import MODELS_PREFIX, model_prefix, version_number
+from infra.transfer import file_sha256
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = MODELS_PREFIX
 COMPLETE = "_COMPLETE"
+# files a release updates after publication (the card gains the gate's result and each
+# deployment stage): their hash in the manifest is the published one, not checked on fetch
+MUTABLE = frozenset({"model_card.yaml"})
 
 
 def model_cache_root(settings: Settings) -> Path:
@@ -138,14 +142,12 @@ def publish_model_dir(
         if p.is_file() and not p.name.startswith(".") and p.name != COMPLETE
     }
 
-    def put(rel: str, data: bytes) -> None:
+    for rel, path in files.items():  # streamed from disk: weights can be many GiB
+        written[rel] = file_sha256(path)
+        store.put_file(prefix + rel, path)
+    for rel, data in (extra_files or {}).items():
         store.put(prefix + rel, data)
         written[rel] = hashlib.sha256(data).hexdigest()
-
-    for rel, path in files.items():  # one file in memory at a time (weights can be large)
-        put(rel, path.read_bytes())
-    for rel, data in (extra_files or {}).items():
-        put(rel, data)
     manifest = {"version": version, "files": written, "published_at": time.time()}
     store.put(prefix + COMPLETE, json.dumps(manifest, sort_keys=True).encode())
     log.info("published model %s (%d files)", version, len(written))
@@ -158,11 +160,25 @@ def read_model_json(store: ObjectStore, version: str, name: str) -> dict[str, An
 
 
 def fetch_model(store: ObjectStore, version: str, cache_root: str | Path) -> Path:
-    """A local directory holding ``version`` (downloaded once into ``cache_root/<version>``).
+    """A local directory holding ``version`` (downloaded once into ``cache_root/<version>``);
+    for a LoRA adapter version its base version is fetched beside it
+    (:func:`infra.causal_lm.root_dir` finds it there).
 
     Raises:
-        ObjectNotFound: the version does not exist or is not complete.
+        ObjectNotFound: the version (or an adapter's base) does not exist or is not complete.
     """
+    from infra.causal_lm import adapter_base, is_adapter
+
+    target = _fetch_one(store, version, cache_root)
+    if is_adapter(target):
+        base = adapter_base(target)
+        if base == version:
+            raise StoreError(f"model {version}: a LoRA adapter names itself as its base")
+        fetch_model(store, base, cache_root)
+    return target
+
+
+def _fetch_one(store: ObjectStore, version: str, cache_root: str | Path) -> Path:
     prefix = model_prefix(version)
     target = Path(cache_root) / version
     try:
@@ -175,13 +191,12 @@ def fetch_model(store: ObjectStore, version: str, cache_root: str | Path) -> Pat
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
     try:
-        for rel, digest in files.items():
-            data = store.get(prefix + rel)
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise StoreError(f"model {version}: {rel} does not match its recorded hash")
+        for rel, digest in files.items():  # streamed to disk, then hashed from disk
             dest = tmp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            store.get_file(prefix + rel, dest)
+            if rel not in MUTABLE and file_sha256(dest) != digest:
+                raise StoreError(f"model {version}: {rel} does not match its recorded hash")
         (tmp / COMPLETE).write_bytes(marker)
         if (target / COMPLETE).is_file() and (target / COMPLETE).read_bytes() == marker:
             return target  # another process fetched it meanwhile

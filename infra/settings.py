@@ -148,8 +148,9 @@ class TrainSettings(BaseModel):
     batch_size: int = 16
     beta: float = 0.1
     sft_weight: float = 1.0
-    use_lora: bool = False
-    adapter: bool = False  # train and publish a LoRA adapter (what the model server loads)
+    use_lora: bool | None = None  # None: LoRA for every base model except the demo model
+    lora_output: Literal["adapter", "merged"] = "adapter"  # publish the adapter, or merge it
+    max_shard_size: str = "2GB"  # safetensors shards of full checkpoints (multipart uploads)
     seed: int = 0
     threads: int | None = None  # torch threads for training (default: torch's choice)
 
@@ -298,6 +299,8 @@ class Settings(BaseSettings):
     user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
     base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
     profile: Literal["demo", "llama"] = "demo"  # the embedded base model bootstrap builds
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
+    eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
     task_runner: Literal["threads", "dask", "ray"] = "threads"
     task_runner_address: str | None = None
     max_record_bytes: int = Field(default=1_000_000, ge=1)

@@ -1,7 +1,8 @@
 """Object store: one small interface, a local-directory and an S3 (boto3) implementation.
 
 Writes are atomic: the local store writes a temporary file then renames it; S3 uses a single
-PUT. Conditional writes (:meth:`ObjectStore.put_if`, the routing state's compare-and-swap) are
+PUT, or for :meth:`ObjectStore.put_file` a multipart upload streamed from disk (large model
+weights: :mod:`infra.transfer`; :meth:`ObjectStore.get_file` streams back to disk). Conditional writes (:meth:`ObjectStore.put_if`, the routing state's compare-and-swap) are
 atomic too: S3 sends ``If-Match: <etag>`` / ``If-None-Match: *`` (AWS and MinIO check them
 atomically); the local store holds an exclusive ``flock`` on a lock file beside the object
 around read-compare-rename. Transient failures raise :class:`TransientStoreError` (retried by
@@ -29,6 +30,7 @@ from infra.errors import (
     StoreError,
     TransientStoreError,
 )
+from infra.transfer import copy_atomic, temp_beside, transfer_config
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -49,6 +51,8 @@ class ObjectStore(Protocol):
     def delete(self, key: str) -> None: ...
     def get_versioned(self, key: str) -> tuple[bytes, str]: ...
     def put_if(self, key: str, data: bytes, *, etag: str | None) -> str: ...
+    def put_file(self, key: str, path: Path) -> None: ...
+    def get_file(self, key: str, path: Path) -> None: ...
 
 
 _LOCK_PREFIX = ".lock-"
@@ -88,6 +92,26 @@ class LocalStore:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
             raise ObjectNotFound(key) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot read {key}: {exc.strerror}") from exc
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Copy the file at ``path`` into ``key`` (streamed, atomic)."""
+        try:
+            copy_atomic(path, self._path(key))
+        except OSError as exc:
+            raise StoreError(f"cannot write {key}: {exc.strerror}") from exc
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Copy ``key`` into the file ``path`` (streamed, atomic).
+
+        Raises:
+            ObjectNotFound: the key does not exist.
+        """
+        if not self.exists(key):
+            raise ObjectNotFound(key)
+        try:
+            copy_atomic(self._path(key), path)
         except OSError as exc:
             raise StoreError(f"cannot read {key}: {exc.strerror}") from exc
 
@@ -239,6 +263,33 @@ class S3Store:
             return bytes(body.read())
         except Exception as exc:
             raise self._translate(exc, f"get {key}") from exc
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload the file at ``path`` as ``key``: multipart above 64 MiB, parts read from disk
+        as they are sent (memory bounded whatever the size; S3 refuses one PUT over 5 GiB)."""
+        try:
+            self._client.upload_file(
+                str(path), self.bucket, self._key(key), Config=transfer_config()
+            )
+        except Exception as exc:
+            raise self._translate(exc, f"put {key}") from exc
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Download ``key`` into the file ``path`` (streamed in ranges, renamed when complete).
+
+        Raises:
+            ObjectNotFound: the key does not exist.
+        """
+        tmp = temp_beside(path)
+        try:
+            self._client.download_file(
+                self.bucket, self._key(key), str(tmp), Config=transfer_config()
+            )
+            os.replace(tmp, path)
+        except Exception as exc:
+            raise self._translate(exc, f"get {key}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def exists(self, key: str) -> bool:
         try:

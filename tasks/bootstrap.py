@@ -369,8 +369,13 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
             tokenizer.save_pretrained(out)
             source = "trained"
         _progress("evaluate v0 on the golden set", config, done=config.steps)
-        lm = LocalLM.load(out)
-        accuracy, _ = evaluate_golden(lm, golden, batch_size=config.eval_batch_size)
+        lm = LocalLM.load(out, device=settings.device)
+        accuracy, _ = evaluate_golden(
+            lm,
+            golden,
+            batch_size=config.eval_batch_size,
+            max_new_tokens=settings.eval_max_new_tokens,
+        )
     wall = time.perf_counter() - t0
     info = {
         "version": "v0",

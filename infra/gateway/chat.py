@@ -121,7 +121,29 @@ def _usage(done: Completion) -> dict[str, int]:
     return {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout}
 
 
-def completion_body(done: Completion, *, trace_id: str, version: str) -> dict[str, Any]:
+def wants_logprobs(req: ChatRequest) -> bool:
+    """Whether the client asked for token logprobs (``"logprobs": true``)."""
+    return bool(req.params.extra.get("logprobs"))
+
+
+def logprobs_body(done: Completion) -> dict[str, Any] | None:
+    """The OpenAI ``logprobs`` object of an answer: the upstream's entries as it sent them, or
+    (in-process models) one entry per generated token with its logprob."""
+    if done.logprob_tokens:
+        return {"content": done.logprob_tokens}
+    if done.logprobs:
+        return {
+            "content": [
+                {"token": "", "logprob": lp, "bytes": None, "top_logprobs": []}
+                for lp in done.logprobs
+            ]
+        }
+    return None
+
+
+def completion_body(
+    done: Completion, *, trace_id: str, version: str, logprobs: bool = False
+) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": done.text}
     if done.tool_calls:
         message["tool_calls"] = done.tool_calls
@@ -134,7 +156,7 @@ def completion_body(done: Completion, *, trace_id: str, version: str) -> dict[st
             {
                 "index": 0,
                 "message": message,
-                "logprobs": None,
+                "logprobs": logprobs_body(done) if logprobs else None,
                 "finish_reason": done.finish_reason or "stop",
             }
         ],
@@ -149,6 +171,7 @@ def chunk_line(
     delta: dict[str, Any] | None = None,
     finish_reason: str | None = None,
     usage: Completion | None = None,
+    logprobs: dict[str, Any] | None = None,
 ) -> bytes:
     """One SSE event in the ``chat.completion.chunk`` format."""
     data: dict[str, Any] = {
@@ -158,7 +181,9 @@ def chunk_line(
         "model": version,
         "choices": []
         if usage is not None
-        else [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}],
+        else [
+            {"index": 0, "delta": delta or {}, "logprobs": logprobs, "finish_reason": finish_reason}
+        ],
     }
     if usage is not None:
         data["usage"] = _usage(usage)

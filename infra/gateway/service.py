@@ -36,6 +36,7 @@ from infra.gateway.chat import (
     json_response,
     response_headers,
     upstream_failed,
+    wants_logprobs,
 )
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
@@ -195,7 +196,9 @@ class Gateway:
             prompt_group=prompt_group,
             pairing_id=served.pairing_id,
         )
-        body = completion_body(served.value, trace_id=trace_id, version=version)
+        body = completion_body(
+            served.value, trace_id=trace_id, version=version, logprobs=wants_logprobs(req)
+        )
         return json_response(body, headers=response_headers(trace_id, version, route))
 
     async def sibling(

@@ -16,8 +16,10 @@ from infra.gateway.chat import (
     DONE_LINE,
     ChatRequest,
     chunk_line,
+    logprobs_body,
     response_headers,
     upstream_failed,
+    wants_logprobs,
 )
 from infra.gateway.upstreams import Completion
 
@@ -102,7 +104,12 @@ async def _relay(
             _accumulate(total, piece)
             if piece.text:
                 texts.append(piece.text)
-                yield chunk_line(trace_id=trace_id, version=version, delta={"content": piece.text})
+                yield chunk_line(
+                    trace_id=trace_id,
+                    version=version,
+                    delta={"content": piece.text},
+                    logprobs=logprobs_body(piece) if wants_logprobs(req) else None,
+                )
             piece = await anext(pieces, None)
         total.text = "".join(texts)
         yield chunk_line(

@@ -66,13 +66,13 @@ class FakeUpstream:
             return
         text = self.answer(body.get("messages") or [])
         if body.get("stream"):
-            await self._stream(send, text)
+            await self._stream(send, text, logprobs=bool(body.get("logprobs")))
         else:
             await _send_json(send, 200, self._completion(text, body))
 
     def _completion(self, text: str, body: dict[str, Any]) -> dict[str, Any]:
         words = text.split()
-        logprobs = {"content": [{"token": w, "logprob": -0.1, "top_logprobs": []} for w in words]}
+        logprobs = _vllm_logprobs(words) if body.get("logprobs") else None  # only when asked
         return {
             "id": f"cmpl-{self.calls}",
             "object": "chat.completion",
@@ -89,7 +89,7 @@ class FakeUpstream:
             "usage": {"prompt_tokens": 5, "completion_tokens": len(words), "total_tokens": 5},
         }
 
-    async def _stream(self, send: Send, text: str) -> None:
+    async def _stream(self, send: Send, text: str, *, logprobs: bool = False) -> None:
         await send(
             {
                 "type": "http.response.start",
@@ -100,11 +100,24 @@ class FakeUpstream:
         words = text.split(" ")
         for i, word in enumerate(words):
             delta = {"content": word if i == 0 else " " + word}
-            chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+            choice: dict[str, Any] = {"index": 0, "delta": delta}
+            if logprobs:
+                choice["logprobs"] = _vllm_logprobs([delta["content"]])
+            chunk = {"object": "chat.completion.chunk", "choices": [choice]}
             await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
         await _send_body(send, b"data: [DONE]\n\n", more=False)
+
+
+def _vllm_logprobs(tokens: list[str]) -> dict[str, Any]:
+    """``logprobs`` as vLLM's OpenAI server sends it for ``"logprobs": true``."""
+    return {
+        "content": [
+            {"token": t, "logprob": -0.1, "bytes": list(t.encode()), "top_logprobs": []}
+            for t in tokens
+        ]
+    }
 
 
 async def _read_body(receive: Receive) -> dict[str, Any]:

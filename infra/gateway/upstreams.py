@@ -52,6 +52,7 @@ class Completion:
     logprobs: list[float] | None = None
     finish_reason: str | None = "stop"
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
 
 
 class Upstream(Protocol):
@@ -63,10 +64,18 @@ class Upstream(Protocol):
 
 
 def _choice_logprobs(choice: dict[str, Any]) -> list[float] | None:
-    content = (choice.get("logprobs") or {}).get("content")
+    content = _choice_tokens(choice)
     if not content:
         return None
-    return [float(t["logprob"]) for t in content if isinstance(t, dict) and "logprob" in t]
+    return [float(t["logprob"]) for t in content]
+
+
+def _choice_tokens(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The OpenAI/vLLM ``logprobs.content`` entries of a choice (token, logprob, ...)."""
+    content = (choice.get("logprobs") or {}).get("content")
+    if not isinstance(content, list):
+        return None
+    return [t for t in content if isinstance(t, dict) and "logprob" in t] or None
 
 
 class HttpUpstream:
@@ -106,6 +115,9 @@ class HttpUpstream:
             if getattr(params, key) is not None:
                 body[key] = getattr(params, key)
         body["stream"] = stream
+        # the trace records token logprobs (the gate's KL check): asked for on every request;
+        # passed back only to clients that asked (chat.completion_body)
+        body.setdefault("logprobs", True)
         return body
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
@@ -134,6 +146,7 @@ class HttpUpstream:
             logprobs=_choice_logprobs(choice),
             finish_reason=choice.get("finish_reason") or "stop",
             tool_calls=list(message.get("tool_calls") or []),
+            logprob_tokens=_choice_tokens(choice),
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
@@ -173,6 +186,7 @@ def _parse_chunk(payload: str) -> Completion | None:
         tokens_out=usage.get("completion_tokens"),
         logprobs=_choice_logprobs(choice),
         finish_reason=choice.get("finish_reason"),
+        logprob_tokens=_choice_tokens(choice),
     )
 
 
@@ -244,7 +258,7 @@ class LocalUpstream:
         from infra.models import fetch_model, model_cache_root
 
         path = fetch_model(self.store, self.version, model_cache_root(self.settings))
-        return LocalLM.load(path)
+        return LocalLM.load(path, device=self.settings.device)
 
     async def _model(self) -> Any:
         if self._lm is None:

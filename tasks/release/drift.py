@@ -100,9 +100,10 @@ def sequence_kl(
 
 
 def _logprobs(lm: LocalLM, input_ids: Any, mask: Any) -> Any:
+    device = lm.model.device
     with lm._lock:  # noqa: SLF001 - the model is shared with the serving path
-        logits = lm.model(input_ids=input_ids, attention_mask=mask).logits
-    return logits.float().log_softmax(-1)
+        logits = lm.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits
+    return logits.float().log_softmax(-1).cpu()
 
 
 def kl_check(
@@ -114,7 +115,12 @@ def kl_check(
     policy: ReleaseSettings,
 ) -> Check:
     if candidate is None or baseline is None:
-        return _skipped("needs both versions in process", policy)
+        missing = "the candidate" if candidate is None else "the baseline"
+        return _skipped(
+            f"needs both versions' weights; {missing} is served over HTTP and is not a model "
+            "version in the store",
+            policy,
+        )
     try:
         per_item = sequence_kl(candidate, baseline, prompts=prompts, answers=answers)
     except ValueError as exc:

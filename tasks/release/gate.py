@@ -295,6 +295,9 @@ def run_gate(
             )
         )
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
+    reasons = reasons + [  # a check that did not run is said, never silently passed
+        f"{c.name} check skipped: {c.detail}" for c in checks if c.status == "skipped"
+    ]
     pairs = [
         ItemPair(
             item_id=it.item_id,

@@ -1,10 +1,10 @@
-"""``python -m tasks.train`` / ``accelerate launch -m tasks.train``: the trainer on its own
-(see :mod:`tasks.train.trainer`)."""
+"""``python -m tasks.train select|train|publish`` (``train`` under ``accelerate launch``):
+the trainer on its own with the flow's data selection (see :mod:`tasks.train.recipe`)."""
 
 import logging
 
-from tasks.train.trainer import _main
+from tasks.train.recipe import main
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, force=True)
-    _main()
+    main()

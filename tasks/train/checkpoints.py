@@ -4,6 +4,7 @@ into, the golden evaluation of the result, and its publication as the next model
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra import models
+from infra.causal_lm import Device, root_dir
 from infra.retries import IO_RETRIES
 from tasks.train.lineage import Evaluation, Lineage, lineage_files
 
@@ -53,22 +55,42 @@ def scratch_dir(root: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def evaluate_golden_dirs(base_dir: Path, new_dir: Path) -> Evaluation:
-    """Greedy golden accuracy of the base and the new model (the same items, the same decoding)."""
+def is_demo_model(base_dir: Path) -> bool:
+    """Whether ``base_dir`` is (an adapter on) the embedded demo model: the GPT-2 that
+    ``flywheel bootstrap`` trains itself. Every other base model trains LoRA adapters unless
+    ``FLYWHEEL_TRAIN__USE_LORA`` says otherwise."""
+    root = root_dir(base_dir)
+    try:
+        source = json.loads((root / "lineage.json").read_text()).get("source")
+        model_type = json.loads((root / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError):
+        return False
+    return bool(source == "trained" and model_type == "gpt2")
+
+
+def evaluate_golden_dirs(
+    base_dir: Path, new_dir: Path, *, device: Device = "auto", max_new_tokens: int = 8
+) -> Evaluation:
+    """Greedy golden accuracy of the base and the new model (the same items, the same decoding).
+    A new LoRA adapter loads on the full version under ``base_dir``."""
     from infra.local_lm import LocalLM
     from tasks.bootstrap import evaluate_golden
     from tasks.domain import load_golden
 
     golden = load_golden()
-    base, _ = evaluate_golden(LocalLM.load(base_dir), golden)
-    new, _ = evaluate_golden(LocalLM.load(new_dir), golden)
+    budget = {"max_new_tokens": max_new_tokens}
+    base, _ = evaluate_golden(LocalLM.load(base_dir, device=device), golden, **budget)
+    new_lm = LocalLM.load(new_dir, device=device, base_dir=root_dir(base_dir))
+    new, _ = evaluate_golden(new_lm, golden, **budget)
     return Evaluation(golden_items=len(golden), base_accuracy=base, accuracy=new, decoding="greedy")
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate_task(base_dir: Path, new_dir: Path) -> Evaluation:
+def evaluate_task(
+    base_dir: Path, new_dir: Path, *, device: Device = "auto", max_new_tokens: int = 8
+) -> Evaluation:
     """Returns the golden accuracy of the base and the trained model."""
-    return evaluate_golden_dirs(base_dir, new_dir)
+    return evaluate_golden_dirs(base_dir, new_dir, device=device, max_new_tokens=max_new_tokens)
 
 
 def publish_checkpoint(store: ObjectStore, model_dir: Path, *, lineage: Lineage) -> Lineage:

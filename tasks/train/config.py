@@ -23,10 +23,12 @@ class TrainConfig:
     beta: float = 0.1
     sft_weight: float = 1.0  # weight of the SFT term next to the sigmoid DPO loss
     use_lora: bool = False
+    lora_output: Literal["adapter", "merged"] = "adapter"  # publish the adapter, or merge it
     lora_r: int = 16
     lora_alpha: int = 32
-    lora_target_modules: list[str] | None = None  # None: c_attn for GPT-2, else all-linear
-    adapter: bool = False  # publish the LoRA adapter itself (what a model server loads)
+    # None: c_attn for GPT-2, the attention and MLP projections for Llama, else every linear
+    # but the head
+    lora_target_modules: list[str] | None = None
     seed: int = 0
     max_length: int = 256
     logging_steps: int = 10
@@ -35,11 +37,20 @@ class TrainConfig:
     grpo_max_completion_length: int = 8
     grpo_temperature: float = 1.0
     threads: int | None = None  # torch CPU threads while training (None: torch's default)
+    max_shard_size: str = "2GB"  # full checkpoints are saved in safetensors shards of this size
 
     @classmethod
     def from_settings(
-        cls, train: TrainSettings, *, method: Method, max_steps: int | None = None
+        cls,
+        train: TrainSettings,
+        *,
+        method: Method,
+        max_steps: int | None = None,
+        demo_base: bool = False,
     ) -> TrainConfig:
+        """``use_lora`` unset in the settings: LoRA for every base model except the embedded
+        demo model (``demo_base``), which is small enough to train and publish whole."""
+        use_lora = train.use_lora if train.use_lora is not None else not demo_base
         return cls(
             method=method,
             learning_rate=train.learning_rate,
@@ -47,19 +58,20 @@ class TrainConfig:
             batch_size=train.batch_size,
             beta=train.beta,
             sft_weight=train.sft_weight,
-            use_lora=train.use_lora or train.adapter,
-            adapter=train.adapter,
+            use_lora=use_lora,
+            lora_output=train.lora_output,
             seed=train.seed,
             threads=getattr(train, "threads", None),
+            max_shard_size=train.max_shard_size,
         )
 
     def hyperparameters(self) -> dict[str, Any]:
         """What the lineage records: every field except those that do not apply to the method."""
         data = asdict(self)
+        for name in ("lora_output", "max_shard_size"):  # how it is saved (lineage: base_model)
+            data.pop(name)
         if self.method != "grpo":
             data = {k: v for k, v in data.items() if not k.startswith("grpo_")}
         if not self.use_lora:
             data = {k: v for k, v in data.items() if not k.startswith("lora_")}
-        if not self.adapter:  # recorded only when set (older lineages have no such key)
-            data.pop("adapter")
         return data

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, field_serializer, field_validator
 
 from infra import models
+from infra.causal_lm import adapter_base, is_adapter
 from infra.errors import ObjectNotFound
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ class Lineage(BaseModel):
     wall_s: float
     started_at: datetime
     finished_at: datetime
+    base_model: str | None = None  # a LoRA adapter: the full version it applies to
 
     @field_serializer("started_at", "finished_at")
     def _isoformat(self, value: datetime) -> str:
@@ -237,6 +239,7 @@ def build_lineage(
         wall_s=round(outcome.wall_s, 1),
         started_at=started_at,
         finished_at=datetime.now(UTC),
+        base_model=adapter_base(outcome.output_dir) if is_adapter(outcome.output_dir) else None,
     )
 
 
@@ -244,7 +247,7 @@ def model_card(lineage: Lineage) -> dict[str, Any]:
     """The human-readable summary of ``lineage`` (``model_card.yaml``)."""
     data = lineage.data
     examples = data.training_examples
-    return {
+    card: dict[str, Any] = {
         "model": "flywheel preference-tuned model",
         "version": lineage.version,
         "base_version": lineage.base_version,
@@ -272,11 +275,18 @@ def model_card(lineage: Lineage) -> dict[str, Any]:
         "created_at": lineage.finished_at.isoformat(),
         "intended_use": "candidate for the release gate; promoted only if it passes",
     }
+    if lineage.base_model:  # served as a LoRA adapter on this full version
+        card["artifact"] = "lora-adapter"
+        card["base_model"] = lineage.base_model
+    return card
 
 
 def lineage_files(lineage: Lineage) -> dict[str, str]:
     """The text of ``lineage.json`` and ``model_card.yaml``, by file name."""
-    as_json = json.dumps(lineage.model_dump(), indent=2, sort_keys=True, default=str)
+    record = lineage.model_dump()
+    if record["base_model"] is None:  # full checkpoints: the file as it always was
+        del record["base_model"]
+    as_json = json.dumps(record, indent=2, sort_keys=True, default=str)
     return {LINEAGE: as_json, CARD: yaml.safe_dump(model_card(lineage), sort_keys=False)}
 
 
@@ -287,6 +297,7 @@ def card_markdown(lineage: Lineage) -> str:
     margin, accuracy = m.get("rewards/margins", nan), m.get("rewards/accuracies", nan)
     rows = [
         ("version", f"{lineage.version} (base {lineage.base_version})"),
+        *([("LoRA adapter on", lineage.base_model)] if lineage.base_model else []),
         ("method", f"{lineage.method} - {lineage.method_reason}"),
         ("pairs / rows trained on", f"{data.pairs} / {data.training_examples.rows}"),
         ("golden rows excluded", data.decontaminated),

@@ -2,17 +2,16 @@
 
 Which method a run uses, and how TRL builds its trainer: :mod:`tasks.train.methods`.
 
-LoRA (``FLYWHEEL_TRAIN__USE_LORA=true``): peft adapters on ``c_attn`` for GPT-2 (``all-linear``
-otherwise), merged into the weights before saving, so every version is a plain model directory.
+LoRA (``FLYWHEEL_TRAIN__USE_LORA``; unset: on for every base model but the demo model): peft
+adapters on ``c_attn`` for GPT-2 (every linear layer but the head otherwise).
+``lora_output="adapter"`` (the default) saves the adapter alone with ``base_model.json`` naming the full version it applies to
+(a base that is itself an adapter version: that adapter trains on, on the same full version);
+``"merged"`` folds it into the weights and saves a plain model directory. Full checkpoints are
+saved in safetensors shards of ``max_shard_size`` (uploaded as multipart objects).
 
-The same code runs on a laptop CPU, one GPU (bf16 when supported) or several GPUs: run the
-trainer on its own under ``accelerate launch`` and publish from the flow afterwards::
-
-    accelerate launch --num_processes 8 -m tasks.train \\
-        --base ~/.flywheel/cache/models/v3 --data selection.json --out /scratch/v4 --method dpo
-
-where ``selection.json`` is ``{"pairs": [...], "sft": [...], "prompts": [...]}`` as
-:func:`tasks.train.pairs.select` returns them (``dataclasses.asdict(selection)``).
+The same code runs on a laptop CPU, one GPU (bf16 when supported) or several GPUs; the recipe
+that runs it on its own under ``accelerate launch`` with the flow's data selection and
+publishes the result with lineage: :mod:`tasks.train.recipe`.
 """
 
 from __future__ import annotations
@@ -23,15 +22,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.local_lm import adapter_base
-from tasks.llama_profile import LORA_TARGETS as LLAMA_LORA_TARGETS
+from infra.causal_lm import Placement, adapter_base, is_adapter, load_causal_lm, write_adapter_base
 from tasks.train.config import TrainConfig
 from tasks.train.methods import BUILDERS, Data, Method
 
@@ -141,15 +139,14 @@ def _common_args(config: TrainConfig, work: Path) -> dict[str, Any]:
 
 
 def _lora(config: TrainConfig, model: Any) -> Any:
-    if not config.use_lora:
+    if not config.use_lora or hasattr(model, "peft_config"):  # none, or an adapter trains on
         return None
     from peft import LoraConfig
 
     if hasattr(model, "peft_config"):  # continuing a published adapter: it is trained as is
         return None
     gpt2 = model.config.model_type == "gpt2"  # Conv1D layers: weights stored transposed
-    default: Any = {"gpt2": ["c_attn"], "llama": LLAMA_LORA_TARGETS}
-    targets: Any = config.lora_target_modules or default.get(model.config.model_type, "all-linear")
+    targets: Any = config.lora_target_modules or (["c_attn"] if gpt2 else _linear_names(model))
     return LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
@@ -160,10 +157,25 @@ def _lora(config: TrainConfig, model: Any) -> Any:
     )
 
 
-def _load(base_dir: Path) -> tuple[Any, Any]:
-    import datasets
+def _linear_names(model: Any) -> list[str]:
+    """Every linear layer's short name but the output head (``q_proj``, ..., ``down_proj`` on a
+    Llama): peft's ``all-linear``, spelled the way vLLM matches adapter modules."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    names = {
+        name.rsplit(".", 1)[-1]
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
+    return sorted(names - {"lm_head"})
+
+
+def _load(base_dir: Path, config: TrainConfig) -> tuple[Any, Any]:
+    """Tokenizer and model; an adapter base loads on its full version (trainable when LoRA
+    goes on, merged otherwise). fp32 weights: the trainer moves them to the GPU and runs bf16
+    autocast there (``_common_args``)."""
+    import datasets
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     datasets.disable_progress_bars()  # a flow log, not a terminal
@@ -172,15 +184,32 @@ def _load(base_dir: Path) -> tuple[Any, Any]:
     tok = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    base = adapter_base(base_dir)
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        str(base or base_dir), local_files_only=True, dtype=torch.float32
+    model = load_causal_lm(
+        base_dir, where=Placement("cpu", "float32"), trainable_adapter=config.use_lora
     )
-    if base is not None:  # a published adapter: trained further, still one adapter on base
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(base_dir), is_trainable=True)
     return model, tok
+
+
+def root_version(base_dir: Path, base_version: str | None) -> str:
+    """The full version an adapter trained from ``base_dir`` applies to."""
+    if is_adapter(base_dir):
+        return adapter_base(base_dir)
+    return base_version or base_dir.name  # fetched versions live in cache/models/<version>
+
+
+def _save(trainer: Any, tok: Any, out: Path, *, config: TrainConfig, root: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    final = trainer.accelerator.unwrap_model(trainer.model)
+    if config.use_lora and config.lora_output == "adapter":
+        final.save_pretrained(str(out), safe_serialization=True)  # adapter weights only
+        write_adapter_base(out, root)
+    else:
+        if config.use_lora:
+            final = final.merge_and_unload()
+        final.save_pretrained(
+            str(out), safe_serialization=True, max_shard_size=config.max_shard_size
+        )
+    tok.save_pretrained(str(out))
 
 
 def train_model(
@@ -191,14 +220,17 @@ def train_model(
     data: Data,
     callbacks: Sequence[Any] = (),
     reward: RewardSettings | Settings | None = None,  # Settings: its judge and verifiers
+    base_version: str | None = None,
 ) -> TrainOutcome:
     """Train ``config.method`` from ``base_dir`` on ``data`` (``pairs`` for dpo, ``sft`` for
-    rft, ``prompts`` for grpo) and save model + tokenizer (LoRA merged) into ``output_dir``."""
+    rft, ``prompts`` for grpo) and save the model (or the LoRA adapter) and tokenizer into
+    ``output_dir``. ``base_version``: the store version ``base_dir`` holds (default: its name),
+    named by an adapter as its base."""
     import torch
     from transformers import PrinterCallback
 
     started = time.perf_counter()
-    model, tok = _load(Path(base_dir))
+    model, tok = _load(Path(base_dir), config)
     out = Path(output_dir)
     threads = torch.get_num_threads()
     if config.threads:  # two busy threads on two shared cores can be 10x slower than one
@@ -219,16 +251,7 @@ def train_model(
         trainer.train()
         device = hardware()
         if trainer.is_world_process_zero():
-            out.mkdir(parents=True, exist_ok=True)
-            final = trainer.accelerator.unwrap_model(trainer.model)
-            if config.adapter:  # the adapter alone, naming the base model it applies to
-                final.peft_config["default"].base_model_name_or_path = str(
-                    adapter_base(Path(base_dir)) or Path(base_dir).resolve()
-                )
-            elif config.use_lora:
-                final = final.merge_and_unload()
-            final.save_pretrained(str(out), safe_serialization=True)
-            tok.save_pretrained(str(out))
+            _save(trainer, tok, out, config=config, root=root_version(Path(base_dir), base_version))
     steps = int(trainer.state.global_step)
     history = list(trainer.state.log_history)
     wall = time.perf_counter() - started
@@ -263,35 +286,15 @@ def train_task(
     data: Data,
     callbacks: Sequence[Any] = (),
     reward: RewardSettings | Settings | None = None,  # Settings: its judge and verifiers
+    base_version: str | None = None,
 ) -> TrainOutcome:
     """Returns the trained checkpoint (not retried: a failed run is a bug, not a blip)."""
     return train_model(
-        base_dir, output_dir, config=config, data=data, callbacks=callbacks, reward=reward
+        base_dir,
+        output_dir,
+        config=config,
+        data=data,
+        callbacks=callbacks,
+        reward=reward,
+        base_version=base_version,
     )
-
-
-def _main(argv: list[str] | None = None) -> None:
-    """``python -m tasks.train`` / ``accelerate launch -m tasks.train`` (see module docstring)."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--base", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--method", choices=["dpo", "rft", "grpo"], default="dpo")
-    types = {"int": int, "float": float}
-    for f in fields(TrainConfig):
-        if str(f.type) in types:
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=types[str(f.type)])
-    opts = vars(parser.parse_args(argv))
-    overrides = {
-        k: v for k, v in opts.items() if k not in ("base", "data", "out") and v is not None
-    }
-    outcome = train_model(
-        opts["base"],
-        opts["out"],
-        config=TrainConfig(**overrides),
-        data=json.loads(Path(opts["data"]).read_text()),
-    )
-    logging.getLogger(__name__).info("metrics: %s", json.dumps(outcome.metrics, sort_keys=True))

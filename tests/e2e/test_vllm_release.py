@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RUN_ENV = {
     "FLYWHEEL_PROFILE": "llama",
-    "FLYWHEEL_TRAIN__ADAPTER": "true",
+    "FLYWHEEL_TRAIN__USE_LORA": "true",
     "FLYWHEEL_TRAIN__MAX_STEPS": "30",
     "FLYWHEEL_TRAIN__LEARNING_RATE": "0.002",
     "FLYWHEEL_TRAIN__MIN_PAIRS": "10",

@@ -189,7 +189,14 @@ def test_lora_checkpoint_is_merged_into_a_plain_model(tiny_model: Path, tmp_path
     from tasks.train.pairs import GoldenFilter, select
 
     sel = select(catalog_rows, min_margin=0.2, contaminated=GoldenFilter.from_repo())
-    config = TrainConfig(method="dpo", max_steps=3, batch_size=8, use_lora=True, learning_rate=1e-2)
+    config = TrainConfig(
+        method="dpo",
+        max_steps=3,
+        batch_size=8,
+        use_lora=True,
+        lora_output="merged",
+        learning_rate=1e-2,
+    )
     outcome = train_model(tiny_model, tmp_path / "lora", config=config, data={"pairs": sel.pairs})
     files = {p.name for p in outcome.output_dir.iterdir()}
     assert "adapter_config.json" not in files and "model.safetensors" in files

@@ -177,3 +177,17 @@ def test_the_user_view_reads_any_versions_lineage(
     assert trained == (user_keys is not None)
     if view.data is not None and user_keys is not None:
         assert view.data.user_keys == user_keys
+
+
+def test_an_adapter_names_its_base_in_lineage_and_card(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "base_model.json").write_text('{"version": "v0"}')
+    lineage = _lineage("rft", tmp_path)  # outcome.output_dir is tmp_path: an adapter
+
+    files = lineage_files(lineage)
+
+    assert json.loads(files[LINEAGE])["base_model"] == "v0"
+    card = yaml.safe_load(files[CARD])
+    assert card["artifact"] == "lora-adapter" and card["base_model"] == "v0"
+    assert "LoRA adapter on | v0" in card_markdown(lineage)
+    assert Lineage.model_validate_json(files[LINEAGE]) == lineage

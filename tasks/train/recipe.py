@@ -1,0 +1,222 @@
+"""The trainer on its own, for GPUs: the ``train`` flow's data selection, training under
+``accelerate launch`` (one or several GPUs, or the CPU), and publication with lineage, in three
+steps sharing a run directory::
+
+    python -m tasks.train select --run /scratch/r1 [--base-version v3] [--method auto]
+    accelerate launch --num_processes 8 -m tasks.train train --run /scratch/r1 \\
+        [--use-lora | --no-use-lora] [--max-steps 500] [--batch-size 4]
+    python -m tasks.train publish --run /scratch/r1
+
+``select`` reads the rolling buffer at one snapshot exactly as the flow does (same renderer,
+same golden decontamination, same method choice) and writes ``selection.json`` (datetimes as
+ISO strings, restored on read) and ``run.json``; ``train`` trains from the base version into
+``model/`` (rank 0 saves) and writes ``outcome.json``; ``publish`` records the pairs, runs
+the golden evaluation, and publishes ``models/<next version>/`` with ``lineage.json`` and the
+model card, as the flow would. Settings come from the environment (``FLYWHEEL_*``) as for
+the flow; ``train`` options override ``FLYWHEEL_TRAIN__*`` for this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import uuid
+from dataclasses import asdict, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tasks.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+_DT = "__datetime__"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {_DT: value.isoformat()}
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _decode(obj: dict[str, Any]) -> Any:
+    return datetime.fromisoformat(obj[_DT]) if set(obj) == {_DT} else obj
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, default=_encode, sort_keys=True))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(), object_hook=_decode)
+
+
+def select(run: Path, *, base_version: str | None, method: str | None) -> dict[str, Any]:
+    """Step 1: the flow's selection into ``run/`` (``selection.json``, ``run.json``)."""
+    from infra.models import model_cache_root
+    from infra.runtime import Runtime
+    from tasks.train.checkpoints import fetch_base_task, pick_base_version
+    from tasks.train.methods import choose_method
+    from tasks.train.pairs import prompt_renderer, select_training_data
+
+    rt = Runtime.from_env()
+    cfg = rt.settings.train
+    base = base_version or pick_base_version(rt.store)
+    base_dir = fetch_base_task.fn(rt.store, base, cache_root=model_cache_root(rt.settings))
+    selection = select_training_data(
+        rt.catalog,
+        buffer_windows=cfg.buffer_windows,
+        min_margin=cfg.min_margin,
+        render=prompt_renderer(base_dir),
+    )
+    choice = choose_method(
+        method or cfg.method,
+        pairs=len(selection.pairs),
+        singles=len(selection.sft),
+        prompts=len(selection.prompts),
+        min_pairs=cfg.min_pairs,
+    )
+    run.mkdir(parents=True, exist_ok=True)
+    write_json(run / "selection.json", asdict(selection))
+    info = {
+        "base_version": base,
+        "base_dir": str(base_dir),
+        "train_run": str(uuid.uuid4()),
+        "started_at": datetime.now(UTC),
+        "choice": asdict(choice),
+    }
+    write_json(run / "run.json", info)
+    return info
+
+
+def train(run: Path, overrides: dict[str, Any]) -> dict[str, Any] | None:
+    """Step 2 (under ``accelerate launch``): train into ``run/model``; rank 0 writes
+    ``outcome.json`` and returns it (other ranks: None)."""
+    from infra.settings import get_settings
+    from tasks.train.checkpoints import is_demo_model
+    from tasks.train.trainer import train_model
+
+    info, selection = read_json(run / "run.json"), read_json(run / "selection.json")
+    method = overrides.pop("method", None) or info["choice"]["method"]
+    if method is None:
+        raise SystemExit(f"nothing to train: {info['choice']['reason']}")
+    base_dir = Path(info["base_dir"])
+    config = TrainConfig.from_settings(
+        get_settings().train, method=method, demo_base=is_demo_model(base_dir)
+    )
+    config = TrainConfig(**{**asdict(config), **overrides})
+    outcome = train_model(
+        base_dir,
+        run / "model",
+        config=config,
+        data={k: selection[k] for k in ("pairs", "sft", "prompts")},
+        base_version=info["base_version"],
+    )
+    if not (run / "model").is_dir():  # not the main process: it saved nothing
+        return None
+    record = {
+        "config": asdict(config),
+        "steps": outcome.steps,
+        "metrics": outcome.metrics,
+        "wall_s": outcome.wall_s,
+        "hardware": outcome.hardware,
+    }
+    write_json(run / "outcome.json", record)
+    return record
+
+
+def publish(run: Path) -> str:
+    """Step 3: pairs, golden evaluation, lineage, ``models/<next version>/``; returns it."""
+    from infra.audit import record_event
+    from infra.catalog import current_snapshot_id
+    from infra.runtime import Runtime
+    from tasks.train.checkpoints import evaluate_golden_dirs, publish_checkpoint
+    from tasks.train.lineage import build_lineage
+    from tasks.train.methods import MethodChoice
+    from tasks.train.pairs import Selection, write_pairs
+    from tasks.train.trainer import TrainOutcome
+
+    rt = Runtime.from_env()
+    info, done = read_json(run / "run.json"), read_json(run / "outcome.json")
+    selection = Selection(**read_json(run / "selection.json"))
+    config = TrainConfig(**done["config"])
+    model_dir = run / "model"
+    pairs_sid = None
+    if config.method == "dpo":
+        pairs_sid = write_pairs(rt.catalog, train_run=info["train_run"], pairs=selection.pairs)
+    evaluation = evaluate_golden_dirs(
+        Path(info["base_dir"]),
+        model_dir,
+        device=rt.settings.device,
+        max_new_tokens=rt.settings.eval_max_new_tokens,
+    )
+    lineage = build_lineage(
+        base_version=info["base_version"],
+        train_run=info["train_run"],
+        choice=MethodChoice(**info["choice"]),
+        config=config,
+        selection=selection,
+        pairs_snapshot_id=pairs_sid,
+        consent_snapshot_id=current_snapshot_id(rt.catalog, "consent"),
+        outcome=TrainOutcome(
+            method=config.method,
+            output_dir=model_dir,
+            steps=done["steps"],
+            metrics=done["metrics"],
+            wall_s=done["wall_s"],
+            hardware=done["hardware"],
+        ),
+        evaluation=evaluation,
+        settings=rt.settings,
+        started_at=info["started_at"],
+    )
+    published = publish_checkpoint(rt.store, model_dir, lineage=lineage)
+    record_event(
+        rt.catalog,
+        event_type="model_trained",
+        actor="train-recipe",
+        subject=str(published.version),
+        details={"train_run": info["train_run"], "base_version": info["base_version"]},
+        best_effort=True,
+    )
+    return str(published.version)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.train", description=__doc__)
+    steps = parser.add_subparsers(dest="step", required=True)
+    sel = steps.add_parser("select", help="the flow's data selection into the run directory")
+    sel.add_argument("--run", required=True, type=Path)
+    sel.add_argument("--base-version")
+    sel.add_argument("--method", choices=["auto", "dpo", "rft", "grpo"])
+    tr = steps.add_parser("train", help="train (under accelerate launch)")
+    tr.add_argument("--run", required=True, type=Path)
+    tr.add_argument("--method", choices=["dpo", "rft", "grpo"])
+    kinds = {"int": int, "float": float, "str": str}
+    for f in fields(TrainConfig):
+        flag = f"--{f.name.replace('_', '-')}"
+        if f.name == "method":
+            continue
+        if str(f.type) == "bool":
+            tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+        elif str(f.type) in kinds:
+            tr.add_argument(flag, type=kinds[str(f.type)])
+    tr.add_argument("--lora-output", choices=["adapter", "merged"])
+    pub = steps.add_parser("publish", help="golden evaluation, lineage, publication")
+    pub.add_argument("--run", required=True, type=Path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = vars(_parser().parse_args(argv))
+    step, run = opts.pop("step"), opts.pop("run")
+    if step == "select":
+        info = select(run, base_version=opts["base_version"], method=opts["method"])
+        print(json.dumps({"run": str(run), **info["choice"]}, default=str))
+    elif step == "train":
+        record = train(run, {k: v for k, v in opts.items() if v is not None})
+        if record is not None:
+            print(json.dumps({"steps": record["steps"], "metrics": record["metrics"]}))
+    else:
+        print(json.dumps({"version": publish(run)}))
