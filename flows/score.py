@@ -10,21 +10,24 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
+from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
 from tasks.monitors import report_gauges, window_monitors
 from tasks.reward import Scorer
 from tasks.score import (
     ScoreResult,
+    items_from_rollouts,
     load_cache_task,
     read_rollouts_task,
     report_metrics,
     save_cache_task,
-    score_rollouts_task,
+    scores_table,
     summarize_run,
     summary_markdown,
     write_scores_task,
 )
+from tasks.score_chunks import score_items
 
 
 @flow(name="score", log_prints=False)
@@ -49,27 +52,31 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
     windows = [window_id(start + timedelta(hours=i)) for i in range(max(1, hours))]
     stale = stale_windows_task(rt.store, stage="score")  # late feedback changed them
     windows += [w for w in stale if w not in windows]
-    scored: dict[str, pa.Table] = {}
+    scored: dict[str, pa.Table] = {}  # judge calls and ragas run on FLYWHEEL_TASK_RUNNER
     keys: list[str] = []
     with rt.reporting("score") as report:
         scorer = Scorer(rt.settings)
-        for window in windows:
-            rollouts = read_rollouts_task(rt.store, window)
-            if rollouts is None:
-                logger.warning("no rollouts for window %s (run collect first)", window)
-                clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
-                continue
-            cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
-            scores: pa.Table = score_rollouts_task(scorer, rollouts, cache=cache, window=window)
-            keys.append(write_scores_task(rt.store, window=window, scores=scores))
-            save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
-            if window in stale:
-                mark_stale(rt.store, stage="curate", window=window)
-                clear_stale(rt.store, stage="score", window=window)
-            report.records("in", rollouts.num_rows)
-            report.records("out", scores.num_rows)
-            report_gauges(report, window_monitors(rollouts, scores))
-            scored[window] = scores
+        with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
+            for window in windows:
+                rollouts = read_rollouts_task(rt.store, window)
+                if rollouts is None:
+                    logger.warning("no rollouts for window %s (run collect first)", window)
+                    clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
+                    continue
+                cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
+                rewards = score_items(
+                    runner, scorer=scorer, items=items_from_rollouts(rollouts), cache=cache
+                )
+                scores = scores_table(rollouts, rewards, scorer=scorer, window=window)
+                keys.append(write_scores_task(rt.store, window=window, scores=scores))
+                save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
+                if window in stale:
+                    mark_stale(rt.store, stage="curate", window=window)
+                    clear_stale(rt.store, stage="score", window=window)
+                report.records("in", rollouts.num_rows)
+                report.records("out", scores.num_rows)
+                report_gauges(report, window_monitors(rollouts, scores))
+                scored[window] = scores
         result = summarize_run(windows, scored, scorer=scorer, keys=keys)
         report_metrics(
             report, list(scored.values()), stats=scorer.stats, judge_kind=scorer.judge.kind

@@ -6,8 +6,10 @@
 - ``dask``: ``prefect_dask.DaskTaskRunner``; with ``FLYWHEEL_TASK_RUNNER_ADDRESS``
   (``tcp://scheduler:8786``) it uses that cluster, otherwise a temporary local cluster of
   worker processes listening on loopback only, closed when the runner exits.
-- ``ray``: ``prefect_ray.RayTaskRunner`` (``pip install prefect-ray``); with an address
-  (``ray://head:10001``) it joins that cluster, otherwise it starts a local one.
+- ``ray``: ``prefect_ray.RayTaskRunner``; with an address (``ray://head:10001``, or ``auto``
+  on a node of a running cluster) it joins that cluster, otherwise it starts a temporary
+  local one on this host (no dashboard, ``LOCAL_RAY_CPUS`` CPUs), shut down when the runner
+  exits.
 
 Use the runner as a context manager around the fan-out (``with task_runner(s) as r:
 r.map(task, {...})``), so a temporary cluster lives exactly as long as the work it runs.
@@ -38,12 +40,20 @@ LOCAL_DASK_CLUSTER: dict[str, Any] = {
     "dashboard_address": None,
 }
 
+# A temporary local Ray cluster: no dashboard, a small CPU count.
+LOCAL_RAY_CPUS = 2
+LOCAL_RAY: dict[str, Any] = {
+    "num_cpus": LOCAL_RAY_CPUS,
+    "include_dashboard": False,
+    "log_to_driver": False,
+}
+
 
 def task_runner(settings: Settings, **local_cluster: Any) -> TaskRunner[Any]:
     """A fresh, unstarted task runner for ``settings.task_runner``.
 
-    ``local_cluster`` overrides the keyword arguments of the temporary local Dask cluster
-    (ignored when an address is set or for other runners).
+    ``local_cluster`` overrides the keyword arguments of the temporary local cluster (Dask's
+    ``cluster_kwargs`` or Ray's ``ray.init`` arguments; ignored when an address is set).
 
     Raises:
         MissingDependencyError: the chosen runner's package is not installed.
@@ -69,12 +79,15 @@ def task_runner(settings: Settings, **local_cluster: Any) -> TaskRunner[Any]:
         return DaskTaskRunner(cluster_kwargs={**LOCAL_DASK_CLUSTER, **local_cluster})
     if kind == "ray":
         try:
-            from prefect_ray import RayTaskRunner  # type: ignore[import-not-found]
+            from prefect_ray import RayTaskRunner
         except ImportError as exc:
             raise MissingDependencyError(
                 "FLYWHEEL_TASK_RUNNER=ray needs prefect-ray, which is not installed: "
                 "pip install prefect-ray (or set FLYWHEEL_TASK_RUNNER=threads or dask)"
             ) from exc
-        logger.info("task runner: Ray %s", address or "(local)")
-        return RayTaskRunner(address=address) if address else RayTaskRunner()
+        if address:
+            logger.info("task runner: Ray cluster at %s", address)
+            return RayTaskRunner(address=address)
+        logger.info("task runner: temporary local Ray cluster")
+        return RayTaskRunner(init_kwargs={**LOCAL_RAY, **local_cluster})
     raise ConfigError(f"unknown task runner {kind!r}: use threads, dask or ray")

@@ -232,6 +232,8 @@ class GatewaySettings(BaseModel):
     max_new_tokens: int = 16
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger requests get 413
     max_trace_chars: int = Field(default=32_000, ge=100)  # question, contexts, answer: each cut
+    # worker processes behind the listeners (`flywheel gateway`); metrics aggregated over all
+    workers: int = Field(default=1, ge=1, le=64)
 
     @property
     def resolved_admin_url(self) -> str | None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from infra.gateway.admin import ADMIN_HEADER, ADMIN_OFF, Admin, admin_router, check_admin_token
-from infra.gateway.chat import BadRequest, error_response, json_response, parse_chat_request
+from infra.gateway.admin import ADMIN_OFF, Admin, admin_router, check_admin_token
+from infra.gateway.chat import error_response, json_response
+from infra.gateway.fastpath import CHAT_PATH, ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import ROUTED_MODEL, StateWatcher
@@ -120,22 +121,12 @@ def create_app(
     app.state.admin = admin
     app.state.admin_app = _admin_app(admin, telemetry)
 
-    # the hot path is a plain Starlette route: no dependency solving per request
-    async def chat_completions(request: Request) -> Response:
-        try:
-            body = await request.json()
-            req = parse_chat_request(
-                body,
-                session_header=request.headers.get("x-session-id"),
-                workload_header=request.headers.get("x-flywheel-workload"),
-                default_max_tokens=settings.gateway.max_new_tokens,
-            )
-        except (BadRequest, ValueError) as exc:
-            message = str(exc) if isinstance(exc, BadRequest) else "the body is not valid JSON"
-            return error_response(400, message, kind="invalid_request_error")
-        return await gateway.chat(req, admin=admin.shows_token(request, ADMIN_HEADER))
-
-    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    # the hot path: a plain Starlette route here, and straight from the server (serve.by_port)
+    chat = ChatEndpoint(
+        gateway=gateway, admin=admin, default_max_tokens=settings.gateway.max_new_tokens
+    )
+    app.state.chat_endpoint = chat
+    app.add_route(CHAT_PATH, chat.route, methods=["POST"])
 
     @app.get("/v1/models")
     async def models() -> Response:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from infra.gateway.routing import ROUTED_MODEL
@@ -187,7 +187,7 @@ def chunk_line(
     }
     if usage is not None:
         data["usage"] = _usage(usage)
-    return b"data: " + json.dumps(data).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
 DONE_LINE = b"data: [DONE]\n\n"
@@ -197,7 +197,7 @@ def json_response(
     data: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     return Response(
-        json.dumps(data).encode(),
+        orjson.dumps(data),
         status_code=status,
         media_type="application/json",
         headers=dict(headers or {}),

@@ -44,7 +44,7 @@ class TraceIds:
         self._key = hmac.new(secret.encode(), b"flywheel gateway trace id", hashlib.sha256).digest()
 
     def _tag(self, nonce: str) -> str:
-        return hmac.new(self._key, nonce.encode(), hashlib.sha256).hexdigest()[:TAG_HEX]
+        return hmac.digest(self._key, nonce.encode(), "sha256").hex()[:TAG_HEX]  # one C call
 
     def new(self) -> str:
         nonce = secrets.token_hex(NONCE_HEX // 2)

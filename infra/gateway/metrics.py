@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from infra.routing import RoutingState
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (
     0.005,
     0.01,
@@ -28,7 +32,7 @@ class GatewayMetrics:
     ``agent_latency_seconds{model,route}``, ``user_feedback_total{model,value}``,
     ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
     ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
-    ``flywheel_feedback_refused_total``.
+    ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``.
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
@@ -59,7 +63,11 @@ class GatewayMetrics:
             "user_feedback_total", "User feedback events.", ["model", "value"], registry=r
         )
         self.route_weight = Gauge(
-            "flywheel_route_weight", "Share of routed traffic in percent.", ["model"], registry=r
+            "flywheel_route_weight",
+            "Share of routed traffic in percent.",
+            ["model"],
+            registry=r,
+            multiprocess_mode="livemostrecent",  # every worker sets the same weights
         )
         self.sink_dropped = Counter(
             "flywheel_trace_sink_dropped_total",
@@ -82,11 +90,25 @@ class GatewayMetrics:
             "Feedback refused: the trace id was not one this gateway handed out.",
             registry=r,
         )
+        self.siblings_skipped = Counter(
+            "flywheel_diverse_siblings_skipped_total",
+            "Diverse-sampling siblings not sent: too many background calls in flight.",
+            registry=r,
+        )
         self._weighted: set[str] = set()
+        # (model, route) -> its label children: labels() hashes and locks on every call
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def observe(self, *, model: str, route: str, seconds: float, error: bool) -> None:
-        self.requests.labels(model, route).inc()
-        self.latency.labels(model, route).observe(seconds)
+        key = (model, route)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.requests.labels(model, route),
+                self.latency.labels(model, route),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
         if error:
             self.errors.labels(model, route).inc()
 
@@ -104,4 +126,12 @@ class GatewayMetrics:
         self._weighted |= weights.keys()
 
     def render(self) -> bytes:
+        """The exposition; with several worker processes (``PROMETHEUS_MULTIPROC_DIR`` set by
+        :mod:`infra.gateway.workers`) the sum over all of them, whichever worker answers."""
+        if os.environ.get(MULTIPROC_ENV):
+            from prometheus_client import multiprocess
+
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)
+            return generate_latest(merged)
         return generate_latest(self.registry)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# uvloop's event loop and the httptools HTTP parser (uvicorn[standard]): both in C
+SERVER_STACK: dict[str, Any] = {"loop": "uvloop", "http": "httptools"}
+
 
 def serve_gateway(
     settings: Settings, *, announce: Callable[[str], None] | None = None, **app_kwargs: Any
@@ -30,7 +33,8 @@ def serve_gateway(
     """Serve until interrupted: the public listener on ``settings.gateway.host:port``, the
     admin API on ``admin_host:admin_port`` (when an admin token is set). ``announce`` gets one
     line saying where it listens, once it does (default: the log). Keyword arguments go to
-    :func:`~infra.gateway.app.create_app`.
+    :func:`~infra.gateway.app.create_app`. With ``FLYWHEEL_GATEWAY__WORKERS`` > 1 the
+    listeners are served by that many worker processes (:mod:`infra.gateway.workers`).
 
     Raises:
         ConfigError: a port is taken or both listeners name the same port, or the admin token
@@ -58,8 +62,16 @@ def serve_gateway(
         else "admin API off (set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it)"
     )
     line = f"gateway listening on {public_url} (OpenAI base URL {public_url}/v1); {admin_line}"
+    if cfg.workers > 1:
+        from infra.gateway.workers import serve_workers
+
+        if app_kwargs:
+            raise ConfigError("FLYWHEEL_GATEWAY__WORKERS > 1 serves the configured gateway only")
+        serve_workers(settings, sockets, announce=announce or log.info, line=line)
+        return
     config = uvicorn.Config(
         by_port(app, sockets),
+        **SERVER_STACK,
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -145,11 +157,14 @@ def by_port(app: FastAPI, sockets: list[socket.socket]) -> Any:
     admin_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     admin_app = app.state.admin_app
     max_bytes = app.state.gateway.settings.gateway.max_body_bytes
+    chat = app.state.chat_endpoint
 
     async def root(scope: dict[str, Any], receive: Any, send: Any) -> None:
         server = scope.get("server") or (None, None)
         if admin_port is not None and scope["type"] == "http" and server[1] == admin_port:
             await admin_app(scope, receive, send)
+        elif chat.matches(scope):
+            await chat.asgi(scope, receive, send)  # the hot path skips the framework
         else:
             await app(scope, receive, send)
 
@@ -229,7 +244,12 @@ def serve_sockets_in_thread(
     import uvicorn
 
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
+        app,
+        **SERVER_STACK,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

@@ -2,9 +2,12 @@
 
 - Shadow copies and non-returned diverse siblings run as background tasks that the user's
   request never awaits (at most ``MAX_BACKGROUND`` in flight; beyond that they are skipped).
-- Diverse sampling (a ``diverse_fraction`` of routed, non-streaming requests): siblings at
-  every ``diverse_temperatures`` value, in parallel, one prompt group; the user gets the first
-  temperature's answer (the request's own temperature is overridden).
+- Diverse sampling (a ``diverse_fraction`` of routed requests, streamed or not): siblings in
+  parallel, one prompt group; the user gets the answer at their own temperature (or the first
+  ``diverse_temperatures`` value when they named none), the siblings run at temperatures
+  spread from it (:mod:`infra.gateway.diverse`) and are traced, not returned; siblings
+  skipped because too many background calls are in flight are counted in
+  ``flywheel_diverse_siblings_skipped_total``.
 - A canary upstream that fails is counted as a canary error (and traced with
   ``error_count=1``); the user is answered by the stable version instead, streamed or not
   (:func:`infra.gateway.calls.call_routed`).
@@ -38,6 +41,7 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
+from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
 from infra.gateway.upstreams import Completion, GenParams, UpstreamPool
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_BACKGROUND = 256  # shadow copies / siblings in flight; beyond this shadows are skipped
+MAX_BACKGROUND = 256  # shadow copies / siblings in flight; beyond this they are skipped
 
 
 class Gateway:
@@ -115,38 +119,44 @@ class Gateway:
             if not await self.known_version(decision.version):
                 return _not_found(f"model {req.model!r} does not exist")
         params = req.params
+        gw = self.settings.gateway
         diverse = (
-            not req.stream
+            (not req.stream or gw.diverse_fraction > 0)
             and decision.route != "pinned"
-            and self.rng.random() < self.settings.gateway.diverse_fraction
-            and bool(self.settings.gateway.diverse_temperatures)
+            and self.rng.random() < gw.diverse_fraction
+            and bool(gw.diverse_temperatures)
         )
+        temperatures = sibling_temperatures(params.temperature, gw.diverse_temperatures)
         if diverse:
-            params = replace(params, temperature=self.settings.gateway.diverse_temperatures[0])
+            params = replace(params, temperature=temperatures[0])
         pairing_id = None
         if decision.shadow_version is not None:
             pairing_id = uuid.uuid4().hex
             self.spawn(
                 self.shadow(req, version=decision.shadow_version, params=params, pairing=pairing_id)
             )
+        prompt_group = uuid.uuid4().hex
+        if diverse:  # siblings run beside the user's call, streamed or not, never awaited
+            for temp in temperatures[1:]:
+                sibling = replace(params, temperature=temp)
+                spawned = self.spawn(
+                    self.sibling(
+                        req, decision=decision, params=sibling, group=prompt_group, started=started
+                    )
+                )
+                if not spawned:
+                    self.recorder.metrics.siblings_skipped.inc()
         if req.stream:
             return await stream_chat(
                 req,
                 pool=self.pool,
                 recorder=self.recorder,
                 decision=decision,
+                params=params,
                 started=started,
+                prompt_group=prompt_group,
                 pairing_id=pairing_id,
             )
-        prompt_group = uuid.uuid4().hex
-        if diverse:
-            for temp in self.settings.gateway.diverse_temperatures[1:]:
-                sibling = replace(params, temperature=temp)
-                self.spawn(
-                    self.sibling(
-                        req, decision=decision, params=sibling, group=prompt_group, started=started
-                    )
-                )
         return await self.answer(
             req,
             decision=decision,

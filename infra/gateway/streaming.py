@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
-from infra.gateway.upstreams import Completion
+from infra.gateway.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
     from infra.gateway.routing import Decision
@@ -38,7 +37,9 @@ async def stream_chat(
     pool: UpstreamPool,
     recorder: CallRecorder,
     decision: Decision,
+    params: GenParams,
     started: float,
+    prompt_group: str,
     pairing_id: str | None,
 ) -> Response:
     """Stream the answer as SSE chunks. The first piece is awaited before the response starts,
@@ -46,7 +47,7 @@ async def stream_chat(
     version's answer)."""
 
     async def first_piece(version: str) -> tuple[Completion, Pieces]:
-        pieces = pool.get(version).stream(req.messages, req.params)
+        pieces = pool.get(version).stream(req.messages, params)
         try:
             return await anext(pieces), pieces
         except StopAsyncIteration:
@@ -58,9 +59,9 @@ async def stream_chat(
             recorder=recorder,
             req=req,
             decision=decision,
-            params=req.params,
+            params=params,
             started=started,
-            prompt_group=uuid.uuid4().hex,
+            prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
     except UpstreamError as exc:
@@ -75,7 +76,9 @@ async def stream_chat(
         trace_id=trace_id,
         version=served.version,
         route=served.route,
+        params=params,
         started=served.started,
+        prompt_group=prompt_group,
         pairing_id=served.pairing_id,
     )
     headers = response_headers(trace_id, served.version, served.route)
@@ -91,7 +94,9 @@ async def _relay(
     trace_id: str,
     version: str,
     route: str,
+    params: GenParams,
     started: float,
+    prompt_group: str,
     pairing_id: str | None,
 ) -> AsyncIterator[bytes]:
     total = Completion(text="", finish_reason=None, logprobs=None)
@@ -135,10 +140,10 @@ async def _relay(
             trace_id=trace_id,
             version=version,
             route=route,
-            params=req.params,
+            params=params,
             started=started,
             done=total if ok else None,
-            prompt_group=uuid.uuid4().hex,
+            prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
 

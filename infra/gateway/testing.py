@@ -158,7 +158,8 @@ class Reply:
 class LoopbackConnection:
     """A minimal keep-alive HTTP/1.1 client connection for load tests and benchmarks: a few
     times cheaper per request than a full client, so the load generator does not starve the
-    server it measures. Only what the gateway sends is understood (Content-Length bodies)."""
+    server it measures. Only what the gateway sends is understood (Content-Length bodies, and
+    chunked ones: streams, read to the end)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
@@ -178,8 +179,19 @@ class LoopbackConnection:
         raw = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         fields = dict(line.split(":", 1) for line in raw[1:] if ":" in line)
         found = {k.strip().lower(): v.strip() for k, v in fields.items()}
-        data = await self.reader.readexactly(int(found.get("content-length", "0")))
+        if found.get("transfer-encoding") == "chunked":  # a stream: read it to the end
+            data = await self._chunked()
+        else:
+            data = await self.reader.readexactly(int(found.get("content-length", "0")))
         return Reply(int(raw[0].split()[1]), found, data)
+
+    async def _chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            parts.append(await self.reader.readexactly(size + 2))
+            if size == 0:
+                return b"".join(p[:-2] for p in parts)
 
     def close(self) -> None:
         self.writer.close()
@@ -211,6 +223,7 @@ class LoadResult:
     statuses: list[int] = field(default_factory=list)
     failures: int = 0  # connection errors (no HTTP status at all)
     failure_kinds: dict[str, int] = field(default_factory=dict)
+    trace_ids: list[str] = field(default_factory=list)  # X-Trace-Id of the replies that had one
 
     @property
     def errors(self) -> int:
@@ -253,6 +266,8 @@ async def open_loop(
             return
         result.latencies.append(loop.time() - scheduled)
         result.statuses.append(reply.status)
+        if "x-trace-id" in reply.headers:
+            result.trace_ids.append(reply.headers["x-trace-id"])
         idle.append((conn, loop.time()))
 
     tasks = []

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
+POLL_S = 0.05  # how often the worker looks at the queue while it collects a batch
 
 
 def open_sink(settings: Settings, store: ObjectStore) -> TraceSink:
@@ -59,6 +60,7 @@ class TraceDispatcher:
         # the batch being collected counts against memory too: at most 2 x maxsize events
         self.max_batch = max(1, min(MAX_BATCH, maxsize))
         self._task: asyncio.Task[None] | None = None
+        self._collecting: list[tuple[str, Any]] = []
         self._last_error = 0.0
 
     def submit_trace(self, fields: dict[str, Any]) -> None:
@@ -82,27 +84,26 @@ class TraceDispatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        batch = self._drain([])
+        batch = self._drain(self._collecting)  # what the cancelled worker had collected
+        self._collecting = []
         try:
             await asyncio.wait_for(run_in_daemon_thread(self._write, batch, True), timeout_s)
         except TimeoutError:
             log.warning("trace sink did not finish within %.1f s at shutdown", timeout_s)
 
     async def _run(self) -> None:
+        # no timer per event: wait for the first one, then collect for up to flush_interval_s,
+        # looking at the queue every POLL_S (and writing early once a batch is full)
         while True:
-            batch: list[tuple[str, Any]] = []
+            batch = self._collecting = [await self.queue.get()]
             deadline = time.monotonic() + self.flush_interval_s
-            while len(batch) < self.max_batch:
+            while len(self._drain(batch)) < self.max_batch:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                try:
-                    batch.append(await asyncio.wait_for(self.queue.get(), remaining))
-                except TimeoutError:
-                    break
-                self._drain(batch)
-            if batch:
-                await run_in_daemon_thread(self._write, batch, False)
+                await asyncio.sleep(min(remaining, POLL_S))
+            self._collecting = []
+            await run_in_daemon_thread(self._write, batch, False)
 
     def _drain(self, batch: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         while len(batch) < self.max_batch:

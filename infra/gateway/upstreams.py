@@ -6,12 +6,13 @@ causal LM fetched from ``models/<version>/`` in the object store (the embedded d
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
 
 from infra.errors import UpstreamError
 
@@ -128,7 +129,7 @@ class HttpUpstream:
             async with self.session().post(self.url, json=body) as resp:
                 if resp.status >= 400:
                     raise UpstreamError(f"{self.version}: HTTP {resp.status}")
-                data = json.loads(await resp.read())
+                data = orjson.loads(await resp.read())
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise UpstreamError(f"{self.version}: {type(exc).__name__}") from exc
         except ValueError as exc:
@@ -171,9 +172,13 @@ class HttpUpstream:
             raise UpstreamError(f"{self.version}: {type(exc).__name__}") from exc
 
 
+def _orjson_text(data: Any) -> str:
+    return orjson.dumps(data).decode()
+
+
 def _parse_chunk(payload: str) -> Completion | None:
     try:
-        data = json.loads(payload)
+        data = orjson.loads(payload)
     except ValueError:
         return None
     usage = data.get("usage") or {}
@@ -375,6 +380,7 @@ class UpstreamPool:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=30),
                 timeout=aiohttp.ClientTimeout(total=120, connect=5),
+                json_serialize=_orjson_text,
             )
         return self._session
 

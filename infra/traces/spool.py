@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import ValidationError
@@ -26,6 +27,17 @@ from infra.traces.record import FeedbackEvent, RawLine, TraceRecord, WindowBatch
 def window_hours(start: datetime, hours: int) -> list[datetime]:
     start = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return [start + timedelta(hours=i) for i in range(hours)]
+
+
+def _hour_prefix(at: datetime) -> str:
+    at = at.astimezone(UTC)
+    return _prefix_of_hour(at.year, at.month, at.day, at.hour)
+
+
+@lru_cache(maxsize=64)
+def _prefix_of_hour(year: int, month: int, day: int, hour: int) -> str:
+    """``hour_prefix`` once per hour, not once per line (its formatting dominated a write)."""
+    return hour_prefix(datetime(year, month, day, hour, tzinfo=UTC))
 
 
 class SpoolWriter:
@@ -45,12 +57,13 @@ class SpoolWriter:
         self._lock = threading.Lock()
 
     def write_trace(self, record: TraceRecord) -> None:
-        line = json.dumps({"type": "trace", **record.model_dump(mode="json")})
-        self._add(hour_prefix(record.created_at), line)
+        # pydantic's own JSON encoder (Rust): a few times cheaper than model_dump + json.dumps
+        line = '{"type": "trace", ' + record.model_dump_json()[1:]
+        self._add(_hour_prefix(record.created_at), line)
 
     def write_feedback(self, event: FeedbackEvent) -> None:
         line = json.dumps({"type": "feedback", **event.model_dump(mode="json")})
-        self._add(hour_prefix(event.at), line)
+        self._add(_hour_prefix(event.at), line)
 
     def write_raw(self, at: datetime, line: str) -> None:
         """Write an arbitrary line (tests use it to plant malformed input)."""

@@ -4,6 +4,8 @@ training_examples as curate on threads."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -23,12 +25,11 @@ def _rows(settings) -> list[dict]:
 
 
 def test_ray_without_prefect_ray_says_how_to_install(monkeypatch):
-    import importlib.util
+    import sys
 
     from infra.runners import task_runner
 
-    if importlib.util.find_spec("prefect_ray") is not None:
-        pytest.skip("prefect-ray is installed here")
+    monkeypatch.setitem(sys.modules, "prefect_ray", None)  # as if it were not installed
     monkeypatch.setenv("FLYWHEEL_TASK_RUNNER", "ray")
     get_settings.cache_clear()
     try:
@@ -111,3 +112,121 @@ def _cmdline(pid: int) -> str:
         return "" if proc.status() == psutil.STATUS_ZOMBIE else " ".join(proc.cmdline())
     except psutil.NoSuchProcess:
         return ""
+
+
+@contextmanager
+def watched_ray(monkeypatch) -> Iterator[list[str]]:
+    """Records the GCS address of every Ray cluster a RayTaskRunner starts itself (not one it
+    found running), and checks that each was shut down when the runner exited."""
+    import ray
+    from prefect_ray import RayTaskRunner
+
+    seen: list[str] = []
+    real_enter, real_exit = RayTaskRunner.__enter__, RayTaskRunner.__exit__
+
+    def enter(self):
+        assert not ray.is_initialized()
+        entered = real_enter(self)
+        assert self._owns_ray
+        seen.append(ray.get_runtime_context().gcs_address)
+        return entered
+
+    def exit_(self, *args):
+        real_exit(self, *args)
+        assert not ray.is_initialized()
+
+    monkeypatch.setattr(RayTaskRunner, "__enter__", enter)
+    monkeypatch.setattr(RayTaskRunner, "__exit__", exit_)
+    yield seen
+
+
+@pytest.mark.integration
+def test_curate_on_local_ray_equals_curate_on_threads(prefect_api, flywheel_home, monkeypatch):
+    from flows.curate import curate
+
+    monkeypatch.setenv("FLYWHEEL_CURATE__K_ANONYMITY", "1")
+    monkeypatch.setenv("FLYWHEEL_CURATE__BATCH_SIZE", "4")  # several chunks of work
+    monkeypatch.setenv("FLYWHEEL_TASK_RUNNER", "threads")
+    get_settings.cache_clear()
+    settings = get_settings()
+    plant_window(open_store(settings), T0, generate(40, seed=3), users=8)
+    on_threads = curate(window_start=T0)
+    expected = _rows(settings)
+    assert on_threads.written == len(expected) > 64
+
+    monkeypatch.setenv("FLYWHEEL_TASK_RUNNER", "ray")
+    get_settings.cache_clear()
+    with watched_ray(monkeypatch) as clusters:
+        on_ray = curate(window_start=T0)
+    assert _rows(settings) == expected
+    assert len(clusters) == 1  # a temporary local cluster, started and shut down by curate
+    assert on_ray.written == on_threads.written
+    assert on_ray.pii_entities == on_threads.pii_entities
+    assert on_ray.quarantined == on_threads.quarantined == 0
+
+
+def _collect_traces(n: int) -> None:
+    from flows.collect import collect
+    from infra.traces import SpoolWriter
+    from tests.helpers import make_trace
+
+    writer = SpoolWriter(open_store(get_settings()), writer_id="test")
+    for i in range(n):
+        extra = {"answer": str(i % 50 + i % 40 + 1)} if i % 3 == 1 else {}
+        writer.write_trace(make_trace(i, T0, **extra))
+    writer.flush()
+    assert collect(window_start=T0, hours=1).written == n
+
+
+def _scores() -> list[dict]:
+    from tasks.datasets import read_scores
+
+    table = read_scores(open_store(get_settings()), "2026-11-22T10:00:00Z")
+    return sorted(table.to_pylist(), key=lambda r: r["trace_id"])
+
+
+def _forget_cached_verdicts() -> None:
+    """So the next run calls the judge again (on the cluster) instead of reading the cache."""
+    from infra.keys import SCORES_CACHE_PREFIX
+
+    store = open_store(get_settings())
+    for key in list(store.list(SCORES_CACHE_PREFIX)):
+        store.delete(key)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("runner", ["dask", "ray"])
+def test_score_on_a_local_cluster_equals_score_on_threads(
+    runner, prefect_api, flywheel_home, monkeypatch
+):
+    """Judge calls (the LLM judge over HTTP) and ragas run in the cluster's workers; the
+    scores table is the thread runner's."""
+    from flows.score import score
+    from tests.fakes.judge_server import FakeJudgeServer
+
+    monkeypatch.setattr("tasks.score_chunks.CHUNK_ITEMS", 8)  # 40 traces: 5 chunks
+    with FakeJudgeServer(delay_s=0.0) as server:
+        monkeypatch.setenv("FLYWHEEL_JUDGE__KIND", "llm")
+        monkeypatch.setenv("FLYWHEEL_JUDGE__BASE_URL", server.base_url)
+        monkeypatch.setenv("FLYWHEEL_TASK_RUNNER", "threads")
+        get_settings.cache_clear()
+        _collect_traces(40)
+        on_threads = score(window_start=T0, hours=1)
+        expected = _scores()
+        threads_requests = server.requests
+        assert on_threads.traces == 40 and threads_requests > 0
+
+        _forget_cached_verdicts()
+        monkeypatch.setenv("FLYWHEEL_TASK_RUNNER", runner)
+        get_settings.cache_clear()
+        if runner == "ray":
+            with watched_ray(monkeypatch) as clusters:
+                on_cluster = score(window_start=T0, hours=1)
+            assert len(clusters) == 1
+        else:
+            on_cluster = score(window_start=T0, hours=1)
+        cluster_requests = server.requests - threads_requests
+    assert _scores() == expected
+    assert cluster_requests == threads_requests  # every verdict computed again, on the cluster
+    assert on_cluster.stats["judge_calls"] == on_threads.stats["judge_calls"] > 0
+    assert on_cluster.reward_mean == on_threads.reward_mean

@@ -1,0 +1,85 @@
+"""The floor for a Python proxy: a bare pass-through on the gateway's own server stack.
+
+Plain ASGI on uvicorn (same loop and HTTP parser as the gateway) that forwards every
+``POST /v1/chat/completions`` body unchanged to one upstream with the same aiohttp client the
+gateway uses, and relays status and body (streams chunk by chunk). No routing, no metrics, no
+traces: what is left is the cost of one server hop plus one client hop, which the benchmark
+divides the gateway's CPU per request by.
+
+    python -m tests.benchmarks.passthrough --port 9002 --upstream http://127.0.0.1:9001
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def make_app(upstream: str) -> Any:
+    import aiohttp
+
+    session: aiohttp.ClientSession | None = None
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal session
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            if session is not None:
+                await session.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if session is None:
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=30)
+            )
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        method = scope["method"]
+        async with session.request(method, upstream + scope["path"], data=b"".join(chunks)) as r:
+            ctype = r.headers.get("content-type", "application/json").encode()
+            if ctype.startswith(b"text/event-stream"):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": r.status,
+                        "headers": [(b"content-type", ctype)],
+                    }
+                )
+                async for piece in r.content.iter_any():
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            body = await r.read()
+        headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": r.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="bare pass-through proxy (benchmark floor)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="e.g. http://127.0.0.1:9001")
+    args = parser.parse_args()
+    import uvicorn
+
+    uvicorn.run(
+        make_app(args.upstream.rstrip("/")),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+    )
+
+
+if __name__ == "__main__":
+    main()
