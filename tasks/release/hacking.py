@@ -5,8 +5,9 @@ judged reward rose while its verified accuracy fell has learned what the judge l
 than what is right (reward hacking: hedges such as "81 or 82" that a lenient judge accepts),
 and fails the check; the gate then holds it for a person with the numbers in its report.
 
-Skipped when the judge is the verifier (the paired test already is this check) or when no
-golden item has a verifiable answer.
+With the verifier as the judge it still runs: the composite reward (faithfulness, latency)
+can rise while verified accuracy falls, and a promoted candidate must never answer the golden
+set worse than its baseline. Skipped when no golden item has a verifiable answer.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ def golden_verifier_check(
     candidate_scores: Sequence[float],
 ) -> Check:
     """Fails when the verified golden accuracy fell while the judged reward rose (see module)."""
-    if judge_kind == "verifier":
-        return _check("skipped", None, "the reward's judge is the golden verifier itself", {})
     base = verified_scores(items, baseline_answers)
     cand = verified_scores(items, candidate_answers)
     both = [(b, c) for b, c in zip(base, cand, strict=True) if b is not None and c is not None]
