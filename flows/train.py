@@ -22,6 +22,8 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
+from tasks.prove.evidence import regressed_methods
+from tasks.prove.report import ABLATION_FILE
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
@@ -90,6 +92,7 @@ def train(
             buffer_windows=cfg.buffer_windows,
             min_margin=cfg.min_margin,
             render=prompt_renderer(base_dir),
+            served_by=base if cfg.on_policy else None,
         )
         choice = choose_method(
             method or cfg.method,
@@ -97,6 +100,11 @@ def train(
             singles=len(selection.sft),
             prompts=len(selection.prompts),
             min_pairs=cfg.min_pairs,
+            regressed=regressed_methods(
+                cfg.ablation_path or rt.settings.home_dir / "prove" / ABLATION_FILE,
+                pairs=len(selection.pairs),
+                sft_weight=cfg.sft_weight,
+            ),
         )
         _report_selection(report, selection)
         if choice.method is None:

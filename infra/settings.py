@@ -143,6 +143,11 @@ class TrainSettings(BaseModel):
     use_lora: bool = False
     seed: int = 0
     threads: int | None = None  # torch threads for training (default: torch's choice)
+    # only rows whose model_version is the base version: each cycle learns from its own traffic
+    on_policy: bool = False
+    # `flywheel prove`'s results; auto never picks a method that regressed there at this data
+    # size (default: $FLYWHEEL_HOME/prove/ablation.json)
+    ablation_path: Path | None = None
 
 
 class ReleaseSettings(BaseModel):

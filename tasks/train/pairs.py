@@ -137,10 +137,11 @@ def buffer_of(windows: Iterable[str], k: int) -> list[str]:
 
 
 def read_examples(
-    catalog: Catalog, buffer_windows: int
+    catalog: Catalog, buffer_windows: int, served_by: str | None = None
 ) -> tuple[list[dict[str, Any]], int | None, list[str]]:
-    """Rows of the buffer windows at the table's current snapshot: (rows, snapshot id, windows)."""
-    from pyiceberg.expressions import In
+    """Rows of the buffer windows at the table's current snapshot: (rows, snapshot id, windows);
+    with ``served_by``, only rows that model version answered (on-policy traffic)."""
+    from pyiceberg.expressions import And, EqualTo, In
 
     from infra.catalog import get_table
 
@@ -153,8 +154,11 @@ def read_examples(
     windows = buffer_of(names.column("window").to_pylist(), buffer_windows)
     if not windows:
         return [], sid, []
+    row_filter: Any = In("window", windows)
+    if served_by:
+        row_filter = And(row_filter, EqualTo("model_version", served_by))
     data = table.scan(
-        row_filter=In("window", windows), selected_fields=EXAMPLE_COLUMNS, snapshot_id=sid
+        row_filter=row_filter, selected_fields=EXAMPLE_COLUMNS, snapshot_id=sid
     ).to_arrow()
     return data.to_pylist(), sid, windows
 
@@ -301,11 +305,13 @@ def select_training_data(
     min_margin: float,
     render: Render = demo_render,
     contaminated: Callable[[str], bool] | None = None,
+    served_by: str | None = None,
 ) -> Selection:
-    """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
+    """Read the buffer at one snapshot and select pairs, singles and prompts from it (only the
+    traffic ``served_by`` answered, when given)."""
     from tasks.datasets import opted_out_keys
 
-    rows, sid, windows = read_examples(catalog, buffer_windows)
+    rows, sid, windows = read_examples(catalog, buffer_windows, served_by)
     return select(
         rows,
         min_margin=min_margin,
@@ -319,11 +325,20 @@ def select_training_data(
 
 @task(**IO_RETRIES)
 def select_task(
-    catalog: Catalog, *, buffer_windows: int, min_margin: float, render: Render = demo_render
+    catalog: Catalog,
+    *,
+    buffer_windows: int,
+    min_margin: float,
+    render: Render = demo_render,
+    served_by: str | None = None,
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
-        catalog, buffer_windows=buffer_windows, min_margin=min_margin, render=render
+        catalog,
+        buffer_windows=buffer_windows,
+        min_margin=min_margin,
+        render=render,
+        served_by=served_by,
     )
 
 

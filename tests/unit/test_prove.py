@@ -144,3 +144,28 @@ def test_a_loop_no_better_than_its_control_is_said_so() -> None:
 def test_every_arm_is_listed_with_its_method() -> None:
     assert set(ARMS) == {"loop", "shuffled", "rft", "grpo", "dpo_plain", "oracle_sft"}
     assert ARMS["dpo_plain"].sft_weight == 0.0 and ARMS["loop"].sft_weight == 1.0
+
+
+def test_auto_never_picks_a_method_that_regressed_in_the_ablation(tmp_path: Path) -> None:
+    from tasks.prove.evidence import regressed_methods
+    from tasks.prove.report import ablation_json
+    from tasks.train.methods import choose_method
+
+    runs = [run("loop", s, r) for s, r in enumerate((70, 72, 68))]
+    runs += [run("shuffled", s, r) for s, r in enumerate((50, 49, 52))]
+    runs += [run("dpo_plain", s, r) for s, r in enumerate((30, 35, 40))]
+    path = tmp_path / "ablation.json"
+    import json
+
+    path.write_text(json.dumps(ablation_json(ablation(runs)), default=str))
+    # the ablation measured 10 pairs; plain DPO is what dpo means with no SFT term
+    plain = regressed_methods(path, pairs=12, sft_weight=0.0)
+    assert set(plain) == {"dpo"} and "dpo_plain regressed" in plain["dpo"]
+    choice = choose_method("auto", pairs=12, singles=60, prompts=80, min_pairs=5, regressed=plain)
+    assert choice.method == "rft" and "not dpo: dpo_plain regressed" in choice.reason
+    # with the SFT term dpo is the loop arm, which did not regress
+    assert regressed_methods(path, pairs=12, sft_weight=1.0) == {}
+    # evidence from another data size does not apply; a missing file is no evidence
+    assert regressed_methods(path, pairs=100, sft_weight=0.0) == {}
+    assert regressed_methods(tmp_path / "none.json", pairs=12, sft_weight=0.0) == {}
+    assert choose_method("auto", pairs=12, singles=60, prompts=80, min_pairs=5).method == "dpo"
