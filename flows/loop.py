@@ -94,6 +94,10 @@ class LoopOptions(BaseModel):
     diverse_temperatures: list[float] = Field(
         default=[0.7, 0.9, 1.1, 1.3], description="temperatures of those samples, one answer each"
     )
+    on_policy: bool = Field(
+        default=True,
+        description="train each cycle only on traffic its baseline served (not older versions')",
+    )
 
 
 @dataclass(kw_only=True)
@@ -131,7 +135,8 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
     the gateway, send simulated users (with personal data, consent and feedback), then collect,
     score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
-    Each cycle's promoted candidate is the next cycle's baseline.
+    Each cycle's promoted candidate is the next cycle's baseline, and the next cycle trains
+    only on the traffic that baseline served (``on_policy``).
 
     Args:
         options: Cycles, simulated traffic and release pacing of this run. Empty: one cycle
@@ -145,7 +150,8 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
     cycles: list[CycleSummary] = []
     steps.start("start the gateway on loopback")
-    with _embedded_gateway(rt, opts) as gateway_url:
+    policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
+    with _environment(**policy), _embedded_gateway(rt, opts) as gateway_url:
         for cycle in range(1, opts.cycles + 1):
             cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts, steps=steps))
     steps.finish()

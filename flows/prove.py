@@ -17,6 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, Field
 
+from infra.errors import InsufficientTraffic
 from infra.progress import report_progress
 from infra.runtime import Runtime
 from tasks.bootstrap import bootstrap_base_model
@@ -106,6 +107,13 @@ def prove(options: ProveOptions | None = None) -> Ablation:
     baseline = baseline_task(boot.model_dir)
     phase = timed(phases, "traffic", phase)
     sel = traffic.selection
+    need = rt.settings.train.min_pairs
+    if len(sel.pairs) < need or len(sel.sft) < need:
+        raise InsufficientTraffic(
+            f"the shared traffic gave {len(sel.pairs)} preference pairs and {len(sel.sft)} good "
+            f"answers (< FLYWHEEL_TRAIN__MIN_PAIRS {need}): send more prompts (--prompts) or "
+            f"start from a base model that is right more often ({baseline.accuracy:.1%} golden)"
+        )
     logger.info(
         "traffic: %d pairs, %d singles, %d prompts", len(sel.pairs), len(sel.sft), len(sel.prompts)
     )
