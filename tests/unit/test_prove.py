@@ -169,3 +169,21 @@ def test_auto_never_picks_a_method_that_regressed_in_the_ablation(tmp_path: Path
     assert regressed_methods(path, pairs=100, sft_weight=0.0) == {}
     assert regressed_methods(tmp_path / "none.json", pairs=12, sft_weight=0.0) == {}
     assert choose_method("auto", pairs=12, singles=60, prompts=80, min_pairs=5).method == "dpo"
+
+
+@pytest.mark.parametrize(
+    ("arms", "says"),
+    [
+        ("loop,shuffled,nope", "--arms: unknown nope"),
+        ("loop,rft", "--arms must include loop and shuffled"),
+    ],
+)
+def test_prove_refuses_bad_arms_in_one_line_before_anything_runs(
+    arms: str, says: str, tmp_path: Path
+) -> None:
+    from tests.unit.test_cli_input import flywheel, one_error_line
+
+    done = flywheel("prove", "--arms", arms, home=tmp_path)
+    assert done.returncode == 2
+    assert says in one_error_line(done, "flywheel prove: error: ")
+    assert not (tmp_path / "fw" / "prove").exists()  # nothing trained, no report
