@@ -175,7 +175,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 def _prove_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=whole_number(1, 10), default=3, help="seeds per arm (3)")
     p.add_argument(
-        "--steps", type=whole_number(1), default=None, help="training steps per arm (120)"
+        "--steps", type=whole_number(1), default=None, help="training steps per arm (200)"
     )
     p.add_argument(
         "--prompts", type=whole_number(20), default=None, help="shared traffic prompts (600)"
