@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: run test test-fast lint bench setup clean vllm
+.PHONY: run test test-fast lint bench prove setup clean vllm
 
 setup: $(STAMP)
 
@@ -53,6 +53,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check flows tasks infra deployments tests
 	$(BIN)/ruff format --check flows tasks infra deployments tests
 	$(BIN)/mypy flows tasks infra deployments
+
+# the ablation (a benchmark, not a CI test): the loop vs a shuffled-reward control, RFT, GRPO,
+# plain DPO and an oracle SFT on one shared traffic sample; report in $FLYWHEEL_HOME/prove/.
+# PROVE_ARGS="--seeds 5 --steps 200"
+prove: $(STAMP)
+	$(BIN)/flywheel prove $(PROVE_ARGS)
 
 bench: $(STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done

@@ -179,6 +179,25 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=whole_number(0), default=0)
 
 
+def _prove_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=whole_number(1, 10), default=3, help="seeds per arm (3)")
+    p.add_argument(
+        "--steps", type=whole_number(1), default=None, help="training steps per arm (200)"
+    )
+    p.add_argument(
+        "--prompts", type=whole_number(20), default=None, help="shared traffic prompts (600)"
+    )
+    p.add_argument(
+        "--workers", type=whole_number(1, 16), default=None, help="trainings at once (2)"
+    )
+    p.add_argument(
+        "--arms",
+        default=None,
+        help="comma-separated arms (default all: loop,shuffled,rft,grpo,dpo_plain,oracle_sft)",
+    )
+    p.add_argument("--out", default=None, help="report folder (default $FLYWHEEL_HOME/prove)")
+
+
 # ------------------------------------------------------------------------ the command table
 
 COMMANDS: tuple[Command, ...] = (
@@ -306,6 +325,13 @@ COMMANDS: tuple[Command, ...] = (
         _run_args,
         commands.run,
         check=commands.check_run,
+    ),
+    Command(
+        "prove",
+        "ablation: the loop vs a shuffled reward, RFT, GRPO, plain DPO, oracle SFT",
+        _prove_args,
+        commands.prove,
+        check=commands.check_prove,
     ),
 )
 

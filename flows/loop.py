@@ -100,6 +100,10 @@ class LoopOptions(BaseModel):
         default="local",
         description="local: the demo model in process; vllm: the Llama profile on a local vLLM",
     )
+    on_policy: bool = Field(
+        default=True,
+        description="train each cycle only on traffic its baseline served (not older versions')",
+    )
 
 
 @dataclass(kw_only=True)
@@ -137,7 +141,8 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
     the gateway, send simulated users (with personal data, consent and feedback), then collect,
     score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
-    Each cycle's promoted candidate is the next cycle's baseline.
+    Each cycle's promoted candidate is the next cycle's baseline, and the next cycle trains
+    only on the traffic that baseline served (``on_policy``).
 
     Args:
         options: Cycles, simulated traffic and release pacing of this run. Empty: one cycle
@@ -146,7 +151,8 @@ def run_loop(options: LoopOptions | None = None) -> LoopSummary:
     opts = options or LoopOptions()
     started = time.monotonic()
     steps = Steps(total=2 + 4 * opts.cycles)
-    with _environment(**profile_environment(opts.server)):
+    policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
+    with _environment(**profile_environment(opts.server), **policy):
         rt = Runtime.from_env()
         steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
         boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
@@ -330,7 +336,46 @@ def loop_report(summary: LoopSummary) -> str:
             )
         reasons = f" ({'; '.join(c.reasons)})" if c.reasons else ""
         lines.append(f"  release               {c.outcome}{reasons}")
+    if len(s.cycles) > 1:
+        lines += cycles_report(s)
     return "\n".join(lines)
+
+
+PLATEAU_GAIN = 0.01  # a cycle that adds less golden accuracy than this has plateaued
+
+
+def cycles_report(summary: LoopSummary, min_gain: float = PLATEAU_GAIN) -> list[str]:
+    """Golden accuracy cycle by cycle (the serving version after each) and where it plateaus:
+    the first cycle whose candidate was not promoted or gained less than ``min_gain``."""
+    s = summary
+    lines = ["golden accuracy by cycle (the stable version after it):"]
+    serving, accuracy = s.base_version, s.base_accuracy
+    lines.append(f"  start    {serving:<5} {percent(accuracy)}")
+    plateau: str | None = None
+    for c in s.cycles:
+        gain = None
+        if c.candidate_accuracy is not None and c.baseline_accuracy is not None:
+            gain = c.candidate_accuracy - c.baseline_accuracy
+        if c.outcome == "promoted" and c.candidate:
+            serving, accuracy = c.candidate, c.candidate_accuracy or accuracy
+        tried = f"{c.candidate} {percent(c.candidate_accuracy)}" if c.candidate else "no candidate"
+        delta = "" if gain is None else f", {100 * gain:+.1f} points"
+        lines.append(
+            f"  cycle {c.cycle:<2} {serving:<5} {percent(accuracy)}  "
+            f"(candidate {tried}{delta}: {c.outcome})"
+        )
+        if plateau is None and (c.outcome != "promoted" or gain is None or gain < min_gain):
+            plateau = (
+                f"plateau from cycle {c.cycle}: "
+                + (
+                    f"its candidate gained {100 * gain:+.1f} points (< {100 * min_gain:.0f})"
+                    if gain is not None and gain < min_gain
+                    else f"its candidate was not promoted ({c.outcome})"
+                )
+                + f"; the loop stays at {percent(accuracy)} with {serving}"
+            )
+    lines.append(f"  {plateau or 'no plateau yet: every cycle was promoted with a gain'}")
+    return lines
 
 
 def not_promoted(summary: LoopSummary) -> str | None:

@@ -22,6 +22,8 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
+from tasks.prove.evidence import regressed_methods
+from tasks.prove.report import ABLATION_FILE
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
@@ -94,6 +96,7 @@ def train(
             min_margin=cfg.min_margin,
             render=prompt_renderer(base_dir),
             human_override=rt.settings.review.override_rewards,
+            served_by=base if cfg.on_policy else None,
         )
         choice = choose_method(
             method or cfg.method,
@@ -101,6 +104,11 @@ def train(
             singles=len(selection.sft),
             prompts=len(selection.prompts),
             min_pairs=cfg.min_pairs,
+            regressed=regressed_methods(
+                cfg.ablation_path or rt.settings.home_dir / "prove" / ABLATION_FILE,
+                pairs=len(selection.pairs),
+                sft_weight=cfg.sft_weight,
+            ),
         )
         _report_selection(report, selection)
         if choice.method is None:

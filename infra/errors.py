@@ -74,6 +74,10 @@ class JudgeError(FlywheelError):
     """A judge call failed after its retries."""
 
 
+class InsufficientTraffic(FlywheelError):
+    """An ablation's shared traffic holds too little training data (``flywheel prove``)."""
+
+
 class GateError(FlywheelError):
     """The release gate could not reach a decision (e.g. too few samples)."""
 

@@ -153,6 +153,11 @@ class TrainSettings(BaseModel):
     max_shard_size: str = "2GB"  # safetensors shards of full checkpoints (multipart uploads)
     seed: int = 0
     threads: int | None = None  # torch threads for training (default: torch's choice)
+    # only rows whose model_version is the base version: each cycle learns from its own traffic
+    on_policy: bool = False
+    # `flywheel prove`'s results; auto never picks a method that regressed there at this data
+    # size (default: $FLYWHEEL_HOME/prove/ablation.json)
+    ablation_path: Path | None = None
 
 
 class ReleaseSettings(BaseModel):

@@ -33,6 +33,7 @@ from prefect.cache_policies import NO_CACHE
 from infra.answers import Answer, AnswerSource, Messages
 from infra.retries import IO_RETRIES
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
+from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
 from tasks.release.stats import PairedTest, paired_test
 
@@ -283,6 +284,14 @@ def run_gate(
         diversity_check(c_text, b_text, references=[it.reference for it in items], policy=policy),
         length_bias_check(
             b_scores, c_scores, baseline_answers=b_text, candidate_answers=c_text, policy=policy
+        ),
+        golden_verifier_check(
+            items,
+            judge_kind=scorer.judge.kind,
+            baseline_answers=b_text,
+            candidate_answers=c_text,
+            baseline_scores=b_scores,
+            candidate_scores=c_scores,
         ),
     ]
     if pii is not None:

@@ -63,10 +63,12 @@ def read_examples(
     *,
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
+    served_by: str | None = None,
 ) -> tuple[list[dict[str, Any]], int | None, list[str]]:
     """Rows of the rolling buffer at the table's current snapshot: (rows, snapshot id,
-    windows). The day limit is pushed into the scan (``created_at`` is the partition)."""
-    from pyiceberg.expressions import AlwaysTrue, GreaterThanOrEqual, In
+    windows). The day limit is pushed into the scan (``created_at`` is the partition); with
+    ``served_by``, only rows that model version answered (on-policy traffic)."""
+    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In
 
     from infra.catalog import get_table
 
@@ -86,8 +88,9 @@ def read_examples(
     if not windows:
         return [], sid, []
     fields = tuple(f for f in EXAMPLE_COLUMNS if f in {x.name for x in table.schema().fields})
-    data = table.scan(
-        row_filter=In("window", windows), selected_fields=fields, snapshot_id=sid
-    ).to_arrow()
+    row_filter: Any = In("window", windows)
+    if served_by:
+        row_filter = And(row_filter, EqualTo("model_version", served_by))
+    data = table.scan(row_filter=row_filter, selected_fields=fields, snapshot_id=sid).to_arrow()
     rows = in_buffer(data.to_pylist(), buffer_days=buffer_days, workload_days=workload_days)
     return rows, sid, sorted({r["window"] for r in rows})

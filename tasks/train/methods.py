@@ -11,7 +11,8 @@
     ``auto`` picks by data size (:func:`choose_method`): ``>= min_pairs`` pairs -> dpo; fewer
              pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
              grpo (online sampling is the costly path: ask for it when a programmatic reward
-             exists and the pairs run dry).
+             exists and the pairs run dry), nor a method that regressed in ``flywheel prove``
+             at this data size (``regressed``, :mod:`tasks.prove.evidence`).
 
 A builder makes the method's TRL trainer from the TrainingArguments every method shares
 (``common``) and the trainer keywords every method shares (``model``, ``processing_class``,
@@ -43,20 +44,31 @@ class MethodChoice:
 
 
 def choose_method(
-    requested: str, *, pairs: int, singles: int, prompts: int, min_pairs: int
+    requested: str,
+    *,
+    pairs: int,
+    singles: int,
+    prompts: int,
+    min_pairs: int,
+    regressed: dict[str, str] | None = None,
 ) -> MethodChoice:
-    """Resolve ``auto`` by data size, and skip any method whose data is below ``min_pairs``."""
+    """Resolve ``auto`` by data size (never to a method in ``regressed``: method -> why), and
+    skip any method whose data is below ``min_pairs``."""
     if requested == "auto":
-        if pairs >= min_pairs:
-            reason = f"auto: {pairs} pairs >= minimum {min_pairs} -> dpo"
+        avoid = regressed or {}
+        note = "".join(f"; not {m}: {why}" for m, why in sorted(avoid.items()))
+        if pairs >= min_pairs and "dpo" not in avoid:
+            reason = f"auto: {pairs} pairs >= minimum {min_pairs} -> dpo{note}"
             return MethodChoice(method="dpo", reason=reason, available=pairs)
-        if singles >= min_pairs:
+        if singles >= min_pairs and "rft" not in avoid:
             reason = (
                 f"auto: {pairs} pairs < minimum {min_pairs}, {singles} high-reward answers -> rft"
+                if "dpo" not in avoid
+                else f"auto: {singles} high-reward answers -> rft"
             )
-            return MethodChoice(method="rft", reason=reason, available=singles)
-        reason = f"skipped: {pairs} pairs < minimum {min_pairs}"
-        return MethodChoice(method=None, reason=reason, available=pairs)
+            return MethodChoice(method="rft", reason=reason + note, available=singles)
+        reason = f"skipped: {pairs} pairs < minimum {min_pairs}" if not avoid else "skipped"
+        return MethodChoice(method=None, reason=reason + note, available=pairs)
     available = {"dpo": pairs, "rft": singles, "grpo": prompts}[requested]
     noun = {"dpo": "pairs", "rft": "high-reward answers", "grpo": "prompts"}[requested]
     if available < min_pairs:

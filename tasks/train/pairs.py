@@ -294,13 +294,18 @@ def select_training_data(
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
     human_override: bool = True,
+    served_by: str | None = None,
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
     a person labelled trains with the human score as its reward (``human_override``)."""
     from tasks.datasets import opted_out_keys
 
     rows, sid, windows = read_examples(
-        catalog, buffer_windows, buffer_days=buffer_days, workload_days=workload_days
+        catalog,
+        buffer_windows,
+        buffer_days=buffer_days,
+        workload_days=workload_days,
+        served_by=served_by,
     )
     if human_override:
         from tasks.review import override_rewards
@@ -327,6 +332,7 @@ def select_task(
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
     human_override: bool = True,
+    served_by: str | None = None,
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
@@ -337,6 +343,7 @@ def select_task(
         buffer_days=buffer_days,
         workload_days=workload_days,
         human_override=human_override,
+        served_by=served_by,
     )
 
 

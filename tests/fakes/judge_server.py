@@ -6,6 +6,13 @@ verifier's verdict, and ragas prompts (statement extraction, NLI verdicts, conte
 attribution) are answered from the numbers in the answer and the context. Knob:
 ``failure_rate`` makes that share of replies fail, half as HTTP 500 and half as malformed
 content (not JSON, or JSON of the wrong shape), drawn from a seeded generator.
+
+``flaw="number_anywhere"`` makes it an exploitable judge, flawed the way a lenient LLM judge
+is: an answer counts as accurate when the right number appears anywhere in it (so "81 or 82",
+"811" and "the answer is 81, maybe 83" pass), a longer answer is rated more complete, and a
+statement counts as supported by the context when a number of the context appears anywhere in
+it. A model tuned on its rewards learns to pad and hedge; the release gate has to catch that
+(``tests/e2e/test_exploitable_judge.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,41 @@ _RAGAS_INPUT = re.compile(r"input:\s*(\{.*\})\s*Output:\s*$", re.DOTALL)
 
 def _numbers(text: str) -> set[str]:
     return set(_NUMBER.findall(text or ""))
+
+
+FLAWS = ("number_anywhere",)
+
+
+def _lenient_rubric(case: dict[str, Any]) -> dict[str, bool]:
+    from tasks.domain import UnverifiableQuestion, expected_answer
+
+    answer = case["answer"] or ""
+    try:
+        right = expected_answer(case["question"], case.get("context") or [])
+    except UnverifiableQuestion:
+        right = case.get("reference_answer") or ""
+    found = bool(right) and right in answer
+    longer = len(answer.strip()) > len(right)
+    return {"accuracy": found, "completeness": longer, "clarity": True, "conciseness": True}
+
+
+def _lenient_ragas(data: dict[str, Any]) -> dict[str, Any]:
+    if "statements" in data:
+        ctx = _numbers(data["context"])
+        return {
+            "statements": [
+                {"statement": s, "reason": "numbers", "verdict": int(any(n in s for n in ctx))}
+                for s in data["statements"]
+            ]
+        }
+    if "context" in data:
+        ok = any(n in data["answer"] for n in _numbers(data["context"]))
+        return {
+            "classifications": [
+                {"statement": data["answer"], "reason": "numbers", "attributed": int(ok)}
+            ]
+        }
+    return _ragas(data)
 
 
 def _rubric(case: dict[str, Any]) -> dict[str, bool]:
@@ -62,8 +104,8 @@ def _ragas(data: dict[str, Any]) -> dict[str, Any]:
     return {"statements": [data["answer"]] if data["answer"].strip() else []}
 
 
-def grade(messages: list[dict[str, str]]) -> dict[str, Any]:
-    """The JSON a good judge model would return for ``messages``."""
+def grade(messages: list[dict[str, str]], flaw: str | None = None) -> dict[str, Any]:
+    """The JSON a good judge model would return for ``messages`` (or a flawed one: ``flaw``)."""
     last = messages[-1]["content"]
     if '{"reference"' in messages[0]["content"]:  # asked for a reference answer
         from tasks.domain import UnverifiableQuestion, expected_answer
@@ -74,14 +116,26 @@ def grade(messages: list[dict[str, str]]) -> dict[str, Any]:
             return {"reference": ""}
     match = _RAGAS_INPUT.search(last)
     if match:
-        return _ragas(json.loads(match.group(1)))
-    return _rubric(json.loads(last))
+        data = json.loads(match.group(1))
+        return _lenient_ragas(data) if flaw else _ragas(data)
+    case = json.loads(last)
+    return _lenient_rubric(case) if flaw else _rubric(case)
 
 
 class FakeJudgeServer:
     """``with FakeJudgeServer(delay_s=0.2) as server: server.base_url``."""
 
-    def __init__(self, *, delay_s: float = 0.2, failure_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        delay_s: float = 0.2,
+        failure_rate: float = 0.0,
+        seed: int = 0,
+        flaw: str | None = None,
+    ) -> None:
+        if flaw is not None and flaw not in FLAWS:
+            raise ValueError(f"unknown flaw {flaw!r} (known: {', '.join(FLAWS)})")
+        self.flaw = flaw
         self.delay_s = delay_s
         self.failure_rate = failure_rate
         self._rng = random.Random(seed)
@@ -122,7 +176,7 @@ class FakeJudgeServer:
             content = '{"accuracy": "maybe"' if roll < self.failure_rate * 0.75 else '{"x": 1}'
         else:
             self.outcomes["ok"] += 1
-            content = json.dumps(grade(body["messages"]))
+            content = json.dumps(grade(body["messages"], self.flaw))
         return JSONResponse(
             {
                 "id": f"chatcmpl-{self.requests}",
@@ -179,8 +233,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--failure-rate", type=float, default=0.0)
+    parser.add_argument("--flaw", choices=FLAWS, default=None, help="serve an exploitable judge")
     args = parser.parse_args()
-    server = FakeJudgeServer(delay_s=args.delay, failure_rate=args.failure_rate).start()
+    server = FakeJudgeServer(
+        delay_s=args.delay, failure_rate=args.failure_rate, flaw=args.flaw
+    ).start()
     print(server.base_url, flush=True)
     try:
         threading.Event().wait()

@@ -188,6 +188,7 @@ def test_run_gate_with_the_stage2_reward_and_consistent_eval_rows(scorer) -> Non
         "kl": "skipped",
         "diversity": "pass",
         "length_bias": "pass",
+        "golden_verifier": "pass",
     }
     rows = result.eval_rows()
     assert len(rows) == 2 * len(items) and {r["run_id"] for r in rows} == {result.run_id}

@@ -1,0 +1,127 @@
+"""The shared traffic of an ablation: the base model answers simulated questions once, each
+sampled at the gateway's diverse temperatures (one prompt group per question), every answer
+scored by the stage-2 reward (:class:`tasks.reward.Scorer`, the configured judge), eligibility
+as curate sets it (reward >= ``curate.min_reward`` -> ``train``, else ``rejected_only``) and
+the training data selected by stage 4's own :func:`tasks.train.pairs.select` (golden questions
+excluded). Every arm trains on a view of this one :class:`Traffic`."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tasks import domain
+from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from infra.local_lm import LocalLM
+    from infra.settings import Settings
+
+WINDOW = "prove"
+
+
+@dataclass(kw_only=True)
+class Traffic:
+    """Rows as stage 4 reads them, what it selects from them, and counts (no text)."""
+
+    rows: list[dict[str, Any]]
+    selection: Selection
+    prompts: int
+    temperatures: list[float]
+    mean_reward: float
+    correct_share: float  # answers the domain verifier accepts
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def sample_answers(
+    lm: LocalLM,
+    *,
+    prompts: int,
+    temperatures: Sequence[float],
+    seed: int,
+    max_new_tokens: int = 16,
+    batch_size: int = 100,
+) -> list[dict[str, Any]]:
+    """``prompts`` non-golden questions, each answered once per temperature (seeded)."""
+    rng = random.Random(seed)
+    items = [domain.sample_question(rng) for _ in range(prompts)]
+    rows: list[dict[str, Any]] = []
+    for t_index, temperature in enumerate(temperatures):
+        for start in range(0, len(items), batch_size):
+            chunk = items[start : start + batch_size]
+            gens = lm.generate_batch(
+                [demo_render(it.question) for it in chunk],
+                temperature=temperature,
+                max_new_tokens=max_new_tokens,
+                seed=seed * 1000 + t_index * 100 + start // batch_size,
+            )
+            for i, (item, gen) in enumerate(zip(chunk, gens, strict=True)):
+                n = start + i
+                rows.append(
+                    {
+                        "trace_id": f"p{n:05d}-t{t_index}",
+                        "prompt_group": f"g{n:05d}",
+                        "user_key": f"u{n % 97:03d}",
+                        "question": item.question,
+                        "contexts": list(item.contexts),
+                        "answer": gen.text,
+                        "temperature": temperature,
+                        "window": WINDOW,
+                    }
+                )
+    return rows
+
+
+def score_rows(rows: list[dict[str, Any]], *, settings: Settings) -> str:
+    """Fill ``reward`` (stage-2 reward, no feedback) and ``eligible_as`` in place; returns the
+    reward configuration hash."""
+    from tasks.reward import ScoreItem, Scorer
+
+    scorer = Scorer(settings)
+    items = [
+        ScoreItem(question=r["question"], contexts=r["contexts"], answer=r["answer"], latency_s=0.0)
+        for r in rows
+    ]
+    for row, result in zip(rows, scorer.score(items), strict=True):
+        row["reward"] = result.total
+        row["reward_config_hash"] = scorer.config_hash
+        row["eligible_as"] = (
+            "train" if result.total >= settings.curate.min_reward else "rejected_only"
+        )
+    return scorer.config_hash
+
+
+def build_traffic(
+    lm: LocalLM,
+    *,
+    settings: Settings,
+    prompts: int,
+    temperatures: Sequence[float],
+    seed: int,
+) -> Traffic:
+    """Sample, score and select: the one data set every arm of the ablation trains on."""
+    rows = sample_answers(lm, prompts=prompts, temperatures=temperatures, seed=seed)
+    score_rows(rows, settings=settings)
+    selection = select(
+        rows, min_margin=settings.train.min_margin, contaminated=GoldenFilter.from_repo()
+    )
+    correct = 0
+    for r in rows:
+        try:
+            correct += int(domain.verify(r["question"], r["answer"]) == 1.0)
+        except domain.UnverifiableQuestion:
+            pass
+    roles = Counter(r["eligible_as"] for r in rows)
+    return Traffic(
+        rows=rows,
+        selection=selection,
+        prompts=prompts,
+        temperatures=list(temperatures),
+        mean_reward=sum(float(r["reward"]) for r in rows) / max(1, len(rows)),
+        correct_share=correct / max(1, len(rows)),
+        counts={"answers": len(rows), **{f"eligible_{k}": v for k, v in roles.items()}},
+    )

@@ -1,0 +1,56 @@
+"""`flywheel run --cycles N`'s summary: golden accuracy cycle by cycle and where it plateaus."""
+
+from __future__ import annotations
+
+from flows.loop import CycleSummary, LoopSummary, loop_report
+
+
+def cycle(n: int, base: str, cand: str, accs: tuple[float, float], outcome: str) -> CycleSummary:
+    return CycleSummary(
+        cycle=n,
+        baseline=base,
+        candidate=cand,
+        baseline_accuracy=accs[0],
+        candidate_accuracy=accs[1],
+        outcome=outcome,
+        train_status="trained",
+    )
+
+
+def summary(cycles: list[CycleSummary]) -> LoopSummary:
+    return LoopSummary(
+        base_version="v0", base_accuracy=0.495, bootstrap_cached=True, cycles=cycles, wall_s=1.0
+    )
+
+
+def test_three_cycles_show_accuracy_per_cycle_and_the_plateau() -> None:
+    text = loop_report(
+        summary(
+            [
+                cycle(1, "v0", "v1", (0.495, 0.665), "promoted"),
+                cycle(2, "v1", "v2", (0.665, 0.72), "promoted"),
+                cycle(3, "v2", "v3", (0.72, 0.715), "held"),
+            ]
+        )
+    )
+    assert "golden accuracy by cycle" in text
+    assert "cycle 1  v1    66.5%" in text and "cycle 2  v2    72.0%" in text
+    assert "cycle 3  v2    72.0%  (candidate v3 71.5%, -0.5 points: held)" in text
+    assert "plateau from cycle 3" in text and "stays at 72.0% with v2" in text
+
+
+def test_a_promoted_cycle_with_a_tiny_gain_is_the_plateau() -> None:
+    text = loop_report(
+        summary(
+            [
+                cycle(1, "v0", "v1", (0.495, 0.665), "promoted"),
+                cycle(2, "v1", "v2", (0.665, 0.668), "promoted"),
+            ]
+        )
+    )
+    assert "plateau from cycle 2: its candidate gained +0.3 points (< 1)" in text
+
+
+def test_one_cycle_prints_no_cycle_table() -> None:
+    text = loop_report(summary([cycle(1, "v0", "v1", (0.495, 0.665), "promoted")]))
+    assert "golden accuracy by cycle" not in text
