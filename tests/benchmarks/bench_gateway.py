@@ -176,16 +176,11 @@ def spool(home: str) -> list[dict]:
     ]
 
 
-def report(phase: Phase, traces: dict[str, dict], groups: Counter) -> dict[str, object]:
-    lat = phase.latencies
+def print_latency(phase: Phase) -> None:
+    lat, cpu = phase.latencies, phase.cpu_ms
     d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
     g50, g99 = pct(lat["gateway"], 0.5), pct(lat["gateway"], 0.99)
     p50, p99 = pct(lat["passthrough"], 0.5), pct(lat["passthrough"], 0.99)
-    missing = [t for t in phase.trace_ids if t not in traces]
-    served_groups = {traces[t]["prompt_group"] for t in phase.trace_ids if t in traces}
-    sizes = Counter(groups[g] for g in served_groups)
-    calls = sum(groups[g] for g in served_groups) or 1  # upstream calls: replies + siblings
-    per_call = cpu["gateway"] * len(phase.trace_ids) / calls if (cpu := phase.cpu_ms) else 0.0
     print(f"\n{phase.mode} at {phase.rate:.0f} req/s, {len(lat['gateway'])} requests per side")
     print(f"  direct      : p50 {d50:7.2f} ms  p99 {d99:8.2f} ms  errors {phase.errors['direct']}")
     print(
@@ -198,19 +193,26 @@ def report(phase: Phase, traces: dict[str, dict], groups: Counter) -> dict[str, 
     print(
         f"  CPU per request: gateway {cpu['gateway']:.3f} ms, pass-through "
         f"{cpu['passthrough']:.3f} ms ({cpu['gateway'] / cpu['passthrough']:.2f} x), "
-        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
+        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)",
+        flush=True,
     )
+
+
+def print_traces(phase: Phase, traces: dict[str, dict], groups: Counter) -> None:
+    missing = [t for t in phase.trace_ids if t not in traces]
+    served_groups = {traces[t]["prompt_group"] for t in phase.trace_ids if t in traces}
+    sizes = Counter(groups[g] for g in served_groups)
+    calls = sum(groups[g] for g in served_groups) or 1  # upstream calls: replies + siblings
+    cpu = phase.cpu_ms
+    per_call = cpu["gateway"] * len(phase.trace_ids) / calls
     print(
-        f"  CPU per proxied upstream call (replies + diverse siblings): gateway {per_call:.3f} ms "
-        f"({per_call / cpu['passthrough']:.2f} x the pass-through)"
+        f"{phase.mode} at {phase.rate:.0f} req/s: {len(phase.trace_ids) - len(missing)}/"
+        f"{len(phase.trace_ids)} replies' traces in the spool, dropped by the bounded queue "
+        f"(counted) {phase.dropped:.0f}, diverse groups {sizes.get(3, 0)} complete / "
+        f"{sum(v for k, v in sizes.items() if k not in (1, 3))} partial, siblings skipped "
+        f"(counted) {phase.skipped:.0f}; CPU per proxied upstream call (replies + siblings) "
+        f"{per_call:.3f} ms = {per_call / cpu['passthrough']:.2f} x the pass-through"
     )
-    print(
-        f"  traces: {len(phase.trace_ids) - len(missing)}/{len(phase.trace_ids)} replies in the "
-        f"spool, dropped by the bounded queue (counted) {phase.dropped:.0f}, diverse groups "
-        f"{sizes.get(3, 0)} complete / {sum(v for k, v in sizes.items() if k not in (1, 3))} "
-        f"partial, siblings skipped (counted) {phase.skipped:.0f}"
-    )
-    return {"missing": len(missing), "added_p99": g99 - d99}
 
 
 def max_rate(setup: Setup, *, budget_ms: float, seconds: float, ceiling: float) -> float:
@@ -277,16 +279,17 @@ def main() -> None:
         "gateway": f"{urls['gateway']}/healthz",
     }
     load0 = os.getloadavg()
+    print(f"load average before: {load0[0]:.1f} (cores={os.cpu_count()})", flush=True)
     with ExitStack() as stack:
         pids = {n: stack.enter_context(process(commands[n], env, ready[n])) for n in commands}
         setup = Setup(urls=urls, pids=pids, home=home)
         for name in ("direct", "passthrough", "gateway"):  # warm-up
             run_load(urls[name], {"messages": MESSAGES}, 100, 1)
-        phases = [
-            measure(setup, mode=mode, rate=rate, seconds=args.seconds)
-            for mode in args.modes
-            for rate in args.rates
-        ]
+        phases = []
+        for mode in args.modes:
+            for rate in args.rates:
+                phases.append(measure(setup, mode=mode, rate=rate, seconds=args.seconds))
+                print_latency(phases[-1])  # as it goes; traces are checked at the end
         best = None
         if args.max_rate > 0:
             print(f"\nhighest rate with added p99 < {args.p99_budget_ms:g} ms (JSON requests):")
@@ -306,7 +309,7 @@ def main() -> None:
         )
     )
     for phase in phases:
-        report(phase, traces, groups)
+        print_traces(phase, traces, groups)
     if best is not None:
         print(f"\nhighest rate with added p99 < {args.p99_budget_ms:g} ms: {best:.0f} req/s")
 
