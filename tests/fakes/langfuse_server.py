@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.fakes.langfuse_queues import AnnotationQueues
+
 V2_GROUPS = {
     "core": ("id", "traceId", "startTime", "endTime", "projectId", "parentObservationId", "type"),
     "basic": (
@@ -179,7 +181,7 @@ def ts(at: datetime | None) -> str | None:
     return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class FakeLangfuseServer:
+class FakeLangfuseServer(AnnotationQueues):
     """Start with ``with FakeLangfuseServer() as lf:``; point a client at ``lf.url``."""
 
     def __init__(self, *, public_key: str = "pk-lf-test", secret_key: str = "sk-lf-test"):
@@ -431,92 +433,6 @@ class FakeLangfuseServer:
                 id=trace_id, timestamp=at, observations=obs, user_id=user_id, session_id=session_id
             )
         )
-
-    def add_annotation_queue(self, name: str, *, queue_id: str | None = None) -> str:
-        """Create an annotation queue (as a person does in the Langfuse UI); returns its id."""
-        now = ts(datetime.now(UTC))
-        qid = queue_id or f"q-{len(self.annotation_queues) + 1}"
-        with self._lock:
-            self.annotation_queues[qid] = {
-                "id": qid,
-                "name": name,
-                "description": None,
-                "scoreConfigIds": [],
-                "createdAt": now,
-                "updatedAt": now,
-            }
-        return qid
-
-    def complete_item(self, object_id: str) -> None:
-        """A reviewer finished the queue item of ``object_id``."""
-        now = ts(datetime.now(UTC))
-        with self._lock:
-            for item in self.queue_items:
-                if item["objectId"] == object_id:
-                    item.update(status="COMPLETED", completedAt=now, updatedAt=now)
-
-    def handle_post(self, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
-        """``POST /api/public/annotation-queues/{queueId}/items``."""
-        with self._lock:
-            self.requests.append((path, {}))
-        expected = (
-            "Basic " + base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
-        )
-        if auth != expected:
-            return 401, {"message": "Invalid credentials."}
-        parts = path.strip("/").split("/")
-        if len(parts) != 5 or parts[:3] != ["api", "public", "annotation-queues"]:
-            return 404, {"message": "Not found"}
-        if parts[4] != "items":
-            return 404, {"message": "Not found"}
-        qid = unquote(parts[3])
-        if qid not in self.annotation_queues:
-            return 404, {"message": "Annotation queue not found"}
-        if not isinstance(body, dict) or set(body) - {"objectId", "objectType", "status"}:
-            return 400, {"message": "Invalid request data: unrecognized keys"}
-        if not isinstance(body.get("objectId"), str):
-            return 400, {"message": "Invalid request data: objectId is required"}
-        if body.get("objectType") not in ("TRACE", "OBSERVATION", "SESSION"):
-            return 400, {"message": "Invalid request data: objectType"}
-        status = body.get("status", "PENDING")
-        if status not in ("PENDING", "COMPLETED"):
-            return 400, {"message": "Invalid request data: status"}
-        now = ts(datetime.now(UTC))
-        item = {
-            "id": f"item-{len(self.queue_items) + 1}",
-            "queueId": qid,
-            "objectId": body["objectId"],
-            "objectType": body["objectType"],
-            "status": status,
-            "completedAt": now if status == "COMPLETED" else None,
-            "createdAt": now,
-            "updatedAt": now,
-        }
-        with self._lock:
-            self.queue_items.append(item)
-        return 200, item
-
-    def _annotation_queues(self, path: str, q: dict[str, list[str]]) -> Any:
-        parts = path.strip("/").split("/")
-        if len(parts) == 3:
-            p = _params(q, {"page", "limit"})
-            return _page(list(self.annotation_queues.values()), p)
-        qid = unquote(parts[3])
-        if qid not in self.annotation_queues:
-            raise _HTTPError(404, "Annotation queue not found")
-        if len(parts) == 4:
-            return self.annotation_queues[qid]
-        if len(parts) == 5 and parts[4] == "items":
-            p = _params(q, {"page", "limit", "status"})
-            if p.get("status", "PENDING") not in ("PENDING", "COMPLETED"):
-                raise _HTTPError(400, "Invalid request data: status")
-            items = [
-                i
-                for i in self.queue_items
-                if i["queueId"] == qid and p.get("status") in (None, i["status"])
-            ]
-            return _page(items, p)
-        raise _HTTPError(404, "Not found")
 
     # -- request handling -------------------------------------------------------------------
     def handle(self, path: str, params: dict[str, list[str]], auth: str | None) -> tuple[int, Any]:
@@ -870,20 +786,5 @@ def _scores_v2(p: dict[str, str], scores: list[FakeScore]) -> dict[str, Any]:
             "limit": limit,
             "totalItems": len(rows),
             "totalPages": math.ceil(len(rows) / limit),
-        },
-    }
-
-
-def _page(items: list[Any], p: dict[str, str]) -> dict[str, Any]:
-    """Langfuse's page-based envelope (``data`` + ``meta``)."""
-    limit = _int(p, "limit", 50, 1, 100)
-    page = _int(p, "page", 1, 1, 10**6)
-    return {
-        "data": items[(page - 1) * limit : page * limit],
-        "meta": {
-            "page": page,
-            "limit": limit,
-            "totalItems": len(items),
-            "totalPages": math.ceil(len(items) / limit),
         },
     }

@@ -214,3 +214,21 @@ def test_labelled_traces_train_with_the_human_score(flywheel_home) -> None:
     rows = [{"trace_id": f"t{i:03d}", "reward": 0.9} for i in range(4)]
     assert override_rewards(catalog, rows) == 1
     assert [r["reward"] for r in rows] == [0.9, 0.0, 0.9, 0.9]
+
+
+def test_the_langfuse_queue_client_pages_and_never_queues_a_trace_twice() -> None:
+    from infra.errors import SourceError
+    from infra.traces.langfuse_queue import LangfuseReviewQueue
+
+    with FakeLangfuseServer() as lf:
+        qid = lf.add_annotation_queue("flywheel review")
+        keys = {"public_key": lf.public_key, "secret_key": lf.secret_key}
+        queue = LangfuseReviewQueue(host=lf.url, queue_id=qid, page_size=2, **keys)
+        assert queue.add_traces(["a", "b", "c"]) == 3
+        assert queue.add_traces(["a", "d", "d"]) == 1  # over two pages of existing items
+        assert sorted(i["objectId"] for i in queue.items()) == ["a", "b", "c", "d"]
+        lf.complete_item("b")
+        assert [i["objectId"] for i in queue.items(status="COMPLETED")] == ["b"]
+        missing = LangfuseReviewQueue(host=lf.url, queue_id="nope", **keys)
+        with pytest.raises(SourceError, match="answered 404"):
+            missing.add_traces(["a"])

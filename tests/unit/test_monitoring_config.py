@@ -40,19 +40,11 @@ DESIGN_METRICS = {
 }
 # DESIGN "Metrics", "Also in use": rules may read these too (not required on the dashboard)
 ALSO_IN_USE = {"flywheel_reward_missing_total"}
-# issue 16: human review and the reward-hacking monitors (tasks/review.py, tasks/monitors.py)
-DESIGN_METRICS |= {
-    "flywheel_reward_human_spearman",
-    "flywheel_reward_human_samples",
-    "flywheel_review_queued_total",
-    "flywheel_judge_feedback_agreement",
-    "flywheel_judge_feedback_pairs",
-    "flywheel_reward_length_spearman",
-    "flywheel_reward_length_samples",
-    "flywheel_answer_distinct_ratio",
-    "flywheel_answer_distinct_answers",
-    "flywheel_train_entropy",
-    "flywheel_candidate_kl",
+DESIGN_METRICS |= {  # issue 16: human review and monitors (tasks/review.py, tasks/monitors.py)
+    f"flywheel_{n}"
+    for n in "reward_human_spearman reward_human_samples review_queued_total train_entropy "
+    "judge_feedback_agreement judge_feedback_pairs reward_length_spearman candidate_kl "
+    "reward_length_samples answer_distinct_ratio answer_distinct_answers".split()
 }
 HISTOGRAMS = {"flywheel_stage_duration_seconds", "flywheel_reward", "agent_latency_seconds"}
 BUILTINS = {"up", "ALERTS"}  # series Prometheus itself writes
@@ -214,11 +206,6 @@ def series(name: str, values: str, **labels: str) -> dict[str, str]:
     return {"series": f"{name}{{{inner}}}", "values": values}
 
 
-def gauge(name: str, value: float) -> dict[str, str]:
-    """A gauge as the Pushgateway exposes a stage's push (job and stage labels)."""
-    return series(name, f"{value}x150", job="flywheel", stage="review")
-
-
 def latency(model: str, route: str, per_min: int, upto: float) -> list[dict[str, str]]:
     """Cumulative buckets of a histogram where every request takes at most ``upto`` seconds."""
     return [
@@ -350,78 +337,6 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         "FlywheelRewardComponentMissing",
         "30m",
         [],
-    ),
-    "reviewers disagree with the reward": (
-        [gauge("flywheel_reward_human_spearman", 0.2), gauge("flywheel_reward_human_samples", 25)],
-        "RewardHumanCorrelationLow",
-        "5m",
-        [{"severity": "warning"}],
-    ),
-    "reviewers agree with the reward": (
-        [gauge("flywheel_reward_human_spearman", 0.8), gauge("flywheel_reward_human_samples", 25)],
-        "RewardHumanCorrelationLow",
-        "5m",
-        [],
-    ),
-    "too few labels to say": (
-        [gauge("flywheel_reward_human_spearman", 0.1), gauge("flywheel_reward_human_samples", 6)],
-        "RewardHumanCorrelationLow",
-        "5m",
-        [],
-    ),
-    "users contradict the judge": (
-        [
-            gauge("flywheel_judge_feedback_agreement", 0.4),
-            gauge("flywheel_judge_feedback_pairs", 80),
-        ],
-        "JudgeFeedbackDisagreement",
-        "2h",
-        [{"severity": "warning"}],
-    ),
-    "longer answers score higher": (
-        [
-            gauge("flywheel_reward_length_spearman", 0.8),
-            gauge("flywheel_reward_length_samples", 300),
-        ],
-        "RewardLengthCorrelation",
-        "2h",
-        [{"severity": "warning"}],
-    ),
-    "answers repeat themselves": (
-        [
-            gauge("flywheel_answer_distinct_ratio", 0.1),
-            gauge("flywheel_answer_distinct_answers", 300),
-        ],
-        "AnswerDiversityLow",
-        "2h",
-        [{"severity": "warning"}],
-    ),
-    "diverse answers": (
-        [
-            gauge("flywheel_answer_distinct_ratio", 0.7),
-            gauge("flywheel_answer_distinct_answers", 300),
-        ],
-        "AnswerDiversityLow",
-        "2h",
-        [],
-    ),
-    "training entropy collapsed": (
-        [series("flywheel_train_entropy", "3x30 1x30", job="flywheel", method="dpo")],
-        "TrainingEntropyCollapse",
-        "50m",
-        [{"method": "dpo", "severity": "warning"}],
-    ),
-    "training entropy steady": (
-        [series("flywheel_train_entropy", "3x30 2.5x30", job="flywheel", method="dpo")],
-        "TrainingEntropyCollapse",
-        "50m",
-        [],
-    ),
-    "a candidate drifted far": (
-        [series("flywheel_candidate_kl", "2.5x30", job="flywheel", model="v3")],
-        "CandidateKLHigh",
-        "10m",
-        [{"model": "v3", "severity": "warning"}],
     ),
     "a failed curate run": (
         [
