@@ -34,6 +34,8 @@ def vllm_python(venv: str | Path | None = None) -> Path:
     python = root / "bin" / "python"
     if not python.is_file():
         raise ConfigError(f"no vLLM environment at {root}: run `make vllm` (or set {VENV_ENV})")
+    if not any(root.glob("lib/python*/site-packages/vllm/__init__.py")):
+        raise ConfigError(f"the environment at {root} has no vllm package: run `make vllm`")
     return python
 
 

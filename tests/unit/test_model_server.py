@@ -112,3 +112,18 @@ def test_the_gateway_sends_every_version_without_an_upstream_to_the_model_server
     ]
     off = Settings(home=tmp_path)
     assert not isinstance(UpstreamPool(off, LocalStore(tmp_path / "s")).get("v7"), HttpUpstream)
+
+
+def test_a_missing_or_empty_vllm_environment_names_make_vllm(tmp_path: Path) -> None:
+    from infra.errors import ConfigError
+    from infra.vllm_process import vllm_python
+
+    with pytest.raises(ConfigError, match="make vllm"):
+        vllm_python(tmp_path / "absent")
+    (tmp_path / "venv/bin").mkdir(parents=True)
+    (tmp_path / "venv/bin/python").write_text("")
+    with pytest.raises(ConfigError, match="no vllm package: run `make vllm`"):
+        vllm_python(tmp_path / "venv")
+    (tmp_path / "venv/lib/python3.11/site-packages/vllm").mkdir(parents=True)
+    (tmp_path / "venv/lib/python3.11/site-packages/vllm/__init__.py").write_text("")
+    assert vllm_python(tmp_path / "venv") == tmp_path / "venv/bin/python"
