@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, output, review_commands
+from deployments import commands, output, prove_command, review_commands
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
@@ -179,25 +179,6 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=whole_number(0), default=0)
 
 
-def _prove_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=whole_number(1, 10), default=3, help="seeds per arm (3)")
-    p.add_argument(
-        "--steps", type=whole_number(1), default=None, help="training steps per arm (200)"
-    )
-    p.add_argument(
-        "--prompts", type=whole_number(20), default=None, help="shared traffic prompts (600)"
-    )
-    p.add_argument(
-        "--workers", type=whole_number(1, 16), default=None, help="trainings at once (2)"
-    )
-    p.add_argument(
-        "--arms",
-        default=None,
-        help="comma-separated arms (default all: loop,shuffled,rft,grpo,dpo_plain,oracle_sft)",
-    )
-    p.add_argument("--out", default=None, help="report folder (default $FLYWHEEL_HOME/prove)")
-
-
 # ------------------------------------------------------------------------ the command table
 
 COMMANDS: tuple[Command, ...] = (
@@ -329,9 +310,9 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "prove",
         "ablation: the loop vs a shuffled reward, RFT, GRPO, plain DPO, oracle SFT",
-        _prove_args,
+        prove_command.add_args,
         commands.prove,
-        check=commands.check_prove,
+        check=prove_command.check,
     ),
 )
 

@@ -382,48 +382,10 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _prove_options(ns: argparse.Namespace) -> Any:
-    from flows.prove import ProveOptions
-
-    given = {
-        "seeds": ns.seeds,
-        "steps": ns.steps,
-        "prompts": ns.prompts,
-        "workers": ns.workers,
-        "out": ns.out,
-        "arms": [a.strip() for a in ns.arms.split(",") if a.strip()] if ns.arms else None,
-    }
-    return ProveOptions(**{k: v for k, v in given.items() if v is not None})
-
-
-def check_prove(ns: argparse.Namespace) -> None:
-    """Refuse unknown arms (or a set without the loop and its control) before anything runs."""
-    from infra.errors import ConfigError
-    from tasks.prove.arms import ARMS, CONTROL, LOOP
-
-    arms = _prove_options(ns).arms
-    unknown = sorted(set(arms) - set(ARMS))
-    if unknown:
-        raise ConfigError(f"--arms: unknown {', '.join(unknown)} (known: {', '.join(ARMS)})")
-    if not {LOOP, CONTROL} <= set(arms):
-        raise ConfigError(f"--arms must include {LOOP} and {CONTROL} (the paired test)")
-
-
 def prove(ns: argparse.Namespace) -> int:
-    from deployments.progress import showing_progress
-    from flows.prove import prove as prove_flow
-    from infra.settings import get_settings
-    from tasks.prove.report import ablation_json, text_table
+    from deployments.prove_command import run_prove
 
-    with showing_progress():
-        ablation = prove_flow(_prove_options(ns))
-    if ns.json:
-        emit(ns, "prove", ablation_json(ablation))
-    else:
-        print(text_table(ablation))
-        out = ns.out or str(get_settings().home_dir / "prove")
-        print(f"report: {out}/report.md (chart.png, ablation.json beside it)")
-    return 0
+    return run_prove(ns)
 
 
 # ------------------------------------------------------------------------- summaries

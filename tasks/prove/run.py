@@ -85,7 +85,7 @@ def train_arms(
     """Every (arm, seed) of ``jobs``, ``workers`` at a time in spawned processes (in this
     process when ``workers`` is 1)."""
     order = sorted(jobs, key=lambda j: (COST_ORDER.index(j[0]), j[1]))
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "selection": traffic.selection,
         "budget": budget,
         "baseline": baseline,
@@ -95,7 +95,7 @@ def train_arms(
     runs: list[ArmRun] = []
     if workers <= 1:
         for arm, seed in order:
-            runs.append(run_arm(arm, seed=seed, **kwargs))  # type: ignore[arg-type]
+            runs.append(run_arm(arm, seed=seed, **kwargs))
             if on_done:
                 on_done(runs[-1], len(runs), len(order))
         return runs
