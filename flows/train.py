@@ -90,6 +90,7 @@ def train(
             buffer_windows=cfg.buffer_windows,
             min_margin=cfg.min_margin,
             render=prompt_renderer(base_dir),
+            consent_mode=rt.settings.consent_mode,
         )
         choice = choose_method(
             method or cfg.method,

@@ -301,16 +301,18 @@ def select_training_data(
     min_margin: float,
     render: Render = demo_render,
     contaminated: Callable[[str], bool] | None = None,
+    consent_mode: str = "opt_in",
 ) -> Selection:
-    """Read the buffer at one snapshot and select pairs, singles and prompts from it."""
-    from tasks.datasets import opted_out_keys
+    """Read the buffer at one snapshot and select pairs, singles and prompts from it (users
+    excluded by consent now, per ``consent_mode``, are dropped even if curate kept them)."""
+    from tasks.datasets import training_exclusions
 
     rows, sid, windows = read_examples(catalog, buffer_windows)
     return select(
         rows,
         min_margin=min_margin,
         contaminated=contaminated or GoldenFilter.from_repo(),
-        opted_out=opted_out_keys(catalog),
+        opted_out=training_exclusions(catalog, mode=consent_mode),
         render=render,
         snapshot_id=sid,
         windows=windows,
@@ -319,11 +321,20 @@ def select_training_data(
 
 @task(**IO_RETRIES)
 def select_task(
-    catalog: Catalog, *, buffer_windows: int, min_margin: float, render: Render = demo_render
+    catalog: Catalog,
+    *,
+    buffer_windows: int,
+    min_margin: float,
+    render: Render = demo_render,
+    consent_mode: str = "opt_in",
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
-        catalog, buffer_windows=buffer_windows, min_margin=min_margin, render=render
+        catalog,
+        buffer_windows=buffer_windows,
+        min_margin=min_margin,
+        render=render,
+        consent_mode=consent_mode,
     )
 
 
