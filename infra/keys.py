@@ -29,6 +29,7 @@ MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
+ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite
