@@ -106,6 +106,12 @@ class CurateSettings(BaseModel):
     max_latency_s: float = 30.0
     max_errors: int = 0
     k_anonymity: int = 5
+    # k counts users per question pattern; "embedding" groups paraphrases (packaged MiniLM,
+    # cosine >= paraphrase_threshold), "exact" only identical patterns. Off by default: a
+    # merged row takes the group's first (anonymised) pattern text, which forget-user of that
+    # first asker then cannot reach
+    pattern_grouping: Literal["embedding", "exact"] = "exact"
+    paraphrase_threshold: float = Field(default=0.65, gt=0, le=1)
     # per text, each language's recognisers run where they apply (ko: texts with Hangul)
     languages: list[str] = ["en", "ko"]
     # ko: a tokenizer-only pipeline for Presidio; Korean morphology comes from kiwipiepy
@@ -277,6 +283,9 @@ class Settings(BaseSettings):
     # PIPA: opt_in (default) trains only on users with a grant; opt_out on everyone who has
     # not withdrawn. Traces without a user id are never trained on in opt_in mode.
     consent_mode: Literal["opt_in", "opt_out"] = "opt_in"
+    # governance removes an unreferenced table file only past this age (it may belong to a
+    # commit in flight) unless a snapshot expiry just released it
+    orphan_min_age_hours: float = Field(default=24.0, ge=0)
 
     langfuse: LangfuseSettings = LangfuseSettings()
     judge: JudgeSettings = JudgeSettings()

@@ -14,6 +14,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.curate.gates import REWARD_COLUMNS, quarantine_record
+from tasks.curate.paraphrase import scrub_identifiers
 from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
 
 _ENGINE_LOCK = threading.Lock()
@@ -73,7 +74,7 @@ def _example(row: dict[str, Any], red: list[Any]) -> dict[str, Any]:
         trace_id=row["trace_id"],
         prompt_group=row["prompt_group"],
         user_key=row.get("user_key"),
-        question=question.text,
+        question=scrub_identifiers(question.text),  # order numbers never reach the table
         contexts=[c.text for c in contexts],
         answer=answer.text,
         model_version=row["model_version"],
