@@ -122,6 +122,13 @@ def _forget_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _consent_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["grant", "withdraw"])
+    p.add_argument(
+        "user_id", type=non_empty, help="the raw user id; hashed here, only the key is stored"
+    )
+
+
 def _retention_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--days", type=whole_number(1), help="default: FLYWHEEL_RAW_RETENTION_DAYS")
 
@@ -226,6 +233,13 @@ COMMANDS: tuple[Command, ...] = (
         "erase one user's data everywhere (tables, raw objects, old files)",
         _forget_args,
         commands.forget_user,
+    ),
+    Command(
+        "consent",
+        "record a user's consent to training (grant or withdraw)",
+        _consent_args,
+        commands.consent,
+        starts_flow=False,
     ),
     Command(
         "retention",

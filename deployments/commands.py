@@ -178,6 +178,8 @@ def forget_user(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
+        "langfuse_traces_deleted": r.langfuse_traces_deleted,
+        "langfuse_scores_deleted": r.langfuse_scores_deleted,
     }
     emit(ns, "forget-user", fields)
     if not r.found:
@@ -190,6 +192,24 @@ def forget_user(ns: argparse.Namespace) -> int:
     return 0
 
 
+def consent(ns: argparse.Namespace) -> int:
+    from infra.catalog import open_catalog
+    from infra.consent import record_consent
+    from infra.privacy import user_key
+    from infra.settings import get_settings
+
+    settings = get_settings()
+    key = user_key(ns.user_id, settings.salt())  # the raw id never leaves this process
+    granted = ns.action == "grant"
+    at = record_consent(open_catalog(settings), key=key, granted=granted, actor="cli")
+    emit(
+        ns,
+        "consent",
+        {"user_key": key, "granted": granted, "at": at.isoformat(), "mode": settings.consent_mode},
+    )
+    return 0
+
+
 def retention(ns: argparse.Namespace) -> int:
     from flows.governance import retention as retention_flow
 
@@ -199,6 +219,8 @@ def retention(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
+        "langfuse_traces_deleted": r.langfuse_traces_deleted,
+        "langfuse_scores_deleted": r.langfuse_scores_deleted,
     }
     emit(ns, "retention", fields)
     return 0

@@ -16,10 +16,11 @@ from tasks.curate.anonymize import anonymize_task, chunked, count_entities
 from tasks.curate.commit import audit_events, audit_task, commit_task
 from tasks.curate.dedup import record_kept_task, seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
-from tasks.curate.kanon import held_task, k_anonymize, k_state_task
+from tasks.curate.kanon import canonical_patterns, held_task, k_anonymize, k_state_task
 from tasks.curate.pii import PiiConfig
 from tasks.curate.summary import CurateResult, curate_result, summary_markdown
-from tasks.datasets import opted_out_keys, replace_quarantine_task
+from tasks.curate.trace_audit import trace_audit_rows, trace_audit_task
+from tasks.datasets import replace_quarantine_task, training_exclusions
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
 from tasks.review import push_review_task, queue_review_task
 
@@ -55,7 +56,8 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     with rt.reporting("curate") as report:
         rollouts, scores = load_inputs_task(rt.store, window)
         rows, unscored = join_scores(rollouts, scores)
-        opted_out = opted_out_keys(rt.catalog)  # re-checked now: consent may change after collect
+        # re-checked now (consent may change after collect); opt-in: no grant, no training
+        opted_out = training_exclusions(rt.catalog, mode=rt.settings.consent_mode)
         earlier = seen_before_task(rt.store, window=window, horizon_days=cfg.dedup_days)
         gated = apply_gates(rows, cfg, opted_out=opted_out, seen_before=earlier)
         chunks = chunked(gated.kept, cfg.batch_size * CHUNK_BATCHES)
@@ -73,6 +75,8 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         bad = [quarantine_record(r, "no score row for this trace") for r in unscored]
         bad += [q for _good, broken in parts for q in broken]
         state = k_state_task(rt.catalog, rt.store, window=window, opted_out=opted_out)
+        if cfg.pattern_grouping == "embedding":  # paraphrases share a pattern
+            examples = canonical_patterns(examples, state, threshold=cfg.paraphrase_threshold)
         decision = k_anonymize(
             examples, pending=state.pending, table_members=state.members, k=cfg.k_anonymity
         )
@@ -112,6 +116,14 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             withdrawn=state.withdrawn,
         )
         audit_task(rt.catalog, audit)
+        per_trace = trace_audit_rows(
+            window,
+            released=[r for r in decision.release if r["window"] == window],
+            held=decision.hold,
+            quarantined=bad,
+            k=cfg.k_anonymity,
+        )
+        trace_audit_task(rt.catalog, window, per_trace)
         result = curate_result(
             window=window,
             read=rollouts.num_rows,

@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows.parameters import Days, UserKey
 from infra.audit import record_event
 from infra.catalog import SCHEMAS
+from infra.consent import tombstone
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
 from tasks.governance import (
@@ -23,17 +24,22 @@ from tasks.governance import (
     expire_task,
     expired_raw_objects,
     forget_receipt,
+    langfuse_erase_user_task,
+    langfuse_expire_task,
     scrub_objects_task,
     store_key,
     user_traces_task,
+    uses_langfuse,
 )
+from tasks.train.erasures import record_erasure
 
 
 @flow(name="forget-user", log_prints=False)
 def forget_user(user_key: UserKey) -> Erasure:
     """Erase one user everywhere: their rows in every table (training examples, preference
     pairs, consent, audit and quarantine mentions), their lines in the raw trace spool, their
-    rows in rollouts, scores and held-back examples; then expire old table snapshots and delete
+    rows in rollouts, scores and held-back examples, their traces and scores in Langfuse (when
+    Langfuse is the trace source or sink); then expire old table snapshots and delete
     the unreferenced files so the data is physically gone. The audit log records a receipt
     derived from the key, not the key. Do not run while curate or train is committing.
 
@@ -53,9 +59,21 @@ def forget_user(user_key: UserKey) -> Erasure:
     with rt.reporting("forget-user"):
         trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
         result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
+        tombstone(rt.catalog, key)  # never trained on again unless they opt in anew
+        record_erasure(rt.store, receipt=result.receipt, trace_ids=trace_ids)
         skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
+        if uses_langfuse(rt.settings):  # the production raw store
+            traces, scores = langfuse_erase_user_task(key, salt, trace_ids)
+            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+            record_event(
+                rt.catalog,
+                event_type="governance.langfuse_erasure",
+                actor="forget-user",
+                subject=result.receipt,
+                details={"store": "langfuse", "traces_deleted": traces, "scores_deleted": scores},
+            )
         result.found = bool(trace_ids) or result.erased_anything()
         record_event(
             rt.catalog,
@@ -65,7 +83,9 @@ def forget_user(user_key: UserKey) -> Erasure:
             details={**erasure_details(result), "found": result.found},
         )
         if result.found:  # nothing deleted: no old snapshot holds this user's data
-            expired, removed = expire_task(rt.catalog, rt.store, USER_TABLES, None)
+            expired, removed = expire_task(
+                rt.catalog, rt.store, USER_TABLES, None, rt.settings.orphan_min_age_hours * 3600
+            )
             result.snapshots_expired, result.orphan_files_removed = expired, removed
         else:
             logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
@@ -86,6 +106,7 @@ def forget_user_id(user_id: str) -> Erasure:
 def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
     trace spool files, rollouts, scores and held-back examples older than that many days;
+    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink);
     then expire table snapshots older than the cutoff and delete the files no remaining
     snapshot needs. Curated training examples and the audit log are kept. Runs daily.
 
@@ -102,7 +123,12 @@ def retention(days: Days | None = None) -> Erasure:
         result.objects_deleted = delete_objects_task(
             rt.store, expired_raw_objects(rt.store, cutoff)
         )
-        expired, removed = expire_task(rt.catalog, rt.store, sorted(SCHEMAS), cutoff)
+        if uses_langfuse(rt.settings):
+            traces, scores = langfuse_expire_task(cutoff)
+            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+        expired, removed = expire_task(
+            rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
+        )
         result.snapshots_expired, result.orphan_files_removed = expired, removed
         record_event(
             rt.catalog,

@@ -97,6 +97,7 @@ def train(
             render=prompt_renderer(base_dir),
             human_override=rt.settings.review.override_rewards,
             served_by=base if cfg.on_policy else None,
+            consent_mode=rt.settings.consent_mode,
         )
         choice = choose_method(
             method or cfg.method,

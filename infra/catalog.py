@@ -265,13 +265,18 @@ def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 @contextmanager
-def _commit(name: str) -> Iterator[None]:
-    """Translate a lost commit race (another writer committed first) into a retriable
-    :class:`TransientCatalogError`; the write can simply be done again."""
+def _commit(catalog: Catalog, name: str) -> Iterator[None]:
+    """Hold the table lease shared (orphan removal waits for this commit, data files
+    included: :mod:`infra.lease`) and translate a lost commit race (another writer committed
+    first) into a retriable :class:`TransientCatalogError`; the write can simply be done
+    again."""
     from pyiceberg.exceptions import CommitFailedException
 
+    from infra.lease import table_lease
+
     try:
-        yield
+        with table_lease(catalog).shared():
+            yield
     except CommitFailedException as exc:
         raise TransientCatalogError(f"commit to flywheel.{name} lost a race: {exc}") from exc
 
@@ -283,7 +288,7 @@ def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None
         TransientCatalogError: a concurrent commit won; retry.
     """
     if rows:
-        with _commit(name):
+        with _commit(catalog, name):
             get_table(catalog, name).append(to_arrow(name, rows))
 
 
@@ -304,7 +309,7 @@ def replace_where(
     """
     table = get_table(catalog, name)
     with (
-        _commit(name),
+        _commit(catalog, name),
         warnings.catch_warnings(),
     ):  # "Delete operation did not match any records" on first run
         warnings.simplefilter("ignore", UserWarning)
@@ -317,7 +322,7 @@ def delete_rows(catalog: Catalog, name: str, row_filter: BooleanExpression) -> N
     Raises:
         TransientCatalogError: a concurrent commit won; retry.
     """
-    with _commit(name), warnings.catch_warnings():
+    with _commit(catalog, name), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         get_table(catalog, name).delete(delete_filter=row_filter)
 

@@ -35,6 +35,7 @@ METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
 FEEDBACK_WATERMARK_KEY = "feedback/watermark.json"
 STALE_PREFIX = "feedback/stale/"
+ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite

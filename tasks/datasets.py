@@ -149,6 +149,80 @@ replace_quarantine_task = task(**IO_RETRIES)(replace_quarantine)
 # ---- consent --------------------------------------------------------------------------------
 
 
+class Exclusions(set[str]):
+    """The users whose rows must not be trained on, for ``key in exclusions`` checks.
+
+    Iterating it (and ``len``) gives the users whose latest row withdraws consent (what an
+    earlier window's rows are removed for); membership also answers for users who never
+    consented in ``opt_in`` mode, for traces without a user (``None``) in ``opt_in`` mode, and
+    for erased users (a tombstone newer than their latest grant), in either mode.
+    """
+
+    def __init__(
+        self,
+        withdrawn: set[str],
+        *,
+        mode: str,
+        granted: dict[str, datetime],
+        tombstones: dict[str, datetime],
+    ) -> None:
+        super().__init__(withdrawn)
+        self.mode, self.granted, self.tombstones = mode, granted, tombstones
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or not key:
+            return self.mode == "opt_in"
+        if set.__contains__(self, key):
+            return True
+        from infra.consent import erasure_receipt
+
+        erased = self.tombstones.get(erasure_receipt(key))
+        granted = self.granted.get(key)
+        if granted is not None and (erased is None or granted > erased):
+            return False
+        return erased is not None or self.mode == "opt_in"
+
+    def __reduce__(self) -> Any:  # pickled by Prefect task runners
+        return (
+            _exclusions,
+            (set(self), self.mode, self.granted, self.tombstones),
+        )
+
+
+def _exclusions(
+    withdrawn: set[str], mode: str, granted: dict[str, datetime], tombstones: dict[str, datetime]
+) -> Exclusions:
+    return Exclusions(withdrawn, mode=mode, granted=granted, tombstones=tombstones)
+
+
+def training_exclusions(catalog: Catalog, *, mode: str) -> Exclusions:
+    """Who must not reach ``training_examples`` or preference pairs now (see
+    :class:`Exclusions`); ``mode`` is FLYWHEEL_CONSENT_MODE (``opt_in`` or ``opt_out``)."""
+    latest = _latest_consent(catalog)
+    withdrawn = {k for k, (_at, ok) in latest.items() if not ok}
+    granted = {k: at for k, (at, ok) in latest.items() if ok}
+    # a tombstone is keyed by a receipt; receipts and keys never collide (both sha256 hex), so
+    # every withdrawn row doubles as a possible tombstone
+    tombstones = {k: at for k, (at, ok) in latest.items() if not ok}
+    return Exclusions(withdrawn, mode=mode, granted=granted, tombstones=tombstones)
+
+
+def _latest_consent(catalog: Catalog) -> dict[str, tuple[datetime, bool]]:
+    from infra.catalog import scan
+
+    table = scan(catalog, "consent")
+    latest: dict[str, tuple[datetime, bool]] = {}
+    for key, ok, at in zip(
+        table.column("user_key").to_pylist(),
+        table.column("consent_to_training").to_pylist(),
+        table.column("updated_at").to_pylist(),
+        strict=True,
+    ):
+        if key not in latest or at >= latest[key][0]:
+            latest[key] = (at, bool(ok))
+    return latest
+
+
 def opted_out_keys(catalog: Catalog) -> set[str]:
     """User keys whose latest consent row says no (absent users count as consenting)."""
     from infra.catalog import scan

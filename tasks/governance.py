@@ -3,8 +3,9 @@
 Iceberg deletes are logical until the snapshots that still reference the old data files are
 expired and the unreferenced files removed; :func:`expire_and_clean` does both (orphans are
 found by comparing the files the remaining snapshots reference with the files under the
-table's location in the object store). Run it when no other stage is committing to the
-tables: a file written by an in-flight commit would look like an orphan.
+table's location in the object store). A file written by an in-flight commit looks like an
+orphan, so removal holds the table lease exclusively (every commit holds it shared,
+:mod:`infra.lease`) and spares files younger than a safe age (default one day).
 
 A user is named only by their salted key. The audit trail records a *receipt*
 (``sha256("flywheel-forget:" + key)``), so after erasure no table, object or data file holds
@@ -13,7 +14,6 @@ the key, yet a person holding the key can prove the erasure happened.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
@@ -28,12 +28,23 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from infra.consent import erasure_receipt
 from infra.keys import RAW_PREFIXES, ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.privacy import user_key as hash_user
+from tasks.governance_langfuse import (  # noqa: F401 - re-exported for the flows
+    langfuse_erase_user_task,
+    langfuse_expire_task,
+    uses_langfuse,
+)
+from tasks.maintenance import (  # noqa: F401 - re-exported for the flows
+    expire_and_clean,
+    expire_task,
+    remove_orphans,
+    store_key,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
 
     from infra.store import ObjectStore
 
@@ -56,11 +67,13 @@ class Erasure:
     objects_deleted: int = 0
     snapshots_expired: int = 0
     orphan_files_removed: int = 0
+    langfuse_traces_deleted: int = 0
+    langfuse_scores_deleted: int = 0
     found: bool = True  # forget-user: False when the user had no data anywhere
 
     def erased_anything(self) -> bool:
         """Whether any row or object was deleted or rewritten."""
-        changed = self.objects_rewritten + self.objects_deleted
+        changed = self.objects_rewritten + self.objects_deleted + self.langfuse_traces_deleted
         return bool(changed or any(self.rows_deleted.values()))
 
 
@@ -76,7 +89,7 @@ def check_user_key(value: str) -> str:
 
 def forget_receipt(key: str) -> str:
     """The id an erasure is audited under (not the key itself)."""
-    return hashlib.sha256(f"flywheel-forget:{key}".encode()).hexdigest()
+    return erasure_receipt(key)
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -248,73 +261,6 @@ def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
     return expired
 
 
-# --- physical deletion in Iceberg --------------------------------------------------------
-
-
-def store_key(store: ObjectStore, uri: str) -> str | None:
-    """The store key of a file URI, or None when it lies outside the store."""
-    base = store.url.rstrip("/")
-    for prefix in (f"file://{base}/", f"{base}/"):
-        if uri.startswith(prefix):
-            return uri[len(prefix) :]
-    return None
-
-
-def referenced_files(table: Table) -> set[str]:
-    """Every file the table's remaining snapshots need (metadata, manifests, data)."""
-    refs = {table.metadata_location}
-    for snap in table.metadata.snapshots:
-        refs.add(snap.manifest_list)
-        for manifest in snap.manifests(table.io):
-            refs.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                refs.add(entry.data_file.file_path)
-    refs |= {s.statistics_path for s in table.metadata.statistics}
-    refs |= {s.statistics_path for s in table.metadata.partition_statistics}
-    return refs
-
-
-def expire_and_clean(
-    catalog: Catalog, store: ObjectStore, names: list[str], *, older_than: datetime | None = None
-) -> tuple[int, int]:
-    """Expire the tables' snapshots (all but the current one, or those older than
-    ``older_than``) and remove files no remaining snapshot references; returns
-    (snapshots expired, files removed)."""
-    from infra.catalog import get_table
-
-    expired = removed = 0
-    for name in names:
-        table = get_table(catalog, name)
-        protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
-        limit = older_than.timestamp() * 1000 if older_than else None
-        ids = [
-            s.snapshot_id
-            for s in table.metadata.snapshots
-            if s.snapshot_id not in protected and (limit is None or s.timestamp_ms < limit)
-        ]
-        if ids:
-            table.maintenance.expire_snapshots().by_ids(ids).commit()
-            table = get_table(catalog, name)
-            expired += len(ids)
-        removed += remove_orphans(table, store)
-    return expired, removed
-
-
-def remove_orphans(table: Table, store: ObjectStore) -> int:
-    """Delete files under the table's location that no remaining snapshot references."""
-    prefix = store_key(store, table.location())
-    if prefix is None:
-        log.warning("table %s is outside the object store; orphan files not removed", table.name())
-        return 0
-    live = {k for uri in referenced_files(table) if (k := store_key(store, uri))}
-    removed = 0
-    for obj in store.list(prefix.rstrip("/") + "/"):
-        if obj not in live and not obj.endswith("version-hint.text"):
-            store.delete(obj)
-            removed += 1
-    return removed
-
-
 def erasure_details(result: Erasure) -> dict[str, Any]:
     return {
         "rows_deleted": result.rows_deleted,
@@ -322,6 +268,8 @@ def erasure_details(result: Erasure) -> dict[str, Any]:
         "objects_deleted": result.objects_deleted,
         "snapshots_expired": result.snapshots_expired,
         "orphan_files_removed": result.orphan_files_removed,
+        "langfuse_traces_deleted": result.langfuse_traces_deleted,
+        "langfuse_scores_deleted": result.langfuse_scores_deleted,
     }
 
 
@@ -338,6 +286,8 @@ def erasure_markdown(title: str, result: Erasure) -> str:
         f"- objects deleted: {result.objects_deleted}",
         f"- snapshots expired: {result.snapshots_expired}",
         f"- unreferenced files removed: {result.orphan_files_removed}",
+        f"- Langfuse traces deleted: {result.langfuse_traces_deleted}",
+        f"- Langfuse scores deleted: {result.langfuse_scores_deleted}",
     ]
     return "\n".join(lines)
 
@@ -373,11 +323,3 @@ def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
     for obj in keys:
         store.delete(obj)
     return len(keys)
-
-
-@task(**_IO)
-def expire_task(
-    catalog: Catalog, store: ObjectStore, names: list[str], older_than: datetime | None
-) -> tuple[int, int]:
-    """Returns (snapshots expired, unreferenced files removed)."""
-    return expire_and_clean(catalog, store, names, older_than=older_than)

@@ -50,6 +50,9 @@ def flywheel_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
     home = tmp_path / "home"
     monkeypatch.setenv("FLYWHEEL_HOME", str(home))
+    # the fixtures plant traces of users without consent rows; the opt-in default (PIPA) is
+    # tested where a test sets FLYWHEEL_CONSENT_MODE=opt_in (tests/integration/test_consent.py)
+    monkeypatch.setenv("FLYWHEEL_CONSENT_MODE", "opt_out")
     monkeypatch.chdir(tmp_path)  # no stray .env
     get_settings.cache_clear()
     yield home

@@ -303,4 +303,7 @@ def admin_router(admin: Admin) -> APIRouter:
             raise HTTPException(400, "body is not JSON") from exc
         return await admin.alerts(payload)
 
+    from infra.gateway.consent_api import add_consent_routes
+
+    add_consent_routes(router, admin)
     return router

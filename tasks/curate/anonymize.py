@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.curate.gates import REWARD_COLUMNS, quarantine_record, row_messages
+from tasks.curate.paraphrase import scrub_identifiers
 from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
 
 _ENGINE_LOCK = threading.Lock()
@@ -103,6 +104,13 @@ def _redact_call(call: Any, red: dict[str, Any]) -> Any:
     return {**call, "function": {**function, "arguments": red[function["arguments"]].text}}
 
 
+def _scrub_user(message: dict[str, Any]) -> dict[str, Any]:
+    """A user turn without order numbers and other long codes (see ``question``)."""
+    if message.get("role") == "user" and isinstance(message.get("content"), str):
+        return {**message, "content": scrub_identifiers(message["content"])}
+    return message
+
+
 def _user_pattern(messages: list[dict[str, Any]], red: dict[str, Any]) -> str:
     """The k-anonymity key: the placeholder pattern of every user turn, in order."""
     turns = [m["content"] for m in messages if m.get("role") == "user"]
@@ -115,14 +123,15 @@ def _example(row: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
     red, messages = redacted["red"], redacted["messages"]
     findings = sorted(e for r in red.values() for e in r.entities)
     example = {c: row.get(c) for c in (*REWARD_COLUMNS, "reward_config_hash")}
-    clean = [_redact_message(m, red) for m in messages]
+    clean = [_scrub_user(_redact_message(m, red)) for m in messages]
     example.update(
         trace_id=row["trace_id"],
         prompt_group=row["prompt_group"],
         user_key=row.get("user_key"),
         workload=row.get("workload") or DEFAULT_WORKLOAD,
         messages=json.dumps(clean),
-        question=red[row["question"]].text,
+        # order numbers and other long codes never reach the table (users' words only)
+        question=scrub_identifiers(red[row["question"]].text),
         contexts=[red[c].text for c in row.get("contexts") or []],
         answer=red[row["answer"]].text,
         model_version=row["model_version"],

@@ -52,6 +52,18 @@ def _member(row: dict[str, Any]) -> str:
     return row.get("user_key") or f"trace:{row['trace_id']}"
 
 
+def canonical_patterns(
+    rows: list[dict[str, Any]], state: KState, *, threshold: float
+) -> list[dict[str, Any]]:
+    """``rows`` with each pattern replaced by its paraphrase group's canonical pattern (the
+    table's and held rows' patterns first): :func:`tasks.curate.paraphrase.group_patterns`."""
+    from tasks.curate.paraphrase import group_patterns
+
+    known = [*state.members, *(r["pattern"] for r in state.pending)]
+    mapping = group_patterns([r["pattern"] for r in rows], known, threshold=threshold)
+    return [{**r, "pattern": mapping[r["pattern"]]} for r in rows]
+
+
 def k_anonymize(
     rows: list[dict[str, Any]],
     *,

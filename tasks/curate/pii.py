@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
+from tasks.curate.korean import has_hangul
 from tasks.curate.recognizers import build_recognizers
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
 NER_MAPPING["FAC"] = "LOCATION"  # street addresses ("42 Elm Street") come out as FAC
 _HAS_LETTER = re.compile(r"[^\W\d_]")
+_NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
 
@@ -190,9 +192,27 @@ def _empty_artifacts(engine: PiiEngine, language: str) -> Any:
     )
 
 
+def _applies(language: str, text: str) -> bool:
+    """Whether a language's pipeline runs on a text: Korean where there is Hangul, the others
+    where there are other letters (Latin-script languages cannot be told apart cheaply, so
+    each of them runs). A text can be both (mixed Korean/English traffic is normal)."""
+    if language == "ko":
+        return has_hangul(text)
+    return bool(_NON_HANGUL_LETTER.search(text))
+
+
+def _keep(language: str, text: str, result: RecognizerResult) -> bool:
+    """A model-based name or place from a non-Korean pipeline is never Hangul (spaCy's English
+    model calls 안녕하세요 a PERSON); the Korean pipeline owns those."""
+    if language == "ko" or result.entity_type not in ("PERSON", "LOCATION"):
+        return True
+    return not has_hangul(text[result.start : result.end])
+
+
 def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[RecognizerResult]]:
-    """Presidio findings per text, every configured language merged (a text's language is
-    not known, so a span any pipeline flags is removed). Duplicated texts are analysed once."""
+    """Presidio findings per text: each configured language's pipeline runs on the texts it
+    applies to (:func:`_applies`, detected per text) and the findings are merged, so a span any
+    of them flags is removed. Duplicated texts are analysed once."""
     from presidio_analyzer import BatchAnalyzerEngine
 
     config = engine.config
@@ -205,16 +225,19 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
     }
     batch = BatchAnalyzerEngine(engine.analyzer)
     for lang in config.languages:
-        if with_nlp:
+        mine = [t for t in with_nlp if _applies(lang, t)]
+        supported = set(engine.analyzer.get_supported_entities(lang))
+        kwargs["entities"] = [e for e in config.entities if e in supported]
+        if mine:
             results = batch.analyze_iterator(
-                with_nlp,
+                mine,
                 language=lang,
                 batch_size=config.batch_size,
                 n_process=config.n_process,
                 **kwargs,
             )
-            for text, res in zip(with_nlp, results, strict=True):
-                found[text].extend(res)
+            for text, res in zip(mine, results, strict=True):
+                found[text].extend(r for r in res if _keep(lang, text, r))
         empty = _empty_artifacts(engine, lang)
         for text in unique:
             if text and not _HAS_LETTER.search(text):

@@ -13,12 +13,18 @@ from typing import Any
 
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
+from tasks.curate.greetings import lower_name_recognizer
+
 _CARD = r"(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
 _NANP = (
     r"(?<![\w+])(?:(?:\+|00)?1[ .-]?)?\(?[2-9]\d{2}\)?[ .-]?\d{3}[ .-]\d{4}"
     r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?!\d)"
 )
+# any three-digit area code, as people write it, even one the NANP validator rejects
+_NANP_ANY = r"(?<![\w+])(?:\(\d{3}\)\s?|\d{3}[.-])\d{3}[ .-]\d{4}(?![\d-])"
+# UK National Insurance numbers, reserved prefixes (ZZ, the test prefix) and any suffix too
+_NINO = r"(?<![\w-])[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?![\w-])"
 _INTL = r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
 _PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
 _NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
@@ -54,7 +60,8 @@ def luhn_ok(digits: str) -> bool:
 def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[Any]:
     """Presidio recognisers for one language: the predefined ones flywheel relies on (with an
     offline e-mail validator), extra patterns for formats the defaults miss, and the custom
-    patterns from settings."""
+    patterns from settings. Korean (``ko``) gets the language-neutral ones plus those of
+    :mod:`tasks.curate.korean`."""
     from presidio_analyzer import Pattern, PatternRecognizer
     from presidio_analyzer.predefined_recognizers import (
         CreditCardRecognizer,
@@ -86,10 +93,8 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )
 
     lang: dict[str, Any] = {"supported_language": language}
-    recognizers = [
+    common = [
         OfflineEmailRecognizer(**lang),
-        _candidate_phone_recognizer(PhoneRecognizer)(supported_regions=PHONE_REGIONS, **lang),
-        _name_fallback_recognizer()(**lang),
         CreditCardRecognizer(**lang),
         LuhnCardRecognizer(
             supported_entity="CREDIT_CARD",
@@ -97,19 +102,33 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             patterns=[Pattern("any issuer, Luhn-valid", _CARD, 0.6)],
             **lang,
         ),
-        UsSsnRecognizer(**lang),
         IbanRecognizer(**lang),
         IpRecognizer(**lang),
         UrlRecognizer(**lang),
+    ]
+    common += [
+        pattern(entity, regex, 0.9, f"Custom{entity.title()}Recognizer")
+        for entity, regex in custom_patterns.items()
+    ]
+    if language == "ko":
+        from tasks.curate.korean import build_korean_recognizers
+
+        return build_korean_recognizers(language, common)
+    recognizers = [
+        *common,
+        _candidate_phone_recognizer(PhoneRecognizer)(supported_regions=PHONE_REGIONS, **lang),
+        _name_fallback_recognizer()(**lang),
+        UsSsnRecognizer(**lang),
         SpacyRecognizer(supported_entities=["PERSON", "LOCATION"], **lang),
+        pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
+        pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
+        lower_name_recognizer()(**lang),
         pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
         pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
         pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
         pattern("PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer"),
         pattern("LOCATION", _STREET, 0.5, "StreetAddressRecognizer"),
     ]
-    for entity, regex in custom_patterns.items():
-        recognizers.append(pattern(entity, regex, 0.9, f"Custom{entity.title()}Recognizer"))
     return recognizers
 
 

@@ -295,10 +295,12 @@ def select_training_data(
     workload_days: dict[str, float] | None = None,
     human_override: bool = True,
     served_by: str | None = None,
+    consent_mode: str = "opt_in",
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
-    a person labelled trains with the human score as its reward (``human_override``)."""
-    from tasks.datasets import opted_out_keys
+    a person labelled trains with the human score as its reward (``human_override``); users
+    excluded by consent now, per ``consent_mode``, are dropped even if curate kept them."""
+    from tasks.datasets import training_exclusions
 
     rows, sid, windows = read_examples(
         catalog,
@@ -315,7 +317,7 @@ def select_training_data(
         rows,
         min_margin=min_margin,
         contaminated=contaminated or GoldenFilter.from_repo(),
-        opted_out=opted_out_keys(catalog),
+        opted_out=training_exclusions(catalog, mode=consent_mode),
         render=render,
         snapshot_id=sid,
         windows=windows,
@@ -333,6 +335,7 @@ def select_task(
     workload_days: dict[str, float] | None = None,
     human_override: bool = True,
     served_by: str | None = None,
+    consent_mode: str = "opt_in",
 ) -> Selection:
     """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
     return select_training_data(
@@ -344,6 +347,7 @@ def select_task(
         workload_days=workload_days,
         human_override=human_override,
         served_by=served_by,
+        consent_mode=consent_mode,
     )
 
 

@@ -192,6 +192,9 @@ class FakeLangfuseServer(AnnotationQueues):
         self.v2_observations_status: int | None = None  # 404 / 501: the v2 read path is off
         self.v3_scores_status: int | None = None
         self.v1_traces_status: int | None = None
+        self.batch_delete_status: int | None = None  # 404: DELETE /api/public/traces is missing
+        self.deleted_traces: list[str] = []
+        self.deleted_scores: list[str] = []
         self._failures: list[dict[str, Any]] = []
         self.annotation_queues: dict[str, dict[str, Any]] = {}
         self.queue_items: list[dict[str, Any]] = []
@@ -462,6 +465,47 @@ class FakeLangfuseServer(AnnotationQueues):
         except _HTTPError as exc:
             return exc.status, {"message": exc.message}
 
+    def handle_delete(self, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
+        """The public API's deletions: ``DELETE /api/public/traces/{traceId}``,
+        ``DELETE /api/public/traces`` with ``{"traceIds": [...]}`` (a trace's scores go with
+        it, as in Langfuse) and ``DELETE /api/public/scores/{scoreId}``."""
+        with self._lock:
+            self.requests.append((f"DELETE {path}", {}))
+        expected = (
+            "Basic " + base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
+        )
+        if auth != expected:
+            return 401, {"message": "Invalid credentials."}
+        with self._lock:
+            if path == "/api/public/traces":
+                if self.batch_delete_status:
+                    return self.batch_delete_status, {"message": "Not found"}
+                ids = body.get("traceIds") if isinstance(body, dict) else None
+                if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                    return 400, {"message": "Invalid request data: traceIds"}
+                for tid in ids:
+                    self._drop_trace(tid)
+                return 200, {"message": "Traces deleted successfully"}
+            if path.startswith("/api/public/traces/"):
+                tid = unquote(path.rsplit("/", 1)[1])
+                if tid not in self.traces:
+                    return 404, {"message": "Trace not found within authorized project"}
+                self._drop_trace(tid)
+                return 200, {"message": "Trace deleted successfully"}
+            if path.startswith("/api/public/scores/"):
+                sid = unquote(path.rsplit("/", 1)[1])
+                if not any(s.id == sid for s in self.scores):
+                    return 404, {"message": "Score not found"}
+                self.scores = [s for s in self.scores if s.id != sid]
+                self.deleted_scores.append(sid)
+                return 204, {}
+        return 404, {"message": "Not found"}
+
+    def _drop_trace(self, tid: str) -> None:
+        if self.traces.pop(tid, None) is not None:
+            self.deleted_traces.append(tid)
+        self.scores = [s for s in self.scores if s.trace_id != tid]
+
     def _route(
         self, path: str, q: dict[str, list[str]], traces: list[FakeTrace], scores: list[FakeScore]
     ) -> Any:
@@ -514,6 +558,22 @@ def _gen_ai_attributes(messages: list[dict[str, Any]], answer: Any) -> dict[str,
 
 def _handler_for(fake: FakeLangfuseServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_DELETE(self) -> None:  # noqa: N802 (http.server's naming)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            parts = urlsplit(self.path)
+            status, reply = fake.handle_delete(parts.path, body, self.headers.get("Authorization"))
+            data = b"" if status == 204 else json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             parts = urlsplit(self.path)
             params = parse_qs(parts.query, keep_blank_values=True)
@@ -754,6 +814,7 @@ def _matching_scores(p: dict[str, str], scores: list[FakeScore]) -> list[FakeSco
         s
         for s in scores
         if (names is None or s.name in names)
+        and (not p.get("traceId") or s.trace_id == p["traceId"])
         and _in_range(s.timestamp, p, "fromTimestamp", "toTimestamp")
     ]
     return sorted(rows, key=lambda s: (s.timestamp, s.id), reverse=True)

@@ -41,7 +41,9 @@ def _plant(settings) -> None:
     writer = SpoolWriter(store, writer_id="test")
     for i in range(12):
         user = TARGET if i % 3 == 0 else OTHER
-        text = f"I'm {SECRET_TEXT} fan Alice Moreau. What is {i}+{i}?" if user == TARGET else None
+        text = (
+            f"I'm a {SECRET_TEXT} fan, Alice Moreau. What is {i}+{i}?" if user == TARGET else None
+        )
         trace = make_trace(i, T0, user_id=user, prompt_group=f"g-{i}")
         writer.write_trace(trace.model_copy(update={"question": text}) if text else trace)
     writer.write_feedback(FeedbackEvent(trace_id="trace-00000", value=1, at=T0, comment="ok"))

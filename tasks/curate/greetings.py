@@ -1,0 +1,194 @@
+"""English names where people write them without capitals: after a greeting or
+self-introduction ("hey its diane metcalfe again", "im john and ...") and in a sign-off
+("thanks, diane", "regards john pritchard", "- renee carter", "Thanks so much! Donna").
+
+A candidate is one or two words right after the cue; a word is a name word unless it is an
+English stop word or one of the words people put there instead of a name ("again", "team",
+"urgent", "everyone"), or it ends like a verb or adverb ("-ing", "-ed", "-ly"). spaCy's
+tagger cannot help here: lower-case names tag as common nouns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex as re
+
+_CUE = re.compile(
+    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|its|it's|it’s|im|i'm|i’m|i am|this is|"
+    r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
+    r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
+    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
+)
+_DASH = re.compile(r"(?m)^\s*[-–—~]\s*(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*$")
+_FINAL = re.compile(
+    r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?[,.!]\s+"
+    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
+)
+_NOT_NAMES = {
+    "again",
+    "there",
+    "team",
+    "all",
+    "everyone",
+    "everybody",
+    "guys",
+    "folks",
+    "support",
+    "urgent",
+    "sorry",
+    "so",
+    "much",
+    "lot",
+    "lots",
+    "advance",
+    "help",
+    "regarding",
+    "about",
+    "good",
+    "morning",
+    "afternoon",
+    "evening",
+    "day",
+    "customer",
+    "service",
+    "sir",
+    "madam",
+    "still",
+    "just",
+    "also",
+    "writing",
+    "following",
+    "back",
+    "here",
+    "please",
+    "pls",
+    "having",
+    "trying",
+    "looking",
+    "new",
+    "your",
+    "my",
+    "the",
+    "a",
+    "an",
+    "and",
+    "from",
+    "accounts",
+    "billing",
+    "sales",
+    "finance",
+    "hr",
+    "it",
+    "admin",
+    "manager",
+    "order",
+    "account",
+    "refund",
+    "problem",
+    "issue",
+    "question",
+    "quick",
+    "hello",
+    "hi",
+    "hey",
+    "thanks",
+    "regards",
+    "cheers",
+    "best",
+    "dear",
+    "okay",
+    "ok",
+    "yes",
+    "no",
+    "not",
+    "fine",
+    "glad",
+    "happy",
+    "sure",
+    "confused",
+    "locked",
+    "stuck",
+    "unable",
+    "waiting",
+    "done",
+    "really",
+    "only",
+    "early",
+    "finally",
+    "actually",
+    "currently",
+    "basically",
+    "honestly",
+    "totally",
+    "recently",
+    "quickly",
+    "kindly",
+    "truly",
+    "sincerely",
+    "warmly",
+    "me",
+    "us",
+}
+
+
+def _is_name_word(word: str, stop: frozenset[str]) -> bool:
+    w = word.lower().strip("'’-")
+    return (
+        len(w) > 1
+        and w not in stop
+        and w not in _NOT_NAMES
+        and not w.endswith(("ing", "ed", "n't", "’t"))
+        and w.isalpha()
+    )
+
+
+def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of the names in greeting, introduction and sign-off positions."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    stop = frozenset(STOP_WORDS)
+    spans = []
+    for regex in (_CUE, _DASH, _FINAL):
+        for m in regex.finditer(text, overlapped=True):
+            if not m.group(1) or not _is_name_word(m.group(1), stop):
+                continue
+            end = m.end(1)
+            if m.group(2) and _is_name_word(m.group(2), stop):
+                end = m.end(2)
+            spans.append((m.start(1), end))
+    return spans
+
+
+def lower_name_recognizer() -> type:
+    from presidio_analyzer import LocalRecognizer, RecognizerResult
+
+    class LowerCaseNameRecognizer(LocalRecognizer):
+        """Names in greeting and sign-off positions, any case (see the module)."""
+
+        def __init__(self, supported_language: str = "en") -> None:
+            super().__init__(
+                supported_entities=["PERSON"],
+                supported_language=supported_language,
+                name="LowerCaseNameRecognizer",
+            )
+
+        def load(self) -> None:
+            pass
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            return [
+                RecognizerResult(
+                    "PERSON",
+                    start,
+                    end,
+                    0.45,
+                    recognition_metadata={
+                        RecognizerResult.RECOGNIZER_NAME_KEY: "LowerCaseNameRecognizer",
+                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
+                    },
+                )
+                for start, end in lower_case_name_spans(text)
+            ]
+
+    return LowerCaseNameRecognizer
