@@ -59,8 +59,6 @@ def forget_user(user_key: UserKey) -> Erasure:
     with rt.reporting("forget-user"):
         trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
         result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
-        tombstone(rt.catalog, key)  # never trained on again unless they opt in anew
-        record_erasure(rt.store, receipt=result.receipt, trace_ids=trace_ids)
         skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
@@ -75,6 +73,9 @@ def forget_user(user_key: UserKey) -> Erasure:
                 details={"store": "langfuse", "traces_deleted": traces, "scores_deleted": scores},
             )
         result.found = bool(trace_ids) or result.erased_anything()
+        if result.found:  # an unknown id changes nothing (and exits 2 in the CLI)
+            tombstone(rt.catalog, key)  # never trained on again unless they opt in anew
+            record_erasure(rt.store, receipt=result.receipt, trace_ids=trace_ids)
         record_event(
             rt.catalog,
             event_type="governance.forget_user",
