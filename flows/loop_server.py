@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from infra.model_server import open_model_server
+from infra.models import model_cache_root
 from infra.routing import load_state
 from infra.runtime import Runtime
 from infra.settings import get_settings
@@ -56,7 +57,7 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
         _load_stable(rt, base_version)
         yield
         return
-    from infra.models import fetch_model, model_cache_root
+    from infra.models import fetch_model
     from infra.vllm_process import local_vllm
 
     base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
@@ -77,4 +78,10 @@ def _load_stable(rt: Runtime, base_version: str) -> None:
     server = open_model_server(rt.settings.model_server)
     stable = load_state(rt.store).stable
     if server is not None and stable != base_version:
-        load_candidate(server, rt.store, stable, settings=rt.settings)
+        load_candidate(
+            server,
+            rt.store,
+            stable,
+            settings=rt.settings.model_server,
+            cache_root=model_cache_root(rt.settings),
+        )

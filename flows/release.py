@@ -13,7 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
 from flows.parameters import ModelVersion
-from flows.release_server import hold_unloadable, unload_unrouted
+from flows.release_server import hold_unloadable, server_args, unload_unrouted
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
@@ -183,7 +183,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
         if run.server is not None and state.phase in ("shadow", "canary"):  # continued
-            load_candidate_task(run.server, rt.store, version, settings=rt.settings)
+            load_candidate_task(run.server, rt.store, version, **server_args(rt))
         verdict: str | None = None  # of the step this run did last
         while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
             if step.kind == "gate":
@@ -209,7 +209,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
     try:
         if run.server is not None:  # the gate asks the candidate on the model server
-            load_candidate_task(run.server, rt.store, version, settings=rt.settings)
+            load_candidate_task(run.server, rt.store, version, **server_args(rt))
         result = golden_gate_task(
             load_golden(opts.golden_path)[: opts.max_golden_items],
             baseline=open_answer_source(

@@ -3,7 +3,7 @@ replica cannot load, and unload what the routing state no longer routes to."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 
@@ -38,6 +38,13 @@ def hold_unloadable(
         evidence={"model_server": str(exc)[:500]},
     )
     return held.state, "held"
+
+
+def server_args(rt: Runtime) -> dict[str, Any]:
+    """The keywords of ``load_candidate``: the model-server settings and the model cache."""
+    from infra.models import model_cache_root
+
+    return {"settings": rt.settings.model_server, "cache_root": model_cache_root(rt.settings)}
 
 
 def unload_unrouted(rt: Runtime, server: ModelServer | None, state: RoutingState) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infra.errors import ModelServerError
 
 if TYPE_CHECKING:
-    from infra.settings import ModelServerSettings, Settings
+    from infra.settings import ModelServerSettings
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -143,20 +143,22 @@ def open_model_server(settings: ModelServerSettings) -> ModelServer | None:
     )
 
 
-def adapter_path(store: ObjectStore, version: str, *, settings: Settings) -> str:
+def adapter_path(
+    store: ObjectStore, version: str, *, settings: ModelServerSettings, cache_root: Path
+) -> str:
     """Where the model server reads ``version``'s adapter: the local store's directory, or a
-    copy fetched from the object store into ``adapter_dir``; as the server sees it."""
-    from infra.models import fetch_model, model_cache_root
+    copy fetched from the object store into ``adapter_dir`` (default ``cache_root``); as the
+    server sees it (``server_path``)."""
+    from infra.models import fetch_model
 
     local_root = getattr(store, "root", None)
-    ms = settings.model_server
     if isinstance(local_root, Path):
         from infra.keys import model_prefix
 
         path, base = local_root / model_prefix(version), local_root
     else:
-        base = ms.adapter_dir or model_cache_root(settings)
+        base = settings.adapter_dir or cache_root
         path = fetch_model(store, version, base)
-    if ms.server_path:
-        return str(Path(ms.server_path) / path.relative_to(base))
+    if settings.server_path:
+        return str(Path(settings.server_path) / path.relative_to(base))
     return str(path)

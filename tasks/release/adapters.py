@@ -7,6 +7,7 @@ promotion (a rollback after the promotion is then instant) and is unloaded after
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefect import task
@@ -17,19 +18,24 @@ from infra.retries import IO_RETRIES
 if TYPE_CHECKING:
     from infra.model_server import ModelServer
     from infra.routing import RoutingState
-    from infra.settings import Settings
+    from infra.settings import ModelServerSettings
     from infra.store import ObjectStore
 
 
 def load_candidate(
-    server: ModelServer, store: ObjectStore, version: str, *, settings: Settings
+    server: ModelServer,
+    store: ObjectStore,
+    version: str,
+    *,
+    settings: ModelServerSettings,
+    cache_root: Path,
 ) -> str:
     """Load ``version``'s adapter on every replica; returns the path the server read.
 
     Raises:
         ModelServerError: a replica did not load it (the release holds with this reason).
     """
-    path = adapter_path(store, version, settings=settings)
+    path = adapter_path(store, version, settings=settings, cache_root=cache_root)
     server.load(version, path)
     return path
 

@@ -180,7 +180,13 @@ def test_a_worse_candidate_is_rolled_back_by_an_alert_and_unloaded(
     scrambled_adapter(store, "v1" if store.exists("models/v1/_COMPLETE") else stable, worse)
     server = open_model_server(rt.settings.model_server)
     assert server is not None
-    load_candidate(server, store, worse, settings=rt.settings)
+    load_candidate(
+        server,
+        store,
+        worse,
+        settings=rt.settings.model_server,
+        cache_root=rt.settings.home_dir / "cache" / "models",
+    )
     assert worse in served_env.models()
     settings = rt.settings.model_copy(
         update={
