@@ -150,12 +150,15 @@ def s3rver_server(tmp: Path, bucket: str) -> Iterator[S3rver]:
     data = tmp / "s3rver-data"
     args = [node, str(S3RVER_BIN), "-d", str(data), "-a", "127.0.0.1", "-p", str(port)]
     log = tmp / "s3rver.log"
-    with service(args, f"{endpoint}/", log) as proc:
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=S3RVER_CREDS["access_key_id"],
-            aws_secret_access_key=S3RVER_CREDS["secret_access_key"],
-        ).create_bucket(Bucket=bucket)
-        yield S3rver(endpoint=endpoint, pid=proc.pid, log=log)
+    try:
+        with service(args, f"{endpoint}/", log) as proc:
+            boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name="us-east-1",
+                aws_access_key_id=S3RVER_CREDS["access_key_id"],
+                aws_secret_access_key=S3RVER_CREDS["secret_access_key"],
+            ).create_bucket(Bucket=bucket)
+            yield S3rver(endpoint=endpoint, pid=proc.pid, log=log)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)  # gigabytes: not left for pytest's tmp
