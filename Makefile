@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: run test test-fast lint bench prove setup clean vllm
+.PHONY: run test test-fast lint bench prove setup clean vllm s3rver
 
 setup: $(STAMP)
 
@@ -37,12 +37,23 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -c "import vllm, transformers, peft"
 	touch $(VLLM_STAMP)
 
+# s3rver (a Node S3 server that stores objects as files): the 6 GiB checkpoint test publishes to
+# it on loopback (moto's server holds a completed multipart object in memory).
+S3RVER_STAMP := .tools/s3rver/.installed
+s3rver: $(S3RVER_STAMP)
+
+$(S3RVER_STAMP):
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make test needs node and npm for s3rver (apt-get install nodejs npm)" >&2; exit 1; }
+	npm install --prefix .tools/s3rver --no-audit --no-fund --silent s3rver@3.7.1
+	node .tools/s3rver/node_modules/s3rver/bin/s3rver.js --version
+	touch $(S3RVER_STAMP)
+
 # progress on stderr (a bar in a terminal, timestamped lines in CI); exits 1, with the reason
 # in the last line, when the loop's candidate is not promoted. RUN_ARGS="--cycles 2 --json"
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-test: $(STAMP) $(VLLM_STAMP)
+test: $(STAMP) $(VLLM_STAMP) $(S3RVER_STAMP)
 	.ci/test-deps
 	$(BIN)/pytest -m "not bench" --timeout=900
 
@@ -64,4 +75,4 @@ bench: $(STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .flywheel
+	rm -rf $(VENV) $(VLLM_VENV) .tools .flywheel

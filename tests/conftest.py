@@ -20,7 +20,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
-for _var in [v for v in os.environ if v.startswith("FLYWHEEL_") and v != "FLYWHEEL_TEST_ARTIFACTS"]:
+for _var in [
+    v for v in os.environ if v.startswith("FLYWHEEL_") and not v.startswith("FLYWHEEL_TEST_")
+]:
     del os.environ[_var]  # a developer's .env or shell must not leak into tests
 
 

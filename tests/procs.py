@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -110,3 +111,54 @@ def s3_server(bucket: str) -> Iterator[str]:
         yield endpoint
     finally:
         server.stop()
+
+
+S3RVER_DIR = Path(__file__).resolve().parents[1] / ".tools" / "s3rver"
+S3RVER_BIN = S3RVER_DIR / "node_modules" / "s3rver" / "bin" / "s3rver.js"
+S3RVER_CREDS = {"access_key_id": "S3RVER", "secret_access_key": "S3RVER"}
+
+
+@dataclass(frozen=True)
+class S3rver:
+    """A running s3rver: its endpoint, PID (for its memory) and request log."""
+
+    endpoint: str
+    pid: int
+    log: Path
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The peak resident memory (``VmHWM``) of a running process, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmHWM for process {pid}")
+
+
+@contextmanager
+def s3rver_server(tmp: Path, bucket: str) -> Iterator[S3rver]:
+    """s3rver (a Node S3 server that stores objects as files and assembles a multipart upload
+    by streaming its parts from disk) on a free loopback port, data under ``tmp``, with
+    ``bucket`` created; credentials :data:`S3RVER_CREDS`. Installed by ``make s3rver``."""
+    import boto3
+
+    node = shutil.which("node")
+    if node is None or not S3RVER_BIN.exists():
+        pytest.fail("s3rver is not installed: run `make s3rver` (needs node and npm)")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    data = tmp / "s3rver-data"
+    args = [node, str(S3RVER_BIN), "-d", str(data), "-a", "127.0.0.1", "-p", str(port)]
+    log = tmp / "s3rver.log"
+    try:
+        with service(args, f"{endpoint}/", log) as proc:
+            boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name="us-east-1",
+                aws_access_key_id=S3RVER_CREDS["access_key_id"],
+                aws_secret_access_key=S3RVER_CREDS["secret_access_key"],
+            ).create_bucket(Bucket=bucket)
+            yield S3rver(endpoint=endpoint, pid=proc.pid, log=log)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)  # gigabytes: not left for pytest's tmp
