@@ -53,8 +53,10 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-test: $(STAMP) $(VLLM_STAMP) $(S3RVER_STAMP)
+# .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
+test: $(STAMP)
 	.ci/test-deps
+	$(MAKE) --no-print-directory vllm s3rver
 	$(BIN)/pytest -m "not bench" --timeout=900
 
 test-fast: $(STAMP)
