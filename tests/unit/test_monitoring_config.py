@@ -363,8 +363,15 @@ def _rules_without_annotations(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_alert_behaviour(case: str, tmp_path: Path) -> None:
+    check_alert(CASES[case], tmp_path)
+
+
+def check_alert(
+    case: tuple[list[dict[str, str]], str, str, list[dict[str, str]]], tmp_path: Path
+) -> None:
+    """``promtool test rules``: the series ``case`` plants fire exactly the expected alerts."""
     promtool = tool("promtool")
-    inputs, alert, at, expected = CASES[case]
+    inputs, alert, at, expected = case
     test = {
         "rule_files": [str(_rules_without_annotations(tmp_path))],
         "evaluation_interval": "1m",

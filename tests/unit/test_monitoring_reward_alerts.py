@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.unit.test_monitoring_config import _rules_without_annotations, run, series, tool
+from tests.unit.test_monitoring_config import check_alert, series
 
 
 def gauge(name: str, value: float) -> dict[str, str]:
@@ -95,26 +94,4 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_reward_alert_behaviour(case: str, tmp_path: Path) -> None:
-    promtool = tool("promtool")
-    inputs, alert, at, expected = CASES[case]
-    test = {
-        "rule_files": [str(_rules_without_annotations(tmp_path))],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": inputs,
-                "alert_rule_test": [
-                    {
-                        "eval_time": at,
-                        "alertname": alert,
-                        "exp_alerts": [{"exp_labels": e} for e in expected],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yml"
-    path.write_text(yaml.safe_dump(test))
-    out = run(promtool, "test", "rules", str(path))
-    assert out.returncode == 0, out.stdout + out.stderr
+    check_alert(CASES[case], tmp_path)
