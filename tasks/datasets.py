@@ -225,16 +225,4 @@ def _latest_consent(catalog: Catalog) -> dict[str, tuple[datetime, bool]]:
 
 def opted_out_keys(catalog: Catalog) -> set[str]:
     """User keys whose latest consent row says no (absent users count as consenting)."""
-    from infra.catalog import scan
-
-    table = scan(catalog, "consent")
-    latest: dict[str, tuple[datetime, bool]] = {}
-    for key, ok, at in zip(
-        table.column("user_key").to_pylist(),
-        table.column("consent_to_training").to_pylist(),
-        table.column("updated_at").to_pylist(),
-        strict=True,
-    ):
-        if key not in latest or at >= latest[key][0]:
-            latest[key] = (at, bool(ok))
-    return {key for key, (_at, ok) in latest.items() if not ok}
+    return {key for key, (_at, ok) in _latest_consent(catalog).items() if not ok}
