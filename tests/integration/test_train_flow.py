@@ -27,6 +27,18 @@ from tasks.reward import combine, support
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(autouse=True)
+def _dated_buffer_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These examples carry fixed dates in the past: read them whatever their age, with the
+    window buffer these tests were written for (the default buffer is now the last 7 days)."""
+    from infra.settings import get_settings
+
+    monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_DAYS", "0")
+    monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_WINDOWS", "2")
+    get_settings.cache_clear()
+
+
 TEMPERATURES = (0.7, 0.9, 1.1, 1.3)
 PREAMBLES = ("", "Hi, I'm <PERSON>. ", "My email is <EMAIL_ADDRESS>, thanks! ")
 

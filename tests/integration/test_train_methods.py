@@ -23,6 +23,18 @@ from tasks.train.trainer import train_model
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(autouse=True)
+def _dated_buffer_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These examples carry fixed dates in the past: read them whatever their age, with the
+    window buffer these tests were written for (the default buffer is now the last 7 days)."""
+    from infra.settings import get_settings
+
+    monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_DAYS", "0")
+    monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_WINDOWS", "2")
+    get_settings.cache_clear()
+
+
 W1, W2, W3 = "2026-04-01T08:00:00Z", "2026-04-01T09:00:00Z", "2026-04-01T10:00:00Z"
 
 
