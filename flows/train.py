@@ -137,7 +137,7 @@ def train(
                     callbacks=[progress],
                     # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read
                     # the settings as a collection (LangfuseSettings.keys takes a role)
-                    reward=quote(rt.settings),
+                    reward=cast(Any, quote(rt.settings)),
                     base_version=base,
                 )
                 evaluation = evaluate_task(
