@@ -15,6 +15,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.runtime import flow_run
+from prefect.utilities.annotations import quote
 
 from flows.parameters import ModelVersion, Steps, TrainMethod
 from infra.audit import record_event
@@ -134,7 +135,9 @@ def train(
                         "prompts": selection.prompts,
                     },
                     callbacks=[progress],
-                    reward=rt.settings,  # GRPO: the judge or verifier stage 2 uses
+                    # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read
+                    # the settings as a collection (LangfuseSettings.keys takes a role)
+                    reward=cast(Any, quote(rt.settings)),
                     base_version=base,
                 )
                 evaluation = evaluate_task(

@@ -243,9 +243,13 @@ def serve_sockets_in_thread(
     """
     import uvicorn
 
+    # log_config=None: uvicorn's own dictConfig would shut down the handlers already installed;
+    # inside a Prefect flow that flushes Prefect's API log handler while its worker waits for
+    # the logging lock dictConfig holds, a deadlock (seen starting the gateway in flywheel run)
     config = uvicorn.Config(
         app,
         **SERVER_STACK,
+        log_config=None,
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -39,7 +39,7 @@ RUN_ENV = {
     "FLYWHEEL_PROFILE": "llama",
     "FLYWHEEL_TRAIN__USE_LORA": "true",
     "FLYWHEEL_TRAIN__MAX_STEPS": "30",
-    "FLYWHEEL_TRAIN__LEARNING_RATE": "0.002",
+    "FLYWHEEL_TRAIN__LEARNING_RATE": "0.0002",
     "FLYWHEEL_TRAIN__MIN_PAIRS": "10",
     "FLYWHEEL_RELEASE__MIN_SHADOW_PAIRS": "10",
 }
@@ -107,7 +107,6 @@ def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
             canary_steps=[50, 100],
             analysis_interval_s=2.0,
             min_requests_per_step=5,
-            method="rft",
         )
     )
     print(loop_report(summary))
