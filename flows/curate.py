@@ -80,6 +80,14 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         decision = k_anonymize(
             examples, pending=state.pending, table_members=state.members, k=cfg.k_anonymity
         )
+        # before the commit, which drops the per-finding entity types from the rows it writes
+        per_trace = trace_audit_rows(
+            window,
+            released=[r for r in decision.release if r["window"] == window],
+            held=decision.hold,
+            quarantined=bad,
+            k=cfg.k_anonymity,
+        )
         snapshot = commit_task(
             rt.catalog,
             window=window,
@@ -116,13 +124,6 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             withdrawn=state.withdrawn,
         )
         audit_task(rt.catalog, audit)
-        per_trace = trace_audit_rows(
-            window,
-            released=[r for r in decision.release if r["window"] == window],
-            held=decision.hold,
-            quarantined=bad,
-            k=cfg.k_anonymity,
-        )
         trace_audit_task(rt.catalog, window, per_trace)
         result = curate_result(
             window=window,
@@ -195,7 +196,7 @@ def _to_annotation_queue(rt: Runtime, trace_ids: list[str]) -> None:
     from infra.traces.langfuse_queue import LangfuseReviewQueue
 
     lf = rt.settings.langfuse
-    public, secret = lf.keys("review queue")
+    public, secret = lf.credentials("review queue")
     queue = LangfuseReviewQueue(
         host=lf.host, public_key=public, secret_key=secret, queue_id=queue_id
     )

@@ -57,7 +57,7 @@ class LangfuseSettings(BaseModel):
     page_retries: int = 4
     timeout_s: float = 30.0
 
-    def keys(self, role: str) -> tuple[str, str]:
+    def credentials(self, role: str) -> tuple[str, str]:
         """(public key, secret key) for Langfuse as ``role`` (e.g. "trace source").
 
         Raises:

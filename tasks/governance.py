@@ -52,7 +52,14 @@ log = logging.getLogger(__name__)
 
 KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 TEXT_SUFFIXES = (".json", ".yaml", ".yml", ".md", ".txt", ".csv")
-USER_TABLES = ["training_examples", "preference_pairs", "consent", "audit_log", "quarantine"]
+USER_TABLES = [
+    "training_examples",
+    "preference_pairs",
+    "consent",
+    "audit_log",
+    "quarantine",
+    "review_queue",
+]
 _USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
 
@@ -142,6 +149,10 @@ def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[st
         keep = [q for i, q in enumerate(quarantine) if i not in set(hits)]
         replace_where(catalog, "quarantine", AlwaysTrue(), keep)
     deleted["quarantine"] = len(hits)
+    # the human review queue holds the user's (anonymised) traces by trace id
+    queued = scan(catalog, "review_queue").column("trace_id").to_pylist()
+    ids = sorted({t for t in queued if t in trace_ids})
+    deleted["review_queue"] = _delete_in(catalog, "review_queue", "trace_id", ids)
     return deleted
 
 

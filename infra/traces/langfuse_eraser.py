@@ -60,7 +60,7 @@ class LangfuseEraser:
     def from_settings(cls, settings: Any) -> LangfuseEraser:
         """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
         lf = settings.langfuse
-        public_key, secret_key = lf.keys("erasure")
+        public_key, secret_key = lf.credentials("erasure")
         return cls(
             host=lf.host,
             public_key=public_key,

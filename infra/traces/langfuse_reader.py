@@ -103,7 +103,7 @@ class LangfuseSource:
     def from_settings(cls, settings: Any) -> LangfuseSource:
         """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
         lf = settings.langfuse
-        public_key, secret_key = lf.keys("trace source")
+        public_key, secret_key = lf.credentials("trace source")
         return cls(
             host=lf.host,
             public_key=public_key,

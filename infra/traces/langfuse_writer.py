@@ -39,7 +39,7 @@ class LangfuseSink:
         from langfuse import Langfuse
 
         lf = settings.langfuse
-        public_key, secret_key = lf.keys("trace sink")
+        public_key, secret_key = lf.credentials("trace sink")
         self.client = Langfuse(
             public_key=public_key,
             secret_key=secret_key,
