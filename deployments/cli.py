@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
 from deployments import commands, output, prove_command, review_commands
+from deployments.argtypes import whole_number
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
@@ -54,23 +55,6 @@ def iso_hour(value: str) -> str:
             f"{value!r} has not started yet (the current hour is {window_id(hour)})"
         )
     return window_id(start)
-
-
-def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high`` (inclusive)."""
-
-    def parse(value: str) -> int:
-        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        try:
-            number = int(value)
-        except ValueError:
-            number = None
-        if number is None or number < low or (high is not None and number > high):
-            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {value!r}")
-        return number
-
-    parse.__name__ = "whole number"
-    return parse
 
 
 def non_empty(value: str) -> str:

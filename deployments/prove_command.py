@@ -10,7 +10,7 @@ from deployments.output import emit
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from deployments.cli import whole_number
+    from deployments.argtypes import whole_number
 
     p.add_argument("--seeds", type=whole_number(1, 10), default=3, help="seeds per arm (3)")
     p.add_argument(

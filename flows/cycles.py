@@ -3,17 +3,29 @@ cycle by cycle and where the loop plateaus."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from flows.loop import percent
-
-if TYPE_CHECKING:
-    from flows.loop import LoopSummary
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 PLATEAU_GAIN = 0.01  # a cycle that adds less golden accuracy than this has plateaued
 
 
-def cycles_report(summary: LoopSummary, min_gain: float = PLATEAU_GAIN) -> list[str]:
+class Summary(Protocol):
+    """What the report reads of :class:`flows.loop.LoopSummary` (no import back into loop)."""
+
+    @property
+    def base_version(self) -> str: ...
+    @property
+    def base_accuracy(self) -> float | None: ...
+    @property
+    def cycles(self) -> Sequence[Any]: ...
+
+
+def percent(value: float | None) -> str:
+    """``61.5%``, or ``n/a`` when there is no value."""
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def cycles_report(summary: Summary, min_gain: float = PLATEAU_GAIN) -> list[str]:
     """Golden accuracy cycle by cycle (the serving version after each) and where it plateaus:
     the first cycle whose candidate was not promoted or gained less than ``min_gain``."""
     s = summary

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
+from flows.cycles import cycles_report, percent
 from flows.loop_server import Server, profile_environment, serving
 from flows.loop_server import environment as _environment
 from flows.parameters import TrainMethod
@@ -338,8 +339,6 @@ def loop_report(summary: LoopSummary) -> str:
         reasons = f" ({'; '.join(c.reasons)})" if c.reasons else ""
         lines.append(f"  release               {c.outcome}{reasons}")
     if len(s.cycles) > 1:
-        from flows.cycles import cycles_report
-
         lines += cycles_report(s)
     return "\n".join(lines)
 
@@ -355,8 +354,3 @@ def not_promoted(summary: LoopSummary) -> str | None:
         why = f" ({'; '.join(c.reasons)})" if c.reasons else ""
         return f"cycle {c.cycle}: candidate {c.candidate} was not promoted: {c.outcome}{why}"
     return None
-
-
-def percent(value: float | None) -> str:
-    """``61.5%``, or ``n/a`` when there is no value."""
-    return "n/a" if value is None else f"{value:.1%}"

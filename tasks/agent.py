@@ -5,14 +5,30 @@ and how a plan of requests falls into conversations (a first question and its fo
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from tasks.simulate import SimRequest
+    from tasks.domain import DomainItem
+
+
+class Request(Protocol):
+    """What the agent reads of a simulated request (:class:`tasks.simulate.SimRequest`)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def item(self) -> DomainItem: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def follows(self) -> int | None: ...
+
+
+R = TypeVar("R", bound=Request)
 
 
 def request_messages(
-    req: SimRequest, history: list[dict[str, Any]] | None = None
+    req: Request, history: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """The agent's final call: the earlier turns of the conversation (``history``), the
     question, the calculator tool call and the calculator result."""
@@ -39,9 +55,9 @@ def request_messages(
     ]
 
 
-def conversations(plan: list[SimRequest]) -> list[list[SimRequest]]:
+def conversations(plan: list[R]) -> list[list[R]]:
     """The plan as conversations: each a first request and its follow-ups, in order."""
-    chains: dict[int, list[SimRequest]] = {}
+    chains: dict[int, list[R]] = {}
     head: dict[int, int] = {}
     for req in plan:
         root = head[req.follows] if req.follows is not None else req.index

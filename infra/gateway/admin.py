@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field, SecretStr
 
 from infra.errors import ConfigError, RejectedVersion, StateConflict
+from infra.gateway.consent_api import add_consent_routes
 from infra.routing import (
     RoutingState,
     StateChange,
@@ -303,7 +304,10 @@ def admin_router(admin: Admin) -> APIRouter:
             raise HTTPException(400, "body is not JSON") from exc
         return await admin.alerts(payload)
 
-    from infra.gateway.consent_api import add_consent_routes
-
-    add_consent_routes(router, admin)
+    add_consent_routes(
+        router,
+        catalog=admin.catalog,
+        salt=admin.settings.salt,
+        mode=admin.settings.consent_mode,
+    )
     return router

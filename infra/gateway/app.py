@@ -121,7 +121,7 @@ def create_app(
     app.state.admin = admin
     app.state.admin_app = _admin_app(admin, telemetry)
 
-    # the hot path: a plain Starlette route here, and straight from the server (serve.by_port)
+    # the hot path: a plain Starlette route here, and straight from the server (asgi.by_port)
     chat = ChatEndpoint(
         gateway=gateway, admin=admin, default_max_tokens=settings.gateway.max_new_tokens
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException
@@ -15,7 +16,7 @@ from infra.consent import record_consent
 from infra.privacy import user_key
 
 if TYPE_CHECKING:
-    from infra.gateway.admin import Admin
+    from pyiceberg.catalog import Catalog
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
@@ -32,17 +33,18 @@ class ConsentRequest(BaseModel):
         return self
 
 
-def add_consent_routes(router: APIRouter, admin: Admin) -> None:
-    """Add the consent route to the admin router (prefix and token check come with it)."""
+def add_consent_routes(
+    router: APIRouter, *, catalog: Callable[[], Catalog], salt: Callable[[], str], mode: str
+) -> None:
+    """Add the consent route to the admin router (prefix and token check come with it);
+    ``catalog``, ``salt`` and the consent ``mode`` are the admin's (no import back into :mod:`infra.gateway.admin`)."""
 
     @router.post("/consent")
     async def post_consent(body: ConsentRequest) -> dict[str, Any]:
-        key = body.user_key or user_key(body.user_id or "", admin.settings.salt())
+        key = body.user_key or user_key(body.user_id or "", salt())
         try:
             at = await asyncio.to_thread(
-                lambda: record_consent(
-                    admin.catalog(), key=key, granted=body.granted, actor="admin-api"
-                )
+                lambda: record_consent(catalog(), key=key, granted=body.granted, actor="admin-api")
             )
         except Exception as exc:  # the catalog is down: say so, never the user id
             raise HTTPException(503, f"consent not recorded: {type(exc).__name__}") from exc
@@ -50,5 +52,5 @@ def add_consent_routes(router: APIRouter, admin: Admin) -> None:
             "user_key": key,
             "granted": body.granted,
             "at": at.isoformat(),
-            "mode": admin.settings.consent_mode,
+            "mode": mode,
         }

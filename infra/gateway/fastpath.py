@@ -2,7 +2,7 @@
 
 The public FastAPI app keeps the route (tests and the admin app see the same behaviour), but
 the server hands this route's requests straight to :meth:`ChatEndpoint.asgi`
-(:func:`infra.gateway.serve.by_port`): no router walk, no middleware stack, no exception
+(:func:`infra.gateway.asgi.by_port`): no router walk, no middleware stack, no exception
 middleware per request; the same handler answers either way. Bodies are parsed with orjson.
 """
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
-from infra.gateway.limits import BodyLimit
+from infra.gateway.asgi import SERVER_STACK, by_port
+from infra.gateway.workers import serve_workers
 
 if TYPE_CHECKING:
     import uvicorn
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# uvloop's event loop and the httptools HTTP parser (uvicorn[standard]): both in C
-SERVER_STACK: dict[str, Any] = {"loop": "uvloop", "http": "httptools"}
 
 
 def serve_gateway(
@@ -63,8 +61,6 @@ def serve_gateway(
     )
     line = f"gateway listening on {public_url} (OpenAI base URL {public_url}/v1); {admin_line}"
     if cfg.workers > 1:
-        from infra.gateway.workers import serve_workers
-
         if app_kwargs:
             raise ConfigError("FLYWHEEL_GATEWAY__WORKERS > 1 serves the configured gateway only")
         serve_workers(settings, sockets, announce=announce or log.info, line=line)
@@ -148,27 +144,6 @@ def start_background_gateway(
         thread=thread,
         admin_url=urls[1] if len(urls) > 1 else None,
     )
-
-
-def by_port(app: FastAPI, sockets: list[socket.socket]) -> Any:
-    """One ASGI app for both listeners: a connection that arrived on the admin socket (the
-    second, if any) goes to ``app.state.admin_app``, every other one to ``app``; request
-    bodies over ``FLYWHEEL_GATEWAY__MAX_BODY_BYTES`` are refused (413) on both."""
-    admin_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
-    admin_app = app.state.admin_app
-    max_bytes = app.state.gateway.settings.gateway.max_body_bytes
-    chat = app.state.chat_endpoint
-
-    async def root(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        server = scope.get("server") or (None, None)
-        if admin_port is not None and scope["type"] == "http" and server[1] == admin_port:
-            await admin_app(scope, receive, send)
-        elif chat.matches(scope):
-            await chat.asgi(scope, receive, send)  # the hot path skips the framework
-        else:
-            await app(scope, receive, send)
-
-    return BodyLimit(root, max_bytes=max_bytes)
 
 
 def listen(host: str, port: int, *, admin: tuple[str, int] | None) -> list[socket.socket]:

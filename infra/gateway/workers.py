@@ -102,7 +102,7 @@ def _worker(settings: Settings, sockets: list[socket.socket]) -> None:
     import uvicorn
 
     from infra.gateway.app import create_app
-    from infra.gateway.serve import SERVER_STACK, by_port
+    from infra.gateway.asgi import SERVER_STACK, by_port
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

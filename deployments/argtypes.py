@@ -1,0 +1,23 @@
+"""argparse types shared by the CLI's command modules."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (inclusive)."""
+
+    def parse(value: str) -> int:
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < low or (high is not None and number > high):
+            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {value!r}")
+        return number
+
+    parse.__name__ = "whole number"
+    return parse
