@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from infra.errors import UpstreamError
 from infra.gateway.calls import CallRecorder, call_routed
@@ -20,6 +20,7 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
+from infra.gateway.sse import EventStream, assemble_tool_calls, tool_call_deltas
 from infra.gateway.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
@@ -81,8 +82,7 @@ async def stream_chat(
         prompt_group=prompt_group,
         pairing_id=served.pairing_id,
     )
-    headers = response_headers(trace_id, served.version, served.route)
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    return EventStream(body, headers=response_headers(trace_id, served.version, served.route))
 
 
 async def _relay(
@@ -98,31 +98,41 @@ async def _relay(
     started: float,
     prompt_group: str,
     pairing_id: str | None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     total = Completion(text="", finish_reason=None, logprobs=None)
     texts: list[str] = []
     ok = failed = False
+    logprobs = wants_logprobs(req)
     try:
-        yield chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
+        # the role goes out with the first piece: one write, not two
+        head = chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
         piece: Completion | None = first
         while piece is not None:
             _accumulate(total, piece)
+            delta: dict[str, object] = {}
             if piece.text:
                 texts.append(piece.text)
-                yield chunk_line(
+                delta["content"] = piece.text
+            if piece.tool_calls:
+                calls = tool_call_deltas(piece.tool_calls, first_index=len(total.tool_calls))
+                assemble_tool_calls(total.tool_calls, calls)
+                delta["tool_calls"] = calls
+            if delta:
+                yield head + chunk_line(
                     trace_id=trace_id,
                     version=version,
-                    delta={"content": piece.text},
-                    logprobs=logprobs_body(piece) if wants_logprobs(req) else None,
+                    delta=delta,
+                    logprobs=logprobs_body(piece) if logprobs else None,
                 )
+                head = b""
             piece = await anext(pieces, None)
         total.text = "".join(texts)
-        yield chunk_line(
+        tail = head + chunk_line(
             trace_id=trace_id, version=version, finish_reason=total.finish_reason or "stop"
         )
         if req.include_usage:
-            yield chunk_line(trace_id=trace_id, version=version, usage=total)
-        yield DONE_LINE
+            tail += chunk_line(trace_id=trace_id, version=version, usage=total)
+        yield tail + DONE_LINE
         ok = True
     except UpstreamError as exc:
         failed = True
@@ -157,5 +167,3 @@ def _accumulate(total: Completion, piece: Completion) -> None:
         total.tokens_out = piece.tokens_out
     if piece.logprobs:
         total.logprobs = (total.logprobs or []) + piece.logprobs
-    if piece.tool_calls:
-        total.tool_calls.extend(piece.tool_calls)

@@ -39,6 +39,8 @@ class FakeUpstream:
     calls: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
     keep_bodies: bool = False
+    tool_calls: list[dict[str, Any]] | None = None  # answer with these calls instead of text
+    chunk_delay_s: float = 0.0  # between the events of a stream
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -65,7 +67,9 @@ class FakeUpstream:
             await _send_json(send, 500, {"error": {"message": "injected failure"}})
             return
         text = self.answer(body.get("messages") or [])
-        if body.get("stream"):
+        if self.tool_calls and body.get("stream"):
+            await self._stream_tool_calls(send, self.tool_calls)
+        elif body.get("stream"):
             await self._stream(send, text, logprobs=bool(body.get("logprobs")))
         else:
             await _send_json(send, 200, self._completion(text, body))
@@ -81,8 +85,10 @@ class FakeUpstream:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text}
+                    if not self.tool_calls
+                    else {"role": "assistant", "content": None, "tool_calls": self.tool_calls},
+                    "finish_reason": "tool_calls" if self.tool_calls else "stop",
                     "logprobs": logprobs,
                 }
             ],
@@ -104,8 +110,35 @@ class FakeUpstream:
             if logprobs:
                 choice["logprobs"] = _vllm_logprobs([delta["content"]])
             chunk = {"object": "chat.completion.chunk", "choices": [choice]}
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
             await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
+        await _send_body(send, b"data: [DONE]\n\n", more=False)
+
+    async def _stream_tool_calls(self, send: Send, calls: list[dict[str, Any]]) -> None:
+        """Tool calls as OpenAI/vLLM stream them: per call a delta with its index, id, type and
+        name, then the arguments in fragments; each event its own write."""
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for index, call in enumerate(calls):
+            fn = call["function"]
+            head = {"index": index, "id": call["id"], "type": "function"}
+            deltas = [{**head, "function": {"name": fn["name"], "arguments": ""}}]
+            args = fn["arguments"]
+            cut = [0, len(args) // 3, 2 * len(args) // 3, len(args)]
+            for a, b in zip(cut, cut[1:], strict=False):
+                deltas.append({"index": index, "function": {"arguments": args[a:b]}})
+            for delta in deltas:
+                chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]}
+                await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
         await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
         await _send_body(send, b"data: [DONE]\n\n", more=False)
 

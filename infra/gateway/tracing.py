@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
 POLL_S = 0.05  # how often the worker looks at the queue while it collects a batch
+SLICE = 32  # events validated between two looks at the event loop's other work
 
 
 def open_sink(settings: Settings, store: ObjectStore) -> TraceSink:
@@ -87,7 +88,10 @@ class TraceDispatcher:
         batch = self._drain(self._collecting)  # what the cancelled worker had collected
         self._collecting = []
         try:
-            await asyncio.wait_for(run_in_daemon_thread(self._write, batch, True), timeout_s)
+            events, written = await self._hand_over(batch)
+            await asyncio.wait_for(
+                run_in_daemon_thread(self._write, events, written, True), timeout_s
+            )
         except TimeoutError:
             log.warning("trace sink did not finish within %.1f s at shutdown", timeout_s)
 
@@ -103,7 +107,8 @@ class TraceDispatcher:
                     break
                 await asyncio.sleep(min(remaining, POLL_S))
             self._collecting = []
-            await run_in_daemon_thread(self._write, batch, False)
+            events, written = await self._hand_over(batch)
+            await run_in_daemon_thread(self._write, events, written, False)
 
     def _drain(self, batch: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         while len(batch) < self.max_batch:
@@ -113,21 +118,47 @@ class TraceDispatcher:
                 break
         return batch
 
-    def _write(self, batch: list[tuple[str, Any]], closing: bool) -> None:
-        pending = 0
-        for kind, payload in last_vote_only(batch):
+    async def _hand_over(self, batch: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], int]:
+        """Validate the batch's traces on the event loop, ``SLICE`` events at a time with the
+        loop's other work in between, and, for a sink whose writes only buffer in memory (the
+        spool), write them here too. Returns what the writer thread still has to write, and how
+        many events are already written.
+
+        In the writer thread this pure-Python work held the GIL against the event loop in long
+        runs (Python switches threads every 5 ms): requests arriving meanwhile waited, and the
+        gateway's p99 was several times its p50 at 500 req/s."""
+        in_memory = getattr(self.sink, "writes_in_memory", False)
+        events: list[tuple[str, Any]] = []
+        written = 0
+        for i, (kind, payload) in enumerate(last_vote_only(batch), start=1):
+            if i % SLICE == 0:
+                await asyncio.sleep(0)
             try:
-                if kind == "trace":
-                    self.sink.write_trace(TraceRecord.model_validate(payload))
-                else:
-                    self.sink.write_feedback(payload)
-                pending += 1
+                event = TraceRecord.model_validate(payload) if kind == "trace" else payload
             except ValidationError as exc:
                 self.dropped.inc()
                 self._log(f"invalid trace dropped: {exc.error_count()} field error(s)")
-            except Exception as exc:  # noqa: BLE001 - a sink failure only costs the event
-                self.dropped.inc()
-                self._log(f"trace sink write failed: {type(exc).__name__}: {exc}")
+                continue
+            if not in_memory:
+                events.append((kind, event))
+            elif self._write_one(kind, event):
+                written += 1
+        return events, written
+
+    def _write_one(self, kind: str, event: Any) -> bool:
+        try:
+            if kind == "trace":
+                self.sink.write_trace(event)
+            else:
+                self.sink.write_feedback(event)
+            return True
+        except Exception as exc:  # noqa: BLE001 - a sink failure only costs the event
+            self.dropped.inc()
+            self._log(f"trace sink write failed: {type(exc).__name__}: {exc}")
+            return False
+
+    def _write(self, events: list[tuple[str, Any]], written: int, closing: bool) -> None:
+        pending = written + sum(self._write_one(kind, event) for kind, event in events)
         try:
             if closing:
                 self.sink.close()

@@ -9,12 +9,19 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from infra.errors import UpstreamError
+from infra.gateway.completion import (
+    Completion,
+    GenParams,
+    Messages,
+    choice_logprob_tokens,
+    choice_logprobs,
+    read_events,
+)
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -22,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Messages = list[dict[str, Any]]
 HEALTH_TIMEOUT_S = 3.0
 HEALTH_TTL_S = 2.0  # /healthz probes are answered from a check at most this old
 LOCAL_HINT = (
@@ -32,51 +38,12 @@ LOCAL_HINT = (
 SessionFactory = Callable[[], Any]  # -> aiohttp.ClientSession
 
 
-@dataclass
-class GenParams:
-    """Sampling parameters of one call; ``extra`` is passed through to HTTP upstreams."""
-
-    max_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Completion:
-    """A finished answer (or, in a stream, one delta with ``finish_reason`` on the last)."""
-
-    text: str
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    logprobs: list[float] | None = None
-    finish_reason: str | None = "stop"
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
-
-
 class Upstream(Protocol):
     version: str
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion: ...
 
     def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]: ...
-
-
-def _choice_logprobs(choice: dict[str, Any]) -> list[float] | None:
-    content = _choice_tokens(choice)
-    if not content:
-        return None
-    return [float(t["logprob"]) for t in content]
-
-
-def _choice_tokens(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The OpenAI/vLLM ``logprobs.content`` entries of a choice (token, logprob, ...)."""
-    content = (choice.get("logprobs") or {}).get("content")
-    if not isinstance(content, list):
-        return None
-    return [t for t in content if isinstance(t, dict) and "logprob" in t] or None
 
 
 class HttpUpstream:
@@ -144,10 +111,10 @@ class HttpUpstream:
             text=message.get("content") or "",
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
-            logprobs=_choice_logprobs(choice),
+            logprobs=choice_logprobs(choice),
             finish_reason=choice.get("finish_reason") or "stop",
             tool_calls=list(message.get("tool_calls") or []),
-            logprob_tokens=_choice_tokens(choice),
+            logprob_tokens=choice_logprob_tokens(choice),
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
@@ -158,41 +125,14 @@ class HttpUpstream:
             async with self.session().post(self.url, json=body) as resp:
                 if resp.status >= 400:
                     raise UpstreamError(f"{self.version}: HTTP {resp.status}")
-                async for raw in resp.content:
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    piece = _parse_chunk(payload)
-                    if piece is not None:
-                        yield piece
+                async for piece in read_events(resp.content.iter_any()):
+                    yield piece
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise UpstreamError(f"{self.version}: {type(exc).__name__}") from exc
 
 
 def _orjson_text(data: Any) -> str:
     return orjson.dumps(data).decode()
-
-
-def _parse_chunk(payload: str) -> Completion | None:
-    try:
-        data = orjson.loads(payload)
-    except ValueError:
-        return None
-    usage = data.get("usage") or {}
-    choices = data.get("choices") or [{}]
-    choice = choices[0] or {}
-    delta = choice.get("delta") or {}
-    return Completion(
-        text=delta.get("content") or "",
-        tokens_in=usage.get("prompt_tokens"),
-        tokens_out=usage.get("completion_tokens"),
-        logprobs=_choice_logprobs(choice),
-        finish_reason=choice.get("finish_reason"),
-        logprob_tokens=_choice_tokens(choice),
-    )
 
 
 class ReplicaUpstream:

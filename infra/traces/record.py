@@ -135,7 +135,11 @@ class TraceSource(Protocol):
 
 
 class TraceSink(Protocol):
-    """Receives records from the gateway's dispatcher thread; ``flush`` makes them durable."""
+    """Receives records from the gateway's dispatcher thread; ``flush`` makes them durable.
+
+    A sink whose ``write_*`` only buffer in memory (no I/O) says so with a class attribute
+    ``writes_in_memory = True``: the dispatcher then calls them on the event loop and only
+    ``flush``/``close`` in its thread."""
 
     def write_trace(self, record: TraceRecord) -> None: ...
     def write_feedback(self, event: FeedbackEvent) -> None: ...

@@ -93,7 +93,12 @@ class SpoolWriter:
 
 
 class SpoolSink:
-    """The gateway's embedded sink: JSONL objects under ``traces/`` through :class:`SpoolWriter`."""
+    """The gateway's embedded sink: JSONL objects under ``traces/`` through :class:`SpoolWriter`.
+
+    ``write_*`` only encode and buffer (no I/O: the dispatcher calls them on the event loop);
+    :meth:`flush` writes the objects."""
+
+    writes_in_memory = True
 
     def __init__(self, store: ObjectStore) -> None:
         # the dispatcher decides when to write: no size-triggered flush inside write_trace

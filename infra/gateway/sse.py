@@ -1,0 +1,87 @@
+"""Streaming to the client: the SSE response, and tool calls as stream deltas.
+
+Tool calls stream as OpenAI deltas (``index``, then ``id``/``type``/``function.name`` once and
+``function.arguments`` in fragments): they are passed on as deltas and assembled into whole calls
+for the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+
+def tool_call_deltas(calls: list[dict[str, Any]], *, first_index: int) -> list[dict[str, Any]]:
+    """Tool calls as stream deltas: an upstream's deltas as they are, whole calls (an
+    in-process model) numbered from ``first_index``."""
+    out = []
+    for n, call in enumerate(calls):
+        out.append(call if "index" in call else {"index": first_index + n, **call})
+    return out
+
+
+def assemble_tool_calls(
+    calls: list[dict[str, Any]], deltas: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Whole tool calls from stream deltas, appended to ``calls`` by their ``index``."""
+    for delta in deltas:
+        index = delta.get("index", len(calls))
+        fn = delta.get("function") or {}
+        if not isinstance(index, int) or index >= len(calls):
+            calls.append(
+                {
+                    "id": delta.get("id"),
+                    "type": delta.get("type", "function"),
+                    "function": {
+                        "name": fn.get("name") or "",
+                        "arguments": fn.get("arguments") or "",
+                    },
+                }
+            )
+            continue
+        call = calls[index]
+        call["id"] = call.get("id") or delta.get("id")
+        function = call.setdefault("function", {"name": "", "arguments": ""})
+        function["name"] = function.get("name") or fn.get("name") or ""
+        function["arguments"] = (function.get("arguments") or "") + (fn.get("arguments") or "")
+    return calls
+
+
+class EventStream(Response):
+    """An SSE response sent straight to the server.
+
+    Starlette's ``StreamingResponse`` runs every stream inside an anyio task group with a second
+    task listening for the disconnect (uvicorn speaks ASGI 2.3), which cost more CPU than the
+    relay itself. Here one plain future waits on ``receive()`` and is looked at between events:
+    when the client has gone the relay stops, and closing the generator records the trace as
+    failed, as before."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, body: AsyncGenerator[bytes, None], *, headers: Mapping[str, str]) -> None:
+        self.body_iterator = body
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            async for event in self.body_iterator:
+                if gone.done():
+                    break
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            gone.cancel()
+            await self.body_iterator.aclose()
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,98 @@
+"""Reading an upstream's SSE stream: however the bytes are split into reads, the pieces add up
+to the same answer; events that arrived together come out as one piece; ``[DONE]`` ends it;
+lines that are not JSON are skipped. Tool-call deltas assemble into whole calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from infra.gateway.completion import read_events
+from infra.gateway.sse import assemble_tool_calls, tool_call_deltas
+
+
+def events(*chunks: dict) -> bytes:
+    return (
+        b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    )
+
+
+STREAM = (
+    events(
+        {"choices": [{"index": 0, "delta": {"content": "23 + 58"}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": " = 81"},
+                    "logprobs": {"content": [{"token": " =", "logprob": -0.5}]},
+                }
+            ]
+        },
+        {
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        },
+    )
+    + b"data: not json\n\n"
+)
+
+
+def pieces(split: list[int]) -> list:
+    async def reads() -> AsyncIterator[bytes]:
+        cuts = [0, *split, len(STREAM)]
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            yield STREAM[a:b]
+
+    async def collect() -> list:
+        return [p async for p in read_events(reads())]
+
+    return asyncio.run(collect())
+
+
+def test_any_split_of_the_bytes_gives_the_same_answer() -> None:
+    for split in ([], [1], [10, 11, 12], list(range(1, len(STREAM), 7)), [len(STREAM) // 2]):
+        got = pieces(split)
+        assert "".join(p.text for p in got) == "23 + 58 = 81", split
+        assert [p.finish_reason for p in got if p.finish_reason] == ["stop"]
+        assert [lp for p in got for lp in p.logprobs or []] == [-0.5]
+        assert [p.tokens_out for p in got if p.tokens_out] == [3]
+
+
+def test_events_read_together_are_one_piece() -> None:
+    [one] = pieces([])
+    assert one.text == "23 + 58 = 81" and one.tokens_in == 7
+
+
+def test_byte_by_byte_reads_give_one_piece_per_event() -> None:
+    got = pieces(list(range(1, len(STREAM))))
+    assert [p.text for p in got] == ["23 + 58", " = 81", ""]
+
+
+def test_tool_call_deltas_assemble_into_whole_calls() -> None:
+    deltas = [
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "calc", "arguments": ""}},
+        {"index": 0, "function": {"arguments": '{"x": '}},
+        {
+            "index": 1,
+            "id": "b",
+            "type": "function",
+            "function": {"name": "find", "arguments": "{}"},
+        },
+        {"index": 0, "function": {"arguments": "1}"}},
+    ]
+    calls: list[dict] = []
+    for d in deltas:
+        assemble_tool_calls(calls, [d])
+    assert calls == [
+        {"id": "a", "type": "function", "function": {"name": "calc", "arguments": '{"x": 1}'}},
+        {"id": "b", "type": "function", "function": {"name": "find", "arguments": "{}"}},
+    ]
+
+
+def test_whole_calls_become_numbered_deltas() -> None:
+    whole = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    [delta] = tool_call_deltas(whole, first_index=2)
+    assert delta["index"] == 2 and delta["id"] == "c"
+    assert assemble_tool_calls([], [delta]) == whole
