@@ -41,10 +41,13 @@ class TraceIds:
     """Mints and verifies signed trace ids."""
 
     def __init__(self, secret: str) -> None:
-        self._key = hmac.new(secret.encode(), b"flywheel gateway trace id", hashlib.sha256).digest()
+        key = hmac.new(secret.encode(), b"flywheel gateway trace id", hashlib.sha256).digest()
+        self._mac = hmac.new(key, digestmod=hashlib.sha256)  # keyed once; copied per id
 
     def _tag(self, nonce: str) -> str:
-        return hmac.digest(self._key, nonce.encode(), "sha256").hex()[:TAG_HEX]  # one C call
+        mac = self._mac.copy()
+        mac.update(nonce.encode())
+        return mac.hexdigest()[:TAG_HEX]
 
     def new(self) -> str:
         nonce = secrets.token_hex(NONCE_HEX // 2)

@@ -7,6 +7,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -97,7 +99,7 @@ def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
             left -= len(kept[-1])
         fields["contexts"], cut = kept, True
     tool_calls = fields.get("tool_calls")
-    if tool_calls and len(json.dumps(tool_calls, default=str)) > max_chars:
+    if tool_calls and _json_len(tool_calls) > max_chars:
         fields["tool_calls"], cut = [], True
     return cap_messages(fields, max_chars) or cut
 
@@ -115,7 +117,7 @@ def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:
         if isinstance(content, str) and len(content) > max_chars:
             message, cut = {**message, "content": content[:max_chars]}, True
         capped.append(message)
-    while len(json.dumps(capped, default=str)) > 4 * max_chars:
+    while _json_len(capped) > 4 * max_chars:
         first = next((i for i, m in enumerate(capped) if m.get("role") != "system"), None)
         if first is None or first >= len(capped) - 1:
             break
@@ -124,3 +126,8 @@ def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:
     if cut:
         fields["messages"] = capped
     return cut
+
+
+def _json_len(value: Any) -> int:
+    """Characters of ``value`` as JSON (orjson: UTF-8 bytes; a few times cheaper per trace)."""
+    return len(orjson.dumps(value, default=str))

@@ -2,8 +2,8 @@
 
 - Shadow copies and non-returned diverse siblings run as background tasks that the user's
   request never awaits (at most ``MAX_BACKGROUND`` in flight; beyond that they are skipped).
-- Diverse sampling (a ``diverse_fraction`` of routed requests, streamed or not): siblings in
-  parallel, one prompt group; the user gets the answer at their own temperature (or the first
+- Diverse sampling (a ``diverse_fraction`` of routed requests, streamed or not): siblings
+  start once the user's own call has answered (never competing with it), one prompt group; the user gets the answer at their own temperature (or the first
   ``diverse_temperatures`` value when they named none), the siblings run at temperatures
   spread from it (:mod:`infra.gateway.diverse`) and are traced, not returned; siblings
   skipped because too many background calls are in flight are counted in
@@ -136,18 +136,8 @@ class Gateway:
                 self.shadow(req, version=decision.shadow_version, params=params, pairing=pairing_id)
             )
         prompt_group = uuid.uuid4().hex
-        if diverse:  # siblings run beside the user's call, streamed or not, never awaited
-            for temp in temperatures[1:]:
-                sibling = replace(params, temperature=temp)
-                spawned = self.spawn(
-                    self.sibling(
-                        req, decision=decision, params=sibling, group=prompt_group, started=started
-                    )
-                )
-                if not spawned:
-                    self.recorder.metrics.siblings_skipped.inc()
         if req.stream:
-            return await stream_chat(
+            response = await stream_chat(
                 req,
                 pool=self.pool,
                 recorder=self.recorder,
@@ -157,14 +147,32 @@ class Gateway:
                 prompt_group=prompt_group,
                 pairing_id=pairing_id,
             )
-        return await self.answer(
-            req,
-            decision=decision,
-            params=params,
-            started=started,
-            prompt_group=prompt_group,
-            pairing_id=pairing_id,
-        )
+        else:
+            response = await self.answer(
+                req,
+                decision=decision,
+                params=params,
+                started=started,
+                prompt_group=prompt_group,
+                pairing_id=pairing_id,
+            )
+        if diverse:
+            # siblings start once the user's own call has answered (its reply goes out before
+            # they run): they never compete with it; never awaited
+            for temp in temperatures[1:]:
+                sibling = replace(params, temperature=temp)
+                spawned = self.spawn(
+                    self.sibling(
+                        req,
+                        decision=decision,
+                        params=sibling,
+                        group=prompt_group,
+                        started=time.perf_counter(),
+                    )
+                )
+                if not spawned:
+                    self.recorder.metrics.siblings_skipped.inc()
+        return response
 
     async def answer(
         self,
