@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from infra.errors import SourceError, TransientSourceError
+from infra.traces.langfuse_http import LangfuseHttp
 
 log = logging.getLogger(__name__)
 _BATCH = 100
@@ -34,7 +35,7 @@ class LangfuseDeletion:
     scores_deleted: int = 0
 
 
-class LangfuseEraser:
+class LangfuseEraser(LangfuseHttp):
     """Deletes traces and scores through Langfuse's public API (Basic auth with the keys)."""
 
     def __init__(
@@ -69,15 +70,6 @@ class LangfuseEraser:
             retries=lf.page_retries,
             timeout_s=lf.timeout_s,
         )
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> LangfuseEraser:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- finding ----------------------------------------------------------------------------
     def traces(self, **query: Any) -> Iterator[dict[str, Any]]:

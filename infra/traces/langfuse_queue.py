@@ -15,11 +15,12 @@ from urllib.parse import quote
 import httpx
 
 from infra.errors import SourceError, TransientSourceError
+from infra.traces.langfuse_http import LangfuseHttp
 
 log = logging.getLogger(__name__)
 
 
-class LangfuseReviewQueue:
+class LangfuseReviewQueue(LangfuseHttp):
     """One annotation queue."""
 
     def __init__(
@@ -35,9 +36,6 @@ class LangfuseReviewQueue:
         self.url = f"{host.rstrip('/')}/api/public/annotation-queues/{quote(queue_id, safe='')}"
         self.page_size = page_size
         self._http = httpx.Client(timeout=timeout_s, auth=httpx.BasicAuth(public_key, secret_key))
-
-    def close(self) -> None:
-        self._http.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

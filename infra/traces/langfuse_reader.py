@@ -39,6 +39,7 @@ import pydantic
 
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
 from infra.settings_reward import FeedbackSettings
+from infra.traces.langfuse_http import LangfuseHttp
 from infra.traces.mapping import (
     META_CONTEXTS,
     META_LOGPROBS,
@@ -61,7 +62,7 @@ _UNAVAILABLE = (404, 501)
 _RETRIABLE_4XX = (408, 409, 425, 429)
 
 
-class LangfuseSource:
+class LangfuseSource(LangfuseHttp):
     """Reads a window of traces and their feedback scores from Langfuse's public API."""
 
     def __init__(
@@ -115,15 +116,6 @@ class LangfuseSource:
             feedback_lookahead_hours=settings.feedback_lookahead_hours,
             feedback=settings.feedback,
         )
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> LangfuseSource:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the TraceSource protocol -----------------------------------------------------------
     def read_window(self, start: datetime, end: datetime) -> WindowBatch:
