@@ -57,15 +57,22 @@ def scratch_dir(root: Path) -> Iterator[Path]:
 
 def is_demo_model(base_dir: Path) -> bool:
     """Whether ``base_dir`` is (an adapter on) the embedded demo model: the GPT-2 that
-    ``flywheel bootstrap`` trains itself. Every other base model trains LoRA adapters unless
-    ``FLYWHEEL_TRAIN__USE_LORA`` says otherwise."""
+    ``flywheel bootstrap`` trains itself, or a whole checkpoint flywheel trained from it (a
+    promoted demo candidate is the next cycle's base: it trains whole too, as its parent did).
+    Every other base model trains LoRA adapters unless ``FLYWHEEL_TRAIN__USE_LORA`` says
+    otherwise."""
     root = root_dir(base_dir)
     try:
-        source = json.loads((root / "lineage.json").read_text()).get("source")
+        lineage = json.loads((root / "lineage.json").read_text())
         model_type = json.loads((root / "config.json").read_text()).get("model_type")
     except (OSError, ValueError):
         return False
-    return bool(source == "trained" and model_type == "gpt2")
+    if model_type != "gpt2":
+        return False
+    if lineage.get("source") == "trained":  # bootstrap's own
+        return True
+    trained_whole = (lineage.get("hyperparameters") or {}).get("use_lora") is False
+    return bool(lineage.get("base_version") and trained_whole)
 
 
 def evaluate_golden_dirs(

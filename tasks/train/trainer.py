@@ -202,6 +202,7 @@ def _save(trainer: Any, tok: Any, out: Path, *, config: TrainConfig, root: str) 
     final = trainer.accelerator.unwrap_model(trainer.model)
     if config.use_lora and config.lora_output == "adapter":
         final.save_pretrained(str(out), safe_serialization=True)  # adapter weights only
+        (out / "README.md").unlink(missing_ok=True)  # peft's blank card; ours: model_card.yaml
         write_adapter_base(out, root)
     else:
         if config.use_lora:

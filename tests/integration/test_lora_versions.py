@@ -87,6 +87,7 @@ def test_an_adapter_version_publishes_fetches_and_serves_on_its_base(
     files = {p.name for p in out.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "base_model.json"} <= files
     assert not any(name.startswith("model") and name.endswith(".safetensors") for name in files)
+    assert "README.md" not in files  # no blank peft card beside flywheel's model_card.yaml
     assert adapter_base(out) == "v0"
     targets = json.loads((out / "adapter_config.json").read_text())["target_modules"]
     assert {"q_proj", "v_proj", "down_proj"} <= set(targets)  # every linear layer, short names
