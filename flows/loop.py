@@ -344,13 +344,14 @@ def loop_report(summary: LoopSummary) -> str:
 
 
 def not_promoted(summary: LoopSummary) -> str | None:
-    """Why the loop did not improve the model (a cycle ended without promoting its candidate),
-    or ``None`` when every cycle promoted one: ``flywheel run`` then exits 0."""
+    """Why the loop did not work, or ``None`` (``flywheel run`` then exits 0): every cycle must
+    train a candidate and the first must promote it. A later candidate held or rolled back is
+    the release doing its job at the plateau the cycles report shows, not a failure."""
     for c in summary.cycles:
-        if c.outcome == "promoted":
-            continue
         if not c.candidate:
             return f"cycle {c.cycle}: no candidate to release ({c.train_status})"
-        why = f" ({'; '.join(c.reasons)})" if c.reasons else ""
-        return f"cycle {c.cycle}: candidate {c.candidate} was not promoted: {c.outcome}{why}"
-    return None
+    first = summary.cycles[0] if summary.cycles else None
+    if first is None or first.outcome == "promoted":
+        return None
+    why = f" ({'; '.join(first.reasons)})" if first.reasons else ""
+    return f"cycle 1: candidate {first.candidate} was not promoted: {first.outcome}{why}"

@@ -207,3 +207,9 @@ def test_not_promoted_names_the_first_cycle_that_did_not_improve() -> None:
     assert not_promoted(loop(good, skipped)) == (
         "cycle 2: no candidate to release (skipped: 12 pairs < minimum 50)"
     )
+    plateau = CycleSummary(
+        cycle=2, baseline="v1", candidate="v2", outcome="held", reasons=["not better"]
+    )
+    assert not_promoted(loop(good, plateau)) is None  # the plateau the report shows
+    held = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="held", reasons=["p=0.4"])
+    assert not_promoted(loop(held, good)) == "cycle 1: candidate v1 was not promoted: held (p=0.4)"
