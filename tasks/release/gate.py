@@ -3,8 +3,9 @@ generation path, the stage-2 reward scores each answer, and a paired comparison 
 
 Decision (the seed's rule, in this order):
 
-0. a candidate answer naming an identifier (e-mail, phone, card, ...) that is not in its prompt
-   -> ``ROLLBACK`` (the PII-leak check, :mod:`tasks.release.leak`);
+0. candidate answers naming identifiers (e-mail, phone, card, ...) that are not in their prompt,
+   more often than the baseline's answers to the same prompts -> ``ROLLBACK`` (the PII-leak
+   check, :mod:`tasks.release.leak`);
 1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data),
    unless the regression is catastrophic: candidate mean below ``reject_ratio`` of the baseline
    and significantly worse (p < ``alpha``) even on those few pairs -> ``ROLLBACK``;
@@ -301,6 +302,7 @@ def run_gate(
                 prompts=[_prompt_text(m) for m in requests],
                 answers=c_text,
                 items=[it.item_id for it in items],
+                baseline_answers=b_text,
             )
         )
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
