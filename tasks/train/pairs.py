@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.local_lm import extract_question, render_prompt
+from infra.local_lm import PROMPT_FORMAT, extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks import domain
@@ -101,10 +101,16 @@ def example_messages(row: dict[str, Any]) -> Messages:
     return [{"role": "user", "content": row.get("question") or ""}]
 
 
+DEMO_ANSWER_CUE = PROMPT_FORMAT.rsplit("}", 1)[1].strip()  # "A:"
+
+
 def completion_text(prompt: str, answer: str) -> str:
-    """The answer as the completion that follows ``prompt``."""
+    """The answer as the completion that follows ``prompt``: after the demo format's ``A:``
+    one space (what it was pre-trained on); after a chat template's generation prompt (which
+    ends in the assistant header, ``<|assistant|>`` or a newline) the answer itself, as the
+    model was pre-trained and as the server generates it."""
     answer = answer.strip()
-    return answer if not prompt or prompt[-1].isspace() else f" {answer}"
+    return f" {answer}" if prompt.endswith(DEMO_ANSWER_CUE) else answer
 
 
 def normalize_question(text: str) -> str:
