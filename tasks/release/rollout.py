@@ -327,8 +327,8 @@ def judge_shadow(
         prompts = ["\n".join([r.question, *r.contexts]) for r in shadow]
         items = [r.trace_id for r in shadow]
         leaks = find_leaks(pii, prompts=prompts, answers=[r.answer for r in shadow], items=items)
-        stable = [s.answer for s, _ in pairs]  # the stable model on the same requests
-        base = find_leaks(pii, prompts=prompts, answers=stable, items=items)
+        said = [s.answer for s, _ in pairs]  # the stable model on the same requests
+        base = find_leaks(pii, prompts=prompts, answers=said, items=items)
         check = leak_check_result(leaks, total=len(shadow), where="shadow answers", baseline=base)
         evidence["pii_leak"] = check.as_dict()
         if check.status == "fail":
