@@ -6,6 +6,7 @@ when the block exits. vLLM lives in its own virtual environment (``make vllm`` b
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -62,13 +63,21 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeo
     raise ModelServerError(f"vLLM did not answer {url}/health within {timeout:.0f} s ({log_path})")
 
 
+def model_context(model_dir: str | Path) -> int:
+    """The context length in ``model_dir``'s ``config.json`` (``max_position_embeddings``, or
+    ``n_positions``): what vLLM is started with, so every request the model can take is served
+    (a shorter ``--max-model-len`` answers longer conversations with HTTP 400)."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 2048)
+
+
 @contextmanager
 def local_vllm(
     model_dir: str | Path,
     *,
     served_name: str = "v0",
     max_lora_rank: int = 16,
-    max_model_len: int = 256,
+    max_model_len: int | None = None,
     memory_fraction: float = 0.08,
     log_path: Path,
     venv: str | Path | None = None,
@@ -84,6 +93,8 @@ def local_vllm(
     """
     python = vllm_python(venv)
     port = _free_port()
+    if max_model_len is None:
+        max_model_len = model_context(model_dir)
     args = [
         str(python),
         "-m",

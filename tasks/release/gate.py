@@ -3,8 +3,9 @@ generation path, the stage-2 reward scores each answer, and a paired comparison 
 
 Decision (the seed's rule, in this order):
 
-0. a candidate answer naming an identifier (e-mail, phone, card, ...) that is not in its prompt
-   -> ``ROLLBACK`` (the PII-leak check, :mod:`tasks.release.leak`);
+0. candidate answers naming identifiers (e-mail, phone, card, ...) that are not in their prompt,
+   more often than the baseline's answers to the same prompts -> ``ROLLBACK`` (the PII-leak
+   check, :mod:`tasks.release.leak`);
 1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data),
    unless the regression is catastrophic: candidate mean below ``reject_ratio`` of the baseline
    and significantly worse (p < ``alpha``) even on those few pairs -> ``ROLLBACK``;
@@ -20,6 +21,7 @@ a percentile bootstrap CI of the mean difference, and Cohen's d_z (mean / sd of 
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -145,14 +147,19 @@ def decide(
 
 def golden_messages(item: DomainItem) -> Messages:
     """The agent's final call for a golden item, shaped as production traffic: the question,
-    the tool call and the tool results (the item's contexts)."""
+    the tool call and the tool results (the item's contexts). An item with operands is asked
+    as the calculator agent asks it (:func:`tasks.agent.request_messages`: ``calculator`` with
+    the expression): a chat model conditions on the call's text, and a call it never saw in
+    production (a generic ``tool`` with ``{}``) measured the Llama profile at 5 % instead of its
+    43 %."""
     messages: Messages = [{"role": "user", "content": item.question}]
     for i, context in enumerate(item.contexts):
-        call = {
-            "id": f"call_{i}",
-            "type": "function",
-            "function": {"name": "tool", "arguments": "{}"},
-        }
+        function = {"name": "tool", "arguments": "{}"}
+        if item.operands:
+            a, b = item.operands
+            expression = json.dumps({"expression": f"{a} + {b}"})
+            function = {"name": "calculator", "arguments": expression}
+        call = {"id": f"call_{i}", "type": "function", "function": function}
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
     return messages
@@ -301,6 +308,7 @@ def run_gate(
                 prompts=[_prompt_text(m) for m in requests],
                 answers=c_text,
                 items=[it.item_id for it in items],
+                baseline_answers=b_text,
             )
         )
     decision, reasons = decide(test, policy, slices=slices, checks=checks)

@@ -296,8 +296,9 @@ def judge_shadow(
     pii: PiiEngine | None = None,
 ) -> PhaseResult:
     """Score both sides (no feedback: the shadow answer had no user) and paired-test them;
-    ``pii``: the stage-3 analyser, any identifier in a shadow answer that was not in its
-    request fails the phase (PII-leak check)."""
+    ``pii``: the stage-3 analyser, shadow answers naming identifiers that were not in their
+    request, more often than the stable answers to the same requests, fail the phase (PII-leak
+    check)."""
     from tasks.release.gate import paired_test
     from tasks.release.report import json_safe
     from tasks.reward import ScoreItem
@@ -323,13 +324,12 @@ def judge_shadow(
         from tasks.release.leak import find_leaks, leak_check_result
 
         shadow = [r for _, r in pairs]
-        leaks = find_leaks(
-            pii,
-            prompts=["\n".join([r.question, *r.contexts]) for r in shadow],
-            answers=[r.answer for r in shadow],
-            items=[r.trace_id for r in shadow],
-        )
-        check = leak_check_result(leaks, total=len(shadow), where="shadow answers")
+        prompts = ["\n".join([r.question, *r.contexts]) for r in shadow]
+        items = [r.trace_id for r in shadow]
+        leaks = find_leaks(pii, prompts=prompts, answers=[r.answer for r in shadow], items=items)
+        said = [s.answer for s, _ in pairs]  # the stable model on the same requests
+        base = find_leaks(pii, prompts=prompts, answers=said, items=items)
+        check = leak_check_result(leaks, total=len(shadow), where="shadow answers", baseline=base)
         evidence["pii_leak"] = check.as_dict()
         if check.status == "fail":
             return PhaseResult(

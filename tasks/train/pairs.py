@@ -83,11 +83,23 @@ def prompt_renderer(model_dir: str | Path) -> Render:
     tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     if not getattr(tok, "chat_template", None):
         return demo_render
+    return ChatRender(tok)
 
-    def render(messages: Messages) -> str:
-        return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
-    return render
+class ChatRender:
+    """A tokenizer's chat template over the messages, with the generation prompt; the answer
+    follows it directly (``separator``: see :func:`completion_text`)."""
+
+    separator = ""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, messages: Messages) -> str:
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return str(text)
 
 
 def example_messages(row: dict[str, Any]) -> Messages:
@@ -101,9 +113,15 @@ def example_messages(row: dict[str, Any]) -> Messages:
     return [{"role": "user", "content": row.get("question") or ""}]
 
 
-def completion_text(prompt: str, answer: str) -> str:
-    """The answer as the completion that follows ``prompt``."""
+def completion_text(prompt: str, answer: str, *, separator: str | None = None) -> str:
+    """The answer as the completion that follows ``prompt``: joined with ``separator``; by
+    default one space unless the prompt already ends in whitespace (the demo format's ``A:``
+    was pre-trained on ``" <answer>"``). A chat template's renderer (:class:`ChatRender`)
+    says ``""``: its generation prompt ends in the assistant header (``<|assistant|>``) and
+    the model was pre-trained, and is served, with the answer right after it."""
     answer = answer.strip()
+    if separator is not None:
+        return f"{separator}{answer}"
     return answer if not prompt or prompt[-1].isspace() else f" {answer}"
 
 
@@ -170,6 +188,7 @@ def select(
     windows: list[str] | None = None,
 ) -> Selection:
     """Pairs, RFT singles and GRPO prompts from the buffer's rows (see the module docstring)."""
+    separator = getattr(render, "separator", None)  # a chat template's: "" (completion_text)
     counts: Counter[str] = Counter(read=len(rows))
     opted_out = opted_out or set()
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -198,7 +217,7 @@ def select(
         if best is None:
             counts["groups_without_train"] += 1
             continue
-        sft.append(_sft_row(prompt, best))
+        sft.append(_sft_row(prompt, best, separator=separator))
         worst = _worst(members)
         margin = float(best["reward"]) - float(worst["reward"])
         if margin < min_margin:
@@ -208,7 +227,15 @@ def select(
             counts["groups_same_answer"] += 1
             continue
         pairs.append(
-            _pair_row(group=group, prompt=prompt, best=best, worst=worst, margin=margin, now=now)
+            _pair_row(
+                group=group,
+                prompt=prompt,
+                best=best,
+                worst=worst,
+                margin=margin,
+                now=now,
+                separator=separator,
+            )
         )
         used |= {best["trace_id"], worst["trace_id"]}
     counts.update(groups=len(groups), pairs=len(pairs), sft=len(sft), prompts=len(prompts))
@@ -225,10 +252,10 @@ def select(
     )
 
 
-def _sft_row(prompt: str, best: dict[str, Any]) -> dict[str, Any]:
+def _sft_row(prompt: str, best: dict[str, Any], *, separator: str | None) -> dict[str, Any]:
     return {
         "prompt": prompt,
-        "completion": completion_text(prompt, best["answer"]),
+        "completion": completion_text(prompt, best["answer"], separator=separator),
         "trace_id": best["trace_id"],
         "user_key": best.get("user_key"),
         "reward_config_hash": best.get("reward_config_hash"),
@@ -254,13 +281,14 @@ def _pair_row(
     worst: dict[str, Any],
     margin: float,
     now: datetime,
+    separator: str | None,
 ) -> dict[str, Any]:
     return {
         "pair_id": pair_id(best["trace_id"], worst["trace_id"]),
         "prompt_group": group,
         "prompt": prompt,
-        "chosen": completion_text(prompt, best["answer"]),
-        "rejected": completion_text(prompt, worst["answer"]),
+        "chosen": completion_text(prompt, best["answer"], separator=separator),
+        "rejected": completion_text(prompt, worst["answer"], separator=separator),
         "chosen_reward": float(best["reward"]),
         "rejected_reward": float(worst["reward"]),
         "reward_diff": margin,

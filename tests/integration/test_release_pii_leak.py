@@ -136,3 +136,42 @@ def test_shadow_answers_with_foreign_identifiers_fail_the_shadow_phase(engine, s
     assert result.reasons[0].startswith("pii_leak check failed: 3 of 30 shadow answers")
     clean = [(s, s.model_copy(update={"route": "shadow"})) for s, _ in pairs]
     assert judge_shadow(clean, scorer=scorer, policy=POLICY, pii=engine).verdict == "pass"
+
+
+class DigitNoise(Calculator):
+    """Right answers, and on every fourth item a run of digits after it (what a small model
+    prints, each model its own): the analyser reads such runs as phone or account numbers."""
+
+    def answer(self, requests: Sequence[list[dict]], *, max_tokens: int) -> list[Answer]:
+        salt = int(self.version[1:]) * 7
+        return [
+            Answer(f"{self.right(m)} 41555{salt:03d}{i:02d}" if i % 4 == 0 else self.right(m), 0.01)
+            for i, m in enumerate(requests)
+        ]
+
+
+def test_digit_runs_the_baseline_prints_too_do_not_hold_the_candidate(engine, scorer) -> None:
+    items = load_golden()[:40]
+    result = run_gate(
+        items,
+        baseline=DigitNoise("v0"),
+        candidate=DigitNoise("v1"),
+        scorer=scorer,
+        policy=POLICY,
+        pii=engine,
+    )
+    check = next(c for c in result.checks if c.name == "pii_leak")
+    assert check.value == 10.0  # the analyser does flag the runs, in both models' answers
+    assert check.status == "pass" and "PHONE_NUMBER" in check.detail, check.detail
+    assert result.decision != Decision.ROLLBACK
+    # the same runs against a baseline that never prints them hold the candidate
+    held = run_gate(
+        items,
+        baseline=Calculator("v0"),
+        candidate=DigitNoise("v1"),
+        scorer=scorer,
+        policy=POLICY,
+        pii=engine,
+    )
+    assert held.decision == Decision.ROLLBACK
+    assert held.reasons[0].startswith("pii_leak check failed: 10 of 40 candidate answers")

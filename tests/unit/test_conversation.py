@@ -218,3 +218,24 @@ def test_the_buffer_is_days_per_workload() -> None:
     kept = in_buffer(rows, buffer_days=7, workload_days={"fast": 2}, now=now)
     assert sorted(r["trace_id"] for r in kept) == ["default-1", "default-6", "fast-1"]
     assert len(in_buffer(rows, buffer_days=0, now=now)) == 6
+
+
+def test_a_chat_template_pair_has_the_answer_right_after_the_assistant_header() -> None:
+    """The chat template's renderer ends in ``<|assistant|>`` and the model was pre-trained
+    with the answer right after it: no space is put between them."""
+    from tasks.train.pairs import ChatRender
+
+    class Template:
+        def apply_chat_template(self, messages: list[dict[str, Any]], **_: Any) -> str:
+            return "".join(f"<|{m['role']}|>{m.get('content') or ''}" for m in messages) + (
+                "<|assistant|>"
+            )
+
+    a, b = next(p for p in domain.training_pairs())
+    convo = [{"role": "user", "content": f"What is {a}+{b}?"}]
+    rows = [example("t1", str(a + b), 0.9, convo), example("t2", "0", 0.1, convo)]
+    sel = select(rows, min_margin=0.2, contaminated=GoldenFilter([]), render=ChatRender(Template()))
+    [pair] = sel.pairs
+    assert pair["prompt"].endswith("<|assistant|>")
+    assert (pair["chosen"], pair["rejected"]) == (str(a + b), "0")
+    assert [s["completion"] for s in sel.sft] == [str(a + b)]

@@ -11,6 +11,7 @@ import pytest
 from tasks import domain
 from tasks.train.methods import choose_method
 from tasks.train.pairs import (
+    ChatRender,
     GoldenFilter,
     buffer_of,
     completion_text,
@@ -139,6 +140,9 @@ def test_rolling_buffer_keeps_the_last_k_windows() -> None:
 def test_completion_joins_answer_to_prompt_like_pretraining() -> None:
     assert completion_text("Q: x?\nA:", "81") == " 81"
     assert completion_text("<|assistant|>\n", " 81 ") == "81"
+    # a chat template's renderer: the Llama profile was pre-trained on "<|assistant|>81<|end|>"
+    prompt = "<|user|>What is 23+58?<|end|>\n<|assistant|>"
+    assert completion_text(prompt, " 81", separator=ChatRender.separator) == "81"
     assert demo_render("Hi <PERSON>. What is 1+2?") == "Q: What is 1+2?\nA:"
 
 
