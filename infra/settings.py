@@ -317,6 +317,8 @@ class Settings(BaseSettings):
     user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
     base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
     profile: Literal["demo", "llama"] = "demo"  # the embedded base model bootstrap builds
+    # share of the demo v0's pre-training answers that hedge ("81 or 82"); 0: none (default)
+    bootstrap_hedge_share: float = Field(default=0.0, ge=0, le=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
     eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
     task_runner: Literal["threads", "dask", "ray"] = "threads"

@@ -18,7 +18,7 @@ import platform
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +27,12 @@ import yaml
 
 from infra import models
 from infra.errors import ConfigError, ObjectNotFound
-from infra.local_lm import LocalLM, intra_op_threads, render_prompt
+from infra.local_lm import LocalLM, intra_op_threads
 from infra.progress import report_progress
 from tasks import domain
 from tasks.bootstrap_card import base_model_card
 from tasks.llama_profile import agent_messages
+from tasks.pretrain_step import train_step
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -68,6 +69,11 @@ class BootstrapConfig:
     min_steps: int = 200
     eval_every: int = 25
     dev_items: int = 200
+    # Real chat models sometimes hedge ("81 or 82"): this share of pre-training answers is
+    # such a hedge (the right number and a neighbour, in random order). 0 (the default) adds
+    # none; the exploitable-judge demo sets it (FLYWHEEL_BOOTSTRAP_HEDGE_SHARE) so that a
+    # judge fooled by hedges has something to reward (tests/e2e/test_exploitable_judge.py).
+    hedge_share: float = 0.0
 
     @classmethod
     def for_profile(cls, profile: str) -> BootstrapConfig:
@@ -155,35 +161,6 @@ def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
     return model
 
 
-def training_text(item: domain.DomainItem, tokenizer: Any = None) -> tuple[str, str]:
-    """(prompt, completion) exactly as the gateway will prompt the model: the tokenizer's chat
-    template when it has one (the llama profile), else the demo prompt."""
-    if getattr(tokenizer, "chat_template", None):
-        from tasks.llama_profile import training_prompt
-
-        return training_prompt(item, tokenizer), item.reference
-    return render_prompt([{"role": "user", "content": item.question}]), f" {item.reference}"
-
-
-def _batch(tokenizer: Any, items: list[domain.DomainItem]) -> tuple[Any, Any]:
-    """Right-padded (input ids, labels) with the loss on the answer only. Right padding needs
-    no attention mask under a causal model (no real token attends to a later pad), which
-    saves building one; pads use the EOS id and are excluded from the loss."""
-    import torch
-
-    rows: list[tuple[list[int], list[int]]] = []
-    for item in items:
-        prompt, completion = training_text(item, tokenizer)
-        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append((p + c, [-100] * len(p) + c))
-    width = max(len(ids) for ids, _ in rows)
-    pad = tokenizer.eos_token_id
-    ids = torch.tensor([r + [pad] * (width - len(r)) for r, _ in rows])
-    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])
-    return ids, labels
-
-
 @dataclass
 class PretrainLog:
     losses: list[float]
@@ -218,7 +195,11 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
         if step % PROGRESS_EVERY == 1:
             _progress(doing, config, done=step - 1)
         model.train()
-        log_.losses.append(_train_step(model, tokenizer, opt, rng, config.batch_size))
+        log_.losses.append(
+            train_step(
+                model, tokenizer, opt, rng, config.batch_size, hedge_share=config.hedge_share
+            )
+        )
         sched.step()
         if step >= config.min_steps and step % config.eval_every == 0:
             model.eval()
@@ -230,23 +211,6 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
                 break
     model.eval()
     return log_
-
-
-def _train_step(model: Any, tokenizer: Any, opt: Any, rng: random.Random, size: int) -> float:
-    import torch
-
-    items = [domain.sample_question(rng) for _ in range(size)]
-    items.sort(key=lambda it: len(it.question))  # two length buckets: little padding
-    opt.zero_grad(set_to_none=True)
-    total = 0.0
-    for chunk in (items[: size // 2], items[size // 2 :]):
-        ids, labels = _batch(tokenizer, chunk)
-        loss = model(input_ids=ids, labels=labels).loss * len(chunk) / size
-        loss.backward()
-        total += float(loss.detach())
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    return total
 
 
 def evaluate_golden(
@@ -268,7 +232,7 @@ def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None =
     """The cache key: everything that changes the bootstrapped model."""
     manifest = domain.verify_manifest()
     payload = {
-        "config": asdict(config),
+        "config": _hashed_config(config),
         "seed": seed,
         "domain": domain.DOMAIN_VERSION,
         "golden": manifest,
@@ -276,6 +240,14 @@ def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None =
         "base_model_path": base_model_path,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _hashed_config(config: BootstrapConfig) -> dict[str, Any]:
+    """The config as hashed: without ``hedge_share`` when off, so default caches stay valid."""
+    out = asdict(config)
+    if not out.get("hedge_share"):
+        out.pop("hedge_share", None)
+    return out
 
 
 def bootstrap_base_model(
@@ -292,7 +264,10 @@ def bootstrap_base_model(
         ConfigError: ``base_model_path`` is set but is not a loadable model directory.
     """
     started = time.perf_counter()
-    config = config or BootstrapConfig.for_profile(settings.profile)
+    if config is None:
+        config = BootstrapConfig.for_profile(settings.profile)
+        if settings.bootstrap_hedge_share:
+            config = replace(config, hedge_share=settings.bootstrap_hedge_share)
     key = input_hash(config, seed, settings.base_model_path)
     cache_root = models.model_cache_root(settings)
     if not force and models.version_exists(store, "v0"):
