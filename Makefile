@@ -75,6 +75,7 @@ prove: $(STAMP)
 
 bench: $(STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
+	$(BIN)/pytest -m bench -s --timeout=3600 tests
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .tools .flywheel
