@@ -3,8 +3,8 @@ module: the Llama profile is bootstrapped as ``v0`` and served by vLLM; ``flywhe
 vllm`` trains a LoRA candidate from the simulated users' traces and releases it through gate ->
 shadow -> canary with traffic through the gateway to vLLM (loaded before the gate, unloaded
 when it is not promoted) to promotion; then a candidate made worse (its adapter weights
-scrambled) is put in canary, the repo's alert rules (Prometheus and Alertmanager binaries) fire
-on the users' thumbs-down, Alertmanager's webhook rolls it back through the gateway, the
+scrambled) is put in canary, one of the repo's candidate alert rules (Prometheus and
+Alertmanager binaries: latency, errors or thumbs-down) fires, Alertmanager's webhook rolls it back through the gateway, the
 rollback flow unloads it from vLLM, and no user request fails; and the prompt the trainer sees
 is token for token what vLLM is sent."""
 
