@@ -390,6 +390,10 @@ def run(ns: argparse.Namespace) -> int:
     from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
     opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
+    if opts.server == "vllm":
+        from flows.loop_server import LLAMA_METHOD
+
+        opts.method = LLAMA_METHOD  # the Llama profile's measured recipe (flows/loop_server.py)
     if ns.requests is not None:
         opts.requests = ns.requests
     with showing_progress():
