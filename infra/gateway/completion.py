@@ -109,6 +109,13 @@ def parse_chunk(payload: bytes | str) -> Completion | None:
 def merge_piece(into: Completion, piece: Completion) -> Completion:
     """``piece`` appended to ``into`` (in place; returns ``into``)."""
     into.text += piece.text
+    into.tool_calls.extend(piece.tool_calls)
+    return merge_meta(into, piece)
+
+
+def merge_meta(into: Completion, piece: Completion) -> Completion:
+    """Everything of ``piece`` but its text and tool calls into ``into``: the finish reason and
+    token counts it names, its logprobs appended (in place; returns ``into``)."""
     into.finish_reason = piece.finish_reason or into.finish_reason
     if piece.tokens_in is not None:
         into.tokens_in = piece.tokens_in
@@ -118,5 +125,4 @@ def merge_piece(into: Completion, piece: Completion) -> Completion:
         into.logprobs = (into.logprobs or []) + piece.logprobs
     if piece.logprob_tokens:
         into.logprob_tokens = (into.logprob_tokens or []) + piece.logprob_tokens
-    into.tool_calls.extend(piece.tool_calls)
     return into

@@ -20,6 +20,7 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
+from infra.gateway.completion import merge_meta
 from infra.gateway.sse import EventStream, assemble_tool_calls, tool_call_deltas
 from infra.gateway.upstreams import Completion, GenParams
 
@@ -108,7 +109,7 @@ async def _relay(
         head = chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
         piece: Completion | None = first
         while piece is not None:
-            _accumulate(total, piece)
+            merge_meta(total, piece)  # text and tool calls are gathered below
             delta: dict[str, object] = {}
             if piece.text:
                 texts.append(piece.text)
@@ -156,14 +157,3 @@ async def _relay(
             prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
-
-
-def _accumulate(total: Completion, piece: Completion) -> None:
-    if piece.finish_reason:
-        total.finish_reason = piece.finish_reason
-    if piece.tokens_in is not None:
-        total.tokens_in = piece.tokens_in
-    if piece.tokens_out is not None:
-        total.tokens_out = piece.tokens_out
-    if piece.logprobs:
-        total.logprobs = (total.logprobs or []) + piece.logprobs
