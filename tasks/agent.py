@@ -4,8 +4,9 @@ and how a plan of requests falls into conversations (a first question and its fo
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from tasks.domain import calculator_call
 
 if TYPE_CHECKING:
     from tasks.domain import DomainItem
@@ -40,16 +41,7 @@ def request_messages(
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {
-                        "name": "calculator",
-                        "arguments": json.dumps({"expression": f"{a} + {b}"}),
-                    },
-                }
-            ],
+            "tool_calls": [calculator_call(a, b, call_id)],
         },
         {"role": "tool", "tool_call_id": call_id, "content": req.item.contexts[0]},
     ]

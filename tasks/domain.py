@@ -86,6 +86,15 @@ class DomainItem:
         )
 
 
+def calculator_call(a: int, b: int, call_id: str) -> dict[str, Any]:
+    """The agent's calculator tool call for ``a + b`` (OpenAI ``tool_calls`` entry)."""
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "calculator", "arguments": json.dumps({"expression": f"{a} + {b}"})},
+    }
+
+
 def calculator_context(a: int, b: int) -> str:
     """What the calculator tool returns for ``a + b`` (the context of every item)."""
     return f"calculator: {a} + {b} = {a + b}"

@@ -13,7 +13,6 @@ rendered over OpenAI chat messages (``tokenizer.apply_chat_template``, which vLL
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -71,15 +70,7 @@ def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> list[dict[str
     the calculator call and its result (as the simulator and the gateway see them)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": item.question}]
     if with_tool and item.operands:
-        a, b = item.operands
-        call = {
-            "id": "call_0",
-            "type": "function",
-            "function": {
-                "name": "calculator",
-                "arguments": json.dumps({"expression": f"{a} + {b}"}),
-            },
-        }
+        call = domain.calculator_call(*item.operands, "call_0")
         messages += [
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_0", "content": item.contexts[0]},

@@ -42,11 +42,9 @@ class Completion:
     logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
 
 
-def choice_logprobs(choice: dict[str, Any]) -> list[float] | None:
-    content = choice_logprob_tokens(choice)
-    if not content:
-        return None
-    return [float(t["logprob"]) for t in content]
+def logprob_values(tokens: list[dict[str, Any]] | None) -> list[float] | None:
+    """The logprob of each entry of :func:`choice_logprob_tokens` (None when there are none)."""
+    return [float(t["logprob"]) for t in tokens] if tokens else None
 
 
 def choice_logprob_tokens(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -99,7 +97,7 @@ def parse_chunk(payload: bytes | str) -> Completion | None:
         text=delta.get("content") or "",
         tokens_in=usage.get("prompt_tokens"),
         tokens_out=usage.get("completion_tokens"),
-        logprobs=[float(t["logprob"]) for t in tokens] if tokens else None,
+        logprobs=logprob_values(tokens),
         finish_reason=choice.get("finish_reason"),
         tool_calls=[c for c in delta.get("tool_calls") or [] if isinstance(c, dict)],
         logprob_tokens=tokens,

@@ -3,7 +3,8 @@
 - Shadow copies and non-returned diverse siblings run as background tasks that the user's
   request never awaits (at most ``MAX_BACKGROUND`` in flight; beyond that they are skipped).
 - Diverse sampling (a ``diverse_fraction`` of routed requests, streamed or not): siblings
-  start once the user's own call has answered (never competing with it), one prompt group; the user gets the answer at their own temperature (or the first
+  start once the user's own call has answered (never competing with it), one prompt group;
+  the user gets the answer at their own temperature (or the first
   ``diverse_temperatures`` value when they named none), the siblings run at temperatures
   spread from it (:mod:`infra.gateway.diverse`) and are traced, not returned; siblings
   skipped because too many background calls are in flight are counted in

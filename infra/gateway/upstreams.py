@@ -19,7 +19,7 @@ from infra.gateway.completion import (
     GenParams,
     Messages,
     choice_logprob_tokens,
-    choice_logprobs,
+    logprob_values,
     read_events,
 )
 
@@ -107,14 +107,15 @@ class HttpUpstream:
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"{self.version}: malformed response") from exc
         usage = data.get("usage") or {}
+        tokens = choice_logprob_tokens(choice)
         return Completion(
             text=message.get("content") or "",
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
-            logprobs=choice_logprobs(choice),
+            logprobs=logprob_values(tokens),
             finish_reason=choice.get("finish_reason") or "stop",
             tool_calls=list(message.get("tool_calls") or []),
-            logprob_tokens=choice_logprob_tokens(choice),
+            logprob_tokens=tokens,
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:

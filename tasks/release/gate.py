@@ -21,7 +21,6 @@ a percentile bootstrap CI of the mean difference, and Cohen's d_z (mean / sd of 
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -34,6 +33,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.answers import Answer, AnswerSource, Messages
 from infra.retries import IO_RETRIES
+from tasks.domain import calculator_call
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
@@ -154,12 +154,15 @@ def golden_messages(item: DomainItem) -> Messages:
     43 %."""
     messages: Messages = [{"role": "user", "content": item.question}]
     for i, context in enumerate(item.contexts):
-        function = {"name": "tool", "arguments": "{}"}
-        if item.operands:
-            a, b = item.operands
-            expression = json.dumps({"expression": f"{a} + {b}"})
-            function = {"name": "calculator", "arguments": expression}
-        call = {"id": f"call_{i}", "type": "function", "function": function}
+        call = (
+            calculator_call(*item.operands, f"call_{i}")
+            if item.operands
+            else {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": "tool", "arguments": "{}"},
+            }
+        )
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
     return messages
