@@ -195,11 +195,8 @@ def _to_annotation_queue(rt: Runtime, trace_ids: list[str]) -> None:
         return
     from infra.traces.langfuse_queue import LangfuseReviewQueue
 
-    lf = rt.settings.langfuse
-    public, secret = lf.credentials("review queue")
-    queue = LangfuseReviewQueue(
-        host=lf.host, public_key=public, secret_key=secret, queue_id=queue_id
-    )
+    connection = LangfuseReviewQueue.connection(rt.settings.langfuse, "review queue")
+    queue = LangfuseReviewQueue(**connection, queue_id=queue_id)
     try:
         push_review_task(queue, trace_ids)
     finally:

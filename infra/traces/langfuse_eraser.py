@@ -61,15 +61,7 @@ class LangfuseEraser(LangfuseHttp):
     def from_settings(cls, settings: Any) -> LangfuseEraser:
         """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
         lf = settings.langfuse
-        public_key, secret_key = lf.credentials("erasure")
-        return cls(
-            host=lf.host,
-            public_key=public_key,
-            secret_key=secret_key,
-            page_size=lf.page_size,
-            retries=lf.page_retries,
-            timeout_s=lf.timeout_s,
-        )
+        return cls(**cls.connection(lf, "erasure"), retries=lf.page_retries)
 
     # -- finding ----------------------------------------------------------------------------
     def traces(self, **query: Any) -> Iterator[dict[str, Any]]:

@@ -104,14 +104,9 @@ class LangfuseSource(LangfuseHttp):
     def from_settings(cls, settings: Any) -> LangfuseSource:
         """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
         lf = settings.langfuse
-        public_key, secret_key = lf.credentials("trace source")
         return cls(
-            host=lf.host,
-            public_key=public_key,
-            secret_key=secret_key,
-            page_size=lf.page_size,
+            **cls.connection(lf, "trace source"),
             page_retries=lf.page_retries,
-            timeout_s=lf.timeout_s,
             max_record_bytes=settings.max_record_bytes,
             feedback_lookahead_hours=settings.feedback_lookahead_hours,
             feedback=settings.feedback,
