@@ -10,9 +10,9 @@ tagger cannot help here: lower-case names tag as common nouns.
 
 from __future__ import annotations
 
-from typing import Any
-
 import regex as re
+
+from tasks.curate.span_recognizer import person_recognizer
 
 _CUE = re.compile(
     r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|its|it's|it’s|im|i'm|i’m|i am|this is|"
@@ -161,34 +161,9 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
 
 
 def lower_name_recognizer() -> type:
-    from presidio_analyzer import LocalRecognizer, RecognizerResult
-
-    class LowerCaseNameRecognizer(LocalRecognizer):
-        """Names in greeting and sign-off positions, any case (see the module)."""
-
-        def __init__(self, supported_language: str = "en") -> None:
-            super().__init__(
-                supported_entities=["PERSON"],
-                supported_language=supported_language,
-                name="LowerCaseNameRecognizer",
-            )
-
-        def load(self) -> None:
-            pass
-
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            return [
-                RecognizerResult(
-                    "PERSON",
-                    start,
-                    end,
-                    0.45,
-                    recognition_metadata={
-                        RecognizerResult.RECOGNIZER_NAME_KEY: "LowerCaseNameRecognizer",
-                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-                    },
-                )
-                for start, end in lower_case_name_spans(text)
-            ]
-
-    return LowerCaseNameRecognizer
+    return person_recognizer(
+        name="LowerCaseNameRecognizer",
+        score=0.45,
+        spans=lambda text, _nlp: lower_case_name_spans(text),
+        doc="Names in greeting and sign-off positions, any case (see the module).",
+    )

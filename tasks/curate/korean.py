@@ -18,6 +18,7 @@ from typing import Any
 import regex as re
 
 from infra.errors import MissingDependencyError
+from tasks.curate.span_recognizer import person_recognizer
 
 HANGUL = re.compile(r"[\p{Hangul}]")
 # the 60 most frequent surnames cover >99 % of Koreans; two-syllable ones first
@@ -184,36 +185,9 @@ def korean_name_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _kiwi_name_recognizer() -> type:
-    from presidio_analyzer import LocalRecognizer, RecognizerResult
-
-    class KoreanNameRecognizer(LocalRecognizer):
-        """Korean person names (see :func:`korean_name_spans`)."""
-
-        def __init__(self, supported_language: str = "ko") -> None:
-            super().__init__(
-                supported_entities=["PERSON"],
-                supported_language=supported_language,
-                name="KoreanNameRecognizer",
-            )
-
-        def load(self) -> None:
-            pass
-
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            if "PERSON" not in entities or not has_hangul(text):
-                return []
-            return [
-                RecognizerResult(
-                    "PERSON",
-                    start,
-                    end,
-                    0.6,
-                    recognition_metadata={
-                        RecognizerResult.RECOGNIZER_NAME_KEY: "KoreanNameRecognizer",
-                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-                    },
-                )
-                for start, end in sorted(set(korean_name_spans(text)))
-            ]
-
-    return KoreanNameRecognizer
+    return person_recognizer(
+        name="KoreanNameRecognizer",
+        score=0.6,
+        spans=lambda text, _nlp: sorted(set(korean_name_spans(text))) if has_hangul(text) else [],
+        doc="Korean person names (see :func:`korean_name_spans`).",
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from tasks.curate.greetings import lower_name_recognizer
+from tasks.curate.span_recognizer import person_recognizer
 
 _CARD = r"(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
@@ -168,44 +169,23 @@ class _Span:
 
 
 def _name_fallback_recognizer() -> type:
-    from presidio_analyzer import LocalRecognizer, RecognizerResult
-
-    class NameFallbackRecognizer(LocalRecognizer):
-        """Names the small spaCy model misses: a PERSON span grown over adjacent proper
+    return person_recognizer(
+        name="NameFallbackRecognizer",
+        score=0.5,
+        spans=_fallback_name_spans,
+        doc="""Names the small spaCy model misses: a PERSON span grown over adjacent proper
         nouns ("Sig. <Gianfranco Pezzali>"), runs of two or more capitalised proper nouns,
-        and a capitalised word after a self-introduction cue ("I'm", "regards,")."""
+        and a capitalised word after a self-introduction cue ("I'm", "regards,").""",
+    )
 
-        def __init__(self, supported_language: str = "en") -> None:
-            super().__init__(
-                supported_entities=["PERSON"],
-                supported_language=supported_language,
-                name="NameFallbackRecognizer",
-            )
 
-        def load(self) -> None:
-            pass
-
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            spans = [(m.start(1), m.end(1)) for m in _NAME_CUE.finditer(text)]
-            doc = getattr(nlp_artifacts, "tokens", None)
-            if doc is not None and len(doc) and hasattr(doc, "ents"):
-                spans = [_grow_chars(doc, start, end) for start, end in spans]
-                spans += _propn_spans(doc, nlp_artifacts.entities)
-            return [
-                RecognizerResult(
-                    "PERSON",
-                    start,
-                    end,
-                    0.5,
-                    recognition_metadata={
-                        RecognizerResult.RECOGNIZER_NAME_KEY: "NameFallbackRecognizer",
-                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-                    },
-                )
-                for start, end in spans
-            ]
-
-    return NameFallbackRecognizer
+def _fallback_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
+    spans = [(m.start(1), m.end(1)) for m in _NAME_CUE.finditer(text)]
+    doc = getattr(nlp_artifacts, "tokens", None)
+    if doc is not None and len(doc) and hasattr(doc, "ents"):
+        spans = [_grow_chars(doc, start, end) for start, end in spans]
+        spans += _propn_spans(doc, nlp_artifacts.entities)
+    return spans
 
 
 def _is_name_token(token: Any) -> bool:

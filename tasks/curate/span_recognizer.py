@@ -1,0 +1,46 @@
+"""One shape for flywheel's own PERSON recognisers (English fallback, any-case greetings,
+Korean names): a Presidio ``LocalRecognizer`` that reports the spans a function finds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Spans = Callable[[str, Any], Iterable[tuple[int, int]]]  # (text, nlp_artifacts) -> spans
+
+
+def person_recognizer(*, name: str, score: float, spans: Spans, doc: str) -> type:
+    """A recognizer class named ``name`` (its constructor takes ``supported_language``) that
+    reports each span of ``spans(text, nlp_artifacts)`` as ``PERSON`` at ``score``."""
+    from presidio_analyzer import LocalRecognizer, RecognizerResult
+
+    class SpanRecognizer(LocalRecognizer):
+        __doc__ = doc
+
+        def __init__(self, supported_language: str = "en") -> None:
+            super().__init__(
+                supported_entities=["PERSON"], supported_language=supported_language, name=name
+            )
+
+        def load(self) -> None:
+            pass
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            if "PERSON" not in entities:
+                return []
+            return [
+                RecognizerResult(
+                    "PERSON",
+                    start,
+                    end,
+                    score,
+                    recognition_metadata={
+                        RecognizerResult.RECOGNIZER_NAME_KEY: name,
+                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
+                    },
+                )
+                for start, end in spans(text, nlp_artifacts)
+            ]
+
+    SpanRecognizer.__name__ = SpanRecognizer.__qualname__ = name
+    return SpanRecognizer
