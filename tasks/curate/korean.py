@@ -12,13 +12,13 @@ kiwipiepy is a :class:`MissingDependencyError` naming the packages.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import regex as re
 
 from infra.errors import MissingDependencyError
-from tasks.curate.span_recognizer import person_recognizer
+from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer
 
 HANGUL = re.compile(r"[\p{Hangul}]")
 # the 60 most frequent surnames cover >99 % of Koreans; two-syllable ones first
@@ -116,13 +116,7 @@ def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
 
     load_kiwi()  # fail at engine construction, naming the package, not mid-batch
 
-    def pattern(entity: str, regex: str, score: float, name: str) -> Any:
-        return PatternRecognizer(
-            supported_entity=entity,
-            name=name,
-            supported_language=language,
-            patterns=[Pattern(name, regex, score)],
-        )
+    pattern = partial(pattern_recognizer, language=language)
 
     class RrnShapeRecognizer(PatternRecognizer):
         """Any 6+7 digit shape: a valid check digit scores 1.0, an invalid one stays a

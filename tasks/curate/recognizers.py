@@ -8,13 +8,13 @@ fallback for the names the small spaCy model misses, and the custom patterns fro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from tasks.curate.greetings import lower_name_recognizer
-from tasks.curate.span_recognizer import person_recognizer
+from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer
 
 _CARD = r"(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
@@ -85,13 +85,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         def validate_result(self, pattern_text: str) -> bool:
             return luhn_ok(pattern_text)
 
-    def pattern(entity: str, regex: str, score: float, name: str) -> Any:
-        return PatternRecognizer(
-            supported_entity=entity,
-            name=name,
-            supported_language=language,
-            patterns=[Pattern(name, regex, score)],
-        )
+    pattern = partial(pattern_recognizer, language=language)
 
     lang: dict[str, Any] = {"supported_language": language}
     common = [

@@ -1,5 +1,6 @@
-"""One shape for flywheel's own PERSON recognisers (English fallback, any-case greetings,
-Korean names): a Presidio ``LocalRecognizer`` that reports the spans a function finds."""
+"""The shapes of flywheel's own Presidio recognisers: one regex as an entity
+(:func:`pattern_recognizer`), and the PERSON recognisers (English fallback, any-case
+greetings, Korean names) as a ``LocalRecognizer`` that reports the spans a function finds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 Spans = Callable[[str, Any], Iterable[tuple[int, int]]]  # (text, nlp_artifacts) -> spans
+
+
+def pattern_recognizer(entity: str, regex: str, score: float, name: str, *, language: str) -> Any:
+    """``entity`` wherever ``regex`` matches, at ``score``, for ``language``."""
+    from presidio_analyzer import Pattern, PatternRecognizer
+
+    return PatternRecognizer(
+        supported_entity=entity,
+        name=name,
+        supported_language=language,
+        patterns=[Pattern(name, regex, score)],
+    )
 
 
 def person_recognizer(*, name: str, score: float, spans: Spans, doc: str) -> type:
