@@ -5,7 +5,9 @@ mirrored pair (same ``pairing_id``, routes ``stable`` and ``shadow`` in the trac
 with the stage-2 reward and paired-tested. The golden gate already showed an improvement, so
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
 its mean is below ``reject_ratio`` of the stable mean or significantly worse (p < alpha), and
-proceeds to the canary otherwise.
+proceeds to the canary otherwise. As at the gate, on fewer than ``min_samples`` pairs (when
+``min_shadow_pairs`` is set lower) a mean below ``reject_ratio`` fails only when it is also
+significant: a few answers either way are not evidence.
 
 Canary: each step sets the candidate's weight, waits ``analysis_interval_s`` and compares the
 candidate (this step) with the stable version (since the canary began, so a 100 % step still
@@ -337,7 +339,12 @@ def judge_shadow(
                 reasons=[f"pii_leak check failed: {check.detail}"],
                 evidence=evidence,
             )
-    if test.mean_candidate < policy.reject_ratio * test.mean_baseline:
+    # the gate's small-sample rule: on fewer than min_samples pairs a lower mean alone is noise
+    # (a few answers either way), so it fails the phase only when also significant
+    enough = len(pairs) >= policy.min_samples
+    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and (
+        enough or test.p_value < policy.alpha
+    ):
         return PhaseResult(
             verdict="fail",
             reasons=[f"shadow mean below {policy.reject_ratio:g} x stable ({stats})"],
