@@ -190,7 +190,7 @@ class Admin:
             try:
                 fn()
             except Exception as exc:  # noqa: BLE001 - never surfaces to the rollback
-                log.error("background rollback step failed: %s", exc)
+                log.error("background rollback step failed: %s: %s", type(exc).__name__, exc)
 
         thread = threading.Thread(target=run, name="gateway-rollback-bg", daemon=True)
         thread.start()
@@ -268,13 +268,22 @@ def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
         log.info("no Prefect API configured: rollback deployment not triggered")
         return
     from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
 
-    run = run_deployment(
-        name=settings.prefect_rollback_deployment,
-        parameters={"reason": reason},
-        timeout=0,
-        as_subflow=False,
-    )
+    try:
+        run = run_deployment(
+            name=settings.prefect_rollback_deployment,
+            parameters={"reason": reason},
+            timeout=0,
+            as_subflow=False,
+        )
+    except ObjectNotFound:  # e.g. `flywheel run`: its release flow unloads the candidate itself
+        log.warning(
+            "rollback deployment %r is not on the Prefect API (`flywheel deploy` creates it): "
+            "the routing state is rolled back; the rollback flow was not run",
+            settings.prefect_rollback_deployment,
+        )
+        return
     log.info("requested Prefect rollback run %s", getattr(run, "id", "?"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 import time
@@ -170,6 +171,18 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
                 assert time.monotonic() < deadline, "no rollback flow run was requested"
                 time.sleep(0.2)
     assert [r.parameters for r in runs] == [{"reason": "drill"}]
+
+
+def test_rollback_without_the_deployment_says_so_in_one_warning(
+    tmp_path: Path, prefect_api, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_for(tmp_path).model_copy(
+        update={"prefect_rollback_deployment": "rollback/not-deployed-here"}
+    )
+    with caplog.at_level(logging.WARNING, logger="infra.gateway.admin"):
+        trigger_prefect_rollback(settings, "drill")  # no exception: the state is rolled back
+    [record] = [r for r in caplog.records if r.name == "infra.gateway.admin"]
+    assert record.levelname == "WARNING" and "flywheel deploy" in record.getMessage()
 
 
 def test_admin_api_refuses_without_the_token(tmp_path: Path) -> None:
