@@ -190,9 +190,6 @@ def chunk_line(
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
-DONE_LINE = b"data: [DONE]\n\n"
-
-
 def json_response(
     data: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:

@@ -62,6 +62,7 @@ async def read_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Completion]
         lines = (rest + data).split(b"\n")
         rest = lines.pop()  # an incomplete last line waits for the next read
         piece: Completion | None = None
+        texts: list[str] = []
         done = False
         for raw in lines:
             line = raw.strip()
@@ -71,44 +72,41 @@ async def read_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Completion]
             if payload == b"[DONE]":
                 done = True
                 break
-            event = parse_chunk(payload)
-            if event is not None:
-                piece = event if piece is None else merge_piece(piece, event)
+            try:
+                event = orjson.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                if piece is None:
+                    piece = Completion(text="", finish_reason=None)
+                fold_chunk(piece, event, texts)
         if piece is not None:
+            piece.text = "".join(texts)
             yield piece
         if done:
             return
 
 
-def parse_chunk(payload: bytes | str) -> Completion | None:
-    """One ``chat.completion.chunk`` as a piece; None when it is not JSON."""
-    try:
-        data = orjson.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    usage = data.get("usage") or {}
-    choices = data.get("choices") or [{}]
-    choice = choices[0] or {}
-    delta = choice.get("delta") or {}
-    tokens = choice_logprob_tokens(choice)
-    return Completion(
-        text=delta.get("content") or "",
-        tokens_in=usage.get("prompt_tokens"),
-        tokens_out=usage.get("completion_tokens"),
-        logprobs=logprob_values(tokens),
-        finish_reason=choice.get("finish_reason"),
-        tool_calls=[c for c in delta.get("tool_calls") or [] if isinstance(c, dict)],
-        logprob_tokens=tokens,
-    )
-
-
-def merge_piece(into: Completion, piece: Completion) -> Completion:
-    """``piece`` appended to ``into`` (in place; returns ``into``)."""
-    into.text += piece.text
-    into.tool_calls.extend(piece.tool_calls)
-    return merge_meta(into, piece)
+def fold_chunk(into: Completion, event: dict[str, Any], texts: list[str]) -> None:
+    """One parsed ``chat.completion.chunk`` into ``into``: its content appended to ``texts``,
+    its tool-call deltas, logprobs, finish reason and token counts into ``into``."""
+    choices = event.get("choices")
+    if choices and isinstance(choices[0], dict):
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        if content := delta.get("content"):
+            texts.append(content)
+        if calls := delta.get("tool_calls"):
+            into.tool_calls.extend(c for c in calls if isinstance(c, dict))
+        if choice.get("logprobs") and (tokens := choice_logprob_tokens(choice)):
+            into.logprob_tokens = (into.logprob_tokens or []) + tokens
+            into.logprobs = (into.logprobs or []) + [float(t["logprob"]) for t in tokens]
+        into.finish_reason = choice.get("finish_reason") or into.finish_reason
+    if usage := event.get("usage"):
+        if usage.get("prompt_tokens") is not None:
+            into.tokens_in = usage["prompt_tokens"]
+        if usage.get("completion_tokens") is not None:
+            into.tokens_out = usage["completion_tokens"]
 
 
 def merge_meta(into: Completion, piece: Completion) -> Completion:

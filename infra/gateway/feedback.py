@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from infra.gateway.chat import error_response, json_response
+from infra.gateway.ids import random_hex
 from infra.traces import FeedbackEvent
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class TraceIds:
         return mac.hexdigest()[:TAG_HEX]
 
     def new(self) -> str:
-        nonce = secrets.token_hex(NONCE_HEX // 2)
+        nonce = random_hex(NONCE_HEX // 2)
         return nonce + self._tag(nonce)
 
     def verify(self, trace_id: str) -> bool:

@@ -14,13 +14,13 @@ import hashlib
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from infra.errors import ObjectNotFound
 from infra.gateway.aio import run_in_daemon_thread
+from infra.gateway.ids import random_hex
 from infra.keys import STATE_KEY
 from infra.routing import RoutingState, parse_state
 from infra.store import ObjectStore
@@ -62,7 +62,7 @@ def decide(
     cand = state.routable_candidate()
     if cand is None:
         return Decision(version=state.stable, route="stable")
-    key = sticky_key if sticky_key else uuid.uuid4().hex
+    key = sticky_key if sticky_key else random_hex()
     if state.weight > 0 and bucket(key, salt=cand) < state.weight * (BUCKETS / 100):
         return Decision(version=cand, route="canary")
     shadow = cand if state.shadow_fraction > 0 and rand() < state.shadow_fraction else None

@@ -24,7 +24,6 @@ import asyncio
 import logging
 import random
 import time
-import uuid
 from collections.abc import Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from infra.gateway.chat import (
     wants_logprobs,
 )
 from infra.gateway.diverse import sibling_temperatures
+from infra.gateway.ids import random_hex
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
 from infra.gateway.upstreams import Completion, GenParams, UpstreamPool
@@ -132,11 +132,11 @@ class Gateway:
             params = replace(params, temperature=temperatures[0])
         pairing_id = None
         if decision.shadow_version is not None:
-            pairing_id = uuid.uuid4().hex
+            pairing_id = random_hex()
             self.spawn(
                 self.shadow(req, version=decision.shadow_version, params=params, pairing=pairing_id)
             )
-        prompt_group = uuid.uuid4().hex
+        prompt_group = random_hex()
         if req.stream:
             response = await stream_chat(
                 req,
@@ -265,7 +265,7 @@ class Gateway:
             params=params,
             started=t0,
             done=done,
-            prompt_group=uuid.uuid4().hex,
+            prompt_group=random_hex(),
             pairing_id=pairing,
         )
 

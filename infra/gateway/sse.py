@@ -13,6 +13,8 @@ from typing import Any
 
 from starlette.responses import Response
 
+DONE_LINE = b"data: [DONE]\n\n"  # the last event of an OpenAI stream
+
 
 def tool_call_deltas(calls: list[dict[str, Any]], *, first_index: int) -> list[dict[str, Any]]:
     """Tool calls as stream deltas: an upstream's deltas as they are, whole calls (an
@@ -55,9 +57,10 @@ class EventStream(Response):
 
     Starlette's ``StreamingResponse`` runs every stream inside an anyio task group with a second
     task listening for the disconnect (uvicorn speaks ASGI 2.3), which cost more CPU than the
-    relay itself. Here one plain future waits on ``receive()`` and is looked at between events:
-    when the client has gone the relay stops, and closing the generator records the trace as
-    failed, as before."""
+    relay itself. Here one plain future waits on ``receive()`` (once a second event comes: an
+    answer that arrives in one event needs none) and is looked at between events: when the
+    client has gone the relay stops, and closing the generator records the trace as failed, as
+    before. The event ending in ``[DONE]`` is sent as the response's last body."""
 
     media_type = "text/event-stream"
 
@@ -69,16 +72,24 @@ class EventStream(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        gone = asyncio.ensure_future(_disconnected(receive))
+        gone: asyncio.Future[None] | None = None  # watched once a second event comes
+        ended = sent = False
         try:
             async for event in self.body_iterator:
-                if gone.done():
+                if gone is not None and gone.done():
                     break
-                await send({"type": "http.response.body", "body": event, "more_body": True})
+                if gone is None and sent:
+                    gone = asyncio.ensure_future(_disconnected(receive))
+                sent = True
+                # the event that ends the stream also ends the response: one write, not two
+                ended = event.endswith(DONE_LINE)
+                await send({"type": "http.response.body", "body": event, "more_body": not ended})
             else:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                if not ended:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
             await self.body_iterator.aclose()
 
 

@@ -12,7 +12,6 @@ from starlette.responses import Response
 from infra.errors import UpstreamError
 from infra.gateway.calls import CallRecorder, call_routed
 from infra.gateway.chat import (
-    DONE_LINE,
     ChatRequest,
     chunk_line,
     logprobs_body,
@@ -21,7 +20,7 @@ from infra.gateway.chat import (
     wants_logprobs,
 )
 from infra.gateway.completion import merge_meta
-from infra.gateway.sse import EventStream, assemble_tool_calls, tool_call_deltas
+from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
 from infra.gateway.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
@@ -105,8 +104,10 @@ async def _relay(
     ok = failed = False
     logprobs = wants_logprobs(req)
     try:
-        # the role goes out with the first piece: one write, not two
-        head = chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
+        # the role goes out with the first piece, and the piece that finishes the answer with
+        # the finish reason, the usage and [DONE] (one write each, not several: on loopback
+        # the end of an answer mostly arrives in the same read as its last text)
+        out = chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
         piece: Completion | None = first
         while piece is not None:
             merge_meta(total, piece)  # text and tool calls are gathered below
@@ -119,21 +120,23 @@ async def _relay(
                 assemble_tool_calls(total.tool_calls, calls)
                 delta["tool_calls"] = calls
             if delta:
-                yield head + chunk_line(
+                out += chunk_line(
                     trace_id=trace_id,
                     version=version,
                     delta=delta,
                     logprobs=logprobs_body(piece) if logprobs else None,
                 )
-                head = b""
+            if out and piece.finish_reason is None:
+                yield out
+                out = b""
             piece = await anext(pieces, None)
         total.text = "".join(texts)
-        tail = head + chunk_line(
+        out += chunk_line(
             trace_id=trace_id, version=version, finish_reason=total.finish_reason or "stop"
         )
         if req.include_usage:
-            tail += chunk_line(trace_id=trace_id, version=version, usage=total)
-        yield tail + DONE_LINE
+            out += chunk_line(trace_id=trace_id, version=version, usage=total)
+        yield out + DONE_LINE
         ok = True
     except UpstreamError as exc:
         failed = True

@@ -96,3 +96,81 @@ def test_whole_calls_become_numbered_deltas() -> None:
     [delta] = tool_call_deltas(whole, first_index=2)
     assert delta["index"] == 2 and delta["id"] == "c"
     assert assemble_tool_calls([], [delta]) == whole
+
+
+def sent_by_event_stream(events: list[bytes]) -> tuple[list[dict], bool]:
+    """What :class:`EventStream` sends for a body yielding ``events``, and whether the body
+    ran to its end (the relay records a trace as answered only then)."""
+    from infra.gateway.sse import EventStream
+
+    finished = False
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal finished
+        for event in events:
+            yield event
+        finished = True
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        await asyncio.sleep(3600)  # the client stays
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(EventStream(body(), headers={})({}, receive, send))  # type: ignore[arg-type]
+    return sent, finished
+
+
+def test_the_event_with_done_ends_the_response_in_the_same_write() -> None:
+    sent, finished = sent_by_event_stream([b"data: {}\n\n", b"data: {}\n\ndata: [DONE]\n\n"])
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert [(m["body"][-8:], m["more_body"]) for m in bodies] == [
+        (b"data: {}\n\n"[-8:], True),
+        (b"[DONE]\n\n", False),
+    ]
+    assert finished  # the body was run to its end, not closed early
+
+
+def test_a_stream_without_done_still_ends_the_response() -> None:
+    sent, finished = sent_by_event_stream([b'data: {"error": {}}\n\n'])
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert [m["more_body"] for m in bodies] == [True, False] and bodies[-1]["body"] == b""
+    assert finished
+
+
+def test_request_path_ids_are_fresh_hex_of_the_asked_length() -> None:
+    from infra.gateway.ids import random_hex
+
+    ids = [random_hex() for _ in range(1000)] + [random_hex(10) for _ in range(1000)]
+    assert all(len(i) == 32 for i in ids[:1000]) and all(len(i) == 20 for i in ids[1000:])
+    assert len(set(ids)) == len(ids)  # across pool refills (4 KiB = 256 ids of 16 bytes)
+    assert all(int(i, 16) >= 0 for i in ids)
+
+
+def test_a_client_that_has_gone_stops_the_relay() -> None:
+    from infra.gateway.sse import EventStream
+
+    finished = False
+    made = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal finished, made
+        for _ in range(20):
+            await asyncio.sleep(0.01)  # tokens still coming from the model
+            made += 1
+            yield b"data: {}\n\n"
+        finished = True
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}  # the client closed the connection
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(EventStream(body(), headers={})({}, receive, send))  # type: ignore[arg-type]
+    assert not finished and made < 5  # the model's stream was closed, not read to the end
