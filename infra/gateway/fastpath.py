@@ -8,6 +8,7 @@ middleware per request; the same handler answers either way. Bodies are parsed w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,26 +34,44 @@ class ChatEndpoint:
         self.admin = admin
         self.default_max_tokens = default_max_tokens
 
-    async def route(self, request: Request) -> Response:
-        """The handler (a plain Starlette route: no dependency solving per request)."""
+    async def handle(self, body: bytes, header: Callable[[str], str | None]) -> Response:
+        """The handler: the request's body and a lookup of its headers (lower-case names)."""
         try:
-            body = orjson.loads(await request.body())
             req = parse_chat_request(
-                body,
-                session_header=request.headers.get("x-session-id"),
-                workload_header=request.headers.get("x-flywheel-workload"),
+                orjson.loads(body),
+                session_header=header("x-session-id"),
+                workload_header=header("x-flywheel-workload"),
                 default_max_tokens=self.default_max_tokens,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
-        admin = self.admin.enabled and self.admin.shows_token(request, ADMIN_HEADER)
+        admin = self.admin.enabled and self.admin.shows_token(header(ADMIN_HEADER) or "")
         return await self.gateway.chat(req, admin=admin)
 
+    async def route(self, request: Request) -> Response:
+        """The same handler as a plain Starlette route (no dependency solving per request)."""
+        return await self.handle(await request.body(), request.headers.get)
+
     async def asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """The same handler as a bare ASGI app (the server's fast path for this route)."""
-        response = await self.route(Request(scope, receive))
+        """The same handler as a bare ASGI app (the server's fast path for this route): the
+        body read from ``receive``, the headers looked up in the scope, no Request object."""
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+
+        def header(name: str) -> str | None:
+            value = headers.get(name.encode("latin-1"))
+            return None if value is None else value.decode("latin-1")
+
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its body arrived
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        response = await self.handle(b"".join(chunks), header)
         await response(scope, receive, send)
 
     @staticmethod
