@@ -37,6 +37,8 @@ LOCAL_HINT = (
 )
 SessionFactory = Callable[[], Any]  # -> aiohttp.ClientSession
 
+JSON = {"Content-Type": "application/json"}  # the body is sent as orjson's bytes
+
 
 class Upstream(Protocol):
     version: str
@@ -93,7 +95,7 @@ class HttpUpstream:
 
         body = self._body(messages, params, False)
         try:
-            async with self.session().post(self.url, json=body) as resp:
+            async with self.session().post(self.url, data=orjson.dumps(body), headers=JSON) as resp:
                 if resp.status >= 400:
                     raise UpstreamError(f"{self.version}: HTTP {resp.status}")
                 data = orjson.loads(await resp.read())
@@ -123,7 +125,7 @@ class HttpUpstream:
 
         body = self._body(messages, params, True)
         try:
-            async with self.session().post(self.url, json=body) as resp:
+            async with self.session().post(self.url, data=orjson.dumps(body), headers=JSON) as resp:
                 if resp.status >= 400:
                     raise UpstreamError(f"{self.version}: HTTP {resp.status}")
                 async for piece in read_events(resp.content.iter_any()):
