@@ -313,6 +313,19 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         "50m",
         [],
     ),
+    "stable already disliked, candidate near all thumbs-down": (
+        # 70 % down on stable: 1.5x is out of reach; halfway to 100 % (85 %) is the bar
+        stable() + candidate("canary", 20, 0) + feedback("v0", 3, 7) + feedback("v1", 0, 10),
+        "CandidateNegativeFeedback",
+        "50m",
+        [{"model": "v1", **ROLLBACK}],
+    ),
+    "stable already disliked, candidate a little worse": (
+        stable() + candidate("canary", 20, 0) + feedback("v0", 3, 7) + feedback("v1", 2, 8),
+        "CandidateNegativeFeedback",
+        "50m",
+        [],
+    ),
     "collect stale, score fresh": (
         [series(LAST, "0x300", stage="collect"), series(LAST, "0+60x300", stage="score")],
         "FlywheelHourlyStageStale",
