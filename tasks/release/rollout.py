@@ -339,9 +339,7 @@ def judge_shadow(
                 reasons=[f"pii_leak check failed: {check.detail}"],
                 evidence=evidence,
             )
-    # the gate's small-sample rule: on fewer than min_samples pairs a lower mean alone is noise
-    # (a few answers either way), so it fails the phase only when also significant
-    enough = len(pairs) >= policy.min_samples
+    enough = len(pairs) >= policy.min_samples  # fewer: a lower mean must also be significant
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline and (
         enough or test.p_value < policy.alpha
     ):
