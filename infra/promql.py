@@ -5,7 +5,9 @@ Two readers behind one interface, :class:`CanaryMetrics`:
 
 - :class:`PrometheusMetrics` (production, ``FLYWHEEL_RELEASE__PROMETHEUS_URL``): instant
   queries through Prometheus's HTTP API (``/api/v1/query``), ``increase(...[<N>s])`` with N the
-  seconds since the window start, evaluated now; p99 with ``histogram_quantile``.
+  seconds since the window start, evaluated now; p99 from the latency buckets' increases with
+  PromQL's ``histogram_quantile`` interpolation (the buckets are kept for the slow-request
+  test of :mod:`tasks.release.latency`).
 - :class:`EmbeddedMetrics` (no Prometheus): scrapes the gateway's own ``/metrics`` exposition.
   :meth:`~EmbeddedMetrics.mark` keeps a scrape as a window start; :meth:`read` scrapes again
   and uses the deltas (counters now minus counters at the latest mark at or before the window
@@ -49,6 +51,8 @@ class RouteStats:
     errors: float = 0.0
     p99_s: float | None = None
     feedback: dict[int, float] = field(default_factory=dict)  # value (+1/0/-1) -> count
+    # latency histogram: requests at or under each bucket bound (``le``, +Inf the last)
+    latency_buckets: dict[float, float] = field(default_factory=dict)
 
     @property
     def error_ratio(self) -> float | None:
@@ -67,8 +71,15 @@ class RouteStats:
         up, neutral = self.feedback.get(1, 0.0), self.feedback.get(0, 0.0)
         return (up + 0.5 * neutral) / n
 
+    def over(self, bound_s: float) -> float | None:
+        """Requests slower than ``bound_s`` (a bucket bound); None without the histogram."""
+        if bound_s not in self.latency_buckets or math.inf not in self.latency_buckets:
+            return None
+        return max(self.latency_buckets[math.inf] - self.latency_buckets[bound_s], 0.0)
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("latency_buckets")
         data["feedback"] = {str(k): v for k, v in self.feedback.items()}
         data.update(error_ratio=self.error_ratio, feedback_score=self.feedback_score)
         return data
@@ -182,17 +193,18 @@ class PrometheusMetrics:
         sel = f'model="{_escape(model)}",route="{route}"'
         rng = f"[{max(1, math.ceil(seconds))}s]"
         q = self.client.query
-        p99 = q(
-            f"histogram_quantile({QUANTILE}, "
-            f"sum by (le) (increase({LATENCY_BUCKETS}{{{sel}}}{rng})))",
-            now,
-        )
+        buckets = {
+            float(labels["le"]): v
+            for labels, v in q(f"sum by (le) (increase({LATENCY_BUCKETS}{{{sel}}}{rng}))", now)
+            if "le" in labels and math.isfinite(v)
+        }  # PromQL's histogram_quantile over these is histogram_quantile below
         feedback = q(f'sum by (value) (increase({FEEDBACK}{{model="{_escape(model)}"}}{rng}))', now)
         return RouteStats(
             requests=sum(v for _, v in q(f"sum(increase({REQUESTS}{{{sel}}}{rng}))", now)),
             errors=sum(v for _, v in q(f"sum(increase({ERRORS}{{{sel}}}{rng}))", now)),
-            p99_s=p99[0][1] if p99 and math.isfinite(p99[0][1]) else None,
+            p99_s=histogram_quantile(QUANTILE, buckets),
             feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
+            latency_buckets=buckets,
         )
 
 
@@ -293,6 +305,7 @@ def route_stats(now: Series, base: Series, model: str, route: str) -> RouteStats
         errors=sum(_deltas(now, base, ERRORS, model=model, route=route).values()),
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
+        latency_buckets=buckets,
     )
 
 

@@ -10,16 +10,15 @@ proceeds to the canary otherwise. As at the gate, on fewer than ``min_samples`` 
 significant: a few answers either way are not evidence.
 
 Canary: each step sets the candidate's weight, waits ``analysis_interval_s`` and compares the
-candidate (this step) with the stable version (since the canary began, so a 100 % step still
-has a baseline) through :class:`~infra.promql.CanaryMetrics`: error ratio (fail above
-``error_ratio_max`` x stable), p99 latency (fail above ``latency_p99_ratio_max`` x stable) and
-mean feedback (fail below ``feedback_ratio_min`` x stable, judged only with ``min_feedback``
-events on both sides): the guard rails. On every poll before that, an always-valid
-sequential test (:mod:`tasks.release.sequential`, ``sequential_alpha``) may end the step early:
-failed when the candidate is clearly worse, passed when it is clearly better and the guard
-rails hold; otherwise the step runs to its horizon. No-data rule: fewer than ``min_requests_per_step`` candidate requests
-(or unreadable metrics) keep the step waiting until ``step_deadline_s``; then the step fails
-as ``no_data``, never passes.
+candidate (this step) with stable (since the canary began, so a 100 % step has a baseline)
+through :class:`~infra.promql.CanaryMetrics`. Guard rails: error ratio (fail above
+``error_ratio_max`` x stable), p99 latency (above ``latency_p99_ratio_max`` x stable and
+significantly more slow requests, :mod:`tasks.release.latency`), mean feedback (below
+``feedback_ratio_min`` x stable, with ``min_feedback`` events on both sides). On every poll an
+always-valid sequential test (:mod:`tasks.release.sequential`) may end the step early: failed
+when the candidate is clearly worse, passed when clearly better and the guard rails hold.
+No-data rule: fewer than ``min_requests_per_step`` candidate requests (or unreadable metrics)
+keep the step waiting until ``step_deadline_s``; then it fails as ``no_data``, never passes.
 
 Both phases poll the routing state every ``poll_s``: a rollback or abort ends them at once; a
 pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window, unless the
@@ -40,6 +39,7 @@ from prefect import task
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState
+from tasks.release.latency import judge_p99
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -100,15 +100,9 @@ def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseR
         f"(max {policy.error_ratio_max:g}x)"
     )
     (failures if err_ratio > policy.error_ratio_max else notes).append(line)
-    if c.p99_s is not None:
-        stable_p99 = max(s.p99_s or 0.0, policy.latency_floor_s)
-        lat_ratio = c.p99_s / stable_p99
-        evidence["p99_ratio_vs_stable"] = lat_ratio
-        line = (
-            f"p99 {c.p99_s * 1000:.0f} ms = {lat_ratio:.2f}x stable "
-            f"{stable_p99 * 1000:.0f} ms (max {policy.latency_p99_ratio_max:g}x)"
-        )
-        (failures if lat_ratio > policy.latency_p99_ratio_max else notes).append(line)
+    if (latency := judge_p99(c, s, policy)) is not None:
+        evidence.update(latency.evidence)
+        (failures if latency.failed else notes).append(latency.line)
     cf, sf = c.feedback_score, s.feedback_score
     if c.feedback_count >= policy.min_feedback and s.feedback_count >= policy.min_feedback and sf:
         fb_ratio = (cf or 0.0) / sf
