@@ -145,8 +145,10 @@ class Setup:
     home: str
 
 
-def measure(setup: Setup, *, mode: str, rate: float, seconds: float) -> Phase:
+def measure(setup: Setup, *, mode: str, rate: float, seconds: float, logprobs: bool) -> Phase:
     body = {"model": "flywheel", "messages": MESSAGES, "user": "u", "stream": mode == "stream"}
+    if logprobs:  # every side is asked for them: the upstream answers all three alike
+        body["logprobs"] = True
     phase = Phase(mode, rate)
     gw = setup.urls["gateway"]
     for name in ("direct", "passthrough", "gateway"):
@@ -247,6 +249,11 @@ def main() -> None:
     parser.add_argument(
         "--diverse-fraction", type=float, default=None, help="default: the production default"
     )
+    parser.add_argument(
+        "--client-logprobs",
+        action="store_true",
+        help="clients ask for logprobs (the gateway asks every upstream for them anyway)",
+    )
     parser.add_argument("--p99-budget-ms", type=float, default=10.0)
     parser.add_argument("--max-rate", type=float, default=3200.0, help="0: skip the search")
     args = parser.parse_args()
@@ -288,7 +295,15 @@ def main() -> None:
         phases = []
         for mode in args.modes:
             for rate in args.rates:
-                phases.append(measure(setup, mode=mode, rate=rate, seconds=args.seconds))
+                phases.append(
+                    measure(
+                        setup,
+                        mode=mode,
+                        rate=rate,
+                        seconds=args.seconds,
+                        logprobs=args.client_logprobs,
+                    )
+                )
                 print_latency(phases[-1])  # as it goes; traces are checked at the end
         best = None
         if args.max_rate > 0:
