@@ -71,12 +71,6 @@ class RouteStats:
         up, neutral = self.feedback.get(1, 0.0), self.feedback.get(0, 0.0)
         return (up + 0.5 * neutral) / n
 
-    def over(self, bound_s: float) -> float | None:
-        """Requests slower than ``bound_s`` (a bucket bound); None without the histogram."""
-        if bound_s not in self.latency_buckets or math.inf not in self.latency_buckets:
-            return None
-        return max(self.latency_buckets[math.inf] - self.latency_buckets[bound_s], 0.0)
-
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("latency_buckets")

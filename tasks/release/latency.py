@@ -78,22 +78,20 @@ class SlowShare:
 def slow_share(candidate: RouteStats, stable: RouteStats, stable_p99_s: float) -> SlowShare | None:
     """The slow-request test over both versions' histograms; None when either is missing or
     stable's p99 is beyond the last finite bound."""
-    bounds = sorted(b for b in candidate.latency_buckets if b in stable.latency_buckets)
-    bound = next((b for b in bounds if b >= stable_p99_s), math.inf)
-    slow, stable_slow = candidate.over(bound), stable.over(bound)
-    n, n_stable = (
-        candidate.latency_buckets.get(math.inf, 0.0),
-        stable.latency_buckets.get(math.inf, 0.0),
-    )
-    if math.isinf(bound) or slow is None or stable_slow is None or n <= 0:
+    cb, sb = candidate.latency_buckets, stable.latency_buckets
+    n, n_stable = cb.get(math.inf, 0.0), sb.get(math.inf, 0.0)
+    bound = next((b for b in sorted(cb) if b >= stable_p99_s and b in sb), math.inf)
+    if math.isinf(bound) or n <= 0:
         return None
+    slow = max(n - cb[bound], 0.0)
+    stable_slow = max(n_stable - sb[bound], 0.0)
     share = max(stable_slow / n_stable if n_stable > 0 else 0.0, 1.0 - QUANTILE)
     return SlowShare(
         bound_s=bound,
         candidate_slow=slow,
         candidate_requests=n,
         stable_share=share,
-        p_value=binomial_tail(round(slow), max(round(n), round(slow)), share),
+        p_value=binomial_tail(round(slow), round(n), share),
     )
 
 
