@@ -14,7 +14,8 @@ candidate (this step) with stable (since the canary began, so a 100 % step has a
 through :class:`~infra.promql.CanaryMetrics`. Guard rails: error ratio (fail above
 ``error_ratio_max`` x stable), p99 latency (above ``latency_p99_ratio_max`` x stable and
 significantly more slow requests, :mod:`tasks.release.latency`), mean feedback (below
-``feedback_ratio_min`` x stable, with ``min_feedback`` events on both sides). On every poll an
+``feedback_ratio_min`` x stable with ``min_feedback`` events on both sides, and significantly
+lower, :mod:`tasks.release.feedback_rail`). On every poll an
 always-valid sequential test (:mod:`tasks.release.sequential`) may end the step early: failed
 when the candidate is clearly worse, passed when clearly better and the guard rails hold.
 No-data rule: fewer than ``min_requests_per_step`` candidate requests (or unreadable metrics)
@@ -39,6 +40,7 @@ from prefect import task
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState
+from tasks.release.feedback_rail import judge_feedback
 from tasks.release.latency import judge_p99
 
 if TYPE_CHECKING:
@@ -103,20 +105,10 @@ def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseR
     if (latency := judge_p99(c, s, policy)) is not None:
         evidence.update(latency.evidence)
         (failures if latency.failed else notes).append(latency.line)
-    cf, sf = c.feedback_score, s.feedback_score
-    if c.feedback_count >= policy.min_feedback and s.feedback_count >= policy.min_feedback and sf:
-        fb_ratio = (cf or 0.0) / sf
-        evidence["feedback_ratio_vs_stable"] = fb_ratio
-        line = (
-            f"feedback {cf:.2f} = {fb_ratio:.2f}x stable {sf:.2f} "
-            f"(min {policy.feedback_ratio_min:g}x)"
-        )
-        (failures if fb_ratio < policy.feedback_ratio_min else notes).append(line)
-    else:
-        notes.append(
-            f"feedback not judged: {c.feedback_count:.0f} candidate / "
-            f"{s.feedback_count:.0f} stable events (< {policy.min_feedback})"
-        )
+    line, fb = judge_feedback(c, s, policy)
+    if fb is not None:
+        evidence.update(fb.evidence)
+    (failures if fb is not None and fb.failed else notes).append(line)
     if s.requests <= 0:
         notes.append("no stable requests in the window: stable floors used")
     return PhaseResult(

@@ -237,3 +237,20 @@ def test_a_run_waiting_on_a_pause_steps_aside_when_release_control_resumes(
     result = watch(routing, clock, FakeMetrics(clock, rate=5.0))
     assert result.verdict == "interrupted" and "release-control" in result.reasons[0]
     assert routing.load().phase == "canary"  # the run that resumed it carries on
+
+
+def test_a_few_votes_below_the_feedback_ratio_are_not_a_regression() -> None:
+    """20 votes a side: 11 up / 9 down against stable's 14 / 6 is 0.79x, a draw of the same
+    version as often as not (p 0.17); 6 / 14 against 14 / 6 is not (p 0.006)."""
+    noisy = analyse_step(
+        window(RouteStats(100, 0, 0.2, {1: 11, -1: 9}), RouteStats(900, 0, 0.2, {1: 14, -1: 6})),
+        CFG,
+    )
+    assert noisy.verdict == "pass", noisy.reasons
+    assert noisy.evidence["feedback_ratio_vs_stable"] < 0.8
+    assert any("not judged lower" in r for r in noisy.reasons)
+    worse = analyse_step(
+        window(RouteStats(100, 0, 0.2, {1: 6, -1: 14}), RouteStats(900, 0, 0.2, {1: 14, -1: 6})),
+        CFG,
+    )
+    assert worse.verdict == "fail" and "feedback 0.30 = 0.43x" in worse.reasons[0]
