@@ -42,9 +42,11 @@ class Completion:
     logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
 
 
-def logprob_values(tokens: list[dict[str, Any]] | None) -> list[float] | None:
-    """The logprob of each entry of :func:`choice_logprob_tokens` (None when there are none)."""
-    return [float(t["logprob"]) for t in tokens] if tokens else None
+def logprob_values(tokens: list[Any] | None) -> list[float] | None:
+    """The logprob of each entry that has one (None when there are none)."""
+    if not tokens:
+        return None
+    return [float(t["logprob"]) for t in tokens if isinstance(t, dict) and "logprob" in t] or None
 
 
 def choice_logprob_tokens(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -82,6 +84,7 @@ async def read_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Completion]
                 fold_chunk(piece, event, texts)
         if piece is not None:
             piece.text = "".join(texts)
+            piece.logprobs = logprob_values(piece.logprob_tokens)  # once per read, not per event
             yield piece
         if done:
             return
@@ -89,7 +92,7 @@ async def read_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Completion]
 
 def fold_chunk(into: Completion, event: dict[str, Any], texts: list[str]) -> None:
     """One parsed ``chat.completion.chunk`` into ``into``: its content appended to ``texts``,
-    its tool-call deltas, logprobs, finish reason and token counts into ``into``."""
+    its tool-call deltas, logprob entries, finish reason and token counts into ``into``."""
     choices = event.get("choices")
     if choices and isinstance(choices[0], dict):
         choice = choices[0]
@@ -98,9 +101,14 @@ def fold_chunk(into: Completion, event: dict[str, Any], texts: list[str]) -> Non
             texts.append(content)
         if calls := delta.get("tool_calls"):
             into.tool_calls.extend(c for c in calls if isinstance(c, dict))
-        if choice.get("logprobs") and (tokens := choice_logprob_tokens(choice)):
-            into.logprob_tokens = (into.logprob_tokens or []) + tokens
-            into.logprobs = (into.logprobs or []) + [float(t["logprob"]) for t in tokens]
+        if isinstance(lp := choice.get("logprobs"), dict) and isinstance(
+            tokens := lp.get("content"), list
+        ):
+            # the upstream's entries as it sent them; their values are read once per piece
+            if into.logprob_tokens is None:
+                into.logprob_tokens = list(tokens)
+            else:
+                into.logprob_tokens.extend(tokens)
         into.finish_reason = choice.get("finish_reason") or into.finish_reason
     if usage := event.get("usage"):
         if usage.get("prompt_tokens") is not None:
@@ -118,7 +126,13 @@ def merge_meta(into: Completion, piece: Completion) -> Completion:
     if piece.tokens_out is not None:
         into.tokens_out = piece.tokens_out
     if piece.logprobs:
-        into.logprobs = (into.logprobs or []) + piece.logprobs
+        if into.logprobs is None:
+            into.logprobs = list(piece.logprobs)
+        else:
+            into.logprobs.extend(piece.logprobs)
     if piece.logprob_tokens:
-        into.logprob_tokens = (into.logprob_tokens or []) + piece.logprob_tokens
+        if into.logprob_tokens is None:
+            into.logprob_tokens = list(piece.logprob_tokens)
+        else:
+            into.logprob_tokens.extend(piece.logprob_tokens)
     return into

@@ -57,10 +57,12 @@ class EventStream(Response):
 
     Starlette's ``StreamingResponse`` runs every stream inside an anyio task group with a second
     task listening for the disconnect (uvicorn speaks ASGI 2.3), which cost more CPU than the
-    relay itself. Here one plain future waits on ``receive()`` (once a second event comes: an
-    answer that arrives in one event needs none) and is looked at between events: when the
-    client has gone the relay stops, and closing the generator records the trace as failed, as
-    before. The event ending in ``[DONE]`` is sent as the response's last body."""
+    relay itself. Here the relay looks between events whether the client has gone: on uvicorn
+    its connection says so (``disconnected``, set when the socket closes); on any other server
+    one plain future waits on ``receive()`` (once a second event comes: an answer that arrives
+    in one event needs none). When the client has gone the relay stops, and closing the
+    generator records the trace as failed, as before. The event ending in ``[DONE]`` is sent as
+    the response's last body."""
 
     media_type = "text/event-stream"
 
@@ -68,17 +70,25 @@ class EventStream(Response):
         self.body_iterator = body
         self.status_code = 200
         self.background = None
-        self.init_headers(headers)
+        self.raw_headers = [
+            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()),
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+        ]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        connection = _connection(send)
         gone: asyncio.Future[None] | None = None  # watched once a second event comes
         ended = sent = False
         try:
             async for event in self.body_iterator:
-                if gone is not None and gone.done():
-                    break
-                if gone is None and sent:
+                if connection is not None:
+                    if connection.disconnected:
+                        break
+                elif gone is not None:
+                    if gone.done():
+                        break
+                elif sent:
                     gone = asyncio.ensure_future(_disconnected(receive))
                 sent = True
                 # the event that ends the stream also ends the response: one write, not two
@@ -91,6 +101,13 @@ class EventStream(Response):
             if gone is not None:
                 gone.cancel()
             await self.body_iterator.aclose()
+
+
+def _connection(send: Any) -> Any:
+    """uvicorn's request cycle behind ``send`` (it knows whether the client has gone), or None
+    on any other server."""
+    owner = getattr(send, "__self__", None)
+    return owner if isinstance(getattr(owner, "disconnected", None), bool) else None
 
 
 async def _disconnected(receive: Any) -> None:

@@ -92,6 +92,25 @@ def metric(url: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+# ------------------------------------------------------------------------ a client leaves
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_relay(tmp_path: Path, upstreams) -> None:
+    """The real server (uvicorn) tells the relay the client has gone: the model's stream is
+    closed at the next event, not read to its end, and the trace records the failed answer."""
+    upstreams["v0"].app.chunk_delay_s = 0.5  # the answer's 6 events take 3 s or more
+    body = {"model": "flywheel", "messages": MESSAGES, "stream": True}
+    with start(tmp_path, upstreams) as gw:
+        with httpx.stream("POST", f"{gw.url}/v1/chat/completions", json=body, timeout=10) as r:
+            first = next(line for line in r.iter_lines() if line.startswith("data:"))
+        # the response was closed unread: the connection is closed too
+        time.sleep(2.0)  # long enough for the relay to see it, shorter than the answer
+        [trace] = [t for t in settle(gw, tmp_path) if t["type"] == "trace"]
+    assert "chat.completion.chunk" in first
+    assert trace["error_count"] == 1 and trace["answer"] == ""
+    assert trace["latency_s"] < 2.5, trace["latency_s"]  # stopped early, not after 3 s
+
+
 # ------------------------------------------------------------------------ request size
 
 

@@ -174,3 +174,38 @@ def test_a_client_that_has_gone_stops_the_relay() -> None:
 
     asyncio.run(EventStream(body(), headers={})({}, receive, send))  # type: ignore[arg-type]
     assert not finished and made < 5  # the model's stream was closed, not read to the end
+
+
+def test_on_uvicorn_the_connection_says_the_client_has_gone() -> None:
+    """uvicorn's ``send`` is a method of the request cycle, whose ``disconnected`` turns true
+    when the socket closes: the relay stops on it without a watcher on ``receive()``."""
+    from infra.gateway.sse import EventStream
+
+    finished = False
+    made = 0
+
+    class Cycle:
+        disconnected = False
+        sent: list[dict] = []
+
+        async def send(self, message: dict) -> None:
+            self.sent.append(message)
+
+    cycle = Cycle()
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal finished, made
+        for _ in range(20):
+            await asyncio.sleep(0.001)
+            made += 1
+            if made == 3:
+                cycle.disconnected = True  # the client closed the connection
+            yield b"data: {}\n\n"
+        finished = True
+
+    async def receive() -> dict:
+        raise AssertionError("receive() is not watched when the connection tells")
+
+    asyncio.run(EventStream(body(), headers={})({}, receive, cycle.send))  # type: ignore[arg-type]
+    assert not finished and made == 3
+    assert len([m for m in cycle.sent if m["type"] == "http.response.body"]) == 2
