@@ -6,8 +6,10 @@ Processes on loopback: a fast fake OpenAI upstream (``infra.gateway.testing``), 
 a bare pass-through proxy on the same server stack and HTTP client
 (``tests.benchmarks.passthrough``: the floor for any Python proxy), and this load generator
 (fixed request rate whatever the replies take, latency from each request's scheduled send
-time, so queueing is not hidden). For each mode (JSON, streamed) and rate, phases run in turn:
-direct, pass-through, gateway. Printed per rate: p50/p99 of each, the gateway's added ms and
+time, so queueing is not hidden). For each mode (JSON, streamed) and rate, the three sides run
+in turn (direct, pass-through, gateway), ``--rounds`` times in alternation: on a shared VM the
+CPU a request costs drifts by a third from one minute to the next, so sides measured minutes
+apart are not comparable. Printed per rate: p50/p99 of each, the gateway's added ms and
 ratio against direct, CPU per request of the gateway, the pass-through and the upstream
 (``/proc``, user + system), and the traces: every reply's ``X-Trace-Id`` must be in the spool
 unless the bounded queue dropped it (``flywheel_trace_sink_dropped_total``), and every prompt
@@ -133,6 +135,7 @@ class Phase:
     trace_ids: list[str] = field(default_factory=list)
     dropped: float = 0.0
     skipped: float = 0.0
+    round_ratios: list[float] = field(default_factory=list)  # gateway / pass-through CPU
 
     def added(self, q: float) -> float:
         return pct(self.latencies["gateway"], q) - pct(self.latencies["direct"], q)
@@ -145,27 +148,39 @@ class Setup:
     home: str
 
 
-def measure(setup: Setup, *, mode: str, rate: float, seconds: float, logprobs: bool) -> Phase:
+def measure(
+    setup: Setup, *, mode: str, rate: float, seconds: float, logprobs: bool, rounds: int = 1
+) -> Phase:
+    """The three sides in turn, ``rounds`` times (``seconds / rounds`` each): CPU per request
+    drifts on a shared VM from one minute to the next, so sides measured in alternation, their
+    CPU and requests summed over the rounds, compare like with like."""
     body = {"model": "flywheel", "messages": MESSAGES, "user": "u", "stream": mode == "stream"}
     if logprobs:  # every side is asked for them: the upstream answers all three alike
         body["logprobs"] = True
     phase = Phase(mode, rate)
     gw = setup.urls["gateway"]
-    for name in ("direct", "passthrough", "gateway"):
-        pid = setup.pids[name]
-        dropped0 = scrape(gw, "flywheel_trace_sink_dropped_total")
-        skipped0 = scrape(gw, "flywheel_diverse_siblings_skipped_total")
-        cpu0 = tree_cpu(pid)
-        result = run_load(setup.urls[name], body, rate, seconds)
-        n = max(1, len(result.latencies))
-        phase.cpu_ms[name] = (tree_cpu(pid) - cpu0) / n * 1000
-        phase.latencies[name] = result.latencies
-        phase.errors[name] = result.errors
-        if name == "gateway":
-            phase.trace_ids = result.trace_ids
-            phase.dropped = scrape(gw, "flywheel_trace_sink_dropped_total") - dropped0
-            phase.skipped = scrape(gw, "flywheel_diverse_siblings_skipped_total") - skipped0
-        time.sleep(0.5)
+    names = ("direct", "passthrough", "gateway")
+    cpu = dict.fromkeys(names, 0.0)
+    dropped0 = scrape(gw, "flywheel_trace_sink_dropped_total")
+    skipped0 = scrape(gw, "flywheel_diverse_siblings_skipped_total")
+    for _ in range(rounds):
+        used: dict[str, float] = {}
+        for name in names:
+            pid = setup.pids[name]
+            cpu0 = tree_cpu(pid)
+            result = run_load(setup.urls[name], body, rate, seconds / rounds)
+            used[name] = tree_cpu(pid) - cpu0
+            cpu[name] += used[name]
+            phase.latencies.setdefault(name, []).extend(result.latencies)
+            phase.errors[name] = phase.errors.get(name, 0) + result.errors
+            if name == "gateway":
+                phase.trace_ids += result.trace_ids
+            time.sleep(0.5)
+        phase.round_ratios.append(used["gateway"] / max(used["passthrough"], 1e-9))
+    for name in names:
+        phase.cpu_ms[name] = cpu[name] / max(1, len(phase.latencies[name])) * 1000
+    phase.dropped = scrape(gw, "flywheel_trace_sink_dropped_total") - dropped0
+    phase.skipped = scrape(gw, "flywheel_diverse_siblings_skipped_total") - skipped0
     return phase
 
 
@@ -195,7 +210,12 @@ def print_latency(phase: Phase) -> None:
     print(
         f"  CPU per request: gateway {cpu['gateway']:.3f} ms, pass-through "
         f"{cpu['passthrough']:.3f} ms ({cpu['gateway'] / cpu['passthrough']:.2f} x), "
-        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)",
+        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
+        + (
+            f"; per round {' '.join(f'{r:.2f}' for r in phase.round_ratios)}"
+            if len(phase.round_ratios) > 1
+            else ""
+        ),
         flush=True,
     )
 
@@ -243,7 +263,10 @@ def max_rate(setup: Setup, *, budget_ms: float, seconds: float, ceiling: float) 
 def main() -> None:
     parser = argparse.ArgumentParser(description="gateway overhead benchmark (open loop)")
     parser.add_argument("--rates", type=float, nargs="+", default=[200.0, 500.0, 1000.0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="per phase")
+    parser.add_argument("--seconds", type=float, default=12.0, help="per side and rate")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="the sides in alternation, seconds/rounds each"
+    )
     parser.add_argument("--modes", nargs="+", default=["json", "stream"])
     parser.add_argument("--workers", type=int, default=1, help="gateway worker processes")
     parser.add_argument(
@@ -302,6 +325,7 @@ def main() -> None:
                         rate=rate,
                         seconds=args.seconds,
                         logprobs=args.client_logprobs,
+                        rounds=max(1, args.rounds),
                     )
                 )
                 print_latency(phases[-1])  # as it goes; traces are checked at the end
