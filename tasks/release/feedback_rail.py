@@ -15,19 +15,16 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tasks.release.latency import Judged
+from tasks.release.sequential import pooled_feedback
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
     from infra.settings import ReleaseSettings
 
-SCORE = {1: 1.0, 0: 0.5, -1: 0.0}  # feedback value -> the reward's scale
 
-
-def judge_feedback(
-    candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings
-) -> tuple[str, Judged | None]:
-    """The feedback guard rail: a note when there is too little feedback to judge, else the
-    judged line (failed: below the ratio and significantly lower)."""
+def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings) -> Judged:
+    """The feedback guard rail (failed: below the ratio and significantly lower); a note,
+    never a failure, when there is too little feedback to judge."""
     cf, sf = candidate.feedback_score, stable.feedback_score
     nc, ns = candidate.feedback_count, stable.feedback_count
     if nc < policy.min_feedback or ns < policy.min_feedback or not sf:
@@ -35,7 +32,7 @@ def judge_feedback(
             f"feedback not judged: {nc:.0f} candidate / {ns:.0f} stable events "
             f"(< {policy.min_feedback})"
         )
-        return note, None
+        return Judged(line=note, failed=False, evidence={})
     ratio = (cf or 0.0) / sf
     evidence: dict[str, Any] = {"feedback_ratio_vs_stable": ratio}
     line = f"feedback {cf:.2f} = {ratio:.2f}x stable {sf:.2f} (min {policy.feedback_ratio_min:g}x)"
@@ -45,21 +42,16 @@ def judge_feedback(
         evidence["feedback_p"] = p
         failed = p < policy.alpha
         line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged lower")
-    return line, Judged(line=line, failed=failed, evidence=evidence)
+    return Judged(line=line, failed=failed, evidence=evidence)
 
 
 def lower_p(candidate: RouteStats, stable: RouteStats) -> float:
     """One-sided p-value that the candidate's mean feedback is below stable's, the variance
     pooled over both versions' events (1.0 when every vote is the same)."""
-    nc, ns = candidate.feedback_count, stable.feedback_count
-    mc, ms = candidate.feedback_score or 0.0, stable.feedback_score or 0.0
-    pooled = (nc * mc + ns * ms) / (nc + ns)
-    squares = sum(
-        count * (SCORE.get(value, 0.5) - pooled) ** 2
-        for side in (candidate, stable)
-        for value, count in side.feedback.items()
-    )
-    variance = squares / (nc + ns - 1)
+    if (pooled := pooled_feedback(candidate, stable)) is None:
+        return 1.0
+    nc, mc, ns, ms, variance = pooled
+    variance *= (nc + ns) / (nc + ns - 1)  # the sample variance of all events
     if variance <= 0:
         return 1.0
     z = (ms - mc) / math.sqrt(variance * (1 / nc + 1 / ns))

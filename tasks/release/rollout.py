@@ -105,10 +105,9 @@ def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseR
     if (latency := judge_p99(c, s, policy)) is not None:
         evidence.update(latency.evidence)
         (failures if latency.failed else notes).append(latency.line)
-    line, fb = judge_feedback(c, s, policy)
-    if fb is not None:
-        evidence.update(fb.evidence)
-    (failures if fb is not None and fb.failed else notes).append(line)
+    feedback = judge_feedback(c, s, policy)
+    evidence.update(feedback.evidence)
+    (failures if feedback.failed else notes).append(feedback.line)
     if s.requests <= 0:
         notes.append("no stable requests in the window: stable floors used")
     return PhaseResult(
