@@ -22,6 +22,7 @@ from infra.gateway.completion import (
     logprob_values,
     read_events,
 )
+from infra.gateway.http1 import HttpClient, HttpError
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -35,9 +36,7 @@ LOCAL_HINT = (
     " (run `flywheel bootstrap`, or give this version an HTTP upstream "
     "in FLYWHEEL_GATEWAY__UPSTREAMS)"
 )
-SessionFactory = Callable[[], Any]  # -> aiohttp.ClientSession
-
-JSON = {"Content-Type": "application/json"}  # the body is sent as orjson's bytes
+SessionFactory = Callable[[], "HttpClient"]  # the pool's client, made in the running loop
 
 
 class Upstream(Protocol):
@@ -52,8 +51,8 @@ class HttpUpstream:
     """An OpenAI-compatible server; ``base_url`` as the ``openai`` client takes it (``.../v1``).
     Requests name the model as the version (e.g. vLLM ``--served-model-name v1``).
 
-    aiohttp rather than httpx on this hot path: it costs ~0.35 ms of CPU per call here against
-    httpx's ~1.2 ms, which is most of the gateway's overhead budget."""
+    Calls go through the gateway's own HTTP/1.1 client (:mod:`infra.gateway.http1`): aiohttp
+    spent ~0.35 ms of CPU per call here and httpx ~1.2 ms, most of the gateway's budget."""
 
     def __init__(self, version: str, base_url: str, session: SessionFactory) -> None:
         self.version = version
@@ -65,17 +64,16 @@ class HttpUpstream:
         """None when the server answers ``GET /models`` (any status under 500), else why not."""
         from urllib.parse import urlsplit
 
-        import aiohttp
-
         parts = urlsplit(self.base_url)
         where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
         try:
-            timeout = aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)
-            async with self.session().get(self.base_url + "/models", timeout=timeout) as resp:
-                if resp.status >= 500:
-                    return f"the upstream of {self.version} ({where}) answers HTTP {resp.status}"
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return f"the upstream of {self.version} ({where}) is unreachable: {type(exc).__name__}"
+            status, _ = await self.session().fetch(
+                "GET", self.base_url + "/models", timeout_s=HEALTH_TIMEOUT_S
+            )
+        except HttpError as exc:
+            return f"the upstream of {self.version} ({where}) is unreachable: {exc}"
+        if status >= 500:
+            return f"the upstream of {self.version} ({where}) answers HTTP {status}"
         return None
 
     def _body(self, messages: Messages, params: GenParams, stream: bool) -> dict[str, Any]:
@@ -91,16 +89,15 @@ class HttpUpstream:
         return body
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
-        import aiohttp
-
-        body = self._body(messages, params, False)
+        body = orjson.dumps(self._body(messages, params, False))
         try:
-            async with self.session().post(self.url, data=orjson.dumps(body), headers=JSON) as resp:
-                if resp.status >= 400:
-                    raise UpstreamError(f"{self.version}: HTTP {resp.status}")
-                data = orjson.loads(await resp.read())
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamError(f"{self.version}: {type(exc).__name__}") from exc
+            status, raw = await self.session().fetch("POST", self.url, body)
+        except HttpError as exc:
+            raise UpstreamError(f"{self.version}: {exc}") from exc
+        if status >= 400:
+            raise UpstreamError(f"{self.version}: HTTP {status}")
+        try:
+            data = orjson.loads(raw)
         except ValueError as exc:
             raise UpstreamError(f"{self.version}: response is not JSON") from exc
         try:
@@ -121,21 +118,21 @@ class HttpUpstream:
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
-        import aiohttp
-
-        body = self._body(messages, params, True)
+        body = orjson.dumps(self._body(messages, params, True))
         try:
-            async with self.session().post(self.url, data=orjson.dumps(body), headers=JSON) as resp:
-                if resp.status >= 400:
-                    raise UpstreamError(f"{self.version}: HTTP {resp.status}")
-                async for piece in read_events(resp.content.iter_any()):
-                    yield piece
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamError(f"{self.version}: {type(exc).__name__}") from exc
-
-
-def _orjson_text(data: Any) -> str:
-    return orjson.dumps(data).decode()
+            response = await self.session().stream("POST", self.url, body)
+        except HttpError as exc:
+            raise UpstreamError(f"{self.version}: {exc}") from exc
+        try:
+            if response.status >= 400:
+                raise UpstreamError(f"{self.version}: HTTP {response.status}")
+            async for piece in read_events(aiter(response)):
+                yield piece
+            await response.finish()  # the terminator after [DONE]: the connection is kept
+        except HttpError as exc:
+            raise UpstreamError(f"{self.version}: {exc}") from exc
+        finally:
+            response.close()
 
 
 class ReplicaUpstream:
@@ -261,7 +258,7 @@ class UpstreamPool:
     ) -> None:
         self.settings = settings
         self.store = store
-        self._session: Any = None
+        self._session: HttpClient | None = None
         self._upstreams: dict[str, Upstream] = dict(overrides or {})
         for version, url in settings.gateway.upstreams.items():
             self._upstreams.setdefault(version, HttpUpstream(version, url, self.session))
@@ -315,16 +312,10 @@ class UpstreamPool:
         except Exception:  # noqa: BLE001 - an invalid name is simply unknown
             return False
 
-    def session(self) -> Any:
-        """The shared aiohttp session (connection pool), created inside the running loop."""
+    def session(self) -> HttpClient:
+        """The shared HTTP client (connection pools), created inside the running loop."""
         if self._session is None:
-            import aiohttp
-
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=30),
-                timeout=aiohttp.ClientTimeout(total=120, connect=5),
-                json_serialize=_orjson_text,
-            )
+            self._session = HttpClient(limit=512, timeout_s=120.0)
         return self._session
 
     async def aclose(self) -> None:

@@ -4,13 +4,14 @@ call to the upstream and a bare pass-through proxy measured in the same run.
 Processes on loopback: a fast fake OpenAI upstream (``infra.gateway.testing``), the gateway
 (``python -m infra.gateway``: spool tracing on, diverse sampling at the production default),
 a bare pass-through proxy on the same server stack and HTTP client
-(``tests.benchmarks.passthrough``: the floor for any Python proxy), and this load generator
+(``tests.benchmarks.passthrough``: the floor for any Python proxy), the same pass-through on
+aiohttp's client (what a typical Python proxy costs), and this load generator
 (fixed request rate whatever the replies take, latency from each request's scheduled send
 time, so queueing is not hidden). For each mode (JSON, streamed) and rate, the three sides run
-in turn (direct, pass-through, gateway), ``--rounds`` times in alternation: on a shared VM the
+in turn (direct, pass-through, aiohttp pass-through, gateway), ``--rounds`` times in alternation: on a shared VM the
 CPU a request costs drifts by a third from one minute to the next, so sides measured minutes
 apart are not comparable. Printed per rate: p50/p99 of each, the gateway's added ms and
-ratio against direct, CPU per request of the gateway, the pass-through and the upstream
+ratio against direct, CPU per request of the gateway, both pass-throughs and the upstream
 (``/proc``, user + system), and the traces: every reply's ``X-Trace-Id`` must be in the spool
 unless the bounded queue dropped it (``flywheel_trace_sink_dropped_total``), and every prompt
 group of diverse siblings complete. Then the highest rate at which the added p99 stays under
@@ -159,7 +160,7 @@ def measure(
         body["logprobs"] = True
     phase = Phase(mode, rate)
     gw = setup.urls["gateway"]
-    names = ("direct", "passthrough", "gateway")
+    names = tuple(setup.urls)
     cpu = dict.fromkeys(names, 0.0)
     dropped0 = scrape(gw, "flywheel_trace_sink_dropped_total")
     skipped0 = scrape(gw, "flywheel_diverse_siblings_skipped_total")
@@ -197,20 +198,25 @@ def print_latency(phase: Phase) -> None:
     lat, cpu = phase.latencies, phase.cpu_ms
     d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
     g50, g99 = pct(lat["gateway"], 0.5), pct(lat["gateway"], 0.99)
-    p50, p99 = pct(lat["passthrough"], 0.5), pct(lat["passthrough"], 0.99)
     print(f"\n{phase.mode} at {phase.rate:.0f} req/s, {len(lat['gateway'])} requests per side")
     print(f"  direct      : p50 {d50:7.2f} ms  p99 {d99:8.2f} ms  errors {phase.errors['direct']}")
-    print(
-        f"  pass-through: p50 {p50:7.2f} ms  p99 {p99:8.2f} ms  errors "
-        f"{phase.errors['passthrough']}"
-    )
+    for name, label in (("passthrough", "pass-through"), ("aiohttp", "  on aiohttp")):
+        if name in lat:
+            p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
+            print(f"  {label}: p50 {p50:7.2f} ms  p99 {p99:8.2f} ms  errors {phase.errors[name]}")
     print(f"  gateway     : p50 {g50:7.2f} ms  p99 {g99:8.2f} ms  errors {phase.errors['gateway']}")
     print(f"  added       : p50 {g50 - d50:+7.2f} ms  p99 {g99 - d99:+8.2f} ms")
     print(f"  ratio       : p50 {g50 / d50:7.2f} x   p99 {g99 / d99:8.2f} x   (gateway / direct)")
     print(
         f"  CPU per request: gateway {cpu['gateway']:.3f} ms, pass-through "
         f"{cpu['passthrough']:.3f} ms ({cpu['gateway'] / cpu['passthrough']:.2f} x), "
-        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
+        + (
+            f"pass-through on aiohttp {cpu['aiohttp']:.3f} ms "
+            f"({cpu['gateway'] / cpu['aiohttp']:.2f} x), "
+            if "aiohttp" in cpu
+            else ""
+        )
+        + f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
         + (
             f"; per round {' '.join(f'{r:.2f}' for r in phase.round_ratios)}"
             if len(phase.round_ratios) > 1
@@ -280,7 +286,8 @@ def main() -> None:
     parser.add_argument("--p99-budget-ms", type=float, default=10.0)
     parser.add_argument("--max-rate", type=float, default=3200.0, help="0: skip the search")
     args = parser.parse_args()
-    ports = {name: free_port() for name in ("direct", "passthrough", "gateway")}
+    sides = ("direct", "passthrough", "aiohttp", "gateway")  # the order each round runs them
+    ports = {name: free_port() for name in sides}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     home = tempfile.mkdtemp(prefix="flywheel-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
@@ -301,11 +308,14 @@ def main() -> None:
         + ["--version", "v0"],
         "passthrough": [py, "-m", "tests.benchmarks.passthrough", "--port"]
         + [str(ports["passthrough"]), "--upstream", urls["direct"]],
+        "aiohttp": [py, "-m", "tests.benchmarks.passthrough", "--port"]
+        + [str(ports["aiohttp"]), "--upstream", urls["direct"], "--client", "aiohttp"],
         "gateway": [py, "-m", "infra.gateway"],
     }
     ready = {
         "direct": f"{urls['direct']}/v1/models",
         "passthrough": f"{urls['passthrough']}/v1/models",
+        "aiohttp": f"{urls['aiohttp']}/v1/models",
         "gateway": f"{urls['gateway']}/healthz",
     }
     load0 = os.getloadavg()
@@ -313,7 +323,7 @@ def main() -> None:
     with ExitStack() as stack:
         pids = {n: stack.enter_context(process(commands[n], env, ready[n])) for n in commands}
         setup = Setup(urls=urls, pids=pids, home=home)
-        for name in ("direct", "passthrough", "gateway"):  # warm-up
+        for name in sides:  # warm-up
             run_load(urls[name], {"messages": MESSAGES}, 100, 1)
         phases = []
         for mode in args.modes:

@@ -1,10 +1,12 @@
 """The floor for a Python proxy: a bare pass-through on the gateway's own server stack.
 
 Plain ASGI on uvicorn (same loop and HTTP parser as the gateway) that forwards every
-``POST /v1/chat/completions`` body unchanged to one upstream with the same aiohttp client the
-gateway uses, and relays status and body (streams chunk by chunk). No routing, no metrics, no
-traces: what is left is the cost of one server hop plus one client hop, which the benchmark
-divides the gateway's CPU per request by.
+``POST /v1/chat/completions`` body unchanged to one upstream and relays status and body
+(streams chunk by chunk). No routing, no metrics, no traces: what is left is the cost of one
+server hop plus one client hop, which the benchmark divides the gateway's CPU per request by.
+``--client flywheel`` (default) makes the client hop with the gateway's own HTTP client
+(:mod:`infra.gateway.http1`): the floor; ``--client aiohttp`` with aiohttp, the client most
+Python proxies use (the gateway used it until it got its own).
 
     python -m tests.benchmarks.passthrough --port 9002 --upstream http://127.0.0.1:9001
 """
@@ -15,7 +17,9 @@ import argparse
 from typing import Any
 
 
-def make_app(upstream: str) -> Any:
+def make_app(upstream: str, client: str = "flywheel") -> Any:
+    if client == "flywheel":
+        return _own_client_app(upstream)
     import aiohttp
 
     session: aiohttp.ClientSession | None = None
@@ -62,16 +66,62 @@ def make_app(upstream: str) -> Any:
     return app
 
 
+def _own_client_app(upstream: str) -> Any:
+    from infra.gateway.http1 import HttpClient
+
+    http: HttpClient | None = None
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal http
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            if http is not None:
+                await http.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if http is None:
+            http = HttpClient(limit=512)
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body, url = b"".join(chunks), upstream + scope["path"]
+        if b'"stream": true' not in body and b'"stream":true' not in body:
+            status, data = await http.fetch(scope["method"], url, body)
+            headers = [(b"content-type", b"application/json")]
+            headers.append((b"content-length", str(len(data)).encode()))
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": data, "more_body": False})
+            return
+        response = await http.stream(scope["method"], url, body)
+        try:
+            headers = [(b"content-type", b"text/event-stream")]
+            await send(
+                {"type": "http.response.start", "status": response.status, "headers": headers}
+            )
+            async for piece in response:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            response.close()
+
+    return app
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="bare pass-through proxy (benchmark floor)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="e.g. http://127.0.0.1:9001")
+    parser.add_argument("--client", choices=("flywheel", "aiohttp"), default="flywheel")
     args = parser.parse_args()
     import uvicorn
 
     uvicorn.run(
-        make_app(args.upstream.rstrip("/")),
+        make_app(args.upstream.rstrip("/"), args.client),
         host=args.host,
         port=args.port,
         log_level="warning",
