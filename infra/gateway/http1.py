@@ -47,7 +47,8 @@ class _Origin:
             ssl.create_default_context() if scheme == "https" else None
         )
         default = 443 if self.ssl else 80
-        self.host_header = (host if port == default else f"{host}:{port}").encode("idna")
+        name = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+        self.host_header = (name if port == default else f"{name}:{port}").encode("idna")
         self.limit = limit
         self.idle: list[_Connection] = []
         self.open = 0
