@@ -76,15 +76,15 @@ class HttpAnswers:
             return pool.submit(asyncio.run, coro).result()
 
     async def _answer_all(self, requests: Sequence[Messages], max_tokens: int) -> list[Answer]:
-        import aiohttp
-
         from infra.errors import UpstreamError
+        from infra.gateway.http1 import HttpClient
         from infra.gateway.upstreams import GenParams, HttpUpstream
 
         limit = asyncio.Semaphore(self.concurrency)
         params = GenParams(max_tokens=max_tokens, temperature=0.0)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
-            upstream = HttpUpstream(self.version, self.base_url, lambda: session)
+        client = HttpClient(limit=self.concurrency, timeout_s=120.0)
+        try:
+            upstream = HttpUpstream(self.version, self.base_url, lambda: client)
 
             async def one(messages: Messages) -> Answer:
                 async with limit:
@@ -98,6 +98,8 @@ class HttpAnswers:
                     return Answer("", time.perf_counter() - t0, error=True)
 
             return list(await asyncio.gather(*(one(m) for m in requests)))
+        finally:
+            await client.close()
 
 
 def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:

@@ -1,0 +1,38 @@
+"""The release gate's answers from an HTTP upstream (``infra.answers.HttpAnswers``): the same
+client and request as the gateway's, greedy, a few at a time, a failing upstream retried and
+then counted as an error, not raised."""
+
+from __future__ import annotations
+
+from infra.answers import HttpAnswers
+from infra.gateway.testing import start_fake_upstream
+
+CONVERSATIONS = [
+    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"{n} + 1?"}]
+    for n in range(12)
+]
+
+
+def test_every_conversation_gets_its_own_answer_sent_greedy() -> None:
+    handle = start_fake_upstream("v3", keep_bodies=True)
+    try:
+        answers = HttpAnswers("v3", handle.url, concurrency=4).answer(CONVERSATIONS, max_tokens=16)
+    finally:
+        handle.stop()
+    assert [a.error for a in answers] == [False] * 12
+    assert [a.text for a in answers] == [f"echo: {n} + 1?" for n in range(12)]
+    sent = handle.app.bodies
+    assert len(sent) == 12 and {b["model"] for b in sent} == {"v3"}
+    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 16 for b in sent)
+    assert sorted(b["messages"][-1]["content"] for b in sent) == sorted(
+        m[-1]["content"] for m in CONVERSATIONS
+    )
+
+
+def test_an_upstream_that_always_fails_gives_errors_not_an_exception() -> None:
+    handle = start_fake_upstream("v3", fail_rate=1.0)
+    try:
+        answers = HttpAnswers("v3", handle.url, retries=2).answer(CONVERSATIONS[:3], max_tokens=8)
+    finally:
+        handle.stop()
+    assert [a.error for a in answers] == [True] * 3 and handle.app.calls == 6
