@@ -17,6 +17,28 @@ import argparse
 from typing import Any
 
 
+async def _lifespan(receive: Any, send: Any, close: Any) -> None:
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await close()
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def _request_body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send_whole(send: Any, status: int, ctype: bytes, body: bytes) -> None:
+    headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 def make_app(upstream: str, client: str = "flywheel") -> Any:
     if client == "flywheel":
         return _own_client_app(upstream)
@@ -27,24 +49,14 @@ def make_app(upstream: str, client: str = "flywheel") -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal session
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            if session is not None:
-                await session.close()
-            await send({"type": "lifespan.shutdown.complete"})
+            await _lifespan(receive, send, session.close if session else _nothing)
             return
         if session is None:
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=30)
             )
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        method = scope["method"]
-        async with session.request(method, upstream + scope["path"], data=b"".join(chunks)) as r:
+        body = await _request_body(receive)
+        async with session.request(scope["method"], upstream + scope["path"], data=body) as r:
             ctype = r.headers.get("content-type", "application/json").encode()
             if ctype.startswith(b"text/event-stream"):
                 await send(
@@ -58,10 +70,8 @@ def make_app(upstream: str, client: str = "flywheel") -> Any:
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            body = await r.read()
-        headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": r.status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+            data = await r.read()
+        await _send_whole(send, r.status, ctype, data)
 
     return app
 
@@ -74,27 +84,14 @@ def _own_client_app(upstream: str) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal http
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            if http is not None:
-                await http.close()
-            await send({"type": "lifespan.shutdown.complete"})
+            await _lifespan(receive, send, http.close if http else _nothing)
             return
         if http is None:
             http = HttpClient(limit=512)
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body, url = b"".join(chunks), upstream + scope["path"]
+        body, url = await _request_body(receive), upstream + scope["path"]
         if b'"stream": true' not in body and b'"stream":true' not in body:
             status, data = await http.fetch(scope["method"], url, body)
-            headers = [(b"content-type", b"application/json")]
-            headers.append((b"content-length", str(len(data)).encode()))
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": data, "more_body": False})
+            await _send_whole(send, status, b"application/json", data)
             return
         response = await http.stream(scope["method"], url, body)
         try:
@@ -109,6 +106,10 @@ def _own_client_app(upstream: str) -> Any:
             response.close()
 
     return app
+
+
+async def _nothing() -> None:
+    pass
 
 
 def main() -> None:
