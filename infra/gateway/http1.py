@@ -8,7 +8,7 @@ the gateway together. This client writes one pre-built request head and parses t
 C; measured with ``tests/benchmarks/bench_gateway.py``.
 
 What it does: ``http`` and ``https`` origins (TLS verified with the system's CAs); bodies with
-``Content-Length`` or chunked; at most ``limit`` connections per origin (callers beyond it wait
+``Content-Length``, chunked, or (HTTP/1.0 style) ended by closing the connection; at most ``limit`` connections per origin (callers beyond it wait
 for one); idle connections closed after ``IDLE_S`` (below the 5 s keep-alive of uvicorn, which
 vLLM serves on) or when the server closes them; a request sent on a kept-alive connection that
 the server closed before answering a single byte is sent once more on a new connection (it was
@@ -70,6 +70,7 @@ class _Connection(asyncio.Protocol):
         self.streaming = streaming
         self.status = 0
         self.headers_done = False
+        self.delimited = False  # the body's end is known (a length or chunks), not the EOF
         self.complete = False
         self.keep_alive = False
         self.received = False  # any byte of this exchange's response
@@ -97,10 +98,17 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self.complete:
+        if self.headers_done and not self.delimited and self.error is None:
+            self.complete = True  # a body without length or chunks ends with the connection
+            self._wake()
+        elif not self.complete:
             self._fail(HttpError("the upstream closed the connection"))
 
     # -- httptools callbacks ------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.delimited = True
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()

@@ -212,6 +212,37 @@ def test_a_kept_alive_connection_closed_under_a_request_is_retried_on_a_new_one(
     run(main())
 
 
+def test_a_body_ended_by_closing_the_connection_is_whole() -> None:
+    async def old_style(head: bytes, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"a": 1}')
+        await writer.drain()
+        return False
+
+    async def main() -> None:
+        async with Server(old_style) as server:
+            client = HttpClient()
+            assert await client.fetch("POST", server.url + "/v1/x", b"{}") == (200, b'{"a": 1}')
+            await client.close()
+
+    run(main())
+
+
+def test_a_body_cut_short_is_an_error_not_an_answer() -> None:
+    async def cut(head: bytes, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"a": 1')
+        await writer.drain()
+        return False
+
+    async def main() -> None:
+        async with Server(cut) as server:
+            client = HttpClient()
+            with pytest.raises(HttpError, match="closed the connection"):
+                await client.fetch("POST", server.url + "/v1/x", b"{}")
+            await client.close()
+
+    run(main())
+
+
 def test_a_request_dropped_unanswered_fails_once_and_is_not_repeated() -> None:
     async def drop(head: bytes, body: bytes, writer: asyncio.StreamWriter) -> bool:
         return False
