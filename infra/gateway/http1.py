@@ -79,6 +79,8 @@ class _Connection(asyncio.Protocol):
         self.buffered = 0
         self.paused = False
         self.waiter: asyncio.Future[None] | None = None
+        if self.closed:  # closed before this exchange began: it fails at once, not at the deadline
+            self.error = HttpError("the upstream closed the connection")
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
