@@ -190,6 +190,9 @@ def chunk_line(
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
+RawHeaders = list[tuple[bytes, bytes]]  # as the server sends them: lower-case, latin-1
+
+
 class JsonResponse(Response):
     """A JSON response with its header list built directly (Starlette's ``init_headers`` cost
     more than encoding the body on the chat path)."""
@@ -197,7 +200,11 @@ class JsonResponse(Response):
     media_type = "application/json"
 
     def __init__(
-        self, data: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
+        self,
+        data: Any,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | RawHeaders | None = None,
     ) -> None:
         self.body = orjson.dumps(data)
         self.status_code = status
@@ -205,15 +212,19 @@ class JsonResponse(Response):
         self.raw_headers = [
             (b"content-length", b"%d" % len(self.body)),
             (b"content-type", b"application/json"),
-            *(
-                (k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in (headers or {}).items()
-            ),
         ]
+        if headers:
+            self.raw_headers += raw_headers(headers)
+
+
+def raw_headers(headers: Mapping[str, str] | RawHeaders) -> RawHeaders:
+    if isinstance(headers, list):
+        return headers
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
 def json_response(
-    data: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
+    data: Any, *, status: int = 200, headers: Mapping[str, str] | RawHeaders | None = None
 ) -> Response:
     return JsonResponse(data, status=status, headers=headers)
 
@@ -230,6 +241,10 @@ def upstream_failed(exc: Exception) -> Response:
     return error_response(502, f"upstream failed: {exc}", kind="upstream_error")
 
 
-def response_headers(trace_id: str, version: str, route: str) -> dict[str, str]:
+def response_headers(trace_id: str, version: str, route: str) -> RawHeaders:
     """``X-Trace-Id`` (for feedback) and which version/route answered."""
-    return {"X-Trace-Id": trace_id, "X-Flywheel-Model": version, "X-Flywheel-Route": route}
+    return [
+        (b"x-trace-id", trace_id.encode("latin-1")),
+        (b"x-flywheel-model", version.encode("latin-1")),
+        (b"x-flywheel-route", route.encode("latin-1")),
+    ]

@@ -8,7 +8,7 @@ for the trace.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from starlette.responses import Response
@@ -66,14 +66,13 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, body: AsyncGenerator[bytes, None], *, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self, body: AsyncGenerator[bytes, None], *, headers: list[tuple[bytes, bytes]]
+    ) -> None:
         self.body_iterator = body
         self.status_code = 200
         self.background = None
-        self.raw_headers = [
-            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()),
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-        ]
+        self.raw_headers = [*headers, (b"content-type", b"text/event-stream; charset=utf-8")]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})

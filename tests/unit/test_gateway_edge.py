@@ -3,6 +3,8 @@ per trace in a sink batch, the admin URL flows use."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +30,15 @@ def test_trace_ids_verify_only_under_the_key_that_minted_them() -> None:
     tampered = minted[0][:5] + ("a" if minted[0][5] != "a" else "b") + minted[0][6:]
     assert not ids.verify(tampered)
     assert not ids.verify(minted[0].upper()) and not ids.verify(minted[0] + "0")
+
+
+def test_trace_ids_minted_by_an_earlier_release_still_verify() -> None:
+    """Users send feedback on answers from before a gateway upgrade: the tag is HMAC-SHA256
+    under a key derived from the salt, its first 12 hex digits, whatever computes it."""
+    key = hmac.new(b"salt-a", b"flywheel gateway trace id", hashlib.sha256).digest()
+    nonce = "0123456789abcdef0123"
+    earlier = nonce + hmac.new(key, nonce.encode(), hashlib.sha256).hexdigest()[:12]
+    assert TraceIds("salt-a").verify(earlier)
 
 
 def test_votes_remember_the_last_vote_per_trace_within_a_bound() -> None:

@@ -120,7 +120,7 @@ def sent_by_event_stream(events: list[bytes]) -> tuple[list[dict], bool]:
     async def send(message: dict) -> None:
         sent.append(message)
 
-    asyncio.run(EventStream(body(), headers={})({}, receive, send))  # type: ignore[arg-type]
+    asyncio.run(EventStream(body(), headers=[])({}, receive, send))  # type: ignore[arg-type]
     return sent, finished
 
 
@@ -172,7 +172,7 @@ def test_a_client_that_has_gone_stops_the_relay() -> None:
     async def send(message: dict) -> None:
         sent.append(message)
 
-    asyncio.run(EventStream(body(), headers={})({}, receive, send))  # type: ignore[arg-type]
+    asyncio.run(EventStream(body(), headers=[])({}, receive, send))  # type: ignore[arg-type]
     assert not finished and made < 5  # the model's stream was closed, not read to the end
 
 
@@ -206,6 +206,6 @@ def test_on_uvicorn_the_connection_says_the_client_has_gone() -> None:
     async def receive() -> dict:
         raise AssertionError("receive() is not watched when the connection tells")
 
-    asyncio.run(EventStream(body(), headers={})({}, receive, cycle.send))  # type: ignore[arg-type]
+    asyncio.run(EventStream(body(), headers=[])({}, receive, cycle.send))  # type: ignore[arg-type]
     assert not finished and made == 3
     assert len([m for m in cycle.sent if m["type"] == "http.response.body"]) == 2
