@@ -1,20 +1,14 @@
 """The gateway's HTTP/1.1 client for its upstream calls: keep-alive connections per origin,
-responses parsed by httptools (the C parser uvicorn uses on the server side).
+answers parsed by httptools (the C parser uvicorn uses). A user request makes one upstream call,
+a diverse one three, and aiohttp's client spent ~0.3 ms of Python per call here (URL objects,
+header multidicts, cookie jar, timers, hooks): more than the rest of the gateway together.
 
-Why not aiohttp: every user request makes one upstream call and a diverse-sampling request
-makes three, and aiohttp's client spends ~0.3-0.4 ms of Python per call here (URL objects,
-header multidicts, cookie jar, timers, tracing hooks, payload registry): more than the rest of
-the gateway together. This client writes one pre-built request head and parses the answer in
-C; measured with ``tests/benchmarks/bench_gateway.py``.
-
-What it does: ``http`` and ``https`` origins (TLS verified with the system's CAs); bodies with
-``Content-Length``, chunked, or (HTTP/1.0 style) ended by closing the connection; at most ``limit`` connections per origin (callers beyond it wait
-for one); idle connections closed after ``IDLE_S`` (below the 5 s keep-alive of uvicorn, which
-vLLM serves on) or when the server closes them; a request sent on a kept-alive connection that
-the server closed before answering a single byte is sent once more on a new connection (it was
-never read); one deadline per request (``timeout_s``, the whole exchange, a stream included).
-What it does not: proxies, redirects, cookies, compression (none of which an upstream
-needs). Every failure is an :class:`HttpError` whose message carries no request content.
+Does: http and https (TLS verified); bodies by ``Content-Length``, chunks or connection close;
+at most ``limit`` connections per origin (callers beyond wait); idle ones dropped after
+``IDLE_S`` (uvicorn, vLLM's server, closes them at 5 s) or when the server closes them; a request
+on a kept-alive connection closed before a byte of answer is sent once more on a new one (it
+was never read); one deadline per call, a stream included. Does not: proxies, redirects,
+cookies, compression. Failures are :class:`HttpError`, whose message has no request content.
 """
 
 from __future__ import annotations
