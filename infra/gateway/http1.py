@@ -223,45 +223,18 @@ class HttpClient:
         self, method: str, url: str, body: bytes = b"", *, timeout_s: float | None = None
     ) -> tuple[int, bytes]:
         """``(status, body)`` of one request (``body`` sent as JSON when not empty)."""
-        for attempt in range(2):
-            origin, conn, timer, reused = await self._send(
-                method, url, body, False, timeout_s, attempt
-            )
-            try:
-                while not conn.complete:
-                    await conn.wait()
-                return conn.status, conn.take()
-            except HttpError:
-                conn.abort()
-                if not reused or conn.received or attempt:
-                    raise
-            except BaseException:
-                conn.abort()
-                raise
-            finally:
-                timer.cancel()
-                self._release(origin, conn)
-        raise AssertionError("unreachable")
+        origin, conn, timer = await self._exchange(method, url, body, False, timeout_s)
+        try:
+            return conn.status, conn.take()
+        finally:
+            timer.cancel()
+            self._release(origin, conn)
 
     async def stream(
         self, method: str, url: str, body: bytes = b"", *, timeout_s: float | None = None
     ) -> Stream:
         """The response once its headers arrived; the caller must :meth:`Stream.close` it."""
-        for attempt in range(2):
-            origin, conn, timer, reused = await self._send(
-                method, url, body, True, timeout_s, attempt
-            )
-            try:
-                while not conn.headers_done:
-                    await conn.wait()
-                return Stream(self, origin, conn, timer)
-            except BaseException as exc:
-                timer.cancel()
-                conn.abort()
-                self._release(origin, conn)
-                if not isinstance(exc, HttpError) or not reused or conn.received or attempt:
-                    raise
-        raise AssertionError("unreachable")
+        return Stream(self, *await self._exchange(method, url, body, True, timeout_s))
 
     async def close(self) -> None:
         self._closed = True
@@ -272,27 +245,32 @@ class HttpClient:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _send(
-        self,
-        method: str,
-        url: str,
-        body: bytes,
-        streaming: bool,
-        timeout_s: float | None,
-        attempt: int,
-    ) -> tuple[_Origin, _Connection, asyncio.TimerHandle, bool]:
-        """The request written on a pooled (or new) connection. A kept-alive connection that
-        the server closed unseen fails before any byte of an answer (``received`` still
-        False): the callers then send the request once more (``attempt`` 1), on a new connection."""
-        origin, head = self._target(url)
-        conn, reused = await self._acquire(origin, fresh=attempt > 0)
-        conn._reset(streaming=streaming)
-        timer = asyncio.get_running_loop().call_later(timeout_s or self.timeout_s, conn.expire)
-        assert conn.transport is not None
-        conn.transport.write(
-            b"".join((method.encode(), head, b"Content-Length: %d\r\n\r\n" % len(body), body))
-        )
-        return origin, conn, timer, reused
+    async def _exchange(
+        self, method: str, url: str, body: bytes, streaming: bool, timeout_s: float | None
+    ) -> tuple[_Origin, _Connection, asyncio.TimerHandle]:
+        """The request sent and answered: whole, or (``streaming``) up to its headers. A
+        kept-alive connection that the server closed unseen fails before any byte of an answer
+        (``received`` still False): the request is then sent once more, on a new connection (it
+        was never read). On any failure the connection is dropped."""
+        for attempt in range(2):
+            origin, head = self._target(url)
+            conn, reused = await self._acquire(origin, fresh=attempt > 0)
+            conn._reset(streaming=streaming)
+            timer = asyncio.get_running_loop().call_later(timeout_s or self.timeout_s, conn.expire)
+            assert conn.transport is not None
+            conn.transport.write(
+                b"".join((method.encode(), head, b"Content-Length: %d\r\n\r\n" % len(body), body))
+            )
+            try:
+                while not (conn.headers_done if streaming else conn.complete):
+                    await conn.wait()
+                return origin, conn, timer
+            except BaseException as exc:
+                timer.cancel()
+                self._release(origin, conn)  # not complete: closed
+                if not isinstance(exc, HttpError) or not reused or conn.received or attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def _target(self, url: str) -> tuple[_Origin, bytes]:
         """The origin and the request head after the method (`` /path HTTP/1.1\\r\\n...``)."""

@@ -36,7 +36,7 @@ LOCAL_HINT = (
     " (run `flywheel bootstrap`, or give this version an HTTP upstream "
     "in FLYWHEEL_GATEWAY__UPSTREAMS)"
 )
-SessionFactory = Callable[[], "HttpClient"]  # the pool's client, made in the running loop
+SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
 
 
 class Upstream(Protocol):
