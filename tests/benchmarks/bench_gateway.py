@@ -7,12 +7,12 @@ a bare pass-through proxy on the same server stack and HTTP client
 (``tests.benchmarks.passthrough``: the floor for any Python proxy), the same pass-through on
 aiohttp's client (what a typical Python proxy costs), and this load generator
 (fixed request rate whatever the replies take, latency from each request's scheduled send
-time, so queueing is not hidden). For each mode (JSON, streamed) and rate, the three sides run
-in turn (direct, pass-through, aiohttp pass-through, gateway), ``--rounds`` times in alternation: on a shared VM the
-CPU a request costs drifts by a third from one minute to the next, so sides measured minutes
-apart are not comparable. Printed per rate: p50/p99 of each, the gateway's added ms and
-ratio against direct, CPU per request of the gateway, both pass-throughs and the upstream
-(``/proc``, user + system), and the traces: every reply's ``X-Trace-Id`` must be in the spool
+time, so queueing is not hidden). For each mode (JSON, streamed) and rate, the four sides run
+in turn (direct, pass-through, aiohttp pass-through, gateway), ``--rounds`` times in
+alternation: on a shared VM the CPU a request costs drifts by a third from one minute to the
+next, so sides measured minutes apart are not comparable. Printed per rate: p50/p99 of each,
+the gateway's added ms and ratio against direct, CPU per request of the gateway, both
+pass-throughs and the upstream (``/proc``, user + system), and the traces: every reply's ``X-Trace-Id`` must be in the spool
 unless the bounded queue dropped it (``flywheel_trace_sink_dropped_total``), and every prompt
 group of diverse siblings complete. Then the highest rate at which the added p99 stays under
 ``--p99-budget-ms`` (JSON requests).
@@ -152,7 +152,7 @@ class Setup:
 def measure(
     setup: Setup, *, mode: str, rate: float, seconds: float, logprobs: bool, rounds: int = 1
 ) -> Phase:
-    """The three sides in turn, ``rounds`` times (``seconds / rounds`` each): CPU per request
+    """The sides in turn, ``rounds`` times (``seconds / rounds`` each): CPU per request
     drifts on a shared VM from one minute to the next, so sides measured in alternation, their
     CPU and requests summed over the rounds, compare like with like."""
     body = {"model": "flywheel", "messages": MESSAGES, "user": "u", "stream": mode == "stream"}
@@ -201,22 +201,17 @@ def print_latency(phase: Phase) -> None:
     print(f"\n{phase.mode} at {phase.rate:.0f} req/s, {len(lat['gateway'])} requests per side")
     print(f"  direct      : p50 {d50:7.2f} ms  p99 {d99:8.2f} ms  errors {phase.errors['direct']}")
     for name, label in (("passthrough", "pass-through"), ("aiohttp", "  on aiohttp")):
-        if name in lat:
-            p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
-            print(f"  {label}: p50 {p50:7.2f} ms  p99 {p99:8.2f} ms  errors {phase.errors[name]}")
+        p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
+        print(f"  {label}: p50 {p50:7.2f} ms  p99 {p99:8.2f} ms  errors {phase.errors[name]}")
     print(f"  gateway     : p50 {g50:7.2f} ms  p99 {g99:8.2f} ms  errors {phase.errors['gateway']}")
     print(f"  added       : p50 {g50 - d50:+7.2f} ms  p99 {g99 - d99:+8.2f} ms")
     print(f"  ratio       : p50 {g50 / d50:7.2f} x   p99 {g99 / d99:8.2f} x   (gateway / direct)")
     print(
         f"  CPU per request: gateway {cpu['gateway']:.3f} ms, pass-through "
         f"{cpu['passthrough']:.3f} ms ({cpu['gateway'] / cpu['passthrough']:.2f} x), "
-        + (
-            f"pass-through on aiohttp {cpu['aiohttp']:.3f} ms "
-            f"({cpu['gateway'] / cpu['aiohttp']:.2f} x), "
-            if "aiohttp" in cpu
-            else ""
-        )
-        + f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
+        f"pass-through on aiohttp {cpu['aiohttp']:.3f} ms "
+        f"({cpu['gateway'] / cpu['aiohttp']:.2f} x), "
+        f"upstream alone {cpu['direct']:.3f} ms ({cpu['gateway'] / cpu['direct']:.2f} x)"
         + (
             f"; per round {' '.join(f'{r:.2f}' for r in phase.round_ratios)}"
             if len(phase.round_ratios) > 1

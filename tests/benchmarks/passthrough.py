@@ -39,6 +39,15 @@ async def _send_whole(send: Any, status: int, ctype: bytes, body: bytes) -> None
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+async def _send_stream(send: Any, status: int, ctype: bytes, pieces: Any) -> None:
+    """Relay a stream piece by piece, as it arrives."""
+    headers = [(b"content-type", ctype)]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    async for piece in pieces:
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 def make_app(upstream: str, client: str = "flywheel") -> Any:
     if client == "flywheel":
         return _own_client_app(upstream)
@@ -59,16 +68,7 @@ def make_app(upstream: str, client: str = "flywheel") -> Any:
         async with session.request(scope["method"], upstream + scope["path"], data=body) as r:
             ctype = r.headers.get("content-type", "application/json").encode()
             if ctype.startswith(b"text/event-stream"):
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": r.status,
-                        "headers": [(b"content-type", ctype)],
-                    }
-                )
-                async for piece in r.content.iter_any():
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await _send_stream(send, r.status, ctype, r.content.iter_any())
                 return
             data = await r.read()
         await _send_whole(send, r.status, ctype, data)
@@ -95,13 +95,7 @@ def _own_client_app(upstream: str) -> Any:
             return
         response = await http.stream(scope["method"], url, body)
         try:
-            headers = [(b"content-type", b"text/event-stream")]
-            await send(
-                {"type": "http.response.start", "status": response.status, "headers": headers}
-            )
-            async for piece in response:
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await _send_stream(send, response.status, b"text/event-stream", aiter(response))
         finally:
             response.close()
 
