@@ -12,10 +12,10 @@ in turn (direct, pass-through, aiohttp pass-through, gateway), ``--rounds`` time
 alternation: on a shared VM the CPU a request costs drifts by a third from one minute to the
 next, so sides measured minutes apart are not comparable. Printed per rate: p50/p99 of each,
 the gateway's added ms and ratio against direct, CPU per request of the gateway, both
-pass-throughs and the upstream (``/proc``, user + system), and the traces: every reply's ``X-Trace-Id`` must be in the spool
-unless the bounded queue dropped it (``flywheel_trace_sink_dropped_total``), and every prompt
-group of diverse siblings complete. Then the highest rate at which the added p99 stays under
-``--p99-budget-ms`` (JSON requests).
+pass-throughs and the upstream (``/proc``, user + system), and the traces: every reply's
+``X-Trace-Id`` must be in the spool unless the bounded queue dropped it
+(``flywheel_trace_sink_dropped_total``), and every prompt group of diverse siblings complete.
+Then the highest rate at which the added p99 stays under ``--p99-budget-ms`` (JSON requests).
 
     PYTHONPATH=. python tests/benchmarks/bench_gateway.py              # 200, 500, 1000 req/s
     PYTHONPATH=. python tests/benchmarks/bench_gateway.py --rates 200 500 --seconds 5 \
