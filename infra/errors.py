@@ -12,7 +12,11 @@ class FlywheelError(Exception):
 class TransientError(FlywheelError):
     """A failure that a retry may cure (timeout, throttling, 5xx, a lost commit race). The
     adapters (store, trace source, catalog, LLM endpoints) raise a subclass of it; the one retry
-    policy (:mod:`infra.retries`) retries exactly these and nothing else."""
+    policy (:mod:`infra.retries`) retries exactly these and nothing else.
+
+    ``retry_after_s`` is the wait the server asked for (HTTP ``Retry-After``), when it said."""
+
+    retry_after_s: float | None = None
 
 
 class ConfigError(FlywheelError):

@@ -1,20 +1,160 @@
-"""The one retry policy of flywheel's Prefect tasks: retry only transient I/O
+"""The one retry policy of flywheel: retry only transient I/O
 (:class:`~infra.errors.TransientError`, which every adapter raises for timeouts, throttling,
-5xx and lost commit races), with backoff and jitter; never a data or configuration error.
+5xx and lost commit races), with exponential backoff and jitter; never a data or
+configuration error, never a 4xx other than throttling.
 
-Use ``@task(**IO_RETRIES)`` on every task that does I/O; a task with no I/O needs no retries.
+Two ways in, one policy:
+
+- ``@task(**IO_RETRIES)`` on every Prefect task that does I/O (Prefect re-runs the task);
+- :func:`retry_call` / :func:`retry_async` around one I/O call inside an adapter. These are the
+  only retry loops in the code base: an adapter translates its client's errors into a
+  :class:`TransientError` subclass (with ``retry_after_s`` when the server said how long to
+  wait) and lets the helper decide whether and when to try again.
+
+Every retry is counted per operation in :data:`RETRIES` (``flywheel_retries_total{operation}``
+on the stage and gateway metrics), so an operator sees a flaky dependency before it fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from prefect.cache_policies import NO_CACHE
 
 from infra.errors import TransientError
 
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 RetryCondition = Callable[[Any, Any, Any], bool]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How often and how long to wait: ``attempts`` calls in all, the n-th retry after
+    ``base_s * factor**(n-1)`` seconds (capped at ``max_s``), scaled by a random factor in
+    ``[1 - jitter, 1 + jitter]``. A server's ``Retry-After`` (``retry_after_s`` on the error)
+    replaces the computed delay when it is longer, up to ``max_retry_after_s``; a longer one
+    fails at once (a daily quota is not waited out inside a call)."""
+
+    attempts: int = 4
+    base_s: float = 0.2
+    factor: float = 2.0
+    max_s: float = 10.0
+    jitter: float = 0.5
+    max_retry_after_s: float = 120.0
+
+    def delay(self, retry: int, retry_after_s: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        computed = min(self.max_s, self.base_s * self.factor ** max(0, retry - 1))
+        computed *= 1.0 + self.jitter * (2.0 * random.random() - 1.0)
+        if retry_after_s is not None and retry_after_s > computed:
+            return retry_after_s
+        return max(0.0, computed)
+
+
+DEFAULT = Backoff()
+"""The adapters' policy: 4 attempts, 0.2 / 0.4 / 0.8 s (+-50 %) between them."""
+
+
+class RetryCounter:
+    """Retries per operation in this process, thread-safe; read by the metrics exporters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, operation: str) -> None:
+        with self._lock:
+            self._counts[operation] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counts: operation -> retries so far."""
+        with self._lock:
+            return dict(self._counts)
+
+
+RETRIES = RetryCounter()
+"""Every retry :func:`retry_call` and :func:`retry_async` made, by operation."""
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    value = getattr(exc, "retry_after_s", None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _next_delay(
+    exc: BaseException, retry: int, policy: Backoff, operation: str
+) -> float | None:
+    """The wait before the next attempt, or None when ``exc`` must be raised now."""
+    if retry >= policy.attempts:
+        return None
+    after = _retry_after(exc)
+    if after is not None and after > policy.max_retry_after_s:
+        return None
+    RETRIES.add(operation)
+    delay = policy.delay(retry, after)
+    log.warning(
+        "%s failed (%s), retry %d of %d in %.1f s",
+        operation,
+        type(exc).__name__,
+        retry,
+        policy.attempts - 1,
+        delay,
+    )
+    return delay
+
+
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    operation: str,
+    policy: Backoff = DEFAULT,
+    retry_on: tuple[type[BaseException], ...] = (TransientError,),
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``fn()``, called again after a backoff while it raises one of ``retry_on``; the last
+    error is raised unchanged once ``policy.attempts`` calls have failed. Anything else is
+    raised at once. ``operation`` names the call in logs and :data:`RETRIES` (no data in it)."""
+    retry = 0
+    while True:
+        try:
+            return fn()
+        except retry_on as exc:
+            retry += 1
+            delay = _next_delay(exc, retry, policy, operation)
+            if delay is None:
+                raise
+            sleep(delay)
+
+
+async def retry_async(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    operation: str,
+    policy: Backoff = DEFAULT,
+    retry_on: tuple[type[BaseException], ...] = (TransientError,),
+) -> T:
+    """The coroutine counterpart of :func:`retry_call` (``fn`` makes a fresh awaitable per
+    attempt)."""
+    retry = 0
+    while True:
+        try:
+            return await fn()
+        except retry_on as exc:
+            retry += 1
+            delay = _next_delay(exc, retry, policy, operation)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
 
 
 def retry_on(*errors: type[BaseException]) -> RetryCondition:
