@@ -21,7 +21,7 @@ from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
-from tasks import domain
+from tasks.demo import domain
 
 pytestmark = pytest.mark.integration
 
