@@ -353,33 +353,6 @@ def select_training_data(
 
 
 @task(**IO_RETRIES)
-def select_task(
-    catalog: Catalog,
-    *,
-    buffer_windows: int = 0,
-    min_margin: float,
-    render: Render = demo_render,
-    buffer_days: float = 0,
-    workload_days: dict[str, float] | None = None,
-    human_override: bool = True,
-    served_by: str | None = None,
-    consent_mode: str = "opt_in",
-) -> Selection:
-    """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
-    return select_training_data(
-        catalog,
-        buffer_windows=buffer_windows,
-        min_margin=min_margin,
-        render=render,
-        buffer_days=buffer_days,
-        workload_days=workload_days,
-        human_override=human_override,
-        served_by=served_by,
-        consent_mode=consent_mode,
-    )
-
-
-@task(**IO_RETRIES)
 def write_pairs_task(
     catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]
 ) -> int | None:
