@@ -5,10 +5,15 @@ One shared traffic sample from the base model; every arm (:mod:`tasks.prove.arms
 with the same budget for several seeds and scored on the golden set; a confidence interval per
 arm and a paired test of the loop against a shuffled-reward control (:mod:`tasks.prove.stats`);
 ``report.md``, ``chart.png`` and ``ablation.json`` under ``$FLYWHEEL_HOME/prove`` (or
-``out``) and the report as a Prefect artifact."""
+``out``) and the report as a Prefect artifact.
+
+The base model and the simulated questions are the embedded demo's (this flow bootstraps v0,
+as ``flywheel run`` does); the golden set and its verifier are those the settings name
+(FLYWHEEL_REWARD__GOLDEN, FLYWHEEL_REWARD__VERIFIER)."""
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -21,6 +26,8 @@ from infra.errors import InsufficientTraffic
 from infra.progress import report_progress
 from infra.runtime import Runtime
 from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.domain import sample_question
+from tasks.golden import settings_golden
 from tasks.prove.arms import ARMS, CONTROL, LOOP, Baseline, golden_answers, golden_scores
 from tasks.prove.report import markdown, text_table, write_report
 from tasks.prove.run import (
@@ -64,20 +71,22 @@ def traffic_task(model_dir: Path, opts: ProveOptions) -> Traffic:
 
     rt = Runtime.from_env()
     lm = LocalLM.load(model_dir)
+    rng = random.Random(opts.seed)
+    questions = [sample_question(rng) for _ in range(opts.prompts)]
     return build_traffic(
-        lm,
-        settings=rt.settings,
-        prompts=opts.prompts,
-        temperatures=opts.temperatures,
-        seed=opts.seed,
+        lm, questions, settings=rt.settings, temperatures=opts.temperatures, seed=opts.seed
     )
 
 
 @task(cache_policy=NO_CACHE)
 def baseline_task(model_dir: Path) -> Baseline:
     """Returns the base model's golden answers and verifier scores."""
-    _, texts = golden_answers(model_dir)
-    return Baseline(model_dir=model_dir, answers=texts, scores=golden_scores(texts))
+    reward = Runtime.from_env().settings.reward
+    golden = settings_golden(reward)
+    _, texts = golden_answers(model_dir, golden)
+    return Baseline(
+        model_dir=model_dir, answers=texts, scores=golden_scores(golden, texts, reward=reward)
+    )
 
 
 @flow(name="prove", log_prints=False)

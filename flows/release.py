@@ -20,6 +20,7 @@ from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
@@ -63,7 +64,9 @@ class ReleaseOptions(BaseModel):
     )
     force: bool = Field(default=False, description="release a version that was rejected before")
     skip_shadow: bool = Field(default=False, description="go from the gate straight to canary")
-    golden_path: str | None = Field(default=None, description="golden jsonl file or folder")
+    golden_path: str | None = Field(
+        default=None, description="golden jsonl file or folder (default: FLYWHEEL_REWARD__GOLDEN)"
+    )
     max_golden_items: int | None = Field(
         default=None, ge=1, description="gate on the first N golden items only (default: all)"
     )
@@ -200,18 +203,21 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
 
+def _golden(rt: Runtime, path: str | None) -> list[GoldenItem]:
+    """The run's golden set: ``path``, else the one the settings name (FLYWHEEL_REWARD__GOLDEN)."""
+    return load_golden(path) if path else settings_golden(rt.settings.reward)
+
+
 def _gate(run: _Run) -> tuple[RoutingState, str]:
     """The golden gate: begin, answer and score, report, and the transition it decides;
     returns the state and the gate's decision."""
-    from tasks.demo.domain import load_golden
-
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
     try:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
         result = golden_gate_task(
-            load_golden(opts.golden_path)[: opts.max_golden_items],
+            _golden(rt, opts.golden_path)[: opts.max_golden_items],
             baseline=open_answer_source(
                 opts.baseline or state.stable, settings=rt.settings, store=rt.store
             ),

@@ -89,8 +89,7 @@ def train_arms(
         "selection": traffic.selection,
         "budget": budget,
         "baseline": baseline,
-        "policy": settings.release,
-        "reward": settings.reward,
+        "settings": settings,
     }
     runs: list[ArmRun] = []
     if workers <= 1:

@@ -135,12 +135,7 @@ def publish(run: Path) -> str:
     pairs_sid = None
     if config.method == "dpo":
         pairs_sid = write_pairs(rt.catalog, train_run=info["train_run"], pairs=selection.pairs)
-    evaluation = evaluate_golden_dirs(
-        Path(info["base_dir"]),
-        model_dir,
-        device=rt.settings.device,
-        max_new_tokens=rt.settings.eval_max_new_tokens,
-    )
+    evaluation = evaluate_golden_dirs(Path(info["base_dir"]), model_dir, settings=rt.settings)
     lineage = build_lineage(
         base_version=info["base_version"],
         train_run=info["train_run"],

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.settings import CurateSettings, Settings
+from infra.settings import CurateSettings, Settings, get_settings
 from tasks.demo import domain
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import (
@@ -73,7 +73,7 @@ def _selection() -> Selection:
     return select(
         rows,
         min_margin=0.2,
-        contaminated=GoldenFilter.from_repo(),
+        contaminated=GoldenFilter.from_settings(get_settings().reward),
         snapshot_id=123456789,
         windows=[WINDOW],
     )

@@ -47,7 +47,7 @@ def row(trace: str, group: str, answer: str, reward: float | None, **kw: Any) ->
 
 def run(rows: list[dict[str, Any]], **kw: Any) -> Any:
     kw.setdefault("min_margin", 0.2)
-    kw.setdefault("contaminated", GoldenFilter(GOLDEN))
+    kw.setdefault("contaminated", GoldenFilter(GOLDEN, domain.is_golden_question))
     return select(rows, **kw)
 
 

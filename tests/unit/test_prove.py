@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.settings import RewardSettings
 from tasks.demo import domain
 from tasks.prove.arms import ARMS, ArmRun, oracle_rows, shuffled_pairs
 from tasks.prove.report import text_table, write_report
@@ -49,7 +50,9 @@ def test_oracle_rows_answer_every_prompt_with_the_true_sum() -> None:
         snapshot_id=None,
         windows=[],
     )
-    assert oracle_rows(sel) == [{"prompt": prompt, "completion": f" {a + b}"}]
+    assert oracle_rows(sel, reward=RewardSettings()) == [
+        {"prompt": prompt, "completion": f" {a + b}"}
+    ]
 
 
 def test_seed_interval_is_a_t_interval_over_seeds_and_wilson_for_one() -> None:
