@@ -227,7 +227,7 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions, steps: Steps) -> 
         analysis_interval_s=opts.analysis_interval_s,
         min_requests_per_step=opts.min_requests_per_step,
         gateway_url=gateway_url,
-        # generous: on 2 busy cores shadow pairs come slowly (29 of 30 in 60 s was measured)
+        # generous: on a busy small machine shadow pairs come slowly
         step_deadline_s=max(240.0, 10 * opts.analysis_interval_s),
         actor="flywheel-run",
     )

@@ -44,8 +44,8 @@ from tasks.train.config import TrainConfig
 
 
 class ProveOptions(BaseModel):
-    """Budget of ``flywheel prove``; the defaults are the budget the issue measured by hand
-    (600 prompts at 4 temperatures, 200 steps of 16 per arm), over 3 seeds."""
+    """Budget of ``flywheel prove``: by default 600 prompts at 4 temperatures, 200 steps of 16
+    per arm, over 3 seeds."""
 
     seeds: int = Field(default=3, ge=1, le=10, description="training seeds per arm")
     steps: int = Field(default=200, ge=1, description="optimizer steps per arm and seed")

@@ -315,15 +315,6 @@ def card_markdown(lineage: Lineage) -> str:
     return "\n".join(lines)
 
 
-def read_lineage(store: ObjectStore, version: str) -> Lineage:
-    """The lineage of a trained version.
-
-    Raises:
-        ObjectNotFound: the version has no lineage.json.
-    """
-    return Lineage.model_validate(models.read_model_json(store, version, LINEAGE))
-
-
 def training_rows(catalog: Catalog, lineage: Lineage) -> pa.Table:
     """The rows a version trained on, read back by Iceberg time travel.
 

@@ -51,9 +51,6 @@ from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.golden import GoldenItem, golden_matcher, settings_golden
-from tasks.train.buffer import EXAMPLE_COLUMNS as EXAMPLE_COLUMNS
-from tasks.train.buffer import buffer_of as buffer_of
-from tasks.train.buffer import in_buffer as in_buffer
 from tasks.train.buffer import read_examples
 
 if TYPE_CHECKING:

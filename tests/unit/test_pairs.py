@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tasks.demo import domain
+from tasks.train.buffer import buffer_of
 from tasks.train.methods import choose_method
 from tasks.train.pairs import (
     ChatRender,
     GoldenFilter,
-    buffer_of,
     completion_text,
     demo_render,
     normalize_question,
