@@ -20,7 +20,6 @@ import pytest
 
 from infra.catalog import open_catalog, scan
 from infra.gateway import start_background_gateway
-from infra.gateway.testing import start_fake_upstream
 from infra.keys import window_id
 from infra.settings import GatewaySettings, Settings, get_settings
 from infra.store import open_store
@@ -28,6 +27,7 @@ from infra.traces import SpoolSource, TraceRecord
 from infra.traces.langfuse_reader import LangfuseSource
 from tasks.demo import domain
 from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.fakes.upstream import start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
