@@ -1,5 +1,5 @@
-"""The ``flywheel`` command: each stage command starts the stage's Prefect flow run (so it
-shows in the UI) and prints a short human summary (``--json`` for scripts).
+"""The flywheel command: each stage command starts the stage's Prefect flow run (so it
+shows in the UI) and prints a short human summary (--json for scripts).
 
 Bad input (an argument, a setting) is refused here, in one line, before any flow run starts."""
 
@@ -14,6 +14,7 @@ from typing import NamedTuple, NoReturn
 
 from deployments import commands, output, prove_command, review_commands
 from deployments.argtypes import whole_number
+from flows.parameters import MAX_HOURS
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
@@ -78,9 +79,9 @@ def _window_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--hours",
-        type=whole_number(1, 24 * 31),
+        type=whole_number(1, MAX_HOURS),
         default=1,
-        help="window length in hours (default 1)",
+        help=f"window length in hours, 1-{MAX_HOURS} (default 1)",
     )
 
 
@@ -89,14 +90,23 @@ def _curate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _bootstrap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=whole_number(0), default=0)
+    p.add_argument("--seed", type=whole_number(0), default=0, help="pre-training seed (default 0)")
     p.add_argument("--force", action="store_true", help="rebuild even if cached")
 
 
 def _simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--requests", type=whole_number(1), default=500)
-    p.add_argument("--concurrency", type=whole_number(1, 64), default=8)
-    p.add_argument("--seed", type=whole_number(0), default=0)
+    p.add_argument(
+        "--requests", type=whole_number(1), default=500, help="requests to send (default 500)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=whole_number(1, 64),
+        default=8,
+        help="requests in flight at once, 1-64 (default 8)",
+    )
+    p.add_argument(
+        "--seed", type=whole_number(0), default=0, help="seed of users and questions (default 0)"
+    )
     p.add_argument("--gateway-url", help="default: FLYWHEEL_GATEWAY__URL or host:port")
 
 
@@ -107,7 +117,11 @@ def _forget_args(p: argparse.ArgumentParser) -> None:
 
 
 def _consent_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["grant", "withdraw"])
+    p.add_argument(
+        "action",
+        choices=["grant", "withdraw"],
+        help="grant: the user's traces may train models; withdraw: they no longer may",
+    )
     p.add_argument(
         "user_id", type=non_empty, help="the raw user id; hashed here, only the key is stored"
     )
@@ -124,23 +138,32 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: FLYWHEEL_TRAIN__METHOD (auto)",
     )
-    p.add_argument("--max-steps", type=whole_number(1), default=None)
+    p.add_argument(
+        "--max-steps",
+        type=whole_number(1),
+        default=None,
+        help="stop after this many optimizer steps (default: FLYWHEEL_TRAIN__MAX_STEPS)",
+    )
 
 
 def _release_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("version")
+    p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
     p.add_argument("--force", action="store_true", help="release a version rejected before")
-    p.add_argument("--skip-shadow", action="store_true")
+    p.add_argument(
+        "--skip-shadow",
+        action="store_true",
+        help="go from the golden gate straight to the canary steps (no shadow traffic)",
+    )
 
 
 def _control_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reason", default="manual")
-    p.add_argument("--actor", default="cli")
+    p.add_argument("--reason", default="manual", help="why (audited; default: manual)")
+    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
 
 
 def _promote_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", default=None, help="why (required with --force; audited)")
-    p.add_argument("--actor", default="cli")
+    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
     p.add_argument(
         "--force",
         action="store_true",
@@ -153,7 +176,12 @@ def _lineage_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cycles", type=whole_number(1, 20), default=1)
+    p.add_argument(
+        "--cycles",
+        type=whole_number(1, 20),
+        default=1,
+        help="improvement cycles, 1-20, each train -> release on new traffic (default 1)",
+    )
     p.add_argument(
         "--server",
         choices=["local", "vllm"],
@@ -167,7 +195,12 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="simulated requests per cycle (default 500)",
     )
-    p.add_argument("--seed", type=whole_number(0), default=0)
+    p.add_argument(
+        "--seed",
+        type=whole_number(0),
+        default=0,
+        help="seed of the base model and the simulated users (default 0)",
+    )
 
 
 # ------------------------------------------------------------------------ the command table

@@ -15,7 +15,8 @@ ABLATION_FILE = "ablation.json"
 
 
 def pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+    """A share as the CLI and every summary print it: ``49.5%``."""
+    return f"{x:.1%}"
 
 
 def decisions(values: list[str]) -> str:

@@ -129,7 +129,7 @@ def test_report_shows_each_arm_with_its_interval_the_verdict_and_the_chart(
     ab = ablation(runs)
     table = text_table(ab)
     assert "loop beats the shuffled-reward control: +19.7 points" in table
-    assert "70.0 %" in table and "[" in table
+    assert "70.0%" in table and "[" in table
     plain = next(a for a in ab.arms if a.arm == "dpo_plain")
     assert plain.regressed and "(regressed)" in table
     files = write_report(ab, tmp_path / "prove")
