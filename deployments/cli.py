@@ -9,14 +9,18 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, output, prove_command, review_commands
-from deployments.argtypes import whole_number
-from flows.parameters import MAX_HOURS
+from deployments import (
+    arguments,
+    commands,
+    governance_commands,
+    output,
+    prove_command,
+    release_commands,
+    review_commands,
+)
 from infra.errors import ConfigError
-from infra.keys import parse_window_start, window_id
 from infra.settings import prepare_environment
 
 
@@ -37,290 +41,131 @@ class Parser(argparse.ArgumentParser):
         self.exit(output.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# ------------------------------------------------------------- values checked at parse time
-
-
-def iso_hour(value: str) -> str:
-    """A window start: an ISO date-time on the hour, not after the current hour."""
-    example = "e.g. 2026-11-22T10:00:00Z"
-    try:
-        start = parse_window_start(value)
-    except ValueError as exc:
-        reason = str(exc) if "hour boundary" not in str(exc) else "not on the hour"
-        if reason.startswith("Invalid isoformat string"):
-            reason = "not an ISO date-time"
-        raise argparse.ArgumentTypeError(f"{value!r}: {reason} ({example})") from None
-    if start > datetime.now(UTC):
-        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        raise argparse.ArgumentTypeError(
-            f"{value!r} has not started yet (the current hour is {window_id(hour)})"
-        )
-    return window_id(start)
-
-
-def non_empty(value: str) -> str:
-    if not value.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return value
-
-
-# ------------------------------------------------------------------- arguments per command
-
-
-def _no_args(p: argparse.ArgumentParser) -> None:
-    pass
-
-
-def _window_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--window-start",
-        type=iso_hour,
-        help="ISO hour, e.g. 2026-11-22T10:00:00Z (default: last closed hour)",
-    )
-    p.add_argument(
-        "--hours",
-        type=whole_number(1, MAX_HOURS),
-        default=1,
-        help=f"window length in hours, 1-{MAX_HOURS} (default 1)",
-    )
-
-
-def _curate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window-start", type=iso_hour, help="ISO hour (default: last closed hour)")
-
-
-def _bootstrap_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=whole_number(0), default=0, help="pre-training seed (default 0)")
-    p.add_argument("--force", action="store_true", help="rebuild even if cached")
-
-
-def _simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--requests", type=whole_number(1), default=500, help="requests to send (default 500)"
-    )
-    p.add_argument(
-        "--concurrency",
-        type=whole_number(1, 64),
-        default=8,
-        help="requests in flight at once, 1-64 (default 8)",
-    )
-    p.add_argument(
-        "--seed", type=whole_number(0), default=0, help="seed of users and questions (default 0)"
-    )
-    p.add_argument("--gateway-url", help="default: FLYWHEEL_GATEWAY__URL or host:port")
-
-
-def _forget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "user_id", type=non_empty, help="the raw user id; hashed here, never sent to Prefect"
-    )
-
-
-def _consent_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "action",
-        choices=["grant", "withdraw"],
-        help="grant: the user's traces may train models; withdraw: they no longer may",
-    )
-    p.add_argument(
-        "user_id", type=non_empty, help="the raw user id; hashed here, only the key is stored"
-    )
-
-
-def _retention_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--days", type=whole_number(1), help="default: FLYWHEEL_RAW_RETENTION_DAYS")
-
-
-def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--method",
-        choices=["auto", "dpo", "rft", "grpo"],
-        default=None,
-        help="default: FLYWHEEL_TRAIN__METHOD (auto)",
-    )
-    p.add_argument(
-        "--max-steps",
-        type=whole_number(1),
-        default=None,
-        help="stop after this many optimizer steps (default: FLYWHEEL_TRAIN__MAX_STEPS)",
-    )
-
-
-def _release_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
-    p.add_argument("--force", action="store_true", help="release a version rejected before")
-    p.add_argument(
-        "--skip-shadow",
-        action="store_true",
-        help="go from the golden gate straight to the canary steps (no shadow traffic)",
-    )
-
-
-def _control_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reason", default="manual", help="why (audited; default: manual)")
-    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
-
-
-def _promote_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reason", default=None, help="why (required with --force; audited)")
-    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="promote a candidate that has not passed the golden gate (needs --reason)",
-    )
-
-
-def _lineage_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--user", type=non_empty, required=True, help="raw user id (hashed locally)")
-
-
-def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cycles",
-        type=whole_number(1, 20),
-        default=1,
-        help="improvement cycles, 1-20, each train -> release on new traffic (default 1)",
-    )
-    p.add_argument(
-        "--server",
-        choices=["local", "vllm"],
-        default="local",
-        help="local: the demo model in process; vllm: the Llama profile on a local vLLM "
-        "(.venv-vllm, `make vllm`), candidates released as LoRA adapters",
-    )
-    p.add_argument(
-        "--requests",
-        type=whole_number(10),
-        default=None,
-        help="simulated requests per cycle (default 500)",
-    )
-    p.add_argument(
-        "--seed",
-        type=whole_number(0),
-        default=0,
-        help="seed of the base model and the simulated users (default 0)",
-    )
-
-
 # ------------------------------------------------------------------------ the command table
 
 COMMANDS: tuple[Command, ...] = (
     Command(
         "collect",
         "stage 1: read a window of traces into rollouts/",
-        _window_args,
+        arguments.window_args,
         commands.collect,
     ),
     Command(
         "score",
         "stage 2: composite reward for every trace of a window",
-        _window_args,
+        arguments.window_args,
         commands.score,
     ),
     Command(
         "curate",
         "stage 3: gates, consent, anonymisation, k-anonymity into Iceberg",
-        _curate_args,
+        arguments.curate_args,
         commands.curate,
     ),
     Command(
         "bootstrap",
         "build the demo domain's base model v0 locally (cached)",
-        _bootstrap_args,
+        arguments.bootstrap_args,
         commands.bootstrap,
         starts_flow=False,
     ),
     Command(
         "gateway",
         "serve the OpenAI-compatible gateway (FLYWHEEL_GATEWAY__HOST/PORT)",
-        _no_args,
+        arguments.no_args,
         commands.gateway,
         starts_flow=False,
     ),
     Command(
         "simulate",
         "simulated users through the gateway (PII, consent, feedback)",
-        _simulate_args,
+        arguments.simulate_args,
         commands.simulate,
         starts_flow=False,
     ),
     Command(
         "forget-user",
         "erase one user's data everywhere (tables, raw objects, old files)",
-        _forget_args,
-        commands.forget_user,
+        arguments.forget_args,
+        governance_commands.forget_user,
     ),
     Command(
         "consent",
         "record a user's consent to training (grant or withdraw)",
-        _consent_args,
-        commands.consent,
+        arguments.consent_args,
+        governance_commands.consent,
         starts_flow=False,
     ),
     Command(
         "retention",
         "delete raw traces/rollouts/scores past retention",
-        _retention_args,
-        commands.retention,
+        arguments.retention_args,
+        governance_commands.retention,
     ),
     Command(
         "train",
         "stage 4: preference pairs -> TRL -> a new model version",
-        _train_args,
+        arguments.train_args,
         commands.train,
     ),
     Command(
         "release",
         "stage 5: gate -> shadow -> canary -> promote / roll back",
-        _release_args,
+        arguments.release_args,
         commands.release,
         check=commands.check_release,
     ),
     Command(
         "status",
         "the routing state: stable, candidate, phase, weight, history",
-        _no_args,
-        commands.status,
+        arguments.no_args,
+        release_commands.status,
         starts_flow=False,
     ),
     Command(
         "promote",
         "make the candidate the stable version now (it must have passed the gate)",
-        _promote_args,
-        commands.promote,
-        check=commands.check_promote,
+        arguments.promote_args,
+        release_commands.promote,
+        check=release_commands.check_promote,
     ),
     Command(
         "pause",
         "hold the release where it is (traffic unchanged)",
-        _control_args,
-        commands.pause,
+        arguments.control_args,
+        release_commands.pause,
     ),
     Command(
         "resume",
         "continue a paused or held release",
-        _control_args,
-        commands.resume,
-        check=commands.check_resume,
+        arguments.control_args,
+        release_commands.resume,
+        check=release_commands.check_resume,
     ),
     Command(
         "abort",
         "end the release: candidate to 0 %, never released automatically again",
-        _control_args,
-        commands.abort,
+        arguments.control_args,
+        release_commands.abort,
     ),
     Command(
         "rollback",
         "candidate weight and shadow to 0 at once (through the gateway if set)",
-        _control_args,
-        commands.rollback,
+        arguments.control_args,
+        release_commands.rollback,
+    ),
+    Command(
+        "report",
+        "print a version's last golden-gate report (decision, tests, checks, slices)",
+        arguments.version_arg,
+        release_commands.report,
+        starts_flow=False,
     ),
     Command(
         "lineage",
         "which model versions were trained on this user's data",
-        _lineage_args,
-        commands.lineage,
+        arguments.lineage_args,
+        governance_commands.lineage,
         starts_flow=False,
     ),
     Command(
@@ -334,7 +179,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "run",
         "the whole loop once (or --cycles N) on embedded defaults",
-        _run_args,
+        arguments.run_args,
         commands.run,
         check=commands.check_run,
     ),

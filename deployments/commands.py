@@ -7,13 +7,10 @@ Flows and tasks are imported inside the handlers: ``flywheel --help`` stays fast
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Any
 
-from deployments.output import BAD_INPUT, FAILED, emit, error
-
-Action = Literal["promote", "pause", "resume", "abort"]
+from deployments.output import FAILED, emit, error
 
 
 class Percent(float):
@@ -163,87 +160,10 @@ def simulate(ns: argparse.Namespace) -> int:
     return 0 if r.failed == 0 else FAILED
 
 
-# ------------------------------------------------------------------------- governance
-
-
-def forget_user(ns: argparse.Namespace) -> int:
-    from flows.governance import forget_user_id
-
-    r = forget_user_id(ns.user_id)
-    fields = {
-        "receipt": r.receipt,
-        "found": r.found,
-        "rows_deleted": r.rows_deleted,
-        "objects_rewritten": r.objects_rewritten,
-        "objects_deleted": r.objects_deleted,
-        "snapshots_expired": r.snapshots_expired,
-        "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
-    }
-    emit(ns, "forget-user", fields)
-    if not r.found:
-        error(
-            "forget-user",
-            "no data found for this user id: nothing was erased (check the id; the request is "
-            f"audited under receipt {r.receipt[:16]})",
-        )
-        return BAD_INPUT
-    return 0
-
-
-def consent(ns: argparse.Namespace) -> int:
-    from infra.catalog import open_catalog
-    from infra.consent import record_consent
-    from infra.privacy import user_key
-    from infra.settings import get_settings
-
-    settings = get_settings()
-    key = user_key(ns.user_id, settings.salt())  # the raw id never leaves this process
-    granted = ns.action == "grant"
-    at = record_consent(open_catalog(settings), key=key, granted=granted, actor="cli")
-    emit(
-        ns,
-        "consent",
-        {"user_key": key, "granted": granted, "at": at.isoformat(), "mode": settings.consent_mode},
-    )
-    return 0
-
-
-def retention(ns: argparse.Namespace) -> int:
-    from flows.governance import retention as retention_flow
-
-    r = retention_flow(days=ns.days)
-    fields = {
-        "days": ns.days,
-        "objects_deleted": r.objects_deleted,
-        "snapshots_expired": r.snapshots_expired,
-        "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
-    }
-    emit(ns, "retention", fields)
-    return 0
-
-
 def review(ns: argparse.Namespace) -> int:
     from deployments.review_commands import run_review
 
     return run_review(ns)
-
-
-def lineage(ns: argparse.Namespace) -> int:
-    from tasks.train.lineage import lineage_for_user
-
-    found = lineage_for_user(ns.user)
-    fields: dict[str, Any] = {
-        "versions": found.versions,
-        "evidence": {v: found.evidence[v] for v in found.versions},
-    }
-    if not found.versions:
-        fields["note"] = "no model version was trained on this user's data"
-    emit(ns, "lineage", fields)
-    return 0
 
 
 # ------------------------------------------------------------- stages 4-5 (weekly)
@@ -284,93 +204,6 @@ def release(ns: argparse.Namespace) -> int:
     r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
     emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
-
-
-# ------------------------------------------------------------------- release controls
-
-
-def status(ns: argparse.Namespace) -> int:
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-    from tasks.release.controls import release_status
-
-    rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store)
-    emit(ns, "status", release_status(routing))
-    return 0
-
-
-def check_promote(ns: argparse.Namespace) -> None:
-    """A promotion needs a servable candidate that passed the gate (or --force with a reason):
-    checked before a flow run starts; the flow checks again."""
-    from infra.errors import ControlRefused
-    from infra.models import ServableVersions
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-    from tasks.release.controls import promotion_refusal
-
-    if ns.force and not (ns.reason or "").strip():
-        raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
-    rt = Runtime.from_env()
-    versions = ServableVersions.from_settings(rt.settings, rt.store)
-    state = open_routing(rt.settings, rt.store).load()
-    reason = ns.reason or "manual"
-    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=reason):
-        raise ControlRefused(why)
-
-
-def promote(ns: argparse.Namespace) -> int:
-    ns.reason = ns.reason or "manual"
-    return _control("promote", ns, force=ns.force)
-
-
-def pause(ns: argparse.Namespace) -> int:
-    return _control("pause", ns)
-
-
-def check_resume(ns: argparse.Namespace) -> None:
-    """Resuming routes traffic to the candidate again: it must be servable (checked before a
-    flow run starts; the flow checks again)."""
-    from infra.models import ServableVersions
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-
-    rt = Runtime.from_env()
-    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
-        ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
-
-
-def resume(ns: argparse.Namespace) -> int:
-    return _control("resume", ns)
-
-
-def abort(ns: argparse.Namespace) -> int:
-    return _control("abort", ns)
-
-
-def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> int:
-    from flows.release import release_control
-
-    state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
-    emit(ns, action, state_fields(state))
-    return 0
-
-
-def rollback(ns: argparse.Namespace) -> int:
-    from flows.rollback import rollback as rollback_flow
-
-    result = rollback_flow(reason=ns.reason, actor=ns.actor)
-    if result.get("restored_stable"):
-        print(
-            f"rollback: the stable version {result['unservable_stable']} cannot be served; "
-            f"{result['restored_stable']} is the stable version again",
-            file=sys.stderr,
-        )
-    fields = {k: result[k] for k in ("rolled_back", "via")}
-    if result.get("restored_stable"):
-        fields["restored_stable"] = result["restored_stable"]
-    emit(ns, "rollback", fields | state_fields(result))
-    return 0
 
 
 # ---------------------------------------------------------------------- the whole loop
@@ -431,9 +264,3 @@ def release_fields(r: Any) -> dict[str, Any]:
         "p_value": gate.get("p_value"),
         "golden_items": gate.get("n"),
     }
-
-
-def state_fields(found: dict[str, Any]) -> dict[str, Any]:
-    """Stable, candidate, phase and weight of a routing state (or of ``found["state"]``)."""
-    state = found.get("state", found)
-    return {k: state.get(k) for k in ("stable", "candidate", "phase", "weight")}

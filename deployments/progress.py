@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import time
@@ -113,7 +114,12 @@ class _NoRunLogsOnConsole(logging.Filter):
 
 
 def quiet_prefect_console() -> None:
-    """Keep the runs' logs (failures with tracebacks included) off the console."""
+    """Keep the runs' logs (failures with tracebacks included) off the console, and the local
+    Prefect API's own (it runs in a child process that inherits this environment): under load
+    its event writer logs "Error flushing events" and retries, which is no news to a user
+    reading a stage's summary. ``--debug`` shows both; an explicit
+    PREFECT_SERVER_LOGGING_LEVEL wins."""
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     import prefect.main  # noqa: F401 - importing Prefect configures its logging
     from prefect.logging.handlers import PrefectConsoleHandler
 

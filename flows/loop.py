@@ -72,7 +72,7 @@ def weekly(method: TrainMethod | None = None) -> dict[str, object]:
 
 
 class LoopOptions(BaseModel):
-    """Knobs of the embedded demo loop (``flywheel run``); stage settings come from FLYWHEEL_*."""
+    """Knobs of the embedded demo loop (flywheel run); stage settings come from FLYWHEEL_*."""
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
     requests: int = Field(default=500, ge=10, description="simulated user requests per cycle")
@@ -138,18 +138,18 @@ class LoopSummary:
 
 
 @flow(name="run", log_prints=False)
-def run_loop(options: LoopOptions | None = None) -> LoopSummary:
+def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008 - a form
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
     the gateway, send simulated users (with personal data, consent and feedback), then collect,
     score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
     Each cycle's promoted candidate is the next cycle's baseline, and the next cycle trains
-    only on the traffic that baseline served (``on_policy``).
+    only on the traffic that baseline served (on_policy).
 
     Args:
-        options: Cycles, simulated traffic and release pacing of this run. Empty: one cycle
-            of 500 requests with the defaults shown.
+        options: Cycles, simulated traffic and release pacing of this run (the defaults
+            shown: one cycle of 500 requests).
     """
-    opts = options or LoopOptions()
+    opts = options
     started = time.monotonic()
     steps = Steps(total=2 + 4 * opts.cycles)
     policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}

@@ -44,7 +44,7 @@ from tasks.train.config import TrainConfig
 
 
 class ProveOptions(BaseModel):
-    """Budget of ``flywheel prove``: by default 600 prompts at 4 temperatures, 200 steps of 16
+    """Budget of flywheel prove: by default 600 prompts at 4 temperatures, 200 steps of 16
     per arm, over 3 seeds."""
 
     seeds: int = Field(default=3, ge=1, le=10, description="training seeds per arm")
@@ -90,16 +90,16 @@ def baseline_task(model_dir: Path) -> Baseline:
 
 
 @flow(name="prove", log_prints=False)
-def prove(options: ProveOptions | None = None) -> Ablation:
+def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a form
     """Ablation on one shared traffic sample: the loop's default (DPO + SFT term), a
     shuffled-reward control, RFT, GRPO, plain DPO and an oracle SFT ceiling, each trained with
     the same budget for several seeds and scored on the golden set; writes report.md,
     chart.png and ablation.json and a markdown artifact.
 
     Args:
-        options: Seeds, steps, traffic size and worker processes. Empty: the defaults shown.
+        options: Seeds, steps, traffic size and worker processes (the defaults shown).
     """
-    opts = options or ProveOptions()
+    opts = options
     unknown = sorted(set(opts.arms) - set(ARMS))
     if unknown or not {LOOP, CONTROL} <= set(opts.arms):
         raise ValueError(f"arms must be among {list(ARMS)} and include {LOOP} and {CONTROL}")

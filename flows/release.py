@@ -1,11 +1,11 @@
-"""Stage 5 flows: ``release`` (gate -> shadow -> canary steps -> promote, or roll back / hold)
-and ``release-control`` (a person's promote / pause / resume / abort; resume continues the
-release)."""
+"""Stage 5 flow: ``release`` (gate -> shadow -> canary steps -> promote, or roll back / hold).
+A person's decisions on a release in progress are the ``release-control`` flow
+(flows/release_control.py)."""
 
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import flow, get_run_logger
@@ -15,14 +15,13 @@ from pydantic import BaseModel, Field, field_validator
 from flows.parameters import ModelVersion
 from flows.release_server import hold_unloadable, server_args, unload_unrouted
 from infra.answers import open_answer_source
-from infra.errors import ControlRefused, ModelServerError, ReleaseError
+from infra.errors import ModelServerError, ReleaseError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
-from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
 from tasks.release.card import update_card
 from tasks.release.gate import golden_gate_task, write_eval_results_task
@@ -57,7 +56,7 @@ POLICY_FIELDS = {
 
 class ReleaseOptions(BaseModel):
     """Per-run knobs of a release; the policy fields left unset come from settings
-    (FLYWHEEL_RELEASE__*, :class:`~infra.settings.ReleaseSettings`)."""
+    (FLYWHEEL_RELEASE__*)."""
 
     baseline: str | None = Field(
         default=None, description="version to beat (default: the stable one)"
@@ -151,7 +150,10 @@ class _Run:
 
 
 @flow(name="release", log_prints=False)
-def release(version: ModelVersion, options: ReleaseOptions | None = None) -> ReleaseOutcome:
+def release(
+    version: ModelVersion,
+    options: ReleaseOptions = ReleaseOptions(),  # noqa: B008 - the form shows its fields
+) -> ReleaseOutcome:
     """Release a candidate model version: the golden-set regression gate (paired t-test and
     Wilcoxon, bootstrap CI, slices, KL / diversity / length-bias checks; report in
     gates/<version>/), then shadow traffic scored with the stage-2 reward, then canary steps
@@ -163,11 +165,11 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
-        options: Baseline, golden set and pacing of this release. Empty: the settings'
-            policy (FLYWHEEL_RELEASE__*) against the stable version.
+        options: Baseline, golden set and pacing of this release. Fields left empty: the
+            settings' policy (FLYWHEEL_RELEASE__*) against the stable version.
     """
     rt = Runtime.from_env()
-    opts = options or ReleaseOptions()
+    opts = options
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
@@ -357,63 +359,3 @@ def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) ->
     out.outcome, out.phase, out.reasons = outcome, state.phase, reasons
     get_run_logger().info("release %s: %s (%s)", out.version, outcome, "; ".join(reasons))
     return out
-
-
-Action = Literal["promote", "pause", "resume", "abort"]
-
-
-@flow(name="release-control", log_prints=False)
-def release_control(
-    action: Action,
-    reason: str = "manual",
-    actor: str = "person",
-    options: ReleaseOptions | None = None,
-    force: bool = False,
-) -> dict[str, Any]:
-    """A person's decision on the current release: promote the candidate to stable, pause it
-    where it is, resume a held release (and continue it: the canary analysis runs on to
-    promotion, with ``options`` for that run), or abort it (the candidate loses all traffic
-    and is never released automatically again). Returns the routing state after. Promote
-    refuses a candidate that cannot be served, and one that has not passed the golden gate
-    unless ``force`` is set with a ``reason`` (recorded with the promotion in the audit log);
-    resume refuses a candidate that cannot be served.
-
-    Args:
-        action: promote, pause, resume or abort the release in progress.
-        reason: Why, in a few words; recorded in the audit log (no personal data).
-        actor: Who decided; recorded in the audit log.
-        options: Only for resume: pacing of the release it continues. Empty: the settings.
-        force: Only for promote: promote a candidate the gate did not pass (needs a reason).
-    """
-    logger = get_run_logger()
-    rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    versions = ServableVersions.from_settings(rt.settings, rt.store)
-    continued: ReleaseOutcome | None = None
-    if action == "resume":
-        if (candidate := routing.load().candidate) is not None:
-            versions.require(candidate)  # resuming routes traffic to it again
-        state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
-        if state.candidate is not None:
-            continued = release(state.candidate, options or ReleaseOptions(actor=actor))
-    elif action == "promote":
-        if force and reason == "manual":  # the default says nothing about why
-            raise ControlRefused(
-                "a forced promotion needs a reason: say why the gate is overridden"
-            )
-        controls.promote(
-            routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
-        )
-    else:
-        act = {"pause": controls.pause, "abort": controls.abort}
-        act[action](routing, rt.catalog, actor=actor, reason=reason)
-        if action == "abort":  # routed to stable at once above; then unloaded
-            unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
-    logger.info("release %s by %s: %s", action, actor, reason)
-    after = routing.load()
-    if after.history and (subject := after.history[-1].candidate):
-        update_card(rt.store, subject, state=after)
-    status = controls.release_status(routing)
-    if continued is not None:
-        status["release"] = asdict(continued)
-    return status

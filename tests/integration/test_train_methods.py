@@ -154,7 +154,7 @@ def test_user_lineage_falls_back_to_lineage_json_once_the_snapshot_is_expired(
     import shutil
 
     from infra.privacy import user_key
-    from tasks.train.lineage import lineage_for_user
+    from tasks.train.user_lineage import lineage_for_user
 
     settings = get_settings()
     store = LocalStore(settings.resolved_store_url)

@@ -23,7 +23,6 @@ from tasks.train.lineage import (
     LINEAGE,
     Evaluation,
     Lineage,
-    LineageView,
     build_lineage,
     card_markdown,
     lineage_files,
@@ -32,6 +31,7 @@ from tasks.train.lineage import (
 from tasks.train.methods import Method, MethodChoice
 from tasks.train.pairs import GoldenFilter, Selection, select
 from tasks.train.trainer import TrainOutcome
+from tasks.train.user_lineage import LineageView
 
 DATA = Path(__file__).parent.parent / "data" / "lineage"
 WINDOW = "2026-03-02T09:00:00Z"
