@@ -25,6 +25,8 @@ from infra.settings import prepare_environment
 
 
 class Command(NamedTuple):
+    """One row of the command table: name, help, arguments, handler, and checks."""
+
     name: str
     help: str
     add_args: Callable[[argparse.ArgumentParser], None]
@@ -38,6 +40,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, with a usage error in one line (``flywheel collect: error: ...``)."""
 
     def error(self, message: str) -> NoReturn:
+        """Exit 2 with the usage error in one line."""
         self.exit(output.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -194,6 +197,7 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The flywheel parser: one subcommand per row of the command table."""
     parser = Parser(prog="flywheel", description=__doc__)
     _global_args(parser, default=False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -228,6 +232,7 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one flywheel command; returns the exit code."""
     try:  # settings first: a malformed variable is named in one line, even for --help
         prepare_environment()
     except (ConfigError, OSError) as exc:  # OSError: FLYWHEEL_HOME cannot be created

@@ -21,6 +21,7 @@ class Percent(float):
 
 
 def percent_or_none(value: float | None) -> Percent | None:
+    """``value`` as a Percent, None kept."""
     return None if value is None else Percent(value)
 
 
@@ -28,6 +29,7 @@ def percent_or_none(value: float | None) -> Percent | None:
 
 
 def collect(ns: argparse.Namespace) -> int:
+    """flywheel collect: stage 1 on a window."""
     from flows.collect import collect as collect_flow
 
     r = collect_flow(window_start=ns.window_start, hours=ns.hours)
@@ -48,6 +50,7 @@ def collect(ns: argparse.Namespace) -> int:
 
 
 def score(ns: argparse.Namespace) -> int:
+    """flywheel score: stage 2 on a window."""
     from flows.score import score as score_flow
 
     r = score_flow(window_start=ns.window_start, hours=ns.hours)
@@ -69,6 +72,7 @@ def score(ns: argparse.Namespace) -> int:
 
 
 def curate(ns: argparse.Namespace) -> int:
+    """flywheel curate: stage 3 on a window."""
     from flows.curate import curate as curate_flow
 
     r = curate_flow(window_start=ns.window_start)
@@ -105,6 +109,7 @@ def _empty_window_note(stage: str, window: str) -> str:
 
 
 def bootstrap(ns: argparse.Namespace) -> int:
+    """flywheel bootstrap: the demo base model v0 (cached)."""
     from deployments.progress import showing_progress
     from infra.runtime import Runtime
     from tasks.demo.bootstrap import bootstrap_base_model
@@ -126,6 +131,7 @@ def bootstrap(ns: argparse.Namespace) -> int:
 
 
 def gateway(ns: argparse.Namespace) -> int:
+    """flywheel gateway: serve the gateway until interrupted."""
     from infra.gateway.serve import serve_gateway
     from infra.settings import get_settings
 
@@ -134,6 +140,7 @@ def gateway(ns: argparse.Namespace) -> int:
 
 
 def simulate(ns: argparse.Namespace) -> int:
+    """flywheel simulate: simulated users through the gateway."""
     from infra.settings import get_settings
     from tasks.demo.simulate import simulate as simulate_users
 
@@ -161,6 +168,7 @@ def simulate(ns: argparse.Namespace) -> int:
 
 
 def review(ns: argparse.Namespace) -> int:
+    """flywheel review: export or import the human review queue."""
     from deployments.review_commands import run_review
 
     return run_review(ns)
@@ -170,6 +178,7 @@ def review(ns: argparse.Namespace) -> int:
 
 
 def train(ns: argparse.Namespace) -> int:
+    """flywheel train: stage 4."""
     from flows.train import train as train_flow
 
     r = train_flow(method=ns.method, max_steps=ns.max_steps)
@@ -198,6 +207,7 @@ def check_release(ns: argparse.Namespace) -> None:
 
 
 def release(ns: argparse.Namespace) -> int:
+    """flywheel release VERSION: stage 5."""
     from flows.release import ReleaseOptions
     from flows.release import release as release_flow
 
@@ -219,6 +229,7 @@ def check_run(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    """flywheel run: the whole loop."""
     from deployments.progress import showing_progress
     from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
@@ -242,6 +253,7 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def prove(ns: argparse.Namespace) -> int:
+    """flywheel prove: the ablation."""
     from deployments.prove_command import run_prove
 
     return run_prove(ns)

@@ -11,6 +11,7 @@ from deployments.output import BAD_INPUT, emit, error
 
 
 def forget_user(ns: argparse.Namespace) -> int:
+    """flywheel forget-user USER_ID: erase one user everywhere (the id is hashed here)."""
     from flows.governance import forget_user_id
 
     r = forget_user_id(ns.user_id)
@@ -37,6 +38,7 @@ def forget_user(ns: argparse.Namespace) -> int:
 
 
 def consent(ns: argparse.Namespace) -> int:
+    """flywheel consent grant|withdraw USER_ID."""
     from infra.catalog import open_catalog
     from infra.consent import record_consent
     from infra.privacy import user_key
@@ -55,6 +57,7 @@ def consent(ns: argparse.Namespace) -> int:
 
 
 def retention(ns: argparse.Namespace) -> int:
+    """flywheel retention: delete raw data past retention."""
     from flows.governance import retention as retention_flow
 
     r = retention_flow(days=ns.days)
@@ -71,6 +74,7 @@ def retention(ns: argparse.Namespace) -> int:
 
 
 def lineage(ns: argparse.Namespace) -> int:
+    """flywheel lineage --user USER_ID."""
     from tasks.train.user_lineage import lineage_for_user
 
     found = lineage_for_user(ns.user)

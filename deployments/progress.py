@@ -39,6 +39,7 @@ class ProgressRenderer(logging.Handler):
         self._bar_shown = False
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Draw one progress record (a bar on a terminal, a line otherwise)."""
         event = getattr(record, "progress", None)
         if not isinstance(event, Progress):
             return
@@ -70,6 +71,7 @@ class ProgressRenderer(logging.Handler):
             self._bar_shown = False
 
     def close(self) -> None:
+        """End the bar's line."""
         self._clear_bar()
         self.stream.flush()
         super().close()

@@ -14,6 +14,7 @@ Action = Literal["promote", "pause", "resume", "abort"]
 
 
 def status(ns: argparse.Namespace) -> int:
+    """flywheel status: the routing state."""
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from tasks.release.controls import release_status
@@ -44,11 +45,13 @@ def check_promote(ns: argparse.Namespace) -> None:
 
 
 def promote(ns: argparse.Namespace) -> int:
+    """flywheel promote."""
     ns.reason = ns.reason or "manual"
     return _control("promote", ns, force=ns.force)
 
 
 def pause(ns: argparse.Namespace) -> int:
+    """flywheel pause."""
     return _control("pause", ns)
 
 
@@ -65,10 +68,12 @@ def check_resume(ns: argparse.Namespace) -> None:
 
 
 def resume(ns: argparse.Namespace) -> int:
+    """flywheel resume."""
     return _control("resume", ns)
 
 
 def abort(ns: argparse.Namespace) -> int:
+    """flywheel abort."""
     return _control("abort", ns)
 
 
@@ -81,6 +86,7 @@ def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> 
 
 
 def rollback(ns: argparse.Namespace) -> int:
+    """flywheel rollback: the candidate out of traffic at once."""
     from flows.rollback import rollback as rollback_flow
 
     result = rollback_flow(reason=ns.reason, actor=ns.actor)

@@ -109,6 +109,8 @@ class LoopOptions(BaseModel):
 
 @dataclass(kw_only=True)
 class CycleSummary:
+    """One cycle of flywheel run: its stages' counts, the candidate, the release's outcome."""
+
     cycle: int
     baseline: str
     traces: int = 0
@@ -130,6 +132,8 @@ class CycleSummary:
 
 @dataclass(kw_only=True)
 class LoopSummary:
+    """What flywheel run did: the base model, each cycle, the wall time."""
+
     base_version: str
     base_accuracy: float
     bootstrap_cached: bool
@@ -183,10 +187,12 @@ class Steps:
     done: int = 0
 
     def start(self, step: str) -> None:
+        """Report ``step`` as started (the bar counts it done)."""
         report_progress("run", step, done=self.done, total=self.total)
         self.done = min(self.total, self.done + 1)
 
     def finish(self) -> None:
+        """Report the run as finished (the bar full)."""
         report_progress("run", "done", done=self.total, total=self.total)
 
 

@@ -116,6 +116,8 @@ class ReleaseOptions(BaseModel):
 
 @dataclass(kw_only=True)
 class ReleaseOutcome:
+    """What one release run did: outcome, phase reached, reasons and the gate's numbers."""
+
     version: str
     outcome: str = ""  # promoted | rolled_back | held | rejected | stable | interrupted
     phase: str = ""

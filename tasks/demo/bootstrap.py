@@ -49,6 +49,8 @@ CODE_VERSION = "bootstrap/v1"  # bump when the training recipe changes: invalida
 
 @dataclass
 class BootstrapResult:
+    """The base model v0: where it is, its golden accuracy, and whether it came from the cache."""
+
     version: str
     model_dir: Path
     golden_accuracy: float

@@ -69,12 +69,14 @@ class DomainItem:
     operands: tuple[int, int] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The item as one JSONL line's object."""
         data = asdict(self)
         data["operands"] = list(self.operands) if self.operands else None
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DomainItem:
+        """An item from one JSONL line's object (unknown keys ignored)."""
         ops = data.get("operands")
         return cls(
             item_id=str(data["item_id"]),
@@ -124,6 +126,7 @@ def training_pairs() -> list[tuple[int, int]]:
 
 
 def make_item(a: int, b: int, template: str, item_id: str | None = None) -> DomainItem:
+    """The item asking ``a + b`` in the phrasing ``template``."""
     fmt = next(f for t, f, _ in TEMPLATES if t == template)
     return DomainItem(
         item_id=item_id or f"add-{a}-{b}-{template}",
@@ -137,6 +140,7 @@ def make_item(a: int, b: int, template: str, item_id: str | None = None) -> Doma
 
 
 def sample_template(rng: random.Random) -> str:
+    """A phrasing, drawn by the templates' weights."""
     names = [t for t, _, _ in TEMPLATES]
     return rng.choices(names, weights=[w for _, _, w in TEMPLATES], k=1)[0]
 

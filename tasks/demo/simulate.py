@@ -52,6 +52,8 @@ PREAMBLES = [
 
 @dataclass(frozen=True)
 class SimUser:
+    """A simulated user: id, name, contact data, consent and temperament."""
+
     user_id: str
     name: str
     email: str
@@ -66,12 +68,15 @@ class SimUser:
     preambles: tuple[int, ...]
 
     def pii(self) -> dict[str, str]:
+        """The user's personal data as it may appear in a message."""
         fields = ("name", "email", "phone", "card", "address", "ssn", "iban", "account")
         return {f: getattr(self, f) for f in fields}
 
 
 @dataclass(frozen=True)
 class SimRequest:
+    """One planned request: who asks what, and what it follows up."""
+
     index: int
     user: SimUser
     session_id: str
@@ -86,6 +91,8 @@ class SimRequest:
 
 @dataclass
 class SimulationSummary:
+    """What a simulation sent and got back (counts only)."""
+
     requests: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -104,6 +111,7 @@ class SimulationSummary:
 
     @property
     def accuracy(self) -> float:
+        """The share of answers the verifier accepted."""
         return self.correct / self.succeeded if self.succeeded else 0.0
 
     def describe(self) -> str:

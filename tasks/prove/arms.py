@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Arm:
+    """One arm of the ablation: its name, label, method and SFT weight."""
+
     name: str
     label: str
     method: Method
@@ -112,6 +114,7 @@ class Baseline:
 
     @property
     def accuracy(self) -> float:
+        """The base model's golden accuracy."""
         return sum(self.scores) / max(1, len(self.scores))
 
 

@@ -19,6 +19,7 @@ SIZE_FACTOR = 2.0
 
 
 def arm_method(arm: str, *, sft_weight: float) -> str | None:
+    """The training method an ablation arm stands for (None: none the loop picks)."""
     if arm == "loop":
         return "dpo" if sft_weight > 0 else None
     if arm == "dpo_plain":

@@ -40,9 +40,12 @@ class Question(Protocol):
     """What the traffic needs of a simulated question."""
 
     @property
-    def question(self) -> str: ...
+    def question(self) -> str:
+        """The question text."""
+
     @property
-    def contexts(self) -> list[str]: ...
+    def contexts(self) -> list[str]:
+        """The tool results or passages that come with it."""
 
 
 def sample_answers(

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 
 class Decision(StrEnum):
+    """The gate's three outcomes."""
+
     PROCEED = "PROCEED_TO_SHADOW"
     MANUAL_REVIEW = "MANUAL_REVIEW"
     ROLLBACK = "ROLLBACK"
@@ -61,6 +63,8 @@ class Decision(StrEnum):
 
 @dataclass(kw_only=True)
 class SliceResult:
+    """One golden slice: its size, both means and whether it regressed."""
+
     name: str
     n: int
     mean_baseline: float
@@ -154,6 +158,8 @@ def _prompt_text(messages: Messages) -> str:
 
 @dataclass(kw_only=True)
 class ItemPair:
+    """One golden item's answers and scores from both versions."""
+
     item_id: str
     slice: str
     baseline_answer: str
@@ -164,6 +170,8 @@ class ItemPair:
 
 @dataclass(kw_only=True)
 class GateResult:
+    """Everything one gate run decided and why, with every item's pair."""
+
     version: str
     baseline: str
     run_id: str

@@ -26,9 +26,11 @@ class Judge(Protocol):
 
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
-    ) -> float | None: ...
+    ) -> float | None:
+        """The answer's score in 0..1, or None when the judge cannot tell."""
 
-    def reference_for(self, question: str, contexts: list[str]) -> str | None: ...
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        """A reference answer the judge knows without a call, if any."""
 
 
 def judge_id(settings: Settings) -> str:
@@ -82,6 +84,7 @@ class LLMJudge:
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
     ) -> float | None:
+        """The rubric's score of ``answer`` (one call to the judge model)."""
         case: dict[str, Any] = {"question": question, "context": contexts, "answer": answer}
         if reference is not None:
             case["reference_answer"] = reference
@@ -92,6 +95,7 @@ class LLMJudge:
         return rubric_score(await self.client.chat_json(messages, Rubric, max_tokens=256))
 
     def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        """None: the LLM judge writes a reference only on request (areference)."""
         return None
 
     async def areference(self, *, question: str, contexts: list[str]) -> str | None:

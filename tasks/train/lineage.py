@@ -83,6 +83,7 @@ class TrainingData(BaseModel):
 
     @property
     def pairs_snapshot_id(self) -> int | None:
+        """The preference_pairs snapshot holding this run's pairs, if any."""
         return self.preference_pairs.snapshot_id if self.preference_pairs else None
 
 
@@ -150,6 +151,7 @@ def trained_rows(selection: Selection, method: str) -> tuple[list[str], list[str
 
 
 def digest(ids: list[str]) -> str:
+    """A hash of a set of ids (order does not matter)."""
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 

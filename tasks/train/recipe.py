@@ -46,10 +46,12 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` (datetimes as tagged ISO strings)."""
     path.write_text(json.dumps(data, default=_encode, sort_keys=True))
 
 
 def read_json(path: Path) -> Any:
+    """Read what write_json wrote (datetimes restored)."""
     return json.loads(path.read_text(), object_hook=_decode)
 
 
@@ -194,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """python -m tasks.train select|train|publish."""
     opts = vars(_parser().parse_args(argv))
     step, run = opts.pop("step"), opts.pop("run")
     if step == "select":
