@@ -2,18 +2,15 @@
 
 A seeded Faker population (stable ids, names, emails, phones, cards, addresses, SSNs, IBANs,
 account numbers such as ``123-45-678901``) asks the domain's questions through the gateway's
-OpenAI-compatible API with the official ``openai`` client. Users leak personal data the way
-real users do, in a preamble before the question and not every time; each user has one or
-two habitual preambles (so k-anonymity patterns repeat). A fraction opts out of training (the
-``consent`` table). Some users give thumbs up/down feedback (``POST /v1/feedback``) that follows
-the verifier score through noise.
+OpenAI-compatible API (the official ``openai`` client), leaking personal data as real users
+do: in one or two habitual preambles (so k-anonymity patterns repeat), not every time. Some
+opt out of training (the ``consent`` table); some give thumbs up/down (``POST /v1/feedback``)
+that follows the verifier score through noise.
 
-Each request is the agent's final LLM call: the user message, the assistant's calculator tool
-call and the tool result (the context the answer must be faithful to). Some users ask a
-follow-up in the same conversation (same session id): that request carries the earlier turns,
-the answer the user got included, before the new question, its tool call and its result. All
-random choices are drawn up front from the seed, so a run is reproducible whatever the
-concurrency (a conversation's turns are sent one after the other).
+Each request is the agent's final LLM call: the user message, the calculator tool call and
+its result (the context the answer must be faithful to). A follow-up in the same conversation
+(same session id) carries the earlier turns, answers included. All random choices are drawn up
+front from the seed, so a run is reproducible whatever the concurrency.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tasks.train.evidence import ABLATION_FILE
+
 if TYPE_CHECKING:
     from tasks.prove.run import Ablation
-
-ABLATION_FILE = "ablation.json"
 
 
 def pct(x: float) -> str:

@@ -12,7 +12,7 @@
              pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
              grpo (online sampling is the costly path: ask for it when a programmatic reward
              exists and the pairs run dry), nor a method that regressed in ``flywheel prove``
-             at this data size (``regressed``, :mod:`tasks.prove.evidence`).
+             at this data size (``regressed``, :mod:`tasks.train.evidence`).
 
 A builder makes the method's TRL trainer from the TrainingArguments every method shares
 (``common``) and the trainer keywords every method shares (``model``, ``processing_class``,

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 from prefect import task
 
 from infra.retries import IO_RETRIES
-from tasks.prove.evidence import regressed_methods
-from tasks.prove.report import ABLATION_FILE
+from tasks.train.evidence import ABLATION_FILE, regressed_methods
 from tasks.train.methods import MethodChoice, choose_method
 from tasks.train.pairs import GoldenFilter, Selection, prompt_renderer, select_training_data
 

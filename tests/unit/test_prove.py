@@ -150,8 +150,8 @@ def test_every_arm_is_listed_with_its_method() -> None:
 
 
 def test_auto_never_picks_a_method_that_regressed_in_the_ablation(tmp_path: Path) -> None:
-    from tasks.prove.evidence import regressed_methods
     from tasks.prove.report import ablation_json
+    from tasks.train.evidence import regressed_methods
     from tasks.train.methods import choose_method
 
     runs = [run("loop", s, r) for s, r in enumerate((70, 72, 68))]

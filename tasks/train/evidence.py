@@ -16,6 +16,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 SIZE_FACTOR = 2.0
+ABLATION_FILE = "ablation.json"  # under $FLYWHEEL_HOME/prove, written by flywheel prove
 
 
 def arm_method(arm: str, *, sft_weight: float) -> str | None:
