@@ -206,7 +206,20 @@ def resume(
 def abort(
     routing: RoutingBackend, catalog: Catalog | None, *, actor: str, reason: str = "aborted"
 ) -> RoutingState:
-    """Stop the release now: the candidate loses all traffic and is recorded as rejected
-    (idempotent: nothing routed, nothing changed). The ``rollback`` audit event is written by
-    the routing backend (the gateway, or the store backend's catalog)."""
-    return reject(routing, actor=actor, reason=f"aborted: {reason}", evidence={"action": "abort"})
+    """Stop the current release now: its candidate loses all traffic and is recorded as
+    rejected (idempotent: no candidate, nothing changed; a promotion is undone by ``rollback``,
+    not by abort). The decision names the release read here, so a release started meanwhile is
+    never aborted by it. The ``rollback`` audit event is written by the routing backend (the
+    gateway, or the store backend's catalog)."""
+    state = routing.load()
+    if state.candidate is None:
+        return state
+    return reject(
+        routing,
+        catalog,
+        state.candidate,
+        actor=actor,
+        reason=f"aborted: {reason}",
+        evidence={"action": "abort"},
+        release_id=state.release_id,
+    )
