@@ -83,6 +83,9 @@ def try_transition(
         StateConflict: the state kept changing (transient).
     """
 
+    if starts is not None:
+        changes["release_id"] = starts
+
     def decide(state: RoutingState) -> StateChange | None:
         if _refusal(state, version, expect=expect, release_id=release_id):
             return None
@@ -94,7 +97,6 @@ def try_transition(
             evidence=evidence or {},
             expected_revision=state.revision,
             **changes,
-            **({"release_id": starts} if starts else {}),
         )
 
     before, saved = compare_and_swap(
