@@ -15,7 +15,7 @@ from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.release.card import update_card
-from tasks.release.transitions import restore_servable_stable
+from tasks.release.restore import restore_servable_stable
 
 
 @task(**IO_RETRIES)
