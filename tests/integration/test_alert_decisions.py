@@ -15,12 +15,12 @@ import pytest
 from infra.catalog import get_table, open_catalog
 from infra.errors import TransientStoreError
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import EchoUpstream
 from infra.keys import STATE_KEY
 from infra.routing import GatewayRouting, RoutingState, load_state, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
 from tasks.release import transitions
+from tests.fakes.upstream import EchoUpstream
 from tests.integration.test_gateway_admin import (
     AUTH,
     TOKEN,
