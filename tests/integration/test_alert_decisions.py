@@ -6,13 +6,14 @@ stable during the bake period."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
-from infra.catalog import get_table, open_catalog
+from infra.catalog import get_table, open_catalog, scan
 from infra.errors import TransientStoreError
 from infra.gateway import GatewayHandle, start_background_gateway
 from infra.keys import STATE_KEY
@@ -143,3 +144,35 @@ def test_an_alert_for_the_promoted_version_rolls_back_during_the_bake_period(
     assert (stored.stable, stored.phase, stored.rejected) == ("v0", "rolled_back", ["v1"])
     [event] = rollback_events(tmp_path, 1)
     assert (event["actor"], event["subject"]) == ("alertmanager", "v1")
+
+
+def test_a_stale_run_through_the_gateway_changes_nothing_and_is_audited(tmp_path: Path) -> None:
+    from tasks.release import controls, machine
+    from tasks.release.rollout import PhaseResult
+
+    catalog = open_catalog(settings_for(tmp_path))
+    failed = PhaseResult(verdict="fail", reasons=["error ratio 3x stable"])
+    with start(tmp_path) as gw:
+        routing = GatewayRouting(str(gw.admin_url), TOKEN)
+        v1 = transitions.begin_release(routing, catalog, "v1", actor="flow")
+        controls.abort(routing, catalog, actor="person", reason="wrong data")
+        transitions.begin_release(routing, catalog, "v2", actor="flow")
+        v2 = transitions.enter_canary_step(routing, catalog, "v2", step=0, policy=POLICY, actor="f")
+        found = machine.conclude(
+            routing,
+            catalog,
+            "v1",
+            phase="canary",
+            result=failed,
+            policy=POLICY,
+            actor="flow",
+            release_id=v1.release_id,
+        )
+        assert found.candidate == "v2" and routing.load().revision == v2.revision
+        assert chat_versions(gw.url) == {"v0", "v2"}
+    [event] = [
+        r for r in scan(catalog, "audit_log").to_pylist() if r["event_type"] == "stale_decision"
+    ]
+    details = json.loads(event["details"])
+    assert (event["subject"], details["release_id"]) == ("v1", v1.release_id)
+    assert details["current_release_id"] == v2.release_id and "nothing changed" in details["why"]
