@@ -153,7 +153,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "rollback",
-        "candidate weight and shadow to 0 at once (through the gateway if set)",
+        "candidate to 0 % at once, or a promotion back to the previous stable while baking",
         arguments.control_args,
         release_commands.rollback,
     ),
