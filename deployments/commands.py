@@ -178,8 +178,7 @@ def forget_user(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
     emit(ns, "forget-user", fields)
     if not r.found:
@@ -219,8 +218,7 @@ def retention(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
     emit(ns, "retention", fields)
     return 0

@@ -63,14 +63,14 @@ def forget_user(user_key: UserKey) -> Erasure:
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
         if uses_langfuse(rt.settings):  # the production raw store
-            traces, scores = langfuse_erase_user_task(key, salt, trace_ids)
-            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+            done = langfuse_erase_user_task(key, salt, trace_ids)
+            result.add_langfuse(done)
             record_event(
                 rt.catalog,
                 event_type="governance.langfuse_erasure",
                 actor="forget-user",
                 subject=result.receipt,
-                details={"store": "langfuse", "traces_deleted": traces, "scores_deleted": scores},
+                details={"store": "langfuse", **done.counts()},
             )
         result.found = bool(trace_ids) or result.erased_anything()
         if result.found:  # an unknown id changes nothing (and exits 2 in the CLI)
@@ -125,8 +125,7 @@ def retention(days: Days | None = None) -> Erasure:
             rt.store, expired_raw_objects(rt.store, cutoff)
         )
         if uses_langfuse(rt.settings):
-            traces, scores = langfuse_expire_task(cutoff)
-            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+            result.add_langfuse(langfuse_expire_task(cutoff))
         expired, removed = expire_task(
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )

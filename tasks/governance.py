@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.store import ObjectStore
+    from infra.traces.langfuse_eraser import LangfuseDeletion
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +75,28 @@ class Erasure:
     objects_deleted: int = 0
     snapshots_expired: int = 0
     orphan_files_removed: int = 0
-    langfuse_traces_deleted: int = 0
-    langfuse_scores_deleted: int = 0
+    langfuse_traces_deleted: int = 0  # deletes Langfuse accepted (it queues them)
+    langfuse_traces_confirmed: int = 0  # of those, gone on read-back
+    langfuse_traces_deferred: int = 0  # not requested: Langfuse's delete budget ran out
+    langfuse_pending: list[str] = field(default_factory=list)  # trace ids to re-check
     found: bool = True  # forget-user: False when the user had no data anywhere
+
+    def add_langfuse(self, done: LangfuseDeletion) -> None:
+        """Take the counts (and the pending trace ids) of a Langfuse deletion."""
+        self.langfuse_traces_deleted += len(done.requested)
+        self.langfuse_traces_confirmed += len(done.confirmed)
+        self.langfuse_traces_deferred += len(done.deferred)
+        self.langfuse_pending += done.pending
+
+    def langfuse_counts(self) -> dict[str, int]:
+        """Langfuse trace deletes requested, confirmed by a read-back, pending (Langfuse queues
+        deletes; a later run re-checks them) and deferred (its delete budget ran out)."""
+        return {
+            "langfuse_traces_deleted": self.langfuse_traces_deleted,
+            "langfuse_traces_confirmed": self.langfuse_traces_confirmed,
+            "langfuse_traces_pending": len(self.langfuse_pending),
+            "langfuse_traces_deferred": self.langfuse_traces_deferred,
+        }
 
     def erased_anything(self) -> bool:
         """Whether any row or object was deleted or rewritten."""
@@ -279,8 +299,7 @@ def erasure_details(result: Erasure) -> dict[str, Any]:
         "objects_deleted": result.objects_deleted,
         "snapshots_expired": result.snapshots_expired,
         "orphan_files_removed": result.orphan_files_removed,
-        "langfuse_traces_deleted": result.langfuse_traces_deleted,
-        "langfuse_scores_deleted": result.langfuse_scores_deleted,
+        **result.langfuse_counts(),
     }
 
 
@@ -297,8 +316,9 @@ def erasure_markdown(title: str, result: Erasure) -> str:
         f"- objects deleted: {result.objects_deleted}",
         f"- snapshots expired: {result.snapshots_expired}",
         f"- unreferenced files removed: {result.orphan_files_removed}",
-        f"- Langfuse traces deleted: {result.langfuse_traces_deleted}",
-        f"- Langfuse scores deleted: {result.langfuse_scores_deleted}",
+        f"- Langfuse trace deletes requested: {result.langfuse_traces_deleted} (confirmed "
+        f"{result.langfuse_traces_confirmed}, pending {len(result.langfuse_pending)}, deferred "
+        f"{result.langfuse_traces_deferred}; scores go with their traces)",
     ]
     return "\n".join(lines)
 

@@ -27,7 +27,7 @@ from infra.store import open_store
 from infra.traces import SpoolSource, TraceRecord
 from infra.traces.langfuse_reader import LangfuseSource
 from tasks import domain
-from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.fakes.langfuse import FakeLangfuseServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from infra.errors import ConfigError, SourceError, TransientSourceError
 from infra.settings import LangfuseSettings, Settings
 from infra.traces import WindowBatch
 from infra.traces.langfuse_reader import LangfuseSource
-from tests.fakes.langfuse_server import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
+from tests.fakes.langfuse import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
 
 pytestmark = pytest.mark.integration
 
