@@ -70,7 +70,7 @@ class LangfuseDeletion:
     def counts(self) -> dict[str, int]:
         """Counts for audit details and reports."""
         return {
-            "traces_requested": len(self.requested),
+            "traces_deleted": len(self.requested),  # requested: Langfuse queues deletes
             "traces_confirmed": len(self.confirmed),
             "traces_pending": len(self.pending),
             "traces_deferred": len(self.deferred),

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from infra.settings import LangfuseSettings, Settings
-from tasks.governance_langfuse import langfuse_recheck
 from tests.fakes.langfuse import FakeLangfuseServer, FakeScore
 
 pytestmark = pytest.mark.integration
@@ -99,6 +98,8 @@ def test_forget_user_deletes_every_trace_and_says_which_deletes_are_confirmed(
         assert all(len(b) <= 1000 for b in fake.delete_batches)
 
         # the next retention run re-checks the pending deletes: all gone now
+        from tasks.governance_langfuse import langfuse_recheck
+
         keys = {"public_key": fake.public_key, "secret_key": fake.secret_key}
         settings = Settings(langfuse=LangfuseSettings(host=fake.url, **keys))
         later = langfuse_recheck(settings, users["alice"])
