@@ -7,8 +7,8 @@ confirmed only once a read-back no longer finds the trace."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import zip_longest
 from datetime import UTC, datetime, timedelta
+from itertools import zip_longest
 from typing import Any
 
 import pytest
