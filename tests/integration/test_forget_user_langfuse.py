@@ -98,7 +98,7 @@ def test_forget_user_deletes_every_trace_and_says_which_deletes_are_confirmed(
         assert all(len(b) <= 1000 for b in fake.delete_batches)
 
         # the next retention run re-checks the pending deletes: all gone now
-        from tasks.governance_langfuse import langfuse_recheck
+        from tasks.governance.langfuse import langfuse_recheck
 
         keys = {"public_key": fake.public_key, "secret_key": fake.secret_key}
         settings = Settings(langfuse=LangfuseSettings(host=fake.url, **keys))
