@@ -106,11 +106,11 @@ class LangfuseEraser(LangfuseHttp):
         return self._read_back(done, self._list(before=cutoff) if self.api == "v2" else None)
 
     def recheck(self, trace_ids: Iterable[str]) -> LangfuseDeletion:
-        """The next run's look at pending deletes: which are gone now (``confirmed``); those
-        still there are requested again (idempotent) and stay pending."""
-        confirmed, pending = self.confirm(trace_ids)
-        done = self.request_deletes(pending)
-        done.confirmed = sorted(confirmed)
+        """A later run's look at pending (or deferred) deletes: those still there are
+        requested again (idempotent) and read back; ``confirmed`` is every one gone now."""
+        gone, still = self.confirm(trace_ids)
+        done = self._read_back(self.request_deletes(still), None)
+        done.confirmed = sorted(gone | set(done.confirmed))
         return done
 
     def confirm(self, trace_ids: Iterable[str]) -> tuple[set[str], set[str]]:

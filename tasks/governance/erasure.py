@@ -58,16 +58,19 @@ class Erasure:
     orphan_files_removed: int = 0
     langfuse_traces_deleted: int = 0  # deletes Langfuse accepted (it queues them)
     langfuse_traces_confirmed: int = 0  # of those, gone on read-back
+    langfuse_traces_pending: int = 0  # of those, still there on read-back
     langfuse_traces_deferred: int = 0  # not requested: Langfuse's delete budget ran out
-    langfuse_pending: list[str] = field(default_factory=list)  # trace ids to re-check
+    langfuse_recheck: list[str] = field(default_factory=list)  # pending + deferred trace ids
     found: bool = True  # forget-user: False when the user had no data anywhere
 
     def add_langfuse(self, done: LangfuseDeletion) -> None:
-        """Take the counts (and the pending trace ids) of a Langfuse deletion."""
+        """Take the counts of a Langfuse deletion, and the trace ids a later run must re-check
+        (pending) or request again (deferred): ``LangfuseEraser.recheck`` does both."""
         self.langfuse_traces_deleted += len(done.requested)
         self.langfuse_traces_confirmed += len(done.confirmed)
+        self.langfuse_traces_pending += len(done.pending)
         self.langfuse_traces_deferred += len(done.deferred)
-        self.langfuse_pending += done.pending
+        self.langfuse_recheck += done.pending + done.deferred
 
     def langfuse_counts(self) -> dict[str, int]:
         """Langfuse trace deletes requested, confirmed by a read-back, pending (Langfuse queues
@@ -75,13 +78,15 @@ class Erasure:
         return {
             "langfuse_traces_deleted": self.langfuse_traces_deleted,
             "langfuse_traces_confirmed": self.langfuse_traces_confirmed,
-            "langfuse_traces_pending": len(self.langfuse_pending),
+            "langfuse_traces_pending": self.langfuse_traces_pending,
             "langfuse_traces_deferred": self.langfuse_traces_deferred,
         }
 
     def erased_anything(self) -> bool:
-        """Whether any row or object was deleted or rewritten."""
+        """Whether any row or object was deleted or rewritten (or a Langfuse delete requested
+        or deferred)."""
         changed = self.objects_rewritten + self.objects_deleted + self.langfuse_traces_deleted
+        changed += self.langfuse_traces_deferred  # found in Langfuse, deleted on a later run
         return bool(changed or any(self.rows_deleted.values()))
 
 
@@ -281,7 +286,7 @@ def erasure_markdown(title: str, result: Erasure) -> str:
         f"- snapshots expired: {result.snapshots_expired}",
         f"- unreferenced files removed: {result.orphan_files_removed}",
         f"- Langfuse trace deletes requested: {result.langfuse_traces_deleted} (confirmed "
-        f"{result.langfuse_traces_confirmed}, pending {len(result.langfuse_pending)}, deferred "
+        f"{result.langfuse_traces_confirmed}, pending {result.langfuse_traces_pending}, deferred "
         f"{result.langfuse_traces_deferred}; scores go with their traces)",
     ]
     return "\n".join(lines)

@@ -50,7 +50,7 @@ def test_forget_user_deletes_their_langfuse_traces_and_audits_it(prefect_api, la
 
     result = forget_user_id("alice")
     assert result.found and result.langfuse_traces_deleted == len(alice) == 5
-    assert result.langfuse_traces_confirmed == 5 and result.langfuse_pending == []
+    assert result.langfuse_traces_confirmed == 5 and result.langfuse_recheck == []
     assert set(langfuse.deleted_traces) == alice
     assert all(u == "bob" for u in (t.user_id for t in langfuse.traces.values()))
     assert len(langfuse.traces) == 15
@@ -72,6 +72,25 @@ def test_forget_user_deletes_their_langfuse_traces_and_audits_it(prefect_api, la
     assert event["subject"] == result.receipt and "alice" not in event["details"]
     [forget] = [e for e in events if e["event_type"] == "governance.forget_user"]
     assert json.loads(forget["details"])["langfuse_traces_deleted"] == 5
+
+
+def test_a_spent_delete_budget_still_finds_the_user_and_a_recheck_finishes(
+    prefect_api, langfuse
+) -> None:
+    users = _seed(langfuse, NOW - timedelta(hours=2), "t")
+    alice = {t for t, u in users.items() if u == "alice"}
+    langfuse.rate_limit("trace-delete", 0, window_s=86_400)  # the day's budget is spent
+    from flows.governance import forget_user_id
+    from tasks.governance.langfuse import langfuse_recheck
+
+    result = forget_user_id("alice")
+    assert result.found and result.langfuse_traces_deferred == 5
+    assert result.langfuse_traces_deleted == 0 and set(result.langfuse_recheck) == alice
+    assert len(langfuse.traces) == 20
+
+    langfuse.budgets.clear()  # the next day
+    later = langfuse_recheck(get_settings(), set(result.langfuse_recheck))
+    assert set(later.confirmed) == alice and later.pending == [] and len(langfuse.traces) == 15
 
 
 def test_forget_user_falls_back_to_single_deletes(prefect_api, langfuse) -> None:
