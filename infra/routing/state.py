@@ -40,6 +40,7 @@ class RoutingState(BaseModel):
     shadow_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     step: int = 0
     rejected: list[str] = []
+    retired: list[str] = []  # trained on erased data: never routed or released again
     history: list[Transition] = []
     alert_fingerprints: list[str] = []  # Alertmanager fingerprints already acted on
     revision: int = 0  # bumped by every save; compare-and-swap key
@@ -65,6 +66,7 @@ class StateChange(BaseModel):
     shadow_fraction: float | None = Field(default=None, ge=0, le=1)
     step: int | None = None
     rejected: list[str] | None = None
+    retired: list[str] | None = None
     subject: str | None = None  # the version the history entry names (default: the candidate)
     reason: str = "admin update"
     actor: str = "admin"
@@ -74,6 +76,7 @@ class StateChange(BaseModel):
 
 
 _ROUTING_FIELDS = {"stable", "candidate", "weight", "shadow_fraction", "step", "rejected"}
+_ROUTING_FIELDS |= {"retired"}
 
 
 def parse_state(raw: bytes) -> RoutingState:
@@ -139,6 +142,11 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
     routed = new.candidate and (new.weight > 0 or new.shadow_fraction > 0)
     if routed and new.candidate in new.rejected and not change.force:
         raise RejectedVersion(f"{new.candidate} was rejected; pass force=true to route it")
+    routed_to = [new.stable] + ([new.candidate] if routed and new.candidate else [])
+    if retired := sorted(set(routed_to) & set(new.retired)):
+        raise RejectedVersion(
+            f"{retired[0]} was retired after an erasure; it is never routed again"
+        )
     return new
 
 

@@ -179,6 +179,8 @@ def begin_release(
     state = routing.load()
     if version == state.stable:
         raise ReleaseError(f"{version} is already the stable version")
+    if version in state.retired:  # never, not even forced: it trained on erased data
+        raise RejectedVersion(f"{version} is retired after an erasure; it is never released")
     if version in state.rejected and not force:
         raise RejectedVersion(f"{version} was rejected before; a person may force its release")
     other = state.candidate not in (None, version)
@@ -351,7 +353,7 @@ def restore_servable_stable(
         bad = state.stable
         if versions.servable(bad):
             return state, None
-        ok = [v for v in earlier_stables(state) if v not in state.rejected]
+        ok = [v for v in earlier_stables(state) if v not in {*state.rejected, *state.retired}]
         target = next((v for v in ok if versions.servable(v)), None)
         if target is None:
             raise UnservableVersion(
