@@ -222,14 +222,14 @@ COMMANDS: tuple[Command, ...] = (
         "erasure-status",
         "each store and model version an erasure touched, what was done and when",
         erasure_commands.status_args,
-        erasure_commands.erasure_status,
+        commands.erasure_status,
         starts_flow=False,
     ),
     Command(
         "erasure-resolve",
         "after a failed erasure replacement: --rollback or --accept, with --reason",
         erasure_commands.resolve_args,
-        erasure_commands.erasure_resolve,
+        commands.erasure_resolve,
     ),
     Command(
         "consent",

@@ -226,6 +226,18 @@ def retention(ns: argparse.Namespace) -> int:
     return 0
 
 
+def erasure_status(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import show_status
+
+    return show_status(ns)
+
+
+def erasure_resolve(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import resolve
+
+    return resolve(ns)
+
+
 def review(ns: argparse.Namespace) -> int:
     from deployments.review_commands import run_review
 

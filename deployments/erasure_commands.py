@@ -97,7 +97,8 @@ def step_lines(case: Any) -> list[str]:
     return [f"  {a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
 
 
-def erasure_status(ns: argparse.Namespace) -> int:
+def show_status(ns: argparse.Namespace) -> int:
+    """``flywheel erasure-status RECEIPT``: the case's lines and its steps (or ``--json``)."""
     from infra.runtime import Runtime
     from tasks.governance.reach import case_json, load_case
 
@@ -113,7 +114,8 @@ def erasure_status(ns: argparse.Namespace) -> int:
     return 0
 
 
-def erasure_resolve(ns: argparse.Namespace) -> int:
+def resolve(ns: argparse.Namespace) -> int:
+    """``flywheel erasure-resolve RECEIPT --rollback|--accept --reason TEXT``."""
     from flows.erasure import erasure_resolve as resolve_flow
 
     case = resolve_flow(ns.receipt, ns.action, ns.reason, ns.actor)
