@@ -90,7 +90,7 @@ def _replace(
     if state.candidate in affected or state.phase in ("gating", "shadow", "canary", "held"):
         _abort_release(rt, routing, state, cases)
     if state.stable not in affected:  # nothing that serves saw the user: retire at once
-        state = _retire(rt, routing, cases, affected, stable=state.stable, how="not serving")
+        state = _retire(rt, routing, cases, affected, serving=state.stable, how="not serving")
         return ReplacementResult(
             status="retired",
             message="no serving version saw an erased user",
@@ -111,7 +111,7 @@ def _replace(
         why = "; ".join(out.reasons) or out.outcome
         return _failed(rt, cases, version, f"release {out.outcome}: {why}", outcome=out.outcome)
     _step(rt, cases, "replacement promoted", version, "serves all traffic")
-    _retire(rt, routing, cases, affected - {version}, stable=version, how="replaced")
+    _retire(rt, routing, cases, affected - {version}, serving=version, how="replaced")
     return ReplacementResult(
         status="promoted",
         message=f"{version} replaces {', '.join(sorted(affected))}",
@@ -187,12 +187,13 @@ def _retire(
     cases: list[ErasureCase],
     versions: set[str],
     *,
-    stable: str,
+    serving: str,
     how: str,
     **changes: Any,
 ) -> RoutingState:
-    """Retire ``versions`` (with ``changes`` in the same write), unload them, mark their
-    cards, and close every case whose versions are all retired."""
+    """Retire ``versions`` (with ``changes`` in the same write; ``serving`` is the version
+    that serves after it), unload them, mark their cards, and close every case whose
+    versions are all retired."""
     receipts = [c.receipt for c in cases]
     state = retire_versions(
         routing,
@@ -201,17 +202,17 @@ def _retire(
         receipts=receipts,
         actor=ACTOR,
         reason=f"erasure: retired ({how})",
-        subject=stable,
+        subject=serving,
         **changes,
     )
     unload_unrouted(rt, open_model_server(rt.settings.model_server), state)
-    mark_retired(rt.store, versions, receipts=receipts, replaced_by=stable, how=how)
+    mark_retired(rt.store, versions, receipts=receipts, replaced_by=serving, how=how)
     at = datetime.now(UTC)
     for case in cases:
         for version, entry in case.versions.items():
             if version in state.retired and entry.status != "retired":
                 entry.status, entry.at = "retired", at
-                case.add("retired", version, f"{how}; {stable} serves", at=at)
+                case.add("retired", version, f"{how}; {serving} serves", at=at)
         if not case.serving():
             case.status = "done"
         save_case(rt.store, case)
@@ -293,7 +294,7 @@ def open_case(
     save_case(rt.store, case)
     idle = {v for v, e in case.versions.items() if e.role != "retired"}
     if case.status == "done" and idle:
-        _retire(rt, routing, [case], idle, stable=routing.load().stable, how="not serving")
+        _retire(rt, routing, [case], idle, serving=routing.load().stable, how="not serving")
     publish_gauges(rt)
     return load_case(rt.store, case.receipt)
 
@@ -346,7 +347,7 @@ def erasure_resolve(
             subject=c.receipt,
             details={"action": action, "stable": target, "reason": reason, "receipt": receipt},
         )
-    _retire(rt, routing, cases, affected - {target}, stable=target, how=action, **changes)
+    _retire(rt, routing, cases, affected - {target}, serving=target, how=action, **changes)
     publish_gauges(rt)
     return load_case(rt.store, receipt)
 

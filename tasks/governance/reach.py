@@ -212,6 +212,27 @@ def _counts_text(counts: dict[str, Any]) -> str:
     return ", ".join(parts) or "nothing"
 
 
+def record_langfuse_confirmed(store: ObjectStore, receipt: str, confirmed: int) -> ErasureCase:
+    """Hook for the Langfuse eraser's read-back (deletes are queued by Langfuse, so they are
+    *requested* until a read-back finds the traces gone): record how many of the receipt's
+    requested deletes are confirmed; ``erasure-status`` shows ``requested N / confirmed M``.
+
+    Raises:
+        ObjectNotFound: no case under ``receipt``.
+    """
+    case = load_case(store, receipt)
+    counts = case.stores.setdefault("langfuse", {"requested": 0, "confirmed": 0})
+    if int(counts.get("confirmed", 0)) != confirmed:
+        counts["confirmed"] = confirmed
+        case.add(
+            "confirmed",
+            "langfuse",
+            f"{confirmed} of {counts.get('requested', 0)} deletes read back",
+        )
+        save_case(store, case)
+    return case
+
+
 # --- the deadline gauge -------------------------------------------------------------------
 
 

@@ -204,3 +204,22 @@ def test_scrubbing_a_models_lineage_keeps_the_model_fetchable(tmp_path: Path) ->
     assert rewritten == 1
     path = fetch_model(store, "v1", tmp_path / "cache")
     assert key not in (path / "lineage.json").read_text()
+
+
+def test_langfuse_deletes_count_as_requested_until_read_back(tmp_path: Path) -> None:
+    from tasks.governance.reach import record_langfuse_confirmed
+
+    store = LocalStore(tmp_path / "store")
+    case = new_case(
+        receipt=RECEIPT,
+        reached={},
+        state=RoutingState(),
+        bake_s=0,
+        deadline_days=7,
+        stores={"langfuse": {"requested": 3, "confirmed": 0}},
+    )
+    save_case(store, case)
+    assert status_fields(case)["langfuse"] == "requested 3 / confirmed 0 (read-back pending)"
+    case = record_langfuse_confirmed(store, RECEIPT, 3)
+    assert status_fields(case)["langfuse"] == "requested 3 / confirmed 3"
+    assert case.steps[-1].step == "confirmed" and case.steps[-1].subject == "langfuse"
