@@ -181,6 +181,10 @@ def forget_user(ns: argparse.Namespace) -> int:
         "langfuse_traces_deleted": r.langfuse_traces_deleted,
         "langfuse_scores_deleted": r.langfuse_scores_deleted,
     }
+    if r.found:
+        from deployments.erasure_commands import models_fields
+
+        fields |= models_fields(r.receipt)
     emit(ns, "forget-user", fields)
     if not r.found:
         error(

@@ -83,6 +83,24 @@ def status_fields(case: Any, at: datetime | None = None) -> dict[str, Any]:
     return fields
 
 
+def models_fields(receipt: str) -> dict[str, Any]:
+    """What forget-user adds to its summary: the model versions its data reached, each with its
+    role then, and whether a replacement is pending (and by when)."""
+    from infra.errors import ObjectNotFound
+    from infra.runtime import Runtime
+    from tasks.governance.reach import load_case
+
+    try:
+        case = load_case(Runtime.from_env().store, receipt)
+    except ObjectNotFound:
+        return {}
+    models = {v: e.role for v, e in case.versions.items()} or "none trained on this user's data"
+    status: str = case.status
+    if status == "pending":
+        status += f": replaced by the weekly run before {case.deadline_at:%Y-%m-%d} UTC"
+    return {"models": models, "models_status": status}
+
+
 def langfuse_line(counts: dict[str, Any]) -> str:
     """``requested N / confirmed M``: Langfuse queues deletes; only a read-back confirms."""
     requested, confirmed = int(counts.get("requested", 0)), int(counts.get("confirmed", 0))

@@ -128,6 +128,7 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from deployments import cli
+    from deployments.erasure_commands import models_fields
     from flows.loop import weekly
     from flows.release import release
     from infra.errors import ControlRefused, RejectedVersion
@@ -138,6 +139,8 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
     store = open_store(settings)
     before = status_text(receipt, capsys)
     assert "stable when requested" in before and "pending" in before
+    said = models_fields(receipt)  # what `flywheel forget-user` adds to its summary
+    assert said["models"] == {"v1": "stable"} and said["models_status"].startswith("pending")
     assert gauges(store)["flywheel_erasure_oldest_pending_seconds"] > 0
 
     with start_background_gateway(
@@ -168,7 +171,9 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
     assert yaml.safe_load(store.get("models/v1/model_card.yaml"))["retired"]["replaced_by"] == "v2"
 
     # v1 is never released, promoted or routed again, not even forced
-    get_settings.cache_clear()  # the gateway is gone: the store's routing state again
+    monkeypatch.delenv("FLYWHEEL_GATEWAY__URL")  # the gateway is gone: the store's state again
+    monkeypatch.delenv("FLYWHEEL_GATEWAY__ADMIN_URL")
+    get_settings.cache_clear()
     with pytest.raises(ControlRefused, match="v1 is retired"):
         release("v1")
     assert cli.main(["release", "v1", "--force"]) == 2
