@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from infra.catalog import append_rows, open_catalog, scan
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import (
     RoutingState,
     StateChange,
@@ -33,6 +32,7 @@ from infra.routing import (
 )
 from infra.settings import get_settings
 from infra.store import open_store
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 from tests.integration.test_release_flow import Traffic, answerer
 from tests.integration.test_train_flow import (  # noqa: F401 - fixtures used by name
     _rows_for,
