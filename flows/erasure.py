@@ -15,10 +15,10 @@ from flows.release import ReleaseOptions, release
 from flows.release_server import unload_unrouted
 from flows.train import train_selection
 from infra.audit import record_event
-from infra.errors import ControlRefused
+from infra.errors import ControlRefused, TransientError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
-from infra.routing import RoutingBackend, RoutingState, open_routing
+from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
 from infra.runtime import Runtime
 from tasks.governance.erasure import Erasure
 from tasks.governance.reach import (
@@ -283,18 +283,27 @@ def open_case(
     }
     if langfuse:  # deletes are queued by Langfuse: requested until a read-back confirms them
         stores["langfuse"] = {"requested": result.langfuse_traces_deleted, "confirmed": 0}
+    try:
+        state = routing.load()
+    except TransientError:  # the data is gone already: record the case from the stored state
+        state = load_state(rt.store)
     case = new_case(
         receipt=result.receipt,
         reached=reached,
-        state=routing.load(),
+        state=state,
         bake_s=rt.settings.model_server.bake_s,
         deadline_days=rt.settings.erasure.deadline_days,
         stores=stores,
     )
-    save_case(rt.store, case)
     idle = {v for v, e in case.versions.items() if e.role != "retired"}
     if case.status == "done" and idle:
-        _retire(rt, routing, [case], idle, serving=routing.load().stable, how="not serving")
+        case.status = "pending"  # until retired: the weekly run retires them if this fails
+    save_case(rt.store, case)
+    if idle and case.status == "pending" and not case.serving_roles():
+        try:
+            _retire(rt, routing, [case], idle, serving=state.stable, how="not serving")
+        except TransientError as exc:
+            get_run_logger().warning("versions not retired yet (%s); the weekly run will", exc)
     publish_gauges(rt)
     return load_case(rt.store, case.receipt)
 

@@ -73,6 +73,11 @@ class ErasureCase(BaseModel):
         """The affected versions not yet retired."""
         return [v for v, e in self.versions.items() if e.status != "retired"]
 
+    def serving_roles(self) -> list[str]:
+        """The reached versions that were the stable one or the candidate when requested
+        (those need a replacement; the others are retired at once)."""
+        return [v for v, e in self.versions.items() if e.role in ("stable", "candidate")]
+
 
 def now() -> datetime:
     return datetime.now(UTC)
@@ -183,6 +188,9 @@ def new_case(
         v: VersionEntry(role=role_of(state, v, bake_s=bake_s, at=at), evidence=ev)
         for v, (ev, _) in reached.items()
     }
+    for entry in versions.values():
+        if entry.role == "retired":  # by an earlier erasure: nothing left to do for it
+            entry.status, entry.at = "retired", at
     serving = any(e.role in ("stable", "candidate") for e in versions.values())
     case = ErasureCase(
         receipt=receipt,

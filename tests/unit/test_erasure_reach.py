@@ -84,6 +84,15 @@ def test_a_case_is_pending_only_while_a_version_that_saw_the_user_serves() -> No
         receipt=RECEIPT, reached={}, state=state, bake_s=0, deadline_days=7, stores={}
     )
     assert nobody.status == "done" and "no model version" in nobody.steps[-1].detail
+    again = new_case(
+        receipt=RECEIPT,
+        reached={"v1": ("lineage.json", "v0")},
+        state=state.model_copy(update={"retired": ["v1"]}),
+        bake_s=0,
+        deadline_days=7,
+        stores={},
+    )
+    assert again.versions["v1"].status == "retired" and again.serving() == []
 
 
 def test_retired_versions_are_never_routed_released_promoted_or_restored(
