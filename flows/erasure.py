@@ -87,10 +87,10 @@ def _replace(
     receipts = [c.receipt for c in cases]
     state = routing.load()
     affected = reached(cases)
-    if state.candidate in affected or state.phase in ("gating", "shadow", "canary", "held"):
+    if state.candidate in affected or state.stable in affected:
         _abort_release(rt, routing, state, cases)
     if state.stable not in affected:  # nothing that serves saw the user: retire at once
-        state = _retire(rt, routing, cases, affected, serving=state.stable, how="not serving")
+        _retire(rt, routing, cases, affected, serving=state.stable, how="not serving")
         return ReplacementResult(
             status="retired",
             message="no serving version saw an erased user",
@@ -173,8 +173,9 @@ def _train(
 def _abort_release(
     rt: Runtime, routing: RoutingBackend, state: RoutingState, cases: list[ErasureCase]
 ) -> None:
-    """The erasure's deadline comes first: a release in progress ends (its candidate is
-    rejected, or retired with the others when it saw an erased user)."""
+    """A release in progress ends when its candidate saw an erased user (it is retired with
+    the others) or when a replacement must be released (the erasure's deadline comes first;
+    the candidate is rejected)."""
     if state.candidate is None or state.phase not in ("gating", "shadow", "canary", "held"):
         return
     controls.abort(routing, rt.catalog, actor=ACTOR, reason="an erasure replacement comes first")

@@ -55,17 +55,20 @@ def forgotten(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[str, dict[str, FakeUpstreamHandle]]]:
     """alice's and bob's traces train v1, v1 is promoted, then alice is forgotten; yields the
-    receipt and the fake upstreams (v2's accuracy is the test's parameter)."""
-    accuracy = {"v0": 0.5, "v1": 0.5, "v2": request.param}
+    receipt and the fake upstreams (v2's accuracy is the test's parameter; None: v1 is never
+    promoted)."""
+    accuracy = {"v0": 0.5, "v1": 0.5, "v2": request.param or 0.5}
     handles = {v: start_fake_upstream(v, answer=answerer(a)) for v, a in accuracy.items()}
     try:
-        yield _forget_alice(handles, monkeypatch), handles
+        yield _forget_alice(handles, monkeypatch, promote=request.param is not None), handles
     finally:
         for handle in handles.values():
             handle.stop()
 
 
-def _forget_alice(handles: dict[str, FakeUpstreamHandle], monkeypatch: pytest.MonkeyPatch) -> str:
+def _forget_alice(
+    handles: dict[str, FakeUpstreamHandle], monkeypatch: pytest.MonkeyPatch, *, promote: bool
+) -> str:
     from flows.governance import forget_user_id
     from flows.train import train
 
@@ -101,7 +104,7 @@ def _forget_alice(handles: dict[str, FakeUpstreamHandle], monkeypatch: pytest.Mo
         stable="v1",
     )
     promoted.history[-1].candidate = "v1"
-    save_state(store, promoted)
+    save_state(store, promoted if promote else RoutingState(stable="v0"))
 
     erasure = forget_user_id("alice")
     assert erasure.found
@@ -233,3 +236,21 @@ def test_a_replacement_that_fails_the_gate_alerts_and_retires_nothing_until_a_pe
     assert "resolved: rollback" in status_text(receipt, capsys)
     assert gauges(store)["flywheel_erasure_oldest_pending_seconds"] == 0
     assert gauges(store)["flywheel_erasure_replacement_failed"] == 0
+
+
+@pytest.mark.parametrize("forgotten", [None], indirect=True)
+def test_a_version_that_saw_the_user_but_never_served_is_retired_at_once(
+    forgotten: tuple[str, dict[str, FakeUpstreamHandle]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from flows.erasure import replace_erased
+
+    receipt, _ = forgotten
+    store = open_store(get_settings())
+    state = load_state(store)
+    assert (state.stable, state.retired) == ("v0", ["v1"])
+    text = status_text(receipt, capsys)
+    assert "archived when requested" in text and "now retired" in text
+    assert re.search(r"^\s+status\s+done \(deadline", text, re.M), text
+    assert gauges(store)["flywheel_erasure_oldest_pending_seconds"] == 0
+    assert replace_erased().status == "none"  # nothing for the weekly run to replace
