@@ -292,7 +292,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "rollback",
-        "candidate weight and shadow to 0 at once (through the gateway if set)",
+        "candidate to 0 % at once, or a promotion back to the previous stable while baking",
         _control_args,
         commands.rollback,
     ),

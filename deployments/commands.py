@@ -317,7 +317,7 @@ def status(ns: argparse.Namespace) -> int:
 
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store)
-    emit(ns, "status", release_status(routing))
+    emit(ns, "status", release_status(routing, bake_s=rt.settings.model_server.bake_s))
     return 0
 
 
@@ -387,7 +387,7 @@ def rollback(ns: argparse.Namespace) -> int:
             f"{result['restored_stable']} is the stable version again",
             file=sys.stderr,
         )
-    fields = {k: result[k] for k in ("rolled_back", "via")}
+    fields = {k: result.get(k) for k in ("rolled_back", "version", "via")}
     if result.get("restored_stable"):
         fields["restored_stable"] = result["restored_stable"]
     emit(ns, "rollback", fields | state_fields(result))

@@ -146,6 +146,7 @@ class _Run:
     stable: str = ""
     gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
     server: ModelServer | None = None  # the model server the candidate is loaded into
+    release_id: str | None = None  # every decision of this run names its release
 
 
 @flow(name="release", log_prints=False)
@@ -182,6 +183,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     )
     with rt.reporting("release") as report:
         state = routing.load()
+        run.release_id = state.release_id  # a continued release (a new one: set by the gate)
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
@@ -210,6 +212,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
 
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
+    run.release_id = state.release_id
     try:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
@@ -226,7 +229,9 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         )
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]
-        return hold_unloadable(run.routing, rt.catalog, version, actor=opts.actor, exc=exc)
+        return hold_unloadable(
+            run.routing, rt.catalog, version, actor=opts.actor, exc=exc, release_id=run.release_id
+        )
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
             hold_task(
@@ -237,6 +242,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 resume_to="gating",
                 reason=f"gate could not run: {type(exc).__name__}",
                 evidence={"error": repr(exc)[:500]},
+                release_id=run.release_id,
             )
         raise
     run.gauges = gate_gauges(result.checks)
@@ -257,6 +263,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         policy=run.policy,
         actor=opts.actor,
         skip_shadow=opts.skip_shadow,
+        release_id=run.release_id,
     )
     return state, result.decision.value
 
@@ -282,6 +289,7 @@ def _shadow(run: _Run) -> tuple[RoutingState, str]:
         result=result,
         policy=run.policy,
         actor=run.opts.actor,
+        release_id=run.release_id,
     )
     return state, result.verdict
 
@@ -330,6 +338,7 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
         result=result,
         policy=run.policy,
         actor=run.opts.actor,
+        release_id=run.release_id,
     )
     return state, result.verdict
 

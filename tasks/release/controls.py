@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ControlRefused, ReleaseInterrupted
+from infra.routing import bake_target
 from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
@@ -37,19 +38,23 @@ def retired_refusal(state: RoutingState, version: str | None) -> str | None:
     )
 
 
-def release_status(routing: RoutingBackend) -> dict[str, Any]:
-    """The routing state in a few fields, with the last transition (for ``flywheel status``)."""
+def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str, Any]:
+    """The routing state in a few fields, with the last transition (for ``flywheel status``);
+    ``rollback_to``: the previous stable version ``flywheel rollback`` returns to while the
+    promotion is baking (``bake_s``), else None."""
     state = routing.load()
     last = state.history[-1] if state.history else None
     return {
         "stable": state.stable,
         "candidate": state.candidate,
+        "release_id": state.release_id,
         "phase": state.phase,
         "weight": state.weight,
         "step": state.step,
         "shadow_fraction": state.shadow_fraction,
         "rejected": list(state.rejected),
         "retired": list(state.retired),
+        "rollback_to": bake_target(state, bake_s=bake_s),
         "revision": state.revision,
         "updated_at": state.updated_at.isoformat() if state.updated_at else None,
         "last_transition": last.model_dump(mode="json") if last else None,
@@ -222,7 +227,20 @@ def resume(
 def abort(
     routing: RoutingBackend, catalog: Catalog | None, *, actor: str, reason: str = "aborted"
 ) -> RoutingState:
-    """Stop the release now: the candidate loses all traffic and is recorded as rejected
-    (idempotent: nothing routed, nothing changed). The ``rollback`` audit event is written by
-    the routing backend (the gateway, or the store backend's catalog)."""
-    return reject(routing, actor=actor, reason=f"aborted: {reason}", evidence={"action": "abort"})
+    """Stop the current release now: its candidate loses all traffic and is recorded as
+    rejected (idempotent: no candidate, nothing changed; a promotion is undone by ``rollback``,
+    not by abort). The decision names the release read here, so a release started meanwhile is
+    never aborted by it. The ``rollback`` audit event is written by the routing backend (the
+    gateway, or the store backend's catalog)."""
+    state = routing.load()
+    if state.candidate is None:
+        return state
+    return reject(
+        routing,
+        catalog,
+        state.candidate,
+        actor=actor,
+        reason=f"aborted: {reason}",
+        evidence={"action": "abort"},
+        release_id=state.release_id,
+    )

@@ -26,6 +26,7 @@ from tasks.governance.reach import list_cases, new_case, role_of, save_case
 from tasks.governance.replacement import retire_versions, rollback_target
 from tasks.release import controls, machine, transitions
 from tasks.release.adapters import unload_unrouted
+from tasks.release.restore import restore_servable_stable
 
 RECEIPT = "ab" * 32
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
@@ -130,7 +131,7 @@ def test_restoring_a_servable_stable_skips_retired_versions(tmp_path: Path) -> N
     state = promoted(promoted(RoutingState(stable="v0"), "v1"), "v2")
     save_state(store, state.model_copy(update={"retired": ["v1"]}))
     versions = ServableVersions(store, frozenset({"v0", "v1"}))  # v2 cannot be served
-    restored, target = transitions.restore_servable_stable(
+    restored, target = restore_servable_stable(
         StoreRouting(store), None, versions=versions, actor="t", reason="x"
     )
     assert target == "v0" and restored.stable == "v0"

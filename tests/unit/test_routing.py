@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,31 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
 def test_parse_chat_request_rejects_malformed_bodies(body: object) -> None:
     with pytest.raises(BadRequest):
         parse_chat_request(body, session_header=None, default_max_tokens=16)
+
+
+def test_compare_and_swap_decides_again_on_the_state_a_concurrent_writer_left(
+    tmp_path: Path,
+) -> None:
+    from infra.retries import RETRIES
+    from infra.routing import StateChange, compare_and_swap
+
+    store = LocalStore(tmp_path / "store")
+    save_state(store, RoutingState(candidate="v1", phase="canary", weight=5))
+    routing = StoreRouting(store)
+    seen: list[float] = []
+
+    def step_up(state: RoutingState) -> StateChange | None:
+        seen.append(state.weight)
+        if len(seen) == 1:  # another writer (an alert rollback) lands between read and write
+            routing.rollback(reason="alert", actor="alertmanager")
+        if state.candidate is None:
+            return None  # rolled back meanwhile: nothing to write
+        return StateChange(weight=25, expected_revision=state.revision, reason="step 2")
+
+    before = RETRIES.snapshot().get("test.cas", 0)
+    found, written = compare_and_swap(
+        routing.load, step_up, lambda _, change: routing.transition(change), operation="test.cas"
+    )
+    assert written is None and seen == [5.0, 0.0]
+    assert (found.phase, found.weight, found.rejected) == ("rolled_back", 0.0, ["v1"])
+    assert RETRIES.snapshot()["test.cas"] == before + 1
