@@ -52,8 +52,8 @@ def unload_unrouted(
     server: ModelServer, state: RoutingState, *, bake_s: float, now: datetime | None = None
 ) -> list[str]:
     """Unload every adapter the routing state no longer routes to: a rejected or rolled-back
-    candidate and a retired version (erasure) at once, a former stable version once ``bake_s`` passed since its successor was
-    promoted. Returns the versions unloaded (the base model is never unloaded)."""
+    candidate and a retired version (erasure) at once, a former stable version once ``bake_s``
+    passed since its successor was promoted. Returns the versions unloaded (the base model is never unloaded)."""
     now = now or datetime.now(UTC)
     keep = {state.stable, server.base_version}
     cand = state.routable_candidate()

@@ -45,7 +45,8 @@ def restore_servable_stable(
 ) -> tuple[RoutingState, str | None]:
     """When the stable version cannot be served (every user request would fail), make the
     newest earlier stable version that can be served, and was neither rejected nor retired,
-    the stable one again. Returns the state and the version restored (None: the stable one is servable).
+    the stable one again. Returns the state and the version restored (None: the stable one
+    is servable).
 
     Raises:
         UnservableVersion: neither the stable version nor any earlier one can be served.

@@ -137,6 +137,14 @@ def test_restoring_a_servable_stable_skips_retired_versions(tmp_path: Path) -> N
     assert target == "v0" and restored.stable == "v0"
 
 
+def test_a_rollback_during_the_bake_period_never_returns_to_a_retired_version() -> None:
+    from infra.routing import bake_target
+
+    state = promoted(promoted(RoutingState(stable="v0"), "v1"), "v2")
+    assert bake_target(state, bake_s=3600) == "v1"
+    assert bake_target(state.model_copy(update={"retired": ["v1"]}), bake_s=3600) is None
+
+
 def test_rollback_target_is_the_newest_version_that_never_saw_the_user() -> None:
     state = promoted(promoted(promoted(RoutingState(stable="v0"), "v1"), "v2"), "v3")
     assert rollback_target(state, avoid={"v3", "v2"}, servable=lambda v: True) == "v1"
