@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, output, prove_command, review_commands
+from deployments import commands, erasure_commands, output, prove_command, review_commands
 from deployments.argtypes import whole_number
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
@@ -217,6 +217,19 @@ COMMANDS: tuple[Command, ...] = (
         "erase one user's data everywhere (tables, raw objects, old files)",
         _forget_args,
         commands.forget_user,
+    ),
+    Command(
+        "erasure-status",
+        "each store and model version an erasure touched, what was done and when",
+        erasure_commands.status_args,
+        commands.erasure_status,
+        starts_flow=False,
+    ),
+    Command(
+        "erasure-resolve",
+        "after a failed erasure replacement: --rollback or --accept, with --reason",
+        erasure_commands.resolve_args,
+        commands.erasure_resolve,
     ),
     Command(
         "consent",

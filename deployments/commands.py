@@ -180,6 +180,10 @@ def forget_user(ns: argparse.Namespace) -> int:
         "files_removed": r.orphan_files_removed,
         **r.langfuse_counts(),
     }
+    if r.found:
+        from deployments.erasure_commands import models_fields
+
+        fields |= models_fields(r.receipt)
     emit(ns, "forget-user", fields)
     if not r.found:
         error(
@@ -222,6 +226,18 @@ def retention(ns: argparse.Namespace) -> int:
     }
     emit(ns, "retention", fields)
     return 0
+
+
+def erasure_status(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import show_status
+
+    return show_status(ns)
+
+
+def erasure_resolve(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import resolve
+
+    return resolve(ns)
 
 
 def review(ns: argparse.Namespace) -> int:
@@ -268,11 +284,16 @@ def train(ns: argparse.Namespace) -> int:
 def check_release(ns: argparse.Namespace) -> None:
     """The version must be servable: checked before a flow run starts (one line, routing
     untouched); the flow checks again for runs started from the UI."""
+    from infra.errors import ControlRefused
     from infra.models import ServableVersions
+    from infra.routing import open_routing
     from infra.runtime import Runtime
+    from tasks.release.controls import retired_refusal
 
     rt = Runtime.from_env()
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
+    if why := retired_refusal(open_routing(rt.settings, rt.store).load(), ns.version):
+        raise ControlRefused(why)
 
 
 def release(ns: argparse.Namespace) -> int:

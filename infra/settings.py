@@ -21,6 +21,7 @@ from pydantic_settings.exceptions import SettingsError
 from infra import OFFLINE_ENV
 from infra.errors import ConfigError
 from infra.settings_errors import describe_settings_error, describe_validation_error
+from infra.settings_governance import ErasureSettings
 from infra.settings_reward import FeedbackSettings, RewardSettings
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -343,6 +344,7 @@ class Settings(BaseSettings):
     release: ReleaseSettings = ReleaseSettings()
     gateway: GatewaySettings = GatewaySettings()
     model_server: ModelServerSettings = ModelServerSettings()
+    erasure: ErasureSettings = ErasureSettings()
 
     @field_validator("store_url")
     @classmethod

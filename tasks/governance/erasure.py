@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.consent import erasure_receipt
 from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
+from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
 
 if TYPE_CHECKING:
@@ -218,7 +219,8 @@ def scrub_objects(
         if new == data:
             continue
         if new:
-            store.put(obj, new)
+            if not rewrite_published_file(store, obj, new):  # a model's manifest follows
+                store.put(obj, new)
             rewritten += 1
         else:
             store.delete(obj)
