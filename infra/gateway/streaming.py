@@ -82,7 +82,11 @@ async def stream_chat(
         prompt_group=prompt_group,
         pairing_id=served.pairing_id,
     )
-    return EventStream(body, headers=response_headers(trace_id, served.version, served.route))
+    return EventStream(
+        body,
+        headers=response_headers(trace_id, served.version, served.route),
+        stall_s=pool.settings.gateway.stall_timeout_s,
+    )
 
 
 async def _relay(

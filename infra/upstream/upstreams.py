@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from infra.errors import ConfigError, UpstreamError
+from infra.errors import ConfigError, TransientError, UpstreamError
 from infra.upstream.completion import (
     Completion,
     GenParams,
@@ -38,6 +38,24 @@ LOCAL_HINT = (
     "in FLYWHEEL_GATEWAY__UPSTREAMS)"
 )
 SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
+
+
+class UpstreamUnavailable(UpstreamError, TransientError):
+    """An upstream call that a later retry may cure: unreachable, timed out, 408, 429 or 5xx
+    (``retry_after_s`` when the server sent ``Retry-After``). Any other 4xx is a plain
+    :class:`UpstreamError`: the request itself is wrong, and is never retried."""
+
+
+def status_error(version: str, status: int, headers: list[tuple[bytes, bytes]]) -> UpstreamError:
+    """The error for an HTTP ``status`` of 400 or more from ``version``'s upstream."""
+    message = f"{version}: HTTP {status}"
+    if status not in (408, 429) and status < 500:
+        return UpstreamError(message)
+    error = UpstreamUnavailable(message)
+    after = next((v for k, v in headers if k == b"retry-after"), b"")
+    if after.strip().isdigit():
+        error.retry_after_s = float(after)
+    return error
 
 
 class Upstream(Protocol):
@@ -102,19 +120,23 @@ class HttpUpstream:
         body.setdefault("logprobs", True)
         return body
 
-    async def _fetch(self, body: bytes) -> tuple[int, bytes]:
+    async def _fetch(self, body: bytes) -> bytes:
         try:
-            return await self.session().fetch(
+            response = await self.session().request(
                 "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
             )
         except HttpError as exc:
-            log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
-            raise UpstreamError(f"{self.version}: {exc}") from exc
+            raise self._unreachable(exc) from exc
+        if response.status >= 400:
+            raise status_error(self.version, response.status, response.headers)
+        return response.body
+
+    def _unreachable(self, exc: HttpError) -> UpstreamUnavailable:
+        log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
+        return UpstreamUnavailable(f"{self.version}: {exc}")
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
-        status, raw = await self._fetch(orjson.dumps(self._body(messages, params, False)))
-        if status >= 400:
-            raise UpstreamError(f"{self.version}: HTTP {status}")
+        raw = await self._fetch(orjson.dumps(self._body(messages, params, False)))
         try:
             data = orjson.loads(raw)
         except ValueError as exc:
@@ -143,16 +165,15 @@ class HttpUpstream:
                 "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
             )
         except HttpError as exc:
-            log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
-            raise UpstreamError(f"{self.version}: {exc}") from exc
+            raise self._unreachable(exc) from exc
         try:
             if response.status >= 400:
-                raise UpstreamError(f"{self.version}: HTTP {response.status}")
+                raise status_error(self.version, response.status, response.headers)
             async for piece in read_events(aiter(response)):
                 yield piece
             await response.finish()  # the terminator after [DONE]: the connection is kept
         except HttpError as exc:
-            raise UpstreamError(f"{self.version}: {exc}") from exc
+            raise self._unreachable(exc) from exc
         finally:
             response.close()
 

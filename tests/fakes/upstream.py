@@ -2,7 +2,7 @@
 
 Plain ASGI (no framework, so its own overhead stays small next to the gateway's): answers
 ``POST /v1/chat/completions`` (JSON or SSE stream) and ``GET /v1/models``, after ``delay_s``,
-failing a ``fail_rate`` share of requests with HTTP 500. Run it in a thread with
+failing a ``fail_rate`` share of requests with HTTP ``fail_status`` (500). Run it in a thread with
 :func:`start_fake_upstream`, or as a process: ``python -m tests.fakes.upstream --port 9001``.
 """
 
@@ -35,6 +35,7 @@ class FakeUpstream:
     version: str = "fake"
     delay_s: float = 0.0
     fail_rate: float = 0.0
+    fail_status: int = 500  # the status of an injected failure
     answer: Callable[[list[dict[str, Any]]], str] = echo_answer
     calls: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -64,7 +65,7 @@ class FakeUpstream:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail_rate and self.rng.random() < self.fail_rate:
-            await _send_json(send, 500, {"error": {"message": "injected failure"}})
+            await _send_json(send, self.fail_status, {"error": {"message": "injected failure"}})
             return
         text = self.answer(body.get("messages") or [])
         if self.tool_calls and body.get("stream"):
