@@ -46,8 +46,10 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._head_bytes = 0
+        self._head_bytes = 0  # bytes received while a head is incomplete
+        self._head_parsed = 0  # bytes of the head's URL and headers
         self._in_head = True
+        self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
         local = get_local_addr(transport)
         self._public = local is None or local[1] != type(self).admin_port
@@ -68,25 +70,51 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
         if self._in_head and self._head_bytes > self.max_header_bytes:
-            self._disarm()
-            if not self.transport.is_closing():
-                self.transport.write(_TOO_LARGE)
-                self.transport.close()
+            self._refuse()  # a head that does not end
+
+    def _refuse(self) -> None:
+        self._refused = True
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
+        self._head_parsed = 0
         self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self._head_parsed += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_parsed += len(name) + len(value) + 4
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
         self._disarm()
+        if self._head_parsed > self.max_header_bytes:
+            self._refuse()  # a head that arrived whole: never handed to the app
+            return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
 
     def _arm(self) -> None:
         if self._head_timer is None:
