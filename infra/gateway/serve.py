@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import ConfigError
 from infra.gateway.asgi import SERVER_STACK, by_port
 from infra.gateway.edge import server_options
+from infra.gateway.stable import unservable_stable
 from infra.gateway.workers import serve_workers
 
 if TYPE_CHECKING:
@@ -61,6 +62,10 @@ def serve_gateway(
         else "admin API off (set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it)"
     )
     line = f"gateway listening on {public_url} (OpenAI base URL {public_url}/v1); {admin_line}"
+    gateway = app.state.gateway
+    gateway.watcher.refresh()
+    if why := unservable_stable(settings, gateway.pool.store, gateway.watcher.state.stable):
+        line += f"\nwarning: {why} (chat requests get 502 until then)"
     if cfg.workers > 1:
         if app_kwargs:
             raise ConfigError("FLYWHEEL_GATEWAY__WORKERS > 1 serves the configured gateway only")
