@@ -91,7 +91,9 @@ def _retry_after(exc: BaseException) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _next_delay(exc: BaseException, retry: int, policy: Backoff, operation: str) -> float | None:
+def _next_delay(
+    exc: BaseException, retry: int, policy: Backoff, operation: str
+) -> float | None:
     """The wait before the next attempt, or None when ``exc`` must be raised now."""
     if retry >= policy.attempts:
         return None
