@@ -25,7 +25,7 @@ from infra.settings import GatewaySettings, Settings, get_settings
 from infra.store import open_store
 from infra.traces import SpoolSource, TraceRecord
 from infra.traces.langfuse_reader import LangfuseSource
-from tasks import domain
+from tasks.demo import domain
 from tests.fakes.langfuse_server import FakeLangfuseServer
 from tests.fakes.upstream import start_fake_upstream
 
@@ -99,7 +99,7 @@ def _send_through_gateway(settings: Settings, *, workload: str) -> None:
 
 
 def _tokenizer_with_template(path: Path) -> Path:
-    from tasks.bootstrap import build_tokenizer
+    from tasks.demo.pretrain import build_tokenizer
 
     tok = build_tokenizer(512)
     tok.chat_template = TEMPLATE
