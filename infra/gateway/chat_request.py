@@ -186,9 +186,9 @@ def parse_chat_request(
     """
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
+    messages = _messages(body, max_messages)  # the count first: it costs nothing to check
     if too_deep(body):
         raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels")
-    messages = _messages(body, max_messages)
     model = body.get("model") or ROUTED_MODEL
     if not isinstance(model, str) or len(model) > MAX_ID_CHARS:
         raise BadRequest("'model' must be a model name")

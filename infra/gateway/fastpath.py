@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from infra.gateway.service import Gateway
 
 CHAT_PATH = "/v1/chat/completions"
+PRECHECK_BYTES = 64 * 1024  # bodies above this have their message count estimated first
 
 
 class ChatEndpoint:
@@ -37,6 +38,14 @@ class ChatEndpoint:
 
     async def handle(self, body: bytes, header: Callable[[str], str | None]) -> Response:
         """The handler: the request's body and a lookup of its headers (lower-case names)."""
+        if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
+            # far more messages than allowed: refused before parsing, which alone would hold
+            # the event loop for a 4 MiB body of tiny messages
+            return error_response(
+                400,
+                f"more than {self.max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)",
+                kind="invalid_request_error",
+            )
         try:
             req = parse_chat_request(
                 orjson.loads(body),

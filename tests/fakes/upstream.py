@@ -28,6 +28,13 @@ def echo_answer(messages: list[dict[str, Any]]) -> str:
     return f"echo: {content}"
 
 
+def long_for_long(messages: list[dict[str, Any]]) -> str:
+    """Eight MB of answer (128 words of 64 KB) to "long", an echo to anything else."""
+    if messages and messages[-1].get("content") == "long":
+        return " ".join(["a" * 65536] * 128)
+    return echo_answer(messages)
+
+
 @dataclass
 class FakeUpstream:
     """The ASGI app; knobs may be changed while it serves (e.g. start failing mid-test)."""
@@ -369,10 +376,13 @@ def main() -> None:
     parser.add_argument("--version", default="fake")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--fail-rate", type=float, default=0.0)
+    parser.add_argument("--long-answers", action="store_true", help="8 MB to 'long'")
     args = parser.parse_args()
     import uvicorn
 
     app = FakeUpstream(version=args.version, delay_s=args.delay, fail_rate=args.fail_rate)
+    if args.long_answers:
+        app.answer = long_for_long
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

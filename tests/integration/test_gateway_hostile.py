@@ -18,19 +18,11 @@ from pydantic import SecretStr
 from infra.gateway import GatewayHandle, start_background_gateway
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import FakeUpstreamHandle, echo_answer, start_fake_upstream
+from tests.fakes.upstream import FakeUpstreamHandle, long_for_long, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
 TOKEN = "hostile-admin-token-0123456789abcdef0123456789"
-BIG_WORD = "a" * 65536
-
-
-def long_for_long(messages: list[dict[str, Any]]) -> str:
-    """Eight MB of answer to "long", an echo to anything else."""
-    if messages and messages[-1].get("content") == "long":
-        return " ".join([BIG_WORD] * 128)
-    return echo_answer(messages)
 
 
 @pytest.fixture
@@ -184,6 +176,27 @@ def test_the_trace_cap_holds_for_parts_extra_keys_user_and_session(
         for line in path.read_text().splitlines()
     ]
     assert len(line) <= 10 * 3000 + 2000 and pad[:5000] not in line
+
+
+def test_deeply_nested_json_is_a_400_on_every_endpoint(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    nested = "[" * 100_000 + "]" * 100_000
+    moderate = '{"messages": [{"role": "user", "content": ' + "[" * 200 + "]" * 200 + "}]}"
+    headers = {**_auth(), "Content-Type": "application/json"}
+    with start(tmp_path, upstream) as gw:
+        assert gw.admin_url is not None
+        for url in (
+            f"{gw.url}/v1/chat/completions",
+            f"{gw.url}/v1/feedback",
+            f"{gw.admin_url}/admin/state",
+            f"{gw.admin_url}/admin/rollback",
+            f"{gw.admin_url}/admin/alerts",
+        ):
+            assert httpx.post(url, content=nested, headers=headers).status_code == 400, url
+        chat = httpx.post(f"{gw.url}/v1/chat/completions", content=moderate, headers=headers)
+        assert chat.status_code == 400 and "nested" in chat.text
+    assert upstream.app.calls == 0
 
 
 def _auth() -> dict[str, str]:
