@@ -136,9 +136,12 @@ def create_app(
 
     @app.get("/v1/models")
     async def models() -> Response:
-        """What a public client may name: the routed model and the stable version."""
+        """What a public client may name: the routed model and the stable version, while the
+        stable version can be served (none before `flywheel bootstrap`)."""
         state = watcher.state
-        names = [] if state.stable in retired_versions(state) else [ROUTED_MODEL, state.stable]
+        servable = state.stable not in retired_versions(state)
+        servable = servable and await pool.check(state.stable) is None
+        names = [ROUTED_MODEL, state.stable] if servable else []
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "flywheel"} for n in names]
         return json_response({"object": "list", "data": data})
 
