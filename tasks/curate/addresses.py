@@ -17,7 +17,9 @@ _SUFFIX = (
     r"Landing|Manor|Meadows?|Mills?|Orchard|Pines|Point|Ridge|Springs|Summit|Valley|Village|"
     r"Ways|Wells|Forges?|Garden|Mountains?|Falls?|Dam|Land|Coves|Shores?|Trace|Run|Path)"
 )
-_UNIT = r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|#)\.?\s*#?\s*[\w-]{1,6}"
+_UNIT = (
+    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|#)\.?\s*#?\s*[\w-]{1,6}"
+)
 _CITY = r"\p{Lu}[\p{L}'.-]*(?:\s\p{Lu}[\p{L}'.-]*){0,2}"
 _POSTCODE = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d)"
 _STREET = re.compile(

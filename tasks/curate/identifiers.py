@@ -51,6 +51,7 @@ _DATE = (
     rf"|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?[\s-]+{_MONTH},?[\s-]+\d{{2,4}}"
     rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
     r"|\d{4}\s?년\s?\d{1,2}\s?월\s?\d{1,2}\s?일|(?:19|20)\d{6}|\d{6}"
+    r"|\d{1,2}(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\d{2,4}"
     r"|(?:19|20)\d{2})(?![\w])"
 )
 
@@ -186,7 +187,9 @@ RULES: tuple[ContextRule, ...] = (
     ),
     ContextRule(
         "CREDIT_CARD",
-        _cue(r"card|visa|mastercard|master\s+card|amex|american\s+express|discover|cc|debit|credit"),
+        _cue(
+            r"card|visa|mastercard|master\s+card|amex|american\s+express|discover|cc|debit|credit"
+        ),
         re.compile(r"(?<![\w-])\d(?:[ .-]?\d){12,18}(?![\w-])"),
         _any,
         window=30,

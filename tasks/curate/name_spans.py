@@ -16,7 +16,9 @@ _HEADER = re.compile(
     rf"((?:\p{{Lu}}[\p{{L}}'’-]*,\s+)?{_NAME})[\"']?\s*(?:<|\[mailto|\(|$)"
 )
 _BEFORE_MAIL = re.compile(rf"[\"']?({_NAME})[\"']?\s*(?:<|\(|\[mailto:)[\w.+-]+@")
-_WROTE = re.compile(rf"(?:,|\bat\s\d{{1,2}}:\d\d(?:\s?[AP]M)?,?)\s+({_NAME})\s+(?:<[^>]+>\s+)?wrote:")
+_WROTE = re.compile(
+    rf"(?:,|\bat\s\d{{1,2}}:\d\d(?:\s?[AP]M)?,?)\s+({_NAME})\s+(?:<[^>]+>\s+)?wrote:"
+)
 # person keys of JSON objects and forms; a bare "name" needs a lexicon name in the value
 _PERSON_KEY = (
     r"full[\s_-]?name|first[\s_-]?name|last[\s_-]?name|given[\s_-]?names?|family[\s_-]?name|"
@@ -39,15 +41,32 @@ _ADDRESS_KEY = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?(?P<value>[^\"\n{}]*\d[^\"\n{}]{3,120}?)(?=[\"']?\s*(?:[,}]\s*[\"'}]|\n|$))"
 )
 _AIRLINE = re.compile(
-    r"(?<![\w/])([A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?/[A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?)"
+    r"(?<![A-Za-z/])([A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?/[A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?)"
     r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
+)
+_NOT_AIRLINE = frozenset({"TCP/IP", "AND/OR", "INPUT/OUTPUT", "AC/DC", "HTTP/HTTPS", "UDP/IP"})
+# a name alone on the line after a sign-off ("Kind regards\n\nFiona MacLeod")
+_SIGNED = re.compile(
+    r"(?im)^[ \t]*(?:best|kind regards|regards|best regards|warm regards|cheers|thanks|"
+    r"thank you|sincerely|many thanks|all the best|yours(?: truly| sincerely)?)[,!.]?[ \t]*\n+[ \t]*"
+    r"(?-i:(\p{Lu}[\p{L}'’.-]+(?:[ \t]\p{Lu}[\p{L}'’.-]+){0,3}))[ \t]*$"
+)
+# a relation, role or speech verb then a capitalised name ("my daughter Emily")
+_RELATION = re.compile(
+    r"(?i:\b(?:wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
+    r"friend|gf|bf|girlfriend|boyfriend|ex|colleague|coworker|manager|boss|landlord|"
+    r"neighbou?r|nurse|doctor|agent|guy|accountant|lawyer|spoke\s+(?:with|to)|talked\s+to|"
+    r"ask\s+for|tell|call|named|called|user|from)\s+)"
+    r"(\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2})"
 )
 _SYLLABLE = (
     r"(?:kk|tt|pp|ss|jj|ch|sh|g|k|n|d|t|r|l|m|b|p|s|j|h|y|w)?"
     r"(?:yeo|yae|wae|weo|eo|eu|ae|oe|ui|wa|wi|we|ya|yo|yu|ye|oo|ee|a|e|i|o|u)(?:ng|n|l|m|k|p|t|b)?"
 )
 _GIVEN = re.compile(rf"(?i)^(?:{_SYLLABLE})(?:-?(?:{_SYLLABLE}))$")
-_TWO_WORDS = re.compile(r"(?<![\p{L}'-])(\p{L}+(?:-\p{L}+)?)(?:\s+|,\s*)(\p{L}+(?:-\p{L}+)?)(?![\p{L}'-])")
+_TWO_WORDS = re.compile(
+    r"(?<![\p{L}'-])(\p{L}+(?:-\p{L}+)?)(?:\s+|,\s*)(\p{L}+(?:-\p{L}+)?)(?![\p{L}'-])"
+)
 _LOWER_SURNAMES = frozenset(
     "kim lee park choi jung jeong kang yoon jang hwang kwon shin hong moon yang bae baek jeon "
     "cho seo ahn han ryu yoo lim".split()
@@ -67,8 +86,12 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):
             spans.append((m.start("value"), m.end("value")))
     for m in _AIRLINE.finditer(text):
-        if m.group(2) or lexicon_support(m.group(1).replace("/", " ")) == 2:
+        if m.group(1) not in _NOT_AIRLINE and len(m.group(1)) >= 6:
             spans.append((m.start(), m.end()))
+    spans += [(m.start(1), m.end(1)) for m in _SIGNED.finditer(text)]
+    for m in _RELATION.finditer(text):
+        if lexicon_support(m.group(1)) or m.group(1).count(" "):
+            spans.append((m.start(1), m.end(1)))
     spans += romanised_korean_spans(text)
     return spans
 

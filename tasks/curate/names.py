@@ -120,7 +120,9 @@ def lexicon_support(span: str) -> int:
     known = [w for w in words if w in firsts or w in lasts]
     if any(w not in AMBIGUOUS and w in firsts for w in known):
         return 2
-    if len(known) >= 2 or (len(words) >= 2 and any(w in lasts and w not in AMBIGUOUS for w in words)):
+    if len(known) >= 2 or (
+        len(words) >= 2 and any(w in lasts and w not in AMBIGUOUS for w in words)
+    ):
         return 2
     return 1 if known else 0
 

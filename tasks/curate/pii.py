@@ -279,8 +279,9 @@ def _copies(results: list[RecognizerResult]) -> list[RecognizerResult]:
     from presidio_analyzer import RecognizerResult
 
     return [
-        RecognizerResult(r.entity_type, r.start, r.end, r.score, r.analysis_explanation,
-                         r.recognition_metadata)
+        RecognizerResult(
+            r.entity_type, r.start, r.end, r.score, r.analysis_explanation, r.recognition_metadata
+        )
         for r in results
     ]
 

@@ -30,7 +30,11 @@ TYPES = (
 ).split()
 UNSTRUCTURED = ("PERSON", "ADDRESS")
 # the engine's entity names -> the labels' vocabulary
-ENGINE_TYPES = {"LOCATION": "ADDRESS", "ACCOUNT_NUMBER": "BANK_ACCOUNT", "IBAN_CODE": "BANK_ACCOUNT"}
+ENGINE_TYPES = {
+    "LOCATION": "ADDRESS",
+    "ACCOUNT_NUMBER": "BANK_ACCOUNT",
+    "IBAN_CODE": "BANK_ACCOUNT",
+}
 _TITLES = frozenset("mr mrs ms mx miss dr prof sir mstr mr. mrs. ms. dr. prof.".split())
 
 

@@ -25,6 +25,8 @@ _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
 # an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
 _EMAIL = r"(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
+# a Korean resident / foreigner registration number in any text (not only where Hangul is)
+_RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
 _IPV6 = (
     r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"
     r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?(?![\w:])"
@@ -184,7 +186,12 @@ def _identifier_recognizers(language: str) -> list[Any]:
             doc="Values of address fields in JSON and forms.",
         )(**lang)
     )
-    found.append(pattern_recognizer("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer", language=language))
+    found.append(
+        pattern_recognizer("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer", language=language)
+    )
+    found.append(
+        pattern_recognizer("KR_RRN", _RRN, 0.6, "RrnShapeAnyRecognizer", language=language)
+    )
     found.append(pattern_recognizer("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer", language=language))
     found.append(pattern_recognizer("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer", language=language))
     return found
