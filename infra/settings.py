@@ -118,12 +118,20 @@ class CurateSettings(BaseModel):
         "LOCATION",
         "IP_ADDRESS",
         "URL",
-        "ACCOUNT_NUMBER",
+        "BANK_ACCOUNT",
         "KR_RRN",
+        "KR_FRN",
         "KR_BRN",
         "UK_NINO",
+        "ADDRESS",
+        "DATE_OF_BIRTH",
+        "PASSPORT",
+        "DRIVER_LICENSE",
+        "MEDICAL_ID",
+        "SECRET",
+        "KR_CAR_PLATE",
     ]
-    custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
+    custom_patterns: dict[str, str] = {"BANK_ACCOUNT": r"\b\d{3}-\d{2}-\d{6}\b"}
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
     score_threshold: float = 0.35
     batch_size: int = 64
