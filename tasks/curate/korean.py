@@ -66,8 +66,10 @@ def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
 
     kiwi = load_kiwi()  # fail at engine construction, naming the package, not mid-batch
     lang: dict[str, Any] = {"supported_language": language}
+    # Presidio's IP pattern needs a word boundary, which a Hangul particle glued to the address
+    # (192.168.0.1에서) is not; korean_ids has the one that works here
     return [
-        *common,
+        *(r for r in common if r.name != "IpRecognizer"),
         KrBrnRecognizer(**lang),
         pattern_recognizer("KR_BRN", _BRN, 0.5, "KrBrnShapeRecognizer", language=language),
         _spans_recognizer(

@@ -51,7 +51,7 @@ _KIN = (
     r"친구|선배|후배|남편|아내|와이프|아들|딸|부모님|맘|네"
 )
 # the word after a name: a title, 께서/명의/앞으로, a sign-off or a relative ("진아 엄마")
-_NEXT_CUE = re.compile(rf"\s?(?:{_TITLES}|{_KIN})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
+_NEXT_CUE = re.compile(rf"\s?(?:{_TITLES}|{_KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
 _NAME_ENDINGS = (
     "입니다|입니당|이에요|이예요|예요|이고요|이구요|이고|이라고|라고|이라는|라는|인데요|인데|이세요|"
@@ -159,7 +159,10 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
 
 def _given_vocative(tokens: list[Any], end: int) -> bool:
     """A given name alone is corroborated by the particle kiwi read after it."""
-    return any(t.start == end and t.tag.startswith("J") for t in tokens)
+    return any(
+        t.start == end and (t.tag.startswith("J") or (t.tag == "XSN" and t.form == "이"))
+        for t in tokens
+    )
 
 
 def _kiwi_spans(text: str, tokens: list[Any]) -> list[tuple[int, int]]:
