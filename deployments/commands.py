@@ -110,7 +110,7 @@ def _empty_window_note(stage: str, window: str) -> str:
 def bootstrap(ns: argparse.Namespace) -> int:
     from deployments.progress import showing_progress
     from infra.runtime import Runtime
-    from tasks.bootstrap import bootstrap_base_model
+    from tasks.demo.bootstrap import bootstrap_base_model
 
     rt = Runtime.from_env()
     with showing_progress():
@@ -138,7 +138,7 @@ def gateway(ns: argparse.Namespace) -> int:
 
 def simulate(ns: argparse.Namespace) -> int:
     from infra.settings import get_settings
-    from tasks.simulate import simulate as simulate_users
+    from tasks.demo.simulate import simulate as simulate_users
 
     s = get_settings()
     url = ns.gateway_url or s.gateway.url or f"http://{s.gateway.host}:{s.gateway.port}"

@@ -13,24 +13,20 @@ from infra.catalog import SCHEMAS
 from infra.consent import tombstone
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
-from tasks.governance import (
+from tasks.governance.erasure import (
     USER_TABLES,
     Erasure,
     check_user_key,
-    delete_objects_task,
     delete_rows_task,
     erasure_details,
     erasure_markdown,
-    expire_task,
-    expired_raw_objects,
     forget_receipt,
-    langfuse_erase_user_task,
-    langfuse_expire_task,
     scrub_objects_task,
-    store_key,
     user_traces_task,
-    uses_langfuse,
 )
+from tasks.governance.langfuse import langfuse_erase_user_task, langfuse_expire_task, uses_langfuse
+from tasks.governance.maintenance import expire_task, store_key
+from tasks.governance.retention import delete_objects_task, expired_raw_objects
 from tasks.train.erasures import record_erasure
 
 

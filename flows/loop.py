@@ -30,8 +30,8 @@ from infra.progress import report_progress
 from infra.routing import load_state
 from infra.runtime import Runtime
 from infra.settings import get_settings
-from tasks.bootstrap import bootstrap_base_model
-from tasks.simulate import simulate
+from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.simulate import simulate
 
 log = logging.getLogger(__name__)
 TRACE_FLUSH_WAIT_S = 2.5

@@ -203,7 +203,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
 def _gate(run: _Run) -> tuple[RoutingState, str]:
     """The golden gate: begin, answer and score, report, and the transition it decides;
     returns the state and the gate's decision."""
-    from tasks.domain import load_golden
+    from tasks.demo.domain import load_golden
 
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)

@@ -23,8 +23,6 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
-from tasks.prove.evidence import regressed_methods
-from tasks.prove.report import ABLATION_FILE
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
@@ -35,8 +33,9 @@ from tasks.train.checkpoints import (
 )
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage, build_lineage, card_markdown
-from tasks.train.methods import MethodChoice, choose_method
-from tasks.train.pairs import Selection, prompt_renderer, select_task, write_pairs_task
+from tasks.train.methods import MethodChoice
+from tasks.train.pairs import Selection, write_pairs_task
+from tasks.train.plan import plan_training_task
 from tasks.train.trainer import TrainOutcome, progress_callback, train_task
 
 
@@ -89,29 +88,14 @@ def train(
     with rt.reporting("train") as report:
         base = base_version or pick_base_version(rt.store)
         base_dir = fetch_base_task(rt.store, base, cache_root=model_cache_root(rt.settings))
-        selection = select_task(
+        plan = plan_training_task(
             rt.catalog,
-            buffer_windows=cfg.buffer_windows,
-            buffer_days=cfg.buffer_days,
-            workload_days=cfg.workload_buffer_days,
-            min_margin=cfg.min_margin,
-            render=prompt_renderer(base_dir),
-            human_override=rt.settings.review.override_rewards,
-            served_by=base if cfg.on_policy else None,
-            consent_mode=rt.settings.consent_mode,
+            settings=cast(Any, quote(rt.settings)),  # quoted: Prefect would walk its fields
+            base_version=base,
+            base_dir=base_dir,
+            method=method,
         )
-        choice = choose_method(
-            method or cfg.method,
-            pairs=len(selection.pairs),
-            singles=len(selection.sft),
-            prompts=len(selection.prompts),
-            min_pairs=cfg.min_pairs,
-            regressed=regressed_methods(
-                cfg.ablation_path or rt.settings.home_dir / "prove" / ABLATION_FILE,
-                pairs=len(selection.pairs),
-                sft_weight=cfg.sft_weight,
-            ),
-        )
+        selection, choice = plan.selection, plan.choice
         _report_selection(report, selection)
         if choice.method is None:
             result = _skipped(rt, run_id=run_id, base=base, choice=choice, selection=selection)

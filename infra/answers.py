@@ -77,8 +77,8 @@ class HttpAnswers:
 
     async def _answer_all(self, requests: Sequence[Messages], max_tokens: int) -> list[Answer]:
         from infra.errors import UpstreamError
-        from infra.gateway.http1 import HttpClient
-        from infra.gateway.upstreams import GenParams, HttpUpstream
+        from infra.upstream.http1 import HttpClient
+        from infra.upstream.upstreams import GenParams, HttpUpstream
 
         limit = asyncio.Semaphore(self.concurrency)
         params = GenParams(max_tokens=max_tokens, temperature=0.0)

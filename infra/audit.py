@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from infra.catalog import append_rows
-from infra.errors import TransientCatalogError, TransientError
+from infra.retries import Backoff, retry_call
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -49,24 +48,25 @@ def record_event(
     best_effort: bool = False,
     attempts: int = 3,
 ) -> str | None:
-    """Append one audit event (lost commit races are retried); returns its id.
+    """Append one audit event (lost commit races and other transient failures are retried,
+    ``attempts`` calls in all); returns its id.
 
     With ``best_effort`` a failure is logged and None returned instead of raised: an audit
     failure must never block a rollback.
+
+    Raises:
+        TransientCatalogError: every attempt lost a race (unless ``best_effort``).
     """
     row = audit_row(event_type=event_type, actor=actor, subject=subject, details=details, at=at)
-    for attempt in range(attempts):
-        try:
-            append_rows(catalog, "audit_log", [row])
-            return str(row["event_id"])
-        except TransientError as exc:
-            log.warning("audit %s attempt %d lost a race: %s", event_type, attempt + 1, exc)
-        except Exception as exc:  # noqa: BLE001 - re-raised below unless best effort
-            if not best_effort:
-                raise
-            log.warning("audit %s attempt %d failed: %s", event_type, attempt + 1, exc)
-        time.sleep(0.2 * (attempt + 1))
-    if not best_effort:
-        raise TransientCatalogError(f"audit event {event_type} for {subject} not written")
-    log.error("audit event %s for %s was not written", event_type, subject)
-    return None
+    try:
+        retry_call(
+            lambda: append_rows(catalog, "audit_log", [row]),
+            operation="audit.append",
+            policy=Backoff(attempts=attempts),
+        )
+    except Exception as exc:  # noqa: BLE001 - re-raised unless best effort
+        if not best_effort:
+            raise
+        log.error("audit event %s for %s was not written: %s", event_type, subject, exc)
+        return None
+    return str(row["event_id"])

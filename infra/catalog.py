@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from infra.errors import CatalogError, TransientCatalogError
+from infra.retries import retry_call
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -145,16 +145,13 @@ def open_catalog(settings: Settings) -> Catalog:
     """The configured catalog (SQLite by default), with object-store credentials when on S3.
 
     Two processes opening a fresh SQLite catalog at once can race on creating its metadata
-    tables; that is retried.
+    tables, and a REST catalog can be briefly unreachable: both are transient and retried
+    (:func:`~infra.retries.retry_call`, operation ``catalog.open``).
+
+    Raises:
+        CatalogError: the catalog cannot be opened (after the retries when transient).
     """
-    for attempt in range(4):
-        try:
-            return _open_catalog(settings)
-        except CatalogError:
-            if attempt == 3:
-                raise
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return retry_call(lambda: _open_catalog(settings), operation="catalog.open")
 
 
 def _open_catalog(settings: Settings) -> Catalog:
@@ -184,10 +181,20 @@ def _open_catalog(settings: Settings) -> Catalog:
         raise
     except Exception as exc:
         where = uri_of(settings)
-        raise CatalogError(
+        error = TransientCatalogError if _transient_open(exc) else CatalogError
+        raise error(
             f"cannot open the {settings.catalog_type} catalog at {where} "
             f"(FLYWHEEL_CATALOG_URI): {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _transient_open(exc: Exception) -> bool:
+    """Whether opening the catalog may work if tried again: a lost race on creating SQLite's
+    metadata tables, a locked database, an unreachable or overloaded REST catalog."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(
+        names & {"OperationalError", "IntegrityError", "ConnectionError", "Timeout", "ServerError"}
+    )
 
 
 def uri_of(settings: Settings) -> str:

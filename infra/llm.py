@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from infra.errors import JudgeError
+from infra.errors import JudgeError, TransientError
+from infra.retries import Backoff, retry_async
 
 if TYPE_CHECKING:
     from infra.settings import JudgeSettings
@@ -36,8 +36,9 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 MAX_BACKOFF_S = 8.0
 
 
-class _Retry(Exception):
-    """An attempt failed in a way that another attempt may fix."""
+class _Retry(TransientError):
+    """An attempt failed in a way that another attempt may fix (5xx, 429, time-out, malformed
+    reply); :func:`~infra.retries.retry_async` tries again."""
 
 
 @dataclass
@@ -169,29 +170,36 @@ class ChatClient:
         }
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
+        policy = Backoff(attempts=self.max_retries + 1, base_s=self.backoff_s, max_s=MAX_BACKOFF_S)
+        attempts = 0
+
+        async def attempt() -> M:
+            nonlocal attempts
+            if attempts:
                 self.stats.retries += 1
-                await asyncio.sleep(self._delay(attempt))
-            if self.stats.requests >= self.call_budget:
-                self.stats.budget_exhausted += 1
-                self.stats.failures += 1
-                raise JudgeError(f"judge call budget of {self.call_budget} per run is spent")
-            self.stats.requests += 1
+            attempts += 1
+            return await self._attempt(sem, body, schema)
+
+        try:
+            return await retry_async(attempt, operation="judge.chat", policy=policy)
+        except _Retry as exc:
+            self.stats.failures += 1
+            raise JudgeError(f"judge failed after {attempts} attempts: {exc}") from exc
+
+    async def _attempt(self, sem: asyncio.Semaphore, body: dict[str, Any], schema: type[M]) -> M:
+        """One HTTP attempt against the budget: the parsed reply, or :class:`_Retry`."""
+        if self.stats.requests >= self.call_budget:
+            self.stats.budget_exhausted += 1
+            self.stats.failures += 1
+            raise JudgeError(f"judge call budget of {self.call_budget} per run is spent")
+        self.stats.requests += 1
+        async with sem:
+            http = self._checkout()
             try:
-                async with sem:
-                    http = self._checkout()
-                    try:
-                        content = await self._post(http, body)
-                    finally:
-                        self._free.append(http)
-                return self._parse(content, schema)
-            except _Retry as exc:
-                last = str(exc)
-                log.debug("judge attempt %d failed: %s", attempt + 1, last)
-        self.stats.failures += 1
-        raise JudgeError(f"judge failed after {self.max_retries + 1} attempts: {last}")
+                content = await self._post(http, body)
+            finally:
+                self._free.append(http)
+        return self._parse(content, schema)
 
     async def _post(self, http: httpx.AsyncClient, body: dict[str, Any]) -> str:
         try:
@@ -199,9 +207,11 @@ class ChatClient:
         except httpx.TransportError as exc:  # timeouts, refused and reset connections
             self.stats.server_errors += 1
             raise _Retry(type(exc).__name__) from exc
-        if response.status_code >= 500 or response.status_code == 429:
+        if response.status_code >= 500 or response.status_code in (408, 429):
             self.stats.server_errors += 1
-            raise _Retry(f"HTTP {response.status_code}")
+            error = _Retry(f"HTTP {response.status_code}")
+            error.retry_after_s = _retry_after(response)
+            raise error
         if response.status_code >= 400:
             self.stats.failures += 1
             raise JudgeError(f"judge endpoint refused the request: HTTP {response.status_code}")
@@ -210,10 +220,6 @@ class ChatClient:
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             self.stats.malformed += 1
             raise _Retry("reply is not an OpenAI chat completion") from exc
-
-    def _delay(self, attempt: int) -> float:
-        base = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1))
-        return base * random.uniform(0.5, 1.5)
 
     def _parse(self, content: str, schema: type[M]) -> M:
         text = content.strip()
@@ -225,6 +231,14 @@ class ChatClient:
         except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
             self.stats.malformed += 1
             raise _Retry(f"malformed reply for {schema.__name__}") from exc
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The server's ``Retry-After`` in seconds (the delta-seconds form), when it sent one."""
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
 
 
 def ragas_llm(client: ChatClient) -> Any:

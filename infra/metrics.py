@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from infra.errors import ObjectNotFound, StoreError
 from infra.keys import metrics_key
+from infra.retries import RETRIES
 from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ HELP = {
     "flywheel_pii_entities_total": "PII entities removed, by type (stage 3).",
     "flywheel_gate_decisions_total": "Release gate decisions.",
     "flywheel_metrics_push_failures_total": "Failed pushes to the Pushgateway.",
+    "flywheel_retries_total": "Retries of transient I/O failures, by operation.",
     "flywheel_reward_missing_total": "Scored traces lacking a reward component (stage 2).",
     "flywheel_reward_not_applicable_total": "Missing components that did not apply (stage 2).",
     "flywheel_reward_ineligible_total": "Scored traces missing a required component (stage 2).",
@@ -164,6 +166,9 @@ def build_registry(state: dict[str, Any]) -> CollectorRegistry:
     return registry
 
 
+_RETRIES_SEEN: dict[str, int] = {}  # the retries this process already folded into a stage
+
+
 def publish(
     report: StageReport,
     *,
@@ -178,6 +183,8 @@ def publish(
     report.observe("flywheel_stage_duration_seconds", [duration_s], stage=stage)
     if status == "success":
         report.gauge("flywheel_stage_last_success_timestamp_seconds", time.time(), stage=stage)
+    for operation, n in RETRIES.since(_RETRIES_SEEN).items():
+        report.count("flywheel_retries_total", n, stage=stage, operation=operation)
     try:
         state = _fold(_load_state(store, stage), report)
     except StoreError as exc:  # metrics are never worth failing a stage for

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ObjectNotFound, StoreError, TransientError, UnservableVersion
 from infra.keys import MODELS_PREFIX, model_prefix, version_number
-from infra.transfer import file_sha256
+from infra.store.transfer import file_sha256
 
 if TYPE_CHECKING:
     from infra.settings import Settings

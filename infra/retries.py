@@ -81,6 +81,14 @@ class RetryCounter:
         with self._lock:
             return dict(self._counts)
 
+    def since(self, seen: dict[str, int]) -> dict[str, int]:
+        """The retries per operation made since ``seen`` (a reader's earlier view, updated in
+        place to now): how an exporter moves its own counter forward without double counting."""
+        with self._lock:
+            new = {op: n - seen.get(op, 0) for op, n in self._counts.items()}
+            seen.update(self._counts)
+        return {op: n for op, n in new.items() if n > 0}
+
 
 RETRIES = RetryCounter()
 """Every retry :func:`retry_call` and :func:`retry_async` made, by operation."""
@@ -91,9 +99,7 @@ def _retry_after(exc: BaseException) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _next_delay(
-    exc: BaseException, retry: int, policy: Backoff, operation: str
-) -> float | None:
+def _next_delay(exc: BaseException, retry: int, policy: Backoff, operation: str) -> float | None:
     """The wait before the next attempt, or None when ``exc`` must be raised now."""
     if retry >= policy.attempts:
         return None

@@ -22,7 +22,7 @@ from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import ROUTED_MODEL, StateWatcher
 from infra.gateway.service import Gateway
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
-from infra.gateway.upstreams import Upstream, UpstreamPool
+from infra.upstream.upstreams import Upstream, UpstreamPool
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

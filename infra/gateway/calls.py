@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.routing import Decision, StateWatcher
     from infra.gateway.tracing import TraceDispatcher
-    from infra.gateway.upstreams import Completion, GenParams
+    from infra.upstream.upstreams import Completion, GenParams
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import orjson
 from starlette.responses import Response
 
 from infra.gateway.routing import ROUTED_MODEL
-from infra.gateway.upstreams import Completion, GenParams
 from infra.local_lm import message_text
+from infra.upstream.upstreams import Completion, GenParams
 
 # handled by the gateway itself, never forwarded upstream (``user`` is personal data)
 _OWN_FIELDS = {

@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from infra.retries import RETRIES
 from infra.routing import RoutingState
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -32,7 +33,8 @@ class GatewayMetrics:
     ``agent_latency_seconds{model,route}``, ``user_feedback_total{model,value}``,
     ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
     ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
-    ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``.
+    ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``,
+    ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
@@ -95,6 +97,13 @@ class GatewayMetrics:
             "Diverse-sampling siblings not sent: too many background calls in flight.",
             registry=r,
         )
+        self.retries = Counter(
+            "flywheel_retries_total",
+            "Retries of transient I/O failures in the gateway, by operation.",
+            ["operation"],
+            registry=r,
+        )
+        self._retries_seen: dict[str, int] = {}
         self._weighted: set[str] = set()
         # (model, route) -> its label children: labels() hashes and locks on every call
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -128,6 +137,8 @@ class GatewayMetrics:
     def render(self) -> bytes:
         """The exposition; with several worker processes (``PROMETHEUS_MULTIPROC_DIR`` set by
         :mod:`infra.gateway.workers`) the sum over all of them, whichever worker answers."""
+        for operation, n in RETRIES.since(self._retries_seen).items():
+            self.retries.labels(operation).inc(n)
         if os.environ.get(MULTIPROC_ENV):
             from prometheus_client import multiprocess
 

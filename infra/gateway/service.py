@@ -45,7 +45,7 @@ from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.ids import random_hex
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
-from infra.gateway.upstreams import Completion, GenParams, UpstreamPool
+from infra.upstream.upstreams import Completion, GenParams, UpstreamPool
 
 if TYPE_CHECKING:
     from infra.gateway.feedback import TraceIds

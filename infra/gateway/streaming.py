@@ -19,13 +19,13 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
-from infra.gateway.completion import merge_meta
 from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
-from infra.gateway.upstreams import Completion, GenParams
+from infra.upstream.completion import merge_meta
+from infra.upstream.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
     from infra.gateway.routing import Decision
-    from infra.gateway.upstreams import UpstreamPool
+    from infra.upstream.upstreams import UpstreamPool
 
 log = logging.getLogger(__name__)
 

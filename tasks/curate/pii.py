@@ -19,6 +19,8 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from infra.errors import MissingDependencyError
 from tasks.curate.korean import has_hangul
+from tasks.curate.names import corroborated
+from tasks.curate.normalize import Normalized, normalize
 from tasks.curate.recognizers import build_recognizers
 
 if TYPE_CHECKING:
@@ -27,9 +29,14 @@ if TYPE_CHECKING:
 
     from infra.settings import CurateSettings
 
-# spaCy labels -> Presidio entity types; every other NER label is ignored
+# spaCy labels -> Presidio entity types; every other NER label is ignored. Places (GPE, LOC,
+# FAC) are mapped so the proper-noun fallback leaves them alone, but never anonymised: a city
+# or an airport is not personal data (street addresses come from patterns)
 NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
-NER_MAPPING["FAC"] = "LOCATION"  # street addresses ("42 Elm Street") come out as FAC
+NER_MAPPING["FAC"] = "LOCATION"
+NER_MAPPING.update(ORG="ORGANIZATION", PRODUCT="PRODUCT", NORP="NORP")
+# PERSON findings of these recognisers need corroboration (tasks.curate.names.corroborated)
+_UNSURE_NAMES = ("SpacyRecognizer", "NameFallbackRecognizer", "LowerCaseNameRecognizer")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -203,10 +210,27 @@ def _applies(language: str, text: str) -> bool:
 
 def _keep(language: str, text: str, result: RecognizerResult) -> bool:
     """A model-based name or place from a non-Korean pipeline is never Hangul (spaCy's English
-    model calls 안녕하세요 a PERSON); the Korean pipeline owns those."""
+    model calls 안녕하세요 a PERSON); the Korean pipeline owns those. A name the model or the
+    proper-noun fallback found needs corroboration (brands and products are not people)."""
     if language == "ko" or result.entity_type not in ("PERSON", "LOCATION"):
         return True
-    return not has_hangul(text[result.start : result.end])
+    if has_hangul(text[result.start : result.end]):
+        return False
+    if result.entity_type == "PERSON" and _recognizer(result) in _UNSURE_NAMES:
+        return corroborated(text, result.start, result.end)
+    return True
+
+
+def _recognizer(result: RecognizerResult) -> str:
+    meta = result.recognition_metadata or {}
+    return str(meta.get("recognizer_name", ""))
+
+
+def _to_original(norm: Normalized, results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """Findings on the normalised text, moved onto the original text's offsets."""
+    for r in results:
+        r.start, r.end = norm.original_span(r.start, r.end)
+    return results
 
 
 def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[RecognizerResult]]:
@@ -216,7 +240,9 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
     from presidio_analyzer import BatchAnalyzerEngine
 
     config = engine.config
-    unique = list(dict.fromkeys(texts))
+    originals = list(dict.fromkeys(texts))
+    norms = {t: normalize(t) for t in originals}
+    unique = list(dict.fromkeys(n.text for n in norms.values()))
     with_nlp = [t for t in unique if _HAS_LETTER.search(t)]
     found: dict[str, list[RecognizerResult]] = {t: [] for t in unique}
     kwargs: dict[str, Any] = {
@@ -244,7 +270,20 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 found[text].extend(
                     engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 )
-    return [found[t] for t in texts]
+    mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
+    return [mapped[t] for t in texts]
+
+
+def _copies(results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """Independent copies (two original texts can share one normalised text)."""
+    from presidio_analyzer import RecognizerResult
+
+    return [
+        RecognizerResult(
+            r.entity_type, r.start, r.end, r.score, r.analysis_explanation, r.recognition_metadata
+        )
+        for r in results
+    ]
 
 
 def anonymize_texts(engine: PiiEngine, texts: Sequence[str]) -> list[Redaction]:

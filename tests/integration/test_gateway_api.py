@@ -16,10 +16,10 @@ import openai
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
@@ -248,7 +248,7 @@ class FakeLM:
 
 
 def test_embedded_model_is_served_off_the_event_loop(tmp_path: Path, monkeypatch) -> None:
-    from infra.gateway.upstreams import LocalUpstream
+    from infra.upstream.upstreams import LocalUpstream
 
     lm = FakeLM()
     monkeypatch.setattr(LocalUpstream, "_load", lambda self: lm)

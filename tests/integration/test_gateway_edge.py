@@ -24,11 +24,11 @@ from pydantic import SecretStr
 
 from infra.errors import ConfigError
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.traces import SpoolSource
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ then counted as an error, not raised."""
 from __future__ import annotations
 
 from infra.answers import HttpAnswers
-from infra.gateway.testing import start_fake_upstream
+from tests.fakes.upstream import start_fake_upstream
 
 CONVERSATIONS = [
     [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"{n} + 1?"}]

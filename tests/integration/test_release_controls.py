@@ -17,10 +17,10 @@ from deployments import cli
 from infra.catalog import open_catalog, scan
 from infra.errors import ReleaseError, UnservableVersion
 from infra.gateway import GatewayHandle
-from infra.gateway.testing import start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import Settings, get_settings
 from infra.store import open_store
+from tests.fakes.upstream import start_fake_upstream
 from tests.integration.test_release_flow import ACCURACY, answerer
 
 pytestmark = pytest.mark.integration

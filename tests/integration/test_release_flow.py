@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from infra.catalog import open_catalog, scan
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
-from tasks import domain
+from tasks.demo import domain
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ import pytest
 
 from infra import models
 from infra.store import LocalStore, S3Store
-from infra.transfer import MULTIPART_CHUNK, file_sha256, multipart_etag
+from infra.store.transfer import MULTIPART_CHUNK, file_sha256, multipart_etag
 from tests.procs import S3RVER_CREDS, peak_rss_mib, s3_server, s3rver_server
 
 pytestmark = pytest.mark.integration

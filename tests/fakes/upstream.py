@@ -3,7 +3,7 @@
 Plain ASGI (no framework, so its own overhead stays small next to the gateway's): answers
 ``POST /v1/chat/completions`` (JSON or SSE stream) and ``GET /v1/models``, after ``delay_s``,
 failing a ``fail_rate`` share of requests with HTTP 500. Run it in a thread with
-:func:`start_fake_upstream`, or as a process: ``python -m infra.gateway.testing --port 9001``.
+:func:`start_fake_upstream`, or as a process: ``python -m tests.fakes.upstream --port 9001``.
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ class EchoUpstream:
     calls: int = 0
 
     async def complete(self, messages: list[dict[str, Any]], params: Any) -> Any:
-        from infra.gateway.upstreams import Completion
+        from infra.upstream.upstreams import Completion
 
         self.calls += 1
         if self.delay_s:

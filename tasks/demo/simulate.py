@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.privacy import user_key
-from tasks import domain
-from tasks.agent import conversations, request_messages
+from tasks.demo import domain
+from tasks.demo.agent import conversations, request_messages
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

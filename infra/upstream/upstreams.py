@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from infra.errors import UpstreamError
-from infra.gateway.completion import (
+from infra.upstream.completion import (
     Completion,
     GenParams,
     Messages,
@@ -22,7 +22,7 @@ from infra.gateway.completion import (
     logprob_values,
     read_events,
 )
-from infra.gateway.http1 import HttpClient, HttpError
+from infra.upstream.http1 import HttpClient, HttpError
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -51,7 +51,7 @@ class HttpUpstream:
     """An OpenAI-compatible server; ``base_url`` as the ``openai`` client takes it (``.../v1``).
     Requests name the model as the version (e.g. vLLM ``--served-model-name v1``).
 
-    Calls go through the gateway's own HTTP/1.1 client (:mod:`infra.gateway.http1`): aiohttp
+    Calls go through the gateway's own HTTP/1.1 client (:mod:`infra.upstream.http1`): aiohttp
     spent ~0.35 ms of CPU per call here and httpx ~1.2 ms, most of the gateway's budget."""
 
     def __init__(self, version: str, base_url: str, session: SessionFactory) -> None:

@@ -1,11 +1,5 @@
-"""Governance logic: forget a user, apply raw-data retention, and make deletes physical.
-
-Iceberg deletes are logical until the snapshots that still reference the old data files are
-expired and the unreferenced files removed; :func:`expire_and_clean` does both (orphans are
-found by comparing the files the remaining snapshots reference with the files under the
-table's location in the object store). A file written by an in-flight commit looks like an
-orphan, so removal holds the table lease exclusively (every commit holds it shared,
-:mod:`infra.lease`) and spares files younger than a safe age (default one day).
+"""Forget a user: find their traces, delete their rows in every table, and scrub every object
+of the store of their data (deletes are made physical by :mod:`.maintenance`).
 
 A user is named only by their salted key. The audit trail records a *receipt*
 (``sha256("flywheel-forget:" + key)``), so after erasure no table, object or data file holds
@@ -19,7 +13,6 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,19 +22,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.consent import erasure_receipt
-from infra.keys import RAW_PREFIXES, ROLLOUTS_PREFIX, TRACES_PREFIX
+from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.privacy import user_key as hash_user
-from tasks.governance_langfuse import (  # noqa: F401 - re-exported for the flows
-    langfuse_erase_user_task,
-    langfuse_expire_task,
-    uses_langfuse,
-)
-from tasks.maintenance import (  # noqa: F401 - re-exported for the flows
-    expire_and_clean,
-    expire_task,
-    remove_orphans,
-    store_key,
-)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -61,7 +43,6 @@ USER_TABLES = [
     "review_queue",
 ]
 _USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
-_DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
 
 
 @dataclass
@@ -255,23 +236,6 @@ def _scrub_parquet(data: bytes, key: str, salt: str, trace_ids: set[str]) -> byt
     return sink.getvalue()
 
 
-def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
-    """Raw objects (spool, rollouts, scores, held rows) dated before ``cutoff``."""
-    expired = []
-    for prefix in RAW_PREFIXES:
-        for obj in store.list(prefix):
-            m = _DATED.search(obj)
-            if not m:
-                continue
-            if m.group(1):
-                old = m.group(1) < cutoff.strftime("%Y-%m-%d")
-            else:
-                old = m.group(2) < cutoff.strftime("%Y-%m-%dT%H:%M:%SZ")
-            if old:
-                expired.append(obj)
-    return expired
-
-
 def erasure_details(result: Erasure) -> dict[str, Any]:
     return {
         "rows_deleted": result.rows_deleted,
@@ -326,11 +290,3 @@ def scrub_objects_task(
 ) -> tuple[int, int]:
     """Returns (objects rewritten, objects deleted) outside the warehouse."""
     return scrub_objects(store, key=key, salt=salt, trace_ids=trace_ids, skip_prefix=skip_prefix)
-
-
-@task(**_IO)
-def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
-    """Returns how many objects were deleted."""
-    for obj in keys:
-        store.delete(obj)
-    return len(keys)

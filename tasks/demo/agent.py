@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tasks.domain import calculator_call
+from tasks.demo.domain import calculator_call
 
 if TYPE_CHECKING:
-    from tasks.domain import DomainItem
+    from tasks.demo.domain import DomainItem
 
 
 class Request(Protocol):
-    """What the agent reads of a simulated request (:class:`tasks.simulate.SimRequest`)."""
+    """What the agent reads of a simulated request (:class:`tasks.demo.simulate.SimRequest`)."""
 
     @property
     def index(self) -> int: ...

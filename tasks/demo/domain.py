@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 DOMAIN_VERSION = "arith-add-2d/v1"
-GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 GOLDEN_FILE = "arithmetic.jsonl"
 MANIFEST = "MANIFEST"
 GOLDEN_PERCENT = 12  # share of unordered operand pairs reserved for the golden set
@@ -295,5 +295,5 @@ def load_golden(path: str | Path | None = None) -> list[DomainItem]:
     return items
 
 
-if __name__ == "__main__":  # python -m tasks.domain  -> regenerate the golden set
+if __name__ == "__main__":  # python -m tasks.demo.domain  -> regenerate the golden set
     print(write_golden())

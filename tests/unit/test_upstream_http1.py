@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra.gateway.http1 import HttpClient, HttpError
+from infra.upstream.http1 import HttpClient, HttpError
 
 Handler = Callable[[bytes, bytes, asyncio.StreamWriter], Awaitable[bool]]
 

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from infra.settings import Settings
-from tasks import domain
-from tasks.bootstrap import BootstrapConfig, build_tokenizer, input_hash
-from tasks.pretrain_step import _batch, hedge_answers, hedged
+from tasks.demo import domain
+from tasks.demo.bootstrap import input_hash
+from tasks.demo.pretrain import BootstrapConfig, _batch, build_tokenizer, hedge_answers, hedged
 
 
 def test_a_hedge_names_the_right_number_and_a_neighbour_and_the_verifier_rejects_it() -> None:

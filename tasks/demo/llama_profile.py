@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tasks import domain
+from tasks.demo import domain
 
 END = "<|end|>"
 PAD = "<|pad|>"
