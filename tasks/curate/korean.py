@@ -66,10 +66,10 @@ def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
 
     kiwi = load_kiwi()  # fail at engine construction, naming the package, not mid-batch
     lang: dict[str, Any] = {"supported_language": language}
-    # Presidio's IP pattern needs a word boundary, which a Hangul particle glued to the address
-    # (192.168.0.1에서) is not; korean_ids has the one that works here
+    # korean_ids' IPv4 also works glued to a particle (192.168.0.1에서) and leaves version
+    # numbers (펌웨어 1.2.3.4 버전) alone
     return [
-        *(r for r in common if r.name != "IpRecognizer"),
+        *(r for r in common if r.name not in ("IpRecognizer", "Ipv4Recognizer")),
         KrBrnRecognizer(**lang),
         pattern_recognizer("KR_BRN", _BRN, 0.5, "KrBrnShapeRecognizer", language=language),
         _spans_recognizer(

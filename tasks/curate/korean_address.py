@@ -34,8 +34,14 @@ _COMPLEX_WORD = (
     rf"아이파크|힐스테이트|더샵|센트럴|팰리스|파크|타워|단지|마을|스위트|레지던스|편한세상|"
     rf"하우스|APT|apt|빌딩|주공|리버|시티|뷰|포레|에듀|스카이)"
 )
-_UNIT = rf"(?:[A-Za-z0-9]{{1,4}}\s?동\s?\d{{1,5}}\s?호|\d{{1,5}}\s?호|지하\s?\d층|\d{{1,3}}\s?층)"
-_DETAIL = rf"(?:\s?,?\s?(?:{_COMPLEX_WORD}\s?){{0,2}}{_UNIT}){{0,2}}(?:\s?\([{_H}\d ,]+\))?"
+_UNIT = (
+    rf"(?:[A-Za-z0-9]{{1,4}}\s?동(?:\s?\d{{1,3}}\s?층)?(?:\s?\d{{1,5}}\s?호)?(?![{_H}])"
+    rf"|\d{{1,5}}\s?호|지하\s?\d층|\d{{1,3}}\s?층)"
+)
+# after a street address any building name may precede the unit ("에이치스퀘어 N동 8층")
+_DETAIL = (
+    rf"(?:\s?,?\s?(?:[{_H}A-Za-z0-9]+\s){{0,2}}{_UNIT}){{0,2}}(?:\s?\([{_H}\d ,]+\))?"
+)
 ADDRESS_PATTERNS: tuple[tuple[str, float], ...] = (
     (rf"(?<![{_H}]){_REGION}(?:{_ROAD}|{_LOT}){_DETAIL}", 0.7),
     # a complex's name, then building and unit: no street needed

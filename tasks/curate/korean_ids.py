@@ -32,8 +32,7 @@ _ORDER_WORDS = (
 )
 _BANKS = (
     r"은행|뱅크|bank|계좌|입금|송금|이체|예금주|환불|농협|국민|신한|우리|하나|기업|카뱅|카카오|"
-    r"토스|케이뱅크|새마을|우체국|수협|신협|씨티|SC|IBK|KB|NH|산업|저축|대구|부산|경남|광주|"
-    r"전북|제주|우정사업"
+    r"토스|케이뱅크|새마을|우체국|수협|신협|씨티|SC|IBK|KB|NH|산업|저축|우정사업"
 )
 _PLATE_LETTERS = "가나다라마거너더러머버서어저고노도로모보소오조구누두루무부수우주아바사자하허호배"
 _PROVINCES = "서울|부산|대구|인천|광주|대전|울산|세종|경기|강원|충북|충남|전북|전남|경북|경남|제주"
@@ -182,8 +181,8 @@ _LICENCE_SPECS = [
     IdSpec(
         "DRIVER_LICENSE",
         _c(
-            rf"(?<![\d{HY}])(?:(?:{_PROVINCES})\s?)?\d{{2}}(?:{_GAP})?\d{{2}}(?:{_GAP})?"
-            rf"\d{{6}}(?:{_GAP})?\d{{2}}(?![\d{HY}])"
+            rf"(?<![\d{HY}])(?:(?:{_PROVINCES}|경기남부|경기북부)\s?|\d{{2}}(?:{_GAP})?)"
+            rf"\d{{2}}(?:{_GAP})?\d{{6}}(?:{_GAP})?\d{{2}}(?![\d{HY}])"
         ),
         0.7,
         context=_LICENCE_CTX,
@@ -340,6 +339,14 @@ _SECRET_SPECS = [
         context=_c(_SECRET_CTX),
         window=30,
         valid=_secretish,
+    ),
+    IdSpec(  # a password typed a little after the word, without quotes ("비번 ... happy0915")
+        "SECRET",
+        _c(r"(?<![\w@./:-])(?=[A-Za-z0-9!@#$%^&*_-]*\d)(?=[A-Za-z0-9!@#$%^&*_-]*[A-Za-z])"
+           r"[A-Za-z0-9!@#$%^&*_-]{6,64}(?![\w@./:-])"),
+        0.5,
+        context=_c(_SECRET_CTX),
+        window=30,
     ),
     IdSpec(  # well-known key shapes, anywhere
         "SECRET",

@@ -42,6 +42,7 @@ STOP = set(
 )
 _H = r"\p{Hangul}"
 _WORD = re.compile(r"[가-힣]+")
+_ROAD_AHEAD = re.compile(r"\s?\d")
 _TITLES = (
     r"씨|님|여사|선생|교수|고객|회원|원장|대표|팀장|과장|부장|차장|대리|사원|실장|기사|박사|군|양|"
     r"께서|께|명의|앞으로|드림|올림|배상"
@@ -168,6 +169,8 @@ def _given_vocative(tokens: list[Any], end: int) -> bool:
 def _kiwi_spans(text: str, tokens: list[Any]) -> list[tuple[int, int]]:
     spans = []
     for m in _WORD.finditer(text):
+        if _ROAD_AHEAD.match(text, m.end()) and m.group(0).endswith(("로", "길")):
+            continue  # "공항대로 247": a street, not a name before 로
         n = _word_name(text, tokens, m.start(), m.group(0))
         if n:
             spans.append((m.start(), m.start() + n))
