@@ -10,7 +10,9 @@ A proper noun is not a name on its own: kiwi tags unknown common words as NNP to
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import regex as re
@@ -59,6 +61,7 @@ _NAME_ENDINGS = (
     "이셨어요|이랑|이한테|이에게|이가|이는|이도|이를|이의|이와|이야|이네|씨|님|께서|께|야|아|구요"
 ).split("|")
 _ANY_ENDINGS = "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로".split("|")
+_ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = ("시", "도", "구", "군", "동", "읍", "면", "리", "로", "길", "역", "정", "점", "관")
 _BEFORE_CUE = re.compile(
     r"(?:저는|전|나는|난|나|저|제\s?이름은|이름은?|이름이|성함은?|성함이|성명|고객명|예금주|수신인|"
@@ -124,14 +127,19 @@ def _proper(tokens: list[Any], start: int) -> bool:
     return any(t.start == start and t.tag == "NNP" for t in tokens)
 
 
-def _stems(word: str) -> list[tuple[str, str]]:
-    """``(stem, ending)`` readings of a Hangul word: the word itself and the word without each
-    ending it carries, longest ending first."""
+@lru_cache(maxsize=4096)
+def _stems(word: str) -> tuple[tuple[str, str], ...]:
+    """The name-shaped ``(stem, ending)`` readings of a Hangul word: the word itself and the
+    word without each ending it carries, longest ending first."""
     out = [(word, "")]
-    for ending in sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True):
+    for ending in _ENDINGS:
         if word.endswith(ending) and 2 <= len(word) - len(ending) <= 4:
             out.append((word[: -len(ending)], ending))
-    return out
+    return tuple(
+        (stem, ending)
+        for stem, ending in out
+        if stem not in STOP and (_full_name_shape(stem) or (len(stem) == 2 and _given_shaped(stem)))
+    )
 
 
 def _full_name_shape(stem: str) -> bool:
@@ -144,8 +152,6 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
     """How many leading characters of the Hangul ``word`` at ``start`` are a name (0: none)."""
     for stem, ending in _stems(word):
         end = start + len(stem)
-        if stem in STOP or not (_full_name_shape(stem) or (len(stem) == 2 and _given_shaped(stem))):
-            continue
         strong = ending in _NAME_ENDINGS or _cued(text, start, end + len(ending))
         known = _common_word(tokens, start, end)
         plain = _proper(tokens, start) and not known and not stem.endswith(_PLACE_END)
@@ -166,14 +172,24 @@ def _given_vocative(tokens: list[Any], end: int) -> bool:
     )
 
 
-def _kiwi_spans(text: str, tokens: list[Any]) -> list[tuple[int, int]]:
+def _kiwi_spans(text: str, tokenize: Callable[[str], list[Any]]) -> list[tuple[int, int]]:
+    """Names among the Hangul words; kiwi runs only on texts with a name-shaped word."""
+    words = [
+        (m.start(), m.group(0))
+        for m in _WORD.finditer(text)
+        if _stems(m.group(0))
+        and not (_ROAD_AHEAD.match(text, m.end()) and m.group(0).endswith(("로", "길")))
+    ]  # "공항대로 247" is a street, not a name before 로
+    if not words:
+        return []
+    tokens = tokenize(text)
+    starts = [t.start for t in tokens]
     spans = []
-    for m in _WORD.finditer(text):
-        if _ROAD_AHEAD.match(text, m.end()) and m.group(0).endswith(("로", "길")):
-            continue  # "공항대로 247": a street, not a name before 로
-        n = _word_name(text, tokens, m.start(), m.group(0))
+    for start, word in words:
+        near = tokens[bisect_left(starts, start) : bisect_right(starts, start + len(word))]
+        n = _word_name(text, near, start, word)
         if n:
-            spans.append((m.start(), m.start() + n))
+            spans.append((start, start + n))
     return spans
 
 
@@ -212,4 +228,4 @@ def _roman_span(m: Any) -> list[tuple[int, int]]:
 
 def korean_name_spans(text: str, tokenize: Callable[[str], list[Any]]) -> list[tuple[int, int]]:
     """Spans of Korean names in ``text`` (``tokenize`` is kiwipiepy's ``Kiwi.tokenize``)."""
-    return sorted(set(_kiwi_spans(text, tokenize(text)) + _regex_spans(text)))
+    return sorted(set(_kiwi_spans(text, tokenize) + _regex_spans(text)))
