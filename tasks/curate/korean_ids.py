@@ -300,7 +300,7 @@ _PLATE_SPECS = [
 ]
 
 _MEDICAL_CTX = _c(
-    r"(?i:의료보험|건강보험|건보|보험증|보험번호|환자번호|진료번호|차트번호|병록번호|의무기록|"
+    r"(?i:의료보험|건강보험|건보|보험증|보험번호|보험카드|환자번호|진료|수진자|차트번호|병록번호|의무기록|"
     r"의료급여|가입자번호|피보험자|증번호|증권번호|보험\s?가입|등록번호|환자\s?id|MRN|"
     r"medical record|patient\s?(?:id|no|number)|member\s?(?:id|no)|insurance|policy)"
 )
@@ -314,6 +314,7 @@ _MEDICAL_SPECS = [
         0.6,
         context=_MEDICAL_CTX,
         window=24,
+        after=12,
     ),
 ]
 

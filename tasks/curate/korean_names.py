@@ -30,6 +30,7 @@ GIVEN = set(
     "승규선형기남옥란애화인일한건환찬율린솔람결온도범종욱웅택식근길봉춘덕복분례임향금령의보"
     "국광창효완청열균섭엽표필학해홍후휘겸곤구랑려륜리림별봄빛산새샘설세슬신안양오요운월위융"
     "을익중치탁평항협황흠강교권늘바담대돈두래량렬록루룡름만매면모무문미배백벽병삼송실심여옥라가"
+    "말순검니엘"
 )
 # words kiwi tags as proper nouns or that look like a name but are not people
 STOP = set(
@@ -77,6 +78,16 @@ _LABELLED = re.compile(
 )
 _SPACED = re.compile(
     rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])"
+)
+# "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
+_SPACED_ONE = re.compile(
+    rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?=이에요|입니다|이고|이라고|이구요|씨|님|\s(?:씨|님))"
+)
+# a JSON or form field whose key says "name" and whose value is Hangul
+_JSON_NAME = re.compile(
+    r"[\"'](?i:[a-z_]*name[a-z_]*|이름|성명|성함|고객명|holder|owner|customer|user|patient|sender|"
+    r"recipient|receiver|예금주|소유자|수령인|신청인|보호자|환자명)[\"']\s*:\s*[\"']"
+    rf"([{_H}]{{2,5}}(?: [{_H}]{{1,4}})?)[\"']"
 )
 _ROMAN_SURNAMES = (
     "Kim|Gim|Lee|Yi|Rhee|Park|Pak|Bak|Choi|Choe|Jung|Jeong|Chung|Cheong|Kang|Gang|Cho|Jo|Yoon|"
@@ -203,8 +214,11 @@ def _regex_spans(text: str) -> list[tuple[int, int]]:
         spans.append((m.start(1), m.start(1) + cut))
     for m in _SPACED.finditer(text):
         given = m.group(0).split(" ", 1)[1].replace(" ", "")
-        if _given_shaped(given) and _cued(text, m.start(), m.end()):
+        before = _BEFORE_CUE.search(text[max(0, m.start() - 16) : m.start()])
+        if _NEXT_CUE.match(text, m.end()) or (before and _given_shaped(given)):
             spans.append((m.start(), m.end()))
+    spans += [m.span() for m in _SPACED_ONE.finditer(text)]
+    spans += [m.span(1) for m in _JSON_NAME.finditer(text)]
     for m in _ROMAN.finditer(text):
         spans.extend(_roman_span(m))
     return spans
