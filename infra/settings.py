@@ -117,7 +117,7 @@ class CurateSettings(BaseModel):
         "IBAN_CODE",
         "LOCATION",  # street addresses only: cities and countries are not personal data
         "IP_ADDRESS",
-        "ACCOUNT_NUMBER",
+        "BANK_ACCOUNT",
         "KR_RRN",
         "KR_FRN",
         "KR_BRN",
@@ -130,7 +130,7 @@ class CurateSettings(BaseModel):
         "SECRET",
         "ADDRESS",
     ]
-    custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
+    custom_patterns: dict[str, str] = {"BANK_ACCOUNT": r"\b\d{3}-\d{2}-\d{6}\b"}
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
     score_threshold: float = 0.35
     batch_size: int = 64

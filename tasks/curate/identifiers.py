@@ -170,7 +170,7 @@ RULES: tuple[ContextRule, ...] = (
         fillers=2,
     ),
     ContextRule(
-        "ACCOUNT_NUMBER",
+        "BANK_ACCOUNT",
         _cue(
             r"accounts?|acct|acc|a/c|routing|aba|sort[\s_-]*code|checking|savings|iban|bsb|"
             r"bank(?:ing)?[\s_-]*(?:details|info)?|wire|deposit|계좌(?:번호)?"

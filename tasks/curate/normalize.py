@@ -36,6 +36,10 @@ class Normalized:
 
 
 def _fold(char: str) -> str:
+    if "\u3131" <= char <= "\u318e":
+        # Hangul compatibility jamo (ㅋㅋ, ㅠㅠ, ㅎㅇ in chat) stay: NFKC turns them into
+        # conjoining jamo, which glue onto the syllable before and break Korean tokenisation
+        return char
     if char in _DASHES:
         return "-"
     if char in _INVISIBLE:
