@@ -12,7 +12,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, erasure_commands, output, prove_command, review_commands
+from deployments import (
+    commands,
+    erasure_commands,
+    output,
+    pii_eval_command,
+    prove_command,
+    review_commands,
+)
 from deployments.argtypes import whole_number
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
@@ -310,6 +317,13 @@ COMMANDS: tuple[Command, ...] = (
         commands.review,
         starts_flow=False,
         check=review_commands.check_review,
+    ),
+    Command(
+        "pii-eval",
+        "the anonymiser on a labelled file: recall per type, leaks, altered texts",
+        pii_eval_command.add_args,
+        pii_eval_command.run,
+        starts_flow=False,
     ),
     Command(
         "run",

@@ -116,15 +116,22 @@ class CurateSettings(BaseModel):
         "CREDIT_CARD",
         "US_SSN",
         "IBAN_CODE",
-        "LOCATION",
+        "LOCATION",  # street addresses only: cities and countries are not personal data
         "IP_ADDRESS",
-        "URL",
-        "ACCOUNT_NUMBER",
+        "BANK_ACCOUNT",
         "KR_RRN",
+        "KR_FRN",
         "KR_BRN",
+        "KR_CAR_PLATE",
         "UK_NINO",
+        "PASSPORT",
+        "DRIVER_LICENSE",
+        "MEDICAL_ID",
+        "DATE_OF_BIRTH",
+        "SECRET",
+        "ADDRESS",
     ]
-    custom_patterns: dict[str, str] = {"ACCOUNT_NUMBER": r"\b\d{3}-\d{2}-\d{6}\b"}
+    custom_patterns: dict[str, str] = {"BANK_ACCOUNT": r"\b\d{3}-\d{2}-\d{6}\b"}
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
     score_threshold: float = 0.35
     batch_size: int = 64
