@@ -111,6 +111,7 @@ def _secretish(value: str) -> bool:
     return has_digit or has_symbol or mixed
 
 
+_VETO_WINDOW = 16
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 _ORDER = _c(rf"(?i:{_ORDER_WORDS})")
 _RRN_CTX = _c(r"(?i:주민|주번|등록번호|외국인|생년|신분|RRN|ARC|FRN|resident|registration)")
@@ -244,6 +245,7 @@ _ACCOUNT_SPECS = [
         context=_BANK_CTX,
         veto=_ORDER,
         window=20,
+        after=12,
         valid=_digit_count(10, 16),
     ),
     IdSpec(  # hyphenated groups as banks print them, unless an order/tracking number
@@ -301,7 +303,7 @@ _PLATE_SPECS = [
 
 _MEDICAL_CTX = _c(
     r"(?i:의료보험|건강보험|건보|보험증|보험번호|보험카드|환자번호|진료|수진자|차트번호|병록번호|의무기록|"
-    r"의료급여|가입자번호|피보험자|증번호|증권번호|보험\s?가입|등록번호|환자\s?id|MRN|"
+    r"의료급여|가입자번호|피보험자|증번호|증권번호|보험\s?가입|(?<!주민|외국인|사업자|차량)\s?등록번호|환자\s?id|MRN|"
     r"medical record|patient\s?(?:id|no|number)|member\s?(?:id|no)|insurance|policy)"
 )
 _MEDICAL_SPECS = [
@@ -384,6 +386,15 @@ def _near(pattern: re.Pattern[str] | None, text: str, start: int, window: int) -
     return pattern.search(text, max(0, start - window), start) is not None
 
 
+def _vetoed(pattern: re.Pattern[str] | None, text: str, start: int) -> bool:
+    """An order/tracking word shortly before the value, in the same sentence."""
+    if pattern is None:
+        return False
+    lo = max(0, start - _VETO_WINDOW)
+    stop = max(text.rfind(c, lo, start) for c in ".?!\n")
+    return pattern.search(text, max(lo, stop + 1), start) is not None
+
+
 def fold_width(text: str) -> str:
     """Full-width ASCII (``９００３０５－１``) and the ideographic space as their ASCII forms, one
     character for one, so offsets stay those of ``text`` (the engine may NFKC first; this keeps
@@ -407,7 +418,7 @@ def id_spans(text: str, specs: tuple[IdSpec, ...] = ID_SPECS) -> list[tuple[int,
                 or (spec.after and spec.context.search(text, end, end + spec.after))
             ):
                 continue
-            if _near(spec.veto, text, start, spec.window) or (
+            if _vetoed(spec.veto, text, start) or (
                 spec.veto_after is not None and spec.veto_after.match(text, end)
             ):
                 continue
