@@ -14,8 +14,10 @@ from typing import NamedTuple, NoReturn
 from deployments import (
     arguments,
     commands,
+    erasure_commands,
     governance_commands,
     output,
+    pii_eval_command,
     prove_command,
     release_commands,
     review_commands,
@@ -91,6 +93,19 @@ COMMANDS: tuple[Command, ...] = (
         "erase one user's data everywhere (tables, raw objects, old files)",
         arguments.forget_args,
         governance_commands.forget_user,
+    ),
+    Command(
+        "erasure-status",
+        "each store and model version an erasure touched, what was done and when",
+        erasure_commands.status_args,
+        governance_commands.erasure_status,
+        starts_flow=False,
+    ),
+    Command(
+        "erasure-resolve",
+        "after a failed erasure replacement: --rollback or --accept, with --reason",
+        erasure_commands.resolve_args,
+        governance_commands.erasure_resolve,
     ),
     Command(
         "consent",
@@ -178,6 +193,13 @@ COMMANDS: tuple[Command, ...] = (
         commands.review,
         starts_flow=False,
         check=review_commands.check_review,
+    ),
+    Command(
+        "pii-eval",
+        "the anonymiser on a labelled file: recall per type, leaks, altered texts",
+        pii_eval_command.add_args,
+        pii_eval_command.run,
+        starts_flow=False,
     ),
     Command(
         "run",

@@ -199,11 +199,16 @@ def train(ns: argparse.Namespace) -> int:
 def check_release(ns: argparse.Namespace) -> None:
     """The version must be servable: checked before a flow run starts (one line, routing
     untouched); the flow checks again for runs started from the UI."""
+    from infra.errors import ControlRefused
     from infra.models import ServableVersions
+    from infra.routing import open_routing
     from infra.runtime import Runtime
+    from tasks.release.controls import retired_refusal
 
     rt = Runtime.from_env()
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
+    if why := retired_refusal(open_routing(rt.settings, rt.store).load(), ns.version):
+        raise ControlRefused(why)
 
 
 def release(ns: argparse.Namespace) -> int:

@@ -23,9 +23,12 @@ def forget_user(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
+    if r.found:
+        from deployments.erasure_commands import models_fields
+
+        fields |= models_fields(r.receipt)
     emit(ns, "forget-user", fields)
     if not r.found:
         error(
@@ -66,11 +69,24 @@ def retention(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
     emit(ns, "retention", fields)
     return 0
+
+
+def erasure_status(ns: argparse.Namespace) -> int:
+    """flywheel erasure-status RECEIPT: each store and model version an erasure touched."""
+    from deployments.erasure_commands import show_status
+
+    return show_status(ns)
+
+
+def erasure_resolve(ns: argparse.Namespace) -> int:
+    """flywheel erasure-resolve: settle a failed erasure replacement."""
+    from deployments.erasure_commands import resolve
+
+    return resolve(ns)
 
 
 def lineage(ns: argparse.Namespace) -> int:

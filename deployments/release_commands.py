@@ -15,13 +15,17 @@ Action = Literal["promote", "pause", "resume", "abort"]
 
 def status(ns: argparse.Namespace) -> int:
     """flywheel status: the routing state."""
+    from infra.gateway.stable import unservable_stable
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from tasks.release.controls import release_status
 
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store)
-    emit(ns, "status", release_status(routing, bake_s=rt.settings.model_server.bake_s))
+    fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
+    if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
+        fields = {**fields, "warning": why}
+    emit(ns, "status", fields)
     return 0
 
 

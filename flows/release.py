@@ -15,13 +15,14 @@ from pydantic import BaseModel, Field, field_validator
 from flows.parameters import ModelVersion
 from flows.release_server import hold_unloadable, server_args, unload_unrouted
 from infra.answers import open_answer_source
-from infra.errors import ModelServerError, ReleaseError
+from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
+from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
 from tasks.release.card import update_card
 from tasks.release.gate import golden_gate_task, write_eval_results_task
@@ -131,6 +132,7 @@ NOTHING_TO_DO = {
     "stable": "{v} is already the stable version",
     "rejected": "{v} was rejected before; only a person may release it again (force)",
     "held": "the release of {v} is held for a person: resume, promote or abort it first",
+    "retired": "{v} is retired after an erasure; it is never released again",
 }
 
 
@@ -164,7 +166,7 @@ def release(
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
-    before the routing state is touched.
+    before the routing state is touched, and so is a version retired after an erasure.
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
@@ -176,6 +178,8 @@ def release(
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    if why := controls.retired_refusal(routing.load(), version):
+        raise ControlRefused(why)
     run = _Run(
         rt=rt,
         routing=routing,

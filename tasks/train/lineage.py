@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, field_serializer
 
+from infra import models
 from infra.causal_lm import adapter_base, is_adapter
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.settings import Settings
+    from infra.store import ObjectStore
     from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import Selection
@@ -290,6 +292,15 @@ def card_markdown(lineage: Lineage) -> str:
     lines = [f"# train {lineage.version}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     return "\n".join(lines)
+
+
+def read_lineage(store: ObjectStore, version: str) -> Lineage:
+    """The lineage of a trained version.
+
+    Raises:
+        ObjectNotFound: the version has no lineage.json.
+    """
+    return Lineage.model_validate(models.read_model_json(store, version, LINEAGE))
 
 
 def training_rows(catalog: Catalog, lineage: Lineage) -> pa.Table:

@@ -14,15 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from deployments import cli, commands, governance_commands, release_commands
+from deployments import (
+    cli,
+    commands,
+    governance_commands,
+    pii_eval_command,
+    release_commands,
+)
 from infra.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
-HANDLER_MODULES = {m.__name__ for m in (commands, governance_commands, release_commands)}
+HANDLER_MODULES = {
+    m.__name__ for m in (commands, governance_commands, release_commands, pii_eval_command)
+}
 DESIGN_COMMANDS = set(
     "run bootstrap gateway simulate collect score curate train release status promote pause "
-    "resume abort rollback forget-user retention lineage".split()
-) | {"review", "prove", "consent", "report"}  # not in DESIGN.md's command list yet
+    "resume abort rollback forget-user retention lineage erasure-status pii-eval".split()
+) | {"review", "prove", "consent", "erasure-resolve", "report"}  # not in DESIGN.md's list yet
 
 
 def test_every_command_of_the_design_is_in_the_table_once() -> None:
