@@ -2,8 +2,8 @@
 traces train v1, v1 is stable; ``forget-user`` records v1 as reached; the next weekly run
 trains v2 on v1's recipe without the user's rows, releases it through a running gateway
 (gate -> canary -> promoted) and retires v1, which no release control, no routing change and
-no request by name (the gateway answers 404) will touch again; ``erasure-status`` shows every step and the deadline gauge is back at 0.
-And when the replacement fails the gate: the alert fires, nothing is retired until a person
+no request by name (the gateway answers 404) will touch again; ``erasure-status`` shows every
+step and the deadline gauge is back at 0. And when the replacement fails the gate: the alert fires, nothing is retired until a person
 rolls back (to the newest version that never saw the user), audited with the receipt.
 
 The versions are trained for real (a tiny untrained GPT-2, two steps); their answers at the
