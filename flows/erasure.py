@@ -283,7 +283,10 @@ def open_case(
         },
     }
     if langfuse:  # deletes are queued by Langfuse: requested until a read-back confirms them
-        stores["langfuse"] = {"requested": result.langfuse_traces_deleted, "confirmed": 0}
+        stores["langfuse"] = {
+            "requested": result.langfuse_traces_deleted + result.langfuse_traces_deferred,
+            "confirmed": result.langfuse_traces_confirmed,
+        }
     try:
         state = routing.load()
     except TransientError:  # the data is gone already: record the case from the stored state
