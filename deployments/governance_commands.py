@@ -70,6 +70,7 @@ def retention(ns: argparse.Namespace) -> int:
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
         **r.langfuse_counts(),
+        **r.recheck_counts(),  # earlier erasures' Langfuse deletes, read back again
     }
     emit(ns, "retention", fields)
     return 0
