@@ -44,6 +44,14 @@ _NOT_ADDRESS = re.compile(
     r"wednesday|thursday|friday|saturday|sunday|today|tomorrow|am|pm|order|flight|gate|"
     r"terminal|tracking|days?|weeks?|hours?|minutes?|usd|eur|\$|%)(?![a-z])|@|\d:\d"
 )
+# no street suffix, but a tail only addresses have: "4021 Calle Ocho, Miami, FL 33135",
+# "Via Garibaldi 8, 16124 Genova", "8 Avenue Foch, 75116 Paris", "Isisbaan 540, 9447 VR"
+_WORD = r"\p{L}[\p{L}'.-]*"
+_TAILED = re.compile(
+    rf"(?<![\w-])(?:\d{{1,5}}[a-z]?\s+(?:{_WORD}\s){{0,3}}{_WORD}|(?:{_WORD}\s){{0,3}}{_WORD}\s\d{{1,5}}[a-z]?(?:/\d+)?)"
+    rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
+    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?)(?![\w])"
+)
 _PO_BOX = re.compile(r"(?i)(?<![\w])p\.?\s?o\.?\s+box\s+\d{1,6}(?![\w])")
 
 
@@ -57,6 +65,10 @@ def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]
         if not any(c.isalpha() for c in m.group("name")):
             continue
         spans.append((m.start(), m.end()))
+    for m in _TAILED.finditer(text):
+        street = m.group(0).split(",")[0]
+        if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
+            spans.append((m.start(), m.end()))
     return spans + _cued_spans(text)
 
 

@@ -128,7 +128,7 @@ _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "PASSPORT",
-        _cue(r"passports?|pp\s?(?:no|#|num)|travel\s+doc(?:ument)?|여권(?:번호)?"),
+        _cue(r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?"),
         _ID_RE,
         _id_of(5, 6, 12),
         window=40,
@@ -137,8 +137,8 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "DRIVER_LICENSE",
         _cue(
-            r"driver'?s?'?\s*licen[cs]es?|driving\s+licen[cs]es?|drivers?\s*lic\.?|"
-            r"licen[cs]e\s*(?:no|number|#|num)|dl\s?#?|d/l|dln|운전면허(?:증|번호)?"
+            r"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
+            r"licen[cs]e[\s_-]*(?:no|number|#|num)|dl[\s_-]?#?|d/l|dln|운전면허(?:증|번호)?"
         ),
         _ID_RE,
         _id_of(3, 5, 20),
@@ -148,10 +148,10 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "MEDICAL_ID",
         _cue(
-            r"mrn|medical\s+record(?:\s+(?:no|number|#))?|patient\s*(?:id|no|number|#)|"
-            r"member\s*(?:id|no|number|#)|insurance\s*(?:id|no|number|#|card)|"
-            r"policy\s*(?:id|no|number|#)|subscriber\s*(?:id|no|number)|health\s+(?:card|insurance)|"
-            r"nhs(?:\s*(?:no|number))?|medicare|medicaid|beneficiary\s*id|chart\s*(?:no|number|#)|"
+            r"mrn|medical[\s_-]+record(?:[\s_-]+(?:no|number|#))?|patient[\s_-]*(?:id|no|number|#)|"
+            r"member[\s_-]*(?:id|no|number|#)|insurance[\s_-]*(?:id|no|number|#|card)|"
+            r"policy[\s_-]*(?:id|no|number|#)|subscriber[\s_-]*(?:id|no|number)|health[\s_-]+(?:card|insurance)|"
+            r"nhs(?:[\s_-]*(?:no|number))?|medicare|medicaid|beneficiary[\s_-]*id|chart[\s_-]*(?:no|number|#)|"
             r"건강보험증?(?:번호)?|환자번호|진료번호"
         ),
         _ID_RE,
@@ -161,7 +161,9 @@ RULES: tuple[ContextRule, ...] = (
     ),
     ContextRule(
         "DATE_OF_BIRTH",
-        _cue(r"dob|d\.o\.b\.?|date\s+of\s+birth|birth\s*date|birthday|born|b-?day|생년월일|생일"),
+        _cue(
+            r"dob|d\.o\.b\.?|date[\s_-]+of[\s_-]+birth|birth[\s_-]*date|birthday|born|b-?day|생년월일|생일"
+        ),
         _DATE_RE,
         _any,
         window=30,
@@ -170,8 +172,8 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "BANK_ACCOUNT",
         _cue(
-            r"accounts?|acct|acc|a/c|routing|aba|sort\s*code|checking|savings|iban|bsb|"
-            r"bank(?:ing)?\s*(?:details|info)?|wire|deposit|계좌(?:번호)?"
+            r"accounts?|acct|acc|a/c|routing|aba|sort[\s_-]*code|checking|savings|iban|bsb|"
+            r"bank(?:ing)?[\s_-]*(?:details|info)?|wire|deposit|계좌(?:번호)?"
         ),
         _GROUPS_RE,
         _digits_between(6, 34),
@@ -180,7 +182,9 @@ RULES: tuple[ContextRule, ...] = (
     ),
     ContextRule(
         "US_SSN",
-        _cue(r"ssn|social\s+security(?:\s+(?:no|number|#))?|social|soc\.?\s*sec|ss\s?#|sin|itin"),
+        _cue(
+            r"ssn|social[\s_-]+security(?:[\s_-]+(?:no|number|#))?|social|soc\.?[\s_-]*sec|ss[\s_-]?#|sin|itin"
+        ),
         re.compile(r"(?<![\w-])\d{3}[ .-]?\d{2}[ .-]?\d{4}(?![\w-])"),
         _any,
         window=30,
@@ -188,7 +192,7 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "CREDIT_CARD",
         _cue(
-            r"card|visa|mastercard|master\s+card|amex|american\s+express|discover|cc|debit|credit"
+            r"card|visa|mastercard|master[\s_-]+card|amex|american[\s_-]+express|discover|cc|debit|credit"
         ),
         re.compile(r"(?<![\w-])\d(?:[ .-]?\d){12,18}(?![\w-])"),
         _any,
@@ -197,18 +201,22 @@ RULES: tuple[ContextRule, ...] = (
     ),
     ContextRule(
         "UK_NINO",
-        _cue(r"national\s+insurance(?:\s+(?:no|number))?|nino|ni\s*(?:no|number|#)"),
-        re.compile(r"(?<![\w-])[A-Za-z]{2}\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-Da-d]?(?![\w-])"),
+        _cue(r"national[\s_-]+insurance(?:[\s_-]+(?:no|number))?|nino|ni[\s_-]*(?:no|number|#)"),
+        re.compile(
+            r"(?<![\w-])[A-Za-z]{2}[\s_-]?\d{2}[\s_-]?\d{2}[\s_-]?\d{2}[\s_-]?[A-Da-d]?(?![\w-])"
+        ),
         _any,
         window=30,
     ),
     ContextRule(
         "PHONE_NUMBER",
         _cue(
-            r"phone|tel|telephone|mobile|cell|cellphone|call\s+me|text\s+me|whatsapp|fax|"
-            r"reach\s+me|contact\s+(?:no|number)|ph|mob|전화(?:번호)?|휴대폰|핸드폰|연락처"
+            r"phone|tel|telephone|mobile|cell|cellphone|call[\s_-]+me|text[\s_-]+me|whatsapp|fax|"
+            r"reach[\s_-]+me|contact[\s_-]+(?:no|number)|ph|mob|전화(?:번호)?|휴대폰|핸드폰|연락처"
         ),
-        re.compile(r"(?<![\w+])[+(]?\d[\d ().-]{5,18}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?![\w])"),
+        re.compile(
+            r"(?<![\w+])[+(]?\d[\d ().-]{5,18}\d(?:[\s_-]?(?:x|ext\.?)[\s_-]?\d{1,5})?(?![\w])"
+        ),
         _digits_between(7, 15),
         window=30,
         fillers=2,
@@ -219,3 +227,18 @@ RULES: tuple[ContextRule, ...] = (
 def context_spans(rule: ContextRule) -> Callable[[str, object], list[tuple[int, int]]]:
     """The span function of a recogniser for ``rule``."""
     return lambda text, _nlp: list(rule.spans(text))
+
+
+# a full date (day, month and year) right after a person's name: "Lim Jaebeom 1994.01.06",
+# "Signed: Harold Whitcombe, 14 Nov 1951" - a record of someone, not an appointment
+_DATE_AFTER_NAME = re.compile(
+    r"(?i)[ \t]*[,(/|:-]?[ \t]*(?:b\.|born|dob)?[ \t]*"
+    r"(\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{4}[/.-]\d{1,2}[/.-]\d{1,2}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{4}}|{_MONTH}\s+\d{{1,2}},?\s+\d{{4}})(?![\w])"
+)
+
+
+def date_after_name(text: str, end: int) -> tuple[int, int] | None:
+    """The span of a full date written right after a name ending at ``end``, if any."""
+    m = _DATE_AFTER_NAME.match(text, end)
+    return m.span(1) if m else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.curate.names import KOREAN_SURNAMES, lexicon_support
+from tasks.curate.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
 _HEADER = re.compile(
@@ -35,14 +35,21 @@ _KEYED = re.compile(
     rf"(?m)(?:^|[\s{{,\"'])[\"']?(?P<key>(?i:{_PERSON_KEY}))[\"']?\s*[:=]\s*[\"']?"
     r"(?P<value>\p{L}[\p{L}'’.-]*(?:,?[ ]+\p{L}[\p{L}'’.-]*){0,4})(?=[\"']?\s*(?:[,}\n;|]|$))"
 )
+_ADDRESS_WORDS = (
+    r"(?:(?:home|street|mailing|postal|shipping|billing|delivery|residential|current|"
+    r"permanent|ship[\s_-]?to)[\s_-]?)?(?:address(?:[\s_-]?line[\s_-]?\d)?|addr|street)"
+)
+# a quoted JSON value ("address": "Sveavägen 44, 111 34 Stockholm") or a form line
 _ADDRESS_KEY = re.compile(
-    r"(?im)(?:^|[\s{,\"'])[\"']?(?:(?:home|street|mailing|postal|shipping|billing|delivery|"
-    r"residential|current|permanent)[\s_-]?)?(?:address(?:[\s_-]?line[\s_-]?\d)?|addr|street)"
-    r"[\"']?\s*[:=]\s*[\"']?(?P<value>[^\"\n{}]*\d[^\"\n{}]{3,120}?)(?=[\"']?\s*(?:[,}]\s*[\"'}]|\n|$))"
+    rf"(?i)[\"'](?:{_ADDRESS_WORDS})[\"']\s*:\s*\"(?P<value>[^\"\n]*\d[^\"\n]*)\""
+    rf"|(?im)^[ \t]*(?:{_ADDRESS_WORDS})[ \t]*[:=][ \t]*(?P<line>[^\n]*\d[^\n]*?)[ \t]*$"
 )
 _AIRLINE = re.compile(
     r"(?<![A-Za-z/])([A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?/[A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?)"
     r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
+)
+_PAIR = re.compile(
+    r"(?<![\p{L}'-])(\p{Lu}\p{Ll}+|\p{Lu}+)\s(\p{Lu}[\p{Ll}'’]+|\p{Lu}+)(?![\p{L}'-])"
 )
 _NOT_AIRLINE = frozenset({"TCP/IP", "AND/OR", "INPUT/OUTPUT", "AC/DC", "HTTP/HTTPS", "UDP/IP"})
 # a name alone on the line after a sign-off ("Kind regards\n\nFiona MacLeod")
@@ -56,8 +63,16 @@ _RELATION = re.compile(
     r"(?i:\b(?:wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
     r"friend|gf|bf|girlfriend|boyfriend|ex|colleague|coworker|manager|boss|landlord|"
     r"neighbou?r|nurse|doctor|agent|guy|accountant|lawyer|spoke\s+(?:with|to)|talked\s+to|"
-    r"ask\s+for|tell|call|named|called|user|from)\s+)"
+    r"ask\s+for|named|called)\s+)"
     r"(\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2})"
+)
+# weaker cues: a name after or before them only when the lexicon knows it
+_NAME_WORDS = r"\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2}"
+_WEAK_CUE = re.compile(
+    rf"(?i:\b(?:name|under|to|for|from|with|by|tell|call|user|application|applicant|ask)"
+    rf"\s*[:,]?\s+)(?P<name>{_NAME_WORDS})"
+    rf"|(?:^|(?<=[\n,.!?]\s*))(?P<name>{_NAME_WORDS})(?=\s+(?i:here|speaking|said|says|"
+    rf"wrote|asked|called|from|will|is\s+the|-\s|\+\d))"
 )
 _SYLLABLE = (
     r"(?:kk|tt|pp|ss|jj|ch|sh|g|k|n|d|t|r|l|m|b|p|s|j|h|y|w)?"
@@ -90,15 +105,35 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             spans.append((m.start(), m.end()))
     spans += [(m.start(1), m.end(1)) for m in _SIGNED.finditer(text)]
     for m in _RELATION.finditer(text):
-        if lexicon_support(m.group(1)) or m.group(1).count(" "):
-            spans.append((m.start(1), m.end(1)))
+        spans.append((m.start(1), m.end(1)))
+    for m in _WEAK_CUE.finditer(text):
+        if corroborated(text, *m.span("name")):
+            spans.append((m.start("name"), m.end("name")))
     spans += romanised_korean_spans(text)
+    spans += [m.span() for m in _PAIR.finditer(text, overlapped=True) if _known_pair(text, m)]
     return spans
+
+
+def _known_pair(text: str, m: re.Match[str]) -> bool:
+    """A known given name then a known surname ("Aleksandr Volkov"), whatever the model says."""
+    firsts, lasts = lexicon()
+    first, last = m.group(1).lower(), m.group(2).lower()
+    return (
+        first in firsts
+        and first not in AMBIGUOUS
+        and last in lasts
+        and last not in AMBIGUOUS
+        and corroborated(text, m.start(), m.end())
+    )
 
 
 def address_field_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
     """Values of address fields in JSON and forms (with a house or unit number)."""
-    return [(m.start("value"), m.end("value")) for m in _ADDRESS_KEY.finditer(text)]
+    spans = []
+    for m in _ADDRESS_KEY.finditer(text):
+        group = "value" if m.group("value") is not None else "line"
+        spans.append((m.start(group), m.end(group)))
+    return spans
 
 
 def korean_name(value: str) -> bool:

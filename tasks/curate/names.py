@@ -43,7 +43,11 @@ AMBIGUOUS = frozenset(
     "angel christian dean bishop pope sage justice honor liberty trinity genesis eden hero "
     "kim lee young park song moon han jang oh jin min gil ji ban ma go ko ra la an im ha "
     "sin son won chun yang wang ham bang gong ban kang jung chung yu joy nova luna aurora "
-    "phoenix zion kobe lexus alexa siri cortana echo nest ring galaxy pixel surface".split()
+    "phoenix zion kobe lexus alexa siri cortana echo nest ring galaxy pixel surface sydney "
+    "orlando jackson madison charlotte savannah regina adelaide hamilton kent york chester "
+    "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
+    "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
+    "santander barclays lloyds halifax nationwide visa amex discover".split()
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
@@ -57,8 +61,9 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
+_DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
 _ORG_AFTER = re.compile(
-    r"(?i)^\s*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
+    r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
     r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
     r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
     r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
@@ -80,7 +85,7 @@ _CUE_AFTER = re.compile(
     r"(?i)^(?:\s*<[^>\s]+@|\s*\([^)]*@|\s+here\b|\s+speaking\b|\s+wrote\b|\s+said\b|"
     r"\s+told\b|\s+asked\b|\s+called\b|\s+(?:is|was)\s+(?:my|our|the)\s+\w+|"
     r",\s*(?:the\s+)?(?:customer|manager|agent|patient|passenger|ceo|cto|cfo|director|"
-    r"engineer|nurse|doctor|md|phd|jr|sr)\b|\s*\n|\s*$)"
+    r"engineer|nurse|doctor|md|phd|jr|sr)\b)"
 )
 
 
@@ -94,6 +99,7 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
         except ImportError:
             continue
+        cyrillic = locale in ("ru_RU", "uk_UA", "bg_BG")
         for attr, into in (
             ("first_names", firsts),
             ("first_names_male", firsts),
@@ -102,10 +108,29 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_names", lasts),
             ("last_romanized_names", lasts),
         ):
-            names = getattr(provider, attr, None) or ()
+            names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
             into.update(n.lower() for n in names if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
-    return frozenset(firsts), frozenset(lasts)
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    # romanised Vietnamese and Chinese given names include "My", "An", "Do": not names here
+    common = {w for w in STOP_WORDS} | {w for w in firsts | lasts if len(w) < 3}
+    return frozenset(firsts - common), frozenset(lasts - common)
+
+
+_CYRILLIC = dict(
+    zip(
+        "абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґ",
+        "a b v g d e e zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g".split(),
+        strict=True,
+    )
+)
+
+
+def _latin(name: str) -> str:
+    """A Russian, Ukrainian or Bulgarian name as people romanise it ("Александр" ->
+    "aleksandr"), so the romanised forms users type are in the lexicon."""
+    return "".join(_CYRILLIC.get(c, c) for c in name.lower()).replace("_", "")
 
 
 def _words(span: str) -> list[str]:
@@ -113,17 +138,16 @@ def _words(span: str) -> list[str]:
 
 
 def lexicon_support(span: str) -> int:
-    """0: no name word; 1: only words that are also ordinary words; 2: a clear name word,
-    or two name words side by side."""
+    """0: no name word; 1: only words that are also ordinary words or surnames alone; 2: a
+    clear given name, or a clear surname beside a given name."""
     firsts, lasts = lexicon()
     words = [w.removesuffix("'s").removesuffix("’s") for w in _words(span)]
     known = [w for w in words if w in firsts or w in lasts]
-    if any(w not in AMBIGUOUS and w in firsts for w in known):
+    clear = [w for w in known if w not in AMBIGUOUS]
+    if any(w in firsts for w in clear):
         return 2
-    if len(known) >= 2 or (
-        len(words) >= 2 and any(w in lasts and w not in AMBIGUOUS for w in words)
-    ):
-        return 2
+    if any(w in lasts for w in clear) and any(w in firsts for w in words):
+        return 2  # a clear surname beside a given name ("Ray Okafor"; not "Ray-Ban Meta")
     return 1 if known else 0
 
 
@@ -134,23 +158,31 @@ def has_cue(text: str, start: int, end: int) -> bool:
     return bool(_CUE_BEFORE.search(before) or _CUE_AFTER.match(text[end : end + 40]))
 
 
-def corroborated(text: str, start: int, end: int) -> bool:
-    """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module)."""
+def corroborated(text: str, start: int, end: int, *, model: bool = False) -> bool:
+    """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module);
+    ``model``: the NER model itself called it a person (a full-name shape then suffices)."""
     span = text[start:end]
-    if any(c.isdigit() for c in span) or EPONYMS.match(span.strip()):
+    if any(c.isdigit() or c in "_@/#" for c in span) or EPONYMS.match(span.strip()):
         return False
+    if span.split()[0].lower() in _DETERMINERS:
+        return False  # "the Ray-Ban Meta", "my Netflix Premium"
     after = text[end : end + 30]
-    if re.match(r"\s*[-#]?\d", after) or _ORG_AFTER.match(after):
+    if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
     support = lexicon_support(span)
-    if support == 2:
+    if support == 2 or has_cue(text, start, end):
         return True
-    strong_cue = bool(_CUE_BEFORE.search(text[max(0, start - 40) : start]))
-    if support == 1 or len(_words(span)) >= 2:
-        return has_cue(text, start, end)
-    return strong_cue and _titlecase_name(span)
+    # two or three capitalised words, none a stop word ("Zainab Abubakar"; not "the Ray-Ban
+    # Meta", "Cancel my Netflix Premium"): the shape of a full name the lexicon lacks
+    return support == 0 and model and _full_name_shape(span)
 
 
-def _titlecase_name(span: str) -> bool:
+def _full_name_shape(span: str) -> bool:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
     words = span.split()
-    return bool(words) and all(w[:1].isupper() for w in words)
+    return (
+        2 <= len(words) <= 3
+        and all(w[:1].isupper() and w.lower() not in STOP_WORDS for w in words)
+        and not any(w.lower() in AMBIGUOUS for w in words)
+    )

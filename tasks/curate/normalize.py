@@ -15,6 +15,8 @@ from dataclasses import dataclass
 # dashes NFKC leaves alone (hyphen, non-breaking hyphen, figure/en/em dash, minus, ...)
 _DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u30fc\ufe58\ufe63\uff0d")
 _INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad")
+# typographic quotes (phones type "driver’s licence"): cue words are written with ASCII ones
+_QUOTES = {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ def _fold(char: str) -> str:
         return "-"
     if char in _INVISIBLE:
         return ""
+    if char in _QUOTES:
+        return _QUOTES[char]
     return unicodedata.normalize("NFKC", char)
 
 
@@ -50,7 +54,7 @@ def normalize(text: str) -> Normalized:
     character, so offsets map back; ASCII and already-normal texts are returned as they are)."""
     if text.isascii() or (
         unicodedata.is_normalized("NFKC", text)
-        and not any(c in _DASHES or c in _INVISIBLE for c in text)
+        and not any(c in _DASHES or c in _INVISIBLE or c in _QUOTES for c in text)
     ):
         return Normalized(text)
     out: list[str] = []

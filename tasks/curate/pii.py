@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
+from tasks.curate.identifiers import date_after_name
 from tasks.curate.korean import has_hangul
-from tasks.curate.names import corroborated
 from tasks.curate.normalize import Normalized, normalize
 from tasks.curate.recognizers import build_recognizers
 
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
 NER_MAPPING["FAC"] = "LOCATION"
 NER_MAPPING.update(ORG="ORGANIZATION", PRODUCT="PRODUCT", NORP="NORP")
-# PERSON findings of these recognisers need corroboration (tasks.curate.names.corroborated)
-_UNSURE_NAMES = ("SpacyRecognizer", "NameFallbackRecognizer", "LowerCaseNameRecognizer")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -210,20 +208,22 @@ def _applies(language: str, text: str) -> bool:
 
 def _keep(language: str, text: str, result: RecognizerResult) -> bool:
     """A model-based name or place from a non-Korean pipeline is never Hangul (spaCy's English
-    model calls 안녕하세요 a PERSON); the Korean pipeline owns those. A name the model or the
-    proper-noun fallback found needs corroboration (brands and products are not people)."""
+    model calls 안녕하세요 a PERSON); the Korean pipeline owns those."""
     if language == "ko" or result.entity_type not in ("PERSON", "LOCATION"):
         return True
-    if has_hangul(text[result.start : result.end]):
-        return False
-    if result.entity_type == "PERSON" and _recognizer(result) in _UNSURE_NAMES:
-        return corroborated(text, result.start, result.end)
-    return True
+    return not has_hangul(text[result.start : result.end])
 
 
-def _recognizer(result: RecognizerResult) -> str:
-    meta = result.recognition_metadata or {}
-    return str(meta.get("recognizer_name", ""))
+def _birth_dates(text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """A full date written right after a person's name is that person's date of birth."""
+    from presidio_analyzer import RecognizerResult
+
+    out = []
+    for r in results:
+        span = date_after_name(text, r.end) if r.entity_type == "PERSON" else None
+        if span:
+            out.append(RecognizerResult("DATE_OF_BIRTH", span[0], span[1], 0.6))
+    return out
 
 
 def _to_original(norm: Normalized, results: list[RecognizerResult]) -> list[RecognizerResult]:
@@ -263,7 +263,8 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 **kwargs,
             )
             for text, res in zip(mine, results, strict=True):
-                found[text].extend(r for r in res if _keep(lang, text, r))
+                kept = [r for r in res if _keep(lang, text, r)]
+                found[text].extend(kept + _birth_dates(text, kept))
         empty = _empty_artifacts(engine, lang)
         for text in unique:
             if text and not _HAS_LETTER.search(text):

@@ -17,6 +17,7 @@ from tasks.curate.addresses import street_address_spans
 from tasks.curate.greetings import lower_name_recognizer
 from tasks.curate.identifiers import RULES, context_spans
 from tasks.curate.name_spans import address_field_spans, structured_name_spans
+from tasks.curate.names import corroborated, has_cue, lexicon_support
 from tasks.curate.secrets import secret_spans
 from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
@@ -127,7 +128,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         UsSsnRecognizer(**lang),
         # the model's places (cities, countries, airports) are not personal data; street
         # addresses come from the patterns below. Its PERSON hits are filtered in pii._keep
-        SpacyRecognizer(supported_entities=["PERSON"], **lang),
+        _corroborated_ner(SpacyRecognizer)(supported_entities=["PERSON"], **lang),
         span_recognizer(
             entity="PERSON",
             name="StructuredNameRecognizer",
@@ -137,7 +138,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
-        lower_name_recognizer()(**lang),
+        lower_name_recognizer(keep=corroborated)(**lang),
         pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
         pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
         pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
@@ -197,6 +198,24 @@ def _identifier_recognizers(language: str) -> list[Any]:
     return found
 
 
+def _corroborated_ner(base: type) -> type:
+    class CorroboratedSpacyRecognizer(base):  # type: ignore[misc,valid-type]
+        """spaCy's PERSON hits that something corroborates (brands and products are not
+        people; see :func:`tasks.curate.names.corroborated`), checked before the analyzer
+        drops other recognisers' findings of the same span as duplicates."""
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            found = super().analyze(text, entities, nlp_artifacts)
+            return [
+                r
+                for r in found
+                if r.entity_type == "PERSON" and corroborated(text, r.start, r.end, model=True)
+            ]
+
+    CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
+    return CorroboratedSpacyRecognizer
+
+
 def _candidate_phone_recognizer(base: type) -> type:
     import phonenumbers
     from presidio_analyzer import EntityRecognizer
@@ -236,7 +255,9 @@ def _name_fallback_recognizer() -> type:
     return person_recognizer(
         name="NameFallbackRecognizer",
         score=0.5,
-        spans=_fallback_name_spans,
+        spans=lambda text, nlp: [
+            (s, e) for s, e in _fallback_name_spans(text, nlp) if corroborated(text, s, e)
+        ],
         doc="""Names the small spaCy model misses: a PERSON span grown over adjacent proper
         nouns ("Sig. <Gianfranco Pezzali>"), runs of two or more capitalised proper nouns,
         and a capitalised word after a self-introduction cue ("I'm", "regards,").""",
@@ -249,6 +270,21 @@ def _fallback_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]
     if doc is not None and len(doc) and hasattr(doc, "ents"):
         spans = [_grow_chars(doc, start, end) for start, end in spans]
         spans += _propn_spans(doc, nlp_artifacts.entities)
+        spans += _org_names(text, nlp_artifacts.entities)
+    return spans
+
+
+def _org_names(text: str, entities: list[Any]) -> list[tuple[int, int]]:
+    """The small model calls many full names ORG ("Amelia Hart", "Ananya Iyer"): an ORG span
+    the lexicon knows as a name (a clear given name, or a name with a cue beside it)."""
+    spans = []
+    for ent in entities:
+        if ent.label_ != "ORG" or not 1 <= len(ent) <= 3:
+            continue
+        start, end = ent.start_char, ent.end_char
+        support = lexicon_support(ent.text)
+        if (support == 2 and len(ent) > 1) or (support and has_cue(text, start, end)):
+            spans.append((start, end))
     return spans
 
 

