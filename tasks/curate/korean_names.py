@@ -93,6 +93,16 @@ _JSON_NAME = re.compile(
     r"recipient|receiver|예금주|소유자|수령인|신청인|보호자|환자명)[\"']\s*:\s*[\"']"
     rf"([{_H}]{{2,5}}(?: [{_H}]{{1,4}})?)[\"']"
 )
+# a Latin-script name after a Korean label or self-introduction ("성명 Nguyen Van An",
+# "저 Jenny 인데요"): foreigners and English names inside Korean text
+_LATIN_LABELLED = re.compile(
+    r"(?:성명|이름|성함|고객명|예금주|수령인|수취인|신청인|보호자|환자명|담당자|예약자명?)"
+    r"(?:\([^)]{0,10}\))?\s*[:：]?\s*(\p{Lu}\p{Ll}+(?:[ -]\p{Lu}\p{Ll}+){0,3})(?![\p{L}])"
+)
+_LATIN_INTRO = re.compile(
+    r"(?:저는?|나는?|제\s?이름은|이름은)\s+(\p{Lu}\p{Ll}{1,15}(?:\s\p{Lu}\p{Ll}{1,15})?)"
+    r"(?=\s?(?:인데|입니다|이에요|예요|이고|라고|이라고|이구요))"
+)
 _ROMAN_SURNAMES = (
     "Kim|Gim|Lee|Yi|Rhee|Park|Pak|Bak|Choi|Choe|Jung|Jeong|Chung|Cheong|Kang|Gang|Cho|Jo|Yoon|"
     "Yun|Jang|Chang|Lim|Im|Rim|Han|Oh|Seo|Suh|Shin|Sin|Kwon|Gwon|Hwang|Ahn|An|Song|Jeon|Jun|"
@@ -223,6 +233,8 @@ def _regex_spans(text: str) -> list[tuple[int, int]]:
             spans.append((m.start(), m.end()))
     spans += [m.span() for m in _SPACED_ONE.finditer(text)]
     spans += [m.span(1) for m in _JSON_NAME.finditer(text)]
+    spans += [m.span(1) for m in _LATIN_LABELLED.finditer(text)]
+    spans += [m.span(1) for m in _LATIN_INTRO.finditer(text)]
     for m in _ROMAN.finditer(text):
         spans.extend(_roman_span(m))
     return spans
@@ -246,4 +258,7 @@ def _roman_span(m: Any) -> list[tuple[int, int]]:
 
 def korean_name_spans(text: str, tokenize: Callable[[str], list[Any]]) -> list[tuple[int, int]]:
     """Spans of Korean names in ``text`` (``tokenize`` is kiwipiepy's ``Kiwi.tokenize``)."""
-    return sorted(set(_kiwi_spans(text, tokenize) + _regex_spans(text)))
+    spans = sorted(set(_kiwi_spans(text, tokenize) + _regex_spans(text)))
+    return [
+        (s, e) for s, e in spans if not any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans)
+    ]  # a span inside a longer one ("Gil" of "Gil-dong Hong") is the same name

@@ -121,6 +121,8 @@ def test_regions_and_products_are_not_addresses(text: str) -> None:
         ("영문이름 Gil-dong Hong 으로", ["Gil-dong Hong"]),
         ('{"user_name": "강다니엘", "tel": "x"}', ["강다니엘"]),
         ("진아 엄마 생신이", ["진아"]),
+        ("외국인 고객 성명 Nguyen Van An, 여권 C1234567", ["Nguyen Van An"]),
+        ("Hi 저 Jenny 인데요 번호는", ["Jenny"]),
     ],
 )
 def test_korean_names_as_people_write_them(text: str, names: list[str]) -> None:
