@@ -67,6 +67,7 @@ _NAME_ENDINGS = (
     for t in ("님", "씨")
     for p in "께 께서 이 은 의 을 에게 한테 도 과 가 는 를 랑 와".split()
 ]
+_FAMILIAR = ("이가", "이는", "이를", "이도", "이의", "이와", "이한테", "이에게")
 _ANY_ENDINGS = "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로".split("|")
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = ("시", "도", "구", "군", "동", "읍", "면", "리", "로", "길", "역", "정", "점", "관")
@@ -78,10 +79,12 @@ _BEFORE_CUE = re.compile(
 )
 _LABELLED = re.compile(
     rf"(?:성명|이름|성함|고객명|예금주|수령인|수취인|받는\s?분|보내는\s?분|신청인|보호자|환자명|"
-    rf"담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인)"
+    rf"담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인)(?:\s?명)?"
     rf"(?:\([^)]{{0,10}}\))?[\"']?\s*[:：]\s*[\"']?"
     rf"([{_H}](?: ?[{_H}]){{1,3}})(?![{_H}])"
 )
+# a relative or title, then the name in brackets: "할아버지(최불암)께서"
+_BRACKETED = re.compile(rf"(?:{_KIN}|{_TITLES}|본인|고객)\s?[(（]([{_H}]{{2,4}})[)）]")
 _SPACED = re.compile(rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])")
 # "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
 _SPACED_ONE = re.compile(
@@ -178,7 +181,7 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
     for stem, ending in _stems(word):
         end = start + len(stem)
         strong = ending in _NAME_ENDINGS or _cued(text, start, end + len(ending))
-        known = _common_word(tokens, start, end)
+        known = _common_word(tokens, start, end) and not _familiar(stem, ending)
         plain = _proper(tokens, start) and not known and not stem.endswith(_PLACE_END)
         if len(stem) >= 3 and (strong or plain):
             return len(stem)
@@ -187,6 +190,12 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
             if strong or (proper and ending and _given_vocative(tokens, end)):
                 return 2
     return 0
+
+
+def _familiar(stem: str, ending: str) -> bool:
+    """``정국이가``: the familiar -이 between a consonant-final given name and its particle,
+    which no common noun takes (``사람이가`` is not Korean), even one kiwi knows as a word."""
+    return ending in _FAMILIAR and (ord(stem[-1]) - 0xAC00) % 28 != 0
 
 
 def _given_vocative(tokens: list[Any], end: int) -> bool:
@@ -233,6 +242,11 @@ def _regex_spans(text: str) -> list[tuple[int, int]]:
             spans.append((m.start(), m.end()))
     spans += [m.span() for m in _SPACED_ONE.finditer(text)]
     spans += [m.span(1) for m in _JSON_NAME.finditer(text)]
+    spans += [
+        m.span(1)
+        for m in _BRACKETED.finditer(text)
+        if m.group(1)[0] in SURNAMES or _given_shaped(m.group(1))
+    ]
     spans += [m.span(1) for m in _LATIN_LABELLED.finditer(text)]
     spans += [m.span(1) for m in _LATIN_INTRO.finditer(text)]
     for m in _ROMAN.finditer(text):
