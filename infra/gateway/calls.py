@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infra.errors import UpstreamError
+from infra.gateway.ids import PINNED
 from infra.gateway.limits import cap_trace
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FEEDBACK_MODELS = 100_000  # trace id -> model remembered for user_feedback_total labels
-PINNED = ""  # trace_models' entry for a trace of a version named by the request
 T = TypeVar("T")
 
 

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from infra.gateway.calls import PINNED
 from infra.gateway.chat import error_response, json_response
 from infra.gateway.chat_request import too_deep
-from infra.gateway.ids import random_hex
+from infra.gateway.ids import PINNED, random_hex
 from infra.traces import FeedbackEvent
 
 if TYPE_CHECKING:

@@ -34,3 +34,8 @@ _IDS = HexIds()
 def random_hex(nbytes: int = 16) -> str:
     """``2 * nbytes`` random hex characters (as ``uuid.uuid4().hex`` for 16: same length)."""
     return _IDS.next(nbytes)
+
+
+PINNED = ""
+"""The recorded model of a trace whose version the request named: its feedback stays out of
+the routed series (``user_feedback_total``) that the canary's rails and alerts read."""
