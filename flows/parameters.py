@@ -28,6 +28,7 @@ VERSION_PATTERN = r"^v[0-9]+$"  # infra.keys.model_prefix: models/v0/, models/v1
 UserKey = Annotated[
     str, Field(json_schema_extra={"pattern": USER_KEY_PATTERN, "minLength": 64, "maxLength": 64})
 ]
+Receipt = UserKey  # an erasure receipt: sha256 hex too, of the key (never the key)
 ModelVersion = Annotated[str, Field(json_schema_extra={"pattern": VERSION_PATTERN})]
 Hours = Annotated[int, Field(ge=1, le=168)]  # one hour up to a week of hourly windows
 Days = Annotated[int, Field(ge=0)]

@@ -127,6 +127,7 @@ NOTHING_TO_DO = {
     "stable": "{v} is already the stable version",
     "rejected": "{v} was rejected before; only a person may release it again (force)",
     "held": "the release of {v} is held for a person: resume, promote or abort it first",
+    "retired": "{v} is retired after an erasure; it is never released again",
 }
 
 
@@ -157,7 +158,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
-    before the routing state is touched.
+    before the routing state is touched, and so is a version retired after an erasure.
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
@@ -169,6 +170,8 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    if why := controls.retired_refusal(routing.load(), version):
+        raise ControlRefused(why)
     run = _Run(
         rt=rt,
         routing=routing,

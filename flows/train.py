@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -103,51 +104,17 @@ def train(
             config = TrainConfig.from_settings(
                 cfg, method=choice.method, max_steps=max_steps, demo_base=is_demo_model(base_dir)
             )
-            pairs_sid = None
-            if choice.method == "dpo":
-                pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
-            consent_sid = current_snapshot_id(rt.catalog, "consent")
-            progress = progress_artifact_callback(config)
-            with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
-                outcome = train_task(
-                    base_dir,
-                    work / "model",
-                    config=config,
-                    data={
-                        "pairs": selection.pairs,
-                        "sft": selection.sft,
-                        "prompts": selection.prompts,
-                    },
-                    callbacks=[progress],
-                    # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read
-                    # the settings as a collection (LangfuseSettings.keys takes a role)
-                    reward=cast(Any, quote(rt.settings)),
-                    base_version=base,
-                )
-                evaluation = evaluate_task(
-                    base_dir,
-                    outcome.output_dir,
-                    device=rt.settings.device,
-                    max_new_tokens=rt.settings.eval_max_new_tokens,
-                )
-                lineage = build_lineage(
-                    base_version=base,
-                    train_run=run_id,
-                    choice=choice,
-                    config=config,
-                    selection=selection,
-                    pairs_snapshot_id=pairs_sid,
-                    consent_snapshot_id=consent_sid,
-                    outcome=outcome,
-                    evaluation=evaluation,
-                    settings=rt.settings,
-                    started_at=started,
-                )
-                lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
-            result = _trained(
-                rt, choice=choice, selection=selection, outcome=outcome, lineage=lineage
+            result = train_selection(
+                rt,
+                report,
+                run_id=run_id,
+                base=base,
+                base_dir=base_dir,
+                choice=choice,
+                selection=selection,
+                config=config,
+                started=started,
             )
-            _report_training(report, outcome=outcome, lineage=lineage)
     create_markdown_artifact(
         key="train-summary",
         markdown=card_markdown(result.lineage) if result.lineage else _skip_markdown(result),
@@ -155,6 +122,62 @@ def train(
     )
     logger.info("train %s: %s", run_id, result.message)
     return result
+
+
+def train_selection(
+    rt: Runtime,
+    report: StageReport,
+    *,
+    run_id: str,
+    base: str,
+    base_dir: Path,
+    choice: MethodChoice,
+    selection: Selection,
+    config: TrainConfig,
+    started: datetime,
+) -> TrainRunResult:
+    """Train ``config`` on ``selection`` from ``base`` and publish the next version with its
+    lineage (the ``train`` flow, and the erasure replacement on its own selection)."""
+    pairs_sid = None
+    if config.method == "dpo":
+        pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
+    consent_sid = current_snapshot_id(rt.catalog, "consent")
+    progress = progress_artifact_callback(config)
+    data = {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}
+    with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
+        outcome = train_task(
+            base_dir,
+            work / "model",
+            config=config,
+            data=data,
+            callbacks=[progress],
+            # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read the
+            # settings as a collection (LangfuseSettings.keys takes a role)
+            reward=cast(Any, quote(rt.settings)),
+            base_version=base,
+        )
+        evaluation = evaluate_task(
+            base_dir,
+            outcome.output_dir,
+            device=rt.settings.device,
+            max_new_tokens=rt.settings.eval_max_new_tokens,
+        )
+        lineage = build_lineage(
+            base_version=base,
+            train_run=run_id,
+            choice=choice,
+            config=config,
+            selection=selection,
+            pairs_snapshot_id=pairs_sid,
+            consent_snapshot_id=consent_sid,
+            outcome=outcome,
+            evaluation=evaluation,
+            settings=rt.settings,
+            started_at=started,
+        )
+        lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
+    _report_training(report, outcome=outcome, lineage=lineage)
+    return _trained(rt, choice=choice, selection=selection, outcome=outcome, lineage=lineage)
 
 
 def progress_artifact_callback(config: TrainConfig) -> Any:

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ADMIN_HEADER = "x-flywheel-admin-token"  # lets a chat request name a rolled-back version
 ADMIN_OFF = "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
 MIN_TOKEN_CHARS = 32
 _PLACEHOLDERS = ("changeme", "change-me", "change_me", "placeholder", "example", "your-")
@@ -75,6 +74,29 @@ def check_admin_token(token: SecretStr | None) -> None:
         raise ConfigError(
             f"FLYWHEEL_GATEWAY__ADMIN_TOKEN has {len(value)} characters, the gateway needs at "
             f"least {MIN_TOKEN_CHARS}: {how}"
+        )
+
+
+MIN_SALT_CHARS = 16
+
+
+def check_user_salt(salt: SecretStr | None) -> None:
+    """Refuse a placeholder or short ``FLYWHEEL_USER_SALT`` (unset: one is generated). The salt
+    keys user pseudonyms and signs trace ids: a guessable one undoes both.
+
+    Raises:
+        ConfigError: the salt is a placeholder, repetitive, or under 16 characters.
+    """
+    value = salt.get_secret_value() if salt is not None else ""
+    if salt is None:
+        return
+    how = "set a random one, e.g. `openssl rand -hex 32`, or unset it to have one generated"
+    if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
+        raise ConfigError(f"FLYWHEEL_USER_SALT is a placeholder: {how}")
+    if len(value) < MIN_SALT_CHARS:
+        raise ConfigError(
+            f"FLYWHEEL_USER_SALT has {len(value)} characters, the gateway needs at least "
+            f"{MIN_SALT_CHARS}: {how}"
         )
 
 
@@ -146,16 +168,21 @@ class Admin:
             and secrets.compare_digest(given.strip().encode(), token.get_secret_value().encode())
         )
 
-    def shows_token(self, given: str) -> bool:
-        """Whether ``given`` (a header's value) is the admin token (False while the admin API is
-        off)."""
-        return self.enabled and self._matches(given)
+    def shows_bearer(self, authorization: str) -> bool:
+        """Whether an ``Authorization`` header's value is ``Bearer <admin token>`` (False while
+        the admin API is off)."""
+        scheme, _, given = authorization.partition(" ")
+        return self.enabled and scheme.lower() == "bearer" and self._matches(given)
 
     def authorize(self, request: Request) -> None:
+        """Let the request through with ``Authorization: Bearer <admin token>``.
+
+        Raises:
+            HTTPException: 503 while the admin API is off, 401 without the token.
+        """
         if not self.enabled:
             raise HTTPException(503, ADMIN_OFF)
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not self._matches(given):
+        if not self.shows_bearer(request.headers.get("authorization", "")):
             raise HTTPException(
                 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
             )

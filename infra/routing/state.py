@@ -46,6 +46,7 @@ class RoutingState(BaseModel):
     shadow_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     step: int = 0
     rejected: list[str] = []
+    retired: list[str] = []  # trained on erased data: never routed or released again
     history: list[Transition] = []
     # Alertmanager alerts already acted on, as "<release id>/<fingerprint>" (fingerprint_key)
     alert_fingerprints: list[str] = []
@@ -73,6 +74,7 @@ class StateChange(BaseModel):
     shadow_fraction: float | None = Field(default=None, ge=0, le=1)
     step: int | None = None
     rejected: list[str] | None = None
+    retired: list[str] | None = None
     release_id: str | None = None  # set only by the start of a release
     subject: str | None = None  # the version the history entry names (default: the candidate)
     reason: str = "admin update"
@@ -90,6 +92,7 @@ _ROUTING_FIELDS = {
     "step",
     "rejected",
     "release_id",
+    "retired",
 }
 
 
@@ -113,7 +116,7 @@ def bake_target(state: RoutingState, *, bake_s: float, now: datetime | None = No
     if last is None or last.candidate != state.stable:
         return None
     previous = last.evidence.get("previous_stable")
-    if not isinstance(previous, str) or previous in (state.stable, *state.rejected):
+    if not isinstance(previous, str) or previous in (state.stable, *state.rejected, *state.retired):
         return None
     if ((now or _now()) - last.at).total_seconds() > bake_s:
         return None
@@ -200,6 +203,11 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
     routed = new.candidate and (new.weight > 0 or new.shadow_fraction > 0)
     if routed and new.candidate in new.rejected and not change.force:
         raise RejectedVersion(f"{new.candidate} was rejected; pass force=true to route it")
+    routed_to = [new.stable] + ([new.candidate] if routed and new.candidate else [])
+    if retired := sorted(set(routed_to) & set(new.retired)):
+        raise RejectedVersion(
+            f"{retired[0]} was retired after an erasure; it is never routed again"
+        )
     return new
 
 

@@ -20,9 +20,10 @@ Messages = list[dict[str, Any]]
 
 @dataclass
 class GenParams:
-    """Sampling parameters of one call; ``extra`` is passed through to HTTP upstreams."""
+    """Sampling parameters of one call; ``extra`` is passed through to HTTP upstreams.
+    ``max_tokens`` None: the client named no budget (an HTTP upstream gets none either)."""
 
-    max_tokens: int
+    max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None

@@ -10,10 +10,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 import orjson
 
-from infra.errors import UpstreamError
+from infra.errors import ConfigError, TransientError, UpstreamError
 from infra.upstream.completion import (
     Completion,
     GenParams,
@@ -39,6 +40,24 @@ LOCAL_HINT = (
 SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
 
 
+class UpstreamUnavailable(UpstreamError, TransientError):
+    """An upstream call that a later retry may cure: unreachable, timed out, 408, 429 or 5xx
+    (``retry_after_s`` when the server sent ``Retry-After``). Any other 4xx is a plain
+    :class:`UpstreamError`: the request itself is wrong, and is never retried."""
+
+
+def status_error(version: str, status: int, headers: list[tuple[bytes, bytes]]) -> UpstreamError:
+    """The error for an HTTP ``status`` of 400 or more from ``version``'s upstream."""
+    message = f"{version}: HTTP {status}"
+    if status not in (408, 429) and status < 500:
+        return UpstreamError(message)
+    error = UpstreamUnavailable(message)
+    after = next((v for k, v in headers if k == b"retry-after"), b"")
+    if after.strip().isdigit():
+        error.retry_after_s = float(after)
+    return error
+
+
 class Upstream(Protocol):
     version: str
 
@@ -49,53 +68,75 @@ class Upstream(Protocol):
 
 class HttpUpstream:
     """An OpenAI-compatible server; ``base_url`` as the ``openai`` client takes it (``.../v1``).
-    Requests name the model as the version (e.g. vLLM ``--served-model-name v1``).
+    Requests name the model as the version (e.g. vLLM ``--served-model-name v1``) and carry
+    ``Authorization: Bearer <api_key>`` when the upstream has a key. Errors name the version,
+    never the server's address or key (they reach clients in 502 bodies)."""
 
-    Calls go through the gateway's own HTTP/1.1 client (:mod:`infra.upstream.http1`): aiohttp
-    spent ~0.35 ms of CPU per call here and httpx ~1.2 ms, most of the gateway's budget."""
-
-    def __init__(self, version: str, base_url: str, session: SessionFactory) -> None:
+    def __init__(
+        self,
+        version: str,
+        base_url: str,
+        session: SessionFactory,
+        *,
+        api_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         self.version = version
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.session = session
+        self.timeout_s = timeout_s
+        if api_key is not None and any(c in api_key for c in "\r\n"):
+            raise ConfigError(f"the upstream key of {version} holds a line break")
+        self._headers = b"Authorization: Bearer %s\r\n" % api_key.encode() if api_key else b""
+
+    def __repr__(self) -> str:
+        return f"HttpUpstream({self.version!r})"  # never the key
 
     async def check(self) -> str | None:
         """None when the server answers ``GET /models`` (any status under 500), else why not."""
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(self.base_url)
-        where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
         try:
             status, _ = await self.session().fetch(
-                "GET", self.base_url + "/models", timeout_s=HEALTH_TIMEOUT_S
+                "GET", self.base_url + "/models", timeout_s=HEALTH_TIMEOUT_S, headers=self._headers
             )
         except HttpError as exc:
-            return f"the upstream of {self.version} ({where}) is unreachable: {exc}"
+            return f"the upstream of {self.version} is unreachable: {exc}"
         if status >= 500:
-            return f"the upstream of {self.version} ({where}) answers HTTP {status}"
+            return f"the upstream of {self.version} answers HTTP {status}"
         return None
 
     def _body(self, messages: Messages, params: GenParams, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {**params.extra, "model": self.version, "messages": messages}
-        body["max_tokens"] = params.max_tokens
+        if params.max_tokens is not None:  # none named: the server's own budget, not ours
+            body["max_tokens"] = params.max_tokens
         for key in ("temperature", "top_p", "seed"):
             if getattr(params, key) is not None:
                 body[key] = getattr(params, key)
         body["stream"] = stream
+        if stream:  # the usage chunk, for the trace; passed on only to clients that asked
+            body["stream_options"] = {"include_usage": True}
         # the trace records token logprobs (the gate's KL check): asked for on every request;
         # passed back only to clients that asked (chat.completion_body)
         body.setdefault("logprobs", True)
         return body
 
-    async def complete(self, messages: Messages, params: GenParams) -> Completion:
-        body = orjson.dumps(self._body(messages, params, False))
+    async def _fetch(self, body: bytes) -> bytes:
         try:
-            status, raw = await self.session().fetch("POST", self.url, body)
+            response = await self.session().request(
+                "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
+            )
         except HttpError as exc:
-            raise UpstreamError(f"{self.version}: {exc}") from exc
-        if status >= 400:
-            raise UpstreamError(f"{self.version}: HTTP {status}")
+            raise self._unreachable(exc) from exc
+        if response.status >= 400:
+            raise status_error(self.version, response.status, response.headers)
+        return response.body
+
+    def _unreachable(self, exc: HttpError) -> UpstreamUnavailable:
+        log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
+        return UpstreamUnavailable(f"{self.version}: {exc}")
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        raw = await self._fetch(orjson.dumps(self._body(messages, params, False)))
         try:
             data = orjson.loads(raw)
         except ValueError as exc:
@@ -120,19 +161,27 @@ class HttpUpstream:
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
         body = orjson.dumps(self._body(messages, params, True))
         try:
-            response = await self.session().stream("POST", self.url, body)
+            response = await self.session().stream(
+                "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
+            )
         except HttpError as exc:
-            raise UpstreamError(f"{self.version}: {exc}") from exc
+            raise self._unreachable(exc) from exc
         try:
             if response.status >= 400:
-                raise UpstreamError(f"{self.version}: HTTP {response.status}")
+                raise status_error(self.version, response.status, response.headers)
             async for piece in read_events(aiter(response)):
                 yield piece
             await response.finish()  # the terminator after [DONE]: the connection is kept
         except HttpError as exc:
-            raise UpstreamError(f"{self.version}: {exc}") from exc
+            raise self._unreachable(exc) from exc
         finally:
             response.close()
+
+
+def _where(url: str) -> str:
+    """``scheme://host:port`` of ``url``: for the operator's log, never for a client."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
 
 class ReplicaUpstream:
@@ -165,7 +214,8 @@ def model_server_upstream(version: str, settings: Settings, session: SessionFact
     """``version`` on the model server (``FLYWHEEL_MODEL_SERVER__URLS``): the base model under
     its served name, an adapter under its version name (both are the version itself)."""
     urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in settings.model_server.urls]
-    replicas = [HttpUpstream(version, url, session) for url in urls]
+    timeout_s = settings.gateway.upstream_timeout_s
+    replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
 
 
@@ -229,7 +279,8 @@ class LocalUpstream:
                     prompt,
                     temperature=params.temperature or 0.0,
                     top_p=1.0 if params.top_p is None else params.top_p,
-                    max_new_tokens=params.max_tokens,
+                    # none named: the in-process model's own budget (it stops at none)
+                    max_new_tokens=params.max_tokens or self.settings.gateway.max_new_tokens,
                     seed=params.seed,
                 )
             except Exception as exc:
@@ -260,8 +311,19 @@ class UpstreamPool:
         self.store = store
         self._session: HttpClient | None = None
         self._upstreams: dict[str, Upstream] = dict(overrides or {})
-        for version, url in settings.gateway.upstreams.items():
-            self._upstreams.setdefault(version, HttpUpstream(version, url, self.session))
+        gw = settings.gateway
+        for version in gw.upstreams:
+            if version in self._upstreams:
+                continue
+            entry = gw.upstream(version)
+            assert entry is not None
+            self._upstreams[version] = HttpUpstream(
+                version,
+                entry.url,
+                self.session,
+                api_key=entry.api_key(),
+                timeout_s=gw.upstream_timeout_s,
+            )
         self._local: dict[str, LocalUpstream] = {}
         self._checks: dict[str, tuple[float, str | None]] = {}
 
@@ -315,7 +377,10 @@ class UpstreamPool:
     def session(self) -> HttpClient:
         """The shared HTTP client (connection pools), created inside the running loop."""
         if self._session is None:
-            self._session = HttpClient(limit=512, timeout_s=120.0)
+            gw = self.settings.gateway
+            self._session = HttpClient(
+                limit=gw.upstream_connections, timeout_s=gw.upstream_timeout_s
+            )
         return self._session
 
     async def aclose(self) -> None:

@@ -23,12 +23,14 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.consent import erasure_receipt
 from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
+from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.store import ObjectStore
+    from infra.traces.langfuse_eraser import LangfuseDeletion
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +57,37 @@ class Erasure:
     objects_deleted: int = 0
     snapshots_expired: int = 0
     orphan_files_removed: int = 0
-    langfuse_traces_deleted: int = 0
-    langfuse_scores_deleted: int = 0
+    langfuse_traces_deleted: int = 0  # deletes Langfuse accepted (it queues them)
+    langfuse_traces_confirmed: int = 0  # of those, gone on read-back
+    langfuse_traces_pending: int = 0  # of those, still there on read-back
+    langfuse_traces_deferred: int = 0  # not requested: Langfuse's delete budget ran out
+    langfuse_recheck: list[str] = field(default_factory=list)  # pending + deferred trace ids
     found: bool = True  # forget-user: False when the user had no data anywhere
 
+    def add_langfuse(self, done: LangfuseDeletion) -> None:
+        """Take the counts of a Langfuse deletion, and the trace ids a later run must re-check
+        (pending) or request again (deferred): ``LangfuseEraser.recheck`` does both."""
+        self.langfuse_traces_deleted += len(done.requested)
+        self.langfuse_traces_confirmed += len(done.confirmed)
+        self.langfuse_traces_pending += len(done.pending)
+        self.langfuse_traces_deferred += len(done.deferred)
+        self.langfuse_recheck += done.pending + done.deferred
+
+    def langfuse_counts(self) -> dict[str, int]:
+        """Langfuse trace deletes requested, confirmed by a read-back, pending (Langfuse queues
+        deletes; a later run re-checks them) and deferred (its delete budget ran out)."""
+        return {
+            "langfuse_traces_deleted": self.langfuse_traces_deleted,
+            "langfuse_traces_confirmed": self.langfuse_traces_confirmed,
+            "langfuse_traces_pending": self.langfuse_traces_pending,
+            "langfuse_traces_deferred": self.langfuse_traces_deferred,
+        }
+
     def erased_anything(self) -> bool:
-        """Whether any row or object was deleted or rewritten."""
+        """Whether any row or object was deleted or rewritten (or a Langfuse delete requested
+        or deferred)."""
         changed = self.objects_rewritten + self.objects_deleted + self.langfuse_traces_deleted
+        changed += self.langfuse_traces_deferred  # found in Langfuse, deleted on a later run
         return bool(changed or any(self.rows_deleted.values()))
 
 
@@ -193,7 +219,8 @@ def scrub_objects(
         if new == data:
             continue
         if new:
-            store.put(obj, new)
+            if not rewrite_published_file(store, obj, new):  # a model's manifest follows
+                store.put(obj, new)
             rewritten += 1
         else:
             store.delete(obj)
@@ -243,8 +270,7 @@ def erasure_details(result: Erasure) -> dict[str, Any]:
         "objects_deleted": result.objects_deleted,
         "snapshots_expired": result.snapshots_expired,
         "orphan_files_removed": result.orphan_files_removed,
-        "langfuse_traces_deleted": result.langfuse_traces_deleted,
-        "langfuse_scores_deleted": result.langfuse_scores_deleted,
+        **result.langfuse_counts(),
     }
 
 
@@ -261,8 +287,9 @@ def erasure_markdown(title: str, result: Erasure) -> str:
         f"- objects deleted: {result.objects_deleted}",
         f"- snapshots expired: {result.snapshots_expired}",
         f"- unreferenced files removed: {result.orphan_files_removed}",
-        f"- Langfuse traces deleted: {result.langfuse_traces_deleted}",
-        f"- Langfuse scores deleted: {result.langfuse_scores_deleted}",
+        f"- Langfuse trace deletes requested: {result.langfuse_traces_deleted} (confirmed "
+        f"{result.langfuse_traces_confirmed}, pending {result.langfuse_traces_pending}, deferred "
+        f"{result.langfuse_traces_deferred}; scores go with their traces)",
     ]
     return "\n".join(lines)
 

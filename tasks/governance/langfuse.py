@@ -6,11 +6,9 @@ from datetime import datetime
 from typing import Any
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
-from infra.privacy import user_key as hash_user
-
-_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
+from infra.retries import IO_RETRIES
+from infra.traces.langfuse_eraser import LangfuseDeletion, LangfuseEraser
 
 
 def uses_langfuse(settings: Any) -> bool:
@@ -20,44 +18,49 @@ def uses_langfuse(settings: Any) -> bool:
 
 def langfuse_erase_user(
     settings: Any, *, key: str, salt: str, trace_ids: set[str]
-) -> tuple[int, int]:
-    """Delete the user's traces and their scores in Langfuse: the trace ids the tables name and
-    every trace whose ``userId`` hashes to the key; returns (traces, scores) deleted."""
-    from infra.traces.langfuse_eraser import LangfuseEraser
-
+) -> LangfuseDeletion:
+    """Delete the user's traces in Langfuse (their scores go with them): every trace listed
+    under the raw user id whose hash is ``key`` and those of ``trace_ids`` Langfuse holds; the
+    result says which deletes a read-back confirmed and which are pending."""
     with LangfuseEraser.from_settings(settings) as eraser:
-        ids = {
-            t["id"]
-            for t in eraser.traces()
-            if t["id"] in trace_ids or (t.get("userId") and hash_user(t["userId"], salt) == key)
-        }
-        done = eraser.delete(ids)
-    return done.traces_deleted, done.scores_deleted
+        return eraser.erase_user(key=key, salt=salt, known_trace_ids=trace_ids)
 
 
-def langfuse_expire(settings: Any, cutoff: datetime) -> tuple[int, int]:
-    """Delete the Langfuse traces (and scores) older than ``cutoff``; returns the counts."""
-    from infra.traces.langfuse_eraser import LangfuseEraser
-
+def langfuse_expire(settings: Any, cutoff: datetime) -> LangfuseDeletion:
+    """Delete the Langfuse traces (and their scores) older than ``cutoff``."""
     with LangfuseEraser.from_settings(settings) as eraser:
-        done = eraser.delete(eraser.trace_ids_before(cutoff))
-    return done.traces_deleted, done.scores_deleted
+        return eraser.expire(cutoff)
+
+
+def langfuse_recheck(settings: Any, trace_ids: set[str]) -> LangfuseDeletion:
+    """Re-check deletes left pending by an earlier run: confirmed ones are gone; those still
+    there are requested again and stay pending."""
+    with LangfuseEraser.from_settings(settings) as eraser:
+        return eraser.recheck(trace_ids)
 
 
 # the Langfuse tasks read the settings themselves: API keys never travel as task parameters
 
 
-@task(**_IO)
-def langfuse_erase_user_task(key: str, salt: str, trace_ids: set[str]) -> tuple[int, int]:
-    """Returns (Langfuse traces deleted, Langfuse scores deleted) for the user."""
+@task(**IO_RETRIES)
+def langfuse_erase_user_task(key: str, salt: str, trace_ids: set[str]) -> LangfuseDeletion:
+    """Returns the Langfuse trace deletes requested for the user, and which are confirmed."""
     from infra.settings import get_settings
 
     return langfuse_erase_user(get_settings(), key=key, salt=salt, trace_ids=trace_ids)
 
 
-@task(**_IO)
-def langfuse_expire_task(cutoff: datetime) -> tuple[int, int]:
-    """Returns (Langfuse traces deleted, Langfuse scores deleted) past retention."""
+@task(**IO_RETRIES)
+def langfuse_expire_task(cutoff: datetime) -> LangfuseDeletion:
+    """Returns the Langfuse trace deletes requested past retention, and which are confirmed."""
     from infra.settings import get_settings
 
     return langfuse_expire(get_settings(), cutoff)
+
+
+@task(**IO_RETRIES)
+def langfuse_recheck_task(trace_ids: set[str]) -> LangfuseDeletion:
+    """Returns which pending Langfuse deletes are confirmed now (the rest requested again)."""
+    from infra.settings import get_settings
+
+    return langfuse_recheck(get_settings(), trace_ids)

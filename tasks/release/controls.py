@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.Decision.PROCEED (not imported: heavy)
 
 
+def retired_refusal(state: RoutingState, version: str | None) -> str | None:
+    """Why ``version`` may never be released, promoted or routed again (it trained on the data
+    of a user who was forgotten), or None."""
+    if version is None or version not in state.retired:
+        return None
+    return (
+        f"{version} is retired: it trained on data erased by forget-user and can never be "
+        "released, promoted or routed again (flywheel erasure-status RECEIPT shows why)"
+    )
+
+
 def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str, Any]:
     """The routing state in a few fields, with the last transition (for ``flywheel status``);
     ``rollback_to``: the previous stable version ``flywheel rollback`` returns to while the
@@ -42,6 +53,7 @@ def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str,
         "step": state.step,
         "shadow_fraction": state.shadow_fraction,
         "rejected": list(state.rejected),
+        "retired": list(state.retired),
         "rollback_to": bake_target(state, bake_s=bake_s),
         "revision": state.revision,
         "updated_at": state.updated_at.isoformat() if state.updated_at else None,
@@ -80,6 +92,8 @@ def promotion_refusal(
     """
     if (current := _promotable(state, version)) is None:
         return f"no release of {version or 'a candidate'} to promote (phase {state.phase})"
+    if why := retired_refusal(state, current):
+        return why
     if not versions.servable(current):
         known = ", ".join(versions.known()) or "none"
         return (
@@ -186,6 +200,8 @@ def resume(
     state = routing.load()
     if state.candidate is None or state.phase != "held":
         raise ControlRefused(f"no held release to resume (phase {state.phase})")
+    if why := retired_refusal(state, state.candidate):
+        raise ControlRefused(why)
     held = next((t for t in reversed(state.history) if t.to_phase == "held"), None)
     target = (held.evidence.get("resume_to") if held else None) or {}
     phase: Phase = target.get("phase") or (held.from_phase if held else "shadow")

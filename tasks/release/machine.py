@@ -52,9 +52,12 @@ class Step:
 
 def plan_release(state: RoutingState, version: str, *, force: bool = False) -> str:
     """Where a release of ``version`` starts: ``gate``, ``shadow``, ``canary`` (continue a
-    release left in that phase), ``held`` (waiting for a person), ``stable`` or ``rejected``."""
+    release left in that phase), ``held`` (waiting for a person), ``stable``, ``rejected`` or
+    ``retired`` (trained on erased data: never released again)."""
     if version == state.stable:
         return "stable"
+    if version in state.retired:
+        return "retired"
     if version in state.rejected and not force:
         return "rejected"
     if state.candidate == version and state.phase in ("shadow", "canary", "held"):

@@ -44,8 +44,9 @@ def restore_servable_stable(
     reason: str,
 ) -> tuple[RoutingState, str | None]:
     """When the stable version cannot be served (every user request would fail), make the
-    newest earlier stable version that can be served, and was not rejected, the stable one
-    again. Returns the state and the version restored (None: the stable one is servable).
+    newest earlier stable version that can be served, and was neither rejected nor retired,
+    the stable one again. Returns the state and the version restored (None: the stable one
+    is servable).
 
     Raises:
         UnservableVersion: neither the stable version nor any earlier one can be served.
@@ -56,7 +57,7 @@ def restore_servable_stable(
         bad = state.stable
         if versions.servable(bad):
             return None
-        ok = [v for v in earlier_stables(state) if v not in state.rejected]
+        ok = [v for v in earlier_stables(state) if v not in {*state.rejected, *state.retired}]
         target = next((v for v in ok if versions.servable(v)), None)
         if target is None:
             raise UnservableVersion(

@@ -186,6 +186,8 @@ def begin_release(
     state = routing.load()
     if version == state.stable:
         raise ReleaseError(f"{version} is already the stable version")
+    if version in state.retired:  # never, not even forced: it trained on erased data
+        raise RejectedVersion(f"{version} is retired after an erasure; it is never released")
     if version in state.rejected and not force:
         raise RejectedVersion(f"{version} was rejected before; a person may force its release")
     other = state.candidate not in (None, version)

@@ -2,7 +2,7 @@
 
 Plain ASGI (no framework, so its own overhead stays small next to the gateway's): answers
 ``POST /v1/chat/completions`` (JSON or SSE stream) and ``GET /v1/models``, after ``delay_s``,
-failing a ``fail_rate`` share of requests with HTTP 500. Run it in a thread with
+failing a ``fail_rate`` share of requests with HTTP ``fail_status`` (500). Run it in a thread with
 :func:`start_fake_upstream`, or as a process: ``python -m tests.fakes.upstream --port 9001``.
 """
 
@@ -28,6 +28,13 @@ def echo_answer(messages: list[dict[str, Any]]) -> str:
     return f"echo: {content}"
 
 
+def long_for_long(messages: list[dict[str, Any]]) -> str:
+    """Eight MB of answer (128 words of 64 KB) to "long", an echo to anything else."""
+    if messages and messages[-1].get("content") == "long":
+        return " ".join(["a" * 65536] * 128)
+    return echo_answer(messages)
+
+
 @dataclass
 class FakeUpstream:
     """The ASGI app; knobs may be changed while it serves (e.g. start failing mid-test)."""
@@ -35,6 +42,7 @@ class FakeUpstream:
     version: str = "fake"
     delay_s: float = 0.0
     fail_rate: float = 0.0
+    fail_status: int = 500  # the status of an injected failure
     answer: Callable[[list[dict[str, Any]]], str] = echo_answer
     calls: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -64,7 +72,7 @@ class FakeUpstream:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail_rate and self.rng.random() < self.fail_rate:
-            await _send_json(send, 500, {"error": {"message": "injected failure"}})
+            await _send_json(send, self.fail_status, {"error": {"message": "injected failure"}})
             return
         text = self.answer(body.get("messages") or [])
         if self.tool_calls and body.get("stream"):
@@ -368,10 +376,13 @@ def main() -> None:
     parser.add_argument("--version", default="fake")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--fail-rate", type=float, default=0.0)
+    parser.add_argument("--long-answers", action="store_true", help="8 MB to 'long'")
     args = parser.parse_args()
     import uvicorn
 
     app = FakeUpstream(version=args.version, delay_s=args.delay, fail_rate=args.fail_rate)
+    if args.long_answers:
+        app.answer = long_for_long
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

@@ -26,7 +26,7 @@ from infra.store import open_store
 from infra.traces import SpoolSource, TraceRecord
 from infra.traces.langfuse_reader import LangfuseSource
 from tasks.demo import domain
-from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.fakes.langfuse import FakeLangfuseServer
 from tests.fakes.upstream import start_fake_upstream
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.errors import StateConflict
-from infra.gateway.chat import BadRequest, parse_chat_request
+from infra.gateway.chat_request import BadRequest, parse_chat_request
 from infra.gateway.routing import StateWatcher, bucket, decide
 from infra.routing import (
     RoutingState,
@@ -178,14 +178,14 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
         "temperature": 0.5,
         "stop": ["\n"],
     }
-    req = parse_chat_request(body, session_header="s1", default_max_tokens=16)
+    req = parse_chat_request(body, session_header="s1", max_tokens_limit=4096, max_messages=100)
     assert req.question == "what is 2+2?"
     assert req.contexts == ["calculator: 2+2=4"]
     assert (req.user_id, req.session_id) == ("alice", "s1")
-    assert req.params.temperature == 0.5 and req.params.max_tokens == 16
+    assert req.params.temperature == 0.5 and req.params.max_tokens is None  # none named
     assert req.params.extra == {"stop": ["\n"]}  # passed through; `user` never is
     custom = parse_chat_request(
-        {**body, "contexts": ["doc"]}, session_header=None, default_max_tokens=8
+        {**body, "contexts": ["doc"]}, session_header=None, max_tokens_limit=4096, max_messages=9
     )
     assert custom.contexts == ["doc"]
 
@@ -201,7 +201,7 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
 )
 def test_parse_chat_request_rejects_malformed_bodies(body: object) -> None:
     with pytest.raises(BadRequest):
-        parse_chat_request(body, session_header=None, default_max_tokens=16)
+        parse_chat_request(body, session_header=None, max_tokens_limit=4096, max_messages=100)
 
 
 def test_compare_and_swap_decides_again_on_the_state_a_concurrent_writer_left(
