@@ -54,11 +54,11 @@ run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
 # Every test but the benchmarks, in two runs: unit and integration on two pytest-xdist workers
-# (most of their time is one busy thread: training at one torch thread, waits on loopback
-# servers), then the end-to-end tests alone, one at a time (alert windows, canary steps and
-# a real vLLM are timed against the wall clock). TEST_WORKERS=0 runs the first part serially.
+# (much of their time is one busy thread or a wait on a loopback server; a file stays on one
+# worker, so its module fixtures run once), then the end-to-end tests one at a time (alert
+# windows, canary steps and vLLM run against the wall clock). TEST_WORKERS=0: no workers.
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PYTEST = $(BIN)/pytest --durations=20
 
 # .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
