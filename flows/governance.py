@@ -26,6 +26,7 @@ from tasks.governance.erasure import (
     user_traces_task,
 )
 from tasks.governance.langfuse import langfuse_erase_user_task, langfuse_expire_task, uses_langfuse
+from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task, save_pending
 from tasks.governance.maintenance import expire_task, store_key
 from tasks.governance.reach import publish_gauges, reached_versions_task
 from tasks.governance.retention import delete_objects_task, expired_raw_objects
@@ -37,8 +38,9 @@ def forget_user(user_key: UserKey) -> Erasure:
     """Erase one user everywhere: their rows in every table (training examples, preference
     pairs, consent, audit and quarantine mentions), their lines in the raw trace spool, their
     rows in rollouts, scores and held-back examples, their traces and scores in Langfuse (when
-    Langfuse is the trace source or sink); then expire old table snapshots and delete
-    the unreferenced files so the data is physically gone. The audit log records a receipt
+    Langfuse is the trace source or sink; Langfuse queues deletes, and the daily retention
+    run re-checks those a read-back could not confirm yet); then expire old table snapshots
+    and delete the unreferenced files so the data is physically gone. The audit log records a receipt
     derived from the key, not the key. Every model version that trained on the user's data
     is recorded with the receipt; the weekly run replaces a serving one before the deadline
     (`flywheel erasure-status RECEIPT`). Do not run while curate or train is committing.
@@ -66,6 +68,9 @@ def forget_user(user_key: UserKey) -> Erasure:
         if uses_langfuse(rt.settings):  # the production raw store
             done = langfuse_erase_user_task(key, salt, trace_ids)
             result.add_langfuse(done)
+            unconfirmed = [*done.pending, *done.deferred]  # the next retention run re-checks
+            requested = len(done.requested) + len(done.deferred)  # as the case counts them
+            save_pending(rt.store, result.receipt, requested=requested, trace_ids=unconfirmed)
             record_event(
                 rt.catalog,
                 event_type="governance.langfuse_erasure",
@@ -109,9 +114,10 @@ def forget_user_id(user_id: str) -> Erasure:
 def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
     trace spool files, rollouts, scores and held-back examples older than that many days;
-    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink);
-    then expire table snapshots older than the cutoff and delete the files no remaining
-    snapshot needs. Curated training examples and the audit log are kept. Runs daily.
+    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink),
+    and a read-back of the Langfuse deletes earlier forget-user runs could not confirm yet
+    (Langfuse queues deletes; those still there are requested again); then expire table
+    snapshots older than the cutoff and delete the files no remaining snapshot needs. Curated training examples and the audit log are kept. Runs daily.
 
     Args:
         days: Keep raw data this many days (0 deletes all of it and every older table
@@ -128,6 +134,8 @@ def retention(days: Days | None = None) -> Erasure:
         )
         if uses_langfuse(rt.settings):
             result.add_langfuse(langfuse_expire_task(cutoff))
+            for receipt in pending_receipts(rt.store):  # earlier erasures' unconfirmed deletes
+                result.add_recheck(*recheck_receipt_task(rt.store, receipt))
         expired, removed = expire_task(
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )
@@ -137,7 +145,7 @@ def retention(days: Days | None = None) -> Erasure:
             event_type="governance.retention",
             actor="retention",
             subject=cutoff.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            details={"days": keep_days, **erasure_details(result)},
+            details={"days": keep_days, **erasure_details(result), **result.recheck_counts()},
         )
         report.records("deleted", result.objects_deleted)
     publish_gauges(rt)  # daily: the open erasures' age moves on even when nothing else does

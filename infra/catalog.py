@@ -299,13 +299,6 @@ def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None
             get_table(catalog, name).append(to_arrow(name, rows))
 
 
-def replace_window(catalog: Catalog, name: str, window: str, rows: list[dict[str, Any]]) -> None:
-    """Replace every row of ``window`` with ``rows`` in one commit: a rerun never duplicates."""
-    from pyiceberg.expressions import EqualTo
-
-    replace_where(catalog, name, EqualTo("window", window), rows)
-
-
 def replace_where(
     catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
 ) -> None:

@@ -13,6 +13,9 @@ deploy/state.json                                   routing state
 metrics/<stage>.json                                cumulative stage counters
 feedback/watermark.json                             late feedback read up to here
 feedback/stale/<stage>/window=<ISO start>           windows to redo: feedback changed
+governance/erased/<receipt>.json                    hashed trace ids erased under a receipt
+governance/models/<receipt>.json                    the model side of an erasure (its case)
+governance/langfuse_pending/<receipt>.json          Langfuse deletes not yet read back as gone
 ```
 """
 
@@ -38,6 +41,9 @@ STALE_PREFIX = "feedback/stale/"
 ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)
 # per receipt: the model versions an erasure reaches, their replacement and retirement
 ERASURE_CASES_PREFIX = "governance/models/"
+# per receipt: Langfuse trace ids whose delete a read-back has not confirmed yet (Langfuse
+# queues deletes); opaque ids, kept only here, never in audit details, logs or parameters
+LANGFUSE_PENDING_PREFIX = "governance/langfuse_pending/"
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite

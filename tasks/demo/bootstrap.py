@@ -29,6 +29,7 @@ import yaml
 from infra import models
 from infra.errors import ConfigError, ObjectNotFound
 from infra.local_lm import LocalLM, intra_op_threads
+from tasks import golden
 from tasks.demo import domain
 from tasks.demo.pretrain import (
     BootstrapConfig,
@@ -50,6 +51,8 @@ CODE_VERSION = "bootstrap/v1"  # bump when the training recipe changes: invalida
 
 @dataclass
 class BootstrapResult:
+    """The base model v0: where it is, its golden accuracy, and whether it came from the cache."""
+
     version: str
     model_dir: Path
     golden_accuracy: float
@@ -70,7 +73,7 @@ class BootstrapResult:
 
 def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None = None) -> str:
     """The cache key: everything that changes the bootstrapped model."""
-    manifest = domain.verify_manifest()
+    manifest = golden.verify_manifest()
     payload = {
         "config": _hashed_config(config),
         "seed": seed,
@@ -169,7 +172,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     shutil.rmtree(partial, ignore_errors=True)
     out = partial / "model"
     out.mkdir(parents=True)
-    golden = domain.load_golden()
+    items = domain.load_golden()
     trained: PretrainLog | None = None
     from transformers.utils import logging as hf_logging
 
@@ -193,7 +196,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         lm = LocalLM.load(out, device=settings.device)
         accuracy, _ = evaluate_golden(
             lm,
-            golden,
+            items,
             batch_size=config.eval_batch_size,
             max_new_tokens=settings.eval_max_new_tokens,
         )
@@ -207,9 +210,9 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         "seed": seed,
         "config": asdict(config),
         "domain_version": domain.DOMAIN_VERSION,
-        "golden_manifest": domain.verify_manifest(),
+        "golden_manifest": golden.verify_manifest(),
         "golden_accuracy": accuracy,
-        "golden_items": len(golden),
+        "golden_items": len(items),
         "n_params": lm.num_parameters,
         "final_loss": trained.losses[-1] if trained else None,
         "steps": len(trained.losses) if trained else 0,

@@ -62,6 +62,10 @@ class Erasure:
     langfuse_traces_pending: int = 0  # of those, still there on read-back
     langfuse_traces_deferred: int = 0  # not requested: Langfuse's delete budget ran out
     langfuse_recheck: list[str] = field(default_factory=list)  # pending + deferred trace ids
+    # retention: earlier erasures whose unconfirmed Langfuse deletes it re-checked
+    langfuse_rechecked_erasures: int = 0
+    langfuse_recheck_confirmed: int = 0  # of their deletes, confirmed by this run's read-back
+    langfuse_recheck_pending: int = 0  # of their deletes, still unconfirmed after it
     found: bool = True  # forget-user: False when the user had no data anywhere
 
     def add_langfuse(self, done: LangfuseDeletion) -> None:
@@ -81,6 +85,20 @@ class Erasure:
             "langfuse_traces_confirmed": self.langfuse_traces_confirmed,
             "langfuse_traces_pending": self.langfuse_traces_pending,
             "langfuse_traces_deferred": self.langfuse_traces_deferred,
+        }
+
+    def add_recheck(self, confirmed: int, pending: int) -> None:
+        """Take one erasure's re-check: deletes confirmed now and those still pending."""
+        self.langfuse_rechecked_erasures += 1
+        self.langfuse_recheck_confirmed += confirmed
+        self.langfuse_recheck_pending += pending
+
+    def recheck_counts(self) -> dict[str, int]:
+        """What retention's re-check of earlier erasures' Langfuse deletes found."""
+        return {
+            "langfuse_rechecked_erasures": self.langfuse_rechecked_erasures,
+            "langfuse_recheck_confirmed": self.langfuse_recheck_confirmed,
+            "langfuse_recheck_pending": self.langfuse_recheck_pending,
         }
 
     def erased_anything(self) -> bool:
@@ -291,6 +309,12 @@ def erasure_markdown(title: str, result: Erasure) -> str:
         f"{result.langfuse_traces_confirmed}, pending {result.langfuse_traces_pending}, deferred "
         f"{result.langfuse_traces_deferred}; scores go with their traces)",
     ]
+    if result.langfuse_rechecked_erasures:
+        lines.append(
+            f"- earlier erasures re-checked in Langfuse: {result.langfuse_rechecked_erasures} "
+            f"(deletes confirmed now {result.langfuse_recheck_confirmed}, still pending "
+            f"{result.langfuse_recheck_pending})"
+        )
     return "\n".join(lines)
 
 

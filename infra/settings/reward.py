@@ -1,14 +1,34 @@
-"""The reward's settings (``FLYWHEEL_REWARD__*``) and how user feedback is read
-(``FLYWHEEL_FEEDBACK__*``); part of :class:`infra.settings.Settings`."""
+"""Stage 2's settings: the judge (``FLYWHEEL_JUDGE__*``), the reward (``FLYWHEEL_REWARD__*``)
+and how user feedback is read (``FLYWHEEL_FEEDBACK__*``); part of
+:class:`infra.settings.Settings`."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, SecretStr, field_validator
 
 COMPONENT_NAMES = ("judge", "faithfulness", "context_recall", "feedback", "latency")
+
+
+class JudgeSettings(BaseModel):
+    """The judge used by stage 2 (and by the gate through the same reward)."""
+
+    kind: Literal["verifier", "llm"] = "verifier"
+    base_url: str | None = None  # OpenAI-compatible endpoint for kind=llm and for ragas
+    model: str = "judge"
+    api_key: SecretStr | None = None
+    concurrency: int = 16
+    max_retries: int = 3
+    timeout_s: float = 30.0
+    call_budget: int = 10_000  # per run
+    skip_when_feedback: bool = True  # DESIGN: prioritise user feedback, skip the LLM judge
+    ragas_mode: Literal["auto", "llm", "non_llm"] = "auto"  # auto: llm when base_url is set
+    # ask the LLM judge to write a reference answer when a trace has none (one more call per
+    # trace): context recall then applies to real traffic; off, it is "not applicable"
+    reference_from_llm: bool = False
 
 
 class RewardSettings(BaseModel):
@@ -30,6 +50,13 @@ class RewardSettings(BaseModel):
     # "flywheel.verifiers"; `verifier` for every workload, `verifiers` per workload (wins)
     verifier: str | None = None
     verifiers: dict[str, str] = {}
+    # golden sets (JSONL file or folder; tasks/golden.py): `golden` for every workload
+    # (default: the repository's golden/), `golden_sets` per workload (wins)
+    golden: Path | None = None
+    golden_sets: dict[str, Path] = {}
+    # decontamination beyond equal questions: "module:function" (question -> bool) telling that
+    # a question asks a golden item in other words (default: the demo's calculator operands)
+    golden_match: str | None = None
     thumbs_down_veto: bool = True  # a thumbs-down sets the total to 0 whatever else scored
 
     @field_validator("required")
@@ -42,7 +69,7 @@ class RewardSettings(BaseModel):
                 raise ValueError(f"unknown reward component {bad[0]!r}; expected one of {known}")
         return ["|".join(c.strip() for c in entry.split("|")) for entry in value]
 
-    @field_validator("verifier")
+    @field_validator("verifier", "golden_match")
     @classmethod
     def _verifier_spec(cls, value: str | None) -> str | None:
         return None if value is None else check_verifier_spec(value)
