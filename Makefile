@@ -53,14 +53,25 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
+# Every test but the benchmarks, in two runs: unit and integration (TEST_WORKERS=2: on two
+# pytest-xdist workers; much of their time is one busy thread or a wait on a loopback server,
+# and a file stays on one worker so its module fixtures run once), then the end-to-end tests one
+# at a time (alert windows, canary steps and vLLM run against the wall clock). Workers are off
+# by default until two consecutive full runs on two workers are green.
+TEST_WORKERS ?= 0
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST = $(BIN)/pytest --durations=20
+
 # .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
 test: $(STAMP)
 	.ci/test-deps
 	$(MAKE) --no-print-directory vllm s3rver
-	$(BIN)/pytest -m "not bench" --timeout=900
+	$(PYTEST) -m "not bench and not e2e" $(XDIST) --timeout=900
+	$(PYTEST) -m "e2e and not bench" --timeout=900
 
+# unit and integration without the tests marked slow (each > ~30 s) and the end-to-end ones
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not bench and not slow and not e2e" --timeout=600
+	$(PYTEST) -m "not bench and not slow and not e2e" $(XDIST) --timeout=600
 
 lint: $(STAMP)
 	$(BIN)/ruff check flows tasks infra deployments tests

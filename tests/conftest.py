@@ -20,6 +20,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # two workers on two cores: a second torch/BLAS thread per worker only contends (training
+    # at two threads beside another busy process runs several times slower than at one)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 for _var in [
     v for v in os.environ if v.startswith("FLYWHEEL_") and not v.startswith("FLYWHEEL_TEST_")
 ]:
@@ -59,6 +64,33 @@ def flywheel_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     get_settings.cache_clear()
     yield home
     get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache of the bootstrapped v0 for the whole run, keyed by its input hash as a
+    user's is: the tests that bootstrap the same config pre-train it once and copy it after.
+    Under pytest-xdist the workers share it; ``FLYWHEEL_TEST_BOOTSTRAP_CACHE`` keeps it across
+    runs (a CI cache: the hash covers the config, seed, golden set and recipe version)."""
+    kept = os.environ.get("FLYWHEEL_TEST_BOOTSTRAP_CACHE")
+    if kept:
+        path = Path(kept)
+    else:
+        base = tmp_path_factory.getbasetemp()
+        path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bootstrap"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def shared_bootstrap(bootstrap_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Bootstraps in this test build into (or copy from) the session's :func:`bootstrap_cache`;
+    the model is still registered in the test's own store and model cache."""
+    from infra.settings import get_settings
+
+    monkeypatch.setenv("FLYWHEEL_BOOTSTRAP_CACHE_DIR", str(bootstrap_cache))
+    get_settings.cache_clear()
+    return bootstrap_cache
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     profile: Literal["demo", "llama"] = "demo"  # the embedded base model bootstrap builds
     # share of the demo v0's pre-training answers that hedge ("81 or 82"); 0: none (default)
     bootstrap_hedge_share: float = Field(default=0.0, ge=0, le=1)
+    bootstrap_cache_dir: Path | None = None  # trained v0 builds by input hash; default: home
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
     eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
     task_runner: Literal["threads", "dask", "ray"] = "threads"

@@ -4,7 +4,8 @@ that its greedy golden accuracy leaves room to improve (about 30-70 %).
 
 Deterministic under the seed, and cached by the hash of its inputs (config, seed, domain
 version, golden manifest, code version): a second call with the same inputs finds ``v0`` in the
-store (or the trained directory under ``$FLYWHEEL_HOME/cache/bootstrap/<hash>``) and returns at
+store (or the trained directory under ``$FLYWHEEL_HOME/cache/bootstrap/<hash>``, or
+``$FLYWHEEL_BOOTSTRAP_CACHE_DIR/<hash>``) and returns at
 once. With ``FLYWHEEL_BASE_MODEL_PATH`` set, that Hugging Face causal LM is registered as ``v0``
 instead of training one.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import platform
 import shutil
 import time
@@ -123,7 +125,7 @@ def bootstrap_base_model(
         progress("v0 is already built (cached)", config, done=config.steps)
         path = models.fetch_model(store, "v0", cache_root)
         return _result(lineage, model_dir=path, cached=True, started=started)
-    work = settings.home_dir / "cache" / "bootstrap" / key
+    work = build_cache_root(settings) / key
     result_file = work / "result.json"
     if force or not result_file.is_file():
         _build(work, config=config, seed=seed, settings=settings, key=key)
@@ -132,6 +134,15 @@ def bootstrap_base_model(
     models.publish_model_dir(store, "v0", work / "model", overwrite=True)
     path = models.fetch_model(store, "v0", cache_root)
     return _result(info, model_dir=path, cached=False, started=started)
+
+
+def build_cache_root(settings: Settings) -> Path:
+    """Where trained builds of v0 are kept by input hash: ``FLYWHEEL_BOOTSTRAP_CACHE_DIR`` when
+    set (one cache that several homes share, e.g. every test of a session), else
+    ``$FLYWHEEL_HOME/cache/bootstrap``."""
+    if settings.bootstrap_cache_dir is not None:
+        return settings.bootstrap_cache_dir.expanduser().resolve()
+    return settings.home_dir / "cache" / "bootstrap"
 
 
 def _result(
@@ -155,9 +166,11 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     import torch
 
     t0 = time.perf_counter()
-    if work.exists():
-        shutil.rmtree(work)
-    out = work / "model"
+    # built beside ``work`` and renamed when complete: a build cache that several processes
+    # share never shows another one a half-written model
+    partial = work.with_name(f"{work.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    out = partial / "model"
     out.mkdir(parents=True)
     items = domain.load_golden()
     trained: PretrainLog | None = None
@@ -211,7 +224,9 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     }
     (out / "lineage.json").write_text(json.dumps(info, indent=2, sort_keys=True))
     (out / "model_card.yaml").write_text(yaml.safe_dump(base_model_card(info), sort_keys=False))
-    (work / "result.json").write_text(json.dumps(info, sort_keys=True))
+    (partial / "result.json").write_text(json.dumps(info, sort_keys=True))
+    shutil.rmtree(work, ignore_errors=True)
+    partial.rename(work)
     log.info("bootstrapped v0 (%s): golden accuracy %.3f in %.0f s", source, accuracy, wall)
 
 

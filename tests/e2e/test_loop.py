@@ -26,7 +26,7 @@ CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
 
 
 def test_one_cycle_ships_a_better_model_offline(
-    prefect_api: None, flywheel_home: Any, no_network: list[Any]
+    prefect_api: None, flywheel_home: Any, shared_bootstrap: Any, no_network: list[Any]
 ) -> None:
     from flows.loop import LoopOptions, loop_report, run_loop
 

@@ -63,7 +63,7 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> Iterator[Served]:
     """``v0`` of the Llama profile bootstrapped into a fresh home and served by one vLLM."""
     from infra.model_server import open_model_server
     from infra.runtime import Runtime
@@ -71,7 +71,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     from tasks.demo.bootstrap import bootstrap_base_model
 
     tmp = tmp_path_factory.mktemp("vllm")
-    env = {"FLYWHEEL_HOME": str(tmp / "home"), **RUN_ENV}
+    env = {
+        "FLYWHEEL_HOME": str(tmp / "home"),
+        "FLYWHEEL_BOOTSTRAP_CACHE_DIR": str(bootstrap_cache),
+        **RUN_ENV,
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)

@@ -69,6 +69,7 @@ def test_young_orphans_stay_old_ones_go(flywheel_home) -> None:
     assert scan(catalog, "audit_log").num_rows == 1
 
 
+@pytest.mark.slow
 def test_curate_and_retention_at_once_on_s3_keep_every_row(prefect_api, flywheel_home, monkeypatch):
     with s3_server("flywheel-race") as endpoint:
         for key, value in {

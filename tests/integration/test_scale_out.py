@@ -52,6 +52,7 @@ def test_unknown_runner_is_refused_by_the_settings(monkeypatch):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_curate_on_local_dask_equals_curate_on_threads(prefect_api, flywheel_home, monkeypatch):
     import psutil
     from prefect_dask import DaskTaskRunner
@@ -141,6 +142,7 @@ def watched_ray(monkeypatch) -> Iterator[list[str]]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_curate_on_local_ray_equals_curate_on_threads(prefect_api, flywheel_home, monkeypatch):
     from flows.curate import curate
 
@@ -195,6 +197,7 @@ def _forget_cached_verdicts() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["dask", "ray"])
 def test_score_on_a_local_cluster_equals_score_on_threads(
     runner, prefect_api, flywheel_home, monkeypatch

@@ -108,7 +108,7 @@ def _row(
 
 
 @pytest.fixture(scope="module")
-def base_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def base_model(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> Iterator[Path]:
     """A small demo base model (2 x 96, about 60 % greedy golden accuracy), bootstrapped once
     for the module. One torch thread: two busy threads on two shared cores are ~10x slower."""
     import torch
@@ -118,7 +118,7 @@ def base_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    settings = Settings(home=tmp_path_factory.mktemp("base"))
+    settings = Settings(home=tmp_path_factory.mktemp("base"), bootstrap_cache_dir=bootstrap_cache)
     cfg = BootstrapConfig(n_layer=2, n_embd=96, steps=600, threads=1)
     store = LocalStore(settings.resolved_store_url)
     yield bootstrap_base_model(store, settings=settings, config=cfg).model_dir
