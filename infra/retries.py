@@ -108,7 +108,9 @@ def _next_delay(exc: BaseException, retry: int, policy: Backoff, operation: str)
         return None
     RETRIES.add(operation)
     delay = policy.delay(retry, after)
-    log.warning(
+    # INFO, not WARNING: a retry that succeeds is not the user's concern (it is counted in
+    # flywheel_retries_total); the error after the last attempt is what they see
+    log.info(
         "%s failed (%s), retry %d of %d in %.1f s",
         operation,
         type(exc).__name__,
