@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from infra.errors import CatalogError, TransientCatalogError
+from infra.faults import arm_catalog
 from infra.retries import retry_call
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ def _open_catalog(settings: Settings) -> Catalog:
 
             if not settings.catalog_uri:
                 raise CatalogError("FLYWHEEL_CATALOG_URI is required for the REST catalog")
-            return RestCatalog("flywheel", uri=settings.catalog_uri, **props)
+            return arm_catalog(RestCatalog("flywheel", uri=settings.catalog_uri, **props))
         from pyiceberg.catalog.sql import SqlCatalog
 
         uri = settings.resolved_catalog_uri
@@ -176,7 +177,7 @@ def _open_catalog(settings: Settings) -> Catalog:
                 Path(settings.resolved_warehouse.removeprefix("file://")).mkdir(
                     parents=True, exist_ok=True
                 )
-        return SqlCatalog("flywheel", uri=uri, **props)
+        return arm_catalog(SqlCatalog("flywheel", uri=uri, **props))
     except CatalogError:
         raise
     except Exception as exc:

@@ -22,6 +22,7 @@ from infra.errors import (
     StoreError,
     TransientStoreError,
 )
+from infra.faults import kill_point
 from infra.store.base import check_key
 from infra.store.transfer import temp_beside, transfer_config
 
@@ -102,6 +103,8 @@ class S3Store:
         return StoreError(f"{what} at {self.endpoint}: {exc}")
 
     def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` as ``key`` in one PUT."""
+        kill_point("store.put", key)
         try:
             self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except Exception as exc:
@@ -117,6 +120,7 @@ class S3Store:
     def put_file(self, key: str, path: Path) -> None:
         """Upload the file at ``path`` as ``key``: multipart above 64 MiB, parts read from disk
         as they are sent (memory bounded whatever the size; S3 refuses one PUT over 5 GiB)."""
+        kill_point("store.put", key)
         try:
             self._client.upload_file(
                 str(path), self.bucket, self._key(key), Config=transfer_config()
@@ -205,6 +209,7 @@ class S3Store:
             PreconditionFailed: the object changed (or appeared) since ``etag`` was read
                 (HTTP 412, or 409 for a concurrent conditional write on AWS).
         """
+        kill_point("store.put", key)
         condition = {"IfMatch": f'"{etag}"'} if etag is not None else {"IfNoneMatch": "*"}
         with _cas_lock(f"{self.url}/{key}"):
             try:
