@@ -31,6 +31,7 @@ from tasks.train.checkpoints import (
     is_demo_model,
     pick_base_version,
     publish_task,
+    published_runs,
     scratch_dir,
 )
 from tasks.train.config import TrainConfig
@@ -121,7 +122,12 @@ def train(
             )
             pairs_sid = None
             if choice.method == "dpo":
-                pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
+                pairs_sid = write_pairs_task(
+                    rt.catalog,
+                    train_run=run_id,
+                    pairs=selection.pairs,
+                    published_runs=published_runs(rt.store),
+                )
             consent_sid = current_snapshot_id(rt.catalog, "consent")
             progress = progress_artifact_callback(config)
             with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
