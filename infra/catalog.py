@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from infra.errors import CatalogError, TransientCatalogError
 from infra.faults import arm_catalog
-from infra.retries import retry_call
+from infra.retries import Backoff, retry_call
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
+
+COMMIT_RETRIES = Backoff(attempts=6, base_s=0.1, max_s=2.0)
+"""A lost commit race is retried at once from a fresh table: 6 attempts, 0.1 s doubling."""
 
 NAMESPACE = "flywheel"
 TS = pa.timestamp("us", tz="UTC")
@@ -273,66 +276,84 @@ def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 @contextmanager
-def _commit(catalog: Catalog, name: str) -> Iterator[None]:
-    """Hold the table lease shared (orphan removal waits for this commit, data files
-    included: :mod:`infra.lease`) and translate a lost commit race (another writer committed
-    first) into a retriable :class:`TransientCatalogError`; the write can simply be done
-    again."""
+def _commit(name: str) -> Iterator[None]:
+    """Translate a lost commit race (another writer committed first) into a retriable
+    :class:`TransientCatalogError`: the write can simply be done again."""
     from pyiceberg.exceptions import CommitFailedException
 
-    from infra.lease import table_lease
-
     try:
-        with table_lease(catalog).shared():
-            yield
+        yield
     except CommitFailedException as exc:
         raise TransientCatalogError(f"commit to flywheel.{name} lost a race: {exc}") from exc
+
+
+def table_lease_of(catalog: Catalog) -> Any:
+    """The table lease held shared around one commit (orphan removal waits for it, data files
+    included: :mod:`infra.lease`)."""
+    from infra.lease import table_lease
+
+    return table_lease(catalog).shared()
+
+
+def _write(name: str, write: Callable[[], None]) -> None:
+    """One commit to ``flywheel.<name>`` under the table lease; a commit that lost a race to
+    another writer (or met a transient failure) is done again from a fresh table, up to the
+    retry policy (counted as ``catalog.commit``)."""
+
+    def once() -> None:
+        with _commit(name):
+            write()
+
+    retry_call(once, operation="catalog.commit", policy=COMMIT_RETRIES)
 
 
 def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
     """Append rows to a table in one commit (no-op for no rows).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
     if rows:
-        with _commit(catalog, name):
-            get_table(catalog, name).append(to_arrow(name, rows))
+        _write(name, lambda: _lease_append(catalog, name, rows))
 
 
-def replace_window(catalog: Catalog, name: str, window: str, rows: list[dict[str, Any]]) -> None:
-    """Replace every row of ``window`` with ``rows`` in one commit: a rerun never duplicates."""
-    from pyiceberg.expressions import EqualTo
-
-    replace_where(catalog, name, EqualTo("window", window), rows)
+def _lease_append(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
+    with table_lease_of(catalog):
+        get_table(catalog, name).append(to_arrow(name, rows))
 
 
 def replace_where(
     catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
 ) -> None:
-    """Replace the rows matching ``row_filter`` with ``rows`` in one commit.
+    """Replace the rows matching ``row_filter`` with ``rows`` in one commit (a rerun never
+    duplicates: the same filter replaces what the last run wrote).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
-    table = get_table(catalog, name)
-    with (
-        _commit(catalog, name),
-        warnings.catch_warnings(),
-    ):  # "Delete operation did not match any records" on first run
-        warnings.simplefilter("ignore", UserWarning)
-        table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
+
+    def overwrite() -> None:
+        with table_lease_of(catalog), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "did not match any records"
+            table = get_table(catalog, name)
+            table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
+
+    _write(name, overwrite)
 
 
 def delete_rows(catalog: Catalog, name: str, row_filter: BooleanExpression) -> None:
     """Delete the rows matching ``row_filter`` (copy-on-write; data files are rewritten).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
-    with _commit(catalog, name), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        get_table(catalog, name).delete(delete_filter=row_filter)
+
+    def delete() -> None:
+        with table_lease_of(catalog), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            get_table(catalog, name).delete(delete_filter=row_filter)
+
+    _write(name, delete)
 
 
 def scan(
