@@ -1,4 +1,5 @@
-"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``).
+"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``; schemas in
+:mod:`infra.catalog_schemas`).
 
 SQLite ``SqlCatalog`` with the warehouse inside the object store by default; a REST catalog by
 setting ``FLYWHEEL_CATALOG_TYPE=rest``. Tables are created on first use. Window-keyed writes
@@ -12,10 +13,11 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from infra.catalog_schemas import DAY_PARTITIONS, NAMESPACE, SCHEMAS
 from infra.errors import CatalogError, TransientCatalogError
 from infra.faults import arm_catalog
 from infra.retries import Backoff, retry_call
@@ -28,121 +30,10 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 COMMIT_RETRIES = Backoff(attempts=6, base_s=0.1, max_s=2.0)
 """A lost commit race is retried at once from a fresh table: 6 attempts, 0.1 s doubling."""
-
-NAMESPACE = "flywheel"
-TS = pa.timestamp("us", tz="UTC")
-STR_LIST = pa.list_(pa.string())
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "training_examples": pa.schema(
-        [
-            ("trace_id", pa.string()),
-            ("prompt_group", pa.string()),
-            ("user_key", pa.string()),
-            ("question", pa.string()),
-            ("contexts", STR_LIST),
-            ("answer", pa.string()),
-            ("reward", pa.float64()),
-            ("reward_judge", pa.float64()),
-            ("reward_faithfulness", pa.float64()),
-            ("reward_context_recall", pa.float64()),
-            ("reward_feedback", pa.float64()),
-            ("reward_latency", pa.float64()),
-            ("reward_config_hash", pa.string()),
-            ("model_version", pa.string()),
-            ("pattern", pa.string()),
-            ("pii_entities", STR_LIST),
-            # "train": passed every gate; "rejected_only": kept solely as the low-reward side of a
-            # preference pair for its prompt group (never used as an SFT/RFT target).
-            ("eligible_as", pa.string()),
-            ("window", pa.string()),
-            ("created_at", TS),
-            # added by issue 15 (schema evolution: older tables get them on first load, their
-            # old rows read as null): the agent use case and the anonymised conversation
-            ("workload", pa.string()),
-            ("messages", pa.string()),  # JSON list of OpenAI chat messages
-        ]
-    ),
-    "preference_pairs": pa.schema(
-        [
-            ("pair_id", pa.string()),
-            ("prompt_group", pa.string()),
-            ("prompt", pa.string()),
-            ("chosen", pa.string()),
-            ("rejected", pa.string()),
-            ("chosen_reward", pa.float64()),
-            ("rejected_reward", pa.float64()),
-            ("reward_diff", pa.float64()),
-            ("windows", STR_LIST),
-            ("user_keys", STR_LIST),
-            ("train_run", pa.string()),
-            ("created_at", TS),
-        ]
-    ),
-    "eval_results": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("model_version", pa.string()),
-            ("item_id", pa.string()),
-            ("slice", pa.string()),
-            ("score", pa.float64()),
-            ("answer", pa.string()),
-            ("created_at", TS),
-        ]
-    ),
-    "audit_log": pa.schema(
-        [
-            ("event_id", pa.string()),
-            ("at", TS),
-            ("event_type", pa.string()),
-            ("actor", pa.string()),
-            ("subject", pa.string()),
-            ("details", pa.string()),
-        ]
-    ),
-    "quarantine": pa.schema(
-        [
-            ("stage", pa.string()),
-            ("window", pa.string()),
-            ("reason", pa.string()),
-            ("record", pa.string()),
-            ("at", TS),
-        ]
-    ),
-    # human review (tasks/review.py): curate queues anonymised rows, people label them
-    "review_queue": pa.schema(
-        [
-            ("trace_id", pa.string()),
-            ("window", pa.string()),
-            ("reason", pa.string()),  # random | edge
-            ("reward", pa.float64()),
-            ("reward_feedback", pa.float64()),
-            ("question", pa.string()),
-            ("answer", pa.string()),
-            ("model_version", pa.string()),
-            ("queued_at", TS),
-            ("human_score", pa.float64()),  # 0..1; null until labelled
-            ("reviewer", pa.string()),  # a pseudonym, never a name or e-mail
-            ("labelled_at", TS),
-        ]
-    ),
-    "consent": pa.schema(
-        [
-            ("user_key", pa.string()),
-            ("consent_to_training", pa.bool_()),
-            ("updated_at", TS),
-        ]
-    ),
-}
-
-# table -> (source column, partition name) for a day partition
-DAY_PARTITIONS: dict[str, tuple[str, str]] = {
-    "training_examples": ("created_at", "created_day"),
-    "audit_log": ("at", "at_day"),
-}
 
 
 def open_catalog(settings: Settings) -> Catalog:
@@ -218,7 +109,35 @@ def _s3_props(settings: Settings) -> dict[str, str]:
 
 
 def get_table(catalog: Catalog, name: str) -> Table:
-    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema."""
+    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema; a
+    transient failure of the warehouse's object store is retried (``catalog.read``)."""
+    return retry_call(lambda: _io(lambda: _get_table(catalog, name)), operation="catalog.read")
+
+
+_TRANSIENT_IO = (
+    "SERVICE_UNAVAILABLE",
+    "INTERNAL_FAILURE",
+    "SLOW_DOWN",
+    "THROTTLING",
+    "NETWORK_CONNECTION",
+    "REQUEST_TIMEOUT",
+    "HTTP status 5",
+)
+
+
+def _io(fn: Callable[[], T]) -> T:
+    """``fn()`` with a transient failure of the warehouse's S3 client (pyarrow's ``OSError``
+    naming a 5xx, throttling or a lost connection) raised as :class:`TransientCatalogError`."""
+    try:
+        return fn()
+    except OSError as exc:
+        text = str(exc)
+        if "AWS Error" in text and any(code in text for code in _TRANSIENT_IO):
+            raise TransientCatalogError(f"object store of the warehouse: {text}") from exc
+        raise
+
+
+def _get_table(catalog: Catalog, name: str) -> Table:
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
 
     ident = f"{NAMESPACE}.{name}"
@@ -302,7 +221,7 @@ def _write(name: str, write: Callable[[], None]) -> None:
 
     def once() -> None:
         with _commit(name):
-            write()
+            _io(write)
 
     retry_call(once, operation="catalog.commit", policy=COMMIT_RETRIES)
 
@@ -365,8 +284,11 @@ def scan(
     """Read a table (optionally filtered, optionally as of a snapshot) into Arrow."""
     from pyiceberg.expressions import AlwaysTrue
 
-    table = get_table(catalog, name)
-    return table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snapshot_id).to_arrow()
+    def read() -> pa.Table:
+        table = get_table(catalog, name)
+        return table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snapshot_id).to_arrow()
+
+    return retry_call(lambda: _io(read), operation="catalog.read")
 
 
 def current_snapshot_id(catalog: Catalog, name: str) -> int | None:

@@ -109,6 +109,12 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(proxy.body)
 
         def _relay(self) -> None:
+            try:
+                self._answer()
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up first
+                self.close_connection = True
+
+        def _answer(self) -> None:
             body = self._body()
             kind = proxy.draw(self.command)
             if kind == "reset":
@@ -127,10 +133,12 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self._fail()
                 return
             self.send_response(status)
+            head = self.command == "HEAD"  # the upstream's Content-Length: the object's size
             for key, value in answer_headers:
-                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                if key.lower() not in HOP_BY_HOP and (head or key.lower() != "content-length"):
                     self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
+            if not head:
+                self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
