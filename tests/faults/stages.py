@@ -25,6 +25,7 @@ STAGE_ENV = {
     "FLYWHEEL_TRAIN__BUFFER_WINDOWS": "2",
     "FLYWHEEL_TRAIN__MIN_PAIRS": "5",
     "FLYWHEEL_TRAIN__METHOD": "dpo",
+    "FLYWHEEL_CURATE__LANGUAGES": '["en"]',  # the planted window is English
 }
 
 

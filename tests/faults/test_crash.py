@@ -104,20 +104,16 @@ def test_train_killed_during_publish_then_rerun_equals_a_clean_run(
     assert contents(home) == clean["trained"]
 
 
-@pytest.mark.parametrize("seed", [1, 2])
 def test_a_stage_killed_at_a_random_write_then_rerun_equals_a_clean_run(
-    seed: int, template: Path, clean: dict[str, Any], api_url: str, tmp_path: Path
+    clean: dict[str, Any], api_url: str, tmp_path: Path
 ) -> None:
-    rng = random.Random(seed)
-    home = copy_home(template, tmp_path / "home")
-    curate = ("curate", "--window-start", WINDOW_START)
-    point = f"store.put#{rng.randint(1, 6)}"
-
-    flywheel(*curate, home=home, api_url=api_url, FLYWHEEL_TEST_KILL_AT=point)
-    assert flywheel(*curate, home=home, api_url=api_url).returncode == 0
-    assert contents(home) == clean["curated"]
-
+    seed = 20261126
+    rng = random.Random(seed)  # a fixed draw: a failure names the same point again
+    home = copy_home(clean["curated_home"], tmp_path / "home")
+    train = ("train", "--max-steps", "1")
     point = f"store.put#{rng.randint(1, 12)}"
-    flywheel("train", "--max-steps", "1", home=home, api_url=api_url, FLYWHEEL_TEST_KILL_AT=point)
-    assert flywheel("train", "--max-steps", "1", home=home, api_url=api_url).returncode == 0
-    assert contents(home) == clean["trained"]
+
+    killed = flywheel(*train, home=home, api_url=api_url, FLYWHEEL_TEST_KILL_AT=point)
+    assert killed.returncode in (KILLED, 0), killed.stderr  # 0: the run wrote fewer objects
+    assert flywheel(*train, home=home, api_url=api_url).returncode == 0
+    assert contents(home) == clean["trained"], point
