@@ -12,7 +12,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple, NoReturn
 
-from deployments import commands, output, prove_command, review_commands
+from deployments import (
+    commands,
+    erasure_commands,
+    output,
+    pii_eval_command,
+    prove_command,
+    review_commands,
+)
 from deployments.argtypes import whole_number
 from infra.errors import ConfigError
 from infra.keys import parse_window_start, window_id
@@ -219,6 +226,19 @@ COMMANDS: tuple[Command, ...] = (
         commands.forget_user,
     ),
     Command(
+        "erasure-status",
+        "each store and model version an erasure touched, what was done and when",
+        erasure_commands.status_args,
+        commands.erasure_status,
+        starts_flow=False,
+    ),
+    Command(
+        "erasure-resolve",
+        "after a failed erasure replacement: --rollback or --accept, with --reason",
+        erasure_commands.resolve_args,
+        commands.erasure_resolve,
+    ),
+    Command(
         "consent",
         "record a user's consent to training (grant or withdraw)",
         _consent_args,
@@ -279,7 +299,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "rollback",
-        "candidate weight and shadow to 0 at once (through the gateway if set)",
+        "candidate to 0 % at once, or a promotion back to the previous stable while baking",
         _control_args,
         commands.rollback,
     ),
@@ -297,6 +317,13 @@ COMMANDS: tuple[Command, ...] = (
         commands.review,
         starts_flow=False,
         check=review_commands.check_review,
+    ),
+    Command(
+        "pii-eval",
+        "the anonymiser on a labelled file: recall per type, leaks, altered texts",
+        pii_eval_command.add_args,
+        pii_eval_command.run,
+        starts_flow=False,
     ),
     Command(
         "run",

@@ -110,7 +110,7 @@ def _empty_window_note(stage: str, window: str) -> str:
 def bootstrap(ns: argparse.Namespace) -> int:
     from deployments.progress import showing_progress
     from infra.runtime import Runtime
-    from tasks.bootstrap import bootstrap_base_model
+    from tasks.demo.bootstrap import bootstrap_base_model
 
     rt = Runtime.from_env()
     with showing_progress():
@@ -138,7 +138,7 @@ def gateway(ns: argparse.Namespace) -> int:
 
 def simulate(ns: argparse.Namespace) -> int:
     from infra.settings import get_settings
-    from tasks.simulate import simulate as simulate_users
+    from tasks.demo.simulate import simulate as simulate_users
 
     s = get_settings()
     url = ns.gateway_url or s.gateway.url or f"http://{s.gateway.host}:{s.gateway.port}"
@@ -178,9 +178,12 @@ def forget_user(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
+    if r.found:
+        from deployments.erasure_commands import models_fields
+
+        fields |= models_fields(r.receipt)
     emit(ns, "forget-user", fields)
     if not r.found:
         error(
@@ -219,11 +222,22 @@ def retention(ns: argparse.Namespace) -> int:
         "objects_deleted": r.objects_deleted,
         "snapshots_expired": r.snapshots_expired,
         "files_removed": r.orphan_files_removed,
-        "langfuse_traces_deleted": r.langfuse_traces_deleted,
-        "langfuse_scores_deleted": r.langfuse_scores_deleted,
+        **r.langfuse_counts(),
     }
     emit(ns, "retention", fields)
     return 0
+
+
+def erasure_status(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import show_status
+
+    return show_status(ns)
+
+
+def erasure_resolve(ns: argparse.Namespace) -> int:
+    from deployments.erasure_commands import resolve
+
+    return resolve(ns)
 
 
 def review(ns: argparse.Namespace) -> int:
@@ -270,11 +284,16 @@ def train(ns: argparse.Namespace) -> int:
 def check_release(ns: argparse.Namespace) -> None:
     """The version must be servable: checked before a flow run starts (one line, routing
     untouched); the flow checks again for runs started from the UI."""
+    from infra.errors import ControlRefused
     from infra.models import ServableVersions
+    from infra.routing import open_routing
     from infra.runtime import Runtime
+    from tasks.release.controls import retired_refusal
 
     rt = Runtime.from_env()
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
+    if why := retired_refusal(open_routing(rt.settings, rt.store).load(), ns.version):
+        raise ControlRefused(why)
 
 
 def release(ns: argparse.Namespace) -> int:
@@ -290,13 +309,17 @@ def release(ns: argparse.Namespace) -> int:
 
 
 def status(ns: argparse.Namespace) -> int:
+    from infra.gateway.stable import unservable_stable
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from tasks.release.controls import release_status
 
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store)
-    emit(ns, "status", release_status(routing))
+    fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
+    if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
+        fields = {**fields, "warning": why}
+    emit(ns, "status", fields)
     return 0
 
 
@@ -366,7 +389,7 @@ def rollback(ns: argparse.Namespace) -> int:
             f"{result['restored_stable']} is the stable version again",
             file=sys.stderr,
         )
-    fields = {k: result[k] for k in ("rolled_back", "via")}
+    fields = {k: result.get(k) for k in ("rolled_back", "version", "via")}
     if result.get("restored_stable"):
         fields["restored_stable"] = result["restored_stable"]
     emit(ns, "rollback", fields | state_fields(result))

@@ -7,30 +7,28 @@ from datetime import UTC, datetime, timedelta
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from flows.erasure import open_case
 from flows.parameters import Days, UserKey
 from infra.audit import record_event
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
-from tasks.governance import (
+from tasks.governance.erasure import (
     USER_TABLES,
     Erasure,
     check_user_key,
-    delete_objects_task,
     delete_rows_task,
     erasure_details,
     erasure_markdown,
-    expire_task,
-    expired_raw_objects,
     forget_receipt,
-    langfuse_erase_user_task,
-    langfuse_expire_task,
     scrub_objects_task,
-    store_key,
     user_traces_task,
-    uses_langfuse,
 )
+from tasks.governance.langfuse import langfuse_erase_user_task, langfuse_expire_task, uses_langfuse
+from tasks.governance.maintenance import expire_task, store_key
+from tasks.governance.reach import publish_gauges, reached_versions_task
+from tasks.governance.retention import delete_objects_task, expired_raw_objects
 from tasks.train.erasures import record_erasure
 
 
@@ -41,7 +39,9 @@ def forget_user(user_key: UserKey) -> Erasure:
     rows in rollouts, scores and held-back examples, their traces and scores in Langfuse (when
     Langfuse is the trace source or sink); then expire old table snapshots and delete
     the unreferenced files so the data is physically gone. The audit log records a receipt
-    derived from the key, not the key. Do not run while curate or train is committing.
+    derived from the key, not the key. Every model version that trained on the user's data
+    is recorded with the receipt; the weekly run replaces a serving one before the deadline
+    (`flywheel erasure-status RECEIPT`). Do not run while curate or train is committing.
 
     Never type a user id or e-mail address here: run parameters are stored for good. Run
     `flywheel forget-user USER_ID` instead, which hashes the id on your machine and starts
@@ -58,19 +58,20 @@ def forget_user(user_key: UserKey) -> Erasure:
     result = Erasure(receipt=forget_receipt(key))
     with rt.reporting("forget-user"):
         trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
+        reached = reached_versions_task(rt.store, rt.catalog, key)  # before the rows go
         result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
         skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
         if uses_langfuse(rt.settings):  # the production raw store
-            traces, scores = langfuse_erase_user_task(key, salt, trace_ids)
-            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+            done = langfuse_erase_user_task(key, salt, trace_ids)
+            result.add_langfuse(done)
             record_event(
                 rt.catalog,
                 event_type="governance.langfuse_erasure",
                 actor="forget-user",
                 subject=result.receipt,
-                details={"store": "langfuse", "traces_deleted": traces, "scores_deleted": scores},
+                details={"store": "langfuse", **done.counts()},
             )
         result.found = bool(trace_ids) or result.erased_anything()
         if result.found:  # an unknown id changes nothing (and exits 2 in the CLI)
@@ -88,6 +89,7 @@ def forget_user(user_key: UserKey) -> Erasure:
                 rt.catalog, rt.store, USER_TABLES, None, rt.settings.orphan_min_age_hours * 3600
             )
             result.snapshots_expired, result.orphan_files_removed = expired, removed
+            open_case(rt, result, reached, langfuse=uses_langfuse(rt.settings))
         else:
             logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
     create_markdown_artifact(
@@ -125,8 +127,7 @@ def retention(days: Days | None = None) -> Erasure:
             rt.store, expired_raw_objects(rt.store, cutoff)
         )
         if uses_langfuse(rt.settings):
-            traces, scores = langfuse_expire_task(cutoff)
-            result.langfuse_traces_deleted, result.langfuse_scores_deleted = traces, scores
+            result.add_langfuse(langfuse_expire_task(cutoff))
         expired, removed = expire_task(
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )
@@ -139,6 +140,7 @@ def retention(days: Days | None = None) -> Erasure:
             details={"days": keep_days, **erasure_details(result)},
         )
         report.records("deleted", result.objects_deleted)
+    publish_gauges(rt)  # daily: the open erasures' age moves on even when nothing else does
     create_markdown_artifact(
         key="retention", markdown=erasure_markdown("retention", result), description="retention"
     )

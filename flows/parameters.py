@@ -9,8 +9,8 @@ parameters break them (409) before the run exists: nothing is stored in its para
 
 Bounds (``ge``/``le``) are also checked when a flow is called from Python. The two patterns
 are schema-only (the form and the API): from Python, forget-user's body checks the key with a
-message that says what to do (:func:`tasks.governance.check_user_key`, which a test relies
-on), and a model version must name a model in the store (:func:`infra.keys.model_prefix`).
+message that says what to do (:func:`tasks.governance.erasure.check_user_key`, which a test
+relies on), and a model version must name a model in the store (:func:`infra.keys.model_prefix`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-USER_KEY_PATTERN = "^[0-9a-f]{64}$"  # tasks.governance.KEY_RE: sha256 hex of salt + user id
+# tasks.governance.erasure.KEY_RE: sha256 hex of salt + user id
+USER_KEY_PATTERN = "^[0-9a-f]{64}$"
 VERSION_PATTERN = r"^v[0-9]+$"  # infra.keys.model_prefix: models/v0/, models/v1/, ...
 
 # the lengths too: the server's pattern check is Python's re.search, whose $ also matches
@@ -27,6 +28,7 @@ VERSION_PATTERN = r"^v[0-9]+$"  # infra.keys.model_prefix: models/v0/, models/v1
 UserKey = Annotated[
     str, Field(json_schema_extra={"pattern": USER_KEY_PATTERN, "minLength": 64, "maxLength": 64})
 ]
+Receipt = UserKey  # an erasure receipt: sha256 hex too, of the key (never the key)
 ModelVersion = Annotated[str, Field(json_schema_extra={"pattern": VERSION_PATTERN})]
 Hours = Annotated[int, Field(ge=1, le=168)]  # one hour up to a week of hourly windows
 Days = Annotated[int, Field(ge=0)]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from infra.errors import InsufficientTraffic
 from infra.progress import report_progress
 from infra.runtime import Runtime
-from tasks.bootstrap import bootstrap_base_model
+from tasks.demo.bootstrap import bootstrap_base_model
 from tasks.prove.arms import ARMS, CONTROL, LOOP, Baseline, golden_answers, golden_scores
 from tasks.prove.report import markdown, text_table, write_report
 from tasks.prove.run import (

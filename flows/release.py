@@ -127,6 +127,7 @@ NOTHING_TO_DO = {
     "stable": "{v} is already the stable version",
     "rejected": "{v} was rejected before; only a person may release it again (force)",
     "held": "the release of {v} is held for a person: resume, promote or abort it first",
+    "retired": "{v} is retired after an erasure; it is never released again",
 }
 
 
@@ -145,6 +146,7 @@ class _Run:
     stable: str = ""
     gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
     server: ModelServer | None = None  # the model server the candidate is loaded into
+    release_id: str | None = None  # every decision of this run names its release
 
 
 @flow(name="release", log_prints=False)
@@ -156,7 +158,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
-    before the routing state is touched.
+    before the routing state is touched, and so is a version retired after an erasure.
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
@@ -168,6 +170,8 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    if why := controls.retired_refusal(routing.load(), version):
+        raise ControlRefused(why)
     run = _Run(
         rt=rt,
         routing=routing,
@@ -179,6 +183,7 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     )
     with rt.reporting("release") as report:
         state = routing.load()
+        run.release_id = state.release_id  # a continued release (a new one: set by the gate)
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
@@ -203,10 +208,11 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
 def _gate(run: _Run) -> tuple[RoutingState, str]:
     """The golden gate: begin, answer and score, report, and the transition it decides;
     returns the state and the gate's decision."""
-    from tasks.domain import load_golden
+    from tasks.demo.domain import load_golden
 
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
+    run.release_id = state.release_id
     try:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
@@ -223,7 +229,9 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         )
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]
-        return hold_unloadable(run.routing, rt.catalog, version, actor=opts.actor, exc=exc)
+        return hold_unloadable(
+            run.routing, rt.catalog, version, actor=opts.actor, exc=exc, release_id=run.release_id
+        )
     except Exception as exc:  # the release must not stay "gating" with nobody running it
         with suppress(ReleaseError):
             hold_task(
@@ -234,6 +242,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 resume_to="gating",
                 reason=f"gate could not run: {type(exc).__name__}",
                 evidence={"error": repr(exc)[:500]},
+                release_id=run.release_id,
             )
         raise
     run.gauges = gate_gauges(result.checks)
@@ -254,6 +263,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         policy=run.policy,
         actor=opts.actor,
         skip_shadow=opts.skip_shadow,
+        release_id=run.release_id,
     )
     return state, result.decision.value
 
@@ -279,6 +289,7 @@ def _shadow(run: _Run) -> tuple[RoutingState, str]:
         result=result,
         policy=run.policy,
         actor=run.opts.actor,
+        release_id=run.release_id,
     )
     return state, result.verdict
 
@@ -327,6 +338,7 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
         result=result,
         policy=run.policy,
         actor=run.opts.actor,
+        release_id=run.release_id,
     )
     return state, result.verdict
 

@@ -26,6 +26,7 @@ def hold_unloadable(
     *,
     actor: str,
     exc: ModelServerError,
+    release_id: str | None = None,
 ) -> tuple[RoutingState, str]:
     """Hold the release (back to the gate when resumed) with the server's refusal as reason."""
     held = hold_task(
@@ -36,6 +37,7 @@ def hold_unloadable(
         resume_to="gating",
         reason=str(exc),
         evidence={"model_server": str(exc)[:500]},
+        release_id=release_id,
     )
     return held.state, "held"
 

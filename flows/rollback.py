@@ -15,7 +15,7 @@ from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
 from tasks.release.card import update_card
-from tasks.release.transitions import restore_servable_stable
+from tasks.release.restore import restore_servable_stable
 
 
 @task(**IO_RETRIES)
@@ -30,7 +30,10 @@ restore_stable_task = task(**IO_RETRIES)(restore_servable_stable)
 @flow(name="rollback", log_prints=False)
 def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     """Roll back the candidate model now: its traffic weight and shadow share go to 0 and it is
-    recorded as rejected (never released automatically again). Goes through the gateway's
+    recorded as rejected (never released automatically again). With no candidate, a promotion
+    still in its bake period (FLYWHEEL_MODEL_SERVER__BAKE_S, the previous stable still loaded)
+    is undone in one step: the previous stable version is stable again and the promoted one
+    rejected. Goes through the gateway's
     admin API when FLYWHEEL_GATEWAY__URL is set (the gateway applies it at once and writes
     deploy/state.json and the audit event), else writes deploy/state.json directly. Then, if
     the stable version itself cannot be served (no complete model in the store, no upstream
@@ -92,6 +95,7 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     )
     return {
         "rolled_back": done or restored is not None,
+        "version": rolled[-1] if done and rolled else None,
         "restored_stable": restored,
         "unservable_stable": broken if restored else None,
         "via": routing.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -23,8 +24,6 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
-from tasks.prove.evidence import regressed_methods
-from tasks.prove.report import ABLATION_FILE
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
@@ -36,8 +35,9 @@ from tasks.train.checkpoints import (
 )
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage, build_lineage, card_markdown
-from tasks.train.methods import MethodChoice, choose_method
-from tasks.train.pairs import Selection, prompt_renderer, select_task, write_pairs_task
+from tasks.train.methods import MethodChoice
+from tasks.train.pairs import Selection, write_pairs_task
+from tasks.train.plan import plan_training_task
 from tasks.train.trainer import TrainOutcome, progress_callback, train_task
 
 
@@ -90,29 +90,14 @@ def train(
     with rt.reporting("train") as report:
         base = base_version or pick_base_version(rt.store)
         base_dir = fetch_base_task(rt.store, base, cache_root=model_cache_root(rt.settings))
-        selection = select_task(
+        plan = plan_training_task(
             rt.catalog,
-            buffer_windows=cfg.buffer_windows,
-            buffer_days=cfg.buffer_days,
-            workload_days=cfg.workload_buffer_days,
-            min_margin=cfg.min_margin,
-            render=prompt_renderer(base_dir),
-            human_override=rt.settings.review.override_rewards,
-            served_by=base if cfg.on_policy else None,
-            consent_mode=rt.settings.consent_mode,
+            settings=cast(Any, quote(rt.settings)),  # quoted: Prefect would walk its fields
+            base_version=base,
+            base_dir=base_dir,
+            method=method,
         )
-        choice = choose_method(
-            method or cfg.method,
-            pairs=len(selection.pairs),
-            singles=len(selection.sft),
-            prompts=len(selection.prompts),
-            min_pairs=cfg.min_pairs,
-            regressed=regressed_methods(
-                cfg.ablation_path or rt.settings.home_dir / "prove" / ABLATION_FILE,
-                pairs=len(selection.pairs),
-                sft_weight=cfg.sft_weight,
-            ),
-        )
+        selection, choice = plan.selection, plan.choice
         _report_selection(report, selection)
         if choice.method is None:
             result = _skipped(rt, run_id=run_id, base=base, choice=choice, selection=selection)
@@ -120,56 +105,17 @@ def train(
             config = TrainConfig.from_settings(
                 cfg, method=choice.method, max_steps=max_steps, demo_base=is_demo_model(base_dir)
             )
-            pairs_sid = None
-            if choice.method == "dpo":
-                pairs_sid = write_pairs_task(
-                    rt.catalog,
-                    train_run=run_id,
-                    pairs=selection.pairs,
-                    published_runs=published_runs(rt.store),
-                )
-            consent_sid = current_snapshot_id(rt.catalog, "consent")
-            progress = progress_artifact_callback(config)
-            with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
-                outcome = train_task(
-                    base_dir,
-                    work / "model",
-                    config=config,
-                    data={
-                        "pairs": selection.pairs,
-                        "sft": selection.sft,
-                        "prompts": selection.prompts,
-                    },
-                    callbacks=[progress],
-                    # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read
-                    # the settings as a collection (LangfuseSettings.keys takes a role)
-                    reward=cast(Any, quote(rt.settings)),
-                    base_version=base,
-                )
-                evaluation = evaluate_task(
-                    base_dir,
-                    outcome.output_dir,
-                    device=rt.settings.device,
-                    max_new_tokens=rt.settings.eval_max_new_tokens,
-                )
-                lineage = build_lineage(
-                    base_version=base,
-                    train_run=run_id,
-                    choice=choice,
-                    config=config,
-                    selection=selection,
-                    pairs_snapshot_id=pairs_sid,
-                    consent_snapshot_id=consent_sid,
-                    outcome=outcome,
-                    evaluation=evaluation,
-                    settings=rt.settings,
-                    started_at=started,
-                )
-                lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
-            result = _trained(
-                rt, choice=choice, selection=selection, outcome=outcome, lineage=lineage
+            result = train_selection(
+                rt,
+                report,
+                run_id=run_id,
+                base=base,
+                base_dir=base_dir,
+                choice=choice,
+                selection=selection,
+                config=config,
+                started=started,
             )
-            _report_training(report, outcome=outcome, lineage=lineage)
     create_markdown_artifact(
         key="train-summary",
         markdown=card_markdown(result.lineage) if result.lineage else _skip_markdown(result),
@@ -177,6 +123,67 @@ def train(
     )
     logger.info("train %s: %s", run_id, result.message)
     return result
+
+
+def train_selection(
+    rt: Runtime,
+    report: StageReport,
+    *,
+    run_id: str,
+    base: str,
+    base_dir: Path,
+    choice: MethodChoice,
+    selection: Selection,
+    config: TrainConfig,
+    started: datetime,
+) -> TrainRunResult:
+    """Train ``config`` on ``selection`` from ``base`` and publish the next version with its
+    lineage (the ``train`` flow, and the erasure replacement on its own selection)."""
+    pairs_sid = None
+    if config.method == "dpo":
+        pairs_sid = write_pairs_task(
+            rt.catalog,
+            train_run=run_id,
+            pairs=selection.pairs,
+            published_runs=published_runs(rt.store),
+        )
+    consent_sid = current_snapshot_id(rt.catalog, "consent")
+    progress = progress_artifact_callback(config)
+    data = {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}
+    with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
+        outcome = train_task(
+            base_dir,
+            work / "model",
+            config=config,
+            data=data,
+            callbacks=[progress],
+            # GRPO: the judge or verifier stage 2 uses; quoted, as Prefect would read the
+            # settings as a collection (LangfuseSettings.keys takes a role)
+            reward=cast(Any, quote(rt.settings)),
+            base_version=base,
+        )
+        evaluation = evaluate_task(
+            base_dir,
+            outcome.output_dir,
+            device=rt.settings.device,
+            max_new_tokens=rt.settings.eval_max_new_tokens,
+        )
+        lineage = build_lineage(
+            base_version=base,
+            train_run=run_id,
+            choice=choice,
+            config=config,
+            selection=selection,
+            pairs_snapshot_id=pairs_sid,
+            consent_snapshot_id=consent_sid,
+            outcome=outcome,
+            evaluation=evaluation,
+            settings=rt.settings,
+            started_at=started,
+        )
+        lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
+    _report_training(report, outcome=outcome, lineage=lineage)
+    return _trained(rt, choice=choice, selection=selection, outcome=outcome, lineage=lineage)
 
 
 def progress_artifact_callback(config: TrainConfig) -> Any:

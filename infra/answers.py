@@ -62,9 +62,18 @@ class HttpAnswers:
 
     lm: LocalLM | None = None
 
-    def __init__(self, version: str, base_url: str, *, concurrency: int = 8, retries: int = 3):
+    def __init__(
+        self,
+        version: str,
+        base_url: str,
+        *,
+        concurrency: int = 8,
+        retries: int = 3,
+        api_key: str | None = None,
+    ) -> None:
         self.version, self.base_url = version, base_url
         self.concurrency, self.retries = concurrency, retries
+        self.key = api_key  # the upstream's key (FLYWHEEL_GATEWAY__UPSTREAMS), never logged
 
     def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
         coro = self._answer_all(requests, max_tokens)
@@ -77,25 +86,29 @@ class HttpAnswers:
 
     async def _answer_all(self, requests: Sequence[Messages], max_tokens: int) -> list[Answer]:
         from infra.errors import UpstreamError
-        from infra.gateway.http1 import HttpClient
-        from infra.gateway.upstreams import GenParams, HttpUpstream
+        from infra.retries import Backoff, retry_async
+        from infra.upstream.http1 import HttpClient
+        from infra.upstream.upstreams import GenParams, HttpUpstream
 
         limit = asyncio.Semaphore(self.concurrency)
         params = GenParams(max_tokens=max_tokens, temperature=0.0)
+        policy = Backoff(attempts=self.retries)
         client = HttpClient(limit=self.concurrency, timeout_s=120.0)
         try:
-            upstream = HttpUpstream(self.version, self.base_url, lambda: client)
+            upstream = HttpUpstream(self.version, self.base_url, lambda: client, api_key=self.key)
 
             async def one(messages: Messages) -> Answer:
                 async with limit:
-                    for attempt in range(self.retries):
-                        t0 = time.perf_counter()
-                        try:
-                            done = await upstream.complete(messages, params)
-                            return Answer(done.text, time.perf_counter() - t0)
-                        except UpstreamError:
-                            await asyncio.sleep(0.2 * 2**attempt)
-                    return Answer("", time.perf_counter() - t0, error=True)
+                    t0 = time.perf_counter()
+                    try:  # unreachable, 408, 429, 5xx retried; any other 4xx is final
+                        done = await retry_async(
+                            lambda: upstream.complete(messages, params),
+                            operation="gate upstream answer",
+                            policy=policy,
+                        )
+                    except UpstreamError:
+                        return Answer("", time.perf_counter() - t0, error=True)
+                    return Answer(done.text, time.perf_counter() - t0)
 
             return list(await asyncio.gather(*(one(m) for m in requests)))
         finally:
@@ -107,11 +120,12 @@ def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) 
     from infra.local_lm import LocalLM
     from infra.models import fetch_model, model_cache_root, version_exists
 
-    url = settings.gateway.upstreams.get(version)
+    entry = settings.gateway.upstream(version)
+    url, key = (entry.url, entry.api_key()) if entry is not None else (None, None)
     if not url and settings.model_server.enabled:  # the version as the model server serves it
         url = settings.model_server.urls[0].rstrip("/").removesuffix("/v1") + "/v1"
     if url:
-        http = HttpAnswers(version, url)
+        http = HttpAnswers(version, url, api_key=key)
         if version_exists(store, version):  # the KL check evaluates its weights in process
             path = fetch_model(store, version, model_cache_root(settings))
             http.lm = LocalLM.load(path, device=settings.device)

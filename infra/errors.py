@@ -59,6 +59,11 @@ class TransientSourceError(SourceError, TransientError):
     """A retriable trace-source failure (a page timed out, 5xx, rate limited)."""
 
 
+class SourceRateLimited(TransientSourceError):
+    """The source answered HTTP 429 (rate limited); ``retry_after_s`` is the wait it asked for.
+    The server did no work, so even a non-idempotent request may be sent again."""
+
+
 class SourceUnavailable(SourceError):
     """The source answered HTTP 404/501: the endpoint is switched off or missing on this server
     (or the object is gone). The Langfuse reader falls back to an older API on it."""

@@ -36,6 +36,8 @@ STATE_KEY = "deploy/state.json"
 FEEDBACK_WATERMARK_KEY = "feedback/watermark.json"
 STALE_PREFIX = "feedback/stale/"
 ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)
+# per receipt: the model versions an erasure reaches, their replacement and retirement
+ERASURE_CASES_PREFIX = "governance/models/"
 
 RAW_PREFIXES = (TRACES_PREFIX, ROLLOUTS_PREFIX, SCORES_PREFIX, HELD_PREFIX)
 """Prefixes that hold personal data or data derived from it (retention and erasure rewrite

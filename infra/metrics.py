@@ -56,6 +56,9 @@ HELP = {
     "flywheel_judge_feedback_pairs": "Traces behind flywheel_judge_feedback_agreement.",
     "flywheel_reward_length_samples": "Traces behind flywheel_reward_length_spearman.",
     "flywheel_answer_distinct_answers": "Answers behind flywheel_answer_distinct_ratio.",
+    "flywheel_erasure_oldest_pending_seconds": "Age of the oldest open erasure (0: none).",
+    "flywheel_erasure_deadline_seconds": "FLYWHEEL_ERASURE__DEADLINE_DAYS in seconds.",
+    "flywheel_erasure_replacement_failed": "Erasures whose replacement failed the gate.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,

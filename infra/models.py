@@ -158,6 +158,26 @@ def publish_model_dir(
     return [prefix + rel for rel in written]
 
 
+def rewrite_published_file(store: ObjectStore, key: str, data: bytes) -> bool:
+    """Replace a published file of a version (erasure: its lineage named the user's salted
+    key) and record the new hash in the version's manifest, so that fetching it still
+    verifies; returns False when ``key`` is not a file of a published version."""
+    parts = key.split("/", 2)
+    if len(parts) != 3 or f"{parts[0]}/" != MODELS_PREFIX:
+        return False
+    marker_key = model_prefix(parts[1]) + COMPLETE
+    try:
+        manifest = json.loads(store.get(marker_key))
+    except ObjectNotFound:
+        return False
+    if parts[2] not in manifest.get("files", {}):
+        return False
+    store.put(key, data)
+    manifest["files"][parts[2]] = hashlib.sha256(data).hexdigest()
+    store.put(marker_key, json.dumps(manifest, sort_keys=True).encode())
+    return True
+
+
 def read_model_json(store: ObjectStore, version: str, name: str) -> dict[str, Any]:
     """A JSON file of a complete version (e.g. ``lineage.json``)."""
     return dict(json.loads(store.get(model_prefix(version) + name)))

@@ -3,27 +3,36 @@ is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT`
 the public one, and the gateway refuses to start with a placeholder or short token.
 
 The rollback fast path changes the in-memory routing first (the candidate stops getting traffic
-within the request), then writes ``deploy/state.json``, then, in the background, the audit
-event and the request to Prefect to run the ``rollback`` deployment. Neither the audit log nor
-Prefect can delay or prevent the rollback.
+within the request), then writes ``deploy/state.json`` (retried through :mod:`infra.retries`),
+then, in the background, the audit event and the request to Prefect to run the ``rollback``
+deployment. Neither the audit log nor Prefect can delay or prevent the rollback.
+
+A decision counts only once it is durably written: an alert's fingerprint is stored with the
+rolled-back state, under the release it acted on (so the same alert in the next release acts
+again), and a webhook whose state write failed answers 503 without remembering the alert, so
+Alertmanager's retry rolls back. During the bake period after a promotion, an alert naming the
+promoted version rolls back to the previous stable version.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field, SecretStr
 
-from infra.errors import ConfigError, RejectedVersion, StateConflict
+from infra.errors import (
+    ConfigError,
+    RejectedVersion,
+    ReleaseInterrupted,
+    StateConflict,
+    TransientError,
+)
 from infra.gateway.consent_api import add_consent_routes
 from infra.routing import (
     RoutingState,
@@ -32,6 +41,8 @@ from infra.routing import (
     apply_rollback,
     record_rollback,
 )
+from infra.routing.alerts import alert_target, match_alerts
+from infra.routing.cas import DURABLE
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -42,7 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ADMIN_HEADER = "x-flywheel-admin-token"  # lets a chat request name a rolled-back version
 ADMIN_OFF = "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
 MIN_TOKEN_CHARS = 32
 _PLACEHOLDERS = ("changeme", "change-me", "change_me", "placeholder", "example", "your-")
@@ -67,10 +77,39 @@ def check_admin_token(token: SecretStr | None) -> None:
         )
 
 
+MIN_SALT_CHARS = 16
+
+
+def check_user_salt(salt: SecretStr | None) -> None:
+    """Refuse a placeholder or short ``FLYWHEEL_USER_SALT`` (unset: one is generated). The salt
+    keys user pseudonyms and signs trace ids: a guessable one undoes both.
+
+    Raises:
+        ConfigError: the salt is a placeholder, repetitive, or under 16 characters.
+    """
+    value = salt.get_secret_value() if salt is not None else ""
+    if salt is None:
+        return
+    how = "set a random one, e.g. `openssl rand -hex 32`, or unset it to have one generated"
+    if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
+        raise ConfigError(f"FLYWHEEL_USER_SALT is a placeholder: {how}")
+    if len(value) < MIN_SALT_CHARS:
+        raise ConfigError(
+            f"FLYWHEEL_USER_SALT has {len(value)} characters, the gateway needs at least "
+            f"{MIN_SALT_CHARS}: {how}"
+        )
+
+
 class RollbackRequest(BaseModel):
+    """The body of ``POST /admin/rollback``: why, who, and the release it is about (unset:
+    whatever is current; ``candidate_only``: never undo a promotion)."""
+
     reason: str = Field(default="manual rollback", max_length=2000)
     actor: str = Field(default="admin", max_length=200)
     evidence: dict[str, Any] = {}
+    version: str | None = Field(default=None, max_length=200)
+    release_id: str | None = Field(default=None, max_length=200)
+    candidate_only: bool = False
 
 
 class Admin:
@@ -85,7 +124,8 @@ class Admin:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.routing = StoreRouting(store)  # the audit event is written in the background
+        # the audit event is written in the background
+        self.routing = StoreRouting(store, bake_s=settings.model_server.bake_s)
         self.watcher = watcher
         self._catalog = catalog
         # runs in a background thread after each rollback, with its reason
@@ -95,27 +135,20 @@ class Admin:
         self._lock = asyncio.Lock()
         self._catalog_lock = threading.Lock()
         self.threads: list[threading.Thread] = []
+        # (state before, state set locally) of a rollback applied here but not yet written
+        self._unwritten: tuple[RoutingState, RoutingState] | None = None
 
-    def catalog(self, attempts: int = 4) -> Catalog:
-        """The audit catalog, opened on first use; retried because a first use racing another
-        process on a fresh SQLite catalog can fail once ("table ... already exists")."""
+    def catalog(self) -> Catalog:
+        """The audit catalog, opened on first use (``open_catalog`` retries a first use racing
+        another process; a failure here is tried again at the next use)."""
         from infra.catalog import get_table, open_catalog
 
         with self._catalog_lock:
-            for attempt in range(attempts):
-                if self._catalog is not None:
-                    break
-                try:
-                    catalog = open_catalog(self.settings)
-                    get_table(catalog, "audit_log")  # created now, not during a rollback
-                    self._catalog = catalog
-                except Exception as exc:
-                    if attempt == attempts - 1:
-                        raise
-                    log.warning("opening the audit catalog failed (%s); retrying", exc)
-                    time.sleep(0.5 * 2**attempt)
-        assert self._catalog is not None
-        return self._catalog
+            if self._catalog is None:
+                catalog = open_catalog(self.settings)
+                get_table(catalog, "audit_log")  # created now, not during a rollback
+                self._catalog = catalog
+            return self._catalog
 
     def warm_up(self) -> None:
         """Open the audit catalog in the background so a rollback's audit event is quick."""
@@ -135,19 +168,33 @@ class Admin:
             and secrets.compare_digest(given.strip().encode(), token.get_secret_value().encode())
         )
 
-    def shows_token(self, given: str) -> bool:
-        """Whether ``given`` (a header's value) is the admin token (False while the admin API is
-        off)."""
-        return self.enabled and self._matches(given)
+    def shows_bearer(self, authorization: str) -> bool:
+        """Whether an ``Authorization`` header's value is ``Bearer <admin token>`` (False while
+        the admin API is off)."""
+        scheme, _, given = authorization.partition(" ")
+        return self.enabled and scheme.lower() == "bearer" and self._matches(given)
 
     def authorize(self, request: Request) -> None:
+        """Let the request through with ``Authorization: Bearer <admin token>``.
+
+        Raises:
+            HTTPException: 503 while the admin API is off, 401 without the token.
+        """
         if not self.enabled:
             raise HTTPException(503, ADMIN_OFF)
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not self._matches(given):
+        if not self.shows_bearer(request.headers.get("authorization", "")):
             raise HTTPException(
                 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
             )
+
+    def decided_state(self) -> RoutingState:
+        """The state decisions are taken on: the routing in use, except while a rollback
+        applied here is not yet written (its decision does not count yet: the state before it)."""
+        state = self.watcher.state
+        if self._unwritten is not None and state is self._unwritten[1]:
+            return self._unwritten[0]
+        self._unwritten = None
+        return state
 
     async def rollback(
         self,
@@ -156,35 +203,72 @@ class Admin:
         actor: str,
         evidence: dict[str, Any] | None = None,
         fingerprints: list[str] | None = None,
+        version: str | None = None,
+        release_id: str | None = None,
+        candidate_only: bool = False,
     ) -> tuple[bool, RoutingState]:
-        """Roll back now; returns (whether anything was rolled back, the resulting state)."""
+        """Roll back now and write it (retried); returns (whether anything was rolled back, the
+        resulting state). Only then are the audit event and the rollback deployment asked for.
+
+        Raises:
+            HTTPException: 503 when the state could not be written (nothing is remembered);
+                409 ``stale`` when ``version`` / ``release_id`` name another release.
+        """
+        args: dict[str, Any] = {
+            "reason": reason,
+            "actor": actor,
+            "evidence": evidence,
+            "version": version,
+            "release_id": release_id,
+            "candidate_only": candidate_only,
+        }
         async with self._lock:
-            current = self.watcher.state
-            local = apply_rollback(
-                current, reason=reason, actor=actor, evidence=evidence, fingerprints=fingerprints
-            )
-            if local is not None:  # takes effect for the very next request
-                local.revision = current.revision + 1
-                self.watcher.set_local(local, persisted=False)
+            self._apply_locally(args)
             try:
                 saved, before = await asyncio.to_thread(
                     self.routing.persist_rollback,
-                    reason=reason,
-                    actor=actor,
-                    evidence=evidence,
+                    policy=DURABLE,
+                    retry_on=(TransientError,),
                     fingerprints=fingerprints,
+                    **args,
                 )
+            except ReleaseInterrupted as exc:
+                self._settle(exc.state)
+                detail = {"conflict": "stale", "message": str(exc)}
+                detail["state"] = exc.state.model_dump(mode="json")
+                raise HTTPException(409, detail) from exc
             except Exception as exc:
                 log.error("rollback applied in memory but the state was not written: %s", exc)
                 raise HTTPException(
-                    503, "rolled back in this gateway, but deploy/state.json was not written"
+                    503,
+                    "rolled back in this gateway, but deploy/state.json was not written: the "
+                    "rollback is not recorded; retry",
                 ) from exc
-            self.watcher.set_local(saved, persisted=True)
+            self._settle(saved)
         if before is None:
-            return local is not None, saved
+            return False, saved
         self._background(lambda: record_rollback(self.catalog(), saved, before=before))
         self._background(lambda: self.on_rollback(reason))
         return True, saved
+
+    def _apply_locally(self, args: dict[str, Any]) -> None:
+        """The fast path: route nothing to the candidate on this worker at once (fingerprints
+        are not remembered here: only the written state remembers them)."""
+        current = self.decided_state()
+        bake_s = self.routing.bake_s
+        try:
+            local = apply_rollback(current, bake_s=bake_s, **args)
+        except ReleaseInterrupted:
+            return  # the write decides, on the stored state
+        if local is not None:
+            local.revision = current.revision + 1
+            self._unwritten = (current, local)
+            self.watcher.set_local(local, persisted=False)
+
+    def _settle(self, stored: RoutingState) -> None:
+        """Route by the state the store holds now."""
+        self._unwritten = None
+        self.watcher.set_local(stored, persisted=True)
 
     def _background(self, fn: Any) -> None:
         def run() -> None:
@@ -198,49 +282,37 @@ class Admin:
         self.threads = [t for t in self.threads if t.is_alive()] + [thread]
 
     async def alerts(self, payload: Any) -> dict[str, Any]:
-        """Handle an Alertmanager webhook (v4): firing alerts naming the candidate roll it back."""
+        """Handle an Alertmanager webhook (v4): firing alerts naming the candidate (or, during
+        the bake period, the just-promoted version) roll it back, once per release."""
         alerts = payload.get("alerts") if isinstance(payload, dict) else None
         if not isinstance(alerts, list):
             raise HTTPException(400, "expected Alertmanager webhook JSON with an 'alerts' list")
-        state = self.watcher.state
-        candidate = state.candidate
-        seen = set(state.alert_fingerprints)
-        matched: list[dict[str, Any]] = []
-        duplicates = 0
-        for alert in alerts:
-            if not isinstance(alert, dict) or alert.get("status") != "firing":
-                continue
-            labels = alert.get("labels") or {}
-            fingerprint = str(alert.get("fingerprint") or _fingerprint(labels))
-            if fingerprint in seen:
-                duplicates += 1
-                continue
-            named = labels.get("model") or labels.get("version")
-            if candidate is not None and named == candidate:
-                seen.add(fingerprint)
-                matched.append(
-                    {
-                        "alertname": labels.get("alertname"),
-                        "fingerprint": fingerprint,
-                        "labels": labels,
-                        "startsAt": alert.get("startsAt"),
-                    }
-                )
-        rolled_back = False
-        if matched:
+        state = self.decided_state()
+        target = alert_target(state, bake_s=self.routing.bake_s)
+        matched, duplicates = match_alerts(state, alerts, target)
+        rolled_back, stale = False, None
+        if matched and target is not None:
             names = ", ".join(sorted({str(m["alertname"]) for m in matched}))
-            rolled_back, state = await self.rollback(
-                reason=f"alert firing for {candidate}: {names}",
-                actor="alertmanager",
-                evidence={"alerts": matched},
-                fingerprints=[m["fingerprint"] for m in matched],
-            )
-        return {
+            try:
+                rolled_back, state = await self.rollback(
+                    reason=f"alert firing for {target}: {names}",
+                    actor="alertmanager",
+                    evidence={"alerts": matched},
+                    fingerprints=[m["fingerprint"] for m in matched],
+                    version=target,
+                    release_id=state.release_id,
+                )
+            except HTTPException as exc:
+                if exc.status_code != 409:
+                    raise
+                stale, state = str(exc.detail.get("message")), self.watcher.state  # type: ignore[attr-defined]
+        answer = {
             "rolled_back": rolled_back,
             "matched": len(matched),
             "duplicates": duplicates,
             "state": state.model_dump(mode="json"),
         }
+        return answer | ({"stale": stale} if stale else {})
 
     async def update(self, change: StateChange) -> RoutingState:
         """Apply one transition (compare-and-swap in the store); 409 on a revision conflict
@@ -254,10 +326,6 @@ class Admin:
                 raise HTTPException(409, {"conflict": "revision", "message": str(exc)}) from exc
             self.watcher.set_local(saved, persisted=True)
             return saved
-
-
-def _fingerprint(labels: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
@@ -302,7 +370,12 @@ def admin_router(admin: Admin) -> APIRouter:
     @router.post("/rollback")
     async def post_rollback(body: RollbackRequest) -> dict[str, Any]:
         done, state = await admin.rollback(
-            reason=body.reason, actor=body.actor, evidence=body.evidence or None
+            reason=body.reason,
+            actor=body.actor,
+            evidence=body.evidence or None,
+            version=body.version,
+            release_id=body.release_id,
+            candidate_only=body.candidate_only,
         )
         return {"rolled_back": done, "state": state.model_dump(mode="json")}
 

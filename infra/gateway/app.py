@@ -14,15 +14,21 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from infra.gateway.admin import ADMIN_OFF, Admin, admin_router, check_admin_token
+from infra.gateway.admin import (
+    ADMIN_OFF,
+    Admin,
+    admin_router,
+    check_admin_token,
+    check_user_salt,
+)
 from infra.gateway.chat import error_response, json_response
 from infra.gateway.fastpath import CHAT_PATH, ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import ROUTED_MODEL, StateWatcher
-from infra.gateway.service import Gateway
+from infra.gateway.service import Gateway, retired_versions
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
-from infra.gateway.upstreams import Upstream, UpstreamPool
+from infra.upstream.upstreams import Upstream, UpstreamPool
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -53,9 +59,11 @@ def create_app(
     ``app.state.admin_app``.
 
     Raises:
-        ConfigError: the admin token is a placeholder or too short.
+        ConfigError: the admin token or the user salt is a placeholder or too short, or an
+            upstream's key cannot be read.
     """
     check_admin_token(settings.gateway.admin_token)
+    check_user_salt(settings.user_salt)
     if store is None:
         from infra.store import open_store
 
@@ -122,20 +130,19 @@ def create_app(
     app.state.admin_app = _admin_app(admin, telemetry)
 
     # the hot path: a plain Starlette route here, and straight from the server (asgi.by_port)
-    chat = ChatEndpoint(
-        gateway=gateway, admin=admin, default_max_tokens=settings.gateway.max_new_tokens
-    )
+    chat = ChatEndpoint(gateway=gateway, admin=admin)
     app.state.chat_endpoint = chat
     app.add_route(CHAT_PATH, chat.route, methods=["POST"])
 
     @app.get("/v1/models")
     async def models() -> Response:
+        """What a public client may name: the routed model and the stable version, while the
+        stable version can be served (none before `flywheel bootstrap`)."""
         state = watcher.state
-        names = [ROUTED_MODEL, state.stable]
-        cand = state.routable_candidate()
-        names += ([cand] if cand else []) + pool.configured()
-        unique = [n for n in dict.fromkeys(names) if n not in state.rejected]
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "flywheel"} for n in unique]
+        servable = state.stable not in retired_versions(state)
+        servable = servable and await pool.check(state.stable) is None
+        names = [ROUTED_MODEL, state.stable] if servable else []
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "flywheel"} for n in names]
         return json_response({"object": "list", "data": data})
 
     app.add_route("/v1/feedback", feedback.handle, methods=["POST"])
@@ -145,10 +152,12 @@ def create_app(
         """200 while the stable version can be served; 503 with the reason otherwise."""
         state = watcher.state
         reason = await pool.check(state.stable)
+        cand = state.routable_candidate()
         body: dict[str, Any] = {
             "status": "ok" if reason is None else "unhealthy",
             "stable": state.stable,
-            "candidate": state.routable_candidate(),
+            # named only while it is public (the canary); never an internal address
+            "candidate": cand if cand and state.weight > 0 else None,
             "weight": state.weight,
             "phase": state.phase,
         }
@@ -175,6 +184,7 @@ def create_app(
         )
 
     app.add_route("/admin/{rest:path}", admin_elsewhere, methods=["GET", "POST"])
+    app.add_exception_handler(RecursionError, _too_deep)
     return app
 
 
@@ -189,4 +199,10 @@ def _admin_app(admin: Admin, telemetry: Any) -> FastAPI:
     )
     app.state.admin = admin
     app.include_router(admin_router(admin))
+    app.add_exception_handler(RecursionError, _too_deep)
     return app
+
+
+async def _too_deep(_request: Request, _exc: Exception) -> Response:
+    """A body nested too deep for the JSON parser: the client's error, not the server's."""
+    return error_response(400, "the body is nested too deeply", kind="invalid_request_error")

@@ -17,16 +17,17 @@ from infra.errors import UpstreamError
 from infra.gateway.limits import cap_trace
 
 if TYPE_CHECKING:
-    from infra.gateway.chat import ChatRequest
+    from infra.gateway.chat_request import ChatRequest
     from infra.gateway.feedback import TraceIds
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.routing import Decision, StateWatcher
     from infra.gateway.tracing import TraceDispatcher
-    from infra.gateway.upstreams import Completion, GenParams
+    from infra.upstream.upstreams import Completion, GenParams
 
 log = logging.getLogger(__name__)
 
 FEEDBACK_MODELS = 100_000  # trace id -> model remembered for user_feedback_total labels
+PINNED = ""  # trace_models' entry for a trace of a version named by the request
 T = TypeVar("T")
 
 
@@ -73,7 +74,9 @@ class CallRecorder:
         pairing_id: str | None = None,
     ) -> None:
         """Hand one trace to the dispatcher (``done=None``: the call failed)."""
-        self.trace_models[trace_id] = version
+        # feedback counts for the version only when routing chose it (a version named by an
+        # operator must not move the series its alerts and rails read)
+        self.trace_models[trace_id] = PINNED if route == "pinned" else version
         if len(self.trace_models) > FEEDBACK_MODELS:
             self.trace_models.popitem(last=False)
         fields: dict[str, Any] = {

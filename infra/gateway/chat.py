@@ -1,119 +1,19 @@
-"""OpenAI chat-completions shapes: parsing a request, building responses, stream chunks, errors."""
+"""OpenAI chat-completions shapes: responses, stream chunks, errors (the request:
+:mod:`infra.gateway.chat_request`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.responses import Response
 
-from infra.gateway.routing import ROUTED_MODEL
-from infra.gateway.upstreams import Completion, GenParams
-from infra.local_lm import message_text
+from infra.upstream.completion import Completion
 
-# handled by the gateway itself, never forwarded upstream (``user`` is personal data)
-_OWN_FIELDS = {
-    "model",
-    "messages",
-    "stream",
-    "stream_options",
-    "user",
-    "contexts",
-    "session_id",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "seed",
-    "n",
-}
-
-
-class BadRequest(ValueError):
-    """The request does not follow the chat-completions shape."""
-
-
-@dataclass
-class ChatRequest:
-    model: str
-    messages: list[dict[str, Any]]
-    stream: bool
-    params: GenParams
-    user_id: str | None = None
-    session_id: str | None = None
-    workload: str | None = None  # X-Flywheel-Workload header, else metadata.workload
-    question: str = ""
-    contexts: list[str] = field(default_factory=list)
-    include_usage: bool = False
-
-
-def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"'{key}' must be a number")
-    return kind(value)
-
-
-def parse_chat_request(
-    body: Any,
-    *,
-    session_header: str | None,
-    default_max_tokens: int,
-    workload_header: str | None = None,
-) -> ChatRequest:
-    """Validate the parts the gateway uses; everything else passes through to HTTP upstreams."""
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list")
-    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-        raise BadRequest("every message needs a 'role'")
-    model = body.get("model") or ROUTED_MODEL
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string")
-    max_tokens = _number(body, "max_completion_tokens", int) or _number(body, "max_tokens", int)
-    if max_tokens is not None and max_tokens < 1:
-        raise BadRequest("'max_tokens' must be at least 1")
-    params = GenParams(
-        max_tokens=max_tokens or default_max_tokens,
-        temperature=_number(body, "temperature", float),
-        top_p=_number(body, "top_p", float),
-        seed=_number(body, "seed", int),
-        extra={k: v for k, v in body.items() if k not in _OWN_FIELDS},
-    )
-    users = [m for m in messages if m["role"] == "user"]
-    extra_contexts = body.get("contexts")
-    if extra_contexts is not None:
-        if not isinstance(extra_contexts, list):
-            raise BadRequest("'contexts' must be a list of strings")
-        contexts = [str(c) for c in extra_contexts]
-    else:
-        contexts = [message_text(m) for m in messages if m["role"] in ("system", "tool")]
-    user = body.get("user")
-    session = session_header or body.get("session_id")
-    stream_options = body.get("stream_options") or {}
-    metadata = body.get("metadata")
-    workload = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
-    return ChatRequest(
-        model=model,
-        messages=messages,
-        stream=bool(body.get("stream")),
-        params=params,
-        user_id=str(user) if user else None,
-        session_id=str(session) if session else None,
-        workload=str(workload)[:128] if workload else None,
-        question=message_text(users[-1]) if users else "",
-        contexts=contexts,
-        include_usage=bool(
-            isinstance(stream_options, dict) and stream_options.get("include_usage")
-        ),
-    )
+if TYPE_CHECKING:
+    from infra.gateway.chat_request import ChatRequest
 
 
 def _usage(done: Completion) -> dict[str, int]:

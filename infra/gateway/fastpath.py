@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.requests import Request
 
-from infra.gateway.admin import ADMIN_HEADER
-from infra.gateway.chat import BadRequest, error_response, parse_chat_request
+from infra.gateway.chat import error_response
+from infra.gateway.chat_request import BadRequest, parse_chat_request
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -24,30 +24,42 @@ if TYPE_CHECKING:
     from infra.gateway.service import Gateway
 
 CHAT_PATH = "/v1/chat/completions"
+PRECHECK_BYTES = 64 * 1024  # bodies above this have their message count estimated first
 
 
 class ChatEndpoint:
     """Parses a chat request and hands it to the :class:`~infra.gateway.service.Gateway`."""
 
-    def __init__(self, *, gateway: Gateway, admin: Admin, default_max_tokens: int) -> None:
+    def __init__(self, *, gateway: Gateway, admin: Admin) -> None:
         self.gateway = gateway
         self.admin = admin
-        self.default_max_tokens = default_max_tokens
+        gw = gateway.settings.gateway
+        self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
 
     async def handle(self, body: bytes, header: Callable[[str], str | None]) -> Response:
         """The handler: the request's body and a lookup of its headers (lower-case names)."""
+        if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
+            # far more messages than allowed: refused before parsing, which alone would hold
+            # the event loop for a 4 MiB body of tiny messages
+            return error_response(
+                400,
+                f"more than {self.max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)",
+                kind="invalid_request_error",
+            )
         try:
             req = parse_chat_request(
                 orjson.loads(body),
                 session_header=header("x-session-id"),
                 workload_header=header("x-flywheel-workload"),
-                default_max_tokens=self.default_max_tokens,
+                max_tokens_limit=self.max_tokens_limit,
+                max_messages=self.max_messages,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
-        admin = self.admin.enabled and self.admin.shows_token(header(ADMIN_HEADER) or "")
+        # the admin token as the openai SDK sends its api_key: any other key is a public client
+        admin = self.admin.enabled and self.admin.shows_bearer(header("authorization") or "")
         return await self.gateway.chat(req, admin=admin)
 
     async def route(self, request: Request) -> Response:

@@ -21,7 +21,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from infra.gateway.calls import PINNED
 from infra.gateway.chat import error_response, json_response
+from infra.gateway.chat_request import too_deep
 from infra.gateway.ids import random_hex
 from infra.traces import FeedbackEvent
 
@@ -82,8 +86,8 @@ def parse_feedback(body: Any) -> FeedbackEvent:
     Raises:
         ValueError: the body does not have that shape (the message says which field).
     """
-    if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object")
+    if not isinstance(body, dict) or too_deep(body, 4):
+        raise ValueError("the body must be a flat JSON object")
     trace_id = body.get("trace_id")
     value = body.get("value")
     comment = body.get("comment")
@@ -119,9 +123,10 @@ class FeedbackDesk:
         self.votes = Votes()
 
     async def handle(self, request: Request) -> Response:
+        """Accept one vote (202), or say why not (400, 404)."""
         try:
-            event = parse_feedback(await request.json())
-        except ValueError as exc:
+            event = parse_feedback(orjson.loads(await request.body()))
+        except ValueError as exc:  # orjson's errors (nesting past its limit included) are ones
             return error_response(400, str(exc), kind="invalid_request_error")
         if not self.trace_ids.verify(event.trace_id):
             self.metrics.feedback_refused.inc()
@@ -136,11 +141,13 @@ class FeedbackDesk:
         # cardinality)
         model = self.trace_models.get(event.trace_id, "unknown")
         previous = self.votes.record(event.trace_id, event.value)
-        if previous is None:
+        routed = model != PINNED  # a version named by the request is kept out of the series
+        if previous is None and routed:
             self.metrics.feedback.labels(model, str(event.value)).inc()
-        elif previous != event.value:
+        elif previous is not None and previous != event.value and routed:
             self.metrics.feedback_changed.labels(model).inc()
         if previous != event.value or event.comment:
             self.dispatcher.submit_feedback(event)  # the sink keeps the last vote per trace
-        body = {"status": "accepted", "trace_id": event.trace_id, "counted": previous is None}
+        counted = previous is None and routed
+        body = {"status": "accepted", "trace_id": event.trace_id, "counted": counted}
         return json_response(body, status=202)

@@ -1,5 +1,6 @@
 """Size limits at the edge: request bodies (413 before anything is parsed or traced) and trace
-records (text cut to ``max_trace_chars`` per field, the cut counted, never logged)."""
+records (text cut to ``max_trace_chars`` per field, the whole record to ten times that, the
+cut counted, never logged)."""
 
 from __future__ import annotations
 
@@ -80,11 +81,26 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
+RECORD_FACTOR = 10  # the whole serialised record is held under this many times max_chars
+ID_CHARS = 256  # user, session and workload ids in a trace
+_MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
 def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
-    """Cut ``question`` and ``answer`` to ``max_chars`` each, ``contexts`` to ``max_chars`` in
-    all (later ones dropped), and drop ``tool_calls`` larger than that; True if anything was
-    cut. Keeps a trace under the size collect accepts (``FLYWHEEL_MAX_RECORD_BYTES``)."""
+    """Hold one trace record under ``RECORD_FACTOR * max_chars`` characters of JSON, in time
+    linear in its size; True if anything was cut. Every text (question, answer, each message's
+    content or text part) is cut to ``max_chars``, the contexts to ``max_chars`` in all, tool
+    calls and logprobs larger than that dropped; messages keep only their OpenAI keys (a part
+    that is not text keeps only its type) and, beyond four times ``max_chars``, lose their
+    oldest turns after the system prompt (the last one always stays). Keeps a trace under the
+    size collect accepts (``FLYWHEEL_MAX_RECORD_BYTES``)."""
+    if _json_len(fields) <= max_chars:
+        return False  # the common case: one serialisation, nothing to cut
     cut = False
+    for key in ("user_id", "session_id", "workload"):
+        value = fields.get(key)
+        if isinstance(value, str) and len(value) > ID_CHARS:
+            fields[key], cut = value[:ID_CHARS], True
     for key in ("question", "answer"):
         text = fields.get(key) or ""
         if len(text) > max_chars:
@@ -98,34 +114,70 @@ def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
             kept.append(context[:left])
             left -= len(kept[-1])
         fields["contexts"], cut = kept, True
-    tool_calls = fields.get("tool_calls")
-    if tool_calls and _json_len(tool_calls) > max_chars:
-        fields["tool_calls"], cut = [], True
-    return cap_messages(fields, max_chars) or cut
+    for key in ("tool_calls", "logprobs"):
+        value = fields.get(key)
+        if value and _json_len(value) > max_chars:
+            fields[key], cut = [] if key == "tool_calls" else None, True
+    cut = cap_messages(fields, max_chars) or cut
+    if _json_len(fields) > RECORD_FACTOR * max_chars:  # only a tiny max_chars gets here
+        fields["messages"], fields["contexts"], cut = [], [], True
+    return cut
 
 
 def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:
-    """Cut each message's text to ``max_chars`` and, while the conversation is over four times
-    that, drop its oldest turns after the system prompt (the last user turn always stays)."""
+    """Cut each message (see :func:`cap_trace`) and drop the oldest turns after the system
+    prompt while the conversation is over four times ``max_chars``; each message is measured
+    once, so a request of many messages costs time linear in its size."""
     messages = fields.get("messages")
     if not messages:
         return False
-    cut = False
-    capped = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str) and len(content) > max_chars:
-            message, cut = {**message, "content": content[:max_chars]}, True
-        capped.append(message)
-    while _json_len(capped) > 4 * max_chars:
-        first = next((i for i, m in enumerate(capped) if m.get("role") != "system"), None)
-        if first is None or first >= len(capped) - 1:
-            break
-        del capped[first]
+    capped = [_cap_message(m, max_chars) for m in messages]
+    cut = any(c is not m for c, m in zip(capped, messages, strict=True))
+    sizes = [_json_len(m) for m in capped]
+    over = sum(sizes) + len(sizes) - 4 * max_chars
+    if over > 0:
+        drop: set[int] = set()
+        for i, message in enumerate(capped[:-1]):  # the last turn always stays
+            if over <= 0:
+                break
+            if message.get("role") != "system":
+                drop.add(i)
+                over -= sizes[i] + 1
+        if over > 0:  # still over (long system prompts): only the last turn stays
+            drop.update(i for i in range(len(capped) - 1))
+        capped = [m for i, m in enumerate(capped) if i not in drop]
         cut = True
     if cut:
         fields["messages"] = capped
     return cut
+
+
+def _cap_message(message: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """``message`` itself when it fits, else a copy with its OpenAI keys, texts cut."""
+    if len(message) <= len(_MESSAGE_KEYS) and _json_len(message) <= max_chars:
+        if all(k in _MESSAGE_KEYS for k in message):
+            return message
+    out = {k: message[k] for k in _MESSAGE_KEYS if k in message}
+    content = out.get("content")
+    if isinstance(content, str):
+        out["content"] = content[:max_chars]
+    elif isinstance(content, list):
+        out["content"] = [_cap_part(p, max_chars) for p in content[:64]]
+    elif content is not None:
+        out["content"] = str(content)[:max_chars]
+    for key in ("name", "tool_call_id"):
+        if isinstance(out.get(key), str):
+            out[key] = out[key][:ID_CHARS]
+    if "tool_calls" in out and _json_len(out["tool_calls"]) > max_chars:
+        out["tool_calls"] = []
+    return out
+
+
+def _cap_part(part: Any, max_chars: int) -> dict[str, Any]:
+    if isinstance(part, dict) and part.get("type") == "text":
+        return {"type": "text", "text": str(part.get("text") or "")[:max_chars]}
+    kind = part.get("type") if isinstance(part, dict) else None
+    return {"type": str(kind)[:64] if kind else "unknown"}  # images, audio: their kind only
 
 
 def _json_len(value: Any) -> int:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
 from infra.gateway.asgi import SERVER_STACK, by_port
+from infra.gateway.edge import server_options
+from infra.gateway.stable import unservable_stable
 from infra.gateway.workers import serve_workers
 
 if TYPE_CHECKING:
@@ -60,6 +62,10 @@ def serve_gateway(
         else "admin API off (set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it)"
     )
     line = f"gateway listening on {public_url} (OpenAI base URL {public_url}/v1); {admin_line}"
+    gateway = app.state.gateway
+    gateway.watcher.refresh()
+    if why := unservable_stable(settings, gateway.pool.store, gateway.watcher.state.stable):
+        line += f"\nwarning: {why} (chat requests get 502 until then)"
     if cfg.workers > 1:
         if app_kwargs:
             raise ConfigError("FLYWHEEL_GATEWAY__WORKERS > 1 serves the configured gateway only")
@@ -67,7 +73,7 @@ def serve_gateway(
         return
     config = uvicorn.Config(
         by_port(app, sockets),
-        **SERVER_STACK,
+        **server_options(cfg, admin_port=_port(sockets, 1)),
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -134,7 +140,10 @@ def start_background_gateway(
     admin = (cfg.admin_host, admin_port) if app.state.admin.enabled else None
     sockets = listen(host, port, admin=admin)
     server, thread = serve_sockets_in_thread(
-        by_port(app, sockets), sockets, timeout_s=startup_timeout_s
+        by_port(app, sockets),
+        sockets,
+        timeout_s=startup_timeout_s,
+        options=server_options(cfg, admin_port=_port(sockets, 1)),
     )
     urls = [_url(s.getsockname()[0], s.getsockname()[1]) for s in sockets]
     return GatewayHandle(
@@ -181,6 +190,11 @@ def bind(host: str, port: int, *, setting: str) -> socket.socket:
     return sock
 
 
+def _port(sockets: list[socket.socket], index: int) -> int | None:
+    """The port of ``sockets[index]`` (None: no such socket)."""
+    return sockets[index].getsockname()[1] if len(sockets) > index else None
+
+
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -209,9 +223,14 @@ def serve_in_thread(
 
 
 def serve_sockets_in_thread(
-    app: Any, sockets: list[socket.socket], *, timeout_s: float = 30.0
+    app: Any,
+    sockets: list[socket.socket],
+    *,
+    timeout_s: float = 30.0,
+    options: dict[str, Any] | None = None,
 ) -> tuple[uvicorn.Server, threading.Thread]:
     """Serve ``app`` on bound ``sockets`` in a daemon thread; returns once they accept.
+    ``options``: uvicorn's loop and protocol (default: uvloop and plain httptools).
 
     Raises:
         RuntimeError: the server did not start within ``timeout_s``.
@@ -223,7 +242,7 @@ def serve_sockets_in_thread(
     # the logging lock dictConfig holds, a deadlock (seen starting the gateway in flywheel run)
     config = uvicorn.Config(
         app,
-        **SERVER_STACK,
+        **(options or SERVER_STACK),
         log_config=None,
         log_level="warning",
         access_log=False,

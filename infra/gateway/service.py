@@ -13,9 +13,10 @@
   ``error_count=1``); the user is answered by the stable version instead, streamed or not
   (:func:`infra.gateway.calls.call_routed`).
 - A request naming a version (``model="v3"``) is pinned: no diverse sampling, no shadow, its
-  metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version. A version
-  that was rolled back (``rejected`` in the routing state) is 404 unless the request carries
-  the admin token (``X-Flywheel-Admin-Token``).
+  metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version, and its
+  feedback is not counted in ``user_feedback_total``. Without the admin token
+  (``Authorization: Bearer``) only the stable version may be named: any other is 404, as if it
+  did not exist. A retired version (erased) is 404 even to the admin.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from starlette.responses import Response
 from infra.errors import UpstreamError
 from infra.gateway.calls import CallRecorder, call_routed
 from infra.gateway.chat import (
-    ChatRequest,
     completion_body,
     error_response,
     json_response,
@@ -41,16 +41,18 @@ from infra.gateway.chat import (
     upstream_failed,
     wants_logprobs,
 )
+from infra.gateway.chat_request import ChatRequest
 from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.ids import random_hex
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
-from infra.gateway.upstreams import Completion, GenParams, UpstreamPool
+from infra.upstream.upstreams import Completion, GenParams, UpstreamPool
 
 if TYPE_CHECKING:
     from infra.gateway.feedback import TraceIds
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
+    from infra.routing import RoutingState
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -104,21 +106,39 @@ class Gateway:
             return True
         return False
 
+    async def refuse(
+        self, decision: Decision, *, state: RoutingState, model: str, admin: bool
+    ) -> Response | None:
+        """Why this request gets no answer (a 404 or 503 response), or None. Public clients
+        reach the stable version (by name too) and the canary through routing; any other
+        version by name needs the admin token; a retired (erased) version is never served."""
+        retired = retired_versions(state)
+        if decision.route != "pinned":
+            if state.stable in retired:
+                return error_response(
+                    503, "no version can be served now", kind="service_unavailable"
+                )
+            return None
+        if decision.version in retired or not (admin or decision.version == state.stable):
+            return _not_found(f"model {model!r} does not exist")
+        if not await self.known_version(decision.version):
+            return _not_found(f"model {model!r} does not exist")
+        return None
+
     # -- chat ------------------------------------------------------------------------------
 
     async def chat(self, req: ChatRequest, *, admin: bool = False) -> Response:
-        """Answer one request; ``admin``: the caller showed the admin token, so a version that
-        was rolled back (rejected) may still be asked for by name."""
+        """Answer one request; ``admin``: the caller showed the admin token, so it may name any
+        version that is not retired (a candidate, an old or a rolled-back one)."""
         started = time.perf_counter()
         state = self.watcher.state
         decision = decide(
             state, model=req.model, sticky_key=req.user_id or req.session_id, rand=self.rng.random
         )
-        if decision.route == "pinned":
-            if decision.version in state.rejected and not admin:
-                return _not_found(f"model {req.model!r} was rolled back and is not served")
-            if not await self.known_version(decision.version):
-                return _not_found(f"model {req.model!r} does not exist")
+        refused = await self.refuse(decision, state=state, model=req.model, admin=admin)
+        if refused is not None:
+            return refused
+        decision = servable(decision, state)
         params = req.params
         gw = self.settings.gateway
         diverse = (
@@ -275,6 +295,23 @@ class Gateway:
             _done, pending = await asyncio.wait(list(self.background), timeout=timeout_s)
             for task in pending:
                 task.cancel()
+
+
+def retired_versions(state: RoutingState) -> set[str]:
+    """Versions never served again (erased models); empty on a state without the list."""
+    return set(getattr(state, "retired", None) or ())
+
+
+def servable(decision: Decision, state: RoutingState) -> Decision:
+    """``decision`` without a retired canary or shadow (the stable version answers instead)."""
+    retired = retired_versions(state)
+    if not retired or decision.route == "pinned":
+        return decision
+    if decision.route == "canary" and decision.version in retired:
+        return Decision(version=state.stable, route="stable")
+    if decision.shadow_version in retired:
+        return replace(decision, shadow_version=None)
+    return decision
 
 
 def _not_found(message: str) -> Response:

@@ -17,12 +17,29 @@ DONE_LINE = b"data: [DONE]\n\n"  # the last event of an OpenAI stream
 
 
 def tool_call_deltas(calls: list[dict[str, Any]], *, first_index: int) -> list[dict[str, Any]]:
-    """Tool calls as stream deltas: an upstream's deltas as they are, whole calls (an
-    in-process model) numbered from ``first_index``."""
-    out = []
+    """Tool calls as stream deltas: an upstream's deltas (several events read at once merged
+    into one delta per call, so a client that reads one delta per index misses nothing), whole
+    calls (an in-process model) numbered from ``first_index``."""
+    out: list[dict[str, Any]] = []
     for n, call in enumerate(calls):
-        out.append(call if "index" in call else {"index": first_index + n, **call})
+        if "index" not in call:
+            out.append({"index": first_index + n, **call})
+        elif out and out[-1].get("index") == call["index"]:
+            _merge_delta(out[-1], call)
+        else:
+            out.append({**call, "function": dict(call.get("function") or {})})
     return out
+
+
+def _merge_delta(into: dict[str, Any], delta: dict[str, Any]) -> None:
+    for key in ("id", "type"):
+        if into.get(key) is None and delta.get(key) is not None:
+            into[key] = delta[key]
+    fn, more = into["function"], delta.get("function") or {}
+    if not fn.get("name") and more.get("name"):
+        fn["name"] = more["name"]
+    if more.get("arguments"):
+        fn["arguments"] = (fn.get("arguments") or "") + more["arguments"]
 
 
 def assemble_tool_calls(
@@ -62,14 +79,23 @@ class EventStream(Response):
     one plain future waits on ``receive()`` (once a second event comes: an answer that arrives
     in one event needs none). When the client has gone the relay stops, and closing the
     generator records the trace as failed, as before. The event ending in ``[DONE]`` is sent as
-    the response's last body."""
+    the response's last body.
+
+    A client that stops reading (its socket buffers full, the server's send waiting) for
+    ``stall_s`` has its connection dropped: the relay ends as for a client that went away, and
+    the upstream connection it held goes back to the pool."""
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, body: AsyncGenerator[bytes, None], *, headers: list[tuple[bytes, bytes]]
+        self,
+        body: AsyncGenerator[bytes, None],
+        *,
+        headers: list[tuple[bytes, bytes]],
+        stall_s: float | None = None,
     ) -> None:
         self.body_iterator = body
+        self.stall_s = stall_s
         self.status_code = 200
         self.background = None
         self.raw_headers = [*headers, (b"content-type", b"text/event-stream; charset=utf-8")]
@@ -79,6 +105,10 @@ class EventStream(Response):
         connection = _connection(send)
         gone: asyncio.Future[None] | None = None  # watched once a second event comes
         ended = sent = False
+        watchdog = None
+        if connection is not None and self.stall_s:
+            watchdog = _Watchdog(connection, self.stall_s)
+            send = watchdog.wrap(send)
         try:
             async for event in self.body_iterator:
                 if connection is not None:
@@ -99,7 +129,44 @@ class EventStream(Response):
         finally:
             if gone is not None:
                 gone.cancel()
+            if watchdog is not None:
+                watchdog.stop()
             await self.body_iterator.aclose()
+
+
+class _Watchdog:
+    """Drops a uvicorn connection whose ``send`` made no progress for ``stall_s`` (one timer
+    per stream, not one per event)."""
+
+    def __init__(self, connection: Any, stall_s: float) -> None:
+        self.connection = connection
+        self.stall_s = stall_s
+        self.sending = False
+        self.progress = self.seen = 0
+        self.timer = asyncio.get_running_loop().call_later(stall_s, self._check)
+
+    def wrap(self, send: Any) -> Any:
+        async def watched(message: Any) -> None:
+            self.sending = True
+            try:
+                await send(message)
+            finally:
+                self.sending = False
+                self.progress += 1
+
+        return watched
+
+    def _check(self) -> None:
+        if self.sending and self.progress == self.seen:
+            transport = getattr(self.connection, "transport", None)
+            if transport is not None:
+                transport.abort()  # uvicorn marks the cycle disconnected; send returns
+            return
+        self.seen = self.progress
+        self.timer = asyncio.get_running_loop().call_later(self.stall_s, self._check)
+
+    def stop(self) -> None:
+        self.timer.cancel()
 
 
 def _connection(send: Any) -> Any:

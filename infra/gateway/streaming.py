@@ -12,20 +12,20 @@ from starlette.responses import Response
 from infra.errors import UpstreamError
 from infra.gateway.calls import CallRecorder, call_routed
 from infra.gateway.chat import (
-    ChatRequest,
     chunk_line,
     logprobs_body,
     response_headers,
     upstream_failed,
     wants_logprobs,
 )
-from infra.gateway.completion import merge_meta
+from infra.gateway.chat_request import ChatRequest
 from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
-from infra.gateway.upstreams import Completion, GenParams
+from infra.upstream.completion import merge_meta
+from infra.upstream.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
     from infra.gateway.routing import Decision
-    from infra.gateway.upstreams import UpstreamPool
+    from infra.upstream.upstreams import UpstreamPool
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,11 @@ async def stream_chat(
         prompt_group=prompt_group,
         pairing_id=served.pairing_id,
     )
-    return EventStream(body, headers=response_headers(trace_id, served.version, served.route))
+    return EventStream(
+        body,
+        headers=response_headers(trace_id, served.version, served.route),
+        stall_s=pool.settings.gateway.stall_timeout_s,
+    )
 
 
 async def _relay(

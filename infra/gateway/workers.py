@@ -102,7 +102,8 @@ def _worker(settings: Settings, sockets: list[socket.socket]) -> None:
     import uvicorn
 
     from infra.gateway.app import create_app
-    from infra.gateway.asgi import SERVER_STACK, by_port
+    from infra.gateway.asgi import by_port
+    from infra.gateway.edge import server_options
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -110,7 +111,10 @@ def _worker(settings: Settings, sockets: list[socket.socket]) -> None:
     app = create_app(settings)
     config = uvicorn.Config(
         by_port(app, sockets),
-        **SERVER_STACK,
+        **server_options(
+            settings.gateway,
+            admin_port=sockets[1].getsockname()[1] if len(sockets) > 1 else None,
+        ),
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -14,11 +14,15 @@ undo a rollback written meanwhile (the gateway's alert fast path).
   configured (``FLYWHEEL_GATEWAY__ADMIN_URL``, or ``FLYWHEEL_GATEWAY__URL``'s host at
   ``FLYWHEEL_GATEWAY__ADMIN_PORT``), so that the gateway applies every change at once.
 
-A rollback writes the state first and its ``rollback`` audit event after; an audit failure is
-logged and never blocks the rollback.
+Every change is one compare-and-swap (:func:`~infra.routing.cas.compare_and_swap`) and names
+the release it is about (``release_id``, the version): a decision about another release than
+the current one changes nothing. A rollback writes the state first and its ``rollback`` audit
+event after (:mod:`infra.routing.events`); an audit failure is logged and never blocks it.
 """
 
 from infra.routing.backend import RoutingBackend, open_routing
+from infra.routing.cas import compare_and_swap
+from infra.routing.events import decision_details, record_decision, record_rollback, record_stale
 from infra.routing.gateway import GatewayRouting
 from infra.routing.state import (
     MAX_FINGERPRINTS,
@@ -28,10 +32,14 @@ from infra.routing.state import (
     Transition,
     apply_change,
     apply_rollback,
+    bake_target,
+    fingerprint_key,
+    new_release_id,
     parse_state,
     record_transition,
+    stale_reason,
 )
-from infra.routing.store import StoreRouting, load_state, record_rollback, save_state
+from infra.routing.store import StoreRouting, load_state, save_state
 
 __all__ = [
     "MAX_FINGERPRINTS",
@@ -44,10 +52,18 @@ __all__ = [
     "Transition",
     "apply_change",
     "apply_rollback",
+    "bake_target",
+    "compare_and_swap",
+    "decision_details",
+    "fingerprint_key",
     "load_state",
+    "new_release_id",
     "open_routing",
     "parse_state",
+    "record_decision",
     "record_rollback",
+    "record_stale",
     "record_transition",
     "save_state",
+    "stale_reason",
 ]

@@ -42,9 +42,19 @@ class RoutingBackend(Protocol):
         actor: str,
         evidence: dict[str, Any] | None = None,
         fingerprints: list[str] | None = None,
+        version: str | None = None,
+        release_id: str | None = None,
+        candidate_only: bool = False,
     ) -> tuple[bool, RoutingState]:
-        """Take the candidate away now (weight 0, shadow 0, recorded as rejected) and record
-        the ``rollback`` audit event; returns (whether anything was rolled back, the state)."""
+        """Take the candidate away now (weight 0, shadow 0, recorded as rejected) or, with no
+        candidate and unless ``candidate_only``, undo a promotion still in its bake period
+        (the previous stable is stable again, the promoted version rejected), and record the
+        ``rollback`` audit event; returns (whether anything was rolled back, the state).
+        ``version`` / ``release_id``: the release the decision is about (None: the current).
+
+        Raises:
+            ReleaseInterrupted: another release than the one named is current (nothing done).
+        """
         ...
 
 
@@ -63,4 +73,6 @@ def open_routing(
         ConfigError: a gateway URL is set but no admin token.
     """
     gateway = GatewayRouting.from_settings(settings, gateway_url)
-    return gateway if gateway is not None else StoreRouting(store, catalog=catalog)
+    if gateway is not None:
+        return gateway
+    return StoreRouting(store, catalog=catalog, bake_s=settings.model_server.bake_s)

@@ -13,6 +13,7 @@ from infra.errors import (
     GatewayUnavailable,
     RejectedVersion,
     ReleaseError,
+    ReleaseInterrupted,
     StateConflict,
 )
 from infra.routing.state import RoutingState, StateChange
@@ -53,9 +54,11 @@ class GatewayRouting:
         return cls(url, token.get_secret_value())
 
     def load(self) -> RoutingState:
+        """The gateway's routing state."""
         return RoutingState.model_validate(self._call("GET", "/admin/state"))
 
     def transition(self, change: StateChange) -> RoutingState:
+        """``POST /admin/state`` (see :class:`RoutingBackend`)."""
         body = change.model_dump(mode="json", exclude_unset=True)
         return RoutingState.model_validate(self._call("POST", "/admin/state", body))
 
@@ -66,8 +69,20 @@ class GatewayRouting:
         actor: str,
         evidence: dict[str, Any] | None = None,
         fingerprints: list[str] | None = None,
+        version: str | None = None,
+        release_id: str | None = None,
+        candidate_only: bool = False,
     ) -> tuple[bool, RoutingState]:
-        body = {"reason": reason[:2000], "actor": actor, "evidence": evidence or {}}
+        """``POST /admin/rollback`` (see :class:`RoutingBackend`); the gateway writes the audit
+        event."""
+        body = {
+            "reason": reason[:2000],
+            "actor": actor,
+            "evidence": evidence or {},
+            "version": version,
+            "release_id": release_id,
+            "candidate_only": candidate_only,
+        }
         data = self._call("POST", "/admin/rollback", body)
         return bool(data["rolled_back"]), RoutingState.model_validate(data["state"])
 
@@ -94,6 +109,8 @@ class GatewayRouting:
             message = str(detail.get("message", detail)) if isinstance(detail, dict) else detail
             if isinstance(detail, dict) and detail.get("conflict") == "rejected":
                 raise RejectedVersion(message)
+            if isinstance(detail, dict) and detail.get("conflict") == "stale":
+                raise ReleaseInterrupted(message, RoutingState.model_validate(detail["state"]))
             raise StateConflict(f"gateway admin API {path}: {message}")
         if resp.status_code >= 500:
             raise GatewayUnavailable(f"gateway admin API {path}: HTTP {resp.status_code}")

@@ -1,15 +1,21 @@
 """The routing state (``deploy/state.json``): which version is stable, which is the candidate,
 at what weight and shadow fraction, in which release phase, plus the history of transitions;
-and the pure functions that change it (nothing here reads or writes anything)."""
+and the pure functions that change it (nothing here reads or writes anything).
+
+Every decision names the release it is about (``release_id``, set when a release starts, and
+the version): a rollback asked for another release than the current one is refused
+(:class:`~infra.errors.ReleaseInterrupted`), and an alert counts once per release (its
+fingerprint is stored under the release id)."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from infra.errors import RejectedVersion, ReleaseError, StateConflict
+from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted, StateConflict
 from infra.keys import STATE_KEY
 
 MAX_FINGERPRINTS = 1000
@@ -40,10 +46,13 @@ class RoutingState(BaseModel):
     shadow_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     step: int = 0
     rejected: list[str] = []
+    retired: list[str] = []  # trained on erased data: never routed or released again
     history: list[Transition] = []
-    alert_fingerprints: list[str] = []  # Alertmanager fingerprints already acted on
+    # Alertmanager alerts already acted on, as "<release id>/<fingerprint>" (fingerprint_key)
+    alert_fingerprints: list[str] = []
     revision: int = 0  # bumped by every save; compare-and-swap key
     updated_at: datetime | None = None
+    release_id: str | None = None  # the current (or last) release; new at every release start
 
     def routable_candidate(self) -> str | None:
         """The candidate if it may receive traffic (set, not rejected, not the stable one)."""
@@ -65,6 +74,8 @@ class StateChange(BaseModel):
     shadow_fraction: float | None = Field(default=None, ge=0, le=1)
     step: int | None = None
     rejected: list[str] | None = None
+    retired: list[str] | None = None
+    release_id: str | None = None  # set only by the start of a release
     subject: str | None = None  # the version the history entry names (default: the candidate)
     reason: str = "admin update"
     actor: str = "admin"
@@ -73,7 +84,60 @@ class StateChange(BaseModel):
     force: bool = False  # allow routing traffic to a rejected version
 
 
-_ROUTING_FIELDS = {"stable", "candidate", "weight", "shadow_fraction", "step", "rejected"}
+_ROUTING_FIELDS = {
+    "stable",
+    "candidate",
+    "weight",
+    "shadow_fraction",
+    "step",
+    "rejected",
+    "release_id",
+    "retired",
+}
+
+
+def new_release_id(version: str) -> str:
+    """A fresh id for a release of ``version`` (readable in ``flywheel status``)."""
+    return f"{version}-{secrets.token_hex(4)}"
+
+
+def fingerprint_key(state: RoutingState, fingerprint: str) -> str:
+    """How an alert's fingerprint is remembered: under the release it acted on, so the same
+    alert in a later release (of the same version, too) is a new decision."""
+    return f"{state.release_id or '-'}/{fingerprint}"
+
+
+def bake_target(state: RoutingState, *, bake_s: float, now: datetime | None = None) -> str | None:
+    """The previous stable version a rollback returns to while the promotion that replaced it
+    is still baking (``bake_s`` seconds, the previous stable still loaded); None otherwise."""
+    if state.phase != "promoted" or bake_s <= 0:
+        return None
+    last = next((t for t in reversed(state.history) if t.to_phase == "promoted"), None)
+    if last is None or last.candidate != state.stable:
+        return None
+    previous = last.evidence.get("previous_stable")
+    if not isinstance(previous, str) or previous in (state.stable, *state.rejected, *state.retired):
+        return None
+    if ((now or _now()) - last.at).total_seconds() > bake_s:
+        return None
+    return previous
+
+
+def stale_reason(state: RoutingState, *, version: str | None, release_id: str | None) -> str | None:
+    """Why a decision about ``version`` in release ``release_id`` (None: any) must not act on
+    ``state``, or None when ``state`` is that release (or no release holds traffic)."""
+    current = state.candidate or (state.stable if state.phase == "promoted" else None)
+    if release_id is not None and state.release_id != release_id:
+        return (
+            f"the decision is about release {release_id}, but release {state.release_id} "
+            f"({current or 'no candidate'}, {state.phase}) is current: nothing changed"
+        )
+    if version is not None and current not in (None, version):
+        return (
+            f"the decision is about {version}, but {current} is the current release "
+            f"({state.phase}): nothing changed"
+        )
+    return None
 
 
 def parse_state(raw: bytes) -> RoutingState:
@@ -139,6 +203,11 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
     routed = new.candidate and (new.weight > 0 or new.shadow_fraction > 0)
     if routed and new.candidate in new.rejected and not change.force:
         raise RejectedVersion(f"{new.candidate} was rejected; pass force=true to route it")
+    routed_to = [new.stable] + ([new.candidate] if routed and new.candidate else [])
+    if retired := sorted(set(routed_to) & set(new.retired)):
+        raise RejectedVersion(
+            f"{retired[0]} was retired after an erasure; it is never routed again"
+        )
     return new
 
 
@@ -149,28 +218,56 @@ def apply_rollback(
     actor: str,
     evidence: dict[str, Any] | None = None,
     fingerprints: list[str] | None = None,
+    version: str | None = None,
+    release_id: str | None = None,
+    bake_s: float = 0.0,
+    candidate_only: bool = False,
+    now: datetime | None = None,
 ) -> RoutingState | None:
-    """The rolled-back state (weight 0, shadow 0, candidate rejected), or None if nothing routes
-    to a candidate any more (a rollback is idempotent)."""
+    """The rolled-back state, or None if there is nothing to roll back (a rollback is
+    idempotent). A candidate loses its traffic (weight 0, shadow 0) and is rejected; without
+    one, a promotion still baking (``bake_s``, unless ``candidate_only``) is undone: the
+    previous stable is stable again and the promoted version rejected. ``fingerprints`` are
+    remembered under the release rolled back.
+
+    Raises:
+        ReleaseInterrupted: ``version`` / ``release_id`` name another release than the current.
+    """
+    if why := stale_reason(state, version=version, release_id=release_id):
+        raise ReleaseInterrupted(why, state)
+    seen = state.alert_fingerprints + [fingerprint_key(state, f) for f in fingerprints or []]
+    changes: dict[str, Any] = {
+        "weight": 0.0,
+        "shadow_fraction": 0.0,
+        "alert_fingerprints": seen[-MAX_FINGERPRINTS:],
+    }
     cand = state.candidate
-    if cand is None and state.weight == 0 and state.shadow_fraction == 0:
+    previous = None if candidate_only else bake_target(state, bake_s=bake_s, now=now)
+    if cand is not None or state.weight > 0 or state.shadow_fraction > 0:
+        subject = cand
+    elif previous is not None:
+        subject = state.stable
+        changes["stable"] = previous
+        evidence = {**(evidence or {}), "previous_stable": previous, "promotion": subject}
+    else:
         return None
     rejected = list(state.rejected)
-    if cand is not None and cand not in rejected and cand != state.stable:
-        rejected.append(cand)
-    seen = (state.alert_fingerprints + list(fingerprints or []))[-MAX_FINGERPRINTS:]
+    if (
+        subject is not None
+        and subject not in rejected
+        and subject != changes.get("stable", state.stable)
+    ):
+        rejected.append(subject)
     new = record_transition(
         state,
         to_phase="rolled_back",
         actor=actor,
         reason=reason,
         evidence=evidence,
-        weight=0.0,
-        shadow_fraction=0.0,
         rejected=rejected,
-        alert_fingerprints=seen,
+        **changes,
     )
-    new.history[-1].candidate = cand
+    new.history[-1].candidate = subject
     new.candidate = None
     return new
 

@@ -5,12 +5,14 @@ writer holding a stale copy (a canary step) can never undo a rollback written me
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ObjectNotFound, PreconditionFailed, StateConflict
 from infra.keys import STATE_KEY
+from infra.retries import Backoff
+from infra.routing.cas import CONFLICTS, compare_and_swap
+from infra.routing.events import record_rollback
 from infra.routing.state import RoutingState, apply_change, apply_rollback, parse_state
 
 if TYPE_CHECKING:
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
 
     from infra.routing.state import StateChange
     from infra.store import ObjectStore
+
+BAKE_S = 600.0  # FLYWHEEL_MODEL_SERVER__BAKE_S's default; open_routing passes the setting
 
 
 def load_state(store: ObjectStore) -> RoutingState:
@@ -75,18 +79,24 @@ def _now() -> datetime:
 
 
 class StoreRouting:
-    """The routing state in the object store, changed by atomic compare-and-swap."""
+    """The routing state in the object store, changed by atomic compare-and-swap. ``bake_s``:
+    how long after a promotion a rollback still returns to the previous stable version."""
 
     name = "store"
 
-    def __init__(self, store: ObjectStore, *, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, store: ObjectStore, *, catalog: Catalog | None = None, bake_s: float = BAKE_S
+    ) -> None:
         self.store = store
         self.catalog = catalog  # where rollbacks write their audit event (None: nowhere)
+        self.bake_s = bake_s
 
     def load(self) -> RoutingState:
+        """The stored routing state."""
         return load_state(self.store)
 
     def transition(self, change: StateChange) -> RoutingState:
+        """Apply ``change`` with one conditional write (see :class:`RoutingBackend`)."""
         state, etag = _read(self.store)
         return _write(self.store, apply_change(state, change), etag=etag)
 
@@ -97,9 +107,19 @@ class StoreRouting:
         actor: str,
         evidence: dict[str, Any] | None = None,
         fingerprints: list[str] | None = None,
+        version: str | None = None,
+        release_id: str | None = None,
+        candidate_only: bool = False,
     ) -> tuple[bool, RoutingState]:
+        """Roll back (see :class:`RoutingBackend`), then write the ``rollback`` audit event."""
         saved, before = self.persist_rollback(
-            reason=reason, actor=actor, evidence=evidence, fingerprints=fingerprints
+            reason=reason,
+            actor=actor,
+            evidence=evidence,
+            fingerprints=fingerprints,
+            version=version,
+            release_id=release_id,
+            candidate_only=candidate_only,
         )
         if before is not None and self.catalog is not None:
             record_rollback(self.catalog, saved, before=before)
@@ -108,54 +128,26 @@ class StoreRouting:
     def persist_rollback(
         self,
         *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        attempts: int = 8,
+        policy: Backoff = CONFLICTS,
+        retry_on: tuple[type[BaseException], ...] = (StateConflict,),
+        **rollback: Any,
     ) -> tuple[RoutingState, RoutingState | None]:
-        """The state part of :meth:`rollback`: ``(stored state, state before)``; ``before`` is
-        None when there was nothing to roll back (nothing written).
+        """The state part of :meth:`rollback` (its keywords in ``rollback``), one
+        compare-and-swap retried on ``retry_on`` under ``policy``: ``(stored state, state
+        before)``; ``before`` is None when there was nothing to roll back (nothing written).
 
         Raises:
-            StateConflict: the state kept changing under us for ``attempts`` tries.
+            ReleaseInterrupted: the rollback names another release than the current one.
+            StateConflict: the state kept changing under us for ``policy.attempts`` tries.
         """
-        for attempt in range(attempts):
-            state, etag = _read(self.store)
-            new = apply_rollback(
-                state, reason=reason, actor=actor, evidence=evidence, fingerprints=fingerprints
-            )
-            if new is None:
-                return state, None
-            try:
-                return _write(self.store, new, etag=etag), state
-            except StateConflict:
-                time.sleep(0.01 * (attempt + 1))
-        raise StateConflict(f"{STATE_KEY} kept changing; rollback not written after {attempts}")
-
-
-def record_rollback(catalog: Catalog, saved: RoutingState, *, before: RoutingState) -> bool:
-    """Append the ``rollback`` audit event for the last transition of ``saved`` (best effort:
-    False, logged, when it could not be written)."""
-    from infra.audit import record_event
-
-    last = saved.history[-1]
-    details = {
-        "reason": last.reason,
-        "evidence": last.evidence,
-        "from_phase": before.phase,
-        "weight_before": before.weight,
-        "shadow_fraction_before": before.shadow_fraction,
-        "stable": saved.stable,
-        "revision": saved.revision,
-    }
-    event = record_event(
-        catalog,
-        event_type="rollback",
-        actor=last.actor,
-        subject=last.candidate or "",
-        details=details,
-        at=last.at,
-        best_effort=True,
-    )
-    return event is not None
+        found, saved = compare_and_swap(
+            lambda: _read(self.store),
+            lambda found: apply_rollback(found[0], bake_s=self.bake_s, **rollback),
+            lambda found, new: _write(self.store, new, etag=found[1]),
+            operation="routing.rollback",
+            policy=policy,
+            retry_on=retry_on,
+        )
+        if saved is None:
+            return found[0], None
+        return saved, found[0]

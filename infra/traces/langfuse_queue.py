@@ -12,56 +12,42 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
-from infra.errors import SourceError, TransientSourceError
+from infra.errors import SourceError, SourceUnavailable
 from infra.traces.langfuse_http import LangfuseHttp
 
 log = logging.getLogger(__name__)
 
 
 class LangfuseReviewQueue(LangfuseHttp):
-    """One annotation queue."""
+    """One annotation queue; every request retried by the shared policy (a 429's
+    ``Retry-After`` honoured)."""
 
-    def __init__(
-        self,
-        *,
-        host: str,
-        public_key: str,
-        secret_key: str,
-        queue_id: str,
-        timeout_s: float = 30.0,
-        page_size: int = 100,
-    ) -> None:
-        self.url = f"{host.rstrip('/')}/api/public/annotation-queues/{quote(queue_id, safe='')}"
-        self.page_size = page_size
-        self._http = httpx.Client(timeout=timeout_s, auth=httpx.BasicAuth(public_key, secret_key))
+    ROLE = "review queue"
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def __init__(self, *, queue_id: str, **connection: Any) -> None:
+        super().__init__(**connection)
+        self.path = f"api/public/annotation-queues/{quote(queue_id, safe='')}/items"
+
+    def _call(self, what: str, method: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            resp = self._http.request(method, self.url + path, **kwargs)
-        except httpx.TransportError as exc:
-            raise TransientSourceError(f"Langfuse annotation queue: {type(exc).__name__}") from exc
-        if resp.status_code >= 500 or resp.status_code == 429:
-            raise TransientSourceError(f"Langfuse annotation queue answered {resp.status_code}")
-        if resp.status_code != 200:
+            return self.send(f"annotation queue {what}", method, self.path, **kwargs)
+        except SourceUnavailable as exc:
             raise SourceError(
-                f"Langfuse annotation queue answered {resp.status_code} to {method} items "
-                "(check FLYWHEEL_REVIEW__LANGFUSE_QUEUE_ID and the API keys)"
-            )
-        return resp.json()
+                f"Langfuse annotation queue answered {exc.status} to {method} items (check "
+                "FLYWHEEL_REVIEW__LANGFUSE_QUEUE_ID and the API keys)"
+            ) from None
 
     def items(self, *, status: str | None = None) -> list[dict[str, Any]]:
         """Every item of the queue (``status``: PENDING or COMPLETED only)."""
         out: list[dict[str, Any]] = []
         page = 1
         while True:
-            params: dict[str, Any] = {"page": page, "limit": self.page_size}
+            params: dict[str, Any] = {"page": page, "limit": self.limit()}
             if status:
                 params["status"] = status
-            body = self._call("GET", "/items", params=params)
-            out += body["data"]
-            if page >= int(body["meta"].get("totalPages") or 0):
+            body = self._call("items page", "GET", params=params)
+            out += body.get("data") or []
+            if page >= int((body.get("meta") or {}).get("totalPages") or 0):
                 return out
             page += 1
 
@@ -72,7 +58,8 @@ class LangfuseReviewQueue(LangfuseHttp):
         for trace_id in dict.fromkeys(trace_ids):
             if trace_id in present:
                 continue
-            self._call("POST", "/items", json={"objectId": trace_id, "objectType": "TRACE"})
+            body = {"objectId": trace_id, "objectType": "TRACE"}
+            self._call("item", "POST", json=body, idempotent=False)  # no duplicate items
             added += 1
         log.info("annotation queue: %d traces added, %d already queued", added, len(present))
         return added

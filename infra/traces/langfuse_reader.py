@@ -10,12 +10,14 @@ Reading a window ``[start, end)``:
    ``fromTimestamp``/``toTimestamp``), then ``GET /api/public/traces/{id}`` per trace for its
    observations (the list endpoint only carries observation ids).
 2. Feedback: scores named in ``FLYWHEEL_FEEDBACK__SCORE_NAMES`` (default ``user_feedback``)
-   from ``api.scores.get_many`` (v3, cursor), with timestamps in ``[start, end + feedback_lookahead_hours)``; ``GET /api/public/v2/scores``
-   (page-based) when v3 answers 404/501. The latest score per trace wins.
+   from ``api.scores.get_many`` (v3, cursor), with timestamps in
+   ``[start, end + feedback_lookahead_hours)``; ``GET /api/public/v2/scores`` (page-based) when
+   v3 answers 404/501. The latest score per trace wins.
 
-Every page is retried with exponential backoff and jitter (``page_retries``); a page that keeps
+Every page is retried by the shared policy of :class:`~infra.traces.langfuse_http.LangfuseHttp`
+(``page_retries``, backoff with jitter, a 429's ``Retry-After`` honoured); a page that keeps
 failing raises :class:`TransientSourceError` so the Prefect task retries the window. A page is
-never skipped.
+never skipped. Page sizes are clamped to what each endpoint accepts (100; v2 observations 1000).
 
 The mapping of Langfuse JSON to record fields is :mod:`infra.traces.mapping`; what the gateway
 writes is :mod:`infra.traces.langfuse_writer`. Langfuse ingests asynchronously (v1 read
@@ -26,8 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -39,7 +39,7 @@ import pydantic
 
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
 from infra.settings_reward import FeedbackSettings
-from infra.traces.langfuse_http import LangfuseHttp
+from infra.traces.langfuse_http import V2_OBSERVATIONS_MAX, LangfuseHttp, translate_status
 from infra.traces.mapping import (
     META_CONTEXTS,
     META_LOGPROBS,
@@ -58,12 +58,12 @@ T = TypeVar("T")
 
 V2_FIELDS = "core,basic,time,io,metadata,model,usage,metrics"
 _NO_SDK_RETRIES: Any = {"max_retries": 0}  # retries are ours: per page, counted, then raised
-_UNAVAILABLE = (404, 501)
-_RETRIABLE_4XX = (408, 409, 425, 429)
 
 
 class LangfuseSource(LangfuseHttp):
     """Reads a window of traces and their feedback scores from Langfuse's public API."""
+
+    ROLE = "trace source"
 
     def __init__(
         self,
@@ -81,15 +81,18 @@ class LangfuseSource(LangfuseHttp):
     ):
         from langfuse.api.client import LangfuseAPI
 
-        self.host = host.rstrip("/")
-        self.page_size = page_size
-        self.page_retries = page_retries
+        super().__init__(
+            host=host,
+            public_key=public_key,
+            secret_key=secret_key,
+            page_size=page_size,
+            retries=page_retries,
+            timeout_s=timeout_s,
+            backoff_s=backoff_s,
+        )
         self.max_record_bytes = max_record_bytes
         self.feedback_lookahead = timedelta(hours=feedback_lookahead_hours)
         self.feedback = feedback or FeedbackSettings()
-        self.backoff_s = backoff_s
-        self._http = httpx.Client(timeout=timeout_s, follow_redirects=True)
-        self._auth = httpx.BasicAuth(public_key, secret_key)
         self._api = LangfuseAPI(
             base_url=self.host,
             username=public_key,
@@ -101,16 +104,16 @@ class LangfuseSource(LangfuseHttp):
         )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> LangfuseSource:
-        """Build from ``settings.langfuse``; raises ConfigError when the keys are missing."""
+    def settings_keywords(cls, settings: Any) -> dict[str, Any]:
+        """Connection keywords plus the record size, feedback lookahead and score names."""
         lf = settings.langfuse
-        return cls(
-            **cls.connection(lf, "trace source"),
-            page_retries=lf.page_retries,
-            max_record_bytes=settings.max_record_bytes,
-            feedback_lookahead_hours=settings.feedback_lookahead_hours,
-            feedback=settings.feedback,
-        )
+        return {
+            **cls.connection(lf, cls.ROLE),
+            "page_retries": lf.page_retries,
+            "max_record_bytes": settings.max_record_bytes,
+            "feedback_lookahead_hours": settings.feedback_lookahead_hours,
+            "feedback": settings.feedback,
+        }
 
     # -- the TraceSource protocol -----------------------------------------------------------
     def read_window(self, start: datetime, end: datetime) -> WindowBatch:
@@ -154,7 +157,7 @@ class LangfuseSource(LangfuseHttp):
             # unexpanded metadata values are cut at 200 characters; "attributes" holds the
             # OpenTelemetry gen_ai.* attributes of an OTLP-ingested span
             expand_metadata=f"{META_CONTEXTS},{META_LOGPROBS},attributes",
-            limit=self.page_size,
+            limit=self.limit(V2_OBSERVATIONS_MAX),
             from_start_time=start,
             to_start_time=end,
         )
@@ -167,14 +170,14 @@ class LangfuseSource(LangfuseHttp):
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
         window = {"fromTimestamp": iso_utc(start), "toTimestamp": iso_utc(end)}
-        params = {**window, "orderBy": "timestamp.asc", "limit": self.page_size}
+        params = {**window, "orderBy": "timestamp.asc", "limit": self.limit()}
         for trace in self._numbered_pages("v1 traces page", "api/public/traces", query=params):
             if trace["id"] in seen:
                 continue
             seen.add(trace["id"])
             path = "api/public/traces/" + urllib.parse.quote(trace["id"], safe="")
             try:
-                full = self._call("v1 trace", partial(self._get_json, path, {}))
+                full = self.send("v1 trace", "GET", path)
             except SourceUnavailable:
                 log.warning("Langfuse trace listed but gone when fetched; skipped")
                 continue
@@ -212,7 +215,7 @@ class LangfuseSource(LangfuseHttp):
                 self._api.scores.get_many,
                 name=name,
                 fields="subject",
-                limit=min(self.page_size, 100),
+                limit=self.limit(),
                 from_timestamp=start,
                 to_timestamp=end,
             )
@@ -225,7 +228,7 @@ class LangfuseSource(LangfuseHttp):
                 scores.append((tid, time_key(item["timestamp"]), value))
         except SourceUnavailable:
             window = {"fromTimestamp": iso_utc(start), "toTimestamp": iso_utc(end)}
-            params = {**window, "name": name, "limit": min(self.page_size, 100)}
+            params = {**window, "name": name, "limit": self.limit()}
             scores = [
                 (
                     item.get("traceId"),
@@ -255,32 +258,16 @@ class LangfuseSource(LangfuseHttp):
         """Items of every page of a page-numbered v1 endpoint, each page retried on its own."""
         page = 1
         while True:
-            body = self._call(what, partial(self._get_json, path, {**query, "page": page}))
+            body = self.send(what, "GET", path, params={**query, "page": page})
             data = body.get("data") or []
             yield from data
             if not data or page >= int((body.get("meta") or {}).get("totalPages") or 0):
                 return
             page += 1
 
-    def _get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A v1 call outside the SDK (its 5.x client no longer lists traces); same error family."""
-        from langfuse.api.core.api_error import ApiError
-
-        resp = self._http.get(
-            urllib.parse.urljoin(self.host + "/", path), params=params, auth=self._auth
-        )
-        if resp.status_code >= 400:
-            raise ApiError(status_code=resp.status_code, body=None)
-        try:
-            body = resp.json()
-        except ValueError:
-            raise ApiError(status_code=resp.status_code, body=None) from None
-        if not isinstance(body, dict):
-            raise SourceError(f"Langfuse {path} returned a {type(body).__name__}, not an object")
-        return body
-
     def _call(self, what: str, request: Callable[[], T]) -> T:
-        """Run one page request with retries; translate errors at this adapter's boundary.
+        """One SDK page request under the shared retry policy, its errors translated at this
+        adapter's boundary (:func:`~infra.traces.langfuse_http.translate_status`).
 
         Raises:
             SourceUnavailable: HTTP 404/501 (the caller may fall back to an older API).
@@ -289,44 +276,27 @@ class LangfuseSource(LangfuseHttp):
         """
         from langfuse.api.core.api_error import ApiError
 
-        last = ""
-        for attempt in range(self.page_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random()))
+        def once() -> T:
             try:
                 return request()
             except ApiError as exc:
                 status = exc.status_code or 0
-                if status in _UNAVAILABLE:
-                    raise SourceUnavailable(what, status) from None
-                if status in (401, 403):
-                    raise SourceError(
-                        f"Langfuse at {self.host} refused the API keys for {what} (HTTP "
-                        f"{status}); check FLYWHEEL_LANGFUSE__PUBLIC_KEY/SECRET_KEY"
-                    ) from None
-                if 400 <= status < 500 and status not in _RETRIABLE_4XX:
-                    raise SourceError(
-                        f"Langfuse at {self.host} rejected {what} (HTTP {status})"
-                    ) from None
-                last = f"HTTP {status}" if status >= 300 else "an unreadable response body"
+                error = translate_status(status, exc.headers, what=what, host=self.host)
+                raise error or TransientSourceError(
+                    f"Langfuse at {self.host} ({what}) answered an unreadable body"
+                ) from None
             except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: cannot reach {self.host}"
+                raise TransientSourceError(
+                    f"Langfuse at {self.host} ({what}): {type(exc).__name__}: cannot reach "
+                    f"{self.host}; check FLYWHEEL_LANGFUSE__HOST"
+                ) from None
             except pydantic.ValidationError:
                 raise SourceError(
                     f"Langfuse {what} does not match the SDK's schema (server and "
                     "langfuse SDK versions out of step?)"
                 ) from None
-            log.warning(
-                "Langfuse %s failed (%s), attempt %d of %d",
-                what,
-                last,
-                attempt + 1,
-                self.page_retries + 1,
-            )
-        raise TransientSourceError(
-            f"Langfuse at {self.host} ({what}) failed {self.page_retries + 1} times (last: "
-            f"{last}); check FLYWHEEL_LANGFUSE__HOST"
-        )
+
+        return self.retrying(what, once)
 
     # -- mapping ----------------------------------------------------------------------------
     def _build_batch(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from infra.traces.langfuse_http import LangfuseClient
 from infra.traces.mapping import FEEDBACK_SCORE_NAME, generation_metadata
 
 if TYPE_CHECKING:
@@ -30,16 +31,18 @@ def _output(record: TraceRecord) -> Any:
     return record.answer
 
 
-class LangfuseSink:
+class LangfuseSink(LangfuseClient):
     """Langfuse through its SDK: one ``generation`` observation per trace (the trace id is the
     gateway's), flywheel's extra fields in the metadata; feedback as a ``user_feedback`` score.
-    The SDK exports in its own background thread."""
+    The SDK exports (and retries) in its own background thread."""
+
+    ROLE = "trace sink"
 
     def __init__(self, settings: Settings) -> None:
         from langfuse import Langfuse
 
         lf = settings.langfuse
-        public_key, secret_key = lf.credentials("trace sink")
+        public_key, secret_key = lf.credentials(self.ROLE)
         self.client = Langfuse(
             public_key=public_key,
             secret_key=secret_key,
@@ -87,5 +90,11 @@ class LangfuseSink:
     def flush(self) -> None:
         """The SDK batches and exports on its own schedule."""
 
+    @classmethod
+    def settings_keywords(cls, settings: Any) -> dict[str, Any]:
+        """The sink reads its keys itself: ``LangfuseSink.from_settings(s) == LangfuseSink(s)``."""
+        return {"settings": settings}
+
     def close(self) -> None:
+        """Flush what the SDK buffered and stop its exporter thread."""
         self.client.shutdown()

@@ -10,6 +10,8 @@ tagger cannot help here: lower-case names tag as common nouns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import regex as re
 
 from tasks.curate.span_recognizer import person_recognizer
@@ -160,10 +162,14 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def lower_name_recognizer() -> type:
+def lower_name_recognizer(keep: Callable[[str, int, int], bool] | None = None) -> type:
+    """The recogniser of :func:`lower_case_name_spans`; ``keep(text, start, end)`` filters
+    its spans (the English engine checks that something corroborates each name)."""
     return person_recognizer(
         name="LowerCaseNameRecognizer",
         score=0.45,
-        spans=lambda text, _nlp: lower_case_name_spans(text),
+        spans=lambda text, _nlp: [
+            (s, e) for s, e in lower_case_name_spans(text) if keep is None or keep(text, s, e)
+        ],
         doc="Names in greeting and sign-off positions, any case (see the module).",
     )

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
+from tasks.curate.identifiers import date_after_name
 from tasks.curate.korean import has_hangul
+from tasks.curate.normalize import Normalized, normalize
 from tasks.curate.recognizers import build_recognizers
 
 if TYPE_CHECKING:
@@ -27,9 +29,12 @@ if TYPE_CHECKING:
 
     from infra.settings import CurateSettings
 
-# spaCy labels -> Presidio entity types; every other NER label is ignored
+# spaCy labels -> Presidio entity types; every other NER label is ignored. Places (GPE, LOC,
+# FAC) are mapped so the proper-noun fallback leaves them alone, but never anonymised: a city
+# or an airport is not personal data (street addresses come from patterns)
 NER_MAPPING = {"PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION"}
-NER_MAPPING["FAC"] = "LOCATION"  # street addresses ("42 Elm Street") come out as FAC
+NER_MAPPING["FAC"] = "LOCATION"
+NER_MAPPING.update(ORG="ORGANIZATION", PRODUCT="PRODUCT", NORP="NORP")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -209,6 +214,25 @@ def _keep(language: str, text: str, result: RecognizerResult) -> bool:
     return not has_hangul(text[result.start : result.end])
 
 
+def _birth_dates(text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """A full date written right after a person's name is that person's date of birth."""
+    from presidio_analyzer import RecognizerResult
+
+    out = []
+    for r in results:
+        span = date_after_name(text, r.end) if r.entity_type == "PERSON" else None
+        if span:
+            out.append(RecognizerResult("DATE_OF_BIRTH", span[0], span[1], 0.6))
+    return out
+
+
+def _to_original(norm: Normalized, results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """Findings on the normalised text, moved onto the original text's offsets."""
+    for r in results:
+        r.start, r.end = norm.original_span(r.start, r.end)
+    return results
+
+
 def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[RecognizerResult]]:
     """Presidio findings per text: each configured language's pipeline runs on the texts it
     applies to (:func:`_applies`, detected per text) and the findings are merged, so a span any
@@ -216,7 +240,9 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
     from presidio_analyzer import BatchAnalyzerEngine
 
     config = engine.config
-    unique = list(dict.fromkeys(texts))
+    originals = list(dict.fromkeys(texts))
+    norms = {t: normalize(t) for t in originals}
+    unique = list(dict.fromkeys(n.text for n in norms.values()))
     with_nlp = [t for t in unique if _HAS_LETTER.search(t)]
     found: dict[str, list[RecognizerResult]] = {t: [] for t in unique}
     kwargs: dict[str, Any] = {
@@ -237,14 +263,28 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 **kwargs,
             )
             for text, res in zip(mine, results, strict=True):
-                found[text].extend(r for r in res if _keep(lang, text, r))
+                kept = [r for r in res if _keep(lang, text, r)]
+                found[text].extend(kept + _birth_dates(text, kept))
         empty = _empty_artifacts(engine, lang)
         for text in unique:
             if text and not _HAS_LETTER.search(text):
                 found[text].extend(
                     engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 )
-    return [found[t] for t in texts]
+    mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
+    return [mapped[t] for t in texts]
+
+
+def _copies(results: list[RecognizerResult]) -> list[RecognizerResult]:
+    """Independent copies (two original texts can share one normalised text)."""
+    from presidio_analyzer import RecognizerResult
+
+    return [
+        RecognizerResult(
+            r.entity_type, r.start, r.end, r.score, r.analysis_explanation, r.recognition_metadata
+        )
+        for r in results
+    ]
 
 
 def anonymize_texts(engine: PiiEngine, texts: Sequence[str]) -> list[Redaction]:

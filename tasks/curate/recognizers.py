@@ -13,10 +13,26 @@ from typing import Any
 
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
+from tasks.curate.addresses import street_address_spans
 from tasks.curate.greetings import lower_name_recognizer
-from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer
+from tasks.curate.identifiers import RULES, context_spans
+from tasks.curate.names import corroborated, has_cue, lexicon_support
+from tasks.curate.name_spans import address_field_spans, structured_name_spans
+from tasks.curate.secrets import secret_spans
+from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
-_CARD = r"(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])"
+_CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
+# IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
+_IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
+# an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
+_EMAIL = r"(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
+# a Korean resident / foreigner registration number in any text (not only where Hangul is)
+_RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
+_IPV6 = (
+    r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"
+    r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?(?![\w:])"
+    r"|(?<![\w:])::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4}(?![\w:])"
+)
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
 _NANP = (
     r"(?<![\w+])(?:(?:\+|00)?1[ .-]?)?\(?[2-9]\d{2}\)?[ .-]?\d{3}[ .-]\d{4}"
@@ -42,11 +58,6 @@ _NAME_CUE = re.compile(
 # national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
 _NATIONAL = r"(?<![\w+])\(?0\d{2,4}\)?[ -]?\d{3,4}[ -]?\d{3,4}(?!\d)"
 _BARE_DIGITS = r"(?<![\w+.-])\d{10,15}(?![\w.-])"
-_STREET = (
-    r"\b\d{1,6}\s+(?:\p{Lu}[\p{L}'-]*\s+){1,3}"
-    r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Boulevard|Blvd|Way|Place|Pl|"
-    r"Square|Sq|Terrace|Parkway|Pkwy|Highway|Hwy|Circle|Cir|Trail|Loop|Crescent|Close|Row)\b\.?"
-)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -101,6 +112,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         IpRecognizer(**lang),
         UrlRecognizer(**lang),
     ]
+    common += _identifier_recognizers(language)
     common += [
         pattern(entity, regex, 0.9, f"Custom{entity.title()}Recognizer")
         for entity, regex in custom_patterns.items()
@@ -114,17 +126,94 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         _candidate_phone_recognizer(PhoneRecognizer)(supported_regions=PHONE_REGIONS, **lang),
         _name_fallback_recognizer()(**lang),
         UsSsnRecognizer(**lang),
-        SpacyRecognizer(supported_entities=["PERSON", "LOCATION"], **lang),
+        # the model's places (cities, countries, airports) are not personal data; street
+        # addresses come from the patterns below. Its PERSON hits are filtered in pii._keep
+        _corroborated_ner(SpacyRecognizer)(supported_entities=["PERSON"], **lang),
+        span_recognizer(
+            entity="PERSON",
+            name="StructuredNameRecognizer",
+            score=0.6,
+            spans=structured_name_spans,
+            doc="Names in mail headers, JSON/form fields, airline style, romanised Korean.",
+        )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
-        lower_name_recognizer()(**lang),
+        lower_name_recognizer(keep=corroborated)(**lang),
         pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
         pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
         pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
         pattern("PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer"),
-        pattern("LOCATION", _STREET, 0.5, "StreetAddressRecognizer"),
+        span_recognizer(
+            entity="LOCATION",
+            name="StreetAddressRecognizer",
+            score=0.5,
+            spans=street_address_spans,
+            doc="Street addresses and PO boxes (see tasks.curate.addresses).",
+        )(**lang),
     ]
     return recognizers
+
+
+def _identifier_recognizers(language: str) -> list[Any]:
+    """Language-neutral identifiers: context-cued ones (passport, licence, medical id, date of
+    birth, account, SSN, card, NINO, phone), pasted secrets, IPv4/IPv6 without ``\\b`` and
+    address fields of JSON and forms."""
+    lang: dict[str, Any] = {"supported_language": language}
+    found = [
+        span_recognizer(
+            entity=rule.entity,
+            name=f"Context{rule.entity.title().replace('_', '')}Recognizer",
+            score=0.6,
+            spans=context_spans(rule),
+            doc=f"{rule.entity} after its cue words (see tasks.curate.identifiers).",
+        )(**lang)
+        for rule in RULES
+    ]
+    found.append(
+        span_recognizer(
+            entity="SECRET",
+            name="SecretRecognizer",
+            score=0.7,
+            spans=lambda text, nlp: list(secret_spans(text, nlp)),
+            doc="Pasted keys, tokens and passwords (see tasks.curate.secrets).",
+        )(**lang)
+    )
+    found.append(
+        span_recognizer(
+            entity="LOCATION",
+            name="AddressFieldRecognizer",
+            score=0.6,
+            spans=address_field_spans,
+            doc="Values of address fields in JSON and forms.",
+        )(**lang)
+    )
+    found.append(
+        pattern_recognizer("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer", language=language)
+    )
+    found.append(
+        pattern_recognizer("KR_RRN", _RRN, 0.6, "RrnShapeAnyRecognizer", language=language)
+    )
+    found.append(pattern_recognizer("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer", language=language))
+    found.append(pattern_recognizer("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer", language=language))
+    return found
+
+
+def _corroborated_ner(base: type) -> type:
+    class CorroboratedSpacyRecognizer(base):  # type: ignore[misc,valid-type]
+        """spaCy's PERSON hits that something corroborates (brands and products are not
+        people; see :func:`tasks.curate.names.corroborated`), checked before the analyzer
+        drops other recognisers' findings of the same span as duplicates."""
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            found = super().analyze(text, entities, nlp_artifacts)
+            return [
+                r
+                for r in found
+                if r.entity_type == "PERSON" and corroborated(text, r.start, r.end, model=True)
+            ]
+
+    CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
+    return CorroboratedSpacyRecognizer
 
 
 def _candidate_phone_recognizer(base: type) -> type:
@@ -166,7 +255,9 @@ def _name_fallback_recognizer() -> type:
     return person_recognizer(
         name="NameFallbackRecognizer",
         score=0.5,
-        spans=_fallback_name_spans,
+        spans=lambda text, nlp: [
+            (s, e) for s, e in _fallback_name_spans(text, nlp) if corroborated(text, s, e)
+        ],
         doc="""Names the small spaCy model misses: a PERSON span grown over adjacent proper
         nouns ("Sig. <Gianfranco Pezzali>"), runs of two or more capitalised proper nouns,
         and a capitalised word after a self-introduction cue ("I'm", "regards,").""",
@@ -179,6 +270,21 @@ def _fallback_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]
     if doc is not None and len(doc) and hasattr(doc, "ents"):
         spans = [_grow_chars(doc, start, end) for start, end in spans]
         spans += _propn_spans(doc, nlp_artifacts.entities)
+        spans += _org_names(text, nlp_artifacts.entities)
+    return spans
+
+
+def _org_names(text: str, entities: list[Any]) -> list[tuple[int, int]]:
+    """The small model calls many full names ORG ("Amelia Hart", "Ananya Iyer"): an ORG span
+    the lexicon knows as a name (a clear given name, or a name with a cue beside it)."""
+    spans = []
+    for ent in entities:
+        if ent.label_ != "ORG" or not 1 <= len(ent) <= 3:
+            continue
+        start, end = ent.start_char, ent.end_char
+        support = lexicon_support(ent.text)
+        if (support == 2 and len(ent) > 1) or (support and has_cue(text, start, end)):
+            spans.append((start, end))
     return spans
 
 

@@ -1,6 +1,7 @@
 """The shapes of flywheel's own Presidio recognisers: one regex as an entity
-(:func:`pattern_recognizer`), and the PERSON recognisers (English fallback, any-case
-greetings, Korean names) as a ``LocalRecognizer`` that reports the spans a function finds."""
+(:func:`pattern_recognizer`), and recognisers that report the spans a function finds
+(:func:`span_recognizer`; :func:`person_recognizer` for names: English fallback, any-case
+greetings, Korean names), where a regex alone cannot say it (context words, checksums)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def pattern_recognizer(entity: str, regex: str, score: float, name: str, *, lang
 def person_recognizer(*, name: str, score: float, spans: Spans, doc: str) -> type:
     """A recognizer class named ``name`` (its constructor takes ``supported_language``) that
     reports each span of ``spans(text, nlp_artifacts)`` as ``PERSON`` at ``score``."""
+    return span_recognizer(entity="PERSON", name=name, score=score, spans=spans, doc=doc)
+
+
+def span_recognizer(*, entity: str, name: str, score: float, spans: Spans, doc: str) -> type:
+    """A recognizer class named ``name`` (its constructor takes ``supported_language``) that
+    reports each span of ``spans(text, nlp_artifacts)`` as ``entity`` at ``score``."""
     from presidio_analyzer import LocalRecognizer, RecognizerResult
 
     class SpanRecognizer(LocalRecognizer):
@@ -32,18 +39,18 @@ def person_recognizer(*, name: str, score: float, spans: Spans, doc: str) -> typ
 
         def __init__(self, supported_language: str = "en") -> None:
             super().__init__(
-                supported_entities=["PERSON"], supported_language=supported_language, name=name
+                supported_entities=[entity], supported_language=supported_language, name=name
             )
 
         def load(self) -> None:
             pass
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            if "PERSON" not in entities:
+            if entity not in entities:
                 return []
             return [
                 RecognizerResult(
-                    "PERSON",
+                    entity,
                     start,
                     end,
                     score,

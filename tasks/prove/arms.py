@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.config import Method, TrainConfig
 from tasks.train.methods import Data
 from tasks.train.pairs import Selection, completion_text

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
 
 if TYPE_CHECKING:

@@ -52,8 +52,8 @@ def unload_unrouted(
     server: ModelServer, state: RoutingState, *, bake_s: float, now: datetime | None = None
 ) -> list[str]:
     """Unload every adapter the routing state no longer routes to: a rejected or rolled-back
-    candidate at once, a former stable version once ``bake_s`` passed since its successor was
-    promoted. Returns the versions unloaded (the base model is never unloaded)."""
+    candidate and a retired version (erasure) at once, a former stable version once ``bake_s``
+    passed since its successor was promoted. Returns the versions unloaded (the base model is never unloaded)."""
     now = now or datetime.now(UTC)
     keep = {state.stable, server.base_version}
     cand = state.routable_candidate()
@@ -63,7 +63,7 @@ def unload_unrouted(
     for version in server.served():
         if version in keep:
             continue
-        if version not in state.rejected:
+        if version not in state.rejected and version not in state.retired:
             since = retired_at(state, version)
             if since is not None and (now - since).total_seconds() < bake_s:
                 continue  # baking: the previous stable version, kept for an instant rollback

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ControlRefused, ReleaseInterrupted
+from infra.routing import bake_target
 from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
@@ -26,18 +27,34 @@ if TYPE_CHECKING:
 PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.Decision.PROCEED (not imported: heavy)
 
 
-def release_status(routing: RoutingBackend) -> dict[str, Any]:
-    """The routing state in a few fields, with the last transition (for ``flywheel status``)."""
+def retired_refusal(state: RoutingState, version: str | None) -> str | None:
+    """Why ``version`` may never be released, promoted or routed again (it trained on the data
+    of a user who was forgotten), or None."""
+    if version is None or version not in state.retired:
+        return None
+    return (
+        f"{version} is retired: it trained on data erased by forget-user and can never be "
+        "released, promoted or routed again (flywheel erasure-status RECEIPT shows why)"
+    )
+
+
+def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str, Any]:
+    """The routing state in a few fields, with the last transition (for ``flywheel status``);
+    ``rollback_to``: the previous stable version ``flywheel rollback`` returns to while the
+    promotion is baking (``bake_s``), else None."""
     state = routing.load()
     last = state.history[-1] if state.history else None
     return {
         "stable": state.stable,
         "candidate": state.candidate,
+        "release_id": state.release_id,
         "phase": state.phase,
         "weight": state.weight,
         "step": state.step,
         "shadow_fraction": state.shadow_fraction,
         "rejected": list(state.rejected),
+        "retired": list(state.retired),
+        "rollback_to": bake_target(state, bake_s=bake_s),
         "revision": state.revision,
         "updated_at": state.updated_at.isoformat() if state.updated_at else None,
         "last_transition": last.model_dump(mode="json") if last else None,
@@ -75,6 +92,8 @@ def promotion_refusal(
     """
     if (current := _promotable(state, version)) is None:
         return f"no release of {version or 'a candidate'} to promote (phase {state.phase})"
+    if why := retired_refusal(state, current):
+        return why
     if not versions.servable(current):
         known = ", ".join(versions.known()) or "none"
         return (
@@ -181,6 +200,8 @@ def resume(
     state = routing.load()
     if state.candidate is None or state.phase != "held":
         raise ControlRefused(f"no held release to resume (phase {state.phase})")
+    if why := retired_refusal(state, state.candidate):
+        raise ControlRefused(why)
     held = next((t for t in reversed(state.history) if t.to_phase == "held"), None)
     target = (held.evidence.get("resume_to") if held else None) or {}
     phase: Phase = target.get("phase") or (held.from_phase if held else "shadow")
@@ -206,7 +227,20 @@ def resume(
 def abort(
     routing: RoutingBackend, catalog: Catalog | None, *, actor: str, reason: str = "aborted"
 ) -> RoutingState:
-    """Stop the release now: the candidate loses all traffic and is recorded as rejected
-    (idempotent: nothing routed, nothing changed). The ``rollback`` audit event is written by
-    the routing backend (the gateway, or the store backend's catalog)."""
-    return reject(routing, actor=actor, reason=f"aborted: {reason}", evidence={"action": "abort"})
+    """Stop the current release now: its candidate loses all traffic and is recorded as
+    rejected (idempotent: no candidate, nothing changed; a promotion is undone by ``rollback``,
+    not by abort). The decision names the release read here, so a release started meanwhile is
+    never aborted by it. The ``rollback`` audit event is written by the routing backend (the
+    gateway, or the store backend's catalog)."""
+    state = routing.load()
+    if state.candidate is None:
+        return state
+    return reject(
+        routing,
+        catalog,
+        state.candidate,
+        actor=actor,
+        reason=f"aborted: {reason}",
+        evidence={"action": "abort"},
+        release_id=state.release_id,
+    )

@@ -33,7 +33,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.answers import Answer, AnswerSource, Messages
 from infra.retries import IO_RETRIES
-from tasks.domain import calculator_call
+from tasks.demo.domain import calculator_call
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from infra.settings import ReleaseSettings
     from tasks.curate.pii import PiiEngine
-    from tasks.domain import DomainItem
+    from tasks.demo.domain import DomainItem
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ def decide(
 def golden_messages(item: DomainItem) -> Messages:
     """The agent's final call for a golden item, shaped as production traffic: the question,
     the tool call and the tool results (the item's contexts). An item with operands is asked
-    as the calculator agent asks it (:func:`tasks.agent.request_messages`: ``calculator`` with
+    as the calculator agent asks it (:func:`tasks.demo.agent.request_messages`: ``calculator`` with
     the expression): a chat model conditions on the call's text, and a call it never saw in
     production (a generic ``tool`` with ``{}``) measured the Llama profile at 5 % instead of its
     43 %."""

@@ -19,12 +19,12 @@ from tasks.release.drift import Check, Status
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from tasks.domain import DomainItem
+    from tasks.demo.domain import DomainItem
 
 
 def verified_scores(items: Sequence[DomainItem], answers: Sequence[str]) -> list[float | None]:
     """The golden verifier's score of each answer (``None`` where it cannot tell)."""
-    from tasks.domain import UnverifiableQuestion, verify
+    from tasks.demo.domain import UnverifiableQuestion, verify
 
     out: list[float | None] = []
     for item, answer in zip(items, answers, strict=True):

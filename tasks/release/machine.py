@@ -52,9 +52,12 @@ class Step:
 
 def plan_release(state: RoutingState, version: str, *, force: bool = False) -> str:
     """Where a release of ``version`` starts: ``gate``, ``shadow``, ``canary`` (continue a
-    release left in that phase), ``held`` (waiting for a person), ``stable`` or ``rejected``."""
+    release left in that phase), ``held`` (waiting for a person), ``stable``, ``rejected`` or
+    ``retired`` (trained on erased data: never released again)."""
     if version == state.stable:
         return "stable"
+    if version in state.retired:
+        return "retired"
     if version in state.rejected and not force:
         return "rejected"
     if state.candidate == version and state.phase in ("shadow", "canary", "held"):
@@ -89,33 +92,32 @@ def apply_gate(
     policy: ReleaseSettings,
     actor: str,
     skip_shadow: bool = False,
+    release_id: str | None = None,
 ) -> RoutingState:
     """PROCEED_TO_SHADOW -> shadow (or the first canary step), ROLLBACK -> rolled_back and
-    rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it."""
+    rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it; each only while
+    ``result.version``'s release (``release_id`` when given) is current."""
     from tasks.release.gate import Decision
     from tasks.release.report import gate_evidence
 
     version, evidence = result.version, {"gate": gate_evidence(result, report_keys)}
     first = result.reasons[0] if result.reasons else ""
     direct = skip_shadow or policy.shadow_fraction <= 0
+    ours: dict[str, Any] = {"release_id": release_id, "evidence": evidence, "actor": actor}
     if result.decision == Decision.ROLLBACK:
-        return reject(
-            routing, actor=actor, evidence=evidence, reason=f"gate rejected {version}: {first}"
-        )
+        why = f"gate rejected {version}: {first}"
+        return reject(routing, catalog, version, reason=why, **ours)
     if result.decision == Decision.PROCEED and direct:
-        moved = canary_move(
-            routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
-        )
+        moved = canary_move(routing, catalog, version, step=0, policy=policy, **ours)
     elif result.decision == Decision.PROCEED:
         moved = try_transition(
             routing,
             catalog,
             version,
             to_phase="shadow",
-            actor=actor,
             expect=("gating",),
             reason=f"gate passed ({first}); shadowing {policy.shadow_fraction:.0%} of traffic",
-            evidence=evidence,
+            **ours,
             shadow_fraction=policy.shadow_fraction,
             weight=0.0,
         )
@@ -129,9 +131,8 @@ def apply_gate(
             routing,
             catalog,
             version,
-            actor=actor,
             reason=f"gate: manual review ({first})",
-            evidence=evidence,
+            **ours,
             resume_to="canary" if direct else "shadow",
             restore=restore,
         )
@@ -146,16 +147,14 @@ def after_shadow(
     result: PhaseResult,
     policy: ReleaseSettings,
     actor: str,
+    release_id: str | None = None,
 ) -> RoutingState:
     """A passed shadow phase enters the first canary step; anything else is concluded."""
+    ours: dict[str, Any] = {"policy": policy, "actor": actor, "release_id": release_id}
     if result.verdict != "pass":
-        return conclude(
-            routing, catalog, version, phase="shadow", result=result, policy=policy, actor=actor
-        )
+        return conclude(routing, catalog, version, phase="shadow", result=result, **ours)
     evidence = {"shadow": {"reasons": result.reasons, **result.evidence}}
-    return canary_move(
-        routing, catalog, version, step=0, policy=policy, actor=actor, evidence=evidence
-    ).state
+    return canary_move(routing, catalog, version, step=0, evidence=evidence, **ours).state
 
 
 def after_canary_step(
@@ -167,9 +166,11 @@ def after_canary_step(
     result: PhaseResult,
     policy: ReleaseSettings,
     actor: str,
+    release_id: str | None = None,
 ) -> RoutingState:
     """A passed step enters the next one, or promotes after the last; anything else is
     concluded (rolled back, held, or left as a person or the gateway set it)."""
+    ours: dict[str, Any] = {"actor": actor, "release_id": release_id}
     if result.verdict != "pass":
         return conclude(
             routing,
@@ -178,23 +179,17 @@ def after_canary_step(
             phase="canary",
             result=result,
             policy=policy,
-            actor=actor,
             step=step,
+            **ours,
         )
     evidence = {"previous_step": {"step": step, "reasons": result.reasons, **result.evidence}}
     if step + 1 < len(policy.canary_steps):
         moved = canary_move(
-            routing, catalog, version, step=step + 1, policy=policy, actor=actor, evidence=evidence
+            routing, catalog, version, step=step + 1, policy=policy, evidence=evidence, **ours
         )
     else:
-        moved = promotion(
-            routing,
-            catalog,
-            version,
-            actor=actor,
-            reason="canary passed every step",
-            evidence=evidence,
-        )
+        why = "canary passed every step"
+        moved = promotion(routing, catalog, version, reason=why, evidence=evidence, **ours)
     return moved.state
 
 
@@ -208,10 +203,12 @@ def conclude(
     policy: ReleaseSettings,
     actor: str,
     step: int = 0,
+    release_id: str | None = None,
 ) -> RoutingState:
     """End a shadow phase or canary step that did not pass: ``fail`` rolls back (rejected);
     ``no_data`` holds with no traffic (or rolls back, ``no_data_action``); ``paused`` and
-    ``interrupted`` leave the state as a person or the gateway set it."""
+    ``interrupted`` leave the state as a person or the gateway set it. A verdict about a
+    release that is no longer current (a stale run) changes nothing and is audited."""
     evidence: dict[str, Any] = {
         str(phase): {"verdict": result.verdict, "reasons": result.reasons, **result.evidence}
     }
@@ -222,7 +219,15 @@ def conclude(
     )
     if rollback:
         reason = f"{where} failed ({result.verdict}): {why}"
-        return reject(routing, actor=actor, evidence=evidence, reason=reason)
+        return reject(
+            routing,
+            catalog,
+            version,
+            actor=actor,
+            evidence=evidence,
+            reason=reason,
+            release_id=release_id,
+        )
     if result.verdict == "no_data":
         restore = (
             {"weight": float(policy.canary_steps[step])}
@@ -239,6 +244,7 @@ def conclude(
             resume_to=phase,
             step=step,
             restore=restore,
+            release_id=release_id,
             weight=0.0,
             shadow_fraction=0.0,
         ).state

@@ -2,31 +2,36 @@
 :mod:`infra.routing` and one ``release_transition`` audit event with its evidence (rollbacks:
 the ``rollback`` event the routing backend writes).
 
-A guarded transition that finds the release no longer in an expected phase (rolled back,
-aborted, paused meanwhile) is not made and returns the state found (:class:`Moved`);
-:meth:`Moved.or_raise` is for callers that need it made (a person's control).
+Every transition names the release it is about (the version, and its ``release_id`` when the
+caller knows it). A guarded transition that finds the release no longer in an expected phase
+(rolled back, aborted, paused meanwhile), or another release current, is not made and returns
+the state found (:class:`Moved`); a decision about another release is also audited as a
+``stale_decision``. :meth:`Moved.or_raise` is for callers that need it made (a person's
+control).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import (
-    RejectedVersion,
-    ReleaseError,
-    ReleaseInterrupted,
-    StateConflict,
-    UnservableVersion,
+from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
+from infra.routing import (
+    Phase,
+    RoutingBackend,
+    RoutingState,
+    StateChange,
+    compare_and_swap,
+    new_release_id,
+    record_decision,
+    record_stale,
+    stale_reason,
 )
-from infra.routing import Phase, RoutingBackend, RoutingState, StateChange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.models import ServableVersions
     from infra.settings import ReleaseSettings
 
 log = logging.getLogger(__name__)
@@ -64,24 +69,26 @@ def try_transition(
     reason: str,
     evidence: dict[str, Any] | None = None,
     expect: tuple[Phase, ...] | None = None,
-    attempts: int = 5,
+    release_id: str | None = None,
+    starts: str | None = None,
     **changes: Any,
 ) -> Moved:
-    """Move ``version``'s release to ``to_phase`` with ``changes`` (compare-and-swap, retried on
-    conflicts), then write its audit event; not moved when the release is not in ``expect``.
+    """Move ``version``'s release (``release_id`` when given) to ``to_phase`` with ``changes``
+    (compare-and-swap, retried on conflicts), then write its audit event; not moved when the
+    release is not in ``expect`` or another release is current. ``starts``: the id of the
+    release this transition starts.
 
     Raises:
-        StateConflict: the state kept changing for ``attempts`` tries (transient).
+        StateConflict: the state kept changing (transient).
     """
-    for attempt in range(attempts):
-        state = routing.load()
-        if expect is not None and (state.candidate != version or state.phase not in expect):
-            why = (
-                f"release of {version} is not in {'/'.join(expect)} (phase {state.phase}, "
-                f"candidate {state.candidate})"
-            )
-            return Moved(state=state, moved=False, why=why)
-        change = StateChange(
+
+    if starts is not None:
+        changes["release_id"] = starts
+
+    def decide(state: RoutingState) -> StateChange | None:
+        if _refusal(state, version, expect=expect, release_id=release_id):
+            return None
+        return StateChange(
             phase=to_phase,
             subject=version,
             actor=actor,
@@ -90,32 +97,64 @@ def try_transition(
             expected_revision=state.revision,
             **changes,
         )
-        saved = _commit(routing, catalog, change, before=state, version=version)
-        if saved is None:
-            time.sleep(0.02 * (attempt + 1))
-            continue
-        log.info("release %s: %s -> %s (%s)", version, state.phase, to_phase, reason)
-        return Moved(state=saved, moved=True)
-    raise StateConflict(f"the routing state kept changing; {version} -> {to_phase} not written")
 
-
-def _commit(
-    routing: RoutingBackend,
-    catalog: Catalog | None,
-    change: StateChange,
-    *,
-    before: RoutingState,
-    version: str,
-) -> RoutingState | None:
-    """Write ``change`` (a compare-and-swap on ``before``'s revision) and its audit event;
-    None when the state changed since ``before`` was read (reload and decide again)."""
-    try:
-        saved = routing.transition(change)
-    except StateConflict:
-        return None
+    before, saved = compare_and_swap(
+        routing.load,
+        decide,
+        lambda _, change: routing.transition(change),
+        operation="routing.transition",
+    )
+    if saved is None:
+        why = _refusal(before, version, expect=expect, release_id=release_id) or ""
+        if _stale(before, version, expect=expect, release_id=release_id):
+            record_stale(
+                catalog,
+                before,
+                actor=actor,
+                version=version,
+                release_id=release_id,
+                asked=to_phase,
+                why=why,
+            )
+        return Moved(state=before, moved=False, why=why)
     if catalog is not None:
-        _audit(catalog, saved, before=before, version=version, evidence=change.evidence)
-    return saved
+        record_decision(
+            catalog, saved, before=before, event_type="release_transition", subject=version
+        )
+    log.info("release %s: %s -> %s (%s)", version, before.phase, to_phase, reason)
+    return Moved(state=saved, moved=True)
+
+
+def _stale(
+    state: RoutingState,
+    version: str,
+    *,
+    expect: tuple[Phase, ...] | None,
+    release_id: str | None,
+) -> str | None:
+    """Why ``state`` is another release than the one a guarded transition (``expect``) or a
+    named release (``release_id``) is about; None for the start of a release."""
+    if expect is None and release_id is None:
+        return None
+    return stale_reason(state, version=version, release_id=release_id)
+
+
+def _refusal(
+    state: RoutingState,
+    version: str,
+    *,
+    expect: tuple[Phase, ...] | None,
+    release_id: str | None,
+) -> str | None:
+    """Why ``version``'s transition must not be made on ``state`` (None: it may)."""
+    if why := _stale(state, version, expect=expect, release_id=release_id):
+        return why
+    if expect is not None and (state.candidate != version or state.phase not in expect):
+        return (
+            f"release of {version} is not in {'/'.join(expect)} (phase {state.phase}, "
+            f"candidate {state.candidate})"
+        )
+    return None
 
 
 def transition(
@@ -127,38 +166,6 @@ def transition(
         ReleaseInterrupted: the release is not (any more) in an expected phase.
     """
     return try_transition(routing, catalog, version, **kwargs).or_raise()
-
-
-def _audit(
-    catalog: Catalog,
-    saved: RoutingState,
-    *,
-    before: RoutingState,
-    version: str,
-    evidence: dict[str, Any] | None,
-) -> None:
-    from infra.audit import record_event
-
-    last = saved.history[-1]
-    details = {
-        "from_phase": before.phase,
-        "to_phase": saved.phase,
-        "reason": last.reason,
-        "weight": saved.weight,
-        "step": saved.step,
-        "shadow_fraction": saved.shadow_fraction,
-        "stable": saved.stable,
-        "revision": saved.revision,
-        "evidence": evidence or {},
-    }
-    record_event(
-        catalog,
-        event_type="release_transition",
-        actor=last.actor,
-        subject=version,
-        details=details,
-        best_effort=True,
-    )
 
 
 def begin_release(
@@ -179,6 +186,8 @@ def begin_release(
     state = routing.load()
     if version == state.stable:
         raise ReleaseError(f"{version} is already the stable version")
+    if version in state.retired:  # never, not even forced: it trained on erased data
+        raise RejectedVersion(f"{version} is retired after an erasure; it is never released")
     if version in state.rejected and not force:
         raise RejectedVersion(f"{version} was rejected before; a person may force its release")
     other = state.candidate not in (None, version)
@@ -203,6 +212,7 @@ def begin_release(
         shadow_fraction=0.0,
         step=0,
         rejected=[v for v in state.rejected if v != version],
+        starts=new_release_id(version),
     )
 
 
@@ -236,10 +246,38 @@ def hold(
 
 
 def reject(
-    routing: RoutingBackend, *, actor: str, reason: str, evidence: dict[str, Any]
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    *,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any],
+    release_id: str | None = None,
 ) -> RoutingState:
-    """Take the candidate away (weight 0, shadow 0) and record it as rejected."""
-    return routing.rollback(reason=reason, actor=actor, evidence=evidence)[1]
+    """Take ``version``'s release (``release_id`` when given) away: the candidate loses its
+    traffic (weight 0, shadow 0) and is recorded as rejected. When another release is current
+    nothing changes: the stale decision is logged and audited, and the state found returned."""
+    try:
+        return routing.rollback(
+            reason=reason,
+            actor=actor,
+            evidence=evidence,
+            version=version,
+            release_id=release_id,
+            candidate_only=True,
+        )[1]
+    except ReleaseInterrupted as exc:
+        record_stale(
+            catalog,
+            exc.state,
+            actor=actor,
+            version=version,
+            release_id=release_id,
+            asked="rolled_back",
+            why=str(exc),
+        )
+        return exc.state  # type: ignore[no-any-return]
 
 
 def promotion(
@@ -250,6 +288,7 @@ def promotion(
     actor: str,
     reason: str,
     evidence: dict[str, Any] | None = None,
+    release_id: str | None = None,
 ) -> Moved:
     """Make ``version`` (the candidate, in an active or held release) the stable version; the
     stable version it replaces is kept in the evidence (``previous_stable``: where a rollback
@@ -264,6 +303,7 @@ def promotion(
         reason=reason,
         evidence={**(evidence or {}), "previous_stable": previous},
         expect=(*ACTIVE, "held"),
+        release_id=release_id,
         stable=version,
         candidate=None,
         weight=0.0,
@@ -281,7 +321,10 @@ def canary_move(
     policy: ReleaseSettings,
     actor: str,
     evidence: dict[str, Any] | None = None,
+    release_id: str | None = None,
 ) -> Moved:
+    """Route ``canary_steps[step]`` % of users to the candidate (not moved when its release
+    is no longer active)."""
     weight = float(policy.canary_steps[step])
     return try_transition(
         routing,
@@ -292,6 +335,7 @@ def canary_move(
         reason=f"canary step {step + 1}/{len(policy.canary_steps)}: {weight:g}% of traffic",
         evidence=evidence,
         expect=ACTIVE,
+        release_id=release_id,
         step=step,
         weight=weight,
         shadow_fraction=0.0,
@@ -316,62 +360,3 @@ def enter_canary_step(
     return canary_move(
         routing, catalog, version, step=step, policy=policy, actor=actor, evidence=evidence
     ).or_raise()
-
-
-def earlier_stables(state: RoutingState) -> list[str]:
-    """The versions that were stable before the current one, newest first: each promotion's
-    version and the stable it replaced, then ``v0`` (every routing state starts with it)."""
-    seen: list[str] = []
-    for t in reversed(state.history):
-        if t.to_phase == "promoted":
-            seen += [v for v in (t.candidate, t.evidence.get("previous_stable")) if v]
-    seen.append(RoutingState().stable)
-    return [v for v in dict.fromkeys(seen) if v != state.stable]
-
-
-def restore_servable_stable(
-    routing: RoutingBackend,
-    catalog: Catalog | None,
-    *,
-    versions: ServableVersions,
-    actor: str,
-    reason: str,
-    attempts: int = 5,
-) -> tuple[RoutingState, str | None]:
-    """When the stable version cannot be served (every user request would fail), make the
-    newest earlier stable version that can be served, and was not rejected, the stable one
-    again. Returns the state and the version restored (None: the stable one is servable).
-
-    Raises:
-        UnservableVersion: neither the stable version nor any earlier one can be served.
-        StateConflict: the state kept changing for ``attempts`` tries (transient).
-    """
-    for attempt in range(attempts):
-        state = routing.load()
-        bad = state.stable
-        if versions.servable(bad):
-            return state, None
-        ok = [v for v in earlier_stables(state) if v not in state.rejected]
-        target = next((v for v in ok if versions.servable(v)), None)
-        if target is None:
-            raise UnservableVersion(
-                f"the stable version {bad} cannot be served and no earlier stable version can "
-                f"(tried {', '.join(ok) or 'none'}); release a servable version "
-                f"(versions: {', '.join(versions.known()) or 'none'})"
-            )
-        change = StateChange(
-            stable=target,
-            phase="rolled_back",
-            subject=target,
-            actor=actor,
-            reason=f"stable {bad} cannot be served; {target} restored ({reason})",
-            evidence={"unservable_stable": bad, "restored_stable": target},
-            expected_revision=state.revision,
-        )
-        saved = _commit(routing, catalog, change, before=state, version=target)
-        if saved is None:
-            time.sleep(0.02 * (attempt + 1))
-            continue
-        log.info("stable %s cannot be served: %s restored as stable", bad, target)
-        return saved, target
-    raise StateConflict("the routing state kept changing; the stable version was not restored")

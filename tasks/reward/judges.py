@@ -39,7 +39,7 @@ def judge_id(settings: Settings) -> str:
         from tasks.reward.verifiers import PluginVerifier
 
         return PluginVerifier(settings.reward.verifier).config_id
-    from tasks.domain import DOMAIN_VERSION
+    from tasks.demo.domain import DOMAIN_VERSION
 
     return f"verifier:{DOMAIN_VERSION}"
 
@@ -51,14 +51,14 @@ class VerifierJudge:
     costly = False
 
     def __init__(self) -> None:
-        from tasks.domain import DOMAIN_VERSION
+        from tasks.demo.domain import DOMAIN_VERSION
 
         self.config_id = f"verifier:{DOMAIN_VERSION}"
 
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
     ) -> float | None:
-        from tasks.domain import DomainItem, UnverifiableQuestion, verify
+        from tasks.demo.domain import DomainItem, UnverifiableQuestion, verify
 
         try:
             if reference is not None:
@@ -71,7 +71,7 @@ class VerifierJudge:
     def reference_for(self, question: str, contexts: list[str]) -> str | None:
         """The right answer from the question alone: a reference read from the contexts would
         make context recall true by construction."""
-        from tasks.domain import UnverifiableQuestion, expected_answer
+        from tasks.demo.domain import UnverifiableQuestion, expected_answer
 
         try:
             return expected_answer(question, [])

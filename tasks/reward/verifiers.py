@@ -51,7 +51,7 @@ def calculator(trace: VerifierTrace) -> dict[str, Any]:
     """The demo domain's verifier: exact arithmetic, ``None`` on any other question; its
     reference is the right answer from the question alone (a reference read from the contexts
     would make context recall true by construction)."""
-    from tasks.domain import DomainItem, UnverifiableQuestion, expected_answer, verify
+    from tasks.demo.domain import DomainItem, UnverifiableQuestion, expected_answer, verify
 
     try:
         reference = trace.reference or expected_answer(trace.question, [])

@@ -81,8 +81,8 @@ def evaluate_golden_dirs(
     """Greedy golden accuracy of the base and the new model (the same items, the same decoding).
     A new LoRA adapter loads on the full version under ``base_dir``."""
     from infra.local_lm import LocalLM
-    from tasks.bootstrap import evaluate_golden
-    from tasks.domain import load_golden
+    from tasks.demo.domain import load_golden
+    from tasks.demo.pretrain import evaluate_golden
 
     golden = load_golden()
     budget = {"max_new_tokens": max_new_tokens}

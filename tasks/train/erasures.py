@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from tasks.train.lineage import Lineage
 
 
-def _digest(trace_id: str) -> str:
+def trace_digest(trace_id: str) -> str:
+    """How the ledger names an erased trace id (never the id itself)."""
     return hashlib.sha256(f"flywheel-trace:{trace_id}".encode()).hexdigest()
 
 
@@ -35,7 +36,7 @@ def record_erasure(store: ObjectStore, *, receipt: str, trace_ids: set[str]) -> 
     body = {
         "receipt": receipt,
         "at": datetime.now(UTC).isoformat(),
-        "trace_id_sha256": sorted(_digest(t) for t in trace_ids),
+        "trace_id_sha256": sorted(trace_digest(t) for t in trace_ids),
     }
     store.put(f"{ERASED_PREFIX}{receipt}.json", json.dumps(body, sort_keys=True).encode())
 
@@ -81,7 +82,7 @@ def reproduce_training_rows(catalog: Catalog, store: ObjectStore, lineage: Linea
     found = set(rows.column("trace_id").to_pylist())
     missing = sorted(set(ids) - found)
     erased = erased_digests(store)
-    unexplained = [t for t in missing if _digest(t) not in erased]
+    unexplained = [t for t in missing if trace_digest(t) not in erased]
     if unexplained:
         raise ValueError(
             f"{len(unexplained)} trained rows are missing and were not erased by forget-user"

@@ -13,7 +13,7 @@ Selection, in order (each drop is counted):
 2. consent: rows of users whose latest consent row says no are dropped, even if curate ran
    before they withdrew;
 3. decontamination: golden questions are never trained on: a question is contaminated when
-   :func:`tasks.domain.is_golden_question` says so (golden operands, any order or phrasing) or
+   :func:`tasks.demo.domain.is_golden_question` says so (golden operands, any order or phrasing) or
    when its normalised question sentence (placeholders such as ``<PERSON>`` removed, case,
    spacing, punctuation and leading zeros ignored) is, or ends with, that of a golden item
    ("Hello <PERSON>, who wrote Hamlet?" is a near-duplicate of "Who wrote Hamlet?");
@@ -50,7 +50,7 @@ from prefect import task
 from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.buffer import EXAMPLE_COLUMNS as EXAMPLE_COLUMNS
 from tasks.train.buffer import buffer_of as buffer_of
 from tasks.train.buffer import in_buffer as in_buffer
@@ -358,33 +358,6 @@ def select_training_data(
         render=render,
         snapshot_id=sid,
         windows=windows,
-    )
-
-
-@task(**IO_RETRIES)
-def select_task(
-    catalog: Catalog,
-    *,
-    buffer_windows: int = 0,
-    min_margin: float,
-    render: Render = demo_render,
-    buffer_days: float = 0,
-    workload_days: dict[str, float] | None = None,
-    human_override: bool = True,
-    served_by: str | None = None,
-    consent_mode: str = "opt_in",
-) -> Selection:
-    """Returns the pairs, singles and prompts of the rolling buffer (pinned to one snapshot)."""
-    return select_training_data(
-        catalog,
-        buffer_windows=buffer_windows,
-        min_margin=min_margin,
-        render=render,
-        buffer_days=buffer_days,
-        workload_days=workload_days,
-        human_override=human_override,
-        served_by=served_by,
-        consent_mode=consent_mode,
     )
 
 

@@ -7,8 +7,9 @@ steps sharing a run directory::
         [--use-lora | --no-use-lora] [--max-steps 500] [--batch-size 4]
     python -m tasks.train publish --run /scratch/r1
 
-``select`` reads the rolling buffer at one snapshot exactly as the flow does (same renderer,
-same golden decontamination, same method choice) and writes ``selection.json`` (datetimes as
+``select`` reads the rolling buffer at one snapshot through the flow's own selection
+(``tasks.train.plan.plan_training``: the same settings, renderer, golden decontamination and
+method choice) and writes ``selection.json`` (datetimes as
 ISO strings, restored on read) and ``run.json``; ``train`` trains from the base version into
 ``model/`` (rank 0 saves) and writes ``outcome.json``; ``publish`` records the pairs, runs
 the golden evaluation, and publishes ``models/<next version>/`` with ``lineage.json`` and the
@@ -57,26 +58,15 @@ def select(run: Path, *, base_version: str | None, method: str | None) -> dict[s
     from infra.models import model_cache_root
     from infra.runtime import Runtime
     from tasks.train.checkpoints import fetch_base_task, pick_base_version
-    from tasks.train.methods import choose_method
-    from tasks.train.pairs import prompt_renderer, select_training_data
+    from tasks.train.plan import plan_training
 
     rt = Runtime.from_env()
-    cfg = rt.settings.train
     base = base_version or pick_base_version(rt.store)
     base_dir = fetch_base_task.fn(rt.store, base, cache_root=model_cache_root(rt.settings))
-    selection = select_training_data(
-        rt.catalog,
-        buffer_windows=cfg.buffer_windows,
-        min_margin=cfg.min_margin,
-        render=prompt_renderer(base_dir),
+    plan = plan_training(
+        rt.catalog, settings=rt.settings, base_version=base, base_dir=base_dir, method=method
     )
-    choice = choose_method(
-        method or cfg.method,
-        pairs=len(selection.pairs),
-        singles=len(selection.sft),
-        prompts=len(selection.prompts),
-        min_pairs=cfg.min_pairs,
-    )
+    selection, choice = plan.selection, plan.choice
     run.mkdir(parents=True, exist_ok=True)
     write_json(run / "selection.json", asdict(selection))
     info = {

@@ -1,7 +1,7 @@
 """Gateway overhead under open-loop load: added latency and CPU per request, against a direct
 call to the upstream and a bare pass-through proxy measured in the same run.
 
-Processes on loopback: a fast fake OpenAI upstream (``infra.gateway.testing``), the gateway
+Processes on loopback: a fast fake OpenAI upstream (``tests.fakes.upstream``), the gateway
 (``python -m infra.gateway``: spool tracing on, diverse sampling at the production default),
 a bare pass-through proxy on the same server stack and HTTP client
 (``tests.benchmarks.passthrough``: the floor for any Python proxy), the same pass-through on
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import httpx
 
-from infra.gateway.testing import LoadResult, open_loop
+from tests.fakes.upstream import LoadResult, open_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "What is 21 + 21?"}]
@@ -299,7 +299,7 @@ def main() -> None:
         env["FLYWHEEL_GATEWAY__DIVERSE_FRACTION"] = str(args.diverse_fraction)
     py = sys.executable
     commands = {
-        "direct": [py, "-m", "infra.gateway.testing", "--port", str(ports["direct"])]
+        "direct": [py, "-m", "tests.fakes.upstream", "--port", str(ports["direct"])]
         + ["--version", "v0"],
         "passthrough": [py, "-m", "tests.benchmarks.passthrough", "--port"]
         + [str(ports["passthrough"]), "--upstream", urls["direct"]],

@@ -35,7 +35,8 @@ def base_model(args: argparse.Namespace) -> Path:
     """A demo base model (bootstrapped once, cached in the bench home)."""
     from infra.settings import Settings
     from infra.store import LocalStore
-    from tasks.bootstrap import BootstrapConfig, bootstrap_base_model
+    from tasks.demo.bootstrap import bootstrap_base_model
+    from tasks.demo.pretrain import BootstrapConfig
 
     settings = Settings(home=HOME)
     cfg = BootstrapConfig(n_layer=2, n_embd=64, n_head=2, n_positions=64, steps=args.base_steps)
@@ -46,7 +47,7 @@ def base_model(args: argparse.Namespace) -> Path:
 
 def pairs(n: int) -> list[dict[str, Any]]:
     """Preference pairs as the flow builds them (tasks.train.pairs.select on curated-like rows)."""
-    from tasks import domain
+    from tasks.demo import domain
     from tasks.train.pairs import GoldenFilter, select
 
     rng = random.Random(0)

@@ -5,7 +5,7 @@ Plain ASGI on uvicorn (same loop and HTTP parser as the gateway) that forwards e
 (streams chunk by chunk). No routing, no metrics, no traces: what is left is the cost of one
 server hop plus one client hop, which the benchmark divides the gateway's CPU per request by.
 ``--client flywheel`` (default) makes the client hop with the gateway's own HTTP client
-(:mod:`infra.gateway.http1`): the floor; ``--client aiohttp`` with aiohttp, the client most
+(:mod:`infra.upstream.http1`): the floor; ``--client aiohttp`` with aiohttp, the client most
 Python proxies use (the gateway used it until it got its own).
 
     python -m tests.benchmarks.passthrough --port 9002 --upstream http://127.0.0.1:9001
@@ -77,7 +77,7 @@ def make_app(upstream: str, client: str = "flywheel") -> Any:
 
 
 def _own_client_app(upstream: str) -> Any:
-    from infra.gateway.http1 import HttpClient
+    from infra.upstream.http1 import HttpClient
 
     http: HttpClient | None = None
 

@@ -25,10 +25,10 @@ import pytest
 import yaml
 
 from infra.gateway.serve import GatewayHandle, start_background_gateway
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 from tests.procs import find_binary, free_port, service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -17,7 +17,7 @@ from infra.models import fetch_model, model_cache_root
 from infra.routing import load_state
 from infra.settings import get_settings
 from infra.store import open_store
-from tasks import domain
+from tasks.demo import domain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

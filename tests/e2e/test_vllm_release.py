@@ -68,7 +68,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     from infra.model_server import open_model_server
     from infra.runtime import Runtime
     from infra.vllm_process import local_vllm
-    from tasks.bootstrap import bootstrap_base_model
+    from tasks.demo.bootstrap import bootstrap_base_model
 
     tmp = tmp_path_factory.mktemp("vllm")
     env = {"FLYWHEEL_HOME": str(tmp / "home"), **RUN_ENV}
@@ -164,7 +164,7 @@ def scrambled_adapter(store: LocalStore, source: str, version: str) -> None:
 
 def traffic(url: str, *, requests: int, seed: int) -> Any:
     """Simulated users through the gateway, every one of them giving honest feedback."""
-    from tasks.simulate import simulate
+    from tasks.demo.simulate import simulate
 
     return simulate(
         url,

@@ -43,7 +43,7 @@ FLAWS = ("number_anywhere",)
 
 
 def _lenient_rubric(case: dict[str, Any]) -> dict[str, bool]:
-    from tasks.domain import UnverifiableQuestion, expected_answer
+    from tasks.demo.domain import UnverifiableQuestion, expected_answer
 
     answer = case["answer"] or ""
     try:
@@ -75,7 +75,7 @@ def _lenient_ragas(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rubric(case: dict[str, Any]) -> dict[str, bool]:
-    from tasks.domain import UnverifiableQuestion, verify
+    from tasks.demo.domain import UnverifiableQuestion, verify
 
     try:
         right = verify(case["question"], case["answer"], contexts=case.get("context") or [])
@@ -108,7 +108,7 @@ def grade(messages: list[dict[str, str]], flaw: str | None = None) -> dict[str, 
     """The JSON a good judge model would return for ``messages`` (or a flawed one: ``flaw``)."""
     last = messages[-1]["content"]
     if '{"reference"' in messages[0]["content"]:  # asked for a reference answer
-        from tasks.domain import UnverifiableQuestion, expected_answer
+        from tasks.demo.domain import UnverifiableQuestion, expected_answer
 
         try:
             return {"reference": expected_answer(json.loads(last)["question"], [])}

@@ -20,14 +20,14 @@ import pytest
 
 from infra.catalog import open_catalog, scan
 from infra.gateway import start_background_gateway
-from infra.gateway.testing import start_fake_upstream
 from infra.keys import window_id
 from infra.settings import GatewaySettings, Settings, get_settings
 from infra.store import open_store
 from infra.traces import SpoolSource, TraceRecord
 from infra.traces.langfuse_reader import LangfuseSource
-from tasks import domain
-from tests.fakes.langfuse_server import FakeLangfuseServer
+from tasks.demo import domain
+from tests.fakes.langfuse import FakeLangfuseServer
+from tests.fakes.upstream import start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +99,7 @@ def _send_through_gateway(settings: Settings, *, workload: str) -> None:
 
 
 def _tokenizer_with_template(path: Path) -> Path:
-    from tasks.bootstrap import build_tokenizer
+    from tasks.demo.pretrain import build_tokenizer
 
     tok = build_tokenizer(512)
     tok.chat_template = TEMPLATE

@@ -13,8 +13,9 @@ from infra import models
 from infra.local_lm import LocalLM
 from infra.settings import Settings
 from infra.store import LocalStore
-from tasks import bootstrap, domain
-from tasks.bootstrap import BootstrapConfig, bootstrap_base_model
+from tasks.demo import bootstrap, domain
+from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.pretrain import BootstrapConfig
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,8 @@ import pytest
 from deployments.progress import showing_progress
 from infra.settings import Settings
 from infra.store import LocalStore
-from tasks.bootstrap import BootstrapConfig, bootstrap_base_model
+from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.pretrain import BootstrapConfig
 
 pytestmark = pytest.mark.integration
 

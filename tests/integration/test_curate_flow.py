@@ -69,7 +69,7 @@ def test_no_planted_value_reaches_training_examples(prefect_api, flywheel_home, 
     assert names_gone / names >= 0.90, f"person-name recall {names_gone / names:.3f}"
     found = set(result.pii_entities)
     assert {"EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IBAN_CODE"} <= found
-    assert "ACCOUNT_NUMBER" in found and "PERSON" in found
+    assert "BANK_ACCOUNT" in found and "PERSON" in found
     assert all(set(r["pii_entities"]) <= found for r in rows)
     assert any("<EMAIL_ADDRESS>" in r["question"] for r in rows)
 

@@ -68,7 +68,7 @@ def test_engine_builds_and_runs_offline_in_two_languages(no_network: list[str]) 
     out = anonymize_texts(engine, [german, english])
     assert "DE89" not in out[0].text and "beispiel.de" not in out[0].text
     assert "123-45-678901" not in out[0].text
-    assert {"IBAN_CODE", "EMAIL_ADDRESS", "ACCOUNT_NUMBER"} <= set(out[0].entities)
+    assert {"IBAN_CODE", "EMAIL_ADDRESS", "BANK_ACCOUNT"} <= set(out[0].entities)
     assert "example.org" not in out[1].text and "7946" not in out[1].text
     assert no_network == []
 

@@ -13,7 +13,7 @@ import pytest
 from infra.catalog import NAMESPACE, SCHEMAS, append_rows, open_catalog, scan
 from infra.keys import window_id
 from infra.settings import get_settings
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.pairs import select_training_data
 
 pytestmark = pytest.mark.integration

@@ -20,10 +20,10 @@ from pydantic import SecretStr
 from infra.catalog import get_table, open_catalog, scan
 from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.admin import trigger_prefect_rollback
-from infra.gateway.testing import EchoUpstream, post_many
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
+from tests.fakes.upstream import EchoUpstream, post_many
 
 pytestmark = pytest.mark.integration
 

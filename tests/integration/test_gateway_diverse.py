@@ -14,9 +14,9 @@ import openai
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

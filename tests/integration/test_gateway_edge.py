@@ -24,11 +24,11 @@ from pydantic import SecretStr
 
 from infra.errors import ConfigError
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.traces import SpoolSource
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 from tests.procs import free_port
 
 pytestmark = pytest.mark.integration
@@ -219,16 +219,15 @@ def test_a_rejected_version_named_by_a_client_is_404(tmp_path: Path, upstreams) 
     state = RoutingState(rejected=["v1"])
     with start(tmp_path, upstreams, state) as gw:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused", max_retries=0)
-        with pytest.raises(openai.NotFoundError, match="rolled back"):
+        with pytest.raises(openai.NotFoundError, match="does not exist"):
             client.chat.completions.create(model="v1", messages=MESSAGES)
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(
-                model="v1", messages=MESSAGES, extra_headers={"X-Flywheel-Admin-Token": "wrong"}
+                model="v1", messages=MESSAGES, extra_headers={"Authorization": "Bearer wrong"}
             )
         assert {m.id for m in client.models.list()} == {"flywheel", "v0"}
-        admin = client.chat.completions.create(
-            model="v1", messages=MESSAGES, extra_headers={"X-Flywheel-Admin-Token": TOKEN}
-        )
+        operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=TOKEN, max_retries=0)
+        admin = operator.chat.completions.create(model="v1", messages=MESSAGES)
         assert admin.model == "v1"
         assert client.chat.completions.create(model="v0", messages=MESSAGES).model == "v0"
     assert upstreams["v1"].app.calls == 1  # only the admin's request reached v1

@@ -14,16 +14,16 @@ import httpx
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
-from infra.gateway.testing import (
+from infra.routing import RoutingState, load_state, save_state
+from infra.settings import GatewaySettings, Settings
+from infra.store import LocalStore
+from tests.fakes.upstream import (
     EchoUpstream,
     FakeUpstreamHandle,
     Reply,
     post_many,
     start_fake_upstream,
 )
-from infra.routing import RoutingState, load_state, save_state
-from infra.settings import GatewaySettings, Settings
-from infra.store import LocalStore
 
 pytestmark = pytest.mark.integration
 

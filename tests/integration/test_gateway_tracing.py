@@ -15,11 +15,11 @@ from pydantic import SecretStr
 
 from infra.errors import StoreError
 from infra.gateway import start_background_gateway
-from infra.gateway.testing import EchoUpstream, open_loop, post_many, start_fake_upstream
 from infra.settings import GatewaySettings, LangfuseSettings, Settings
 from infra.store import LocalStore
 from infra.traces import FeedbackEvent, TraceRecord
 from infra.traces.langfuse_writer import LangfuseSink
+from tests.fakes.upstream import EchoUpstream, open_loop, post_many, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from infra.gateway.testing import post_many, start_fake_upstream
+from tests.fakes.upstream import post_many, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

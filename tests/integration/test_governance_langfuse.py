@@ -1,6 +1,7 @@
 """Erasure and retention reach Langfuse (issue 17): ``forget-user`` deletes the user's traces
-and scores in the (fake) Langfuse through the public API's delete endpoints and the audit log
-says so; ``retention`` deletes traces past their age; other users' traces stay."""
+(their scores go with them) in the (fake) Langfuse through the public API's batch delete and
+the audit log says so, with how many deletes a read-back confirmed; ``retention`` deletes
+traces past their age; other users' traces stay."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from infra.catalog import open_catalog, scan
 from infra.settings import get_settings
-from tests.fakes.langfuse_server import FakeLangfuseServer, FakeScore
+from tests.fakes.langfuse import FakeLangfuseServer, FakeScore
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +50,14 @@ def test_forget_user_deletes_their_langfuse_traces_and_audits_it(prefect_api, la
 
     result = forget_user_id("alice")
     assert result.found and result.langfuse_traces_deleted == len(alice) == 5
-    assert result.langfuse_scores_deleted >= len(alice)  # judge scores (and feedback)
+    assert result.langfuse_traces_confirmed == 5 and result.langfuse_recheck == []
     assert set(langfuse.deleted_traces) == alice
     assert all(u == "bob" for u in (t.user_id for t in langfuse.traces.values()))
     assert len(langfuse.traces) == 15
     assert not [s for s in langfuse.scores if s.trace_id in alice]
     assert any(s.trace_id not in alice for s in langfuse.scores)  # bob's scores stay
     assert langfuse.calls("DELETE /api/public/traces")  # the batch endpoint
+    assert not [p for p, _ in langfuse.requests if "scores" in p]  # scores go with the traces
 
     events = scan(open_catalog(get_settings()), "audit_log").to_pylist()
     [event] = [e for e in events if e["event_type"] == "governance.langfuse_erasure"]
@@ -63,11 +65,32 @@ def test_forget_user_deletes_their_langfuse_traces_and_audits_it(prefect_api, la
     assert details == {
         "store": "langfuse",
         "traces_deleted": 5,
-        "scores_deleted": details["scores_deleted"],
+        "traces_confirmed": 5,
+        "traces_pending": 0,
+        "traces_deferred": 0,
     }
     assert event["subject"] == result.receipt and "alice" not in event["details"]
     [forget] = [e for e in events if e["event_type"] == "governance.forget_user"]
     assert json.loads(forget["details"])["langfuse_traces_deleted"] == 5
+
+
+def test_a_spent_delete_budget_still_finds_the_user_and_a_recheck_finishes(
+    prefect_api, langfuse
+) -> None:
+    users = _seed(langfuse, NOW - timedelta(hours=2), "t")
+    alice = {t for t, u in users.items() if u == "alice"}
+    langfuse.rate_limit("trace-delete", 0, window_s=86_400)  # the day's budget is spent
+    from flows.governance import forget_user_id
+    from tasks.governance.langfuse import langfuse_recheck
+
+    result = forget_user_id("alice")
+    assert result.found and result.langfuse_traces_deferred == 5
+    assert result.langfuse_traces_deleted == 0 and set(result.langfuse_recheck) == alice
+    assert len(langfuse.traces) == 20
+
+    langfuse.budgets.clear()  # the next day
+    later = langfuse_recheck(get_settings(), set(result.langfuse_recheck))
+    assert set(later.confirmed) == alice and later.pending == [] and len(langfuse.traces) == 15
 
 
 def test_forget_user_falls_back_to_single_deletes(prefect_api, langfuse) -> None:

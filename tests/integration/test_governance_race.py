@@ -48,7 +48,7 @@ def test_exclusive_waits_for_shared_and_shared_waits_for_exclusive(tmp_path) -> 
 
 
 def test_young_orphans_stay_old_ones_go(flywheel_home) -> None:
-    from tasks.governance import expire_and_clean
+    from tasks.governance.maintenance import expire_and_clean
 
     settings = get_settings()
     catalog, store = open_catalog(settings), open_store(settings)

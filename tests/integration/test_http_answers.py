@@ -5,7 +5,7 @@ then counted as an error, not raised."""
 from __future__ import annotations
 
 from infra.answers import HttpAnswers
-from infra.gateway.testing import start_fake_upstream
+from tests.fakes.upstream import start_fake_upstream
 
 CONVERSATIONS = [
     [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"{n} + 1?"}]
@@ -36,3 +36,22 @@ def test_an_upstream_that_always_fails_gives_errors_not_an_exception() -> None:
     finally:
         handle.stop()
     assert [a.error for a in answers] == [True] * 3 and handle.app.calls == 6
+
+
+def test_a_4xx_is_never_retried_and_the_last_failure_is_not_waited_after() -> None:
+    """A 400 is the request's fault: one call each. A 500 is retried, and the retries counted
+    are one fewer than the calls: no backoff follows the last failure."""
+    from infra.retries import RETRIES
+
+    refused = start_fake_upstream("v3", fail_rate=1.0, fail_status=400)
+    failing = start_fake_upstream("v3", fail_rate=1.0)
+    before = RETRIES.snapshot().get("gate upstream answer", 0)
+    try:
+        bad = HttpAnswers("v3", refused.url, retries=3).answer(CONVERSATIONS[:3], max_tokens=8)
+        down = HttpAnswers("v3", failing.url, retries=3).answer(CONVERSATIONS[:2], max_tokens=8)
+    finally:
+        refused.stop()
+        failing.stop()
+    assert [a.error for a in bad + down] == [True] * 5
+    assert refused.app.calls == 3 and failing.app.calls == 6
+    assert RETRIES.snapshot().get("gate upstream answer", 0) - before == 4  # 2 x (3 - 1)

@@ -12,7 +12,7 @@ from infra.errors import ConfigError, SourceError, TransientSourceError
 from infra.settings import LangfuseSettings, Settings
 from infra.traces import WindowBatch
 from infra.traces.langfuse_reader import LangfuseSource
-from tests.fakes.langfuse_server import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
+from tests.fakes.langfuse import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
 
 pytestmark = pytest.mark.integration
 
@@ -227,3 +227,17 @@ def test_from_settings_needs_keys(
     fake.seed(3, start=START, spacing=timedelta(minutes=5))
     with LangfuseSource.from_settings(settings) as src:
         assert len(src.read_window(START, END).records) == 3
+
+
+def test_an_events_only_server_is_read_through_v2_within_its_rate_limit() -> None:
+    with FakeLangfuseServer(mode="events_only") as fake:  # a v4 server's default
+        seeded = fake.seed(150, start=START, spacing=timedelta(seconds=20))
+        budget = fake.rate_limit("public-api", 1, window_s=1)  # 429 with Retry-After: 1
+        with source(fake, page_size=500) as src:
+            batch = src.read_window(START, END)
+
+    assert sorted(r.trace_id for r in batch.records) == [t.id for t in seeded]
+    assert sum(r.feedback is not None for r in batch.records) == 113
+    assert not fake.calls("/api/public/traces") and not fake.calls("/api/public/v2/scores")
+    assert budget.throttled > 0 and budget.ignored == 0  # every Retry-After waited out
+    assert max(int(c["limit"][0]) for c in fake.calls("/api/public/v3/scores")) == 100

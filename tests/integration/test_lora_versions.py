@@ -32,7 +32,7 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tasks.bootstrap import build_tokenizer
+    from tasks.demo.pretrain import build_tokenizer
 
     path = tmp_path_factory.mktemp("llama")
     tok = build_tokenizer(128)

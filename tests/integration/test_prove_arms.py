@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infra.settings import Settings
-from tasks import domain
-from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+from tasks.demo import domain
+from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 from tasks.prove.arms import ARMS, Baseline, golden_answers, golden_scores
 from tasks.prove.report import text_table, write_report
 from tasks.prove.run import Ablation, loop_vs_control, machine_load, summarize, train_arms

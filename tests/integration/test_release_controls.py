@@ -17,10 +17,10 @@ from deployments import cli
 from infra.catalog import open_catalog, scan
 from infra.errors import ReleaseError, UnservableVersion
 from infra.gateway import GatewayHandle
-from infra.gateway.testing import start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import Settings, get_settings
 from infra.store import open_store
+from tests.fakes.upstream import start_fake_upstream
 from tests.integration.test_release_flow import ACCURACY, answerer
 
 pytestmark = pytest.mark.integration
@@ -158,3 +158,34 @@ def test_rollback_returns_to_a_servable_stable_version(
     assert (flow_event["restored_stable"], flow_event["unservable_stable"]) == ("v0", "v99")
     assert cli.main(["rollback"]) == 0  # idempotent: nothing to roll back, nothing restored
     assert load_state(store).revision == state.revision
+
+
+def test_rollback_after_a_promotion_returns_to_the_previous_stable_while_it_bakes(
+    prefect_api, env: Settings, gateway: GatewayHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from infra.routing import GatewayRouting
+    from infra.settings import ReleaseSettings
+    from tasks.release import transitions
+
+    routing = GatewayRouting(str(gateway.admin_url), TOKEN)
+    transitions.begin_release(routing, None, "v2", actor="flow")
+    policy = ReleaseSettings(canary_steps=(100,))
+    transitions.enter_canary_step(routing, None, "v2", step=0, policy=policy, actor="flow")
+    transitions.promotion(routing, None, "v2", actor="flow", reason="passed").or_raise()
+    assert chats(gateway) == {(200, "v2")}
+    assert cli.main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rollback_to"] == "v0"
+
+    assert cli.main(["rollback", "--reason", "answers got worse", "--actor", "oncall"]) == 0
+    out = capsys.readouterr().out
+    assert "version" in out and "v2" in out
+    state = load_state(open_store(env))
+    assert (state.stable, state.phase, state.rejected) == ("v0", "rolled_back", ["v2"])
+    assert chats(gateway) == {(200, "v0")}
+    for thread in gateway.app.state.admin.threads:  # the gateway audits in the background
+        thread.join(10)
+    event = audit(env, "rollback")[-1]
+    assert (event["actor"], event["subject"]) == ("oncall", "v2")
+    assert json.loads(event["details"])["stable_before"] == "v2"
+    assert cli.main(["rollback"]) == 0  # once: the promotion is undone, nothing more to do
+    assert load_state(open_store(env)).revision == state.revision

@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from infra.catalog import open_catalog, scan
-from infra.gateway.testing import FakeUpstreamHandle, start_fake_upstream
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
-from tasks import domain
+from tasks.demo import domain
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
@@ -253,9 +253,11 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
     controls.pause(StoreRouting(store), open_catalog(env), actor="oncall", reason="dashboards")
     assert load_state(store).phase == "held"
     with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
+        operator = {"Authorization": f"Bearer {TOKEN}"}  # only an operator names the candidate
         for version in ("v0", "v1", "v0", "v1"):  # warm both upstreams (pinned: not analysed)
             body = {"model": version, "messages": [{"role": "user", "content": "1 + 1 = ?"}]}
-            assert httpx.post(f"{gw.url}/v1/chat/completions", json=body).status_code == 200
+            url = f"{gw.url}/v1/chat/completions"
+            assert httpx.post(url, json=body, headers=operator).status_code == 200
         traffic = Traffic(gw.url)
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()

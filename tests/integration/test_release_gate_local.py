@@ -13,7 +13,7 @@ from infra import models
 from infra.answers import open_answer_source
 from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
-from tasks.domain import load_golden
+from tasks.demo.domain import load_golden
 from tasks.release.gate import Decision, run_gate
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 def tiny_model(path: Path) -> Path:
     import torch
 
-    from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+    from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
     torch.manual_seed(0)
     cfg = BootstrapConfig(n_layer=1, n_embd=32, n_head=2, n_positions=64)

@@ -21,7 +21,7 @@ from infra.keys import metrics_key
 from infra.settings import get_settings
 from infra.store import open_store
 from tests.data.pii_corpus import generate, plant_window
-from tests.fakes.langfuse_server import FakeLangfuseServer
+from tests.fakes.langfuse import FakeLangfuseServer
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from fastapi.responses import JSONResponse
 from infra.catalog import open_catalog, scan
 from infra.privacy import user_key
 from infra.settings import Settings
-from tasks import domain
-from tasks.simulate import build_population, plan_requests, record_consent, simulate
+from tasks.demo import domain
+from tasks.demo.simulate import build_population, plan_requests, record_consent, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from infra.local_lm import LocalLM, render_prompt
 from infra.privacy import user_key
 from infra.settings import RewardSettings, Settings, get_settings
 from infra.store import LocalStore
-from tasks import domain
+from tasks.demo import domain
 from tasks.reward import combine, support
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,8 @@ def base_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     for the module. One torch thread: two busy threads on two shared cores are ~10x slower."""
     import torch
 
-    from tasks.bootstrap import BootstrapConfig, bootstrap_base_model
+    from tasks.demo.bootstrap import bootstrap_base_model
+    from tasks.demo.pretrain import BootstrapConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -127,7 +128,7 @@ def base_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def untrained_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained 1-layer GPT-2: enough where only lineage and skips are under test."""
-    from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+    from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
     path = tmp_path_factory.mktemp("untrained")
     tok = build_tokenizer(64)
@@ -190,7 +191,7 @@ def test_train_beats_base_and_lineage_resolves_to_the_trained_rows(
     from scipy.stats import ttest_rel
 
     from flows.train import train
-    from tasks.bootstrap import evaluate_golden
+    from tasks.demo.pretrain import evaluate_golden
     from tasks.train.lineage import Lineage, training_rows
 
     settings = get_settings()

@@ -14,7 +14,7 @@ from infra.catalog import append_rows, current_snapshot_id, open_catalog, scan
 from infra.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage
 from tasks.train.methods import grpo_reward
@@ -70,7 +70,7 @@ def rows(window: str, n: int, *, wrong_reward: float = 0.1) -> list[dict[str, An
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained 1-layer GPT-2 with the demo tokenizer: enough to exercise a trainer."""
-    from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+    from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
     path = tmp_path_factory.mktemp("tiny")
     tok = build_tokenizer(64)

@@ -13,9 +13,9 @@ import pytest
 from infra.traces import parse_trace
 from infra.traces.conversation import conversation_key
 from infra.traces.mapping import pick_generation, record_fields
-from tasks import domain
-from tasks.agent import conversations, request_messages
-from tasks.simulate import build_population, plan_requests
+from tasks.demo import domain
+from tasks.demo.agent import conversations, request_messages
+from tasks.demo.simulate import build_population, plan_requests
 from tasks.train.pairs import GoldenFilter, in_buffer, select
 
 T0 = "2026-03-01T10:00:00Z"

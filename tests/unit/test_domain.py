@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from tasks import domain
+from tasks.demo import domain
 
 
 @pytest.fixture(scope="module")

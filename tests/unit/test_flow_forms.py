@@ -18,7 +18,7 @@ from deployments import serve
 from flows import parameters
 from infra.keys import model_prefix
 from infra.privacy import user_key
-from tasks.governance import KEY_RE
+from tasks.governance.erasure import KEY_RE
 
 SPECS = {s.name: s for s in serve.read_specs()}
 RAW = {d["name"]: d for d in yaml.safe_load(serve.PREFECT_YAML.read_text())["deployments"]}

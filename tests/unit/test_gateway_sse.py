@@ -8,8 +8,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-from infra.gateway.completion import read_events
 from infra.gateway.sse import assemble_tool_calls, tool_call_deltas
+from infra.upstream.completion import read_events
 
 
 def events(*chunks: dict) -> bytes:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks import domain
+from tasks.demo import domain
 
 
 def test_repo_golden_set_matches_its_manifest() -> None:

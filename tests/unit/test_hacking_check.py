@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.domain import load_golden
+from tasks.demo.domain import load_golden
 from tasks.release.hacking import golden_verifier_check
 
 ITEMS = load_golden()[:40]

@@ -61,7 +61,7 @@ def test_digit_runs_compare_as_one_class_whatever_the_analyser_calls_them() -> N
         return Leak(item=f"g{i}", entities=kinds, classes=("DIGITS",))
 
     base = [run(i, ("PHONE_NUMBER",)) for i in range(10)]
-    cand = [run(i, ("ACCOUNT_NUMBER",)) for i in range(9)] + [run(9, ("CREDIT_CARD",))]
+    cand = [run(i, ("BANK_ACCOUNT",)) for i in range(9)] + [run(9, ("CREDIT_CARD",))]
     check = leak_check_result(cand, total=40, where="candidate answers", baseline=base)
     assert check.status == "pass", check.detail
     assert "CREDIT_CARD x1" in check.detail  # the types are still reported

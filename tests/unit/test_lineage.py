@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from infra.settings import CurateSettings, Settings
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import (
     CARD,

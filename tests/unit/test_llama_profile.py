@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tasks.llama_profile import END, build_tokenizer
+from tasks.demo.llama_profile import END, build_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.local_lm import LocalLM, extract_question, render_prompt
-from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
 PII_PREAMBLES = [
     "Hi, I'm Jane Roe (jane.roe@example.com).",

@@ -83,9 +83,9 @@ def test_no_replica_is_a_configuration_error() -> None:
 def test_the_gateway_sends_every_version_without_an_upstream_to_the_model_server(
     tmp_path: Path,
 ) -> None:
-    from infra.gateway.upstreams import HttpUpstream, ReplicaUpstream, UpstreamPool
     from infra.settings import GatewaySettings, ModelServerSettings, Settings
     from infra.store import LocalStore
+    from infra.upstream.upstreams import HttpUpstream, ReplicaUpstream, UpstreamPool
 
     one = Settings(
         home=tmp_path,

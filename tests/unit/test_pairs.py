@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tasks import domain
+from tasks.demo import domain
 from tasks.train.methods import choose_method
 from tasks.train.pairs import (
     ChatRender,

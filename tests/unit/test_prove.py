@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tasks import domain
+from tasks.demo import domain
 from tasks.prove.arms import ARMS, ArmRun, oracle_rows, shuffled_pairs
 from tasks.prove.report import text_table, write_report
 from tasks.prove.run import Ablation, loop_vs_control, summarize

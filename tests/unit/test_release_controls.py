@@ -16,7 +16,7 @@ from infra.models import ServableVersions, publish_model_dir
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
-from tasks.release import controls, machine, transitions
+from tasks.release import controls, machine, restore, transitions
 from tasks.release.gate import Decision
 from tests.helpers import gate_result
 
@@ -151,12 +151,12 @@ def test_rollback_restores_the_newest_earlier_servable_stable(routing: StoreRout
         controls.promote(routing, None, actor="person", versions=versions(routing.store))
     assert routing.load().stable == "v2"
     # v2's model is gone (its upstream removed): v1, stable before it, can still be served
-    state, restored = transitions.restore_servable_stable(
+    state, restored = restore.restore_servable_stable(
         routing, None, versions=versions(routing.store, "v0", "v1"), actor="oncall", reason="r"
     )
     assert (restored, state.stable, state.phase) == ("v1", "v1", "rolled_back")
     assert state.history[-1].evidence == {"unservable_stable": "v2", "restored_stable": "v1"}
-    again = transitions.restore_servable_stable(
+    again = restore.restore_servable_stable(
         routing, None, versions=versions(routing.store, "v0", "v1"), actor="oncall", reason="r"
     )
     assert again == (state, None)  # servable: nothing changes
@@ -169,12 +169,12 @@ def test_rollback_skips_rejected_versions_and_says_when_nothing_can_serve(
     save_state(routing.store, broken, force=True)
     before = routing.load()
     with pytest.raises(UnservableVersion, match=r"stable version v5 cannot be served .*tried none"):
-        transitions.restore_servable_stable(
+        restore.restore_servable_stable(
             routing, None, versions=versions(routing.store), actor="oncall", reason="r"
         )
     assert routing.load() == before
     save_state(routing.store, RoutingState(stable="v5"), force=True)
-    state, restored = transitions.restore_servable_stable(
+    state, restored = restore.restore_servable_stable(
         routing, None, versions=versions(routing.store), actor="oncall", reason="r"
     )
     assert (restored, state.stable) == ("v0", "v0")  # every routing state started at v0

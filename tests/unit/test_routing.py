@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from infra.errors import StateConflict
-from infra.gateway.chat import BadRequest, parse_chat_request
+from infra.gateway.chat_request import BadRequest, parse_chat_request
 from infra.gateway.routing import StateWatcher, bucket, decide
 from infra.routing import (
     RoutingState,
@@ -177,14 +178,14 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
         "temperature": 0.5,
         "stop": ["\n"],
     }
-    req = parse_chat_request(body, session_header="s1", default_max_tokens=16)
+    req = parse_chat_request(body, session_header="s1", max_tokens_limit=4096, max_messages=100)
     assert req.question == "what is 2+2?"
     assert req.contexts == ["calculator: 2+2=4"]
     assert (req.user_id, req.session_id) == ("alice", "s1")
-    assert req.params.temperature == 0.5 and req.params.max_tokens == 16
+    assert req.params.temperature == 0.5 and req.params.max_tokens is None  # none named
     assert req.params.extra == {"stop": ["\n"]}  # passed through; `user` never is
     custom = parse_chat_request(
-        {**body, "contexts": ["doc"]}, session_header=None, default_max_tokens=8
+        {**body, "contexts": ["doc"]}, session_header=None, max_tokens_limit=4096, max_messages=9
     )
     assert custom.contexts == ["doc"]
 
@@ -200,4 +201,32 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
 )
 def test_parse_chat_request_rejects_malformed_bodies(body: object) -> None:
     with pytest.raises(BadRequest):
-        parse_chat_request(body, session_header=None, default_max_tokens=16)
+        parse_chat_request(body, session_header=None, max_tokens_limit=4096, max_messages=100)
+
+
+def test_compare_and_swap_decides_again_on_the_state_a_concurrent_writer_left(
+    tmp_path: Path,
+) -> None:
+    from infra.retries import RETRIES
+    from infra.routing import StateChange, compare_and_swap
+
+    store = LocalStore(tmp_path / "store")
+    save_state(store, RoutingState(candidate="v1", phase="canary", weight=5))
+    routing = StoreRouting(store)
+    seen: list[float] = []
+
+    def step_up(state: RoutingState) -> StateChange | None:
+        seen.append(state.weight)
+        if len(seen) == 1:  # another writer (an alert rollback) lands between read and write
+            routing.rollback(reason="alert", actor="alertmanager")
+        if state.candidate is None:
+            return None  # rolled back meanwhile: nothing to write
+        return StateChange(weight=25, expected_revision=state.revision, reason="step 2")
+
+    before = RETRIES.snapshot().get("test.cas", 0)
+    found, written = compare_and_swap(
+        routing.load, step_up, lambda _, change: routing.transition(change), operation="test.cas"
+    )
+    assert written is None and seen == [5.0, 0.0]
+    assert (found.phase, found.weight, found.rejected) == ("rolled_back", 0.0, ["v1"])
+    assert RETRIES.snapshot()["test.cas"] == before + 1

@@ -1,0 +1,229 @@
+"""A chat-completions request as the gateway takes it: the fields it reads, the allow-list of
+fields it forwards to HTTP upstreams (each within limits), and what it refuses with 400.
+
+Only the OpenAI chat fields and vLLM's sampling extras reach an upstream; other fields are
+dropped, and fields that override the server's prompt template (``chat_template``...) are
+refused: the trace must record what the model was really sent. Every number must be finite and
+within its range (``1e300`` is a 400, not a 500); ``max_tokens`` above the gateway's maximum is
+clamped to it; a body nested deeper than ``MAX_DEPTH`` levels or with more than
+``max_messages`` messages is refused before any other work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.gateway.routing import ROUTED_MODEL
+from infra.local_lm import message_text
+from infra.upstream.completion import GenParams
+
+MAX_DEPTH = 32  # JSON nesting; an OpenAI request with tools needs well under 10
+MAX_ID_CHARS = 256  # ``user``, the session id
+MAX_LIST = 128  # tools, stop strings
+
+# fields forwarded to HTTP upstreams as they are, after their check
+_NUMBERS: dict[str, tuple[type, float, float]] = {
+    "presence_penalty": (float, -2.0, 2.0),
+    "frequency_penalty": (float, -2.0, 2.0),
+    "repetition_penalty": (float, 0.0, 10.0),
+    "top_k": (int, -1, 1_000_000),
+    "min_p": (float, 0.0, 1.0),
+    "top_logprobs": (int, 0, 20),
+}
+_SHAPES: dict[str, tuple[type, ...]] = {
+    "tools": (list,),
+    "tool_choice": (str, dict),
+    "parallel_tool_calls": (bool,),
+    "response_format": (dict,),
+    "stop": (str, list),
+    "logit_bias": (dict,),
+    "logprobs": (bool,),
+    "functions": (list,),
+    "function_call": (str, dict),
+}
+# overrides of the server's prompt rendering or costly server-side extras: refused
+REFUSED = frozenset(
+    {
+        "chat_template",
+        "chat_template_kwargs",
+        "add_generation_prompt",
+        "continue_final_message",
+        "add_special_tokens",
+        "documents",
+        "mm_processor_kwargs",
+        "prompt_logprobs",
+        "echo",
+    }
+)
+
+
+class BadRequest(ValueError):
+    """The request does not follow the chat-completions shape or the gateway's limits."""
+
+
+@dataclass
+class ChatRequest:
+    """What the gateway uses of one chat request (``params.extra``: what it forwards)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool
+    params: GenParams
+    user_id: str | None = None
+    session_id: str | None = None
+    workload: str | None = None  # X-Flywheel-Workload header, else metadata.workload
+    question: str = ""
+    contexts: list[str] = field(default_factory=list)
+    include_usage: bool = False
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists/objects deeper than ``limit`` levels."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def number(
+    body: Mapping[str, Any], key: str, kind: type, lo: float, hi: float, *, clamp: bool = False
+) -> Any:
+    """``body[key]`` as ``kind`` (None when absent), finite and within ``[lo, hi]`` (above
+    ``hi``: ``hi`` when ``clamp``).
+
+    Raises:
+        BadRequest: not a number, not finite, not a whole number for an ``int``, out of range.
+    """
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRequest(f"'{key}' must be a finite number")
+    if kind is int and (value != int(value) or abs(value) > 2**53):
+        raise BadRequest(f"'{key}' must be a whole number")
+    if value < lo or (value > hi and not clamp):
+        raise BadRequest(f"'{key}' must be between {lo:g} and {hi:g}")
+    return kind(min(value, hi))
+
+
+def forwarded(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The allow-listed fields of ``body``, checked.
+
+    Raises:
+        BadRequest: a refused field, or an allowed one of the wrong shape or out of range.
+    """
+    refused = REFUSED.intersection(body)
+    if refused:
+        raise BadRequest(
+            f"'{sorted(refused)[0]}' is not accepted: the gateway renders prompts "
+            "with each model's own template"
+        )
+    extra: dict[str, Any] = {}
+    for key, kinds in _SHAPES.items():
+        if (value := body.get(key)) is not None:
+            if not isinstance(value, kinds):
+                raise BadRequest(f"'{key}' has the wrong type")
+            extra[key] = value
+    for key, (kind, lo, hi) in _NUMBERS.items():
+        if (value := number(body, key, kind, lo, hi)) is not None:
+            extra[key] = value
+    _check_lists(extra)
+    return extra
+
+
+def _check_lists(extra: dict[str, Any]) -> None:
+    for key in ("tools", "functions", "stop"):
+        value = extra.get(key)
+        if isinstance(value, list) and len(value) > MAX_LIST:
+            raise BadRequest(f"'{key}' has more than {MAX_LIST} entries")
+    bias = extra.get("logit_bias")
+    if bias is not None:
+        if len(bias) > 1024:
+            raise BadRequest("'logit_bias' has more than 1024 entries")
+        for value in bias.values():
+            number({"logit_bias": value}, "logit_bias", float, -100.0, 100.0)
+
+
+def _identifier(value: Any, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    text = str(value)
+    if len(text) > MAX_ID_CHARS:
+        raise BadRequest(f"'{name}' is longer than {MAX_ID_CHARS} characters")
+    return text
+
+
+def _messages(body: Mapping[str, Any], max_messages: int) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list")
+    if len(messages) > max_messages:
+        raise BadRequest(f"more than {max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)")
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        raise BadRequest("every message needs a 'role'")
+    return messages
+
+
+def parse_chat_request(
+    body: Any,
+    *,
+    session_header: str | None,
+    max_tokens_limit: int,
+    max_messages: int,
+    workload_header: str | None = None,
+) -> ChatRequest:
+    """Validate the parts the gateway uses and the fields it forwards.
+
+    Raises:
+        BadRequest: the body breaks the shape or a limit (the message says which field).
+    """
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    messages = _messages(body, max_messages)  # the count first: it costs nothing to check
+    if too_deep(body):
+        raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels")
+    model = body.get("model") or ROUTED_MODEL
+    if not isinstance(model, str) or len(model) > MAX_ID_CHARS:
+        raise BadRequest("'model' must be a model name")
+    max_tokens = number(body, "max_completion_tokens", int, 1, max_tokens_limit, clamp=True)
+    if max_tokens is None:
+        max_tokens = number(body, "max_tokens", int, 1, max_tokens_limit, clamp=True)
+    params = GenParams(
+        max_tokens=max_tokens,
+        temperature=number(body, "temperature", float, 0.0, 2.0),
+        top_p=number(body, "top_p", float, 0.0, 1.0),
+        seed=number(body, "seed", int, -(2**53), 2**53),
+        extra=forwarded(body),
+    )
+    extra_contexts = body.get("contexts")
+    if extra_contexts is not None:
+        if not isinstance(extra_contexts, list) or len(extra_contexts) > max_messages:
+            raise BadRequest("'contexts' must be a list of strings")
+        contexts = [str(c) for c in extra_contexts]
+    else:
+        contexts = [message_text(m) for m in messages if m["role"] in ("system", "tool")]
+    users = [m for m in messages if m["role"] == "user"]
+    stream_options = body.get("stream_options") or {}
+    metadata = body.get("metadata")
+    workload = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        stream=bool(body.get("stream")),
+        params=params,
+        user_id=_identifier(body.get("user"), "user"),
+        session_id=_identifier(session_header or body.get("session_id"), "session id"),
+        workload=str(workload)[:128] if workload else None,
+        question=message_text(users[-1]) if users else "",
+        contexts=contexts,
+        include_usage=bool(
+            isinstance(stream_options, dict) and stream_options.get("include_usage")
+        ),
+    )

@@ -1,0 +1,148 @@
+"""The listeners' HTTP protocol: uvicorn's httptools protocol with the limits it lacks.
+
+uvicorn's httptools server has no limit on a request head's size, no deadline for a head to
+arrive (a connection that sends nothing, or a byte a second, is held forever) and only a
+global ``limit_concurrency`` that would also turn away the admin listener's rollback webhook
+under load. Here, on every connection: a head over ``max_header_bytes`` gets 431, a head not
+complete ``header_timeout_s`` after its first byte (or after the connection opened) gets the
+connection closed; on the public listener only: beyond ``max_connections`` open connections a
+new one gets 503 and is closed (HTTP/1.1 serves one request per connection at a time, so this
+bounds the requests in flight too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import get_local_addr
+
+if TYPE_CHECKING:
+    from infra.settings import GatewaySettings
+
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+)
+_BUSY_BODY = (
+    b'{"error": {"message": "the gateway is at its connection limit", "type": "overloaded"}}'
+)
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's protocol with a head size limit, a head deadline and a connection limit on
+    the public listener (class attributes, set by :func:`guarded_protocol`)."""
+
+    max_header_bytes = 32 * 1024
+    header_timeout_s = 10.0
+    max_connections = 2048
+    admin_port: int | None = None
+    public_open = 0  # open public connections in this process
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_bytes = 0  # bytes received while a head is incomplete
+        self._head_parsed = 0  # bytes of the head's URL and headers
+        self._in_head = True
+        self._refused = False
+        self._head_timer: asyncio.TimerHandle | None = None
+        local = get_local_addr(transport)
+        self._public = local is None or local[1] != type(self).admin_port
+        if self._public:
+            if type(self).public_open >= self.max_connections:
+                self._public = False  # not counted: it is closed now
+                transport.write(_BUSY)
+                transport.close()
+                return
+            type(self).public_open += 1
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._public:
+            type(self).public_open -= 1
+            self._public = False
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._in_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._in_head and self._head_bytes > self.max_header_bytes:
+            self._refuse()  # a head that does not end
+
+    def _refuse(self) -> None:
+        self._refused = True
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head_parsed = 0
+        self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self._head_parsed += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_parsed += len(name) + len(value) + 4
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._disarm()
+        if self._head_parsed > self.max_header_bytes:
+            self._refuse()  # a head that arrived whole: never handed to the app
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self.transport.is_closing():
+            self.transport.close()
+
+
+def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[GuardedProtocol]:
+    """A :class:`GuardedProtocol` class with the gateway's limits (one per server)."""
+    attrs: dict[str, Any] = {
+        "max_header_bytes": cfg.max_header_bytes,
+        "header_timeout_s": cfg.header_timeout_s,
+        "max_connections": cfg.max_connections,
+        "admin_port": admin_port,
+        "public_open": 0,
+    }
+    return type("GatewayProtocol", (GuardedProtocol,), attrs)
+
+
+def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str, Any]:
+    """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol."""
+    return {"loop": "uvloop", "http": guarded_protocol(cfg, admin_port=admin_port)}

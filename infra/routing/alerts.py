@@ -1,0 +1,55 @@
+"""Which Alertmanager alerts a rollback acts on: firing alerts naming the candidate (or, during
+the bake period after a promotion, the promoted version), each fingerprint once per release."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from infra.routing.state import RoutingState, bake_target, fingerprint_key
+
+
+def alert_target(state: RoutingState, *, bake_s: float) -> str | None:
+    """The version an alert may roll back: the candidate, or the version
+    promoted less than ``bake_s`` ago (its previous stable still loaded); None otherwise."""
+    if state.candidate is not None:
+        return state.candidate
+    if bake_target(state, bake_s=bake_s, now=datetime.now(UTC)) is not None:
+        return state.stable
+    return None
+
+
+def match_alerts(
+    state: RoutingState, alerts: list[Any], target: str | None
+) -> tuple[list[dict[str, Any]], int]:
+    """The firing alerts naming ``target`` not yet acted on in ``state``'s release, and how
+    many were already acted on (duplicates)."""
+    seen = set(state.alert_fingerprints)
+    matched: list[dict[str, Any]] = []
+    duplicates = 0
+    for alert in alerts:
+        if not isinstance(alert, dict) or alert.get("status") != "firing":
+            continue
+        labels = alert.get("labels") or {}
+        fingerprint = str(alert.get("fingerprint") or _fingerprint(labels))
+        if fingerprint_key(state, fingerprint) in seen:
+            duplicates += 1
+            continue
+        named = labels.get("model") or labels.get("version")
+        if target is not None and named == target:
+            seen.add(fingerprint_key(state, fingerprint))
+            matched.append(
+                {
+                    "alertname": labels.get("alertname"),
+                    "fingerprint": fingerprint,
+                    "labels": labels,
+                    "startsAt": alert.get("startsAt"),
+                }
+            )
+    return matched, duplicates
+
+
+def _fingerprint(labels: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]

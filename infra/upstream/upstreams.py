@@ -1,0 +1,388 @@
+"""Model servers behind the gateway, one per model version: an OpenAI-compatible HTTP endpoint
+(vLLM, llama.cpp server, any provider; ``FLYWHEEL_GATEWAY__UPSTREAMS``) or the in-process
+causal LM fetched from ``models/<version>/`` in the object store (the embedded default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+from infra.errors import ConfigError, TransientError, UpstreamError
+from infra.upstream.completion import (
+    Completion,
+    GenParams,
+    Messages,
+    choice_logprob_tokens,
+    logprob_values,
+    read_events,
+)
+from infra.upstream.http1 import HttpClient, HttpError
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+    from infra.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+HEALTH_TIMEOUT_S = 3.0
+HEALTH_TTL_S = 2.0  # /healthz probes are answered from a check at most this old
+LOCAL_HINT = (
+    " (run `flywheel bootstrap`, or give this version an HTTP upstream "
+    "in FLYWHEEL_GATEWAY__UPSTREAMS)"
+)
+SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
+
+
+class UpstreamUnavailable(UpstreamError, TransientError):
+    """An upstream call that a later retry may cure: unreachable, timed out, 408, 429 or 5xx
+    (``retry_after_s`` when the server sent ``Retry-After``). Any other 4xx is a plain
+    :class:`UpstreamError`: the request itself is wrong, and is never retried."""
+
+
+def status_error(version: str, status: int, headers: list[tuple[bytes, bytes]]) -> UpstreamError:
+    """The error for an HTTP ``status`` of 400 or more from ``version``'s upstream."""
+    message = f"{version}: HTTP {status}"
+    if status not in (408, 429) and status < 500:
+        return UpstreamError(message)
+    error = UpstreamUnavailable(message)
+    after = next((v for k, v in headers if k == b"retry-after"), b"")
+    if after.strip().isdigit():
+        error.retry_after_s = float(after)
+    return error
+
+
+class Upstream(Protocol):
+    version: str
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion: ...
+
+    def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]: ...
+
+
+class HttpUpstream:
+    """An OpenAI-compatible server; ``base_url`` as the ``openai`` client takes it (``.../v1``).
+    Requests name the model as the version (e.g. vLLM ``--served-model-name v1``) and carry
+    ``Authorization: Bearer <api_key>`` when the upstream has a key. Errors name the version,
+    never the server's address or key (they reach clients in 502 bodies)."""
+
+    def __init__(
+        self,
+        version: str,
+        base_url: str,
+        session: SessionFactory,
+        *,
+        api_key: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.version = version
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self.session = session
+        self.timeout_s = timeout_s
+        if api_key is not None and any(c in api_key for c in "\r\n"):
+            raise ConfigError(f"the upstream key of {version} holds a line break")
+        self._headers = b"Authorization: Bearer %s\r\n" % api_key.encode() if api_key else b""
+
+    def __repr__(self) -> str:
+        return f"HttpUpstream({self.version!r})"  # never the key
+
+    async def check(self) -> str | None:
+        """None when the server answers ``GET /models`` (any status under 500), else why not."""
+        try:
+            status, _ = await self.session().fetch(
+                "GET", self.base_url + "/models", timeout_s=HEALTH_TIMEOUT_S, headers=self._headers
+            )
+        except HttpError as exc:
+            return f"the upstream of {self.version} is unreachable: {exc}"
+        if status >= 500:
+            return f"the upstream of {self.version} answers HTTP {status}"
+        return None
+
+    def _body(self, messages: Messages, params: GenParams, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {**params.extra, "model": self.version, "messages": messages}
+        if params.max_tokens is not None:  # none named: the server's own budget, not ours
+            body["max_tokens"] = params.max_tokens
+        for key in ("temperature", "top_p", "seed"):
+            if getattr(params, key) is not None:
+                body[key] = getattr(params, key)
+        body["stream"] = stream
+        if stream:  # the usage chunk, for the trace; passed on only to clients that asked
+            body["stream_options"] = {"include_usage": True}
+        # the trace records token logprobs (the gate's KL check): asked for on every request;
+        # passed back only to clients that asked (chat.completion_body)
+        body.setdefault("logprobs", True)
+        return body
+
+    async def _fetch(self, body: bytes) -> bytes:
+        try:
+            response = await self.session().request(
+                "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
+            )
+        except HttpError as exc:
+            raise self._unreachable(exc) from exc
+        if response.status >= 400:
+            raise status_error(self.version, response.status, response.headers)
+        return response.body
+
+    def _unreachable(self, exc: HttpError) -> UpstreamUnavailable:
+        log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
+        return UpstreamUnavailable(f"{self.version}: {exc}")
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        raw = await self._fetch(orjson.dumps(self._body(messages, params, False)))
+        try:
+            data = orjson.loads(raw)
+        except ValueError as exc:
+            raise UpstreamError(f"{self.version}: response is not JSON") from exc
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise UpstreamError(f"{self.version}: malformed response") from exc
+        usage = data.get("usage") or {}
+        tokens = choice_logprob_tokens(choice)
+        return Completion(
+            text=message.get("content") or "",
+            tokens_in=usage.get("prompt_tokens"),
+            tokens_out=usage.get("completion_tokens"),
+            logprobs=logprob_values(tokens),
+            finish_reason=choice.get("finish_reason") or "stop",
+            tool_calls=list(message.get("tool_calls") or []),
+            logprob_tokens=tokens,
+        )
+
+    async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        body = orjson.dumps(self._body(messages, params, True))
+        try:
+            response = await self.session().stream(
+                "POST", self.url, body, timeout_s=self.timeout_s, headers=self._headers
+            )
+        except HttpError as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            if response.status >= 400:
+                raise status_error(self.version, response.status, response.headers)
+            async for piece in read_events(aiter(response)):
+                yield piece
+            await response.finish()  # the terminator after [DONE]: the connection is kept
+        except HttpError as exc:
+            raise self._unreachable(exc) from exc
+        finally:
+            response.close()
+
+
+def _where(url: str) -> str:
+    """``scheme://host:port`` of ``url``: for the operator's log, never for a client."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
+
+
+class ReplicaUpstream:
+    """One version served by several model-server replicas (the same model name on each):
+    calls go round-robin; a replica that fails a call is not retried here."""
+
+    def __init__(self, version: str, replicas: list[HttpUpstream]) -> None:
+        self.version = version
+        self.replicas = replicas
+        self._next = 0
+
+    def _pick(self) -> HttpUpstream:
+        self._next = (self._next + 1) % len(self.replicas)
+        return self.replicas[self._next]
+
+    async def check(self) -> str | None:
+        for replica in self.replicas:
+            if (reason := await replica.check()) is not None:
+                return reason
+        return None
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        return await self._pick().complete(messages, params)
+
+    def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        return self._pick().stream(messages, params)
+
+
+def model_server_upstream(version: str, settings: Settings, session: SessionFactory) -> Upstream:
+    """``version`` on the model server (``FLYWHEEL_MODEL_SERVER__URLS``): the base model under
+    its served name, an adapter under its version name (both are the version itself)."""
+    urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in settings.model_server.urls]
+    timeout_s = settings.gateway.upstream_timeout_s
+    replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
+    return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
+
+
+class LocalUpstream:
+    """The in-process causal LM of ``version``: fetched and loaded on first use; generation
+    runs in worker threads (``limiter`` bounds how many at once)."""
+
+    def __init__(self, version: str, *, store: ObjectStore, settings: Settings) -> None:
+        self.version = version
+        self.store = store
+        self.settings = settings
+        self._lm: Any = None
+        self._lock = asyncio.Lock()
+        self._limiter = asyncio.Semaphore(4)
+        self._error: str | None = None  # why the last load failed
+
+    async def check(self) -> str | None:
+        """None when the model is loaded or loadable (in the store), else why not."""
+        if self._lm is not None:
+            return None
+        from infra.models import version_exists
+
+        try:
+            exists = await asyncio.to_thread(version_exists, self.store, self.version)
+        except Exception as exc:  # noqa: BLE001 - the reason is the answer
+            return f"model {self.version}: the store cannot be read ({type(exc).__name__})"
+        if not exists:
+            return f"model {self.version} is not in the store{LOCAL_HINT}"
+        if self._error is not None:
+            return f"model {self.version} failed to load: {self._error}"
+        return None
+
+    def _load(self) -> Any:
+        from infra.local_lm import LocalLM
+        from infra.models import fetch_model, model_cache_root
+
+        path = fetch_model(self.store, self.version, model_cache_root(self.settings))
+        return LocalLM.load(path, device=self.settings.device)
+
+    async def _model(self) -> Any:
+        if self._lm is None:
+            async with self._lock:
+                if self._lm is None:
+                    try:
+                        self._lm = await asyncio.to_thread(self._load)
+                    except Exception as exc:
+                        self._error = str(exc)
+                        raise UpstreamError(
+                            f"model {self.version} unavailable: {exc}{LOCAL_HINT}"
+                        ) from exc
+                    self._error = None
+        return self._lm
+
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        lm = await self._model()
+        prompt = lm.render(messages)
+        async with self._limiter:
+            try:
+                gen = await asyncio.to_thread(
+                    lm.generate,
+                    prompt,
+                    temperature=params.temperature or 0.0,
+                    top_p=1.0 if params.top_p is None else params.top_p,
+                    # none named: the in-process model's own budget (it stops at none)
+                    max_new_tokens=params.max_tokens or self.settings.gateway.max_new_tokens,
+                    seed=params.seed,
+                )
+            except Exception as exc:
+                raise UpstreamError(f"{self.version}: generation failed: {exc}") from exc
+        return Completion(
+            text=gen.text,
+            tokens_in=gen.tokens_in,
+            tokens_out=gen.tokens_out,
+            logprobs=list(gen.logprobs) or None,
+            finish_reason=getattr(gen, "finish_reason", "stop"),
+        )
+
+    async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        yield await self.complete(messages, params)
+
+
+class UpstreamPool:
+    """Upstreams by version: injected ones first, then HTTP ones from settings, else local."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: ObjectStore,
+        *,
+        overrides: dict[str, Upstream] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._session: HttpClient | None = None
+        self._upstreams: dict[str, Upstream] = dict(overrides or {})
+        gw = settings.gateway
+        for version in gw.upstreams:
+            if version in self._upstreams:
+                continue
+            entry = gw.upstream(version)
+            assert entry is not None
+            self._upstreams[version] = HttpUpstream(
+                version,
+                entry.url,
+                self.session,
+                api_key=entry.api_key(),
+                timeout_s=gw.upstream_timeout_s,
+            )
+        self._local: dict[str, LocalUpstream] = {}
+        self._checks: dict[str, tuple[float, str | None]] = {}
+
+    def configured(self) -> list[str]:
+        """Versions with an explicitly configured (HTTP or injected) upstream."""
+        return sorted(self._upstreams)
+
+    def get(self, version: str) -> Upstream:
+        upstream = self._upstreams.get(version) or self._local.get(version)
+        if upstream is None and self.settings.model_server.enabled:
+            upstream = model_server_upstream(version, self.settings, self.session)
+            self._upstreams[version] = upstream
+        if upstream is None:
+            upstream = LocalUpstream(version, store=self.store, settings=self.settings)
+            self._local[version] = upstream
+        return upstream
+
+    async def preload(self, version: str) -> None:
+        """Load ``version``'s in-process model now (so the first user does not wait for it);
+        a missing model is only logged here, and reported to users when they ask for it."""
+        upstream = self.get(version)
+        if isinstance(upstream, LocalUpstream):
+            try:
+                await upstream._model()
+            except UpstreamError as exc:
+                log.info("not preloaded: %s", exc)
+
+    async def check(self, version: str) -> str | None:
+        """None when ``version`` can be served now, else why not (checked at most every
+        ``HEALTH_TTL_S``; an injected upstream without a ``check`` method counts as up)."""
+        now = time.monotonic()
+        cached = self._checks.get(version)
+        if cached is not None and now - cached[0] < HEALTH_TTL_S:
+            return cached[1]
+        check = getattr(self.get(version), "check", None)
+        reason = await check() if check is not None else None
+        self._checks[version] = (time.monotonic(), reason)
+        return reason
+
+    def exists(self, version: str) -> bool:
+        """Whether ``version`` can be served (configured, or published in the store). Blocking."""
+        if version in self._upstreams:
+            return True
+        from infra.models import version_exists
+
+        try:
+            return version_exists(self.store, version)
+        except Exception:  # noqa: BLE001 - an invalid name is simply unknown
+            return False
+
+    def session(self) -> HttpClient:
+        """The shared HTTP client (connection pools), created inside the running loop."""
+        if self._session is None:
+            gw = self.settings.gateway
+            self._session = HttpClient(
+                limit=gw.upstream_connections, timeout_s=gw.upstream_timeout_s
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()

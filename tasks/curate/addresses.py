@@ -1,0 +1,89 @@
+"""Street addresses as people type them: house number, street name in any case, a street
+suffix, then what follows it (unit, city, state and ZIP or a UK postcode), PO boxes, and
+unit-first forms ("Flat 3, 12 Baker Street"). A street name is at most four words, none an
+English stop word ("3 kids in the park" is no address)."""
+
+from __future__ import annotations
+
+import regex as re
+from spacy.lang.en.stop_words import STOP_WORDS
+
+_SUFFIX = (
+    r"street|st|avenue|ave|av|road|rd|lane|ln|drive|dr|court|ct|boulevard|blvd|way|place|pl|"
+    r"square|sq|terrace|ter|parkway|pkwy|highway|hwy|circle|cir|trail|trl|loop|crescent|cres|"
+    r"close|row|gardens|gdns|mews|walk|grove|rise|plaza|pike|turnpike|alley|aly|expressway|"
+    r"freeway|fwy|route|rte|broadway|"
+    r"(?-i:Heights|Hills|Vista|Causeway|Coves?|Crossing|Estates|Glen|Harbou?r|Junction|Knoll|"
+    r"Landing|Manor|Meadows?|Mills?|Orchard|Pines|Point|Ridge|Springs|Summit|Valley|Village|"
+    r"Ways|Wells|Forges?|Garden|Mountains?|Falls?|Dam|Land|Coves|Shores?|Trace|Run|Path)"
+)
+_UNIT = (
+    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|#)\.?\s*#?\s*[\w-]{1,6}"
+)
+_CITY = r"\p{Lu}[\p{L}'.-]*(?:\s\p{Lu}[\p{L}'.-]*){0,2}"
+_POSTCODE = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d)"
+_STREET = re.compile(
+    rf"(?i)(?:(?:{_UNIT}),?\s+)?(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:-\d{{1,5}})?)\s+"
+    rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?(?:\s+(?:ne|nw|se|sw|n|s|e|w)\.?(?![\w]))?"
+    rf"(?:,?\s*{_UNIT}(?![\w]))?"
+    rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+[A-Z]{{2}})?(?:,?\s+{_POSTCODE})?(?![\w]))?"
+)
+# words that introduce an address; the address runs to the end of the sentence or line
+_CUE = re.compile(
+    r"(?i)(?<![a-z])(?:live[sd]?\s+at|living\s+at|reside\s+at|(?:home|street|mailing|postal|"
+    r"shipping|billing|delivery|new|my)\s+address(?:\s+is)?|address\s*(?:is|:)|"
+    r"(?:ship|deliver|send|mail|post|forward)(?:ed)?\s+(?:it\s+|this\s+|them\s+|the\s+\w+\s+)?to|"
+    r"located\s+at|moved\s+to|staying\s+at|my\s+place\s+is|c/o)\s*:?\s*"
+)
+_SENTENCE_END = re.compile(
+    r"\n|[!?;]|(?<!\b(?:St|Ave|Rd|Dr|Apt|No|Ste|Blvd|Ln|Ct|Pl|Fl|Mt|Ft|Sq|[A-Z]))\.(?=\s|$)"
+)
+_NOT_ADDRESS = re.compile(
+    r"(?i)(?<![a-z])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|"
+    r"march|april|june|july|august|september|october|november|december|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday|today|tomorrow|am|pm|order|flight|gate|"
+    r"terminal|tracking|days?|weeks?|hours?|minutes?|usd|eur|\$|%)(?![a-z])|@|\d:\d"
+)
+# no street suffix, but a tail only addresses have: "4021 Calle Ocho, Miami, FL 33135",
+# "Via Garibaldi 8, 16124 Genova", "8 Avenue Foch, 75116 Paris", "Isisbaan 540, 9447 VR"
+_WORD = r"\p{L}[\p{L}'.-]*"
+_TAILED = re.compile(
+    rf"(?<![\w-])(?:\d{{1,5}}[a-z]?\s+(?:{_WORD}\s){{0,3}}{_WORD}|(?:{_WORD}\s){{0,3}}{_WORD}\s\d{{1,5}}[a-z]?(?:/\d+)?)"
+    rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
+    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?)(?![\w])"
+)
+_PO_BOX = re.compile(r"(?i)(?<![\w])p\.?\s?o\.?\s+box\s+\d{1,6}(?![\w])")
+
+
+def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """Spans of street addresses and PO boxes in ``text``."""
+    spans = [(m.start(), m.end()) for m in _PO_BOX.finditer(text)]
+    for m in _STREET.finditer(text):
+        words = m.group("name").lower().split()
+        if any(w in STOP_WORDS and w not in ("n", "s", "e", "w") for w in words):
+            continue
+        if not any(c.isalpha() for c in m.group("name")):
+            continue
+        spans.append((m.start(), m.end()))
+    for m in _TAILED.finditer(text):
+        street = m.group(0).split(",")[0]
+        if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
+            spans.append((m.start(), m.end()))
+    return spans + _cued_spans(text)
+
+
+def _cued_spans(text: str) -> list[tuple[int, int]]:
+    """An address after "I live at", "ship it to", "address:": to the end of the sentence,
+    with a number in it and a comma or a leading number, no date, time or order words."""
+    spans = []
+    for cue in _CUE.finditer(text):
+        start = cue.end()
+        end_m = _SENTENCE_END.search(text, start, start + 140)
+        end = end_m.start() if end_m else min(len(text), start + 140)
+        value = text[start:end].rstrip(" ,")
+        if not 6 <= len(value) <= 120 or not any(c.isdigit() for c in value):
+            continue
+        if _NOT_ADDRESS.search(value) or not ("," in value or value[:1].isdigit()):
+            continue
+        spans.append((start, start + len(value)))
+    return spans

@@ -1,0 +1,188 @@
+"""English and romanised names: the lexicon, the corroboration a model's name hit needs, and
+the places names sit whatever the model says (mail headers, JSON and form fields, airline
+``SMITH/JOHN MR`` style, romanised Korean names).
+
+spaCy's small English model calls brands, products and brokers PERSON ("my Pixel 7a",
+"Flight UA 1432", "from Schwab"). A model or proper-noun hit is kept only when something
+corroborates it (:func:`corroborated`): a cue before or after it (a title, "my name is",
+"From:", "Dear", "passenger", "my wife"), or a known given name or surname in it. The
+lexicon is Faker's name lists (a runtime dependency already, ~9,000 given names and ~10,000
+surnames over 24 locales, no download) plus the common romanised Korean surnames. A word
+that is also an ordinary word, a place or a brand ("Chase", "Jordan", "Will") counts only
+with a cue or beside another name word; eponymous companies ("Charles Schwab", "Wells
+Fargo") are never a person.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+import regex as re
+
+_LOCALES = (
+    "en_US en_GB en_IE en_IN en_NZ de_DE fr_FR es_ES es_MX it_IT nl_NL pt_BR pl_PL sv_SE "
+    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR"
+).split()
+KOREAN_SURNAMES = frozenset(
+    "kim lee yi rhee park pak bak choi choe jung jeong chung cheong kang cho jo yoon yun jang "
+    "chang lim im han oh seo suh shin sin kwon hwang ahn an song hong yoo yu ryu moon mun yang "
+    "son sohn bae baek paik heo huh nam shim sim noh roh ha kwak seong sung cha joo ju woo koo "
+    "ku min jin ji eom um chae won cheon chun bang gong hyun ham byun yeom yeo choo chu seok "
+    "seol ma gil yeon pyo myung ban ra la wang geum kum yook tak kook eun go ko kho maeng".split()
+)
+# given names that are also ordinary words, places or brands: a name only with support
+AMBIGUOUS = frozenset(
+    "chase grant bill will mark rose june april may august summer dawn joy hope faith grace "
+    "amber ruby crystal jordan austin paris victoria florence georgia virginia carolina dallas "
+    "houston chelsea brooklyn china india jersey max guy rich art don ray frank sky river storm "
+    "lincoln ford harley mercedes porsche tesla dell wendy apple delta page king price young "
+    "long white black green brown gray grey hill wood stone rock bay lake field ross miles "
+    "cash love gay golden star pearl sterling royal major hunter carter cook baker mason "
+    "tanner parker taylor sunny sandy penny holly ivy lily iris jade autumn winter skye "
+    "angel christian dean bishop pope sage justice honor liberty trinity genesis eden hero "
+    "kim lee young park song moon han jang oh jin min gil ji ban ma go ko ra la an im ha "
+    "sin son won chun yang wang ham bang gong ban kang jung chung yu joy nova luna aurora "
+    "phoenix zion kobe lexus alexa siri cortana echo nest ring galaxy pixel surface sydney "
+    "orlando jackson madison charlotte savannah regina adelaide hamilton kent york chester "
+    "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
+    "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
+    "santander barclays lloyds halifax nationwide visa amex discover".split()
+)
+# companies and brands named after people: never a person in a text
+EPONYMS = re.compile(
+    r"(?i)^(?:charles\s+schwab|schwab|merrill(?:\s+lynch)?|edward\s+jones|morgan\s+stanley|"
+    r"goldman\s+sachs|wells\s+fargo|charles\s+river|raymond\s+james|john\s+hancock|"
+    r"fidelity|vanguard|johnson\s*&\s*johnson|marks\s*&\s*spencer|ralph\s+lauren|"
+    r"calvin\s+klein|tommy\s+hilfiger|louis\s+vuitton|dr\.?\s+martens|harley[\s-]+davidson|"
+    r"rolls[\s-]+royce|tim\s+hortons|trader\s+joe'?s|kate\s+spade|michael\s+kors|"
+    r"est[eé]e\s+lauder|hugo\s+boss|ted\s+baker|john\s+lewis|john\s+deere|jack\s+daniel'?s|"
+    r"ben\s*&\s*jerry'?s|mary\s+kay|martha\s+stewart|sherwin[\s-]+williams|dolce\s*&\s*gabbana|"
+    r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
+    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
+)
+_DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
+_ORG_AFTER = re.compile(
+    r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
+    r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
+    r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
+    r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
+    r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building)"
+)
+_CUE_BEFORE = re.compile(
+    r"(?i)(?:\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mister|dear|hi|hello|hey|hiya|thanks|"
+    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|attn|attention|c/o|"
+    r"name(?:'s|\s+is|d)?|named|called|i'?m|i\s+am|this\s+is|it'?s|call\s+me|"
+    r"passenger|traveller|traveler|patient|customer|client|holder|cardholder|beneficiary|"
+    r"recipient|sender|guest|tenant|employee|applicant|contact|agent|rep|representative|"
+    r"manager|supervisor|colleague|coworker|boss|technician|doctor|nurse|"
+    r"wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|friend|"
+    r"aunt|uncle|grandma|grandpa|grandmother|grandfather|neighbou?r|fianc[eé]e?|"
+    r"spoke\s+(?:to|with)|talked\s+to)"
+    r"\.?[\s,:]*[\"'(]?|[-–—]\s*|(?:from|to|cc|bcc)\s*:\s*[\"']?)$"
+)
+_CUE_AFTER = re.compile(
+    r"(?i)^(?:\s*<[^>\s]+@|\s*\([^)]*@|\s+here\b|\s+speaking\b|\s+wrote\b|\s+said\b|"
+    r"\s+told\b|\s+asked\b|\s+called\b|\s+(?:is|was)\s+(?:my|our|the)\s+\w+|"
+    r",\s*(?:the\s+)?(?:customer|manager|agent|patient|passenger|ceo|cto|cfo|director|"
+    r"engineer|nurse|doctor|md|phd|jr|sr)\b)"
+)
+
+
+@lru_cache(maxsize=1)
+def lexicon() -> tuple[frozenset[str], frozenset[str]]:
+    """Known given names and surnames, lower-cased (Faker's person lists, Latin script)."""
+    firsts: set[str] = set()
+    lasts: set[str] = set()
+    for locale in _LOCALES:
+        try:
+            provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        except ImportError:
+            continue
+        cyrillic = locale in ("ru_RU", "uk_UA", "bg_BG")
+        for attr, into in (
+            ("first_names", firsts),
+            ("first_names_male", firsts),
+            ("first_names_female", firsts),
+            ("first_romanized_names", firsts),
+            ("last_names", lasts),
+            ("last_romanized_names", lasts),
+        ):
+            names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
+            into.update(n.lower() for n in names if n.isascii() and n.isalpha())
+    lasts.update(KOREAN_SURNAMES)
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    # romanised Vietnamese and Chinese given names include "My", "An", "Do": not names here
+    common = {w for w in STOP_WORDS} | {w for w in firsts | lasts if len(w) < 3}
+    return frozenset(firsts - common), frozenset(lasts - common)
+
+
+_CYRILLIC = dict(
+    zip(
+        "абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґ",
+        "a b v g d e e zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g".split(),
+        strict=True,
+    )
+)
+
+
+def _latin(name: str) -> str:
+    """A Russian, Ukrainian or Bulgarian name as people romanise it ("Александр" ->
+    "aleksandr"), so the romanised forms users type are in the lexicon."""
+    return "".join(_CYRILLIC.get(c, c) for c in name.lower()).replace("_", "")
+
+
+def _words(span: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+
+
+def lexicon_support(span: str) -> int:
+    """0: no name word; 1: only words that are also ordinary words or surnames alone; 2: a
+    clear given name, or a clear surname beside a given name."""
+    firsts, lasts = lexicon()
+    words = [w.removesuffix("'s").removesuffix("’s") for w in _words(span)]
+    known = [w for w in words if w in firsts or w in lasts]
+    clear = [w for w in known if w not in AMBIGUOUS]
+    if any(w in firsts for w in clear):
+        return 2
+    if any(w in lasts for w in clear) and any(w in firsts for w in words):
+        return 2  # a clear surname beside a given name ("Ray Okafor"; not "Ray-Ban Meta")
+    return 1 if known else 0
+
+
+def has_cue(text: str, start: int, end: int) -> bool:
+    """A title, greeting, introduction, header or relation word before the span, or a
+    sign-off, address or verb of speech after it."""
+    before = text[max(0, start - 40) : start]
+    return bool(_CUE_BEFORE.search(before) or _CUE_AFTER.match(text[end : end + 40]))
+
+
+def corroborated(text: str, start: int, end: int, *, model: bool = False) -> bool:
+    """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module);
+    ``model``: the NER model itself called it a person (a full-name shape then suffices)."""
+    span = text[start:end]
+    if any(c.isdigit() or c in "_@/#" for c in span) or EPONYMS.match(span.strip()):
+        return False
+    if span.split()[0].lower() in _DETERMINERS:
+        return False  # "the Ray-Ban Meta", "my Netflix Premium"
+    after = text[end : end + 30]
+    if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
+        return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
+    support = lexicon_support(span)
+    if support == 2 or has_cue(text, start, end):
+        return True
+    # two or three capitalised words, none a stop word ("Zainab Abubakar"; not "the Ray-Ban
+    # Meta", "Cancel my Netflix Premium"): the shape of a full name the lexicon lacks
+    return support == 0 and model and _full_name_shape(span)
+
+
+def _full_name_shape(span: str) -> bool:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    words = span.split()
+    return (
+        2 <= len(words) <= 3
+        and all(w[:1].isupper() and w.lower() not in STOP_WORDS for w in words)
+        and not any(w.lower() in AMBIGUOUS for w in words)
+    )

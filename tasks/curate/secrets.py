@@ -1,0 +1,78 @@
+"""Secrets users paste into chat: cloud and SaaS keys by their published prefixes, JWTs,
+private-key blocks, and whatever follows "password is" / "api key:" / "token=".
+
+A keyed value ("password: hunter2") is a secret when the key is explicit (``:``, ``=``, "is",
+quotes) and the value looks like one (a digit or a symbol, or it was quoted or given after
+``:``/``=``); "my password is not working" and "password reset link" stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import regex as re
+
+# published token shapes: AWS access key ids, Stripe, GitHub, Slack, Google, OpenAI-style,
+# Anthropic-style, Telegram bot tokens, Twilio, SendGrid, npm, JWTs, PEM private keys
+_TOKENS = re.compile(
+    r"(?<![\w])(?:"
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}"
+    r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"
+    r"|whsec_[A-Za-z0-9]{20,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|AIza[0-9A-Za-z_-]{30,}"
+    r"|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"
+    r"|\d{8,10}:AA[A-Za-z0-9_-]{30,}"
+    r"|SK[0-9a-f]{32}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
+    r"|npm_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r")(?![\w])"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+    r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
+)
+_KEYED = re.compile(
+    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)?|pwd|pw|pin(?:\s*code)?|"
+    r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
+    r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
+    r"비밀번호|비번|암호)(?![a-z])"
+    r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
+    r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
+    r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
+)
+_PIN = re.compile(r"(?i)(?:pin|passcode|pass\s*code|비밀번호)")
+_STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
+_TRAILING = ".,;:!?)]}>"
+_COMMON = frozenset(
+    "reset change changed expired incorrect wrong correct working broken invalid required "
+    "manager protected policy field please again before still doesnt doesn't isnt isn't "
+    "wont won't cant can't never always forgotten forgot recovery expiring expire request "
+    "rotation rotated revoked generated login sign update updated blank empty missing same "
+    "different something anything everything nothing locked stored saved below above here "
+    "there attached included hidden visible requirements strength".split()
+)
+
+
+def _looks_secret(value: str, quoted: bool, sep: str) -> bool:
+    if value.lower() in _COMMON:
+        return False
+    symbolic = any(not c.isalpha() for c in value) or (
+        any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    )
+    return symbolic or quoted or "=" in sep or ":" in sep
+
+
+def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
+    """Spans of pasted secrets in ``text``."""
+    for m in _TOKENS.finditer(text):
+        yield m.start(), m.end()
+    for m in _KEYED.finditer(text):
+        value = m.group("value").rstrip(_TRAILING)
+        if _PIN.match(m.group(0)) and value.isdigit() and 4 <= len(value) <= 8:
+            yield m.start("value"), m.start("value") + len(value)
+            continue
+        if len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q"):
+            if not any(c.isdigit() for c in value) or len(value) < 6:
+                continue
+        if _looks_secret(value, bool(m.group("q")), m.group("sep")):
+            yield m.start("value"), m.start("value") + len(value)

@@ -1,0 +1,58 @@
+"""The demo calculator agent's conversations: what it sends the model for a simulated
+request (earlier turns, the user's question, its calculator tool call and the tool's result),
+and how a plan of requests falls into conversations (a first question and its follow-ups)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from tasks.demo.domain import calculator_call
+
+if TYPE_CHECKING:
+    from tasks.demo.domain import DomainItem
+
+
+class Request(Protocol):
+    """What the agent reads of a simulated request (:class:`tasks.demo.simulate.SimRequest`)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def item(self) -> DomainItem: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def follows(self) -> int | None: ...
+
+
+R = TypeVar("R", bound=Request)
+
+
+def request_messages(
+    req: Request, history: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The agent's final call: the earlier turns of the conversation (``history``), the
+    question, the calculator tool call and the calculator result."""
+    a, b = req.item.operands or (0, 0)
+    call_id = f"call_{req.index:06d}"
+    return [
+        *(history or []),
+        {"role": "user", "content": req.text},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [calculator_call(a, b, call_id)],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": req.item.contexts[0]},
+    ]
+
+
+def conversations(plan: list[R]) -> list[list[R]]:
+    """The plan as conversations: each a first request and its follow-ups, in order."""
+    chains: dict[int, list[R]] = {}
+    head: dict[int, int] = {}
+    for req in plan:
+        root = head[req.follows] if req.follows is not None else req.index
+        head[req.index] = root
+        chains.setdefault(root, []).append(req)
+    return list(chains.values())

@@ -1,0 +1,395 @@
+"""Simulated users of the demo calculator agent, talking to the gateway like production apps.
+
+A seeded Faker population (stable ids, names, emails, phones, cards, addresses, SSNs, IBANs,
+account numbers such as ``123-45-678901``) asks the domain's questions through the gateway's
+OpenAI-compatible API with the official ``openai`` client. Users leak personal data the way
+real users do, in a preamble before the question and not every time; each user has one or
+two habitual preambles (so k-anonymity patterns repeat). A fraction opts out of training (the
+``consent`` table). Some users give thumbs up/down feedback (``POST /v1/feedback``) that follows
+the verifier score through noise.
+
+Each request is the agent's final LLM call: the user message, the assistant's calculator tool
+call and the tool result (the context the answer must be faithful to). Some users ask a
+follow-up in the same conversation (same session id): that request carries the earlier turns,
+the answer the user got included, before the new question, its tool call and its result. All
+random choices are drawn up front from the seed, so a run is reproducible whatever the
+concurrency (a conversation's turns are sent one after the other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from infra.privacy import user_key
+from tasks.demo import domain
+from tasks.demo.agent import conversations, request_messages
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PREAMBLES = [
+    "Hi, I'm {name} ({email}).",
+    "Hi, I'm {name}, card {card}.",
+    "This is {name} from {address}.",
+    "My account is {account} and my phone is {phone}.",
+    "Hello! {name} here, SSN {ssn}.",
+    "I'm {name}, IBAN {iban}, call me at {phone}.",
+    "Email me at {email} when done.",
+    "{name} here.",
+]
+
+
+@dataclass(frozen=True)
+class SimUser:
+    user_id: str
+    name: str
+    email: str
+    phone: str
+    card: str
+    address: str
+    ssn: str
+    iban: str
+    account: str
+    opted_out: bool
+    leak_rate: float
+    preambles: tuple[int, ...]
+
+    def pii(self) -> dict[str, str]:
+        fields = ("name", "email", "phone", "card", "address", "ssn", "iban", "account")
+        return {f: getattr(self, f) for f in fields}
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    index: int
+    user: SimUser
+    session_id: str
+    item: domain.DomainItem
+    text: str  # the user message as sent (preamble + question)
+    has_pii: bool
+    gives_feedback: bool
+    feedback_noise: float
+    neutral: bool
+    follows: int | None = None  # index of the earlier request this one follows up on
+
+
+@dataclass
+class SimulationSummary:
+    requests: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    users: int = 0
+    active_users: int = 0
+    opted_out_users: int = 0
+    opted_out_requests: int = 0
+    requests_with_pii: int = 0
+    correct: int = 0
+    feedback: Counter[int] = field(default_factory=Counter)  # value -> count sent
+    feedback_failed: int = 0
+    missing_trace_id: int = 0
+    consent_rows_written: int = 0
+    models: Counter[str] = field(default_factory=Counter)
+    wall_s: float = 0.0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.succeeded if self.succeeded else 0.0
+
+    def describe(self) -> str:
+        """A short human summary (what ``flywheel simulate`` prints)."""
+        fb = self.feedback
+        return (
+            f"{self.requests} requests ({self.succeeded} ok, {self.failed} failed) from "
+            f"{self.active_users} of {self.users} users in {self.wall_s:.0f} s; "
+            f"{self.requests_with_pii} with personal data; {self.opted_out_requests} from "
+            f"{self.opted_out_users} opted-out users; answers correct {self.accuracy:.1%}; "
+            f"feedback {fb[1]} up / {fb[-1]} down / {fb[0]} neutral "
+            f"({self.feedback_failed} failed, {self.missing_trace_id} without trace id); "
+            f"{self.consent_rows_written} consent rows written"
+        )
+
+
+def build_population(n_users: int, *, seed: int, opt_out_fraction: float = 0.1) -> list[SimUser]:
+    """``n_users`` users with stable ids and personal data (same seed, same people)."""
+    from faker import Faker
+
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    opted = set(rng.sample(range(n_users), round(n_users * opt_out_fraction)))
+    users = []
+    for i in range(n_users):
+        card = fake.credit_card_number(card_type="visa16")
+        if rng.random() < 0.5:  # people type cards with spaces as often as without
+            card = " ".join(card[j : j + 4] for j in range(0, len(card), 4))
+        account = f"{rng.randint(100, 999)}-{rng.randint(10, 99)}-{rng.randint(100000, 999999)}"
+        users.append(
+            SimUser(
+                user_id=f"user-{fake.uuid4()[:12]}",
+                name=fake.name(),
+                email=fake.email(),
+                phone=fake.phone_number(),
+                card=card,
+                address=fake.address().replace("\n", ", "),
+                ssn=fake.ssn(),
+                iban=fake.iban(),
+                account=account,
+                opted_out=i in opted,
+                leak_rate=rng.choice([0.0, 0.2, 0.5, 0.8]),
+                preambles=tuple(rng.sample(range(len(PREAMBLES)), rng.choice([1, 2]))),
+            )
+        )
+    return users
+
+
+def plan_requests(
+    users: list[SimUser],
+    *,
+    requests: int,
+    seed: int,
+    feedback_fraction: float = 0.3,
+    feedback_noise: float = 0.3,
+    session_length: int = 3,
+    followup_fraction: float = 0.25,
+) -> list[SimRequest]:
+    """Who asks what, in which session, with which preamble, and whether they rate it; a
+    ``followup_fraction`` of requests continue the user's previous conversation when it is in
+    the same session."""
+    rng = random.Random(seed + 1)
+    follow_rng = random.Random(seed + 2)  # its own stream: the rest of the plan is unchanged
+    weights = [1.0 / (rank + 1) ** 0.7 for rank in range(len(users))]  # a few heavy users
+    asked: Counter[str] = Counter()
+    last: dict[str, SimRequest] = {}
+    plan = []
+    for index in range(requests):
+        user = rng.choices(users, weights=weights, k=1)[0]
+        item = domain.sample_question(rng)
+        has_pii = rng.random() < user.leak_rate
+        text = item.question
+        if has_pii:
+            preamble = PREAMBLES[rng.choice(user.preambles)].format(**user.pii())
+            text = f"{preamble} {item.question}"
+        session = f"{user.user_id}-s{asked[user.user_id] // session_length}"
+        asked[user.user_id] += 1
+        previous = last.get(user.user_id)
+        follows = (
+            previous.index
+            if previous is not None
+            and previous.session_id == session
+            and follow_rng.random() < followup_fraction
+            else None
+        )
+        plan.append(
+            SimRequest(
+                index=index,
+                user=user,
+                session_id=session,
+                item=item,
+                text=text,
+                has_pii=has_pii,
+                gives_feedback=rng.random() < feedback_fraction,
+                feedback_noise=rng.gauss(0.0, feedback_noise),
+                neutral=rng.random() < 0.05,
+                follows=follows,
+            )
+        )
+        last[user.user_id] = plan[-1]
+    return plan
+
+
+def feedback_value(score: float, req: SimRequest) -> Literal[-1, 0, 1]:
+    """Thumbs up when the (noisy) verifier score is above 0.5, down otherwise; rarely neutral."""
+    if req.neutral:
+        return 0
+    return 1 if score + req.feedback_noise > 0.5 else -1
+
+
+def record_consent(
+    catalog: Catalog, users: list[SimUser], *, salt: str, at: datetime | None = None
+) -> int:
+    """Write each user's consent state to the ``consent`` table when it is new or changed;
+    returns the rows written (a rerun with the same population writes none)."""
+    from infra.catalog import append_rows, scan
+
+    current: dict[str, tuple[datetime, bool]] = {}
+    for row in scan(catalog, "consent").to_pylist():
+        prev = current.get(row["user_key"])
+        if prev is None or row["updated_at"] >= prev[0]:
+            current[row["user_key"]] = (row["updated_at"], bool(row["consent_to_training"]))
+    at = at or datetime.now(UTC)
+    rows = []
+    for user in users:
+        key, consent = user_key(user.user_id, salt), not user.opted_out
+        if key not in current or current[key][1] != consent:
+            rows.append({"user_key": key, "consent_to_training": consent, "updated_at": at})
+    append_rows(catalog, "consent", rows)
+    return len(rows)
+
+
+async def _send(
+    client: Any,
+    http: Any,
+    req: SimRequest,
+    summary: SimulationSummary,
+    gateway_root: str,
+    history: list[dict[str, Any]] | None = None,
+) -> str | None:
+    """Send one request (after ``history``) and its feedback; returns the answer (None when
+    the request failed)."""
+    try:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="flywheel",
+            messages=request_messages(req, history),
+            user=req.user.user_id,
+            extra_headers={"X-Session-Id": req.session_id},
+        )
+        completion = raw.parse()
+    except Exception as exc:  # a failed request is a finding of the run, not a crash
+        summary.failed += 1
+        log.warning("request %d failed: %s", req.index, type(exc).__name__)
+        return None
+    summary.succeeded += 1
+    summary.models[completion.model] += 1
+    answer = (completion.choices[0].message.content or "") if completion.choices else ""
+    score = domain.verify(req.item, answer)
+    summary.correct += int(score == 1.0)
+    if req.gives_feedback:
+        await _feedback(http, raw.headers.get("x-trace-id"), req, score, summary, gateway_root)
+    return answer
+
+
+async def _feedback(
+    http: Any,
+    trace_id: str | None,
+    req: SimRequest,
+    score: float,
+    summary: SimulationSummary,
+    gateway_root: str,
+) -> None:
+    if not trace_id:
+        summary.missing_trace_id += 1
+        return
+    value = feedback_value(score, req)
+    try:
+        resp = await http.post(
+            f"{gateway_root}/v1/feedback", json={"trace_id": trace_id, "value": value}
+        )
+        resp.raise_for_status()
+        summary.feedback[value] += 1
+    except Exception as exc:
+        summary.feedback_failed += 1
+        log.warning("feedback for request %d failed: %s", req.index, type(exc).__name__)
+
+
+async def _run(
+    plan: list[SimRequest],
+    *,
+    gateway_root: str,
+    concurrency: int,
+    api_key: str,
+    timeout_s: float,
+    summary: SimulationSummary,
+) -> None:
+    import httpx
+    from openai import AsyncOpenAI
+
+    queue: asyncio.Queue[list[SimRequest]] = asyncio.Queue()
+    for chain in conversations(plan):
+        queue.put_nowait(chain)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    async with (
+        AsyncOpenAI(
+            base_url=f"{gateway_root}/v1", api_key=api_key, max_retries=1, timeout=timeout_s
+        ) as client,
+        httpx.AsyncClient(timeout=timeout_s, headers=headers) as http,
+    ):
+
+        async def worker() -> None:
+            while not queue.empty():
+                history: list[dict[str, Any]] = []
+                chain = queue.get_nowait()
+                for req in chain:
+                    answer = await _send(client, http, req, summary, gateway_root, history)
+                    if answer is None:  # the user gives up on a conversation that failed
+                        summary.failed += len(chain) - chain.index(req) - 1
+                        break
+                    history = [
+                        *request_messages(req, history),
+                        {"role": "assistant", "content": answer},
+                    ]
+
+        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+
+
+def simulate(
+    base_url: str,
+    *,
+    requests: int,
+    concurrency: int = 8,
+    seed: int = 0,
+    population_seed: int = 0,
+    catalog: Catalog | None = None,
+    settings: Settings,
+    n_users: int = 200,
+    opt_out_fraction: float = 0.1,
+    feedback_fraction: float = 0.3,
+    feedback_noise: float = 0.3,
+    api_key: str = "sk-flywheel-simulator",
+    timeout_s: float = 60.0,
+) -> SimulationSummary:
+    """Send ``requests`` simulated user requests through the gateway at ``base_url`` (its root,
+    e.g. ``http://127.0.0.1:8088``), record consent, give feedback; returns what happened.
+
+    ``population_seed`` fixes who the users are (the same people come back run after run);
+    ``seed`` fixes what they ask this run (vary it per cycle for fresh traffic)."""
+    from infra.catalog import open_catalog
+
+    started = time.perf_counter()
+    gateway_root = base_url.rstrip("/").removesuffix("/v1")
+    users = build_population(n_users, seed=population_seed, opt_out_fraction=opt_out_fraction)
+    plan = plan_requests(
+        users,
+        requests=requests,
+        seed=seed,
+        feedback_fraction=feedback_fraction,
+        feedback_noise=feedback_noise,
+    )
+    summary = SimulationSummary(requests=requests, users=len(users))
+    summary.opted_out_users = sum(u.opted_out for u in users)
+    summary.consent_rows_written = record_consent(
+        catalog or open_catalog(settings), users, salt=settings.salt()
+    )
+    summary.active_users = len({r.user.user_id for r in plan})
+    summary.opted_out_requests = sum(r.user.opted_out for r in plan)
+    summary.requests_with_pii = sum(r.has_pii for r in plan)
+    asyncio.run(
+        _run(
+            plan,
+            gateway_root=gateway_root,
+            concurrency=concurrency,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            summary=summary,
+        )
+    )
+    summary.wall_s = time.perf_counter() - started
+    log.info(
+        "simulated %d requests (%d ok, %d failed), %d feedback events in %.1f s",
+        requests,
+        summary.succeeded,
+        summary.failed,
+        sum(summary.feedback.values()),
+        summary.wall_s,
+    )
+    return summary

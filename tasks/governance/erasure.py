@@ -1,0 +1,319 @@
+"""Forget a user: find their traces, delete their rows in every table, and scrub every object
+of the store of their data (deletes are made physical by :mod:`.maintenance`).
+
+A user is named only by their salted key. The audit trail records a *receipt*
+(``sha256("flywheel-forget:" + key)``), so after erasure no table, object or data file holds
+the key, yet a person holding the key can prove the erasure happened.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra.consent import erasure_receipt
+from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
+from infra.models import rewrite_published_file
+from infra.privacy import user_key as hash_user
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from infra.store import ObjectStore
+    from infra.traces.langfuse_eraser import LangfuseDeletion
+
+log = logging.getLogger(__name__)
+
+KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+TEXT_SUFFIXES = (".json", ".yaml", ".yml", ".md", ".txt", ".csv")
+USER_TABLES = [
+    "training_examples",
+    "preference_pairs",
+    "consent",
+    "audit_log",
+    "quarantine",
+    "review_queue",
+]
+_USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class Erasure:
+    """What an erasure or retention run removed (counts only; ``receipt`` for forget-user)."""
+
+    receipt: str = ""
+    rows_deleted: dict[str, int] = field(default_factory=dict)
+    objects_rewritten: int = 0
+    objects_deleted: int = 0
+    snapshots_expired: int = 0
+    orphan_files_removed: int = 0
+    langfuse_traces_deleted: int = 0  # deletes Langfuse accepted (it queues them)
+    langfuse_traces_confirmed: int = 0  # of those, gone on read-back
+    langfuse_traces_pending: int = 0  # of those, still there on read-back
+    langfuse_traces_deferred: int = 0  # not requested: Langfuse's delete budget ran out
+    langfuse_recheck: list[str] = field(default_factory=list)  # pending + deferred trace ids
+    found: bool = True  # forget-user: False when the user had no data anywhere
+
+    def add_langfuse(self, done: LangfuseDeletion) -> None:
+        """Take the counts of a Langfuse deletion, and the trace ids a later run must re-check
+        (pending) or request again (deferred): ``LangfuseEraser.recheck`` does both."""
+        self.langfuse_traces_deleted += len(done.requested)
+        self.langfuse_traces_confirmed += len(done.confirmed)
+        self.langfuse_traces_pending += len(done.pending)
+        self.langfuse_traces_deferred += len(done.deferred)
+        self.langfuse_recheck += done.pending + done.deferred
+
+    def langfuse_counts(self) -> dict[str, int]:
+        """Langfuse trace deletes requested, confirmed by a read-back, pending (Langfuse queues
+        deletes; a later run re-checks them) and deferred (its delete budget ran out)."""
+        return {
+            "langfuse_traces_deleted": self.langfuse_traces_deleted,
+            "langfuse_traces_confirmed": self.langfuse_traces_confirmed,
+            "langfuse_traces_pending": self.langfuse_traces_pending,
+            "langfuse_traces_deferred": self.langfuse_traces_deferred,
+        }
+
+    def erased_anything(self) -> bool:
+        """Whether any row or object was deleted or rewritten (or a Langfuse delete requested
+        or deferred)."""
+        changed = self.objects_rewritten + self.objects_deleted + self.langfuse_traces_deleted
+        changed += self.langfuse_traces_deferred  # found in Langfuse, deleted on a later run
+        return bool(changed or any(self.rows_deleted.values()))
+
+
+def check_user_key(value: str) -> str:
+    """The salted user key, validated (a raw user id must never reach a flow run)."""
+    if not KEY_RE.match(value):
+        raise ValueError(
+            "expected a user key (64 hex characters); hash a user id with "
+            "`flywheel forget-user USER_ID`, which never sends the raw id to Prefect"
+        )
+    return value
+
+
+def forget_receipt(key: str) -> str:
+    """The id an erasure is audited under (not the key itself)."""
+    return erasure_receipt(key)
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def user_trace_ids(catalog: Catalog, store: ObjectStore, key: str, salt: str) -> set[str]:
+    """Every trace id of the user, from training_examples, rollouts and the raw spool."""
+    from pyiceberg.expressions import EqualTo
+
+    from infra.catalog import scan
+
+    ids = set(scan(catalog, "training_examples", EqualTo("user_key", key))["trace_id"].to_pylist())
+    for obj in store.list(ROLLOUTS_PREFIX):
+        if obj.endswith(".parquet"):
+            t = pq.read_table(io.BytesIO(store.get(obj)), columns=["trace_id", "user_key"])
+            ids |= set(t.filter(pc.equal(t["user_key"], key))["trace_id"].to_pylist())
+    for obj in store.list(TRACES_PREFIX):
+        for line in store.get(obj).decode("utf-8", "replace").splitlines():
+            if _line_user(line, salt) == key and (tid := _json_field(line, "trace_id")):
+                ids.add(tid)
+    return ids
+
+
+def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[str, int]:
+    """Delete the user's rows from every table; returns rows deleted per table."""
+    from pyiceberg.expressions import EqualTo
+
+    from infra.catalog import delete_rows, scan
+
+    deleted: dict[str, int] = {}
+    for name in ("training_examples", "consent"):
+        n = scan(catalog, name, EqualTo("user_key", key)).num_rows
+        if n:
+            delete_rows(catalog, name, EqualTo("user_key", key))
+        deleted[name] = n
+    pairs = scan(catalog, "preference_pairs").to_pylist()
+    ids = [p["pair_id"] for p in pairs if key in (p["user_keys"] or [])]
+    deleted["preference_pairs"] = _delete_in(catalog, "preference_pairs", "pair_id", ids)
+    needles = [key, *trace_ids]
+    audit = scan(catalog, "audit_log").to_pylist()
+    ids = [a["event_id"] for a in audit if _mentions(f"{a['subject']} {a['details']}", needles)]
+    deleted["audit_log"] = _delete_in(catalog, "audit_log", "event_id", ids)
+    quarantine = scan(catalog, "quarantine").to_pylist()
+    hits = [i for i, q in enumerate(quarantine) if _mentions(q["record"] or "", needles)]
+    if hits:  # quarantine has no id column: rewrite the table without those rows
+        from pyiceberg.expressions import AlwaysTrue
+
+        from infra.catalog import replace_where
+
+        keep = [q for i, q in enumerate(quarantine) if i not in set(hits)]
+        replace_where(catalog, "quarantine", AlwaysTrue(), keep)
+    deleted["quarantine"] = len(hits)
+    # the human review queue holds the user's (anonymised) traces by trace id
+    queued = scan(catalog, "review_queue").column("trace_id").to_pylist()
+    ids = sorted({t for t in queued if t in trace_ids})
+    deleted["review_queue"] = _delete_in(catalog, "review_queue", "trace_id", ids)
+    return deleted
+
+
+def _delete_in(catalog: Catalog, name: str, column: str, ids: list[str]) -> int:
+    from pyiceberg.expressions import In
+
+    from infra.catalog import delete_rows
+
+    if ids:
+        delete_rows(catalog, name, In(column, ids))
+    return len(ids)
+
+
+def _mentions(text: str, needles: list[str]) -> bool:
+    return any(n and n in text for n in needles)
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+def _json_field(line: str, name: str) -> str | None:
+    try:
+        value = json.loads(line).get(name)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _line_user(line: str, salt: str) -> str | None:
+    """The user key of a spool line (malformed lines too, when a user id can be found)."""
+    user = _json_field(line, "user_id")
+    if user is None and (m := _USER_ID_IN_LINE.search(line)):
+        user = m.group(1)
+    return hash_user(user, salt) if user else None
+
+
+def scrub_objects(
+    store: ObjectStore, *, key: str, salt: str, trace_ids: set[str], skip_prefix: str | None
+) -> tuple[int, int]:
+    """Rewrite every object of the store without the user's data (spool lines, parquet rows,
+    mentions of the key in text objects); returns (objects rewritten, objects deleted)."""
+    rewritten = deleted = 0
+    for obj in store.list():
+        if skip_prefix and obj.startswith(skip_prefix):
+            continue
+        data = store.get(obj) if obj.endswith((".jsonl", ".parquet", *TEXT_SUFFIXES)) else None
+        if data is None:
+            continue
+        if obj.endswith(".jsonl"):
+            new = _scrub_jsonl(data, key, salt, trace_ids)
+        elif obj.endswith(".parquet"):
+            new = _scrub_parquet(data, key, salt, trace_ids)
+        else:
+            text = data.decode("utf-8", "replace")
+            marker = f"forgotten-{forget_receipt(key)[:16]}"
+            new = text.replace(key, marker).encode() if key in text else data
+        if new == data:
+            continue
+        if new:
+            if not rewrite_published_file(store, obj, new):  # a model's manifest follows
+                store.put(obj, new)
+            rewritten += 1
+        else:
+            store.delete(obj)
+            deleted += 1
+    return rewritten, deleted
+
+
+def _scrub_jsonl(data: bytes, key: str, salt: str, trace_ids: set[str]) -> bytes:
+    lines = data.decode("utf-8", "replace").splitlines()
+    keep = [
+        line
+        for line in lines
+        if _line_user(line, salt) != key
+        and _json_field(line, "trace_id") not in trace_ids
+        and key not in line
+    ]
+    if len(keep) == len(lines):
+        return data
+    return ("\n".join(keep) + "\n").encode() if keep else b""
+
+
+def _scrub_parquet(data: bytes, key: str, salt: str, trace_ids: set[str]) -> bytes:
+    table = pq.read_table(io.BytesIO(data))
+    cols = set(table.column_names)
+
+    def column(name: str) -> list[Any]:
+        return table[name].to_pylist() if name in cols else [None] * table.num_rows
+
+    drop = [
+        k == key or (isinstance(u, str) and hash_user(u, salt) == key) or t in trace_ids
+        for k, u, t in zip(column("user_key"), column("user_id"), column("trace_id"), strict=True)
+    ]
+    if not any(drop):
+        return data
+    kept = table.filter(pa.array([not d for d in drop]))
+    if kept.num_rows == 0:
+        return b""
+    sink = io.BytesIO()
+    pq.write_table(kept, sink)
+    return sink.getvalue()
+
+
+def erasure_details(result: Erasure) -> dict[str, Any]:
+    return {
+        "rows_deleted": result.rows_deleted,
+        "objects_rewritten": result.objects_rewritten,
+        "objects_deleted": result.objects_deleted,
+        "snapshots_expired": result.snapshots_expired,
+        "orphan_files_removed": result.orphan_files_removed,
+        **result.langfuse_counts(),
+    }
+
+
+def erasure_markdown(title: str, result: Erasure) -> str:
+    """A Prefect artifact body for an erasure or retention run (counts only)."""
+    lines = [f"# {title}", ""]
+    if result.receipt:
+        lines += [f"Audit receipt: `{result.receipt}`", ""]
+    lines += ["| table | rows deleted |", "|---|---:|"]
+    lines += [f"| {name} | {n} |" for name, n in sorted(result.rows_deleted.items())]
+    lines += [
+        "",
+        f"- objects rewritten: {result.objects_rewritten}",
+        f"- objects deleted: {result.objects_deleted}",
+        f"- snapshots expired: {result.snapshots_expired}",
+        f"- unreferenced files removed: {result.orphan_files_removed}",
+        f"- Langfuse trace deletes requested: {result.langfuse_traces_deleted} (confirmed "
+        f"{result.langfuse_traces_confirmed}, pending {result.langfuse_traces_pending}, deferred "
+        f"{result.langfuse_traces_deferred}; scores go with their traces)",
+    ]
+    return "\n".join(lines)
+
+
+# --- Prefect tasks (thin wrappers; reruns are idempotent) --------------------------------
+
+_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
+
+
+@task(**_IO)
+def user_traces_task(catalog: Catalog, store: ObjectStore, key: str, salt: str) -> set[str]:
+    """Returns the user's trace ids."""
+    return user_trace_ids(catalog, store, key, salt)
+
+
+@task(**_IO)
+def delete_rows_task(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[str, int]:
+    """Returns rows deleted per table."""
+    return delete_user_rows(catalog, key, trace_ids)
+
+
+@task(**_IO)
+def scrub_objects_task(
+    store: ObjectStore, key: str, salt: str, trace_ids: set[str], skip_prefix: str | None
+) -> tuple[int, int]:
+    """Returns (objects rewritten, objects deleted) outside the warehouse."""
+    return scrub_objects(store, key=key, salt=salt, trace_ids=trace_ids, skip_prefix=skip_prefix)

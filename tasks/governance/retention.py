@@ -1,0 +1,44 @@
+"""Raw-data retention: the raw objects (spool, rollouts, scores, held rows) past their
+retention period, and their deletion."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from infra.keys import RAW_PREFIXES
+
+if TYPE_CHECKING:
+    from infra.store import ObjectStore
+
+_DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
+_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
+
+
+def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
+    """Raw objects (spool, rollouts, scores, held rows) dated before ``cutoff``."""
+    expired = []
+    for prefix in RAW_PREFIXES:
+        for obj in store.list(prefix):
+            m = _DATED.search(obj)
+            if not m:
+                continue
+            if m.group(1):
+                old = m.group(1) < cutoff.strftime("%Y-%m-%d")
+            else:
+                old = m.group(2) < cutoff.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if old:
+                expired.append(obj)
+    return expired
+
+
+@task(**_IO)
+def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
+    """Returns how many objects were deleted."""
+    for obj in keys:
+        store.delete(obj)
+    return len(keys)

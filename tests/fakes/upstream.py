@@ -1,0 +1,390 @@
+"""A fast, fake OpenAI-compatible model server for tests, benchmarks and release drills.
+
+Plain ASGI (no framework, so its own overhead stays small next to the gateway's): answers
+``POST /v1/chat/completions`` (JSON or SSE stream) and ``GET /v1/models``, after ``delay_s``,
+failing a ``fail_rate`` share of requests with HTTP ``fail_status`` (500). Run it in a thread with
+:func:`start_fake_upstream`, or as a process: ``python -m tests.fakes.upstream --port 9001``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def echo_answer(messages: list[dict[str, Any]]) -> str:
+    users = [m for m in messages if m.get("role") == "user"]
+    content = users[-1].get("content") if users else ""
+    return f"echo: {content}"
+
+
+def long_for_long(messages: list[dict[str, Any]]) -> str:
+    """Eight MB of answer (128 words of 64 KB) to "long", an echo to anything else."""
+    if messages and messages[-1].get("content") == "long":
+        return " ".join(["a" * 65536] * 128)
+    return echo_answer(messages)
+
+
+@dataclass
+class FakeUpstream:
+    """The ASGI app; knobs may be changed while it serves (e.g. start failing mid-test)."""
+
+    version: str = "fake"
+    delay_s: float = 0.0
+    fail_rate: float = 0.0
+    fail_status: int = 500  # the status of an injected failure
+    answer: Callable[[list[dict[str, Any]]], str] = echo_answer
+    calls: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    keep_bodies: bool = False
+    tool_calls: list[dict[str, Any]] | None = None  # answer with these calls instead of text
+    chunk_delay_s: float = 0.0  # between the events of a stream
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        path, method = scope["path"], scope["method"]
+        if method == "GET" and path.endswith("/models"):
+            data = {"object": "list", "data": [{"id": self.version, "object": "model"}]}
+            await _send_json(send, 200, data)
+            return
+        if method != "POST" or not path.endswith("/chat/completions"):
+            await _send_json(send, 404, {"error": {"message": "not found"}})
+            return
+        body = await _read_body(receive)
+        self.calls += 1
+        if self.keep_bodies:
+            self.bodies.append(body)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail_rate and self.rng.random() < self.fail_rate:
+            await _send_json(send, self.fail_status, {"error": {"message": "injected failure"}})
+            return
+        text = self.answer(body.get("messages") or [])
+        if self.tool_calls and body.get("stream"):
+            await self._stream_tool_calls(send, self.tool_calls)
+        elif body.get("stream"):
+            await self._stream(send, text, logprobs=bool(body.get("logprobs")))
+        else:
+            await _send_json(send, 200, self._completion(text, body))
+
+    def _completion(self, text: str, body: dict[str, Any]) -> dict[str, Any]:
+        words = text.split()
+        logprobs = _vllm_logprobs(words) if body.get("logprobs") else None  # only when asked
+        return {
+            "id": f"cmpl-{self.calls}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.version),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text}
+                    if not self.tool_calls
+                    else {"role": "assistant", "content": None, "tool_calls": self.tool_calls},
+                    "finish_reason": "tool_calls" if self.tool_calls else "stop",
+                    "logprobs": logprobs,
+                }
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": len(words), "total_tokens": 5},
+        }
+
+    async def _stream(self, send: Send, text: str, *, logprobs: bool = False) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        words = text.split(" ")
+        for i, word in enumerate(words):
+            delta = {"content": word if i == 0 else " " + word}
+            choice: dict[str, Any] = {"index": 0, "delta": delta}
+            if logprobs:
+                choice["logprobs"] = _vllm_logprobs([delta["content"]])
+            chunk = {"object": "chat.completion.chunk", "choices": [choice]}
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+            await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
+        await _send_body(send, b"data: [DONE]\n\n", more=False)
+
+    async def _stream_tool_calls(self, send: Send, calls: list[dict[str, Any]]) -> None:
+        """Tool calls as OpenAI/vLLM stream them: per call a delta with its index, id, type and
+        name, then the arguments in fragments; each event its own write."""
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for index, call in enumerate(calls):
+            fn = call["function"]
+            head = {"index": index, "id": call["id"], "type": "function"}
+            deltas = [{**head, "function": {"name": fn["name"], "arguments": ""}}]
+            args = fn["arguments"]
+            cut = [0, len(args) // 3, 2 * len(args) // 3, len(args)]
+            for a, b in zip(cut, cut[1:], strict=False):
+                deltas.append({"index": index, "function": {"arguments": args[a:b]}})
+            for delta in deltas:
+                chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]}
+                await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+        await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
+        await _send_body(send, b"data: [DONE]\n\n", more=False)
+
+
+def _vllm_logprobs(tokens: list[str]) -> dict[str, Any]:
+    """``logprobs`` as vLLM's OpenAI server sends it for ``"logprobs": true``."""
+    return {
+        "content": [
+            {"token": t, "logprob": -0.1, "bytes": list(t.encode()), "top_logprobs": []}
+            for t in tokens
+        ]
+    }
+
+
+async def _read_body(receive: Receive) -> dict[str, Any]:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    try:
+        data = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+async def _send_body(send: Send, body: bytes, *, more: bool) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+async def _send_json(send: Send, status: int, data: Any) -> None:
+    body = json.dumps(data).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await _send_body(send, body, more=False)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class LoopbackConnection:
+    """A minimal keep-alive HTTP/1.1 client connection for load tests and benchmarks: a few
+    times cheaper per request than a full client, so the load generator does not starve the
+    server it measures. Only what the gateway sends is understood (Content-Length bodies, and
+    chunked ones: streams, read to the end)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, url: str) -> LoopbackConnection:
+        host, _, port = url.removeprefix("http://").partition(":")
+        return cls(*await asyncio.open_connection(host, int(port.split("/")[0])))
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> Reply:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: loopback\r\nContent-Type: application/json\r\n"
+            f"{extra}Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        raw = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        fields = dict(line.split(":", 1) for line in raw[1:] if ":" in line)
+        found = {k.strip().lower(): v.strip() for k, v in fields.items()}
+        if found.get("transfer-encoding") == "chunked":  # a stream: read it to the end
+            data = await self._chunked()
+        else:
+            data = await self.reader.readexactly(int(found.get("content-length", "0")))
+        return Reply(int(raw[0].split()[1]), found, data)
+
+    async def _chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            parts.append(await self.reader.readexactly(size + 2))
+            if size == 0:
+                return b"".join(p[:-2] for p in parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def post_many(
+    url: str, path: str, bodies: list[dict[str, Any]], *, concurrency: int = 16
+) -> list[Reply]:
+    """POST every body (JSON) over ``concurrency`` keep-alive connections; replies in order."""
+    conns = [await LoopbackConnection.open(url) for _ in range(min(concurrency, len(bodies)))]
+    replies: list[Reply | None] = [None] * len(bodies)
+    todo = iter(range(len(bodies)))
+
+    async def worker(conn: LoopbackConnection) -> None:
+        for i in todo:
+            replies[i] = await conn.post(path, json.dumps(bodies[i]).encode())
+
+    try:
+        await asyncio.gather(*(worker(c) for c in conns))
+    finally:
+        for conn in conns:
+            conn.close()
+    return [r for r in replies if r is not None]
+
+
+@dataclass
+class LoadResult:
+    latencies: list[float] = field(default_factory=list)  # seconds, from each scheduled start
+    statuses: list[int] = field(default_factory=list)
+    failures: int = 0  # connection errors (no HTTP status at all)
+    failure_kinds: dict[str, int] = field(default_factory=dict)
+    trace_ids: list[str] = field(default_factory=list)  # X-Trace-Id of the replies that had one
+
+    @property
+    def errors(self) -> int:
+        return self.failures + sum(s != 200 for s in self.statuses)
+
+
+async def open_loop(
+    url: str, path: str, body: dict[str, Any], *, rate: float, seconds: float
+) -> LoadResult:
+    """Send ``rate`` requests per second for ``seconds`` whatever the replies take (open loop:
+    latency counts from each request's scheduled time, so queueing is not hidden)."""
+    loop = asyncio.get_running_loop()
+    payload = json.dumps(body).encode()
+    idle: list[tuple[LoopbackConnection, float]] = []  # (connection, last used)
+    result = LoadResult()
+
+    async def one(scheduled: float) -> None:
+        reused = False
+        try:
+            # servers close idle keep-alive connections (uvicorn after 5 s): skip stale ones
+            while idle and loop.time() - idle[-1][1] > 3.0:
+                idle.pop()[0].close()
+            if idle:
+                conn, reused = idle.pop()[0], True
+            else:
+                conn = await LoopbackConnection.open(url)
+            try:
+                reply = await conn.post(path, payload)
+            except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
+                if not reused or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
+                    raise
+                # closed by the server just as we reused it: retry once, as HTTP clients do
+                conn.close()
+                conn = await LoopbackConnection.open(url)
+                reply = await conn.post(path, payload)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            result.failures += 1
+            kind = f"{type(exc).__name__}: {exc}"[:80]
+            result.failure_kinds[kind] = result.failure_kinds.get(kind, 0) + 1
+            return
+        result.latencies.append(loop.time() - scheduled)
+        result.statuses.append(reply.status)
+        if "x-trace-id" in reply.headers:
+            result.trace_ids.append(reply.headers["x-trace-id"])
+        idle.append((conn, loop.time()))
+
+    tasks = []
+    start = loop.time() + 0.05
+    for i in range(int(rate * seconds)):
+        scheduled = start + i / rate
+        if (delay := scheduled - loop.time()) > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(scheduled)))
+    await asyncio.gather(*tasks)
+    for conn, _ in idle:
+        conn.close()
+    return result
+
+
+@dataclass
+class EchoUpstream:
+    """An in-process upstream (no HTTP at all) for tests that only exercise the gateway."""
+
+    version: str
+    delay_s: float = 0.0
+    answer: Callable[[list[dict[str, Any]]], str] = echo_answer
+    calls: int = 0
+
+    async def complete(self, messages: list[dict[str, Any]], params: Any) -> Any:
+        from infra.upstream.upstreams import Completion
+
+        self.calls += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        text = self.answer(messages)
+        return Completion(text=text, tokens_in=5, tokens_out=len(text.split()))
+
+    async def stream(self, messages: list[dict[str, Any]], params: Any) -> Any:
+        yield await self.complete(messages, params)
+
+
+@dataclass
+class FakeUpstreamHandle:
+    """``url`` is the OpenAI base URL (ends in ``/v1``); ``app`` holds the knobs and counters."""
+
+    url: str
+    app: FakeUpstream
+    server: Any
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def start_fake_upstream(version: str = "fake", **knobs: Any) -> FakeUpstreamHandle:
+    """A :class:`FakeUpstream` serving on a free loopback port in a daemon thread."""
+    from infra.gateway.serve import serve_in_thread
+
+    app = FakeUpstream(version=version, **knobs)
+    url, server, thread = serve_in_thread(app)
+    return FakeUpstreamHandle(url=f"{url}/v1", app=app, server=server, thread=thread)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--version", default="fake")
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--fail-rate", type=float, default=0.0)
+    parser.add_argument("--long-answers", action="store_true", help="8 MB to 'long'")
+    args = parser.parse_args()
+    import uvicorn
+
+    app = FakeUpstream(version=args.version, delay_s=args.delay, fail_rate=args.fail_rate)
+    if args.long_answers:
+        app.answer = long_for_long
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
