@@ -60,7 +60,7 @@ def prepare_home(home: Path) -> None:
     from infra.catalog import get_table, open_catalog
     from infra.settings import Settings, get_settings
     from infra.store import LocalStore
-    from tasks.bootstrap import BootstrapConfig, build_model, build_tokenizer
+    from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
     from tests.data.pii_corpus import generate, plant_window
 
     saved = {k: os.environ.get(k) for k in ["FLYWHEEL_HOME", *STAGE_ENV]}
