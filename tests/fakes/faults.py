@@ -10,7 +10,8 @@ Faults, drawn per request from ``random.Random(seed)``:
 - ``slow``: waits ``slow_s`` before answering 503 (a client with a shorter time-out sees a
   time-out).
 
-``faults`` counts what was injected by kind, ``forwarded`` the calls the upstream saw.
+``faults`` counts what was injected by kind (at most ``max_faults`` in all), ``forwarded`` the
+calls the upstream saw.
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ class FaultProxy:
         slow_s: float = 0.0,
         body: bytes = S3_UNAVAILABLE,
         methods: frozenset[str] | None = None,
+        max_faults: int | None = None,
     ) -> None:
         parsed = urlparse(upstream)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
         self.rate, self.kinds, self.slow_s, self.body = rate, kinds, slow_s, body
         self.methods = methods  # None: every method may fail
+        self.max_faults = max_faults  # None: no limit
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.faults: Counter[str] = Counter()
@@ -65,6 +68,8 @@ class FaultProxy:
             if not self.enabled or roll >= self.rate:
                 return None
             if self.methods is not None and method not in self.methods:
+                return None
+            if self.max_faults is not None and sum(self.faults.values()) >= self.max_faults:
                 return None
             self.faults[kind] += 1
             return kind
