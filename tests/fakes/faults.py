@@ -7,6 +7,7 @@ Faults, drawn per request from ``random.Random(seed)``:
 - ``after``: forwards, so the upstream applies the call, then answers 503 anyway (the nasty
   case: a retry must be safe against a write that did happen);
 - ``reset``: closes the connection without an answer (a dropped connection or a time-out);
+- ``throttle``: answers 429 with ``Retry-After: 0`` without forwarding (a rate limit);
 - ``slow``: waits ``slow_s`` before answering 503 (a client with a shorter time-out sees a
   time-out).
 
@@ -105,8 +106,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 return b"".join(chunks)
             return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-        def _fail(self) -> None:
-            self.send_response(503)
+        def _fail(self, status: int = 503) -> None:
+            self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "0")
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(proxy.body)))
             self.end_headers()
@@ -124,6 +127,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             kind = proxy.draw(self.command)
             if kind == "reset":
                 self.close_connection = True
+                return
+            if kind == "throttle":
+                self._fail(429)
                 return
             if kind == "slow":
                 time.sleep(proxy.slow_s)
