@@ -7,13 +7,10 @@ Flows and tasks are imported inside the handlers: ``flywheel --help`` stays fast
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Any
 
-from deployments.output import BAD_INPUT, FAILED, emit, error
-
-Action = Literal["promote", "pause", "resume", "abort"]
+from deployments.output import FAILED, emit, error
 
 
 class Percent(float):
@@ -24,6 +21,7 @@ class Percent(float):
 
 
 def percent_or_none(value: float | None) -> Percent | None:
+    """``value`` as a Percent, None kept."""
     return None if value is None else Percent(value)
 
 
@@ -31,6 +29,7 @@ def percent_or_none(value: float | None) -> Percent | None:
 
 
 def collect(ns: argparse.Namespace) -> int:
+    """flywheel collect: stage 1 on a window."""
     from flows.collect import collect as collect_flow
 
     r = collect_flow(window_start=ns.window_start, hours=ns.hours)
@@ -51,6 +50,7 @@ def collect(ns: argparse.Namespace) -> int:
 
 
 def score(ns: argparse.Namespace) -> int:
+    """flywheel score: stage 2 on a window."""
     from flows.score import score as score_flow
 
     r = score_flow(window_start=ns.window_start, hours=ns.hours)
@@ -72,6 +72,7 @@ def score(ns: argparse.Namespace) -> int:
 
 
 def curate(ns: argparse.Namespace) -> int:
+    """flywheel curate: stage 3 on a window."""
     from flows.curate import curate as curate_flow
 
     r = curate_flow(window_start=ns.window_start)
@@ -108,6 +109,7 @@ def _empty_window_note(stage: str, window: str) -> str:
 
 
 def bootstrap(ns: argparse.Namespace) -> int:
+    """flywheel bootstrap: the demo base model v0 (cached)."""
     from deployments.progress import showing_progress
     from infra.runtime import Runtime
     from tasks.demo.bootstrap import bootstrap_base_model
@@ -129,6 +131,7 @@ def bootstrap(ns: argparse.Namespace) -> int:
 
 
 def gateway(ns: argparse.Namespace) -> int:
+    """flywheel gateway: serve the gateway until interrupted."""
     from infra.gateway.serve import serve_gateway
     from infra.settings import get_settings
 
@@ -137,6 +140,7 @@ def gateway(ns: argparse.Namespace) -> int:
 
 
 def simulate(ns: argparse.Namespace) -> int:
+    """flywheel simulate: simulated users through the gateway."""
     from infra.settings import get_settings
     from tasks.demo.simulate import simulate as simulate_users
 
@@ -163,107 +167,18 @@ def simulate(ns: argparse.Namespace) -> int:
     return 0 if r.failed == 0 else FAILED
 
 
-# ------------------------------------------------------------------------- governance
-
-
-def forget_user(ns: argparse.Namespace) -> int:
-    from flows.governance import forget_user_id
-
-    r = forget_user_id(ns.user_id)
-    fields = {
-        "receipt": r.receipt,
-        "found": r.found,
-        "rows_deleted": r.rows_deleted,
-        "objects_rewritten": r.objects_rewritten,
-        "objects_deleted": r.objects_deleted,
-        "snapshots_expired": r.snapshots_expired,
-        "files_removed": r.orphan_files_removed,
-        **r.langfuse_counts(),
-    }
-    if r.found:
-        from deployments.erasure_commands import models_fields
-
-        fields |= models_fields(r.receipt)
-    emit(ns, "forget-user", fields)
-    if not r.found:
-        error(
-            "forget-user",
-            "no data found for this user id: nothing was erased (check the id; the request is "
-            f"audited under receipt {r.receipt[:16]})",
-        )
-        return BAD_INPUT
-    return 0
-
-
-def consent(ns: argparse.Namespace) -> int:
-    from infra.catalog import open_catalog
-    from infra.consent import record_consent
-    from infra.privacy import user_key
-    from infra.settings import get_settings
-
-    settings = get_settings()
-    key = user_key(ns.user_id, settings.salt())  # the raw id never leaves this process
-    granted = ns.action == "grant"
-    at = record_consent(open_catalog(settings), key=key, granted=granted, actor="cli")
-    emit(
-        ns,
-        "consent",
-        {"user_key": key, "granted": granted, "at": at.isoformat(), "mode": settings.consent_mode},
-    )
-    return 0
-
-
-def retention(ns: argparse.Namespace) -> int:
-    from flows.governance import retention as retention_flow
-
-    r = retention_flow(days=ns.days)
-    fields = {
-        "days": ns.days,
-        "objects_deleted": r.objects_deleted,
-        "snapshots_expired": r.snapshots_expired,
-        "files_removed": r.orphan_files_removed,
-        **r.langfuse_counts(),
-    }
-    emit(ns, "retention", fields)
-    return 0
-
-
-def erasure_status(ns: argparse.Namespace) -> int:
-    from deployments.erasure_commands import show_status
-
-    return show_status(ns)
-
-
-def erasure_resolve(ns: argparse.Namespace) -> int:
-    from deployments.erasure_commands import resolve
-
-    return resolve(ns)
-
-
 def review(ns: argparse.Namespace) -> int:
+    """flywheel review: export or import the human review queue."""
     from deployments.review_commands import run_review
 
     return run_review(ns)
-
-
-def lineage(ns: argparse.Namespace) -> int:
-    from tasks.train.lineage import lineage_for_user
-
-    found = lineage_for_user(ns.user)
-    fields: dict[str, Any] = {
-        "versions": found.versions,
-        "evidence": {v: found.evidence[v] for v in found.versions},
-    }
-    if not found.versions:
-        fields["note"] = "no model version was trained on this user's data"
-    emit(ns, "lineage", fields)
-    return 0
 
 
 # ------------------------------------------------------------- stages 4-5 (weekly)
 
 
 def train(ns: argparse.Namespace) -> int:
+    """flywheel train: stage 4."""
     from flows.train import train as train_flow
 
     r = train_flow(method=ns.method, max_steps=ns.max_steps)
@@ -297,103 +212,13 @@ def check_release(ns: argparse.Namespace) -> None:
 
 
 def release(ns: argparse.Namespace) -> int:
+    """flywheel release VERSION: stage 5."""
     from flows.release import ReleaseOptions
     from flows.release import release as release_flow
 
     r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
     emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
-
-
-# ------------------------------------------------------------------- release controls
-
-
-def status(ns: argparse.Namespace) -> int:
-    from infra.gateway.stable import unservable_stable
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-    from tasks.release.controls import release_status
-
-    rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store)
-    fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
-    if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
-        fields = {**fields, "warning": why}
-    emit(ns, "status", fields)
-    return 0
-
-
-def check_promote(ns: argparse.Namespace) -> None:
-    """A promotion needs a servable candidate that passed the gate (or --force with a reason):
-    checked before a flow run starts; the flow checks again."""
-    from infra.errors import ControlRefused
-    from infra.models import ServableVersions
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-    from tasks.release.controls import promotion_refusal
-
-    if ns.force and not (ns.reason or "").strip():
-        raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
-    rt = Runtime.from_env()
-    versions = ServableVersions.from_settings(rt.settings, rt.store)
-    state = open_routing(rt.settings, rt.store).load()
-    reason = ns.reason or "manual"
-    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=reason):
-        raise ControlRefused(why)
-
-
-def promote(ns: argparse.Namespace) -> int:
-    ns.reason = ns.reason or "manual"
-    return _control("promote", ns, force=ns.force)
-
-
-def pause(ns: argparse.Namespace) -> int:
-    return _control("pause", ns)
-
-
-def check_resume(ns: argparse.Namespace) -> None:
-    """Resuming routes traffic to the candidate again: it must be servable (checked before a
-    flow run starts; the flow checks again)."""
-    from infra.models import ServableVersions
-    from infra.routing import open_routing
-    from infra.runtime import Runtime
-
-    rt = Runtime.from_env()
-    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
-        ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
-
-
-def resume(ns: argparse.Namespace) -> int:
-    return _control("resume", ns)
-
-
-def abort(ns: argparse.Namespace) -> int:
-    return _control("abort", ns)
-
-
-def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> int:
-    from flows.release import release_control
-
-    state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
-    emit(ns, action, state_fields(state))
-    return 0
-
-
-def rollback(ns: argparse.Namespace) -> int:
-    from flows.rollback import rollback as rollback_flow
-
-    result = rollback_flow(reason=ns.reason, actor=ns.actor)
-    if result.get("restored_stable"):
-        print(
-            f"rollback: the stable version {result['unservable_stable']} cannot be served; "
-            f"{result['restored_stable']} is the stable version again",
-            file=sys.stderr,
-        )
-    fields = {k: result.get(k) for k in ("rolled_back", "version", "via")}
-    if result.get("restored_stable"):
-        fields["restored_stable"] = result["restored_stable"]
-    emit(ns, "rollback", fields | state_fields(result))
-    return 0
 
 
 # ---------------------------------------------------------------------- the whole loop
@@ -409,6 +234,7 @@ def check_run(ns: argparse.Namespace) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    """flywheel run: the whole loop."""
     from deployments.progress import showing_progress
     from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
 
@@ -432,6 +258,7 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def prove(ns: argparse.Namespace) -> int:
+    """flywheel prove: the ablation."""
     from deployments.prove_command import run_prove
 
     return run_prove(ns)
@@ -454,9 +281,3 @@ def release_fields(r: Any) -> dict[str, Any]:
         "p_value": gate.get("p_value"),
         "golden_items": gate.get("n"),
     }
-
-
-def state_fields(found: dict[str, Any]) -> dict[str, Any]:
-    """Stable, candidate, phase and weight of a routing state (or of ``found["state"]``)."""
-    state = found.get("state", found)
-    return {k: state.get(k) for k in ("stable", "candidate", "phase", "weight")}

@@ -46,7 +46,7 @@ def resolve_args(p: argparse.ArgumentParser) -> None:
         help="accept the failed replacement's regression and make it the stable one",
     )
     p.add_argument("--reason", required=True, help="why (recorded in the audit log)")
-    p.add_argument("--actor", default="cli")
+    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
 
 
 def status_fields(case: Any, at: datetime | None = None) -> dict[str, Any]:

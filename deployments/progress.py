@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import time
@@ -38,6 +39,7 @@ class ProgressRenderer(logging.Handler):
         self._bar_shown = False
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Draw one progress record (a bar on a terminal, a line otherwise)."""
         event = getattr(record, "progress", None)
         if not isinstance(event, Progress):
             return
@@ -69,6 +71,7 @@ class ProgressRenderer(logging.Handler):
             self._bar_shown = False
 
     def close(self) -> None:
+        """End the bar's line."""
         self._clear_bar()
         self.stream.flush()
         super().close()
@@ -113,7 +116,12 @@ class _NoRunLogsOnConsole(logging.Filter):
 
 
 def quiet_prefect_console() -> None:
-    """Keep the runs' logs (failures with tracebacks included) off the console."""
+    """Keep the runs' logs (failures with tracebacks included) off the console, and the local
+    Prefect API's own (it runs in a child process that inherits this environment): under load
+    its event writer logs "Error flushing events" and retries, which is no news to a user
+    reading a stage's summary. ``--debug`` shows both; an explicit
+    PREFECT_SERVER_LOGGING_LEVEL wins."""
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     import prefect.main  # noqa: F401 - importing Prefect configures its logging
     from prefect.logging.handlers import PrefectConsoleHandler
 

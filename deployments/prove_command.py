@@ -10,6 +10,7 @@ from deployments.output import emit
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of flywheel prove."""
     from deployments.argtypes import whole_number
 
     p.add_argument("--seeds", type=whole_number(1, 10), default=3, help="seeds per arm (3)")
@@ -31,6 +32,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def options(ns: argparse.Namespace) -> Any:
+    """The ProveOptions the arguments ask for."""
     from flows.prove import ProveOptions
 
     given = {
@@ -58,6 +60,7 @@ def check(ns: argparse.Namespace) -> None:
 
 
 def run_prove(ns: argparse.Namespace) -> int:
+    """flywheel prove: run the ablation and print its table."""
     from deployments.progress import showing_progress
     from flows.prove import prove as prove_flow
     from infra.settings import get_settings

@@ -12,6 +12,7 @@ from deployments.output import emit
 
 
 def review_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of flywheel review."""
     p.add_argument("action", choices=("export", "import"), help="write the queue / read labels")
     p.add_argument(
         "file",
@@ -29,6 +30,7 @@ def review_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_review(ns: argparse.Namespace) -> None:
+    """Refuse a review file that cannot be read or written, before anything starts."""
     if ns.action == "import" and not ns.file:
         raise ValueError("review import needs the filled-in FILE")
 
@@ -40,6 +42,7 @@ def _format(ns: argparse.Namespace) -> str:
 
 
 def run_review(ns: argparse.Namespace) -> int:
+    """flywheel review export|import FILE."""
     from infra.runtime import Runtime
 
     rt = Runtime.from_env()

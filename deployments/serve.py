@@ -139,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """python -m deployments.serve: serve the deployments of prefect.yaml."""
     from infra.settings import prepare_environment
 
     ns = _parser().parse_args(argv)

@@ -13,11 +13,16 @@ class Summary(Protocol):
     """What the report reads of :class:`flows.loop.LoopSummary` (no import back into loop)."""
 
     @property
-    def base_version(self) -> str: ...
+    def base_version(self) -> str:
+        """The version the loop started from."""
+
     @property
-    def base_accuracy(self) -> float | None: ...
+    def base_accuracy(self) -> float | None:
+        """Its golden accuracy."""
+
     @property
-    def cycles(self) -> Sequence[Any]: ...
+    def cycles(self) -> Sequence[Any]:
+        """The cycles run, in order."""
 
 
 def percent(value: float | None) -> str:

@@ -139,7 +139,7 @@ def _train(
     selection = select(
         plan.rows,
         min_margin=cfg.min_margin,
-        contaminated=GoldenFilter.from_repo(),
+        contaminated=GoldenFilter.from_settings(rt.settings.reward),
         opted_out=training_exclusions(rt.catalog, mode=rt.settings.consent_mode),
         render=prompt_renderer(base_dir),
         snapshot_id=current_snapshot_id(rt.catalog, "training_examples"),
@@ -283,7 +283,10 @@ def open_case(
         },
     }
     if langfuse:  # deletes are queued by Langfuse: requested until a read-back confirms them
-        stores["langfuse"] = {"requested": result.langfuse_traces_deleted, "confirmed": 0}
+        stores["langfuse"] = {
+            "requested": result.langfuse_traces_deleted + result.langfuse_traces_deferred,
+            "confirmed": result.langfuse_traces_confirmed,
+        }
     try:
         state = routing.load()
     except TransientError:  # the data is gone already: record the case from the stored state

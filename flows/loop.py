@@ -80,7 +80,7 @@ def weekly(method: TrainMethod | None = None) -> dict[str, object]:
 
 
 class LoopOptions(BaseModel):
-    """Knobs of the embedded demo loop (``flywheel run``); stage settings come from FLYWHEEL_*."""
+    """Knobs of the embedded demo loop (flywheel run); stage settings come from FLYWHEEL_*."""
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
     requests: int = Field(default=500, ge=10, description="simulated user requests per cycle")
@@ -117,6 +117,8 @@ class LoopOptions(BaseModel):
 
 @dataclass(kw_only=True)
 class CycleSummary:
+    """One cycle of flywheel run: its stages' counts, the candidate, the release's outcome."""
+
     cycle: int
     baseline: str
     traces: int = 0
@@ -138,6 +140,8 @@ class CycleSummary:
 
 @dataclass(kw_only=True)
 class LoopSummary:
+    """What flywheel run did: the base model, each cycle, the wall time."""
+
     base_version: str
     base_accuracy: float
     bootstrap_cached: bool
@@ -146,18 +150,18 @@ class LoopSummary:
 
 
 @flow(name="run", log_prints=False)
-def run_loop(options: LoopOptions | None = None) -> LoopSummary:
+def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008 - a form
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
     the gateway, send simulated users (with personal data, consent and feedback), then collect,
     score, curate, train and release (gate -> shadow -> canary with live simulated traffic).
     Each cycle's promoted candidate is the next cycle's baseline, and the next cycle trains
-    only on the traffic that baseline served (``on_policy``).
+    only on the traffic that baseline served (on_policy).
 
     Args:
-        options: Cycles, simulated traffic and release pacing of this run. Empty: one cycle
-            of 500 requests with the defaults shown.
+        options: Cycles, simulated traffic and release pacing of this run (the defaults
+            shown: one cycle of 500 requests).
     """
-    opts = options or LoopOptions()
+    opts = options
     started = time.monotonic()
     steps = Steps(total=2 + 4 * opts.cycles)
     policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
@@ -191,10 +195,12 @@ class Steps:
     done: int = 0
 
     def start(self, step: str) -> None:
+        """Report ``step`` as started (the bar counts it done)."""
         report_progress("run", step, done=self.done, total=self.total)
         self.done = min(self.total, self.done + 1)
 
     def finish(self) -> None:
+        """Report the run as finished (the bar full)."""
         report_progress("run", "done", done=self.total, total=self.total)
 
 
@@ -235,7 +241,7 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions, steps: Steps) -> 
         analysis_interval_s=opts.analysis_interval_s,
         min_requests_per_step=opts.min_requests_per_step,
         gateway_url=gateway_url,
-        # generous: on 2 busy cores shadow pairs come slowly (29 of 30 in 60 s was measured)
+        # generous: on a busy small machine shadow pairs come slowly
         step_deadline_s=max(240.0, 10 * opts.analysis_interval_s),
         actor="flywheel-run",
     )

@@ -30,7 +30,10 @@ UserKey = Annotated[
 ]
 Receipt = UserKey  # an erasure receipt: sha256 hex too, of the key (never the key)
 ModelVersion = Annotated[str, Field(json_schema_extra={"pattern": VERSION_PATTERN})]
-Hours = Annotated[int, Field(ge=1, le=168)]  # one hour up to a week of hourly windows
+# a run holds its whole window in memory and writes it as one batch: a week at most (the CLI
+# refuses the same range); a longer backfill is several runs
+MAX_HOURS = 168
+Hours = Annotated[int, Field(ge=1, le=MAX_HOURS)]
 Days = Annotated[int, Field(ge=0)]
 Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]

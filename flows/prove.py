@@ -5,10 +5,15 @@ One shared traffic sample from the base model; every arm (:mod:`tasks.prove.arms
 with the same budget for several seeds and scored on the golden set; a confidence interval per
 arm and a paired test of the loop against a shuffled-reward control (:mod:`tasks.prove.stats`);
 ``report.md``, ``chart.png`` and ``ablation.json`` under ``$FLYWHEEL_HOME/prove`` (or
-``out``) and the report as a Prefect artifact."""
+``out``) and the report as a Prefect artifact.
+
+The base model and the simulated questions are the embedded demo's (this flow bootstraps v0,
+as ``flywheel run`` does); the golden set and its verifier are those the settings name
+(FLYWHEEL_REWARD__GOLDEN, FLYWHEEL_REWARD__VERIFIER)."""
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -21,6 +26,8 @@ from infra.errors import InsufficientTraffic
 from infra.progress import report_progress
 from infra.runtime import Runtime
 from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.domain import sample_question
+from tasks.golden import settings_golden
 from tasks.prove.arms import ARMS, CONTROL, LOOP, Baseline, golden_answers, golden_scores
 from tasks.prove.report import markdown, text_table, write_report
 from tasks.prove.run import (
@@ -37,8 +44,8 @@ from tasks.train.config import TrainConfig
 
 
 class ProveOptions(BaseModel):
-    """Budget of ``flywheel prove``; the defaults are the budget the issue measured by hand
-    (600 prompts at 4 temperatures, 200 steps of 16 per arm), over 3 seeds."""
+    """Budget of flywheel prove: by default 600 prompts at 4 temperatures, 200 steps of 16
+    per arm, over 3 seeds."""
 
     seeds: int = Field(default=3, ge=1, le=10, description="training seeds per arm")
     steps: int = Field(default=200, ge=1, description="optimizer steps per arm and seed")
@@ -64,33 +71,35 @@ def traffic_task(model_dir: Path, opts: ProveOptions) -> Traffic:
 
     rt = Runtime.from_env()
     lm = LocalLM.load(model_dir)
+    rng = random.Random(opts.seed)
+    questions = [sample_question(rng) for _ in range(opts.prompts)]
     return build_traffic(
-        lm,
-        settings=rt.settings,
-        prompts=opts.prompts,
-        temperatures=opts.temperatures,
-        seed=opts.seed,
+        lm, questions, settings=rt.settings, temperatures=opts.temperatures, seed=opts.seed
     )
 
 
 @task(cache_policy=NO_CACHE)
 def baseline_task(model_dir: Path) -> Baseline:
     """Returns the base model's golden answers and verifier scores."""
-    _, texts = golden_answers(model_dir)
-    return Baseline(model_dir=model_dir, answers=texts, scores=golden_scores(texts))
+    reward = Runtime.from_env().settings.reward
+    golden = settings_golden(reward)
+    _, texts = golden_answers(model_dir, golden)
+    return Baseline(
+        model_dir=model_dir, answers=texts, scores=golden_scores(golden, texts, reward=reward)
+    )
 
 
 @flow(name="prove", log_prints=False)
-def prove(options: ProveOptions | None = None) -> Ablation:
+def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a form
     """Ablation on one shared traffic sample: the loop's default (DPO + SFT term), a
     shuffled-reward control, RFT, GRPO, plain DPO and an oracle SFT ceiling, each trained with
     the same budget for several seeds and scored on the golden set; writes report.md,
     chart.png and ablation.json and a markdown artifact.
 
     Args:
-        options: Seeds, steps, traffic size and worker processes. Empty: the defaults shown.
+        options: Seeds, steps, traffic size and worker processes (the defaults shown).
     """
-    opts = options or ProveOptions()
+    opts = options
     unknown = sorted(set(opts.arms) - set(ARMS))
     if unknown or not {LOOP, CONTROL} <= set(opts.arms):
         raise ValueError(f"arms must be among {list(ARMS)} and include {LOOP} and {CONTROL}")

@@ -1,11 +1,11 @@
-"""Stage 5 flows: ``release`` (gate -> shadow -> canary steps -> promote, or roll back / hold)
-and ``release-control`` (a person's promote / pause / resume / abort; resume continues the
-release)."""
+"""Stage 5 flow: ``release`` (gate -> shadow -> canary steps -> promote, or roll back / hold).
+A person's decisions on a release in progress are the ``release-control`` flow
+(flows/release_control.py)."""
 
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import flow, get_run_logger
@@ -20,6 +20,7 @@ from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing
 from infra.runtime import Runtime
+from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
@@ -56,14 +57,16 @@ POLICY_FIELDS = {
 
 class ReleaseOptions(BaseModel):
     """Per-run knobs of a release; the policy fields left unset come from settings
-    (FLYWHEEL_RELEASE__*, :class:`~infra.settings.ReleaseSettings`)."""
+    (FLYWHEEL_RELEASE__*)."""
 
     baseline: str | None = Field(
         default=None, description="version to beat (default: the stable one)"
     )
     force: bool = Field(default=False, description="release a version that was rejected before")
     skip_shadow: bool = Field(default=False, description="go from the gate straight to canary")
-    golden_path: str | None = Field(default=None, description="golden jsonl file or folder")
+    golden_path: str | None = Field(
+        default=None, description="golden jsonl file or folder (default: FLYWHEEL_REWARD__GOLDEN)"
+    )
     max_golden_items: int | None = Field(
         default=None, ge=1, description="gate on the first N golden items only (default: all)"
     )
@@ -114,6 +117,8 @@ class ReleaseOptions(BaseModel):
 
 @dataclass(kw_only=True)
 class ReleaseOutcome:
+    """What one release run did: outcome, phase reached, reasons and the gate's numbers."""
+
     version: str
     outcome: str = ""  # promoted | rolled_back | held | rejected | stable | interrupted
     phase: str = ""
@@ -150,7 +155,10 @@ class _Run:
 
 
 @flow(name="release", log_prints=False)
-def release(version: ModelVersion, options: ReleaseOptions | None = None) -> ReleaseOutcome:
+def release(
+    version: ModelVersion,
+    options: ReleaseOptions = ReleaseOptions(),  # noqa: B008 - the form shows its fields
+) -> ReleaseOutcome:
     """Release a candidate model version: the golden-set regression gate (paired t-test and
     Wilcoxon, bootstrap CI, slices, KL / diversity / length-bias checks; report in
     gates/<version>/), then shadow traffic scored with the stage-2 reward, then canary steps
@@ -162,11 +170,11 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
-        options: Baseline, golden set and pacing of this release. Empty: the settings'
-            policy (FLYWHEEL_RELEASE__*) against the stable version.
+        options: Baseline, golden set and pacing of this release. Fields left empty: the
+            settings' policy (FLYWHEEL_RELEASE__*) against the stable version.
     """
     rt = Runtime.from_env()
-    opts = options or ReleaseOptions()
+    opts = options
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
@@ -205,11 +213,14 @@ def release(version: ModelVersion, options: ReleaseOptions | None = None) -> Rel
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
 
+def _golden(rt: Runtime, path: str | None) -> list[GoldenItem]:
+    """The run's golden set: ``path``, else the one the settings name (FLYWHEEL_REWARD__GOLDEN)."""
+    return load_golden(path) if path else settings_golden(rt.settings.reward)
+
+
 def _gate(run: _Run) -> tuple[RoutingState, str]:
     """The golden gate: begin, answer and score, report, and the transition it decides;
     returns the state and the gate's decision."""
-    from tasks.demo.domain import load_golden
-
     rt, opts, version = run.rt, run.opts, run.version
     state = begin_release_task(run.routing, rt.catalog, version, actor=opts.actor, force=opts.force)
     run.release_id = state.release_id
@@ -217,7 +228,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
         result = golden_gate_task(
-            load_golden(opts.golden_path)[: opts.max_golden_items],
+            _golden(rt, opts.golden_path)[: opts.max_golden_items],
             baseline=open_answer_source(
                 opts.baseline or state.stable, settings=rt.settings, store=rt.store
             ),
@@ -363,63 +374,3 @@ def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) ->
     out.outcome, out.phase, out.reasons = outcome, state.phase, reasons
     get_run_logger().info("release %s: %s (%s)", out.version, outcome, "; ".join(reasons))
     return out
-
-
-Action = Literal["promote", "pause", "resume", "abort"]
-
-
-@flow(name="release-control", log_prints=False)
-def release_control(
-    action: Action,
-    reason: str = "manual",
-    actor: str = "person",
-    options: ReleaseOptions | None = None,
-    force: bool = False,
-) -> dict[str, Any]:
-    """A person's decision on the current release: promote the candidate to stable, pause it
-    where it is, resume a held release (and continue it: the canary analysis runs on to
-    promotion, with ``options`` for that run), or abort it (the candidate loses all traffic
-    and is never released automatically again). Returns the routing state after. Promote
-    refuses a candidate that cannot be served, and one that has not passed the golden gate
-    unless ``force`` is set with a ``reason`` (recorded with the promotion in the audit log);
-    resume refuses a candidate that cannot be served.
-
-    Args:
-        action: promote, pause, resume or abort the release in progress.
-        reason: Why, in a few words; recorded in the audit log (no personal data).
-        actor: Who decided; recorded in the audit log.
-        options: Only for resume: pacing of the release it continues. Empty: the settings.
-        force: Only for promote: promote a candidate the gate did not pass (needs a reason).
-    """
-    logger = get_run_logger()
-    rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    versions = ServableVersions.from_settings(rt.settings, rt.store)
-    continued: ReleaseOutcome | None = None
-    if action == "resume":
-        if (candidate := routing.load().candidate) is not None:
-            versions.require(candidate)  # resuming routes traffic to it again
-        state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
-        if state.candidate is not None:
-            continued = release(state.candidate, options or ReleaseOptions(actor=actor))
-    elif action == "promote":
-        if force and reason == "manual":  # the default says nothing about why
-            raise ControlRefused(
-                "a forced promotion needs a reason: say why the gate is overridden"
-            )
-        controls.promote(
-            routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
-        )
-    else:
-        act = {"pause": controls.pause, "abort": controls.abort}
-        act[action](routing, rt.catalog, actor=actor, reason=reason)
-        if action == "abort":  # routed to stable at once above; then unloaded
-            unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
-    logger.info("release %s by %s: %s", action, actor, reason)
-    after = routing.load()
-    if after.history and (subject := after.history[-1].candidate):
-        update_card(rt.store, subject, state=after)
-    status = controls.release_status(routing)
-    if continued is not None:
-        status["release"] = asdict(continued)
-    return status

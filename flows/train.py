@@ -163,10 +163,7 @@ def train_selection(
             base_version=base,
         )
         evaluation = evaluate_task(
-            base_dir,
-            outcome.output_dir,
-            device=rt.settings.device,
-            max_new_tokens=rt.settings.eval_max_new_tokens,
+            base_dir, outcome.output_dir, settings=cast(Any, quote(rt.settings))
         )
         lineage = build_lineage(
             base_version=base,

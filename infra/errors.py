@@ -75,20 +75,12 @@ class SourceUnavailable(SourceError):
         self.status = status
 
 
-class InvalidRecord(FlywheelError):
-    """A record breaks the data contract; it is quarantined, never retried."""
-
-
 class JudgeError(FlywheelError):
     """A judge call failed after its retries."""
 
 
 class InsufficientTraffic(FlywheelError):
     """An ablation's shared traffic holds too little training data (``flywheel prove``)."""
-
-
-class GateError(FlywheelError):
-    """The release gate could not reach a decision (e.g. too few samples)."""
 
 
 class ReleaseError(FlywheelError):

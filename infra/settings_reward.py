@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, field_validator
@@ -30,6 +31,13 @@ class RewardSettings(BaseModel):
     # "flywheel.verifiers"; `verifier` for every workload, `verifiers` per workload (wins)
     verifier: str | None = None
     verifiers: dict[str, str] = {}
+    # golden sets (JSONL file or folder; tasks/golden.py): `golden` for every workload
+    # (default: the repository's golden/), `golden_sets` per workload (wins)
+    golden: Path | None = None
+    golden_sets: dict[str, Path] = {}
+    # decontamination beyond equal questions: "module:function" (question -> bool) telling that
+    # a question asks a golden item in other words (default: the demo's calculator operands)
+    golden_match: str | None = None
     thumbs_down_veto: bool = True  # a thumbs-down sets the total to 0 whatever else scored
 
     @field_validator("required")
@@ -42,7 +50,7 @@ class RewardSettings(BaseModel):
                 raise ValueError(f"unknown reward component {bad[0]!r}; expected one of {known}")
         return ["|".join(c.strip() for c in entry.split("|")) for entry in value]
 
-    @field_validator("verifier")
+    @field_validator("verifier", "golden_match")
     @classmethod
     def _verifier_spec(cls, value: str | None) -> str | None:
         return None if value is None else check_verifier_spec(value)

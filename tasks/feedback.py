@@ -52,10 +52,12 @@ class FeedbackRefresh:
 
     @property
     def traces(self) -> int:
+        """How many traces' feedback changed."""
         return sum(self.changed.values())
 
 
 def read_watermark(store: ObjectStore) -> datetime | None:
+    """When late feedback was last read (None: never)."""
     try:
         data = json.loads(store.get(FEEDBACK_WATERMARK_KEY))
     except ObjectNotFound:

@@ -98,6 +98,7 @@ def window_monitors(rollouts: pa.Table, scores: pa.Table) -> dict[str, float]:
 
 
 def report_gauges(report: StageReport, gauges: dict[str, float], **labels: str) -> None:
+    """Report each gauge of ``gauges`` with ``labels``."""
     for name, value in gauges.items():
         report.gauge(name, value, **labels)
 

@@ -148,6 +148,8 @@ def export_items(items: list[dict[str, Any]], *, fmt: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Label:
+    """A person's label of a reviewed trace."""
+
     trace_id: str
     human_score: float
     reviewer: str | None
@@ -236,6 +238,8 @@ def store_labels(catalog: Catalog, labels: list[Label]) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class WeekCorrelation:
+    """How human labels and rewards agreed in one week."""
+
     week: str  # ISO week of labelling, e.g. 2026-W47
     samples: int
     spearman: float | None  # None: fewer than 3 labels, or a constant side

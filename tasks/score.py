@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
@@ -253,15 +252,6 @@ def load_cache_task(store: ObjectStore, *, scorer: Scorer, rollouts: pa.Table) -
     """Returns the cached components for the window's contents."""
     keys = (scorer.key(i) for i in items_from_rollouts(rollouts))
     return load_cache(store, namespace=scorer.namespace, keys=keys)
-
-
-@task(cache_policy=NO_CACHE)
-def score_rollouts_task(
-    scorer: Scorer, rollouts: pa.Table, *, cache: ComponentCache, window: str
-) -> pa.Table:
-    """Returns the window's scores table (judge retries happen inside, per call)."""
-    rewards = scorer.score(items_from_rollouts(rollouts), cache)
-    return scores_table(rollouts, rewards, scorer=scorer, window=window)
 
 
 @task(**IO_RETRIES)

@@ -51,11 +51,6 @@ def legacy_messages(question: str, contexts: list[str]) -> list[dict[str, Any]]:
     return [*messages, {"role": "user", "content": question}]
 
 
-def user_turns(messages: list[dict[str, Any]]) -> list[str]:
-    """Every user turn's text, in order (what k-anonymity's pattern is computed on)."""
-    return [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
-
-
 def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 

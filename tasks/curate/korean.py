@@ -85,9 +85,9 @@ def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
         person_recognizer(
             name="KoreanNameRecognizer",
             score=0.6,
-            spans=lambda text, _nlp: korean_name_spans(text, kiwi.tokenize)
-            if has_hangul(text)
-            else [],
+            spans=lambda text, _nlp: (
+                korean_name_spans(text, kiwi.tokenize) if has_hangul(text) else []
+            ),
             doc="Korean person names (see :func:`tasks.curate.korean_names.korean_name_spans`).",
         )(**lang),
     ]

@@ -42,13 +42,14 @@ _UNIT = (
     rf"|\d{{1,5}}\s?호|지하\s?\d층|\d{{1,3}}\s?층)"
 )
 # after a street address any building name may precede the unit ("에이치스퀘어 N동 8층")
-_DETAIL = (
-    rf"(?:\s?,?\s?(?:[{_H}A-Za-z0-9]+\s){{0,2}}{_UNIT}){{0,2}}(?:\s?\([{_H}\d ,]+\))?"
-)
+_DETAIL = rf"(?:\s?,?\s?(?:[{_H}A-Za-z0-9]+\s){{0,2}}{_UNIT}){{0,2}}(?:\s?\([{_H}\d ,]+\))?"
 ADDRESS_PATTERNS: tuple[tuple[str, float], ...] = (
     (rf"(?<![{_H}]){_REGION}(?:{_ROAD}|{_LOT}){_DETAIL}", 0.7),
     # a complex's name, then building and unit: no street needed
-    (rf"(?<![{_H}A-Za-z0-9])(?:{_COMPLEX_WORD}\s?){{1,2}}[A-Za-z0-9]{{1,4}}\s?동\s?\d{{1,5}}\s?호", 0.7),
+    (
+        rf"(?<![{_H}A-Za-z0-9])(?:{_COMPLEX_WORD}\s?){{1,2}}[A-Za-z0-9]{{1,4}}\s?동\s?\d{{1,5}}\s?호",
+        0.7,
+    ),
     (rf"(?<![{_H}A-Za-z0-9])(?:{_COMPLEX_WORD}\s?){{1,2}}\d{{1,5}}\s?호(?!\d|선|실|점|기)", 0.6),
     # building and unit after any complex name ("잠실엘스 5동 1101호"), not after a particle
     (

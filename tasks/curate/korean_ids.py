@@ -147,8 +147,12 @@ _RRN_SPECS += [
         "KR_RRN", _c(rf"(?<![\d{HY}])\d{{6}}\s?{HY}\s?[1-8](?![\d*xX●○])"), 0.6, context=_RRN_CTX
     ),
     IdSpec(  # the halves given apart: "뒷자리 1234567", "앞자리 850505"
-        "KR_RRN", _c(rf"(?<![\d{HY}.])(?:[1-8]\d{{6}}|\d{{6}})(?![\d{HY}.])"), 0.55, context=_RRN_CTX,
-        window=30, veto=_ORDER,
+        "KR_RRN",
+        _c(rf"(?<![\d{HY}.])(?:[1-8]\d{{6}}|\d{{6}})(?![\d{HY}.])"),
+        0.55,
+        context=_RRN_CTX,
+        window=30,
+        veto=_ORDER,
     ),
 ]
 
@@ -258,7 +262,9 @@ _ACCOUNT_SPECS = [
 ]
 
 _CARD_CTX = _c(r"(?i:카드|card|신용|체크|visa|master|비자|마스터|아멕스|amex|jcb|결제)")
-_CARD_GROUPS = rf"(?<![\d{HY}])\d{{4}}(?:{_GAP}(?:\d{{4}}|{_MASK}{{4}})){{2}}{_GAP}\d{{3,4}}(?![\d{HY}])"
+_CARD_GROUPS = (
+    rf"(?<![\d{HY}])\d{{4}}(?:{_GAP}(?:\d{{4}}|{_MASK}{{4}})){{2}}{_GAP}\d{{3,4}}(?![\d{HY}])"
+)
 _CARD_SPECS = [
     IdSpec("CREDIT_CARD", _c(_CARD_GROUPS), 0.6, context=_CARD_CTX, window=24),
     IdSpec("CREDIT_CARD", _c(r"(?<!\d)\d{15,16}(?!\d)"), 0.6, context=_CARD_CTX, window=24),
@@ -345,8 +351,10 @@ _SECRET_SPECS = [
     ),
     IdSpec(  # a password typed a little after the word, without quotes ("비번 ... happy0915")
         "SECRET",
-        _c(r"(?<![\w@./:-])(?=[A-Za-z0-9!@#$%^&*_-]*\d)(?=[A-Za-z0-9!@#$%^&*_-]*[A-Za-z])"
-           r"[A-Za-z0-9!@#$%^&*_-]{6,64}(?![\w@./:-])"),
+        _c(
+            r"(?<![\w@./:-])(?=[A-Za-z0-9!@#$%^&*_-]*\d)(?=[A-Za-z0-9!@#$%^&*_-]*[A-Za-z])"
+            r"[A-Za-z0-9!@#$%^&*_-]{6,64}(?![\w@./:-])"
+        ),
         0.5,
         context=_c(_SECRET_CTX),
         window=30,

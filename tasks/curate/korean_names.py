@@ -55,12 +55,18 @@ _KIN = (
     r"친구|선배|후배|남편|아내|와이프|아들|딸|부모님|맘|네"
 )
 # the word after a name: a title, 께서/명의/앞으로, a sign-off or a relative ("진아 엄마")
-_NEXT_CUE = re.compile(rf"\s?(?:{_TITLES}|{_KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
+_NEXT_CUE = re.compile(
+    rf"\s?(?:{_TITLES}|{_KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)"
+)
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
 _NAME_ENDINGS = (
     "입니다|입니당|이에요|이예요|예요|이고요|이구요|이고|이라고|라고|이라는|라는|인데요|인데|이세요|"
     "이셨어요|이랑|이한테|이에게|이가|이는|이도|이를|이의|이와|이야|이네|씨|님|께서|께|야|아|구요"
-).split("|") + [t + p for t in ("님", "씨") for p in "께 께서 이 은 의 을 에게 한테 도 과 가 는 를 랑 와".split()]
+).split("|") + [
+    t + p
+    for t in ("님", "씨")
+    for p in "께 께서 이 은 의 을 에게 한테 도 과 가 는 를 랑 와".split()
+]
 _ANY_ENDINGS = "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로".split("|")
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = ("시", "도", "구", "군", "동", "읍", "면", "리", "로", "길", "역", "정", "점", "관")
@@ -76,9 +82,7 @@ _LABELLED = re.compile(
     rf"(?:\([^)]{{0,10}}\))?[\"']?\s*[:：]\s*[\"']?"
     rf"([{_H}](?: ?[{_H}]){{1,3}})(?![{_H}])"
 )
-_SPACED = re.compile(
-    rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])"
-)
+_SPACED = re.compile(rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])")
 # "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
 _SPACED_ONE = re.compile(
     rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?=이에요|입니다|이고|이라고|이구요|씨|님|\s(?:씨|님))"
@@ -234,7 +238,7 @@ def _roman_span(m: Any) -> list[tuple[int, int]]:
     upper = all(c.isupper() for c in letters)
     lower = all(c.islower() for c in letters)
     title = all(w[:1].isupper() for w in words if w)
-    short = len((m.group("s1") or m.group("s2"))) < 3
+    short = len(m.group("s1") or m.group("s2")) < 3
     if upper or title or (lower and not short):
         return [(m.start(), m.end())]
     return []

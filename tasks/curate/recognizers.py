@@ -16,8 +16,8 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 from tasks.curate.addresses import street_address_spans
 from tasks.curate.greetings import lower_name_recognizer
 from tasks.curate.identifiers import RULES, context_spans
-from tasks.curate.names import corroborated, has_cue, lexicon_support
 from tasks.curate.name_spans import address_field_spans, structured_name_spans
+from tasks.curate.names import corroborated, has_cue, lexicon_support
 from tasks.curate.secrets import secret_spans
 from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 

@@ -16,13 +16,20 @@ class Request(Protocol):
     """What the agent reads of a simulated request (:class:`tasks.demo.simulate.SimRequest`)."""
 
     @property
-    def index(self) -> int: ...
+    def index(self) -> int:
+        """The request's place in the plan."""
+
     @property
-    def item(self) -> DomainItem: ...
+    def item(self) -> DomainItem:
+        """The question asked."""
+
     @property
-    def text(self) -> str: ...
+    def text(self) -> str:
+        """The user's message (the question, often after a preamble)."""
+
     @property
-    def follows(self) -> int | None: ...
+    def follows(self) -> int | None:
+        """The index of the request this one follows up, if any."""
 
 
 R = TypeVar("R", bound=Request)

@@ -27,6 +27,7 @@ import yaml
 from infra import models
 from infra.errors import ConfigError, ObjectNotFound
 from infra.local_lm import LocalLM, intra_op_threads
+from tasks import golden
 from tasks.demo import domain
 from tasks.demo.pretrain import (
     BootstrapConfig,
@@ -48,6 +49,8 @@ CODE_VERSION = "bootstrap/v1"  # bump when the training recipe changes: invalida
 
 @dataclass
 class BootstrapResult:
+    """The base model v0: where it is, its golden accuracy, and whether it came from the cache."""
+
     version: str
     model_dir: Path
     golden_accuracy: float
@@ -68,7 +71,7 @@ class BootstrapResult:
 
 def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None = None) -> str:
     """The cache key: everything that changes the bootstrapped model."""
-    manifest = domain.verify_manifest()
+    manifest = golden.verify_manifest()
     payload = {
         "config": _hashed_config(config),
         "seed": seed,
@@ -156,7 +159,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         shutil.rmtree(work)
     out = work / "model"
     out.mkdir(parents=True)
-    golden = domain.load_golden()
+    items = domain.load_golden()
     trained: PretrainLog | None = None
     from transformers.utils import logging as hf_logging
 
@@ -180,7 +183,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         lm = LocalLM.load(out, device=settings.device)
         accuracy, _ = evaluate_golden(
             lm,
-            golden,
+            items,
             batch_size=config.eval_batch_size,
             max_new_tokens=settings.eval_max_new_tokens,
         )
@@ -194,9 +197,9 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         "seed": seed,
         "config": asdict(config),
         "domain_version": domain.DOMAIN_VERSION,
-        "golden_manifest": domain.verify_manifest(),
+        "golden_manifest": golden.verify_manifest(),
         "golden_accuracy": accuracy,
-        "golden_items": len(golden),
+        "golden_items": len(items),
         "n_params": lm.num_parameters,
         "final_loss": trained.losses[-1] if trained else None,
         "steps": len(trained.losses) if trained else 0,

@@ -25,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks import golden
+from tasks.golden import GOLDEN_DIR, GoldenItem, write_manifest
+
 DOMAIN_VERSION = "arith-add-2d/v1"
-GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 GOLDEN_FILE = "arithmetic.jsonl"
-MANIFEST = "MANIFEST"
 GOLDEN_PERCENT = 12  # share of unordered operand pairs reserved for the golden set
 GOLDEN_SIZE = 400
 OPERAND_RANGE = range(10, 100)
@@ -68,12 +69,14 @@ class DomainItem:
     operands: tuple[int, int] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The item as one JSONL line's object."""
         data = asdict(self)
         data["operands"] = list(self.operands) if self.operands else None
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DomainItem:
+        """An item from one JSONL line's object (unknown keys ignored)."""
         ops = data.get("operands")
         return cls(
             item_id=str(data["item_id"]),
@@ -123,6 +126,7 @@ def training_pairs() -> list[tuple[int, int]]:
 
 
 def make_item(a: int, b: int, template: str, item_id: str | None = None) -> DomainItem:
+    """The item asking ``a + b`` in the phrasing ``template``."""
     fmt = next(f for t, f, _ in TEMPLATES if t == template)
     return DomainItem(
         item_id=item_id or f"add-{a}-{b}-{template}",
@@ -136,6 +140,7 @@ def make_item(a: int, b: int, template: str, item_id: str | None = None) -> Doma
 
 
 def sample_template(rng: random.Random) -> str:
+    """A phrasing, drawn by the templates' weights."""
     names = [t for t, _, _ in TEMPLATES]
     return rng.choices(names, weights=[w for _, _, w in TEMPLATES], k=1)[0]
 
@@ -224,75 +229,50 @@ def build_golden(n: int = GOLDEN_SIZE, seed: int = 20240601) -> list[DomainItem]
     return items
 
 
+def agent_call(item: DomainItem) -> list[dict[str, Any]]:
+    """The calculator agent's final call for ``item``, as the simulator and the gateway see
+    it: the question, the calculator call and its result."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": item.question}]
+    if item.operands:
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [calculator_call(*item.operands, "call_0")],
+            },
+            {"role": "tool", "tool_call_id": "call_0", "content": item.contexts[0]},
+        ]
+    return messages
+
+
+def to_golden(item: DomainItem) -> GoldenItem:
+    """``item`` as a platform golden item, asked as the calculator agent asks it."""
+    extra = {"template": item.template, "operands": list(item.operands) if item.operands else None}
+    return GoldenItem(
+        item_id=item.item_id,
+        question=item.question,
+        contexts=list(item.contexts),
+        reference=item.reference,
+        slice=item.slice,
+        messages=agent_call(item),
+        extra=extra,
+    )
+
+
 def write_golden(golden_dir: Path = GOLDEN_DIR, n: int = GOLDEN_SIZE) -> Path:
     """Regenerate ``golden/arithmetic.jsonl`` and its MANIFEST."""
     golden_dir.mkdir(parents=True, exist_ok=True)
     path = golden_dir / GOLDEN_FILE
-    lines = [json.dumps(item.to_json(), sort_keys=True) for item in build_golden(n)]
-    path.write_text("\n".join(lines) + "\n")
+    items = [to_golden(item).to_json() for item in build_golden(n)]
+    path.write_text("".join(json.dumps(item, sort_keys=True) + "\n" for item in items))
     write_manifest(golden_dir)
     return path
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def write_manifest(golden_dir: Path = GOLDEN_DIR) -> Path:
-    """Write ``MANIFEST`` (``sha256sum`` format) for every ``*.jsonl`` in ``golden_dir``."""
-    files = sorted(golden_dir.glob("*.jsonl"))
-    manifest = golden_dir / MANIFEST
-    manifest.write_text("".join(f"{_sha256(p)}  {p.name}\n" for p in files))
-    return manifest
-
-
-def verify_manifest(golden_dir: Path | None = None) -> dict[str, str]:
-    """Check every golden file against ``MANIFEST``; returns {file name: sha256}.
-
-    Raises:
-        ValueError: a file is missing, changed, or not listed in the manifest.
-    """
-    golden_dir = Path(golden_dir or GOLDEN_DIR)
-    manifest = golden_dir / MANIFEST
-    if not manifest.is_file():
-        raise ValueError(f"no {MANIFEST} in {golden_dir}; run write_manifest() after review")
-    listed: dict[str, str] = {}
-    for line in manifest.read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            listed[name.strip().lstrip("*")] = digest
-    present = {p.name for p in golden_dir.glob("*.jsonl")}
-    if unlisted := present - listed.keys():
-        raise ValueError(f"golden files not in {MANIFEST}: {sorted(unlisted)}")
-    for name, digest in listed.items():
-        path = golden_dir / name
-        if not path.is_file():
-            raise ValueError(f"golden file {name} listed in {MANIFEST} is missing")
-        if _sha256(path) != digest:
-            raise ValueError(f"golden file {name} does not match its {MANIFEST} hash")
-    return listed
-
-
 def load_golden(path: str | Path | None = None) -> list[DomainItem]:
-    """The golden items from a jsonl file or a directory of them (default: the repo's golden/).
-
-    Raises:
-        ValueError: a line lacks question, reference or item_id, or item ids repeat.
-    """
-    path = Path(path or GOLDEN_DIR)
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    items: list[DomainItem] = []
-    for file in files:
-        for n, line in enumerate(file.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                items.append(DomainItem.from_json(json.loads(line)))
-            except (KeyError, ValueError, TypeError) as exc:
-                raise ValueError(f"{file.name} line {n}: not a golden item ({exc})") from exc
-    if len({i.item_id for i in items}) != len(items):
-        raise ValueError(f"duplicate item_id in {path}")
-    return items
+    """The golden items as domain items (operands and template kept), through the platform's
+    loader (default: the repository's golden/)."""
+    return [DomainItem.from_json(it.to_json()) for it in golden.load_golden(path)]
 
 
 if __name__ == "__main__":  # python -m tasks.demo.domain  -> regenerate the golden set

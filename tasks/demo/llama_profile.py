@@ -68,14 +68,9 @@ CHAT_TEMPLATE = (
 def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> list[dict[str, Any]]:
     """The messages the demo agent sends for ``item``: the question, and when ``with_tool``
     the calculator call and its result (as the simulator and the gateway see them)."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": item.question}]
-    if with_tool and item.operands:
-        call = domain.calculator_call(*item.operands, "call_0")
-        messages += [
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_0", "content": item.contexts[0]},
-        ]
-    return messages
+    if with_tool:
+        return domain.agent_call(item)
+    return [{"role": "user", "content": item.question}]
 
 
 def training_prompt(item: domain.DomainItem, tokenizer: Any) -> str:

@@ -183,6 +183,7 @@ def fresh_model(config: BootstrapConfig, seed: int) -> tuple[Any, Any]:
 
 
 def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
+    """An untrained character GPT-2 of ``config``'s shape for ``tokenizer``."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(
@@ -205,6 +206,8 @@ def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
 
 @dataclass
 class PretrainLog:
+    """Pre-training's losses, its dev-accuracy curve and whether it stopped at the target."""
+
     losses: list[float]
     curve: list[tuple[int, float]]  # (step, dev accuracy)
     stopped_early: bool

@@ -2,18 +2,15 @@
 
 A seeded Faker population (stable ids, names, emails, phones, cards, addresses, SSNs, IBANs,
 account numbers such as ``123-45-678901``) asks the domain's questions through the gateway's
-OpenAI-compatible API with the official ``openai`` client. Users leak personal data the way
-real users do, in a preamble before the question and not every time; each user has one or
-two habitual preambles (so k-anonymity patterns repeat). A fraction opts out of training (the
-``consent`` table). Some users give thumbs up/down feedback (``POST /v1/feedback``) that follows
-the verifier score through noise.
+OpenAI-compatible API (the official ``openai`` client), leaking personal data as real users
+do: in one or two habitual preambles (so k-anonymity patterns repeat), not every time. Some
+opt out of training (the ``consent`` table); some give thumbs up/down (``POST /v1/feedback``)
+that follows the verifier score through noise.
 
-Each request is the agent's final LLM call: the user message, the assistant's calculator tool
-call and the tool result (the context the answer must be faithful to). Some users ask a
-follow-up in the same conversation (same session id): that request carries the earlier turns,
-the answer the user got included, before the new question, its tool call and its result. All
-random choices are drawn up front from the seed, so a run is reproducible whatever the
-concurrency (a conversation's turns are sent one after the other).
+Each request is the agent's final LLM call: the user message, the calculator tool call and
+its result (the context the answer must be faithful to). A follow-up in the same conversation
+(same session id) carries the earlier turns, answers included. All random choices are drawn up
+front from the seed, so a run is reproducible whatever the concurrency.
 """
 
 from __future__ import annotations
@@ -52,6 +49,8 @@ PREAMBLES = [
 
 @dataclass(frozen=True)
 class SimUser:
+    """A simulated user: id, name, contact data, consent and temperament."""
+
     user_id: str
     name: str
     email: str
@@ -66,12 +65,15 @@ class SimUser:
     preambles: tuple[int, ...]
 
     def pii(self) -> dict[str, str]:
+        """The user's personal data as it may appear in a message."""
         fields = ("name", "email", "phone", "card", "address", "ssn", "iban", "account")
         return {f: getattr(self, f) for f in fields}
 
 
 @dataclass(frozen=True)
 class SimRequest:
+    """One planned request: who asks what, and what it follows up."""
+
     index: int
     user: SimUser
     session_id: str
@@ -86,6 +88,8 @@ class SimRequest:
 
 @dataclass
 class SimulationSummary:
+    """What a simulation sent and got back (counts only)."""
+
     requests: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -104,6 +108,7 @@ class SimulationSummary:
 
     @property
     def accuracy(self) -> float:
+        """The share of answers the verifier accepted."""
         return self.correct / self.succeeded if self.succeeded else 0.0
 
     def describe(self) -> str:

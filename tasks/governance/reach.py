@@ -148,7 +148,8 @@ def reached_versions(
 ) -> dict[str, tuple[str, str | None]]:
     """Versions that trained on the user's rows (lineage), plus every version trained from one
     of them: version -> (evidence, base version)."""
-    from tasks.train.lineage import LINEAGE, versions_trained_on
+    from tasks.train.lineage import LINEAGE
+    from tasks.train.user_lineage import versions_trained_on
 
     direct = versions_trained_on(store, catalog, key=key)
     found: dict[str, tuple[str, str | None]] = {}

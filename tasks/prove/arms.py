@@ -24,17 +24,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tasks.demo import domain
+from tasks.golden import GoldenItem, settings_golden, verified_scores
+from tasks.reward.verifiers import DEFAULT_WORKLOAD
 from tasks.train.config import Method, TrainConfig
 from tasks.train.methods import Data
 from tasks.train.pairs import Selection, completion_text
 
 if TYPE_CHECKING:
-    from infra.settings import ReleaseSettings, RewardSettings
+    from collections.abc import Sequence
+
+    from infra.settings import ReleaseSettings, RewardSettings, Settings
 
 
 @dataclass(frozen=True)
 class Arm:
+    """One arm of the ablation: its name, label, method and SFT weight."""
+
     name: str
     label: str
     method: Method
@@ -67,24 +72,30 @@ def shuffled_pairs(pairs: list[dict[str, Any]], *, seed: int) -> list[dict[str, 
     return out
 
 
-def oracle_rows(selection: Selection) -> list[dict[str, Any]]:
-    """One SFT row per prompt group of the traffic, completed with the true answer."""
+def oracle_rows(selection: Selection, *, reward: RewardSettings) -> list[dict[str, Any]]:
+    """One SFT row per prompt group of the traffic, completed with the true answer: the
+    reference the workload's verifier gives (prompts it has none for are left out)."""
+    from tasks.reward.scorer import run_sync
+    from tasks.reward.verifiers import VerifierTrace, verifier_for
+
     rows = []
     for p in selection.prompts:
-        try:
-            answer = domain.expected_answer(p["question"], p["contexts"])
-        except domain.UnverifiableQuestion:
-            continue
-        rows.append({"prompt": p["prompt"], "completion": completion_text(p["prompt"], answer)})
+        workload = p.get("workload") or DEFAULT_WORKLOAD
+        trace = VerifierTrace(
+            question=p["question"], contexts=list(p["contexts"]), answer="", workload=workload
+        )
+        answer = run_sync(verifier_for(reward, workload).verify(trace)).reference
+        if answer is not None:
+            rows.append({"prompt": p["prompt"], "completion": completion_text(p["prompt"], answer)})
     return rows
 
 
-def arm_data(arm: Arm, selection: Selection, *, seed: int) -> Data:
+def arm_data(arm: Arm, selection: Selection, *, seed: int, reward: RewardSettings) -> Data:
     """The training data of ``arm`` (seeded where the arm draws at random)."""
     if arm.name == CONTROL:
         return {"pairs": shuffled_pairs(selection.pairs, seed=seed), "sft": [], "prompts": []}
     if arm.name == "oracle_sft":
-        return {"pairs": [], "sft": oracle_rows(selection), "prompts": []}
+        return {"pairs": [], "sft": oracle_rows(selection, reward=reward), "prompts": []}
     return {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}
 
 
@@ -103,6 +114,7 @@ class Baseline:
 
     @property
     def accuracy(self) -> float:
+        """The base model's golden accuracy."""
         return sum(self.scores) / max(1, len(self.scores))
 
 
@@ -125,12 +137,13 @@ class ArmRun:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def golden_answers(model_dir: Path, *, max_new_tokens: int = 16) -> tuple[Any, list[str]]:
-    """Greedy golden answers of a model, as the gateway renders the prompt."""
+def golden_answers(
+    model_dir: Path, golden: Sequence[GoldenItem], *, max_new_tokens: int = 16
+) -> tuple[Any, list[str]]:
+    """Greedy answers of a model to the golden questions, as the gateway renders the prompt."""
     from infra.local_lm import LocalLM
 
     lm = LocalLM.load(model_dir)
-    golden = domain.load_golden()
     texts: list[str] = []
     for start in range(0, len(golden), 100):
         chunk = golden[start : start + 100]
@@ -143,9 +156,12 @@ def golden_answers(model_dir: Path, *, max_new_tokens: int = 16) -> tuple[Any, l
     return lm, texts
 
 
-def golden_scores(texts: list[str]) -> list[float]:
-    """The domain verifier's score of each golden answer (exact ground truth)."""
-    return [domain.verify(it, t) for it, t in zip(domain.load_golden(), texts, strict=True)]
+def golden_scores(
+    golden: Sequence[GoldenItem], texts: list[str], *, reward: RewardSettings
+) -> list[float]:
+    """Each golden answer's score by its item's verifier (exact ground truth; an answer the
+    verifier cannot tell counts 0)."""
+    return [s or 0.0 for s in verified_scores(golden, texts, reward=reward)]
 
 
 def gate_verdict(
@@ -153,6 +169,7 @@ def gate_verdict(
     scores: list[float],
     texts: list[str],
     *,
+    golden: Sequence[GoldenItem],
     policy: ReleaseSettings,
     lms: tuple[Any, Any] | None = None,
 ) -> tuple[str, list[str], dict[str, str]]:
@@ -160,7 +177,6 @@ def gate_verdict(
     from tasks.release.drift import diversity_check, kl_check, length_bias_check
     from tasks.release.gate import decide, paired_test
 
-    golden = domain.load_golden()
     test = paired_test(baseline.scores, scores, n_bootstrap=1000, seed=policy.seed)
     checks = [
         diversity_check(
@@ -189,8 +205,7 @@ def run_arm(
     selection: Selection,
     budget: TrainConfig,
     baseline: Baseline,
-    policy: ReleaseSettings,
-    reward: RewardSettings | None = None,
+    settings: Settings,
 ) -> ArmRun:
     """Train ``arm_name`` from the base model for ``seed``, answer the golden set, score and
     gate it (nothing published: the checkpoint lives in a temporary directory)."""
@@ -199,18 +214,20 @@ def run_arm(
 
     arm = ARMS[arm_name]
     config = arm_config(arm, budget, seed=seed)
-    data = arm_data(arm, selection, seed=seed)
+    reward, policy = settings.reward, settings.release
+    data = arm_data(arm, selection, seed=seed, reward=reward)
     items = len(data[{"dpo": "pairs", "rft": "sft", "grpo": "prompts"}[arm.method]])
     with tempfile.TemporaryDirectory(prefix=f"prove-{arm_name}-") as work:
         outcome = train_model(
             baseline.model_dir, Path(work) / "model", config=config, data=data, reward=reward
         )
         t0 = time.perf_counter()
-        lm, texts = golden_answers(outcome.output_dir)
-        scores = golden_scores(texts)
+        golden = settings_golden(reward)
+        lm, texts = golden_answers(outcome.output_dir, golden)
+        scores = golden_scores(golden, texts, reward=reward)
         base_lm = LocalLM.load(baseline.model_dir)
         decision, reasons, checks = gate_verdict(
-            baseline, scores, texts, policy=policy, lms=(lm, base_lm)
+            baseline, scores, texts, golden=golden, policy=policy, lms=(lm, base_lm)
         )
         eval_s = time.perf_counter() - t0
     return ArmRun(

@@ -8,17 +8,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tasks.train.evidence import ABLATION_FILE
+
 if TYPE_CHECKING:
     from tasks.prove.run import Ablation
 
-ABLATION_FILE = "ablation.json"
-
 
 def pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+    """A share as the CLI and every summary print it: ``49.5%``."""
+    return f"{x:.1%}"
 
 
 def decisions(values: list[str]) -> str:
+    """The gate's decisions per seed, counted (``3 proceed, 1 review``)."""
     short = {"PROCEED_TO_SHADOW": "proceed", "MANUAL_REVIEW": "review", "ROLLBACK": "rollback"}
     counts: dict[str, int] = {}
     for v in values:
@@ -27,6 +29,7 @@ def decisions(values: list[str]) -> str:
 
 
 def table_rows(ab: Ablation) -> list[list[str]]:
+    """The rows of the per-arm table."""
     rows = [["v0 (base)", pct(ab.base_accuracy), "", "", "", ""]]
     for a in ab.arms:
         iv = a.interval
@@ -48,6 +51,7 @@ HEADER = ["arm", "golden acc.", "95 % CI", "per seed", "vs v0 (points)", "gate v
 
 
 def verdict(ab: Ablation, alpha: float = 0.05) -> str:
+    """The one-sentence result of loop against the shuffled control."""
     c = ab.comparison
     better = c.mean_diff > 0 and c.t_p < alpha
     word = "beats" if better else "does NOT beat"
@@ -60,6 +64,7 @@ def verdict(ab: Ablation, alpha: float = 0.05) -> str:
 
 
 def text_table(ab: Ablation) -> str:
+    """The per-arm table as aligned text (what flywheel prove prints)."""
     rows = [HEADER, *table_rows(ab)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
@@ -75,6 +80,7 @@ def text_table(ab: Ablation) -> str:
 
 
 def markdown(ab: Ablation, chart: str | None) -> str:
+    """The ablation report (report.md)."""
     t, b, c = ab.traffic, ab.budget, ab.comparison
     md = [
         "# flywheel prove: does the loop's reward make the model better?",

@@ -29,6 +29,8 @@ COST_ORDER = ("grpo", "loop", "shuffled", "dpo_plain", "rft", "oracle_sft")
 
 @dataclass(kw_only=True)
 class ArmSummary:
+    """One arm over its seeds: interval, accuracies, decisions, whether it regressed."""
+
     arm: str
     label: str
     interval: Interval
@@ -42,6 +44,8 @@ class ArmSummary:
 
 @dataclass(kw_only=True)
 class Ablation:
+    """The whole ablation: base model, budget, traffic, arms, runs and the comparison."""
+
     base_version: str
     base_accuracy: float
     golden_items: int
@@ -58,6 +62,7 @@ class Ablation:
 
 
 def traffic_summary(traffic: Traffic) -> dict[str, Any]:
+    """The shared traffic's counts (no text)."""
     sel = traffic.selection
     return {
         "prompts": traffic.prompts,
@@ -89,8 +94,7 @@ def train_arms(
         "selection": traffic.selection,
         "budget": budget,
         "baseline": baseline,
-        "policy": settings.release,
-        "reward": settings.reward,
+        "settings": settings,
     }
     runs: list[ArmRun] = []
     if workers <= 1:
@@ -112,6 +116,7 @@ def train_arms(
 def summarize(
     runs: Sequence[ArmRun], *, arms: Sequence[str], base_accuracy: float, items: int
 ) -> list[ArmSummary]:
+    """One summary per arm, in ``arms`` order."""
     out = []
     for name in arms:
         mine = sorted((r for r in runs if r.arm == name), key=lambda r: r.seed)
@@ -136,6 +141,7 @@ def summarize(
 
 
 def loop_vs_control(runs: Sequence[ArmRun]) -> PairedComparison:
+    """The paired comparison of the loop against the shuffled control."""
     loop = [r.scores for r in sorted(runs, key=lambda r: r.seed) if r.arm == LOOP]
     ctrl = [r.scores for r in sorted(runs, key=lambda r: r.seed) if r.arm == CONTROL]
     return compare(LOOP, CONTROL, a_runs=loop, b_runs=ctrl)
@@ -151,6 +157,7 @@ def machine_load() -> dict[str, Any]:
 
 
 def timed(phases: dict[str, float], name: str, started: float) -> float:
+    """Record the seconds since ``since`` as ``phases[name]``; returns now."""
     now = time.perf_counter()
     phases[name] = round(now - started, 1)
     return now

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class Interval:
+    """A mean with its confidence interval and how it was computed."""
+
     mean: float
     low: float
     high: float

@@ -1,4 +1,5 @@
-"""The shared traffic of an ablation: the base model answers simulated questions once, each
+"""The shared traffic of an ablation: the base model answers simulated questions (given by the
+caller: the embedded demo's in ``flywheel prove``) once, each
 sampled at the gateway's diverse temperatures (one prompt group per question), every answer
 scored by the stage-2 reward (:class:`tasks.reward.Scorer`, the configured judge), eligibility
 as curate sets it (reward >= ``curate.min_reward`` -> ``train``, else ``rejected_only``) and
@@ -7,19 +8,17 @@ excluded). Every arm trains on a view of this one :class:`Traffic`."""
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tasks.demo import domain
 from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from infra.local_lm import LocalLM
-    from infra.settings import Settings
+    from infra.settings import RewardSettings, Settings
 
 WINDOW = "prove"
 
@@ -33,22 +32,32 @@ class Traffic:
     prompts: int
     temperatures: list[float]
     mean_reward: float
-    correct_share: float  # answers the domain verifier accepts
+    correct_share: float  # answers the verifier accepts
     counts: dict[str, int] = field(default_factory=dict)
+
+
+class Question(Protocol):
+    """What the traffic needs of a simulated question."""
+
+    @property
+    def question(self) -> str:
+        """The question text."""
+
+    @property
+    def contexts(self) -> list[str]:
+        """The tool results or passages that come with it."""
 
 
 def sample_answers(
     lm: LocalLM,
+    items: Sequence[Question],
     *,
-    prompts: int,
     temperatures: Sequence[float],
     seed: int,
     max_new_tokens: int = 16,
     batch_size: int = 100,
 ) -> list[dict[str, Any]]:
-    """``prompts`` non-golden questions, each answered once per temperature (seeded)."""
-    rng = random.Random(seed)
-    items = [domain.sample_question(rng) for _ in range(prompts)]
+    """Each (non-golden) question answered once per temperature (seeded)."""
     rows: list[dict[str, Any]] = []
     for t_index, temperature in enumerate(temperatures):
         for start in range(0, len(items), batch_size):
@@ -97,31 +106,45 @@ def score_rows(rows: list[dict[str, Any]], *, settings: Settings) -> str:
 
 def build_traffic(
     lm: LocalLM,
+    questions: Sequence[Question],
     *,
     settings: Settings,
-    prompts: int,
     temperatures: Sequence[float],
     seed: int,
 ) -> Traffic:
     """Sample, score and select: the one data set every arm of the ablation trains on."""
-    rows = sample_answers(lm, prompts=prompts, temperatures=temperatures, seed=seed)
+    rows = sample_answers(lm, questions, temperatures=temperatures, seed=seed)
     score_rows(rows, settings=settings)
     selection = select(
-        rows, min_margin=settings.train.min_margin, contaminated=GoldenFilter.from_repo()
+        rows,
+        min_margin=settings.train.min_margin,
+        contaminated=GoldenFilter.from_settings(settings.reward),
     )
-    correct = 0
-    for r in rows:
-        try:
-            correct += int(domain.verify(r["question"], r["answer"]) == 1.0)
-        except domain.UnverifiableQuestion:
-            pass
+    correct = sum(score == 1.0 for score in _verified(rows, settings.reward))
     roles = Counter(r["eligible_as"] for r in rows)
     return Traffic(
         rows=rows,
         selection=selection,
-        prompts=prompts,
+        prompts=len(questions),
         temperatures=list(temperatures),
         mean_reward=sum(float(r["reward"]) for r in rows) / max(1, len(rows)),
         correct_share=correct / max(1, len(rows)),
         counts={"answers": len(rows), **{f"eligible_{k}": v for k, v in roles.items()}},
     )
+
+
+def _verified(rows: list[dict[str, Any]], reward: RewardSettings) -> list[float | None]:
+    """The verifier's score of each answer (``None`` where it cannot tell)."""
+    from tasks.reward.scorer import run_sync
+    from tasks.reward.verifiers import VerifierTrace, verifier_for
+
+    verifier = verifier_for(reward)
+    traces = [
+        VerifierTrace(question=r["question"], contexts=list(r["contexts"]), answer=r["answer"])
+        for r in rows
+    ]
+
+    async def verdicts() -> list[float | None]:
+        return [(await verifier.verify(t)).score for t in traces]
+
+    return list(run_sync(verdicts()))

@@ -54,6 +54,7 @@ class Check:
     extra: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
+        """The check as JSON-ready data (the report and the audit evidence)."""
         return asdict(self)
 
 
@@ -114,6 +115,7 @@ def kl_check(
     answers: Sequence[str],
     policy: ReleaseSettings,
 ) -> Check:
+    """Fails when the candidate's answers drifted too far from the baseline's (KL per token)."""
     if candidate is None or baseline is None:
         missing = "the candidate" if candidate is None else "the baseline"
         return _skipped(
@@ -159,6 +161,7 @@ def _skipped(why: str, policy: ReleaseSettings) -> Check:
 
 
 def distinct_share(texts: Sequence[str]) -> float:
+    """The share of distinct answers (case and spacing ignored)."""
     norm = [" ".join(t.lower().split()) for t in texts]
     return len(set(norm)) / len(norm) if norm else 0.0
 
@@ -189,6 +192,7 @@ def diversity_check(
     references: Sequence[str],
     policy: ReleaseSettings,
 ) -> Check:
+    """Fails when the candidate's answers collapsed to few distinct ones."""
     ref = distinct_share(references) or 1.0
     cand, base = distinct_share(candidate) / ref, distinct_share(baseline) / ref
     collapsed = cand < policy.min_distinct_ratio and cand < base
@@ -222,6 +226,7 @@ def length_bias_check(
     candidate_answers: Sequence[str],
     policy: ReleaseSettings,
 ) -> Check:
+    """Fails when the reward rose with answer length rather than quality."""
     from scipy import stats
 
     d_score = [c - b for b, c in zip(baseline_scores, candidate_scores, strict=True)]

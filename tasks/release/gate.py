@@ -33,7 +33,6 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.answers import Answer, AnswerSource, Messages
 from infra.retries import IO_RETRIES
-from tasks.demo.domain import calculator_call
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
@@ -48,13 +47,15 @@ if TYPE_CHECKING:
 
     from infra.settings import ReleaseSettings
     from tasks.curate.pii import PiiEngine
-    from tasks.demo.domain import DomainItem
+    from tasks.golden import GoldenItem
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
 
 
 class Decision(StrEnum):
+    """The gate's three outcomes."""
+
     PROCEED = "PROCEED_TO_SHADOW"
     MANUAL_REVIEW = "MANUAL_REVIEW"
     ROLLBACK = "ROLLBACK"
@@ -62,6 +63,8 @@ class Decision(StrEnum):
 
 @dataclass(kw_only=True)
 class SliceResult:
+    """One golden slice: its size, both means and whether it regressed."""
+
     name: str
     n: int
     mean_baseline: float
@@ -145,29 +148,6 @@ def decide(
 # ---- answers through the production generation path ----------------------------------------
 
 
-def golden_messages(item: DomainItem) -> Messages:
-    """The agent's final call for a golden item, shaped as production traffic: the question,
-    the tool call and the tool results (the item's contexts). An item with operands is asked
-    as the calculator agent asks it (:func:`tasks.demo.agent.request_messages`: ``calculator`` with
-    the expression): a chat model conditions on the call's text, and a call it never saw in
-    production (a generic ``tool`` with ``{}``) measured the Llama profile at 5 % instead of its
-    43 %."""
-    messages: Messages = [{"role": "user", "content": item.question}]
-    for i, context in enumerate(item.contexts):
-        call = (
-            calculator_call(*item.operands, f"call_{i}")
-            if item.operands
-            else {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {"name": "tool", "arguments": "{}"},
-            }
-        )
-        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
-    return messages
-
-
 def _prompt_text(messages: Messages) -> str:
     """Everything the model was given (what an answer may repeat without leaking)."""
     return "\n".join(str(m.get("content") or "") for m in messages)
@@ -178,6 +158,8 @@ def _prompt_text(messages: Messages) -> str:
 
 @dataclass(kw_only=True)
 class ItemPair:
+    """One golden item's answers and scores from both versions."""
+
     item_id: str
     slice: str
     baseline_answer: str
@@ -188,6 +170,8 @@ class ItemPair:
 
 @dataclass(kw_only=True)
 class GateResult:
+    """Everything one gate run decided and why, with every item's pair."""
+
     version: str
     baseline: str
     run_id: str
@@ -238,7 +222,7 @@ class GateResult:
 
 
 def score_answers(
-    items: Sequence[DomainItem], answers: Sequence[Answer], *, scorer: Scorer
+    items: Sequence[GoldenItem], answers: Sequence[Answer], *, scorer: Scorer
 ) -> list[float]:
     """The stage-2 reward of each answer (golden reference, no feedback, generation latency)."""
     from tasks.reward import ScoreItem
@@ -257,7 +241,7 @@ def score_answers(
 
 
 def run_gate(
-    items: Sequence[DomainItem],
+    items: Sequence[GoldenItem],
     *,
     baseline: AnswerSource,
     candidate: AnswerSource,
@@ -269,7 +253,7 @@ def run_gate(
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
     the PII-leak check (None: skipped)."""
-    requests = [golden_messages(it) for it in items]
+    requests = [it.prompt() for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
     scores = score_answers([*items, *items], [*base, *cand], scorer=scorer)
@@ -297,6 +281,7 @@ def run_gate(
         ),
         golden_verifier_check(
             items,
+            reward=scorer.settings.reward,
             judge_kind=scorer.judge.kind,
             baseline_answers=b_text,
             candidate_answers=c_text,
@@ -360,7 +345,7 @@ def write_eval_results(catalog: Catalog, result: GateResult) -> int:
 
 
 @task(cache_policy=NO_CACHE)
-def golden_gate_task(items: list[DomainItem], **kwargs: Any) -> GateResult:
+def golden_gate_task(items: list[GoldenItem], **kwargs: Any) -> GateResult:
     """Returns the gate's result for the candidate against the baseline on the golden items."""
     return run_gate(items, **kwargs)
 

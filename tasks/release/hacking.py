@@ -1,6 +1,6 @@
 """The golden-verifier check of the release gate: when the reward's judge is not the golden
 set's own programmatic verifier (an LLM judge, say), the gate also scores both versions'
-golden answers with that verifier, which knows the exact right answer. A candidate whose
+golden answers with that verifier (each item's workload's, as the settings name it), which knows the exact right answer. A candidate whose
 judged reward rose while its verified accuracy fell has learned what the judge likes rather
 than what is right (reward hacking: hedges such as "81 or 82" that a lenient judge accepts),
 and fails the check; the gate then holds it for a person with the numbers in its report.
@@ -14,30 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tasks.golden import verified_scores
 from tasks.release.drift import Check, Status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from tasks.demo.domain import DomainItem
-
-
-def verified_scores(items: Sequence[DomainItem], answers: Sequence[str]) -> list[float | None]:
-    """The golden verifier's score of each answer (``None`` where it cannot tell)."""
-    from tasks.demo.domain import UnverifiableQuestion, verify
-
-    out: list[float | None] = []
-    for item, answer in zip(items, answers, strict=True):
-        try:
-            out.append(verify(item, answer))
-        except UnverifiableQuestion:
-            out.append(None)
-    return out
+    from infra.settings import RewardSettings
+    from tasks.golden import GoldenItem
 
 
 def golden_verifier_check(
-    items: Sequence[DomainItem],
+    items: Sequence[GoldenItem],
     *,
+    reward: RewardSettings,
     judge_kind: str,
     baseline_answers: Sequence[str],
     candidate_answers: Sequence[str],
@@ -45,8 +35,8 @@ def golden_verifier_check(
     candidate_scores: Sequence[float],
 ) -> Check:
     """Fails when the verified golden accuracy fell while the judged reward rose (see module)."""
-    base = verified_scores(items, baseline_answers)
-    cand = verified_scores(items, candidate_answers)
+    base = verified_scores(items, baseline_answers, reward=reward)
+    cand = verified_scores(items, candidate_answers, reward=reward)
     both = [(b, c) for b, c in zip(base, cand, strict=True) if b is not None and c is not None]
     if not both:
         return _check("skipped", None, "no golden item has a verifiable answer", {})

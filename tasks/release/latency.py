@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class Judged:
+    """A guard rail's verdict: its report line, whether it failed, its evidence."""
+
     line: str
     failed: bool
     evidence: dict[str, Any]
@@ -58,6 +60,8 @@ def judge_p99(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings
 
 @dataclass(frozen=True, kw_only=True)
 class SlowShare:
+    """The share of slow requests of both versions and the test between them."""
+
     bound_s: float  # the smallest bucket bound at or above stable's p99
     candidate_slow: float  # candidate requests slower than the bound
     candidate_requests: float
@@ -65,6 +69,7 @@ class SlowShare:
     p_value: float  # one-sided binomial: as many slow requests or more at stable's share
 
     def describe(self) -> str:
+        """The comparison in one line."""
         return (
             f"{self.candidate_slow:.0f} of {self.candidate_requests:.0f} candidate requests over "
             f"{self.bound_s * 1000:.0f} ms vs stable's {self.stable_share:.1%} "
@@ -72,6 +77,7 @@ class SlowShare:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """The comparison as JSON-ready data."""
         return asdict(self)
 
 

@@ -74,6 +74,7 @@ def _num(value: float | None, fmt: str = ".4f") -> str:
 
 
 def report_markdown(result: GateResult) -> str:
+    """The gate report a person reads (report.md)."""
     t = result.test
     lines = [
         f"# Release gate: {result.version} vs {result.baseline}",

@@ -68,6 +68,8 @@ class Clock:
 
 @dataclass(kw_only=True)
 class PhaseResult:
+    """How a shadow or canary phase ended, and its evidence."""
+
     verdict: Verdict
     reasons: list[str]
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -269,6 +271,7 @@ def shadow_pairs(
 def read_shadow_pairs(
     source: TraceSource, *, candidate: str, since: datetime, now: datetime
 ) -> list[tuple[TraceRecord, TraceRecord]]:
+    """(stable, shadow) trace pairs of the same request since ``since``."""
     start = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     batch = source.read_window(start, end)

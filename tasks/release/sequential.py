@@ -68,6 +68,7 @@ class SequentialState:
     looks: int = 0
 
     def update(self, name: str, likelihood_ratio: float) -> float:
+        """Fold a look's likelihood ratio into ``name``'s always-valid p-value; returns it."""
         p = min(self.p_values.get(name, 1.0), 1.0 / max(likelihood_ratio, 1e-300))
         self.p_values[name] = p
         return p
@@ -174,6 +175,7 @@ def sequential_verdict(
 
 
 def describe(m: Measure) -> str:
+    """A measure's comparison in one line."""
     what = "error ratio" if m.name == "error_ratio" else "feedback"
     fmt = "{:.2%}" if m.name == "error_ratio" else "{:.2f}"
     return (

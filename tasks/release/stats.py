@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class PairedTest:
+    """A paired comparison: means, t-test, Wilcoxon, bootstrap interval, effect size."""
+
     n: int
     mean_baseline: float
     mean_candidate: float

@@ -32,7 +32,6 @@ from tasks.reward.judges import (
     Judge,
     LLMJudge,
     Rubric,
-    VerifierJudge,
     build_judge,
     judge_id,
     rubric_score,
@@ -48,8 +47,9 @@ from tasks.reward.verifiers import (
     PluginVerifier,
     Verdict,
     VerifierTrace,
-    calculator,
     load_verifier,
+    verifier_for,
+    verifier_spec,
 )
 
 __all__ = [
@@ -69,11 +69,9 @@ __all__ = [
     "ScoreStats",
     "Scorer",
     "Verdict",
-    "VerifierJudge",
     "VerifierTrace",
     "ascore_batch",
     "build_judge",
-    "calculator",
     "cache_namespace",
     "combine",
     "content_key",
@@ -91,5 +89,7 @@ __all__ = [
     "score_batch",
     "support",
     "unmet_requirements",
+    "verifier_for",
+    "verifier_spec",
     "weights",
 ]

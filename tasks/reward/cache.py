@@ -32,9 +32,11 @@ class ComponentCache:
         self.dirty: set[str] = set()
 
     def get(self, key: str) -> dict[str, float]:
+        """The cached components of ``key``, if any."""
         return self.entries.get(key, {})
 
     def update(self, key: str, values: dict[str, float]) -> None:
+        """Remember ``components`` for ``key``."""
         if values:
             self.entries.setdefault(key, {}).update(values)
             self.dirty.add(key)

@@ -188,8 +188,10 @@ def content_key(
 
 
 def clamp(value: float) -> float:
+    """``value`` within 0..1."""
     return min(1.0, max(0.0, value))
 
 
 def sha256(text: str) -> str:
+    """The hex SHA-256 of ``text``."""
     return hashlib.sha256(text.encode()).hexdigest()

@@ -61,6 +61,7 @@ class ContextMetrics:
     async def faithfulness(
         self, *, question: str, contexts: list[str], answer: str
     ) -> float | None:
+        """How well the answer is supported by the contexts (0..1)."""
         if not contexts:
             return None
         if not answer.strip():
@@ -75,6 +76,7 @@ class ContextMetrics:
     async def context_recall(
         self, *, question: str, contexts: list[str], reference: str | None
     ) -> float | None:
+        """How much of the reference the contexts hold (0..1; None without a reference)."""
         if not contexts or not reference or not reference.strip():
             return None
         if self.mode == "non_llm":

@@ -42,4 +42,5 @@ class ScoreStats:
     llm_budget_exhausted: int = 0
 
     def as_dict(self) -> dict[str, int]:
+        """The counts as a plain dict."""
         return asdict(self)

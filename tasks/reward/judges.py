@@ -1,5 +1,5 @@
-"""The ``judge`` component: the demo domain's programmatic verifier, or an LLM rubric
-(accuracy, completeness, clarity, conciseness as booleans, composed here in Python)."""
+"""The ``judge`` component: a programmatic verifier (the plug-in the settings name), or an LLM
+rubric (accuracy, completeness, clarity, conciseness as booleans, composed here in Python)."""
 
 from __future__ import annotations
 
@@ -26,57 +26,21 @@ class Judge(Protocol):
 
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
-    ) -> float | None: ...
+    ) -> float | None:
+        """The answer's score in 0..1, or None when the judge cannot tell."""
 
-    def reference_for(self, question: str, contexts: list[str]) -> str | None: ...
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        """A reference answer the judge knows without a call, if any."""
 
 
 def judge_id(settings: Settings) -> str:
-    """What a judge's verdicts depend on: kind, and model and rubric for the LLM judge."""
+    """What a judge's verdicts depend on: the LLM judge's model and rubric, or the verifier's
+    id (its declared version, else a hash of its code)."""
     if settings.judge.kind == "llm":
         return f"llm:{settings.judge.model}:{RUBRIC_VERSION}"
-    if settings.reward.verifier:
-        from tasks.reward.verifiers import PluginVerifier
+    from tasks.reward.verifiers import verifier_for
 
-        return PluginVerifier(settings.reward.verifier).config_id
-    from tasks.demo.domain import DOMAIN_VERSION
-
-    return f"verifier:{DOMAIN_VERSION}"
-
-
-class VerifierJudge:
-    """The demo domain's programmatic verifier (free, exact, offline)."""
-
-    kind = "verifier"
-    costly = False
-
-    def __init__(self) -> None:
-        from tasks.demo.domain import DOMAIN_VERSION
-
-        self.config_id = f"verifier:{DOMAIN_VERSION}"
-
-    async def judge(
-        self, *, question: str, contexts: list[str], answer: str, reference: str | None
-    ) -> float | None:
-        from tasks.demo.domain import DomainItem, UnverifiableQuestion, verify
-
-        try:
-            if reference is not None:
-                item = DomainItem("", question, list(contexts), reference, slice="")
-                return verify(item, answer)
-            return verify(question, answer, contexts=list(contexts))
-        except UnverifiableQuestion:
-            return None
-
-    def reference_for(self, question: str, contexts: list[str]) -> str | None:
-        """The right answer from the question alone: a reference read from the contexts would
-        make context recall true by construction."""
-        from tasks.demo.domain import UnverifiableQuestion, expected_answer
-
-        try:
-            return expected_answer(question, [])
-        except UnverifiableQuestion:
-            return None
+    return verifier_for(settings.reward).config_id
 
 
 class Rubric(BaseModel):
@@ -120,6 +84,7 @@ class LLMJudge:
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
     ) -> float | None:
+        """The rubric's score of ``answer`` (one call to the judge model)."""
         case: dict[str, Any] = {"question": question, "context": contexts, "answer": answer}
         if reference is not None:
             case["reference_answer"] = reference
@@ -130,6 +95,7 @@ class LLMJudge:
         return rubric_score(await self.client.chat_json(messages, Rubric, max_tokens=256))
 
     def reference_for(self, question: str, contexts: list[str]) -> str | None:
+        """None: the LLM judge writes a reference only on request (areference)."""
         return None
 
     async def areference(self, *, question: str, contexts: list[str]) -> str | None:
@@ -161,13 +127,11 @@ REFERENCE_SYSTEM = (
 
 def build_judge(settings: Settings, client: ChatClient | None = None) -> Judge:
     """The judge of ``settings.judge.kind`` (the LLM judge reuses ``client`` when given); for
-    ``verifier``, the plug-in of ``reward.verifier`` when set, else the demo's calculator."""
+    ``verifier``, the plug-in ``reward.verifier`` names (default: the embedded demo's)."""
     if settings.judge.kind == "llm":
         from infra.llm import ChatClient
 
         return LLMJudge(client or ChatClient.from_settings(settings.judge))
-    if settings.reward.verifier:
-        from tasks.reward.verifiers import PluginVerifier
+    from tasks.reward.verifiers import verifier_for
 
-        return PluginVerifier(settings.reward.verifier)
-    return VerifierJudge()
+    return verifier_for(settings.reward)

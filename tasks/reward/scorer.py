@@ -84,6 +84,7 @@ class Scorer:
         return self.verifiers.get(item.workload, self.judge)
 
     def key(self, item: ScoreItem) -> str:
+        """The cache key of ``item``'s verdicts (content, judge and verifier)."""
         judge = self.verifiers.get(item.workload)
         reference = item.reference
         if judge is not None:  # another verifier: another verdict for the same content
@@ -110,6 +111,7 @@ class Scorer:
         return run_sync(run())
 
     async def aclose(self) -> None:
+        """Close the judge's client."""
         if self.client is not None:
             await self.client.aclose()
 

@@ -5,8 +5,10 @@ context recall its reference. Sync or async functions both work.
 
 Settings: ``FLYWHEEL_REWARD__VERIFIER=mypkg.checks:exact_json`` for every workload, or
 ``FLYWHEEL_REWARD__VERIFIERS='{"support": "mypkg.checks:exact_json"}'`` per workload (a
-trace's ``workload``, ``"default"`` when it has none). The demo domain's calculator is one of
-them: :func:`calculator`.
+trace's ``workload``, ``"default"`` when it has none). Without either, the embedded demo's
+calculator (``tasks.demo.verifier:calculator``) is the verifier, plugged in like any other.
+A verifier function may carry a ``verifier_id`` attribute naming its version (part of every
+cache key); else the id hashes its bytecode, so editing it invalidates its cache.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
 
+if TYPE_CHECKING:
+    from infra.settings import RewardSettings
+
 ENTRY_POINT_GROUP = "flywheel.verifiers"
 DEFAULT_WORKLOAD = "default"
+# the verifier when the settings name none: the embedded demo's, loaded by name like a user's
+DEFAULT_VERIFIER = "tasks.demo.verifier:calculator"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,29 +54,19 @@ class Verdict:
     reference: str | None = None
 
 
-def calculator(trace: VerifierTrace) -> dict[str, Any]:
-    """The demo domain's verifier: exact arithmetic, ``None`` on any other question; its
-    reference is the right answer from the question alone (a reference read from the contexts
-    would make context recall true by construction)."""
-    from tasks.demo.domain import DomainItem, UnverifiableQuestion, expected_answer, verify
-
-    try:
-        reference = trace.reference or expected_answer(trace.question, [])
-    except UnverifiableQuestion:
-        reference = None
-    try:
-        if trace.reference is not None:
-            item = DomainItem("", trace.question, list(trace.contexts), trace.reference, slice="")
-            score: float | None = verify(item, trace.answer)
-        else:
-            score = verify(trace.question, trace.answer, contexts=list(trace.contexts))
-    except UnverifiableQuestion:
-        score = None
-    return {"score": score, "reference": reference}
-
-
 def load_verifier(spec: str) -> Callable[..., Any]:
-    """The function ``spec`` names: ``module.path:function``, else an entry point name.
+    """The function ``spec`` names: ``module.path:function``, else an entry point name of the
+    group ``flywheel.verifiers``.
+
+    Raises:
+        ConfigError: the module, function or entry point cannot be found (one line naming it).
+    """
+    return load_plugin(spec, group=ENTRY_POINT_GROUP, what="verifier")
+
+
+def load_plugin(spec: str, *, group: str, what: str) -> Callable[..., Any]:
+    """The function ``spec`` names: ``module.path:function``, else an entry point name of
+    ``group``; ``what`` names the plug-in in errors.
 
     Raises:
         ConfigError: the module, function or entry point cannot be found (one line naming it).
@@ -80,20 +77,20 @@ def load_verifier(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ConfigError(
-                f"verifier {spec!r}: cannot import {module_name!r} ({exc.__class__.__name__}); "
+                f"{what} {spec!r}: cannot import {module_name!r} ({exc.__class__.__name__}); "
                 "is its package installed or on PYTHONPATH?"
             ) from None
         fn = getattr(module, attr, None)
     else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+        found = [ep for ep in entry_points(group=group) if ep.name == spec]
         if not found:
             raise ConfigError(
-                f"verifier {spec!r}: no such entry point in group {ENTRY_POINT_GROUP!r} "
+                f"{what} {spec!r}: no such entry point in group {group!r} "
                 "(or write module.path:function)"
             )
         fn = found[0].load()
     if not callable(fn):
-        raise ConfigError(f"verifier {spec!r}: not a function")
+        raise ConfigError(f"{what} {spec!r}: not a function")
     return fn
 
 
@@ -125,12 +122,14 @@ class PluginVerifier:
     def __init__(self, spec: str, fn: Callable[..., Any] | None = None) -> None:
         self.spec = spec
         self.fn = fn or load_verifier(spec)
+        named = getattr(self.fn, "verifier_id", None)
         code = getattr(self.fn, "__code__", None)
         digest = hashlib.sha256(code.co_code if code is not None else b"").hexdigest()[:8]
         # the function's bytecode is part of the id: editing the verifier invalidates its cache
-        self.config_id = f"plugin:{spec}:{digest}"
+        self.config_id = str(named) if named else f"plugin:{spec}:{digest}"
 
     async def verify(self, trace: VerifierTrace) -> Verdict:
+        """The verifier's verdict on ``trace`` (awaited when the function is async)."""
         result = self.fn(trace)
         if inspect.isawaitable(result):
             result = await result
@@ -139,10 +138,27 @@ class PluginVerifier:
     async def judge(
         self, *, question: str, contexts: list[str], answer: str, reference: str | None
     ) -> float | None:
+        """The verifier's score of ``answer`` (the Judge protocol)."""
         trace = VerifierTrace(
             question=question, contexts=list(contexts), answer=answer, reference=reference
         )
         return (await self.verify(trace)).score
 
     def reference_for(self, question: str, contexts: list[str]) -> str | None:
-        return None  # given with the verdict (see :meth:`verify`)
+        """None: a plug-in gives its reference with the verdict."""
+        return None
+
+
+def verifier_spec(reward: RewardSettings, workload: str = DEFAULT_WORKLOAD) -> str:
+    """The verifier of ``workload``: ``reward.verifiers[workload]``, else ``reward.verifier``,
+    else the embedded default (:data:`DEFAULT_VERIFIER`)."""
+    return reward.verifiers.get(workload) or reward.verifier or DEFAULT_VERIFIER
+
+
+def verifier_for(reward: RewardSettings, workload: str = DEFAULT_WORKLOAD) -> PluginVerifier:
+    """The loaded verifier of ``workload`` (see :func:`verifier_spec`).
+
+    Raises:
+        ConfigError: the verifier the settings name cannot be loaded.
+    """
+    return PluginVerifier(verifier_spec(reward, workload))

@@ -15,11 +15,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra import models
-from infra.causal_lm import Device, root_dir
+from infra.causal_lm import root_dir
 from infra.retries import IO_RETRIES
 from tasks.train.lineage import Evaluation, Lineage, lineage_files
 
 if TYPE_CHECKING:
+    from infra.settings import Settings
     from infra.store import ObjectStore
 
 
@@ -75,29 +76,26 @@ def is_demo_model(base_dir: Path) -> bool:
     return bool(lineage.get("base_version") and trained_whole)
 
 
-def evaluate_golden_dirs(
-    base_dir: Path, new_dir: Path, *, device: Device = "auto", max_new_tokens: int = 8
-) -> Evaluation:
-    """Greedy golden accuracy of the base and the new model (the same items, the same decoding).
-    A new LoRA adapter loads on the full version under ``base_dir``."""
+def evaluate_golden_dirs(base_dir: Path, new_dir: Path, *, settings: Settings) -> Evaluation:
+    """Greedy golden accuracy of the base and the new model on the golden set the settings name
+    (the same items, the same decoding, each item's verifier). A new LoRA adapter loads on the
+    full version under ``base_dir``."""
     from infra.local_lm import LocalLM
-    from tasks.demo.domain import load_golden
-    from tasks.demo.pretrain import evaluate_golden
+    from tasks.golden import golden_accuracy, settings_golden
 
-    golden = load_golden()
-    budget = {"max_new_tokens": max_new_tokens}
-    base, _ = evaluate_golden(LocalLM.load(base_dir, device=device), golden, **budget)
-    new_lm = LocalLM.load(new_dir, device=device, base_dir=root_dir(base_dir))
-    new, _ = evaluate_golden(new_lm, golden, **budget)
+    golden = settings_golden(settings.reward)
+    tokens = settings.eval_max_new_tokens
+    base_lm = LocalLM.load(base_dir, device=settings.device)
+    base, _ = golden_accuracy(base_lm, golden, reward=settings.reward, max_new_tokens=tokens)
+    new_lm = LocalLM.load(new_dir, device=settings.device, base_dir=root_dir(base_dir))
+    new, _ = golden_accuracy(new_lm, golden, reward=settings.reward, max_new_tokens=tokens)
     return Evaluation(golden_items=len(golden), base_accuracy=base, accuracy=new, decoding="greedy")
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate_task(
-    base_dir: Path, new_dir: Path, *, device: Device = "auto", max_new_tokens: int = 8
-) -> Evaluation:
+def evaluate_task(base_dir: Path, new_dir: Path, *, settings: Settings) -> Evaluation:
     """Returns the golden accuracy of the base and the trained model."""
-    return evaluate_golden_dirs(base_dir, new_dir, device=device, max_new_tokens=max_new_tokens)
+    return evaluate_golden_dirs(base_dir, new_dir, settings=settings)
 
 
 def published_runs(store: ObjectStore) -> list[str]:

@@ -1,5 +1,6 @@
-"""Model lineage: ``lineage.json`` and ``model_card.yaml`` of a trained version, and the answer
-to "which checkpoints saw this user's data?" (``flywheel lineage --user USER_ID``).
+"""Model lineage: ``lineage.json`` and ``model_card.yaml`` of a trained version, and its
+training rows read back (the answer to "which checkpoints saw this user's data?" is
+tasks/train/user_lineage.py).
 
 ``lineage.json`` names the ``training_examples`` snapshot the run read and the trace ids it
 trained on, so ``scan(training_examples, snapshot_id=...)`` restricted to those ids is exactly
@@ -8,24 +9,21 @@ keys of those rows, which answers the user question after the snapshot has been 
 
 :class:`Lineage` is the typed form of ``lineage.json``: :func:`lineage_files` writes it (keys
 sorted, two-space indent) and ``Lineage.model_validate_json`` reads it back (writing that again
-gives the same file, byte for byte). :class:`LineageView` reads only what the user question needs from any version's
-``lineage.json`` (the bootstrap model's has no training data at all).
+gives the same file, byte for byte).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from infra import models
 from infra.causal_lm import adapter_base, is_adapter
-from infra.errors import ObjectNotFound
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,6 +85,7 @@ class TrainingData(BaseModel):
 
     @property
     def pairs_snapshot_id(self) -> int | None:
+        """The preference_pairs snapshot holding this run's pairs, if any."""
         return self.preference_pairs.snapshot_id if self.preference_pairs else None
 
 
@@ -140,27 +139,6 @@ class Lineage(BaseModel):
         return value.isoformat()
 
 
-class _DataView(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    training_examples: TrainedRows | None = None
-    user_keys: list[str] = []
-
-    @field_validator("training_examples", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return value or None
-
-
-class LineageView(BaseModel):
-    """What any version's lineage.json says about the user data it saw (``data`` is absent
-    for the bootstrap model: synthetic data only)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    data: _DataView | None = None
-
-
 def trained_rows(selection: Selection, method: str) -> tuple[list[str], list[str]]:
     """(trace ids, user keys) of the rows a method trains on: both sides of each pair for
     dpo, the chosen answers for rft, one prompt per group for grpo."""
@@ -175,6 +153,7 @@ def trained_rows(selection: Selection, method: str) -> tuple[list[str], list[str
 
 
 def digest(ids: list[str]) -> str:
+    """A hash of a set of ids (order does not matter)."""
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
@@ -348,57 +327,3 @@ def training_rows(catalog: Catalog, lineage: Lineage) -> pa.Table:
     if found != set(ids):
         raise ValueError(f"{len(set(ids) - found)} trained rows are missing from the snapshot")
     return rows
-
-
-@dataclass(kw_only=True)
-class UserLineage:
-    """Which versions trained on a user's data, and how each was established."""
-
-    versions: list[str]
-    evidence: dict[str, str]  # version -> "time-travel" | "lineage.json"
-
-
-def versions_trained_on(store: ObjectStore, catalog: Catalog, *, key: str) -> UserLineage:
-    """Versions whose training data held rows of the user with salted key ``key``: by time
-    travel to each version's snapshot (the trained trace ids with that user key), or from the
-    user keys recorded in lineage.json when the snapshot has been expired."""
-    from pyiceberg.expressions import EqualTo
-
-    from infra.catalog import get_table
-
-    table = get_table(catalog, "training_examples")
-    hits: dict[str, str] = {}
-    for version in models.list_versions(store):
-        try:
-            view = LineageView.model_validate(models.read_model_json(store, version, LINEAGE))
-        except ObjectNotFound:
-            continue
-        data = view.data
-        if data is None or data.training_examples is None:
-            continue  # the bootstrap model: synthetic data only
-        ids, sids = set(data.training_examples.trace_ids), data.training_examples.snapshot_ids
-        if all(table.snapshot_by_id(s) is not None for s in sids):
-            for sid in sids:
-                rows = table.scan(
-                    row_filter=EqualTo("user_key", key),
-                    selected_fields=("trace_id",),
-                    snapshot_id=sid,
-                ).to_arrow()
-                if ids & set(rows.column("trace_id").to_pylist()):
-                    hits[version] = "time-travel"
-        elif key in set(data.user_keys):
-            hits[version] = "lineage.json"
-    ordered = [v for v in models.list_versions(store) if v in hits]
-    return UserLineage(versions=ordered, evidence=hits)
-
-
-def lineage_for_user(user_id: str, settings: Settings | None = None) -> UserLineage:
-    """``flywheel lineage --user USER_ID``: the raw id is hashed with the salt, never stored."""
-    from infra.catalog import open_catalog
-    from infra.privacy import user_key
-    from infra.settings import get_settings
-    from infra.store import open_store
-
-    settings = settings or get_settings()
-    key = user_key(user_id, settings.salt())
-    return versions_trained_on(open_store(settings), open_catalog(settings), key=key)

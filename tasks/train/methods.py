@@ -1,8 +1,8 @@
 """Stage 4 methods: which one a run uses (:func:`choose_method`) and how TRL builds each.
 
     ``dpo``  ``DPOTrainer`` with ``loss_type=["sigmoid", "sft"]``: plain DPO can lower the
-             likelihood of good answers on small models (measured: the 0.8 M demo model did not
-             move with plain DPO; with the SFT term it went from 46 % to 86.5 % golden accuracy).
+             likelihood of good answers on small models; the SFT term on the chosen answers
+             keeps it up (``flywheel prove`` compares both).
     ``rft``  ``SFTTrainer`` on the best answer of each prompt group that passed every gate.
     ``grpo`` ``GRPOTrainer`` sampling online, rewarded by the stage-2 reward: the configured judge
              or verifier (the same one stage 2 uses for the prompt's workload: the LLM judge,
@@ -12,7 +12,7 @@
              pairs but ``>= min_pairs`` high-reward answers -> rft; else skipped. It never picks
              grpo (online sampling is the costly path: ask for it when a programmatic reward
              exists and the pairs run dry), nor a method that regressed in ``flywheel prove``
-             at this data size (``regressed``, :mod:`tasks.prove.evidence`).
+             at this data size (``regressed``, :mod:`tasks.train.evidence`).
 
 A builder makes the method's TRL trainer from the TrainingArguments every method shares
 (``common``) and the trainer keywords every method shares (``model``, ``processing_class``,

@@ -13,8 +13,8 @@ Selection, in order (each drop is counted):
 2. consent: rows of users whose latest consent row says no are dropped, even if curate ran
    before they withdrew;
 3. decontamination: golden questions are never trained on: a question is contaminated when
-   :func:`tasks.demo.domain.is_golden_question` says so (golden operands, any order or phrasing) or
-   when its normalised question sentence (placeholders such as ``<PERSON>`` removed, case,
+   the domain's matcher (``reward.golden_match``; the demo's: golden operands, any order or
+   phrasing) says so, or when its normalised question sentence (placeholders such as ``<PERSON>`` removed, case,
    spacing, punctuation and leading zeros ignored) is, or ends with, that of a golden item
    ("Hello <PERSON>, who wrote Hamlet?" is a near-duplicate of "Who wrote Hamlet?");
 4. pairs per group of siblings, keyed by (workload, prompt group, rendered conversation):
@@ -50,14 +50,13 @@ from prefect import task
 from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.demo import domain
-from tasks.train.buffer import EXAMPLE_COLUMNS as EXAMPLE_COLUMNS
-from tasks.train.buffer import buffer_of as buffer_of
-from tasks.train.buffer import in_buffer as in_buffer
+from tasks.golden import GoldenItem, golden_matcher, settings_golden
 from tasks.train.buffer import read_examples
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+
+    from infra.settings import RewardSettings
 
 Messages = list[dict[str, Any]]
 Render = Callable[[Messages], str]
@@ -134,17 +133,25 @@ def normalize_question(text: str) -> str:
 
 
 class GoldenFilter:
-    """Tells whether a question is a golden item or a near-duplicate of one."""
+    """Tells whether a question is a golden item or a near-duplicate of one; ``same_as_golden``
+    (the domain's ``reward.golden_match``) also catches a golden item in other words."""
 
-    def __init__(self, golden: Iterable[domain.DomainItem]) -> None:
+    def __init__(
+        self,
+        golden: Iterable[GoldenItem],
+        same_as_golden: Callable[[str], bool] | None = None,
+    ) -> None:
         self.normalised = {normalize_question(item.question) for item in golden}
+        self.same_as_golden = same_as_golden
 
     @classmethod
-    def from_repo(cls) -> GoldenFilter:
-        return cls(domain.load_golden())
+    def from_settings(cls, reward: RewardSettings) -> GoldenFilter:
+        """The filter of the golden set and matcher the reward settings name."""
+        return cls(settings_golden(reward), golden_matcher(reward))
 
     def __call__(self, question: str) -> bool:
-        if domain.is_golden_question(question):
+        """True when ``question`` must not be trained on."""
+        if self.same_as_golden is not None and self.same_as_golden(question):
             return True
         words = normalize_question(question).split()  # a golden question ending the sentence
         return any(" ".join(words[i:]) in self.normalised for i in range(len(words)))
@@ -327,7 +334,7 @@ def select_training_data(
     buffer_windows: int = 0,
     min_margin: float,
     render: Render = demo_render,
-    contaminated: Callable[[str], bool] | None = None,
+    contaminated: Callable[[str], bool],
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
     human_override: bool = True,
@@ -353,7 +360,7 @@ def select_training_data(
     return select(
         rows,
         min_margin=min_margin,
-        contaminated=contaminated or GoldenFilter.from_repo(),
+        contaminated=contaminated,
         opted_out=training_exclusions(catalog, mode=consent_mode),
         render=render,
         snapshot_id=sid,

@@ -2,7 +2,7 @@
 the GPU recipe (``python -m tasks.train select``), so that both train on the same rows.
 
 The settings decide every knob of the selection (buffer windows and days, per-workload days,
-margin, human overrides, on-policy, consent mode) and of the method choice (minimum data, the
+margin, golden decontamination, human overrides, on-policy, consent mode) and of the method choice (minimum data, the
 ablation's regressed methods); a caller passes only the catalog, the base model and an
 optional method."""
 
@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 from prefect import task
 
 from infra.retries import IO_RETRIES
-from tasks.prove.evidence import regressed_methods
-from tasks.prove.report import ABLATION_FILE
+from tasks.train.evidence import ABLATION_FILE, regressed_methods
 from tasks.train.methods import MethodChoice, choose_method
-from tasks.train.pairs import Selection, prompt_renderer, select_training_data
+from tasks.train.pairs import GoldenFilter, Selection, prompt_renderer, select_training_data
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -52,6 +51,7 @@ def plan_training(
         workload_days=cfg.workload_buffer_days,
         min_margin=cfg.min_margin,
         render=prompt_renderer(base_dir),
+        contaminated=GoldenFilter.from_settings(settings.reward),
         human_override=settings.review.override_rewards,
         served_by=base_version if cfg.on_policy else None,
         consent_mode=settings.consent_mode,

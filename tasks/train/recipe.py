@@ -46,10 +46,12 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` (datetimes as tagged ISO strings)."""
     path.write_text(json.dumps(data, default=_encode, sort_keys=True))
 
 
 def read_json(path: Path) -> Any:
+    """Read what write_json wrote (datetimes restored)."""
     return json.loads(path.read_text(), object_hook=_decode)
 
 
@@ -135,12 +137,7 @@ def publish(run: Path) -> str:
     pairs_sid = None
     if config.method == "dpo":
         pairs_sid = write_pairs(rt.catalog, train_run=info["train_run"], pairs=selection.pairs)
-    evaluation = evaluate_golden_dirs(
-        Path(info["base_dir"]),
-        model_dir,
-        device=rt.settings.device,
-        max_new_tokens=rt.settings.eval_max_new_tokens,
-    )
+    evaluation = evaluate_golden_dirs(Path(info["base_dir"]), model_dir, settings=rt.settings)
     lineage = build_lineage(
         base_version=info["base_version"],
         train_run=info["train_run"],
@@ -199,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """python -m tasks.train select|train|publish."""
     opts = vars(_parser().parse_args(argv))
     step, run = opts.pop("step"), opts.pop("run")
     if step == "select":

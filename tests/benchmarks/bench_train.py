@@ -47,6 +47,7 @@ def base_model(args: argparse.Namespace) -> Path:
 
 def pairs(n: int) -> list[dict[str, Any]]:
     """Preference pairs as the flow builds them (tasks.train.pairs.select on curated-like rows)."""
+    from infra.settings import get_settings
     from tasks.demo import domain
     from tasks.train.pairs import GoldenFilter, select
 
@@ -70,7 +71,9 @@ def pairs(n: int) -> list[dict[str, Any]]:
                     "reward_config_hash": "rc",
                 }
             )
-    return select(rows, min_margin=0.2, contaminated=GoldenFilter.from_repo()).pairs
+    return select(
+        rows, min_margin=0.2, contaminated=GoldenFilter.from_settings(get_settings().reward)
+    ).pairs
 
 
 def bare_trl(base: Path, data: list[dict[str, Any]], steps: int) -> tuple[float, float]:

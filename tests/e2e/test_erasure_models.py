@@ -1,9 +1,9 @@
 """Erasure reaching the models (issue 29), end to end on the embedded defaults: a user's
 traces train v1, v1 is stable; ``forget-user`` records v1 as reached; the next weekly run
 trains v2 on v1's recipe without the user's rows, releases it through a running gateway
-(gate -> canary -> promoted) and retires v1, which no release control, and no routing change,
-will touch again; ``erasure-status`` shows every step and the deadline gauge is back at 0.
-And when the replacement fails the gate: the alert fires, nothing is retired until a person
+(gate -> canary -> promoted) and retires v1, which no release control, no routing change and
+no request by name (the gateway answers 404) will touch again; ``erasure-status`` shows every
+step and the deadline gauge is back at 0. And when the replacement fails the gate: the alert fires, nothing is retired until a person
 rolls back (to the newest version that never saw the user), audited with the receipt.
 
 The versions are trained for real (a tiny untrained GPT-2, two steps); their answers at the
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -160,6 +161,16 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
         finally:
             traffic.stop.set()
             thread.join(10)
+        body = {"model": "v1", "messages": [{"role": "user", "content": "What is 2 + 3?"}]}
+        by_name = httpx.post(  # not even the admin may call a retired version by name
+            f"{gw.url}/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
+        assert by_name.status_code == 404, by_name.text
+        body["model"] = "v2"
+        assert httpx.post(f"{gw.url}/v1/chat/completions", json=body, timeout=10).status_code == 200
 
     done = out["erasure"]
     assert (done.status, done.version, done.retired) == ("promoted", "v2", ["v1"]), done

@@ -113,7 +113,7 @@ def test_a_conversation_goes_gateway_to_pairs_and_langfuse_gives_the_same_record
     from flows.collect import collect
     from flows.curate import curate
     from flows.score import score
-    from tasks.train.pairs import prompt_renderer, select_training_data
+    from tasks.train.pairs import GoldenFilter, prompt_renderer, select_training_data
 
     monkeypatch.setenv("FLYWHEEL_CURATE__K_ANONYMITY", "1")
     get_settings.cache_clear()
@@ -148,7 +148,11 @@ def test_a_conversation_goes_gateway_to_pairs_and_langfuse_gives_the_same_record
 
     render = prompt_renderer(_tokenizer_with_template(tmp_path / "tok"))
     selection = select_training_data(
-        open_catalog(settings), min_margin=0.2, render=render, buffer_days=7
+        open_catalog(settings),
+        min_margin=0.2,
+        render=render,
+        buffer_days=7,
+        contaminated=GoldenFilter.from_settings(settings.reward),
     )
     assert len(selection.pairs) == 1
     pair = selection.pairs[0]

@@ -14,7 +14,7 @@ from infra.catalog import NAMESPACE, SCHEMAS, append_rows, open_catalog, scan
 from infra.keys import window_id
 from infra.settings import get_settings
 from tasks.demo import domain
-from tasks.train.pairs import select_training_data
+from tasks.train.pairs import GoldenFilter, select_training_data
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +82,7 @@ def test_a_weekly_train_run_with_default_settings_reads_the_last_7_days(
         buffer_days=cfg.buffer_days,
         workload_days=cfg.workload_buffer_days,
         min_margin=cfg.min_margin,
+        contaminated=GoldenFilter.from_settings(get_settings().reward),
     )
     assert sorted(p["prompt_group"] for p in sel.pairs) == ["d0_1", "d3", "d6_5"]
     assert len(sel.windows) == 3 and sel.counts["read"] == 6

@@ -72,6 +72,12 @@ def test_forget_user_deletes_their_langfuse_traces_and_audits_it(prefect_api, la
     assert event["subject"] == result.receipt and "alice" not in event["details"]
     [forget] = [e for e in events if e["event_type"] == "governance.forget_user"]
     assert json.loads(forget["details"])["langfuse_traces_deleted"] == 5
+    from deployments.erasure_commands import langfuse_line
+    from infra.store import open_store
+    from tasks.governance.reach import load_case
+
+    case = load_case(open_store(get_settings()), result.receipt)  # flywheel erasure-status
+    assert langfuse_line(case.stores["langfuse"]) == "requested 5 / confirmed 5"
 
 
 def test_a_spent_delete_budget_still_finds_the_user_and_a_recheck_finishes(

@@ -12,6 +12,7 @@ import pytest
 from infra import models
 from infra.causal_lm import adapter_base, is_adapter
 from infra.local_lm import LocalLM
+from infra.settings import Settings
 from infra.store import LocalStore
 from tasks.train.checkpoints import evaluate_golden_dirs, is_demo_model
 from tasks.train.config import TrainConfig
@@ -99,7 +100,7 @@ def test_an_adapter_version_publishes_fetches_and_serves_on_its_base(
     served, base = LocalLM.load(v1_dir), LocalLM.load(fresh / "v0")
     prompt = SFT[0]["prompt"]
     assert not torch.allclose(_logits(served, prompt), _logits(base, prompt))  # type: ignore[arg-type]
-    evaluation = evaluate_golden_dirs(base_dir, out)
+    evaluation = evaluate_golden_dirs(base_dir, out, settings=Settings(home=tmp_path / "home"))
     assert evaluation.golden_items > 0
 
     # the next version trains the same adapter on, still on v0

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings import Settings
+from infra.settings import RewardSettings, Settings, get_settings
 from tasks.demo import domain
 from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
+from tasks.golden import load_golden
 from tasks.prove.arms import ARMS, Baseline, golden_answers, golden_scores
 from tasks.prove.report import text_table, write_report
 from tasks.prove.run import Ablation, loop_vs_control, machine_load, summarize, train_arms
@@ -52,7 +53,9 @@ def traffic(n: int) -> Traffic:
                     "reward_config_hash": "rc",
                 }
             )
-    sel = select(rows, min_margin=0.2, contaminated=GoldenFilter.from_repo())
+    sel = select(
+        rows, min_margin=0.2, contaminated=GoldenFilter.from_settings(get_settings().reward)
+    )
     return Traffic(
         rows=rows, selection=sel, prompts=n, temperatures=[1.0], mean_reward=0.5, correct_share=0.5
     )
@@ -61,8 +64,10 @@ def traffic(n: int) -> Traffic:
 def test_every_arm_trains_scores_and_is_gated_in_worker_processes(tmp_path: Path) -> None:
     base = tiny_model(tmp_path / "v0")
     shared = traffic(24)
-    _, texts = golden_answers(base)
-    baseline = Baseline(model_dir=base, answers=texts, scores=golden_scores(texts))
+    golden = load_golden()
+    _, texts = golden_answers(base, golden)
+    scores = golden_scores(golden, texts, reward=RewardSettings())
+    baseline = Baseline(model_dir=base, answers=texts, scores=scores)
     budget = TrainConfig(max_steps=2, batch_size=4, logging_steps=1, threads=1)
     done: list[str] = []
     runs = train_arms(
@@ -77,7 +82,7 @@ def test_every_arm_trains_scores_and_is_gated_in_worker_processes(tmp_path: Path
     assert sorted((r.arm, r.seed) for r in runs) == sorted((a, s) for a in ARMS for s in (0, 1))
     assert len(done) == 12 and done[-1].endswith("12/12")
     for r in runs:
-        assert r.steps == 2 and len(r.scores) == len(domain.load_golden())
+        assert r.steps == 2 and len(r.scores) == len(golden)
         assert r.decision in ("PROCEED_TO_SHADOW", "MANUAL_REVIEW", "ROLLBACK")
         assert set(r.checks) == {"diversity", "length_bias", "kl"}
     items = {r.arm: r.train_items for r in runs}

@@ -109,7 +109,8 @@ def test_release_of_a_missing_version_leaves_routing_and_traffic_alone(
 def test_promote_refuses_a_candidate_the_gate_held_until_forced_with_a_reason(
     prefect_api, env: Settings, gateway: GatewayHandle, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.release import ReleaseOptions, release, release_control
+    from flows.release import ReleaseOptions, release
+    from flows.release_control import release_control
 
     out = release("v3", ReleaseOptions(max_golden_items=60))  # answers exactly as v0 does
     assert (out.outcome, out.gate and out.gate["decision"]) == ("held", "MANUAL_REVIEW")

@@ -242,7 +242,7 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
     from prefect.client.schemas.objects import StateType
 
-    from flows.release import release_control
+    from flows.release_control import release_control
     from infra.gateway.serve import start_background_gateway
     from infra.routing import StoreRouting
     from tasks.release import controls

@@ -13,7 +13,7 @@ from infra import models
 from infra.answers import open_answer_source
 from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
-from tasks.demo.domain import load_golden
+from tasks.golden import load_golden
 from tasks.release.gate import Decision, run_gate
 
 pytestmark = pytest.mark.integration

@@ -266,7 +266,7 @@ def test_lineage_lists_exactly_the_versions_trained_on_a_users_data(
     tiny_home: Path, prefect_api: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flows.train import train
-    from tasks.train.lineage import lineage_for_user
+    from tasks.train.user_lineage import lineage_for_user
 
     monkeypatch.setenv("FLYWHEEL_TRAIN__MIN_PAIRS", "4")
     monkeypatch.setenv("FLYWHEEL_TRAIN__BUFFER_WINDOWS", "1")

@@ -18,7 +18,7 @@ from tasks.demo import domain
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage
 from tasks.train.methods import grpo_reward
-from tasks.train.pairs import select_training_data, write_pairs
+from tasks.train.pairs import GoldenFilter, select_training_data, write_pairs
 from tasks.train.trainer import train_model
 
 pytestmark = pytest.mark.integration
@@ -87,7 +87,12 @@ def test_selection_reads_the_last_windows_at_one_snapshot_and_reruns_replace(
     catalog = open_catalog(get_settings())
     for window in (W1, W2, W3):
         append_rows(catalog, "training_examples", rows(window, 4))
-    sel = select_training_data(catalog, buffer_windows=2, min_margin=0.2)
+    sel = select_training_data(
+        catalog,
+        buffer_windows=2,
+        min_margin=0.2,
+        contaminated=GoldenFilter.from_settings(get_settings().reward),
+    )
     assert sel.windows == [W2, W3]
     assert sel.snapshot_id == current_snapshot_id(catalog, "training_examples")
     assert len(sel.pairs) == 8 and all(p["windows"][0] in (W2, W3) for p in sel.pairs)
@@ -149,7 +154,7 @@ def test_user_lineage_falls_back_to_lineage_json_once_the_snapshot_is_expired(
     import shutil
 
     from infra.privacy import user_key
-    from tasks.train.lineage import lineage_for_user
+    from tasks.train.user_lineage import lineage_for_user
 
     settings = get_settings()
     store = LocalStore(settings.resolved_store_url)
@@ -200,7 +205,9 @@ def test_lora_checkpoint_is_merged_into_a_plain_model(tiny_model: Path, tmp_path
     catalog_rows = rows(W1, 8)
     from tasks.train.pairs import GoldenFilter, select
 
-    sel = select(catalog_rows, min_margin=0.2, contaminated=GoldenFilter.from_repo())
+    sel = select(
+        catalog_rows, min_margin=0.2, contaminated=GoldenFilter.from_settings(get_settings().reward)
+    )
     config = TrainConfig(
         method="dpo",
         max_steps=3,

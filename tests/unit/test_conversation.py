@@ -16,7 +16,8 @@ from infra.traces.mapping import pick_generation, record_fields
 from tasks.demo import domain
 from tasks.demo.agent import conversations, request_messages
 from tasks.demo.simulate import build_population, plan_requests
-from tasks.train.pairs import GoldenFilter, in_buffer, select
+from tasks.train.buffer import in_buffer
+from tasks.train.pairs import GoldenFilter, select
 
 T0 = "2026-03-01T10:00:00Z"
 CALL = {

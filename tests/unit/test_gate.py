@@ -12,7 +12,7 @@ import pytest
 
 from infra.answers import Answer
 from infra.settings import ReleaseSettings
-from tasks.demo.domain import load_golden
+from tasks.golden import load_golden
 from tasks.release.drift import Check, diversity_check, length_bias_check
 from tasks.release.gate import (
     Decision,

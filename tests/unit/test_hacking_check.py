@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tasks.demo.domain import load_golden
+from infra.settings import RewardSettings
+from tasks.golden import load_golden
 from tasks.release.hacking import golden_verifier_check
 
 ITEMS = load_golden()[:40]
+REWARD = RewardSettings()
 RIGHT = [it.reference for it in ITEMS]
 HEDGED = [f"{it.reference} or {int(it.reference) + 1}" for it in ITEMS]
 
@@ -14,6 +16,7 @@ def test_hedges_a_lenient_judge_likes_fail_the_check_with_the_numbers() -> None:
     base = RIGHT[:20] + ["0"] * 20  # 50 % verified
     check = golden_verifier_check(
         ITEMS,
+        reward=REWARD,
         judge_kind="llm",
         baseline_answers=base,
         candidate_answers=HEDGED,  # 0 % verified, but the judge gave more reward
@@ -32,13 +35,17 @@ def test_a_real_gain_passes_whatever_the_judge() -> None:
         "baseline_scores": [0.0] * 40,
         "candidate_scores": [1.0] * 40,
     }
-    assert golden_verifier_check(ITEMS, judge_kind="llm", **args).status == "pass"
-    assert golden_verifier_check(ITEMS, judge_kind="verifier", **args).status == "pass"
+    assert golden_verifier_check(ITEMS, reward=REWARD, judge_kind="llm", **args).status == "pass"
+    assert (
+        golden_verifier_check(ITEMS, reward=REWARD, judge_kind="verifier", **args).status == "pass"
+    )
     worse = {
         "baseline_answers": RIGHT,
         "candidate_answers": ["0"] * 40,
         "baseline_scores": [1.0] * 40,
         "candidate_scores": [0.0] * 40,
     }
-    assert golden_verifier_check(ITEMS, judge_kind="verifier", **worse).status == "pass"
+    assert (
+        golden_verifier_check(ITEMS, reward=REWARD, judge_kind="verifier", **worse).status == "pass"
+    )
     # a reward that fell is the paired test's business (rollback), not a hack

@@ -96,7 +96,8 @@ def test_addresses_with_or_without_a_street(text: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["서울에서 부산까지", "경기도 성남시 분당구 쪽 매장", "에어팟 프로 2세대", "강남역 2번 출구"]
+    "text",
+    ["서울에서 부산까지", "경기도 성남시 분당구 쪽 매장", "에어팟 프로 2세대", "강남역 2번 출구"],
 )
 def test_regions_and_products_are_not_addresses(text: str) -> None:
     assert address_spans(text) == []

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.settings import CurateSettings, Settings
+from infra.settings import CurateSettings, Settings, get_settings
 from tasks.demo import domain
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import (
@@ -23,7 +23,6 @@ from tasks.train.lineage import (
     LINEAGE,
     Evaluation,
     Lineage,
-    LineageView,
     build_lineage,
     card_markdown,
     lineage_files,
@@ -32,6 +31,7 @@ from tasks.train.lineage import (
 from tasks.train.methods import Method, MethodChoice
 from tasks.train.pairs import GoldenFilter, Selection, select
 from tasks.train.trainer import TrainOutcome
+from tasks.train.user_lineage import LineageView
 
 DATA = Path(__file__).parent.parent / "data" / "lineage"
 WINDOW = "2026-03-02T09:00:00Z"
@@ -73,7 +73,7 @@ def _selection() -> Selection:
     return select(
         rows,
         min_margin=0.2,
-        contaminated=GoldenFilter.from_repo(),
+        contaminated=GoldenFilter.from_settings(get_settings().reward),
         snapshot_id=123456789,
         windows=[WINDOW],
     )

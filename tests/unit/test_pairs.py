@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tasks.demo import domain
+from tasks.train.buffer import buffer_of
 from tasks.train.methods import choose_method
 from tasks.train.pairs import (
     ChatRender,
     GoldenFilter,
-    buffer_of,
     completion_text,
     demo_render,
     normalize_question,
@@ -47,7 +47,7 @@ def row(trace: str, group: str, answer: str, reward: float | None, **kw: Any) ->
 
 def run(rows: list[dict[str, Any]], **kw: Any) -> Any:
     kw.setdefault("min_margin", 0.2)
-    kw.setdefault("contaminated", GoldenFilter(GOLDEN))
+    kw.setdefault("contaminated", GoldenFilter(GOLDEN, domain.is_golden_question))
     return select(rows, **kw)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.settings import RewardSettings
 from tasks.demo import domain
 from tasks.prove.arms import ARMS, ArmRun, oracle_rows, shuffled_pairs
 from tasks.prove.report import text_table, write_report
@@ -49,7 +50,9 @@ def test_oracle_rows_answer_every_prompt_with_the_true_sum() -> None:
         snapshot_id=None,
         windows=[],
     )
-    assert oracle_rows(sel) == [{"prompt": prompt, "completion": f" {a + b}"}]
+    assert oracle_rows(sel, reward=RewardSettings()) == [
+        {"prompt": prompt, "completion": f" {a + b}"}
+    ]
 
 
 def test_seed_interval_is_a_t_interval_over_seeds_and_wilson_for_one() -> None:
@@ -126,7 +129,7 @@ def test_report_shows_each_arm_with_its_interval_the_verdict_and_the_chart(
     ab = ablation(runs)
     table = text_table(ab)
     assert "loop beats the shuffled-reward control: +19.7 points" in table
-    assert "70.0 %" in table and "[" in table
+    assert "70.0%" in table and "[" in table
     plain = next(a for a in ab.arms if a.arm == "dpo_plain")
     assert plain.regressed and "(regressed)" in table
     files = write_report(ab, tmp_path / "prove")
@@ -147,8 +150,8 @@ def test_every_arm_is_listed_with_its_method() -> None:
 
 
 def test_auto_never_picks_a_method_that_regressed_in_the_ablation(tmp_path: Path) -> None:
-    from tasks.prove.evidence import regressed_methods
     from tasks.prove.report import ablation_json
+    from tasks.train.evidence import regressed_methods
     from tasks.train.methods import choose_method
 
     runs = [run("loop", s, r) for s, r in enumerate((70, 72, 68))]

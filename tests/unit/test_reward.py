@@ -79,7 +79,7 @@ def test_config_hash_tracks_what_the_reward_depends_on() -> None:
 
 
 def test_verifier_scores_golden_references_far_above_corrupted_answers() -> None:
-    from tasks.demo.domain import load_golden
+    from tasks.golden import load_golden
 
     golden = load_golden()[:200]
     right = [

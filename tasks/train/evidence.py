@@ -16,9 +16,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 SIZE_FACTOR = 2.0
+ABLATION_FILE = "ablation.json"  # under $FLYWHEEL_HOME/prove, written by flywheel prove
 
 
 def arm_method(arm: str, *, sft_weight: float) -> str | None:
+    """The training method an ablation arm stands for (None: none the loop picks)."""
     if arm == "loop":
         return "dpo" if sft_weight > 0 else None
     if arm == "dpo_plain":

@@ -1,0 +1,195 @@
+"""The arguments of each ``flywheel`` command (one function per command, used by the command
+table in ``deployments/cli.py``) and the values checked at parse time."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from deployments.argtypes import whole_number
+from flows.parameters import MAX_HOURS
+from infra.keys import parse_window_start, window_id
+
+# ------------------------------------------------------------- values checked at parse time
+
+
+def iso_hour(value: str) -> str:
+    """A window start: an ISO date-time on the hour, not after the current hour."""
+    example = "e.g. 2026-11-22T10:00:00Z"
+    try:
+        start = parse_window_start(value)
+    except ValueError as exc:
+        reason = str(exc) if "hour boundary" not in str(exc) else "not on the hour"
+        if reason.startswith("Invalid isoformat string"):
+            reason = "not an ISO date-time"
+        raise argparse.ArgumentTypeError(f"{value!r}: {reason} ({example})") from None
+    if start > datetime.now(UTC):
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has not started yet (the current hour is {window_id(hour)})"
+        )
+    return window_id(start)
+
+
+def non_empty(value: str) -> str:
+    """A value that is not blank."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+# ------------------------------------------------------------------- arguments per command
+
+
+def no_args(p: argparse.ArgumentParser) -> None:
+    """No arguments."""
+
+
+def window_args(p: argparse.ArgumentParser) -> None:
+    """A stage window: its start hour and its length in hours."""
+    p.add_argument(
+        "--window-start",
+        type=iso_hour,
+        help="ISO hour, e.g. 2026-11-22T10:00:00Z (default: last closed hour)",
+    )
+    p.add_argument(
+        "--hours",
+        type=whole_number(1, MAX_HOURS),
+        default=1,
+        help=f"window length in hours, 1-{MAX_HOURS} (default 1)",
+    )
+
+
+def curate_args(p: argparse.ArgumentParser) -> None:
+    """The window curate reads (one hour)."""
+    p.add_argument("--window-start", type=iso_hour, help="ISO hour (default: last closed hour)")
+
+
+def bootstrap_args(p: argparse.ArgumentParser) -> None:
+    """Seed and rebuild of the demo base model."""
+    p.add_argument("--seed", type=whole_number(0), default=0, help="pre-training seed (default 0)")
+    p.add_argument("--force", action="store_true", help="rebuild even if cached")
+
+
+def simulate_args(p: argparse.ArgumentParser) -> None:
+    """How many simulated requests, how fast, where to."""
+    p.add_argument(
+        "--requests", type=whole_number(1), default=500, help="requests to send (default 500)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=whole_number(1, 64),
+        default=8,
+        help="requests in flight at once, 1-64 (default 8)",
+    )
+    p.add_argument(
+        "--seed", type=whole_number(0), default=0, help="seed of users and questions (default 0)"
+    )
+    p.add_argument("--gateway-url", help="default: FLYWHEEL_GATEWAY__URL or host:port")
+
+
+def forget_args(p: argparse.ArgumentParser) -> None:
+    """The user to erase."""
+    p.add_argument(
+        "user_id", type=non_empty, help="the raw user id; hashed here, never sent to Prefect"
+    )
+
+
+def consent_args(p: argparse.ArgumentParser) -> None:
+    """Grant or withdraw, and the user."""
+    p.add_argument(
+        "action",
+        choices=["grant", "withdraw"],
+        help="grant: the user's traces may train models; withdraw: they no longer may",
+    )
+    p.add_argument(
+        "user_id", type=non_empty, help="the raw user id; hashed here, only the key is stored"
+    )
+
+
+def retention_args(p: argparse.ArgumentParser) -> None:
+    """How many days raw data is kept."""
+    p.add_argument("--days", type=whole_number(1), help="default: FLYWHEEL_RAW_RETENTION_DAYS")
+
+
+def train_args(p: argparse.ArgumentParser) -> None:
+    """Method and step budget of a training run."""
+    p.add_argument(
+        "--method",
+        choices=["auto", "dpo", "rft", "grpo"],
+        default=None,
+        help="default: FLYWHEEL_TRAIN__METHOD (auto)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=whole_number(1),
+        default=None,
+        help="stop after this many optimizer steps (default: FLYWHEEL_TRAIN__MAX_STEPS)",
+    )
+
+
+def release_args(p: argparse.ArgumentParser) -> None:
+    """The version to release and how."""
+    p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
+    p.add_argument("--force", action="store_true", help="release a version rejected before")
+    p.add_argument(
+        "--skip-shadow",
+        action="store_true",
+        help="go from the golden gate straight to the canary steps (no shadow traffic)",
+    )
+
+
+def version_arg(p: argparse.ArgumentParser) -> None:
+    """One model version."""
+    p.add_argument("version", help="a model version, e.g. v3")
+
+
+def control_args(p: argparse.ArgumentParser) -> None:
+    """Why and who, for the audit log."""
+    p.add_argument("--reason", default="manual", help="why (audited; default: manual)")
+    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
+
+
+def promote_args(p: argparse.ArgumentParser) -> None:
+    """Why, who, and whether to promote without a gate pass."""
+    p.add_argument("--reason", default=None, help="why (required with --force; audited)")
+    p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="promote a candidate that has not passed the golden gate (needs --reason)",
+    )
+
+
+def lineage_args(p: argparse.ArgumentParser) -> None:
+    """The user whose lineage to show."""
+    p.add_argument("--user", type=non_empty, required=True, help="raw user id (hashed locally)")
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    """Cycles, server, traffic and seed of the whole loop."""
+    p.add_argument(
+        "--cycles",
+        type=whole_number(1, 20),
+        default=1,
+        help="improvement cycles, 1-20, each train -> release on new traffic (default 1)",
+    )
+    p.add_argument(
+        "--server",
+        choices=["local", "vllm"],
+        default="local",
+        help="local: the demo model in process; vllm: the Llama profile on a local vLLM "
+        "(.venv-vllm, `make vllm`), candidates released as LoRA adapters",
+    )
+    p.add_argument(
+        "--requests",
+        type=whole_number(10),
+        default=None,
+        help="simulated requests per cycle (default 500)",
+    )
+    p.add_argument(
+        "--seed",
+        type=whole_number(0),
+        default=0,
+        help="seed of the base model and the simulated users (default 0)",
+    )

@@ -1,0 +1,138 @@
+"""The release controls of ``flywheel``: status, promote, pause, resume, abort, rollback, and
+the gate report of a version. Each handler takes the parsed arguments and returns the exit
+code; flows and tasks are imported inside, so ``flywheel --help`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Literal
+
+from deployments.output import emit
+
+Action = Literal["promote", "pause", "resume", "abort"]
+
+
+def status(ns: argparse.Namespace) -> int:
+    """flywheel status: the routing state."""
+    from infra.gateway.stable import unservable_stable
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+    from tasks.release.controls import release_status
+
+    rt = Runtime.from_env()
+    routing = open_routing(rt.settings, rt.store)
+    fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
+    if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
+        fields = {**fields, "warning": why}
+    emit(ns, "status", fields)
+    return 0
+
+
+def check_promote(ns: argparse.Namespace) -> None:
+    """A promotion needs a servable candidate that passed the gate (or --force with a reason):
+    checked before a flow run starts; the flow checks again."""
+    from infra.errors import ControlRefused
+    from infra.models import ServableVersions
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+    from tasks.release.controls import promotion_refusal
+
+    if ns.force and not (ns.reason or "").strip():
+        raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
+    rt = Runtime.from_env()
+    versions = ServableVersions.from_settings(rt.settings, rt.store)
+    state = open_routing(rt.settings, rt.store).load()
+    reason = ns.reason or "manual"
+    if why := promotion_refusal(state, versions=versions, force=ns.force, reason=reason):
+        raise ControlRefused(why)
+
+
+def promote(ns: argparse.Namespace) -> int:
+    """flywheel promote."""
+    ns.reason = ns.reason or "manual"
+    return _control("promote", ns, force=ns.force)
+
+
+def pause(ns: argparse.Namespace) -> int:
+    """flywheel pause."""
+    return _control("pause", ns)
+
+
+def check_resume(ns: argparse.Namespace) -> None:
+    """Resuming routes traffic to the candidate again: it must be servable (checked before a
+    flow run starts; the flow checks again)."""
+    from infra.models import ServableVersions
+    from infra.routing import open_routing
+    from infra.runtime import Runtime
+
+    rt = Runtime.from_env()
+    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
+        ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
+
+
+def resume(ns: argparse.Namespace) -> int:
+    """flywheel resume."""
+    return _control("resume", ns)
+
+
+def abort(ns: argparse.Namespace) -> int:
+    """flywheel abort."""
+    return _control("abort", ns)
+
+
+def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> int:
+    from flows.release_control import release_control
+
+    state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
+    emit(ns, action, state_fields(state))
+    return 0
+
+
+def rollback(ns: argparse.Namespace) -> int:
+    """flywheel rollback: the candidate out of traffic at once."""
+    from flows.rollback import rollback as rollback_flow
+
+    result = rollback_flow(reason=ns.reason, actor=ns.actor)
+    if result.get("restored_stable"):
+        print(
+            f"rollback: the stable version {result['unservable_stable']} cannot be served; "
+            f"{result['restored_stable']} is the stable version again",
+            file=sys.stderr,
+        )
+    fields = {k: result.get(k) for k in ("rolled_back", "version", "via")}
+    if result.get("restored_stable"):
+        fields["restored_stable"] = result["restored_stable"]
+    emit(ns, "rollback", fields | state_fields(result))
+    return 0
+
+
+def state_fields(found: dict[str, Any]) -> dict[str, Any]:
+    """Stable, candidate, phase and weight of a routing state (or of ``found["state"]``)."""
+    state = found.get("state", found)
+    return {k: state.get(k) for k in ("stable", "candidate", "phase", "weight")}
+
+
+def report(ns: argparse.Namespace) -> int:
+    """Print a version's last gate report (``gates/<version>/report.md``; ``--json``: the
+    whole ``report.json`` with every item's scores)."""
+    from infra.errors import ControlRefused, ObjectNotFound
+    from infra.keys import gate_prefix
+    from infra.settings import get_settings
+    from infra.store import open_store
+    from tasks.release.report import read_report
+
+    store = open_store(get_settings())
+    try:
+        data = read_report(store, ns.version)
+        markdown = store.get(gate_prefix(ns.version) + "report.md").decode()
+    except ObjectNotFound:
+        raise ControlRefused(
+            f"no gate report for {ns.version}: the golden gate has not run on it "
+            f"(flywheel release {ns.version})"
+        ) from None
+    if ns.json:
+        emit(ns, "report", data)
+    else:
+        print(markdown)
+    return 0

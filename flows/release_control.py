@@ -1,0 +1,78 @@
+"""Stage 5's ``release-control`` flow: a person's promote / pause / resume / abort of the
+release in progress (resume continues the release through the ``release`` flow)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger
+
+from flows.release import ReleaseOptions, ReleaseOutcome, release
+from flows.release_server import unload_unrouted
+from infra.errors import ControlRefused
+from infra.model_server import open_model_server
+from infra.models import ServableVersions
+from infra.routing import open_routing
+from infra.runtime import Runtime
+from tasks.release import controls
+from tasks.release.card import update_card
+
+Action = Literal["promote", "pause", "resume", "abort"]
+
+
+@flow(name="release-control", log_prints=False)
+def release_control(
+    action: Action,
+    reason: str = "manual",
+    actor: str = "person",
+    options: ReleaseOptions | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """A person's decision on the current release: promote the candidate to stable, pause it
+    where it is, resume a held release (and continue it: the canary analysis runs on to
+    promotion, with the options below for that run), or abort it (the candidate loses all traffic
+    and is never released automatically again). Returns the routing state after. Promote
+    refuses a candidate that cannot be served, and one that has not passed the golden gate
+    unless force is set with a reason (recorded with the promotion in the audit log);
+    resume refuses a candidate that cannot be served.
+
+    Args:
+        action: promote, pause, resume or abort the release in progress.
+        reason: Why, in a few words; recorded in the audit log (no personal data).
+        actor: Who decided; recorded in the audit log.
+        options: Only for resume: pacing of the release it continues. Empty: the settings.
+        force: Only for promote: promote a candidate the gate did not pass (needs a reason).
+    """
+    logger = get_run_logger()
+    rt = Runtime.from_env()
+    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    versions = ServableVersions.from_settings(rt.settings, rt.store)
+    continued: ReleaseOutcome | None = None
+    if action == "resume":
+        if (candidate := routing.load().candidate) is not None:
+            versions.require(candidate)  # resuming routes traffic to it again
+        state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
+        if state.candidate is not None:
+            continued = release(state.candidate, options or ReleaseOptions(actor=actor))
+    elif action == "promote":
+        if force and reason == "manual":  # the default says nothing about why
+            raise ControlRefused(
+                "a forced promotion needs a reason: say why the gate is overridden"
+            )
+        controls.promote(
+            routing, rt.catalog, actor=actor, reason=reason, versions=versions, force=force
+        )
+    else:
+        act = {"pause": controls.pause, "abort": controls.abort}
+        act[action](routing, rt.catalog, actor=actor, reason=reason)
+        if action == "abort":  # routed to stable at once above; then unloaded
+            unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
+    logger.info("release %s by %s: %s", action, actor, reason)
+    after = routing.load()
+    if after.history and (subject := after.history[-1].candidate):
+        update_card(rt.store, subject, state=after)
+    status = controls.release_status(routing)
+    if continued is not None:
+        status["release"] = asdict(continued)
+    return status

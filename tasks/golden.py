@@ -1,0 +1,231 @@
+"""Golden sets: held-out items with a known right answer, on which the release gate, the
+training run's evaluation and ``prove`` compare models.
+
+A golden set is any JSONL file, or a folder of them, one item a line::
+
+    {"item_id": "s1", "question": "Refund window?", "contexts": ["Refunds: 30 days"],
+     "reference": "30 days", "slice": "billing", "workload": "support", "messages": [...]}
+
+``item_id``, ``question`` and ``reference`` are required. ``messages`` is how the agent asks
+the model (its final call, shaped as production traffic); without it the question is asked with
+each context as a tool result. ``workload`` picks the verifier (``reward.verifiers``); other
+keys are kept in ``extra`` for the domain that wrote them. Settings name the set:
+``FLYWHEEL_REWARD__GOLDEN`` (default: the repository's ``golden/``), per workload
+``FLYWHEEL_REWARD__GOLDEN_SETS='{"support": "/data/support.jsonl"}'``. A folder's ``MANIFEST``
+(``sha256sum`` format) pins its files: a changed item fails :func:`verify_manifest`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tasks.reward.verifiers import (
+    DEFAULT_WORKLOAD,
+    Verdict,
+    VerifierTrace,
+    load_plugin,
+    verifier_for,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from infra.local_lm import LocalLM
+    from infra.settings import RewardSettings
+
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
+MANIFEST = "MANIFEST"
+MATCH_ENTRY_POINT_GROUP = "flywheel.golden_match"
+# the matcher when the settings name none: the embedded demo's, loaded by name like a user's
+DEFAULT_GOLDEN_MATCH = "tasks.demo.domain:is_golden_question"
+Messages = list[dict[str, Any]]
+_FIELDS = ("item_id", "question", "contexts", "reference", "slice", "workload", "messages")
+
+
+@dataclass(frozen=True)
+class GoldenItem:
+    """One golden item: a question, its contexts and the right answer (``reference``)."""
+
+    item_id: str
+    question: str
+    contexts: list[str]
+    reference: str
+    slice: str = "all"
+    workload: str = DEFAULT_WORKLOAD
+    messages: Messages = field(default_factory=list, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def prompt(self) -> Messages:
+        """The agent's final call for this item: its ``messages``, else the question with each
+        context as the result of a tool call."""
+        if self.messages:
+            return [dict(m) for m in self.messages]
+        messages: Messages = [{"role": "user", "content": self.question}]
+        for i, context in enumerate(self.contexts):
+            tool = {"name": "tool", "arguments": "{}"}
+            call = {"id": f"call_{i}", "type": "function", "function": tool}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
+        return messages
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as one JSONL line's object (``extra`` keys at the top level)."""
+        data = {k: v for k, v in asdict(self).items() if k != "extra"}
+        if not data["messages"]:
+            del data["messages"]
+        return {**self.extra, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, workload: str | None = None) -> GoldenItem:
+        """An item from one line's object; ``workload`` when the line names none."""
+        return cls(
+            item_id=str(data["item_id"]),
+            question=str(data["question"]),
+            contexts=[str(c) for c in data.get("contexts") or []],
+            reference=str(data["reference"]),
+            slice=str(data.get("slice") or "all"),
+            workload=str(data.get("workload") or workload or DEFAULT_WORKLOAD),
+            messages=list(data.get("messages") or []),
+            extra={k: v for k, v in data.items() if k not in _FIELDS},
+        )
+
+
+def golden_path(reward: RewardSettings, workload: str | None = None) -> Path:
+    """The golden set of ``workload`` (``reward.golden_sets``), else ``reward.golden``, else the
+    repository's ``golden/``."""
+    chosen = reward.golden_sets.get(workload or DEFAULT_WORKLOAD) or reward.golden
+    return Path(chosen).expanduser() if chosen else GOLDEN_DIR
+
+
+def load_golden(path: str | Path | None = None, *, workload: str | None = None) -> list[GoldenItem]:
+    """The items of a JSONL file or a folder of them (default: the repository's ``golden/``);
+    ``workload`` for the lines that name none.
+
+    Raises:
+        ValueError: a line lacks question, reference or item_id, or item ids repeat.
+    """
+    path = Path(path or GOLDEN_DIR)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    items: list[GoldenItem] = []
+    for file in files:
+        for n, line in enumerate(file.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(GoldenItem.from_json(json.loads(line), workload=workload))
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"{file.name} line {n}: not a golden item ({exc})") from exc
+    if len({i.item_id for i in items}) != len(items):
+        raise ValueError(f"duplicate item_id in {path}")
+    return items
+
+
+def settings_golden(reward: RewardSettings, workload: str | None = None) -> list[GoldenItem]:
+    """The golden items the settings name for ``workload`` (see :func:`golden_path`)."""
+    return load_golden(golden_path(reward, workload), workload=workload)
+
+
+def golden_matcher(reward: RewardSettings) -> Callable[[str], bool]:
+    """The domain's test that a question asks a golden item in other words
+    (``reward.golden_match``; default: the embedded demo's, by calculator operands)."""
+    spec = reward.golden_match or DEFAULT_GOLDEN_MATCH
+    return load_plugin(spec, group=MATCH_ENTRY_POINT_GROUP, what="golden matcher")
+
+
+def verified_scores(
+    items: Sequence[GoldenItem], answers: Sequence[str], *, reward: RewardSettings
+) -> list[float | None]:
+    """Each answer's score by its item's verifier (the workload's, see ``reward.verifiers``);
+    ``None`` where the verifier cannot tell."""
+    import asyncio
+
+    from tasks.reward.scorer import run_sync
+
+    verifiers = {w: verifier_for(reward, w) for w in sorted({it.workload for it in items})}
+
+    async def all_verdicts() -> list[Verdict]:
+        return list(
+            await asyncio.gather(
+                *(
+                    verifiers[it.workload].verify(_trace(it, answer))
+                    for it, answer in zip(items, answers, strict=True)
+                )
+            )
+        )
+
+    return [v.score for v in run_sync(all_verdicts())] if items else []
+
+
+def _trace(item: GoldenItem, answer: str) -> VerifierTrace:
+    return VerifierTrace(
+        question=item.question,
+        contexts=list(item.contexts),
+        answer=answer,
+        reference=item.reference,
+        workload=item.workload,
+        trace_id=item.item_id,
+        messages=item.prompt(),
+    )
+
+
+def golden_accuracy(
+    lm: LocalLM,
+    items: Sequence[GoldenItem],
+    *,
+    reward: RewardSettings,
+    batch_size: int = 100,
+    max_new_tokens: int = 8,
+) -> tuple[float, list[float]]:
+    """Greedy accuracy of ``lm`` on ``items`` (each asked as :meth:`GoldenItem.prompt` says)
+    and each item's verifier score (an item the verifier cannot tell counts 0)."""
+    texts: list[str] = []
+    for start in range(0, len(items), batch_size):
+        chunk = items[start : start + batch_size]
+        prompts = [lm.render(it.prompt()) for it in chunk]
+        gens = lm.generate_batch(prompts, temperature=0.0, max_new_tokens=max_new_tokens)
+        texts.extend(g.text for g in gens)
+    scores = [s or 0.0 for s in verified_scores(items, texts, reward=reward)]
+    return (sum(scores) / len(scores) if scores else 0.0), scores
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_manifest(golden_dir: Path = GOLDEN_DIR) -> Path:
+    """Write ``MANIFEST`` (``sha256sum`` format) for every ``*.jsonl`` in ``golden_dir``."""
+    files = sorted(golden_dir.glob("*.jsonl"))
+    manifest = golden_dir / MANIFEST
+    manifest.write_text("".join(f"{_sha256(p)}  {p.name}\n" for p in files))
+    return manifest
+
+
+def verify_manifest(golden_dir: Path | None = None) -> dict[str, str]:
+    """Check every golden file against ``MANIFEST``; returns {file name: sha256}.
+
+    Raises:
+        ValueError: a file is missing, changed, or not listed in the manifest.
+    """
+    golden_dir = Path(golden_dir or GOLDEN_DIR)
+    manifest = golden_dir / MANIFEST
+    if not manifest.is_file():
+        raise ValueError(f"no {MANIFEST} in {golden_dir}; run write_manifest() after review")
+    listed: dict[str, str] = {}
+    for line in manifest.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            listed[name.strip().lstrip("*")] = digest
+    present = {p.name for p in golden_dir.glob("*.jsonl")}
+    if unlisted := present - listed.keys():
+        raise ValueError(f"golden files not in {MANIFEST}: {sorted(unlisted)}")
+    for name, digest in listed.items():
+        path = golden_dir / name
+        if not path.is_file():
+            raise ValueError(f"golden file {name} listed in {MANIFEST} is missing")
+        if _sha256(path) != digest:
+            raise ValueError(f"golden file {name} does not match its {MANIFEST} hash")
+    return listed
