@@ -38,7 +38,7 @@ import httpx
 import pydantic
 
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
-from infra.settings_reward import FeedbackSettings
+from infra.settings import FeedbackSettings
 from infra.traces.langfuse_http import V2_OBSERVATIONS_MAX, LangfuseHttp, translate_status
 from infra.traces.mapping import (
     META_CONTEXTS,

@@ -49,7 +49,7 @@ from infra.traces import otel
 from infra.traces.conversation import context_texts, last_user_text, legacy_messages
 
 if TYPE_CHECKING:
-    from infra.settings_reward import FeedbackSettings
+    from infra.settings import FeedbackSettings
     from infra.traces.record import TraceRecord
 
 Feedback = Literal[-1, 0, 1]

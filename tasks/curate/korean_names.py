@@ -67,6 +67,7 @@ _NAME_ENDINGS = (
     for t in ("님", "씨")
     for p in "께 께서 이 은 의 을 에게 한테 도 과 가 는 를 랑 와".split()
 ]
+_FAMILIAR = ("이가", "이는", "이를", "이도", "이의", "이와", "이한테", "이에게")
 _ANY_ENDINGS = "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로".split("|")
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = ("시", "도", "구", "군", "동", "읍", "면", "리", "로", "길", "역", "정", "점", "관")
@@ -78,10 +79,12 @@ _BEFORE_CUE = re.compile(
 )
 _LABELLED = re.compile(
     rf"(?:성명|이름|성함|고객명|예금주|수령인|수취인|받는\s?분|보내는\s?분|신청인|보호자|환자명|"
-    rf"담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인)"
+    rf"담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인)(?:\s?명)?"
     rf"(?:\([^)]{{0,10}}\))?[\"']?\s*[:：]\s*[\"']?"
     rf"([{_H}](?: ?[{_H}]){{1,3}})(?![{_H}])"
 )
+# a relative or title, then the name in brackets: "할아버지(최불암)께서"
+_BRACKETED = re.compile(rf"(?:{_KIN}|{_TITLES}|본인|고객)\s?[(（]([{_H}]{{2,4}})[)）]")
 _SPACED = re.compile(rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])")
 # "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
 _SPACED_ONE = re.compile(
@@ -92,6 +95,16 @@ _JSON_NAME = re.compile(
     r"[\"'](?i:[a-z_]*name[a-z_]*|이름|성명|성함|고객명|holder|owner|customer|user|patient|sender|"
     r"recipient|receiver|예금주|소유자|수령인|신청인|보호자|환자명)[\"']\s*:\s*[\"']"
     rf"([{_H}]{{2,5}}(?: [{_H}]{{1,4}})?)[\"']"
+)
+# a Latin-script name after a Korean label or self-introduction ("성명 Nguyen Van An",
+# "저 Jenny 인데요"): foreigners and English names inside Korean text
+_LATIN_LABELLED = re.compile(
+    r"(?:성명|이름|성함|고객명|예금주|수령인|수취인|신청인|보호자|환자명|담당자|예약자명?)"
+    r"(?:\([^)]{0,10}\))?\s*[:：]?\s*(\p{Lu}\p{Ll}+(?:[ -]\p{Lu}\p{Ll}+){0,3})(?![\p{L}])"
+)
+_LATIN_INTRO = re.compile(
+    r"(?:저는?|나는?|제\s?이름은|이름은)\s+(\p{Lu}\p{Ll}{1,15}(?:\s\p{Lu}\p{Ll}{1,15})?)"
+    r"(?=\s?(?:인데|입니다|이에요|예요|이고|라고|이라고|이구요))"
 )
 _ROMAN_SURNAMES = (
     "Kim|Gim|Lee|Yi|Rhee|Park|Pak|Bak|Choi|Choe|Jung|Jeong|Chung|Cheong|Kang|Gang|Cho|Jo|Yoon|"
@@ -168,7 +181,7 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
     for stem, ending in _stems(word):
         end = start + len(stem)
         strong = ending in _NAME_ENDINGS or _cued(text, start, end + len(ending))
-        known = _common_word(tokens, start, end)
+        known = _common_word(tokens, start, end) and not _familiar(stem, ending)
         plain = _proper(tokens, start) and not known and not stem.endswith(_PLACE_END)
         if len(stem) >= 3 and (strong or plain):
             return len(stem)
@@ -177,6 +190,12 @@ def _word_name(text: str, tokens: list[Any], start: int, word: str) -> int:
             if strong or (proper and ending and _given_vocative(tokens, end)):
                 return 2
     return 0
+
+
+def _familiar(stem: str, ending: str) -> bool:
+    """``정국이가``: the familiar -이 between a consonant-final given name and its particle,
+    which no common noun takes (``사람이가`` is not Korean), even one kiwi knows as a word."""
+    return ending in _FAMILIAR and (ord(stem[-1]) - 0xAC00) % 28 != 0
 
 
 def _given_vocative(tokens: list[Any], end: int) -> bool:
@@ -223,6 +242,13 @@ def _regex_spans(text: str) -> list[tuple[int, int]]:
             spans.append((m.start(), m.end()))
     spans += [m.span() for m in _SPACED_ONE.finditer(text)]
     spans += [m.span(1) for m in _JSON_NAME.finditer(text)]
+    spans += [
+        m.span(1)
+        for m in _BRACKETED.finditer(text)
+        if m.group(1)[0] in SURNAMES or _given_shaped(m.group(1))
+    ]
+    spans += [m.span(1) for m in _LATIN_LABELLED.finditer(text)]
+    spans += [m.span(1) for m in _LATIN_INTRO.finditer(text)]
     for m in _ROMAN.finditer(text):
         spans.extend(_roman_span(m))
     return spans
@@ -246,4 +272,7 @@ def _roman_span(m: Any) -> list[tuple[int, int]]:
 
 def korean_name_spans(text: str, tokenize: Callable[[str], list[Any]]) -> list[tuple[int, int]]:
     """Spans of Korean names in ``text`` (``tokenize`` is kiwipiepy's ``Kiwi.tokenize``)."""
-    return sorted(set(_kiwi_spans(text, tokenize) + _regex_spans(text)))
+    spans = sorted(set(_kiwi_spans(text, tokenize) + _regex_spans(text)))
+    return [
+        (s, e) for s, e in spans if not any(o != (s, e) and o[0] <= s and e <= o[1] for o in spans)
+    ]  # a span inside a longer one ("Gil" of "Gil-dong Hong") is the same name

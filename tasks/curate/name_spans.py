@@ -29,7 +29,8 @@ _PERSON_KEY = (
     r"guest(?:[\s_-]?name)?|travell?er(?:[\s_-]?name)?|beneficiary(?:[\s_-]?name)?|"
     r"emergency[\s_-]?contact|insured(?:[\s_-]?name)?|policy[\s_-]?holder|"
     r"applicant(?:[\s_-]?name)?|signed[\s_-]?by|requested[\s_-]?by|assignee|owner[\s_-]?name|"
-    r"ship[\s_-]?to[\s_-]?name|bill[\s_-]?to[\s_-]?name|name"
+    r"ship[\s_-]?to[\s_-]?name|bill[\s_-]?to[\s_-]?name|holder|owner|name[\s_-]?on[\s_-]?account|"
+    r"name"
 )
 _KEYED = re.compile(
     rf"(?m)(?:^|[\s{{,\"'])[\"']?(?P<key>(?i:{_PERSON_KEY}))[\"']?\s*[:=]\s*[\"']?"
@@ -60,7 +61,7 @@ _SIGNED = re.compile(
 )
 # a relation, role or speech verb then a capitalised name ("my daughter Emily")
 _RELATION = re.compile(
-    r"(?i:\b(?:wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
+    r"(?i:\b(?:(?:mother|father|sister|brother|son|daughter)-in-law|wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
     r"friend|gf|bf|girlfriend|boyfriend|ex|colleague|coworker|manager|boss|landlord|"
     r"neighbou?r|nurse|doctor|agent|guy|accountant|lawyer|spoke\s+(?:with|to)|talked\s+to|"
     r"ask\s+for|named|called)\s+)"

@@ -51,7 +51,10 @@ AMBIGUOUS = frozenset(
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
-    r"(?i)^(?:charles\s+schwab|schwab|merrill(?:\s+lynch)?|edward\s+jones|morgan\s+stanley|"
+    r"(?i)^(?:charles\s+schwab|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"
+    r"ernst\s*&\s*young|price\s*waterhouse|smith\s+barney|dean\s+witter|papa\s+john'?s|"
+    r"jimmy\s+john'?s|dick'?s|lincoln\s+financial|jp\s?morgan(?:\s+chase)?|j\.?\s?crew|"
+    r"merrill(?:\s+lynch)?|edward\s+jones|morgan\s+stanley|"
     r"goldman\s+sachs|wells\s+fargo|charles\s+river|raymond\s+james|john\s+hancock|"
     r"fidelity|vanguard|johnson\s*&\s*johnson|marks\s*&\s*spencer|ralph\s+lauren|"
     r"calvin\s+klein|tommy\s+hilfiger|louis\s+vuitton|dr\.?\s+martens|harley[\s-]+davidson|"
@@ -67,7 +70,11 @@ _ORG_AFTER = re.compile(
     r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
     r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
     r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
-    r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building)"
+    r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building|"
+    # a product or service after a brand ("Marriott Bonvoy card", "Sapphire Reserve app")
+    r"cards?\b|app\b|plans?\b|membership|rewards|points|subscription|account|outlet|"
+    r"gift|wallet|credit|debit|checking|savings|loan|mortgage|rental|refund|order|"
+    r"delivery|support|customer\s+service)"
 )
 _CUE_BEFORE = re.compile(
     r"(?i)(?:\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mister|dear|hi|hello|hey|hiya|thanks|"

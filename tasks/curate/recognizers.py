@@ -15,24 +15,12 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.curate.addresses import street_address_spans
 from tasks.curate.greetings import lower_name_recognizer
-from tasks.curate.identifiers import RULES, context_spans
-from tasks.curate.name_spans import address_field_spans, structured_name_spans
+from tasks.curate.name_spans import structured_name_spans
 from tasks.curate.names import corroborated, has_cue, lexicon_support
-from tasks.curate.secrets import secret_spans
+from tasks.curate.shapes import identifier_recognizers
 from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
 _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
-# IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
-_IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
-# an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
-_EMAIL = r"(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
-# a Korean resident / foreigner registration number in any text (not only where Hangul is)
-_RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
-_IPV6 = (
-    r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"
-    r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?(?![\w:])"
-    r"|(?<![\w:])::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4}(?![\w:])"
-)
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
 _NANP = (
     r"(?<![\w+])(?:(?:\+|00)?1[ .-]?)?\(?[2-9]\d{2}\)?[ .-]?\d{3}[ .-]\d{4}"
@@ -45,7 +33,7 @@ _NINO = r"(?<![\w-])[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?![\w-])"
 _INTL = r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
 _PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
 _NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
-PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL")
+PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL", "KR")
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
 _PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "dos", "das", "du"}
@@ -112,7 +100,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         IpRecognizer(**lang),
         UrlRecognizer(**lang),
     ]
-    common += _identifier_recognizers(language)
+    common += identifier_recognizers(language)
     common += [
         pattern(entity, regex, 0.9, f"Custom{entity.title()}Recognizer")
         for entity, regex in custom_patterns.items()
@@ -152,50 +140,6 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )(**lang),
     ]
     return recognizers
-
-
-def _identifier_recognizers(language: str) -> list[Any]:
-    """Language-neutral identifiers: context-cued ones (passport, licence, medical id, date of
-    birth, account, SSN, card, NINO, phone), pasted secrets, IPv4/IPv6 without ``\\b`` and
-    address fields of JSON and forms."""
-    lang: dict[str, Any] = {"supported_language": language}
-    found = [
-        span_recognizer(
-            entity=rule.entity,
-            name=f"Context{rule.entity.title().replace('_', '')}Recognizer",
-            score=0.6,
-            spans=context_spans(rule),
-            doc=f"{rule.entity} after its cue words (see tasks.curate.identifiers).",
-        )(**lang)
-        for rule in RULES
-    ]
-    found.append(
-        span_recognizer(
-            entity="SECRET",
-            name="SecretRecognizer",
-            score=0.7,
-            spans=lambda text, nlp: list(secret_spans(text, nlp)),
-            doc="Pasted keys, tokens and passwords (see tasks.curate.secrets).",
-        )(**lang)
-    )
-    found.append(
-        span_recognizer(
-            entity="LOCATION",
-            name="AddressFieldRecognizer",
-            score=0.6,
-            spans=address_field_spans,
-            doc="Values of address fields in JSON and forms.",
-        )(**lang)
-    )
-    found.append(
-        pattern_recognizer("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer", language=language)
-    )
-    found.append(
-        pattern_recognizer("KR_RRN", _RRN, 0.6, "RrnShapeAnyRecognizer", language=language)
-    )
-    found.append(pattern_recognizer("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer", language=language))
-    found.append(pattern_recognizer("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer", language=language))
-    return found
 
 
 def _corroborated_ner(base: type) -> type:

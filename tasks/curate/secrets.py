@@ -36,6 +36,8 @@ _KEYED = re.compile(
     r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
     r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
     r"비밀번호|비번|암호)(?![a-z])"
+    # "the password for the shared box is ...": a few words naming what it opens
+    r"(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?(?=\s+(?:is|was)\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"

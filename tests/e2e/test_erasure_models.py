@@ -40,7 +40,7 @@ from tests.integration.test_train_flow import (  # noqa: F401 - fixtures used by
     tiny_home,
     untrained_model,
 )
-from tests.unit.test_monitoring_config import check_alert, series
+from tests.unit.test_monitoring_alerts import check_alert, series
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

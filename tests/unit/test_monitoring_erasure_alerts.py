@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_monitoring_config import check_alert, series
+from tests.unit.test_monitoring_alerts import check_alert, series
 
 DAY = 86400
 WEEK = 7 * DAY

@@ -1,6 +1,6 @@
 """The alert rules of issue 16 (human review and the reward-hacking monitors) under
 ``promtool test rules``, with the real rule file (annotations aside, as in
-test_monitoring_config)."""
+test_monitoring_alerts)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_monitoring_config import check_alert, series
+from tests.unit.test_monitoring_alerts import check_alert, series
 
 
 def gauge(name: str, value: float) -> dict[str, str]:

@@ -29,6 +29,9 @@ CODES = {
     "SEC": "SECRET",
     "IP": "IP_ADDRESS",
     "NINO": "UK_NINO",
+    "FRN": "KR_FRN",
+    "PLATE": "KR_CAR_PLATE",
+    "BRN": "KR_BRN",
 }
 MARK = re.compile(r"⟦([A-Z]+):(.+?)⟧")
 HERE = Path(__file__).parent
@@ -52,5 +55,5 @@ def build(prefix: str) -> None:
 
 
 if __name__ == "__main__":
-    build("en_pii")
-    build("en_clean")
+    for corpus in ("en_pii", "en_clean", "ko_pii", "ko_clean"):
+        build(corpus)

@@ -1,5 +1,6 @@
-"""The reward's settings (``FLYWHEEL_REWARD__*``) and how user feedback is read
-(``FLYWHEEL_FEEDBACK__*``); part of :class:`infra.settings.Settings`."""
+"""Stage 2's settings: the judge (``FLYWHEEL_JUDGE__*``), the reward (``FLYWHEEL_REWARD__*``)
+and how user feedback is read (``FLYWHEEL_FEEDBACK__*``); part of
+:class:`infra.settings.Settings`."""
 
 from __future__ import annotations
 
@@ -7,9 +8,27 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, SecretStr, field_validator
 
 COMPONENT_NAMES = ("judge", "faithfulness", "context_recall", "feedback", "latency")
+
+
+class JudgeSettings(BaseModel):
+    """The judge used by stage 2 (and by the gate through the same reward)."""
+
+    kind: Literal["verifier", "llm"] = "verifier"
+    base_url: str | None = None  # OpenAI-compatible endpoint for kind=llm and for ragas
+    model: str = "judge"
+    api_key: SecretStr | None = None
+    concurrency: int = 16
+    max_retries: int = 3
+    timeout_s: float = 30.0
+    call_budget: int = 10_000  # per run
+    skip_when_feedback: bool = True  # DESIGN: prioritise user feedback, skip the LLM judge
+    ragas_mode: Literal["auto", "llm", "non_llm"] = "auto"  # auto: llm when base_url is set
+    # ask the LLM judge to write a reference answer when a trace has none (one more call per
+    # trace): context recall then applies to real traffic; off, it is "not applicable"
+    reference_from_llm: bool = False
 
 
 class RewardSettings(BaseModel):

@@ -1,0 +1,100 @@
+"""The gateway's settings (``FLYWHEEL_GATEWAY__*``): its two listeners, its limits and the
+OpenAI-compatible upstreams it forwards to, with where each upstream's key is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+
+from infra.errors import ConfigError
+
+
+class UpstreamSettings(BaseModel):
+    """One OpenAI-compatible upstream of ``FLYWHEEL_GATEWAY__UPSTREAMS`` with a key: ``url``
+    (the ``/v1`` base URL) and where its key is (an environment variable or a secret file; the
+    key itself is never a setting, never logged, never traced)."""
+
+    url: str
+    api_key_env: str | None = None
+    api_key_file: Path | None = None
+
+    def api_key(self) -> str | None:
+        """The key (None: the upstream takes none).
+
+        Raises:
+            ConfigError: the variable is unset or empty, or the file cannot be read.
+        """
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env, "").strip()
+            if not key:
+                raise ConfigError(f"the upstream key variable {self.api_key_env} is not set")
+            return key
+        if self.api_key_file is not None:
+            try:
+                key = self.api_key_file.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read the upstream key file {self.api_key_file}: {exc.strerror}"
+                ) from None
+            if not key:
+                raise ConfigError(f"the upstream key file {self.api_key_file} is empty")
+            return key
+        return None
+
+
+class GatewaySettings(BaseModel):
+    """The OpenAI-compatible gateway. Two listeners: the public one (``host:port``: chat,
+    feedback, models, health, metrics) and the admin one (``admin_host:admin_port``: the
+    ``/admin`` API with its bearer token, the Alertmanager webhook, the OpenAPI schema)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8088, ge=0, le=65535)
+    admin_host: str = "127.0.0.1"
+    admin_port: int = Field(default=8089, ge=0, le=65535)
+    admin_token: SecretStr | None = None  # unset: admin API off; else >= 32 characters
+    url: str | None = None  # where flows and the simulator reach the gateway (public listener)
+    admin_url: str | None = (
+        None  # where flows reach the admin API (default: url's host, admin_port)
+    )
+    # model version -> OpenAI-compatible base URL, or {"url", "api_key_env" | "api_key_file"}
+    upstreams: dict[str, str | UpstreamSettings] = {}
+    diverse_fraction: float = 0.3
+    diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
+    trace_queue_size: int = 10_000
+    max_new_tokens: int = 16  # the in-process model's budget when a client names none
+    max_tokens_limit: int = Field(default=8192, ge=1)  # a client's max_tokens is clamped to it
+    max_messages: int = Field(default=1024, ge=1)  # more messages in one request: 400
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger requests get 413
+    # text fields of a trace are each cut to this; the whole serialised record to 10x this
+    max_trace_chars: int = Field(default=32_000, ge=100)
+    upstream_connections: int = Field(default=512, ge=1)  # per upstream server
+    # one upstream call: the wait for a connection, the connect, the answer, a whole stream
+    upstream_timeout_s: float = Field(default=120.0, gt=0)
+    stall_timeout_s: float = Field(default=30.0, gt=0)  # a stream's client reads nothing: dropped
+    # the public listener: connections and requests at once (beyond: 503), request heads
+    max_connections: int = Field(default=2048, ge=1)
+    max_header_bytes: int = Field(default=32 * 1024, ge=1024)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    # worker processes behind the listeners (`flywheel gateway`); metrics aggregated over all
+    workers: int = Field(default=1, ge=1, le=64)
+
+    def upstream(self, version: str) -> UpstreamSettings | None:
+        """``version``'s configured upstream (a bare URL entry is one without a key)."""
+        entry = self.upstreams.get(version)
+        return UpstreamSettings(url=entry) if isinstance(entry, str) else entry
+
+    @property
+    def resolved_admin_url(self) -> str | None:
+        """``admin_url``, else ``url`` with its port replaced by ``admin_port``, else None."""
+        if self.admin_url:
+            return self.admin_url.rstrip("/")
+        if not self.url:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        host = parts.hostname or "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        return f"{parts.scheme or 'http'}://{host}:{self.admin_port}"

@@ -1,0 +1,85 @@
+"""Stage 5's settings: the gate, the shadow phase and the canary steps
+(``FLYWHEEL_RELEASE__*``), and the model server the release loads candidates into
+(``FLYWHEEL_MODEL_SERVER__*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ReleaseSettings(BaseModel):
+    """Stage 5: every knob of the gate, its drift checks, the shadow phase and the canary steps,
+    defined once (a release run overrides some with ``ReleaseOptions``)."""
+
+    # the golden gate (paired test)
+    alpha: float = 0.05
+    reject_ratio: float = 0.95
+    min_samples: int = 30
+    slice_tolerance: float = 0.10
+    n_bootstrap: int = 10_000
+    confidence: float = 0.95
+    seed: int = 0
+    # reward-hacking and drift checks of the gate
+    kl_max: float = 1.0
+    min_distinct_ratio: float = 0.3
+    length_corr_max: float = 0.5
+    length_ratio_max: float = 2.0  # answers this many times longer fail the gate regardless
+    length_growth_min: float = 1.1  # correlation counts only when answers grew at least this
+    embeddings: bool = False  # also report embedding similarity (loads the MiniLM model)
+    # shadow phase
+    shadow_fraction: float = Field(default=0.2, ge=0, le=1)
+    min_shadow_pairs: int = Field(default=30, ge=2)
+    # canary steps (floors as in the alert rules: the stable error ratio counts as at least
+    # 1 %, its p99 as at least 50 ms)
+    canary_steps: tuple[int, ...] = (5, 25, 50, 100)
+    analysis_interval_s: float = Field(default=300.0, gt=0)
+    step_deadline_s: float = Field(default=1800.0, gt=0)
+    min_requests_per_step: int = Field(default=50, ge=1)
+    error_ratio_max: float = 1.5
+    latency_p99_ratio_max: float = 1.5
+    latency_alpha: float = Field(default=0.05, gt=0, lt=1)  # slow-request test behind p99
+    feedback_ratio_min: float = 0.8
+    min_feedback: int = 20
+    error_floor: float = 0.01
+    latency_floor_s: float = 0.05
+    no_data_action: Literal["hold", "rollback"] = "hold"  # hold: weight 0, held for a person
+    # always-valid sequential test of each canary step (tasks/release/sequential.py): None
+    # judges a step at its horizon by the guard rails above only
+    sequential_alpha: float | None = Field(default=0.05, gt=0, lt=1)
+    sequential_min_requests: int = Field(default=10, ge=1)  # before the first sequential look
+    pii_leak_check: bool = True  # candidate answers with identifiers not in the prompt fail
+    # how the phases wait
+    max_poll_s: float = 5.0
+    pause_timeout_s: float | None = None  # default: step_deadline_s
+    prometheus_url: str | None = None
+
+    @property
+    def poll_s(self) -> float:
+        """How often a phase looks at the state and the metrics: several times per interval."""
+        return min(self.max_poll_s, max(0.05, self.analysis_interval_s / 4))
+
+    @property
+    def pause_limit_s(self) -> float:
+        """How long a running release waits for a paused one to be resumed."""
+        return self.pause_timeout_s if self.pause_timeout_s is not None else self.step_deadline_s
+
+
+class ModelServerSettings(BaseModel):
+    """The model server the release drives (vLLM with ``--enable-lora``): candidates are loaded
+    into it as LoRA adapters named after their version, and the gateway sends every version that
+    has no upstream of its own to it (the base model is served as ``base_version``)."""
+
+    kind: Literal["none", "vllm"] = "none"
+    urls: list[str] = []  # replica base URLs (http://host:port), loaded and unloaded together
+    base_version: str = "v0"  # vLLM --served-model-name of the base model
+    adapter_dir: Path | None = None  # where adapters from S3 are synced (default: model cache)
+    server_path: str | None = None  # adapter_dir (or the local store) as the server sees it
+    bake_s: float = Field(default=600.0, ge=0)  # old stable stays loaded after a promotion
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none" and bool(self.urls)

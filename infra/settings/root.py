@@ -1,0 +1,172 @@
+"""One settings object for the whole platform (env prefix ``FLYWHEEL_``, nested with ``__``).
+
+Embedded defaults need no server: everything lives under ``FLYWHEEL_HOME`` (default
+``./.flywheel``). Production swaps in S3, a REST catalog, Langfuse, an LLM judge and a
+Pushgateway by setting the variables documented in ``.env.example``. Each section's model lives
+beside this module, one concept per module.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from infra import OFFLINE_ENV
+from infra.errors import ConfigError
+from infra.settings.curate import CurateSettings, ReviewSettings
+from infra.settings.errors import describe_settings_error, describe_validation_error
+from infra.settings.gateway import GatewaySettings
+from infra.settings.governance import ErasureSettings
+from infra.settings.langfuse import LangfuseSettings
+from infra.settings.release import ModelServerSettings, ReleaseSettings
+from infra.settings.reward import FeedbackSettings, JudgeSettings, RewardSettings
+from infra.settings.store import check_store_url
+from infra.settings.train import TrainSettings
+
+
+class Settings(BaseSettings):
+    """Every knob of flywheel. See ``.env.example`` for the environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLYWHEEL_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    home: Path = Path(".flywheel")
+    store_url: str | None = None  # default: $FLYWHEEL_HOME/store
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FLYWHEEL_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FLYWHEEL_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
+    )
+    catalog_type: Literal["sql", "rest"] = "sql"
+    catalog_uri: str | None = None  # sql: default sqlite under $FLYWHEEL_HOME; rest: http://...
+    catalog_warehouse: str | None = None  # default: <store>/warehouse
+    trace_source: Literal["spool", "langfuse"] = "spool"
+    trace_sink: Literal["spool", "langfuse"] = "spool"
+    feedback_lookahead_hours: int = Field(default=24, ge=0)
+    pushgateway_url: str | None = None
+    prefect_rollback_deployment: str = "rollback/rollback"
+    user_salt: SecretStr | None = None  # default: generated once into $FLYWHEEL_HOME/salt
+    base_model_path: str | None = None  # any HF causal LM path replaces the bootstrapped v0
+    profile: Literal["demo", "llama"] = "demo"  # the embedded base model bootstrap builds
+    # share of the demo v0's pre-training answers that hedge ("81 or 82"); 0: none (default)
+    bootstrap_hedge_share: float = Field(default=0.0, ge=0, le=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
+    eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
+    task_runner: Literal["threads", "dask", "ray"] = "threads"
+    task_runner_address: str | None = None
+    max_record_bytes: int = Field(default=1_000_000, ge=1)
+    raw_retention_days: int = Field(default=90, ge=1)
+    # PIPA: opt_in (default) trains only on users with a grant; opt_out on everyone who has
+    # not withdrawn. Traces without a user id are never trained on in opt_in mode.
+    consent_mode: Literal["opt_in", "opt_out"] = "opt_in"
+    # governance removes an unreferenced table file only past this age (it may belong to a
+    # commit in flight) unless a snapshot expiry just released it
+    orphan_min_age_hours: float = Field(default=24.0, ge=0)
+
+    langfuse: LangfuseSettings = LangfuseSettings()
+    judge: JudgeSettings = JudgeSettings()
+    reward: RewardSettings = RewardSettings()
+    feedback: FeedbackSettings = FeedbackSettings()
+    curate: CurateSettings = CurateSettings()
+    review: ReviewSettings = ReviewSettings()
+    train: TrainSettings = TrainSettings()
+    release: ReleaseSettings = ReleaseSettings()
+    gateway: GatewaySettings = GatewaySettings()
+    model_server: ModelServerSettings = ModelServerSettings()
+    erasure: ErasureSettings = ErasureSettings()
+
+    @field_validator("store_url")
+    @classmethod
+    def _store_url_is_a_path_or_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_url(value)
+
+    @property
+    def home_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def resolved_store_url(self) -> str:
+        return self.store_url or str(self.home_dir / "store")
+
+    @property
+    def resolved_catalog_uri(self) -> str:
+        if self.catalog_uri:
+            return self.catalog_uri
+        return f"sqlite:///{self.home_dir / 'catalog.db'}"
+
+    @property
+    def resolved_warehouse(self) -> str:
+        if self.catalog_warehouse:
+            return self.catalog_warehouse
+        base = self.resolved_store_url.rstrip("/")
+        if "://" in base:
+            return f"{base}/warehouse"
+        return f"file://{base}/warehouse"
+
+    def salt(self) -> str:
+        """The salt for user keys: from settings, else generated once and kept in FLYWHEEL_HOME."""
+        if self.user_salt is not None:
+            return self.user_salt.get_secret_value()
+        path = self.home_dir / "salt"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(secrets.token_hex(16))
+            os.replace(tmp, path)
+        return path.read_text().strip()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (call ``get_settings.cache_clear()`` after changing env).
+
+    Raises:
+        ConfigError: a variable (in the environment or ``.env``) has a malformed value; the
+            message names the variable and says what is wrong, in one line.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except SettingsError as exc:
+        raise ConfigError(describe_settings_error(exc, Settings)) from None
+
+
+def prepare_environment(settings: Settings | None = None) -> Settings:
+    """Point Prefect and library caches at FLYWHEEL_HOME and switch off phone-home; call before
+    importing prefect so that a fresh FLYWHEEL_HOME gives a clean, isolated run."""
+    settings = settings or get_settings()
+    home = settings.home_dir
+    home.mkdir(parents=True, exist_ok=True)
+    defaults = {
+        "PREFECT_HOME": str(home / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        **OFFLINE_ENV,
+        "TOKENIZERS_PARALLELISM": "false",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "TQDM_DISABLE": "1",
+        "TLDEXTRACT_CACHE": str(home / "cache" / "tldextract"),
+        "MPLCONFIGDIR": str(home / "cache" / "matplotlib"),
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    return settings

@@ -1,0 +1,139 @@
+"""Korean-text identifiers beyond the registration-number family: IPv4/IPv6 and e-mails glued to
+particles, US SSNs, car plates (``12가3456``, ``서울12가3456``), medical and insurance ids after
+their context words, and pasted secrets (keys, tokens, passwords after 비밀번호/비번/토큰).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import regex as re
+
+from tasks.curate.korean_idspec import HY, PROVINCES, IdSpec, compile_v1
+
+_PLATE_LETTERS = "가나다라마거너더러머버서어저고노도로모보소오조구누두루무부수우주아바사자하허호배"
+_UNIT_AFTER = r"(?![\d]|\s?(?:원|개|명|회|일|월|년|분|초|시간|점|권|대|건|km|kg|%|만|천|억))"
+
+
+def _ipv6_ok(value: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(value), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def _secretish(value: str) -> bool:
+    """A pasted password or key has a digit or symbol or mixed case; an ordinary word has not."""
+    if len(value) < 4 or re.search(r"[\p{Hangul}]", value):
+        return False
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    return has_digit or has_symbol or mixed
+
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+NET_SPECS = [
+    IdSpec(
+        "IP_ADDRESS",
+        compile_v1(
+            rf"(?<![\d.])(?<!(?i:v|ver|버전|version)\s?){_OCTET}(?:\.{_OCTET}){{3}}(?![\d]|\.\d)"
+        ),
+        0.7,
+        veto_after=compile_v1(r"\s?(?i:버전|ver|version|릴리스|패치)"),
+    ),
+    IdSpec(
+        "IP_ADDRESS",
+        compile_v1(
+            r"(?<![0-9A-Fa-f:])(?=[0-9A-Fa-f:]*::?[0-9A-Fa-f])[0-9A-Fa-f:]{2,39}(?![0-9A-Fa-f:])"
+        ),
+        0.7,
+        valid=_ipv6_ok,
+    ),
+    IdSpec(
+        "EMAIL_ADDRESS",
+        compile_v1(
+            r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+"
+            r"(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9])"
+        ),
+        0.8,
+    ),
+    IdSpec("US_SSN", compile_v1(rf"(?<![\d{HY}])\d{{3}}{HY}\d{{2}}{HY}\d{{4}}(?![\d{HY}])"), 0.5),
+]
+
+PLATE_SPECS = [
+    IdSpec(  # 12가3456, 123가 4567, 서울12가3456
+        "KR_CAR_PLATE",
+        compile_v1(
+            rf"(?<![\d\p{{Hangul}}])(?:(?:{PROVINCES})\s?)?(?<!\d)\d{{2,3}}\s?[{_PLATE_LETTERS}]"
+            rf"\s?\d{{4}}{_UNIT_AFTER}"
+        ),
+        0.65,
+    ),
+]
+
+_MEDICAL_CTX = compile_v1(
+    r"(?i:의료보험|건강보험|건보|보험증|보험번호|보험카드|환자번호|진료|수진자|차트번호|병록번호|의무기록|"
+    r"의료급여|가입자번호|피보험자|증번호|증권번호|보험\s?가입|(?<!(?:주민|외국인|사업자|차량)\s?)등록번호|환자\s?id|MRN|"
+    r"medical record|patient\s?(?:id|no|number)|member\s?(?:id|no)|insurance|policy)"
+)
+MEDICAL_SPECS = [
+    IdSpec(
+        "MEDICAL_ID",
+        compile_v1(
+            r"(?<![A-Za-z0-9-])(?=[A-Za-z0-9-]*\d{3})[A-Za-z0-9][A-Za-z0-9-]{4,20}"
+            r"(?<![-])(?![A-Za-z0-9])"
+        ),
+        0.6,
+        context=_MEDICAL_CTX,
+        window=24,
+        after=12,
+    ),
+]
+
+_SECRET_CTX = (
+    r"(?i:비밀\s?번호|비번|패스워드|password|passwd|pwd|pw|암호|토큰|token|api[\s_-]?key|"
+    r"api\s?키|시크릿|secret|인증키|액세스\s?키|access[\s_-]?key|private[\s_-]?key|키값|apikey)"
+)
+SECRET_SPECS = [
+    IdSpec(
+        "SECRET",
+        compile_v1(
+            rf"{_SECRET_CTX}(?:\s?(?i:키|key))?(?:\s?(?:은|는|이|가|을|를|도|값|번호))?[\"']?\s*"
+            r"(?:[:=：]|->|→|is)?\s*"
+            r"[\"'“‘`]?(?P<v>[^\s\"'”’`,\p{Hangul}]{4,120})"
+        ),
+        0.7,
+        valid=_secretish,
+    ),
+    IdSpec(  # a quoted token a little after the word "password"
+        "SECRET",
+        compile_v1(r"[\"'“‘`](?P<v>[^\s\"'”’`\p{Hangul}]{6,120})[\"'”’`]"),
+        0.6,
+        context=compile_v1(_SECRET_CTX),
+        window=30,
+        valid=_secretish,
+    ),
+    IdSpec(  # a password typed a little after the word, without quotes ("비번 ... happy0915")
+        "SECRET",
+        compile_v1(
+            r"(?<![\w@./:-])(?=[A-Za-z0-9!@#$%^&*_-]*\d)(?=[A-Za-z0-9!@#$%^&*_-]*[A-Za-z])"
+            r"[A-Za-z0-9!@#$%^&*_-]{6,64}(?![\w@./:-])"
+        ),
+        0.5,
+        context=compile_v1(_SECRET_CTX),
+        window=30,
+    ),
+    IdSpec(  # well-known key shapes, anywhere
+        "SECRET",
+        compile_v1(
+            r"(?<![A-Za-z0-9_-])(?:AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}"
+            r"|(?:sk|pk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|sk-[A-Za-z0-9_-]{20,}"
+            r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}"
+            r"|AIza[0-9A-Za-z_-]{30,}|\d{8,10}:[A-Za-z0-9_-]{30,}"
+            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+            r"|glpat-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|whsec_[A-Za-z0-9]{16,})"
+        ),
+        0.8,
+    ),
+]

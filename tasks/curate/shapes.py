@@ -1,0 +1,83 @@
+"""Language-neutral identifier recognisers (every configured language gets them, Korean
+too): the context-cued identifiers of :mod:`tasks.curate.identifiers`, pasted secrets,
+address fields of JSON and forms, and shapes that identify on their own, written with
+look-arounds instead of ``\\b`` so a Hangul particle glued after them does not hide them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.curate.identifiers import RULES, context_spans
+from tasks.curate.name_spans import address_field_spans
+from tasks.curate.secrets import secret_spans
+from tasks.curate.span_recognizer import pattern_recognizer, span_recognizer
+
+# IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
+_IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
+# four groups of four digits is how cards are written, even one that fails Luhn (mistyped)
+_CARD_GROUPS = r"(?<![\d-])\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?![\d-])"
+# an SSN written with its hyphens, whatever Presidio's validator thinks of its digits
+_SSN_SHAPE = r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])"
+# "jane dot doe at gmail dot com", "jane(at)example(dot)org"
+_SPELLED_EMAIL = (
+    r"(?i)(?<![\w.+-])[a-z0-9][\w.+-]*(?:\s+dot\s+[a-z0-9]+)*(?:\s*(?:\(at\)|\[at\])\s*|\s+at\s+)[a-z0-9-]+"
+    r"(?:(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+|\.)[a-z0-9-]+)*"
+    r"(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+)(?:com|net|org|edu|gov|io|co|kr|uk|de|fr|jp|me)(?![a-z])"
+)
+# an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
+_EMAIL = r"(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
+# a Korean resident / foreigner registration number in any text (not only where Hangul is)
+_RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
+_IPV6 = (
+    r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"
+    r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?(?![\w:])"
+    r"|(?<![\w:])::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4}(?![\w:])"
+)
+
+# (entity, regex, score, recogniser name); korean.py leaves Ipv4Recognizer out by name
+SHAPES: tuple[tuple[str, str, float, str], ...] = (
+    ("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer"),
+    ("EMAIL_ADDRESS", _SPELLED_EMAIL, 0.6, "SpelledEmailRecognizer"),
+    ("CREDIT_CARD", _CARD_GROUPS, 0.5, "CardGroupsRecognizer"),
+    ("US_SSN", _SSN_SHAPE, 0.5, "SsnShapeRecognizer"),
+    ("KR_RRN", _RRN, 0.6, "RrnShapeAnyRecognizer"),
+    ("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer"),
+    ("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer"),
+)
+
+
+def identifier_recognizers(language: str) -> list[Any]:
+    """Language-neutral identifiers: context-cued ones (passport, licence, medical id, date of
+    birth, account, SSN, card, NINO, phone), pasted secrets, IPv4/IPv6 without ``\\b`` and
+    address fields of JSON and forms."""
+    lang: dict[str, Any] = {"supported_language": language}
+    found = [
+        span_recognizer(
+            entity=rule.entity,
+            name=f"Context{rule.entity.title().replace('_', '')}Recognizer",
+            score=0.6,
+            spans=context_spans(rule),
+            doc=f"{rule.entity} after its cue words (see tasks.curate.identifiers).",
+        )(**lang)
+        for rule in RULES
+    ]
+    found.append(
+        span_recognizer(
+            entity="SECRET",
+            name="SecretRecognizer",
+            score=0.7,
+            spans=lambda text, nlp: list(secret_spans(text, nlp)),
+            doc="Pasted keys, tokens and passwords (see tasks.curate.secrets).",
+        )(**lang)
+    )
+    found.append(
+        span_recognizer(
+            entity="LOCATION",
+            name="AddressFieldRecognizer",
+            score=0.6,
+            spans=address_field_spans,
+            doc="Values of address fields in JSON and forms.",
+        )(**lang)
+    )
+    found += [pattern_recognizer(*shape, language=language) for shape in SHAPES]
+    return found
