@@ -30,6 +30,7 @@ from tasks.train.checkpoints import (
     is_demo_model,
     pick_base_version,
     publish_task,
+    published_runs,
     scratch_dir,
 )
 from tasks.train.config import TrainConfig
@@ -140,7 +141,12 @@ def train_selection(
     lineage (the ``train`` flow, and the erasure replacement on its own selection)."""
     pairs_sid = None
     if config.method == "dpo":
-        pairs_sid = write_pairs_task(rt.catalog, train_run=run_id, pairs=selection.pairs)
+        pairs_sid = write_pairs_task(
+            rt.catalog,
+            train_run=run_id,
+            pairs=selection.pairs,
+            published_runs=published_runs(rt.store),
+        )
     consent_sid = current_snapshot_id(rt.catalog, "consent")
     progress = progress_artifact_callback(config)
     data = {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}

@@ -1,4 +1,5 @@
-"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``).
+"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``; schemas in
+:mod:`infra.catalog_schemas`).
 
 SQLite ``SqlCatalog`` with the warehouse inside the object store by default; a REST catalog by
 setting ``FLYWHEEL_CATALOG_TYPE=rest``. Tables are created on first use. Window-keyed writes
@@ -10,14 +11,16 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from infra.catalog_schemas import DAY_PARTITIONS, NAMESPACE, SCHEMAS
 from infra.errors import CatalogError, TransientCatalogError
-from infra.retries import retry_call
+from infra.faults import arm_catalog
+from infra.retries import Backoff, retry_call
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -27,118 +30,10 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-NAMESPACE = "flywheel"
-TS = pa.timestamp("us", tz="UTC")
-STR_LIST = pa.list_(pa.string())
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "training_examples": pa.schema(
-        [
-            ("trace_id", pa.string()),
-            ("prompt_group", pa.string()),
-            ("user_key", pa.string()),
-            ("question", pa.string()),
-            ("contexts", STR_LIST),
-            ("answer", pa.string()),
-            ("reward", pa.float64()),
-            ("reward_judge", pa.float64()),
-            ("reward_faithfulness", pa.float64()),
-            ("reward_context_recall", pa.float64()),
-            ("reward_feedback", pa.float64()),
-            ("reward_latency", pa.float64()),
-            ("reward_config_hash", pa.string()),
-            ("model_version", pa.string()),
-            ("pattern", pa.string()),
-            ("pii_entities", STR_LIST),
-            # "train": passed every gate; "rejected_only": kept solely as the low-reward side of a
-            # preference pair for its prompt group (never used as an SFT/RFT target).
-            ("eligible_as", pa.string()),
-            ("window", pa.string()),
-            ("created_at", TS),
-            # added by issue 15 (schema evolution: older tables get them on first load, their
-            # old rows read as null): the agent use case and the anonymised conversation
-            ("workload", pa.string()),
-            ("messages", pa.string()),  # JSON list of OpenAI chat messages
-        ]
-    ),
-    "preference_pairs": pa.schema(
-        [
-            ("pair_id", pa.string()),
-            ("prompt_group", pa.string()),
-            ("prompt", pa.string()),
-            ("chosen", pa.string()),
-            ("rejected", pa.string()),
-            ("chosen_reward", pa.float64()),
-            ("rejected_reward", pa.float64()),
-            ("reward_diff", pa.float64()),
-            ("windows", STR_LIST),
-            ("user_keys", STR_LIST),
-            ("train_run", pa.string()),
-            ("created_at", TS),
-        ]
-    ),
-    "eval_results": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("model_version", pa.string()),
-            ("item_id", pa.string()),
-            ("slice", pa.string()),
-            ("score", pa.float64()),
-            ("answer", pa.string()),
-            ("created_at", TS),
-        ]
-    ),
-    "audit_log": pa.schema(
-        [
-            ("event_id", pa.string()),
-            ("at", TS),
-            ("event_type", pa.string()),
-            ("actor", pa.string()),
-            ("subject", pa.string()),
-            ("details", pa.string()),
-        ]
-    ),
-    "quarantine": pa.schema(
-        [
-            ("stage", pa.string()),
-            ("window", pa.string()),
-            ("reason", pa.string()),
-            ("record", pa.string()),
-            ("at", TS),
-        ]
-    ),
-    # human review (tasks/review.py): curate queues anonymised rows, people label them
-    "review_queue": pa.schema(
-        [
-            ("trace_id", pa.string()),
-            ("window", pa.string()),
-            ("reason", pa.string()),  # random | edge
-            ("reward", pa.float64()),
-            ("reward_feedback", pa.float64()),
-            ("question", pa.string()),
-            ("answer", pa.string()),
-            ("model_version", pa.string()),
-            ("queued_at", TS),
-            ("human_score", pa.float64()),  # 0..1; null until labelled
-            ("reviewer", pa.string()),  # a pseudonym, never a name or e-mail
-            ("labelled_at", TS),
-        ]
-    ),
-    "consent": pa.schema(
-        [
-            ("user_key", pa.string()),
-            ("consent_to_training", pa.bool_()),
-            ("updated_at", TS),
-        ]
-    ),
-}
-
-# table -> (source column, partition name) for a day partition
-DAY_PARTITIONS: dict[str, tuple[str, str]] = {
-    "training_examples": ("created_at", "created_day"),
-    "audit_log": ("at", "at_day"),
-}
+COMMIT_RETRIES = Backoff(attempts=6, base_s=0.1, max_s=2.0)
+"""A lost commit race is retried at once from a fresh table: 6 attempts, 0.1 s doubling."""
 
 
 def open_catalog(settings: Settings) -> Catalog:
@@ -164,7 +59,7 @@ def _open_catalog(settings: Settings) -> Catalog:
 
             if not settings.catalog_uri:
                 raise CatalogError("FLYWHEEL_CATALOG_URI is required for the REST catalog")
-            return RestCatalog("flywheel", uri=settings.catalog_uri, **props)
+            return arm_catalog(RestCatalog("flywheel", uri=settings.catalog_uri, **props))
         from pyiceberg.catalog.sql import SqlCatalog
 
         uri = settings.resolved_catalog_uri
@@ -176,7 +71,7 @@ def _open_catalog(settings: Settings) -> Catalog:
                 Path(settings.resolved_warehouse.removeprefix("file://")).mkdir(
                     parents=True, exist_ok=True
                 )
-        return SqlCatalog("flywheel", uri=uri, **props)
+        return arm_catalog(SqlCatalog("flywheel", uri=uri, **props))
     except CatalogError:
         raise
     except Exception as exc:
@@ -214,7 +109,35 @@ def _s3_props(settings: Settings) -> dict[str, str]:
 
 
 def get_table(catalog: Catalog, name: str) -> Table:
-    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema."""
+    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema; a
+    transient failure of the warehouse's object store is retried (``catalog.read``)."""
+    return retry_call(lambda: _io(lambda: _get_table(catalog, name)), operation="catalog.read")
+
+
+_TRANSIENT_IO = (
+    "SERVICE_UNAVAILABLE",
+    "INTERNAL_FAILURE",
+    "SLOW_DOWN",
+    "THROTTLING",
+    "NETWORK_CONNECTION",
+    "REQUEST_TIMEOUT",
+    "HTTP status 5",
+)
+
+
+def _io(fn: Callable[[], T]) -> T:
+    """``fn()`` with a transient failure of the warehouse's S3 client (pyarrow's ``OSError``
+    naming a 5xx, throttling or a lost connection) raised as :class:`TransientCatalogError`."""
+    try:
+        return fn()
+    except OSError as exc:
+        text = str(exc)
+        if "AWS Error" in text and any(code in text for code in _TRANSIENT_IO):
+            raise TransientCatalogError(f"object store of the warehouse: {text}") from exc
+        raise
+
+
+def _get_table(catalog: Catalog, name: str) -> Table:
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
 
     ident = f"{NAMESPACE}.{name}"
@@ -272,59 +195,84 @@ def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 @contextmanager
-def _commit(catalog: Catalog, name: str) -> Iterator[None]:
-    """Hold the table lease shared (orphan removal waits for this commit, data files
-    included: :mod:`infra.lease`) and translate a lost commit race (another writer committed
-    first) into a retriable :class:`TransientCatalogError`; the write can simply be done
-    again."""
+def _commit(name: str) -> Iterator[None]:
+    """Translate a lost commit race (another writer committed first) into a retriable
+    :class:`TransientCatalogError`: the write can simply be done again."""
     from pyiceberg.exceptions import CommitFailedException
 
-    from infra.lease import table_lease
-
     try:
-        with table_lease(catalog).shared():
-            yield
+        yield
     except CommitFailedException as exc:
         raise TransientCatalogError(f"commit to flywheel.{name} lost a race: {exc}") from exc
+
+
+def table_lease_of(catalog: Catalog) -> Any:
+    """The table lease held shared around one commit (orphan removal waits for it, data files
+    included: :mod:`infra.lease`)."""
+    from infra.lease import table_lease
+
+    return table_lease(catalog).shared()
+
+
+def _write(name: str, write: Callable[[], None]) -> None:
+    """One commit to ``flywheel.<name>`` under the table lease; a commit that lost a race to
+    another writer (or met a transient failure) is done again from a fresh table, up to the
+    retry policy (counted as ``catalog.commit``)."""
+
+    def once() -> None:
+        with _commit(name):
+            _io(write)
+
+    retry_call(once, operation="catalog.commit", policy=COMMIT_RETRIES)
 
 
 def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
     """Append rows to a table in one commit (no-op for no rows).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
     if rows:
-        with _commit(catalog, name):
-            get_table(catalog, name).append(to_arrow(name, rows))
+        _write(name, lambda: _lease_append(catalog, name, rows))
+
+
+def _lease_append(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
+    with table_lease_of(catalog):
+        get_table(catalog, name).append(to_arrow(name, rows))
 
 
 def replace_where(
     catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
 ) -> None:
-    """Replace the rows matching ``row_filter`` with ``rows`` in one commit.
+    """Replace the rows matching ``row_filter`` with ``rows`` in one commit (a rerun never
+    duplicates: the same filter replaces what the last run wrote).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
-    table = get_table(catalog, name)
-    with (
-        _commit(catalog, name),
-        warnings.catch_warnings(),
-    ):  # "Delete operation did not match any records" on first run
-        warnings.simplefilter("ignore", UserWarning)
-        table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
+
+    def overwrite() -> None:
+        with table_lease_of(catalog), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "did not match any records"
+            table = get_table(catalog, name)
+            table.overwrite(to_arrow(name, rows), overwrite_filter=row_filter)
+
+    _write(name, overwrite)
 
 
 def delete_rows(catalog: Catalog, name: str, row_filter: BooleanExpression) -> None:
     """Delete the rows matching ``row_filter`` (copy-on-write; data files are rewritten).
 
     Raises:
-        TransientCatalogError: a concurrent commit won; retry.
+        TransientCatalogError: concurrent commits kept winning; retry later.
     """
-    with _commit(catalog, name), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        get_table(catalog, name).delete(delete_filter=row_filter)
+
+    def delete() -> None:
+        with table_lease_of(catalog), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            get_table(catalog, name).delete(delete_filter=row_filter)
+
+    _write(name, delete)
 
 
 def scan(
@@ -336,8 +284,11 @@ def scan(
     """Read a table (optionally filtered, optionally as of a snapshot) into Arrow."""
     from pyiceberg.expressions import AlwaysTrue
 
-    table = get_table(catalog, name)
-    return table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snapshot_id).to_arrow()
+    def read() -> pa.Table:
+        table = get_table(catalog, name)
+        return table.scan(row_filter=row_filter or AlwaysTrue(), snapshot_id=snapshot_id).to_arrow()
+
+    return retry_call(lambda: _io(read), operation="catalog.read")
 
 
 def current_snapshot_id(catalog: Catalog, name: str) -> int | None:

@@ -2,8 +2,11 @@
 
 A version becomes visible only when its ``_COMPLETE`` marker exists; the marker is written
 last, so a half-written version (a crash mid-upload) is never listed or fetched. Version names
-are monotonic (``v0``, ``v1``, ...): :func:`next_version` counts every name ever started,
-complete or not, so a name is never reused (a rejected version stays rejected).
+are monotonic (``v0``, ``v1``, ...): :func:`next_version` follows the newest complete version,
+so a complete name is never reused (a rejected version stays rejected), while the name of an
+upload that died before its marker is taken again by the next publish, which first removes the
+leftovers: a crashed and rerun train lists the same versions as a run that never crashed.
+Publishes are serial (the ``train`` deployment runs one at a time).
 """
 
 from __future__ import annotations
@@ -108,9 +111,10 @@ class ServableVersions:
 
 
 def next_version(store: ObjectStore) -> str:
-    """The next unused version name (``v0`` in an empty store)."""
-    started = _started_versions(store)
-    return f"v{max((_number(v) for v in started), default=-1) + 1}"
+    """The name after the newest complete version (``v0`` in an empty store); an abandoned,
+    never completed upload's name is reused (:func:`publish_model_dir` clears its files)."""
+    complete = [v for v, done in _started_versions(store).items() if done]
+    return f"v{max((_number(v) for v in complete), default=-1) + 1}"
 
 
 def publish_model_dir(

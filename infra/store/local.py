@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.errors import ObjectNotFound, PreconditionFailed, StoreError
+from infra.faults import kill_point
 from infra.store.base import check_key
 from infra.store.transfer import copy_atomic
 
@@ -34,6 +35,8 @@ class LocalStore:
         return self.root / check_key(key)
 
     def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` as ``key`` (a temporary file renamed into place)."""
+        kill_point("store.put", key)
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -55,6 +58,7 @@ class LocalStore:
 
     def put_file(self, key: str, path: Path) -> None:
         """Copy the file at ``path`` into ``key`` (streamed, atomic)."""
+        kill_point("store.put", key)
         try:
             copy_atomic(path, self._path(key))
         except OSError as exc:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import builtins
 import os
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from infra.errors import (
@@ -22,8 +24,14 @@ from infra.errors import (
     StoreError,
     TransientStoreError,
 )
+from infra.faults import kill_point
+from infra.retries import Backoff, retry_call
 from infra.store.base import check_key
 from infra.store.transfer import temp_beside, transfer_config
+
+T = TypeVar("T")
+STORE_RETRIES = Backoff(attempts=5, base_s=0.1)
+"""Five attempts per store call, 0.1 / 0.2 / 0.4 / 0.8 s (+-50 %) apart."""
 
 _TRANSIENT_CODES = {
     "SlowDown",
@@ -67,7 +75,7 @@ class S3Store:
             region_name=region,
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
-            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5),
+            config=Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=30),
         )
         self.endpoint = str(self._client.meta.endpoint_url)  # named in every error
 
@@ -80,7 +88,7 @@ class S3Store:
             BotoCoreError,
             ClientError,
             ConnectionError,
-            ReadTimeoutError,
+            HTTPClientError,
         )
 
         if isinstance(exc, ClientError):
@@ -92,7 +100,7 @@ class S3Store:
             if code in _TRANSIENT_CODES:
                 return TransientStoreError(f"{what}: {code} from {self.endpoint}")
             return StoreError(f"{what}: {code} from {self.endpoint}")
-        if isinstance(exc, ConnectionError | ReadTimeoutError):
+        if isinstance(exc, ConnectionError | HTTPClientError):  # refused, reset, timed out
             return TransientStoreError(
                 f"{what}: cannot reach the S3 endpoint {self.endpoint} ({type(exc).__name__}); "
                 "check FLYWHEEL_S3_ENDPOINT_URL"
@@ -101,28 +109,49 @@ class S3Store:
             return StoreError(f"{what} at {self.endpoint}: {exc}")
         return StoreError(f"{what} at {self.endpoint}: {exc}")
 
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` with its client errors translated, retried while they are transient (one
+        policy, every retry counted as ``store.<verb>``; botocore's own retries are off)."""
+
+        def once() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                raise self._translate(exc, what) from exc
+
+        return retry_call(once, operation=f"store.{what.split()[0]}", policy=STORE_RETRIES)
+
     def put(self, key: str, data: bytes) -> None:
-        try:
-            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
-        except Exception as exc:
-            raise self._translate(exc, f"put {key}") from exc
+        """Write ``data`` as ``key`` in one PUT."""
+        kill_point("store.put", key)
+        full = self._key(key)
+        self._call(
+            f"put {key}", lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=data)
+        )
 
     def get(self, key: str) -> bytes:
-        try:
-            body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
-            return bytes(body.read())
-        except Exception as exc:
-            raise self._translate(exc, f"get {key}") from exc
+        """The object's bytes.
+
+        Raises:
+            ObjectNotFound: the key does not exist.
+        """
+        full = self._key(key)
+        return self._call(
+            f"get {key}",
+            lambda: bytes(self._client.get_object(Bucket=self.bucket, Key=full)["Body"].read()),
+        )
 
     def put_file(self, key: str, path: Path) -> None:
         """Upload the file at ``path`` as ``key``: multipart above 64 MiB, parts read from disk
         as they are sent (memory bounded whatever the size; S3 refuses one PUT over 5 GiB)."""
-        try:
-            self._client.upload_file(
-                str(path), self.bucket, self._key(key), Config=transfer_config()
-            )
-        except Exception as exc:
-            raise self._translate(exc, f"put {key}") from exc
+        kill_point("store.put", key)
+        full = self._key(key)
+        self._call(
+            f"put {key}",
+            lambda: self._client.upload_file(
+                str(path), self.bucket, full, Config=transfer_config()
+            ),
+        )
 
     def get_file(self, key: str, path: Path) -> None:
         """Download ``key`` into the file ``path`` (streamed in ranges, renamed when complete).
@@ -130,57 +159,59 @@ class S3Store:
         Raises:
             ObjectNotFound: the key does not exist.
         """
-        tmp = temp_beside(path)
-        try:
-            self._client.download_file(
-                self.bucket, self._key(key), str(tmp), Config=transfer_config()
-            )
-            os.replace(tmp, path)
-        except Exception as exc:
-            raise self._translate(exc, f"get {key}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+        full = self._key(key)
+
+        def download() -> None:
+            tmp = temp_beside(path)
+            try:
+                self._client.download_file(self.bucket, full, str(tmp), Config=transfer_config())
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+
+        self._call(f"get {key}", download)
 
     def exists(self, key: str) -> bool:
+        """Whether ``key`` exists (a 403 on HEAD, as S3 answers without list rights, is no)."""
+        full = self._key(key)
         try:
-            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            self._call(
+                f"head {key}", lambda: self._client.head_object(Bucket=self.bucket, Key=full)
+            )
             return True
-        except Exception as exc:
-            err = self._translate(exc, f"head {key}")
-            if isinstance(err, ObjectNotFound) or "Forbidden" in str(err):
+        except ObjectNotFound:
+            return False
+        except StoreError as exc:
+            if "Forbidden" in str(exc) or "403" in str(exc):
                 return False
-            raise err from exc
+            raise
 
-    def list(self, prefix: str = "") -> list[str]:
+    def _pages(self, prefix: str) -> builtins.list[dict[str, Any]]:
         full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
-        strip = len(self.prefix) + 1 if self.prefix else 0
-        keys: list[str] = []
-        try:
+
+        def listing() -> builtins.list[dict[str, Any]]:
             paginator = self._client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-                keys.extend(obj["Key"][strip:] for obj in page.get("Contents", []))
-        except Exception as exc:
-            raise self._translate(exc, f"list {prefix}") from exc
-        return sorted(keys)
+            pages = paginator.paginate(Bucket=self.bucket, Prefix=full)
+            return [obj for page in pages for obj in page.get("Contents", [])]
+
+        return self._call(f"list {prefix}", listing)
+
+    def list(self, prefix: str = "") -> builtins.list[str]:
+        """Keys under ``prefix``, sorted."""
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(obj["Key"][strip:] for obj in self._pages(prefix))
 
     def list_modified(self, prefix: str = "") -> builtins.list[tuple[str, datetime]]:
         """Keys under ``prefix`` with their last-modified time (UTC), as S3 lists them."""
-        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
         strip = len(self.prefix) + 1 if self.prefix else 0
-        out: builtins.list[tuple[str, datetime]] = []
-        try:
-            paginator = self._client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-                out += [(o["Key"][strip:], o["LastModified"]) for o in page.get("Contents", [])]
-        except Exception as exc:
-            raise self._translate(exc, f"list {prefix}") from exc
-        return sorted(out)
+        return sorted((o["Key"][strip:], o["LastModified"]) for o in self._pages(prefix))
 
     def delete(self, key: str) -> None:
-        try:
-            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
-        except Exception as exc:
-            raise self._translate(exc, f"delete {key}") from exc
+        """Remove ``key`` (nothing when it does not exist)."""
+        full = self._key(key)
+        self._call(
+            f"delete {key}", lambda: self._client.delete_object(Bucket=self.bucket, Key=full)
+        )
 
     def get_versioned(self, key: str) -> tuple[bytes, str]:
         """The object and its ETag.
@@ -188,11 +219,13 @@ class S3Store:
         Raises:
             ObjectNotFound: the key does not exist.
         """
-        try:
-            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+        full = self._key(key)
+
+        def read() -> tuple[bytes, str]:
+            resp = self._client.get_object(Bucket=self.bucket, Key=full)
             return bytes(resp["Body"].read()), str(resp["ETag"]).strip('"')
-        except Exception as exc:
-            raise self._translate(exc, f"get {key}") from exc
+
+        return self._call(f"get {key}", read)
 
     def put_if(self, key: str, data: bytes, *, etag: str | None) -> str:
         """Write ``data`` only if the object's ETag is still ``etag`` (``None``: only if it does
@@ -201,19 +234,40 @@ class S3Store:
         then writes without a lock, so this process also serialises its own conditional writes
         to a key (writers in other processes rely on the server alone).
 
+        A retried attempt whose predecessor failed after the server applied it (the answer
+        was lost) meets its own write: when the object now holds exactly ``data``, that is the
+        success of this call, not a conflict.
+
         Raises:
             PreconditionFailed: the object changed (or appeared) since ``etag`` was read
                 (HTTP 412, or 409 for a concurrent conditional write on AWS).
         """
+        kill_point("store.put", key)
         condition = {"IfMatch": f'"{etag}"'} if etag is not None else {"IfNoneMatch": "*"}
+        full = self._key(key)
+        attempts = 0
+
+        def write() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self._client.put_object(Bucket=self.bucket, Key=full, Body=data, **condition)
+
         with _cas_lock(f"{self.url}/{key}"):
             try:
-                resp = self._client.put_object(
-                    Bucket=self.bucket, Key=self._key(key), Body=data, **condition
-                )
-            except Exception as exc:
-                raise self._translate(exc, f"put {key}") from exc
+                resp = self._call(f"put {key}", write)
+            except PreconditionFailed:
+                if attempts > 1 and (mine := self._own_write(key, data)) is not None:
+                    return mine
+                raise
         return str(resp.get("ETag", "")).strip('"')
+
+    def _own_write(self, key: str, data: bytes) -> str | None:
+        """The object's ETag when it holds exactly ``data`` (an earlier attempt's write)."""
+        try:
+            current, tag = self.get_versioned(key)
+        except ObjectNotFound:
+            return None
+        return tag if current == data else None
 
 
 _CAS_LOCKS: dict[str, threading.Lock] = {}

@@ -98,6 +98,21 @@ def evaluate_task(base_dir: Path, new_dir: Path, *, settings: Settings) -> Evalu
     return evaluate_golden_dirs(base_dir, new_dir, settings=settings)
 
 
+def published_runs(store: ObjectStore) -> list[str]:
+    """The train runs behind the published versions (from their lineage; bootstrapped
+    versions have none)."""
+    from infra.errors import ObjectNotFound
+    from tasks.train.lineage import read_lineage
+
+    runs = []
+    for version in models.list_versions(store):
+        try:
+            runs.append(read_lineage(store, version).train_run)
+        except ObjectNotFound:
+            continue
+    return sorted(set(runs))
+
+
 def publish_checkpoint(store: ObjectStore, model_dir: Path, *, lineage: Lineage) -> Lineage:
     """Write lineage.json and model_card.yaml into ``model_dir`` and publish it as the next
     version (atomic: visible only once complete). Returns the lineage with its version."""

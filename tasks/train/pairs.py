@@ -307,15 +307,24 @@ def _pair_row(
     }
 
 
-def write_pairs(catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]) -> int | None:
-    """Replace the pairs of ``train_run`` in ``preference_pairs`` (one commit; a rerun never
-    duplicates); returns the table's snapshot id after the commit."""
-    from pyiceberg.expressions import EqualTo
+def write_pairs(
+    catalog: Catalog,
+    *,
+    train_run: str,
+    pairs: list[dict[str, Any]],
+    published_runs: list[str] | None = None,
+) -> int | None:
+    """Replace the pairs of ``train_run`` (and, given ``published_runs``, of every run that
+    published nothing: a crashed run leaves no pairs) in one commit; returns its snapshot id."""
+    from pyiceberg.expressions import EqualTo, NotIn, Or
 
     from infra.catalog import current_snapshot_id, replace_where
 
     rows = [{**p, "train_run": train_run} for p in pairs]
-    replace_where(catalog, "preference_pairs", EqualTo("train_run", train_run), rows)
+    row_filter: Any = EqualTo("train_run", train_run)
+    if published_runs is not None:
+        row_filter = Or(row_filter, NotIn("train_run", published_runs or [""]))  # [""]: none
+    replace_where(catalog, "preference_pairs", row_filter, rows)
     return current_snapshot_id(catalog, "preference_pairs")
 
 
@@ -361,7 +370,11 @@ def select_training_data(
 
 @task(**IO_RETRIES)
 def write_pairs_task(
-    catalog: Catalog, *, train_run: str, pairs: list[dict[str, Any]]
+    catalog: Catalog,
+    *,
+    train_run: str,
+    pairs: list[dict[str, Any]],
+    published_runs: list[str] | None = None,
 ) -> int | None:
     """Returns the preference_pairs snapshot id holding this run's pairs."""
-    return write_pairs(catalog, train_run=train_run, pairs=pairs)
+    return write_pairs(catalog, train_run=train_run, pairs=pairs, published_runs=published_runs)

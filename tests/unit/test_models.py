@@ -36,7 +36,7 @@ def test_publish_then_fetch_round_trips_every_file(
     assert models.fetch_model(store, "v0", tmp_path / "cache") == local  # cached
 
 
-def test_a_half_written_version_is_invisible_and_its_name_not_reused(
+def test_a_half_written_version_is_invisible_and_the_rerun_publishes_it_whole(
     store: LocalStore, model_dir: Path, tmp_path: Path
 ) -> None:
     models.publish_model_dir(store, "v0", model_dir)
@@ -44,7 +44,11 @@ def test_a_half_written_version_is_invisible_and_its_name_not_reused(
     assert models.list_versions(store) == ["v0"]
     with pytest.raises(ObjectNotFound):
         models.fetch_model(store, "v1", tmp_path / "cache")
-    assert models.next_version(store) == "v2"
+    assert models.next_version(store) == "v1"  # a rerun lists what a clean run lists
+
+    models.publish_model_dir(store, models.next_version(store), model_dir)
+    assert models.list_versions(store) == ["v0", "v1"]
+    assert store.get("models/v1/model.safetensors") != b"partial"
 
 
 def test_versions_are_monotonic_and_sorted_numerically(store: LocalStore, model_dir: Path) -> None:
