@@ -44,6 +44,7 @@ _SHAPES: dict[str, tuple[type, ...]] = {
     "functions": (list,),
     "function_call": (str, dict),
 }
+_FORWARDED = frozenset(_NUMBERS) | frozenset(_SHAPES)
 # overrides of the server's prompt rendering or costly server-side extras: refused
 REFUSED = frozenset(
     {
@@ -126,6 +127,8 @@ def forwarded(body: Mapping[str, Any]) -> dict[str, Any]:
             "with each model's own template"
         )
     extra: dict[str, Any] = {}
+    if _FORWARDED.isdisjoint(body):
+        return extra  # most requests: nothing beyond the fields the gateway reads itself
     for key, kinds in _SHAPES.items():
         if (value := body.get(key)) is not None:
             if not isinstance(value, kinds):
