@@ -130,7 +130,7 @@ async def _relay(
                     delta=delta,
                     logprobs=logprobs_body(piece) if logprobs else None,
                 )
-            if out and piece.finish_reason is None:
+            if out and total.finish_reason is None:  # after the finish (a usage chunk): held
                 yield out
                 out = b""
             piece = await anext(pieces, None)

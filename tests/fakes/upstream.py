@@ -78,7 +78,8 @@ class FakeUpstream:
         if self.tool_calls and body.get("stream"):
             await self._stream_tool_calls(send, self.tool_calls)
         elif body.get("stream"):
-            await self._stream(send, text, logprobs=bool(body.get("logprobs")))
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            await self._stream(send, text, logprobs=bool(body.get("logprobs")), usage=usage)
         else:
             await _send_json(send, 200, self._completion(text, body))
 
@@ -103,7 +104,9 @@ class FakeUpstream:
             "usage": {"prompt_tokens": 5, "completion_tokens": len(words), "total_tokens": 5},
         }
 
-    async def _stream(self, send: Send, text: str, *, logprobs: bool = False) -> None:
+    async def _stream(
+        self, send: Send, text: str, *, logprobs: bool = False, usage: bool = False
+    ) -> None:
         await send(
             {
                 "type": "http.response.start",
@@ -123,6 +126,9 @@ class FakeUpstream:
             await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
         last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         await _send_body(send, f"data: {json.dumps(last)}\n\n".encode(), more=True)
+        if usage:  # as vLLM: an event of its own after the finish, no choices
+            chunk = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(words)}}
+            await _send_body(send, f"data: {json.dumps(chunk)}\n\n".encode(), more=True)
         await _send_body(send, b"data: [DONE]\n\n", more=False)
 
     async def _stream_tool_calls(self, send: Send, calls: list[dict[str, Any]]) -> None:
