@@ -119,15 +119,6 @@ def test_collect_killed_then_rerun_equals_a_clean_run(
     assert len({r["trace_id"] for r in rows}) == len(rows)  # nothing duplicated
 
 
-def test_collect_rerun_after_a_finished_run_changes_nothing(
-    clean: dict[str, Any], api_url: str, tmp_path: Path
-) -> None:
-    home = copy_home(clean["collected_home"], tmp_path / "home")
-    rerun = flywheel("collect", *WINDOW, home=home, api_url=api_url)
-    assert rerun.returncode == 0, rerun.stderr
-    assert contents(home) == clean["collected"]
-
-
 def test_score_killed_at_its_write_then_rerun_equals_a_clean_run(
     clean: dict[str, Any], api_url: str, tmp_path: Path
 ) -> None:
