@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 WINDOW_START = "2026-11-22T10:00:00+00:00"
 # columns that name the run or the moment rather than the data (a rerun is another run)
-VOLATILE = {"preference_pairs": {"train_run", "created_at"}}
+VOLATILE = {"preference_pairs": {"train_run", "created_at"}, "quarantine": {"at"}}
 DATA_TABLES = ("training_examples", "preference_pairs", "consent")
 
 STAGE_ENV = {
