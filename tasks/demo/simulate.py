@@ -1,11 +1,9 @@
 """Simulated users of the demo calculator agent, talking to the gateway like production apps.
 
-A seeded Faker population (stable ids, names, emails, phones, cards, addresses, SSNs, IBANs,
-account numbers such as ``123-45-678901``) asks the domain's questions through the gateway's
-OpenAI-compatible API (the official ``openai`` client), leaking personal data as real users
-do: in one or two habitual preambles (so k-anonymity patterns repeat), not every time. Some
-opt out of training (the ``consent`` table); some give thumbs up/down (``POST /v1/feedback``)
-that follows the verifier score through noise.
+A seeded Faker population (ids, names, emails, phones, cards, addresses, SSNs, IBANs, accounts
+like ``123-45-678901``) asks the domain's questions through the gateway (the ``openai`` client),
+leaking personal data as users do: in one or two habitual preambles, not every time. Some
+opt out of training (``consent``); some give thumbs up/down that follows the verifier score.
 
 Each request is the agent's final LLM call: the user message, the calculator tool call and
 its result (the context the answer must be faithful to). A follow-up in the same conversation
@@ -34,6 +32,7 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger(__name__)
+ANSWER_TOKENS = 16  # the demo agent sets its budget, as real agents do (the gateway sets none)
 
 PREAMBLES = [
     "Hi, I'm {name} ({email}).",
@@ -256,6 +255,7 @@ async def _send(
         raw = await client.chat.completions.with_raw_response.create(
             model="flywheel",
             messages=request_messages(req, history),
+            max_tokens=ANSWER_TOKENS,
             user=req.user.user_id,
             extra_headers={"X-Session-Id": req.session_id},
         )

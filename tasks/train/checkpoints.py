@@ -102,15 +102,17 @@ def published_runs(store: ObjectStore) -> list[str]:
     """The train runs behind the published versions (from their lineage; bootstrapped
     versions have none)."""
     from infra.errors import ObjectNotFound
-    from tasks.train.lineage import read_lineage
+    from tasks.train.lineage import LINEAGE
 
-    runs = []
+    runs = set()
     for version in models.list_versions(store):
-        try:
-            runs.append(read_lineage(store, version).train_run)
+        try:  # a bootstrapped base (v0) has a lineage of its own shape, without a train run
+            run = models.read_model_json(store, version, LINEAGE).get("train_run")
         except ObjectNotFound:
             continue
-    return sorted(set(runs))
+        if isinstance(run, str) and run:
+            runs.add(run)
+    return sorted(runs)
 
 
 def publish_checkpoint(store: ObjectStore, model_dir: Path, *, lineage: Lineage) -> Lineage:
