@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "bootstrap/v1"  # bump when the training recipe changes: invalidates caches
+CODE_VERSION = "bootstrap/v2"  # bump when the training recipe changes: invalidates caches
 
 
 @dataclass

@@ -23,6 +23,7 @@ from tasks.demo.llama_profile import agent_messages
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 5  # pre-training steps between progress reports
+NEAR_TARGET = 0.6  # from this share of the target dev accuracy on, evaluate more often
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[EOS]"]
 
 
@@ -236,6 +237,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
     doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
+    every = config.eval_every
     for step in range(1, config.steps + 1):
         if step % PROGRESS_EVERY == 1:
             progress(doing, config, done=step - 1)
@@ -246,7 +248,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
             )
         )
         sched.step()
-        if step >= config.min_steps and step % config.eval_every == 0:
+        if step >= config.min_steps and step % every == 0:
             model.eval()
             accuracy, _ = evaluate_golden(probe, dev, batch_size=config.eval_batch_size)
             log_.curve.append((step, accuracy))
@@ -254,6 +256,10 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
             if accuracy >= config.target_accuracy:
                 log_.stopped_early = step < config.steps
                 break
+            if accuracy >= NEAR_TARGET * config.target_accuracy:
+                # the jump can pass the target within one interval (0.48 -> 0.69 in 25
+                # steps): look five times as often once close, so the base stays weak
+                every = max(1, config.eval_every // 5)
     model.eval()
     return log_
 
