@@ -65,15 +65,22 @@ def check_admin_token(token: SecretStr | None) -> None:
         ConfigError: the token is a placeholder, repetitive, or under 32 characters.
     """
     value = token.get_secret_value() if token is not None else ""
-    if not value:
-        return
-    how = "set a random one, e.g. `openssl rand -hex 32`"
+    if value:
+        _check_secret(
+            "FLYWHEEL_GATEWAY__ADMIN_TOKEN",
+            value,
+            minimum=MIN_TOKEN_CHARS,
+            how="set a random one, e.g. `openssl rand -hex 32`",
+        )
+
+
+def _check_secret(name: str, value: str, *, minimum: int, how: str) -> None:
+    """Refuse a placeholder (a known word, < 8 distinct characters) or a value too short."""
     if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
-        raise ConfigError(f"FLYWHEEL_GATEWAY__ADMIN_TOKEN is a placeholder: {how}")
-    if len(value) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"{name} is a placeholder: {how}")
+    if len(value) < minimum:
         raise ConfigError(
-            f"FLYWHEEL_GATEWAY__ADMIN_TOKEN has {len(value)} characters, the gateway needs at "
-            f"least {MIN_TOKEN_CHARS}: {how}"
+            f"{name} has {len(value)} characters, the gateway needs at least {minimum}: {how}"
         )
 
 
@@ -87,17 +94,14 @@ def check_user_salt(salt: SecretStr | None) -> None:
     Raises:
         ConfigError: the salt is a placeholder, repetitive, or under 16 characters.
     """
-    value = salt.get_secret_value() if salt is not None else ""
     if salt is None:
         return
-    how = "set a random one, e.g. `openssl rand -hex 32`, or unset it to have one generated"
-    if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
-        raise ConfigError(f"FLYWHEEL_USER_SALT is a placeholder: {how}")
-    if len(value) < MIN_SALT_CHARS:
-        raise ConfigError(
-            f"FLYWHEEL_USER_SALT has {len(value)} characters, the gateway needs at least "
-            f"{MIN_SALT_CHARS}: {how}"
-        )
+    _check_secret(
+        "FLYWHEEL_USER_SALT",
+        salt.get_secret_value(),
+        minimum=MIN_SALT_CHARS,
+        how="set a random one, e.g. `openssl rand -hex 32`, or unset it to have one generated",
+    )
 
 
 class RollbackRequest(BaseModel):
