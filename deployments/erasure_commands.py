@@ -25,10 +25,13 @@ def receipt(value: str) -> str:
 
 
 def status_args(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``flywheel erasure-status``: the receipt."""
     p.add_argument("receipt", type=receipt, help="the receipt forget-user printed")
 
 
 def resolve_args(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``flywheel erasure-resolve``: the receipt, ``--rollback`` or ``--accept``, and
+    the reason."""
     p.add_argument("receipt", type=receipt, help="the receipt forget-user printed")
     choice = p.add_mutually_exclusive_group(required=True)
     choice.add_argument(

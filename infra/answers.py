@@ -21,6 +21,9 @@ Messages = list[dict[str, Any]]
 
 @dataclass
 class Answer:
+    """One answer: its text, the seconds it took, and whether the upstream failed (then the text is
+    empty)."""
+
     text: str
     latency_s: float
     error: bool = False
@@ -32,7 +35,8 @@ class AnswerSource(Protocol):
     version: str
     lm: LocalLM | None  # the in-process model (drift checks), None for HTTP-served versions
 
-    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]: ...
+    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+        """One answer per request, in order, at temperature 0 and at most ``max_tokens`` tokens."""
 
 
 class LocalAnswers:
@@ -45,6 +49,8 @@ class LocalAnswers:
         self._lm = lm
 
     def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+        """One answer per request, in order, generated greedily in batches of ``batch_size``; each
+        answer's latency is its share of its batch's time."""
         prompts = [self._lm.render(m) for m in requests]
         out: list[Answer] = []
         for start in range(0, len(prompts), self.batch_size):
@@ -76,6 +82,8 @@ class HttpAnswers:
         self.key = api_key  # the upstream's key (FLYWHEEL_GATEWAY__UPSTREAMS), never logged
 
     def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+        """One answer per request, in order; an answer the upstream still refused after retries has
+        ``error`` set. Works from sync and async callers."""
         coro = self._answer_all(requests, max_tokens)
         try:
             asyncio.get_running_loop()

@@ -292,5 +292,6 @@ def scan(
 
 
 def current_snapshot_id(catalog: Catalog, name: str) -> int | None:
+    """The id of the table's current snapshot, None for a table with no snapshot yet."""
     snap = get_table(catalog, name).current_snapshot()
     return snap.snapshot_id if snap else None

@@ -37,12 +37,14 @@ class Placement:
 
     @property
     def torch_dtype(self) -> Any:
+        """The ``torch`` dtype object named by ``dtype``."""
         import torch
 
         return getattr(torch, self.dtype)
 
     @property
     def bf16(self) -> bool:
+        """Whether the model runs in bfloat16."""
         return self.dtype == "bfloat16"
 
 
@@ -80,6 +82,7 @@ def adapter_base(path: str | Path) -> str:
 
 
 def write_adapter_base(path: str | Path, version: str) -> None:
+    """Record in the adapter directory ``path`` the full model version it applies to."""
     (Path(path) / BASE_MODEL_FILE).write_text(json.dumps({"version": version}) + "\n")
 
 

@@ -79,18 +79,23 @@ def hour_prefix(at: datetime) -> str:
 
 
 def rollouts_key(window: str) -> str:
+    """``rollouts/window=<window>/batch.parquet``: the collected rollouts of a window."""
     return f"{ROLLOUTS_PREFIX}window={window}/batch.parquet"
 
 
 def scores_key(window: str) -> str:
+    """``scores/window=<window>/scores.parquet``: the scores of a window."""
     return f"{SCORES_PREFIX}window={window}/scores.parquet"
 
 
 def cache_shard_key(namespace: str, shard: str) -> str:
+    """``scores/cache/<namespace>/<shard>.parquet``: one shard of the score cache."""
     return f"{SCORES_CACHE_PREFIX}{namespace}/{shard}.parquet"
 
 
 def held_key(window: str) -> str:
+    """``curate/held/window=<window>/held.parquet``: the window's rows held back until
+    k-anonymous."""
     return f"{HELD_PREFIX}window={window}/held.parquet"
 
 
@@ -112,10 +117,12 @@ def version_number(version: str) -> int:
 
 
 def gate_prefix(version: str) -> str:
+    """``gates/<version>/``: the release gate's results for ``version``."""
     return f"{GATES_PREFIX}{version}/"
 
 
 def metrics_key(stage: str) -> str:
+    """``metrics/<stage>.json``: the stage's published metric state."""
     return f"{METRICS_PREFIX}{stage}.json"
 
 
@@ -125,6 +132,7 @@ def stale_prefix(stage: str) -> str:
 
 
 def stale_key(stage: str, window: str) -> str:
+    """The marker saying ``window``'s feedback changed and ``stage`` must redo it."""
     return f"{stale_prefix(stage)}window={window}"
 
 

@@ -84,6 +84,8 @@ def render_prompt(messages: list[dict[str, Any]]) -> str:
 
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
+    """Run the block with torch using ``n`` intra-op threads, restoring the previous count after
+    (None: unchanged)."""
     import torch
 
     before = torch.get_num_threads()
@@ -161,6 +163,7 @@ class LocalLM:
 
     @property
     def num_parameters(self) -> int:
+        """The model's total parameter count."""
         return int(sum(p.numel() for p in self.model.parameters()))
 
     def render(self, messages: list[dict[str, Any]]) -> str:

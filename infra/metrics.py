@@ -84,17 +84,21 @@ class StageReport:
     )
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        """Add ``value`` to the counter ``name`` with ``labels``."""
         key = _labels(labels)
         series = self.counters[name]
         series[key] = series.get(key, 0.0) + value
 
     def records(self, outcome: str, n: int) -> None:
+        """Count ``n`` records of this stage with ``outcome`` (``flywheel_stage_records_total``)."""
         self.count("flywheel_stage_records_total", n, stage=self.stage, outcome=outcome)
 
     def gauge(self, name: str, value: float, **labels: str) -> None:
+        """Set the gauge ``name`` with ``labels`` to ``value``."""
         self.gauges[name][_labels(labels)] = value
 
     def observe(self, name: str, values: Iterable[float], **labels: str) -> None:
+        """Add ``values`` to the histogram observations of ``name`` with ``labels``."""
         self.observations[name].setdefault(_labels(labels), []).extend(values)
 
 
@@ -164,6 +168,7 @@ def _label_names(series: dict[str, Any]) -> list[str]:
 
 
 def build_registry(state: dict[str, Any]) -> CollectorRegistry:
+    """A Prometheus registry exposing a published metric state."""
     registry = CollectorRegistry()
     registry.register(_StateCollector(state))
     return registry

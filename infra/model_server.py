@@ -25,12 +25,23 @@ log = logging.getLogger(__name__)
 
 
 class ModelServer(Protocol):
+    """A server that serves ``base_version`` and loads or unloads LoRA adapters as model
+    versions."""
+
     base_version: str
 
-    def load(self, version: str, path: str) -> None: ...
-    def unload(self, version: str) -> None: ...
-    def served(self) -> list[str]: ...
-    def health(self) -> str | None: ...
+    def load(self, version: str, path: str) -> None:
+        """Serve the adapter at ``path`` as ``version`` (raises ``ModelServerError`` on failure)."""
+
+    def unload(self, version: str) -> None:
+        """Stop serving ``version`` (never the base model; raises ``ModelServerError`` on
+        failure)."""
+
+    def served(self) -> list[str]:
+        """The versions the server serves now."""
+
+    def health(self) -> str | None:
+        """None when the server is healthy, else why not."""
 
 
 def _where(url: str) -> str:

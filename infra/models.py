@@ -63,6 +63,7 @@ def list_versions(store: ObjectStore) -> list[str]:
 
 
 def version_exists(store: ObjectStore, version: str) -> bool:
+    """Whether ``version`` is complete in the store."""
     return store.exists(model_prefix(version) + COMPLETE)
 
 
@@ -77,6 +78,7 @@ class ServableVersions:
 
     @classmethod
     def from_settings(cls, settings: Settings, store: ObjectStore) -> ServableVersions:
+        """The servable versions: those in ``store`` and those with a configured upstream."""
         return cls(store, frozenset(settings.gateway.upstreams))
 
     def servable(self, version: str) -> bool:

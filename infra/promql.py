@@ -56,10 +56,12 @@ class RouteStats:
 
     @property
     def error_ratio(self) -> float | None:
+        """Errors per request, None when there were no requests."""
         return self.errors / self.requests if self.requests > 0 else None
 
     @property
     def feedback_count(self) -> float:
+        """The number of feedback events, whatever their value."""
         return sum(self.feedback.values())
 
     @property
@@ -72,6 +74,8 @@ class RouteStats:
         return (up + 0.5 * neutral) / n
 
     def as_dict(self) -> dict[str, Any]:
+        """The stats as JSON-ready values, with the error ratio and feedback score (without the
+        latency histogram)."""
         data = asdict(self)
         data.pop("latency_buckets")
         data["feedback"] = {str(k): v for k, v in self.feedback.items()}
@@ -91,6 +95,8 @@ class CanaryWindow:
 
 
 class CanaryMetrics(Protocol):
+    """Where canary analysis reads each version's request, error, latency and feedback stats."""
+
     source: str
 
     def mark(self) -> float:
@@ -162,18 +168,23 @@ class PrometheusClient:
 
 
 class PrometheusMetrics:
+    """Canary stats from Prometheus queries (``increase`` over each window)."""
+
     source = "prometheus"
 
     def __init__(self, client: PrometheusClient, *, clock: Callable[[], float] = time.time):
         self.client = client
         self.clock = clock
 
-    def mark(self) -> float:  # Prometheus keeps the history itself
+    def mark(self) -> float:
+        """Return now; nothing to record, as Prometheus keeps the history itself."""
         return self.clock()
 
     def read(
         self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
     ) -> CanaryWindow:
+        """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route, each
+        since its own start, from Prometheus. Raises ``MetricsError`` when a query fails."""
         now = self.clock()
         return CanaryWindow(
             candidate=self._route(candidate, "canary", now - candidate_since, now),
@@ -212,6 +223,9 @@ Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 class EmbeddedMetrics:
+    """Canary stats from the gateway's own ``/metrics`` (no Prometheus): the difference between a
+    scrape at each :meth:`mark` and a scrape at :meth:`read`."""
+
     source = "embedded"
 
     def __init__(self, scrape: Callable[[], str], *, clock: Callable[[], float] = time.time):
@@ -221,6 +235,7 @@ class EmbeddedMetrics:
 
     @classmethod
     def from_url(cls, gateway_url: str, *, timeout_s: float = 5.0) -> EmbeddedMetrics:
+        """Scrape ``<gateway_url>/metrics`` over HTTP (a failed scrape raises ``MetricsError``)."""
         url = gateway_url.rstrip("/") + "/metrics"
 
         def scrape() -> str:
@@ -234,6 +249,7 @@ class EmbeddedMetrics:
         return cls(scrape)
 
     def mark(self) -> float:
+        """Scrape ``/metrics`` now and keep the samples as a window start; returns that time."""
         series = parse_exposition(self.scrape())
         at = self.clock()
         self.snapshots.append((at, series))
@@ -242,6 +258,9 @@ class EmbeddedMetrics:
     def read(
         self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
     ) -> CanaryWindow:
+        """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route: a
+        scrape now minus the last :meth:`mark` at or before each start. Raises ``MetricsError`` when
+        a scrape fails or no mark precedes a start."""
         now, current = self.clock(), parse_exposition(self.scrape())
         return CanaryWindow(
             candidate=route_stats(current, self._at(candidate_since), candidate, "canary"),

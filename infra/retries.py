@@ -73,6 +73,7 @@ class RetryCounter:
         self._counts: Counter[str] = Counter()
 
     def add(self, operation: str) -> None:
+        """Count one retry of ``operation``."""
         with self._lock:
             self._counts[operation] += 1
 

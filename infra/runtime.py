@@ -28,19 +28,24 @@ class Runtime:
 
     @classmethod
     def from_env(cls) -> Runtime:
+        """A runtime on the process-wide settings (``FLYWHEEL_*`` variables and ``.env``)."""
         return cls(get_settings())
 
     @cached_property
     def store(self) -> ObjectStore:
+        """The object store, opened on first use."""
         return open_store(self.settings)
 
     @cached_property
     def catalog(self) -> Catalog:
+        """The Iceberg catalog, opened on first use."""
         from infra.catalog import open_catalog
 
         return open_catalog(self.settings)
 
     def trace_source(self) -> TraceSource:
+        """Where collect reads traces: Langfuse or the gateway's spool in the store
+        (``trace_source``)."""
         if self.settings.trace_source == "langfuse":
             from infra.traces.langfuse_reader import LangfuseSource
 

@@ -82,4 +82,6 @@ class ModelServerSettings(BaseModel):
 
     @property
     def enabled(self) -> bool:
+        """Whether a model server is configured (a kind other than ``none`` and at least one
+        URL)."""
         return self.kind != "none" and bool(self.urls)

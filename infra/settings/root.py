@@ -99,20 +99,24 @@ class Settings(BaseSettings):
 
     @property
     def home_dir(self) -> Path:
+        """``home`` as an absolute path (``~`` expanded)."""
         return self.home.expanduser().resolve()
 
     @property
     def resolved_store_url(self) -> str:
+        """The object store URL: ``store_url``, else ``<home>/store``."""
         return self.store_url or str(self.home_dir / "store")
 
     @property
     def resolved_catalog_uri(self) -> str:
+        """The Iceberg catalog URI: ``catalog_uri``, else a SQLite file ``<home>/catalog.db``."""
         if self.catalog_uri:
             return self.catalog_uri
         return f"sqlite:///{self.home_dir / 'catalog.db'}"
 
     @property
     def resolved_warehouse(self) -> str:
+        """The Iceberg warehouse: ``catalog_warehouse``, else ``warehouse/`` under the store URL."""
         if self.catalog_warehouse:
             return self.catalog_warehouse
         base = self.resolved_store_url.rstrip("/")

@@ -56,6 +56,8 @@ class PiiConfig:
 
     @classmethod
     def from_settings(cls, curate: CurateSettings) -> PiiConfig:
+        """The engine configuration the curate settings describe (custom pattern names become
+        entities)."""
         return cls(
             languages=tuple(curate.languages),
             spacy_models=tuple(sorted(curate.spacy_models.items())),

@@ -282,6 +282,8 @@ def _scrub_parquet(data: bytes, key: str, salt: str, trace_ids: set[str]) -> byt
 
 
 def erasure_details(result: Erasure) -> dict[str, Any]:
+    """The counts of an erasure (rows, objects, snapshots, orphan files, Langfuse deletes) as a flat
+    dict for the audit log and the run log."""
     return {
         "rows_deleted": result.rows_deleted,
         "objects_rewritten": result.objects_rewritten,

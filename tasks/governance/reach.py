@@ -80,10 +80,12 @@ class ErasureCase(BaseModel):
 
 
 def now() -> datetime:
+    """The current time in UTC (the clock case steps are stamped with)."""
     return datetime.now(UTC)
 
 
 def case_key(receipt: str) -> str:
+    """The store key of the erasure case of ``receipt``."""
     return f"{ERASURE_CASES_PREFIX}{receipt}.json"
 
 
