@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_OFF = "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
 MIN_TOKEN_CHARS = 32
+MIN_SALT_CHARS = 16
 _PLACEHOLDERS = ("changeme", "change-me", "change_me", "placeholder", "example", "your-")
 
 
@@ -82,9 +83,6 @@ def _check_secret(name: str, value: str, *, minimum: int, how: str) -> None:
         raise ConfigError(
             f"{name} has {len(value)} characters, the gateway needs at least {minimum}: {how}"
         )
-
-
-MIN_SALT_CHARS = 16
 
 
 def check_user_salt(salt: SecretStr | None) -> None:
@@ -117,6 +115,8 @@ class RollbackRequest(BaseModel):
 
 
 class Admin:
+    """Admin actions; a rollback's audit event and ``on_rollback(reason)`` run in the background."""
+
     def __init__(
         self,
         *,
@@ -128,11 +128,9 @@ class Admin:
     ) -> None:
         self.settings = settings
         self.store = store
-        # the audit event is written in the background
         self.routing = StoreRouting(store, bake_s=settings.model_server.bake_s)
         self.watcher = watcher
         self._catalog = catalog
-        # runs in a background thread after each rollback, with its reason
         self.on_rollback = on_rollback or (
             lambda reason: trigger_prefect_rollback(settings, reason)
         )
@@ -161,6 +159,7 @@ class Admin:
 
     @property
     def enabled(self) -> bool:
+        """Whether an admin token is set (the admin API is off without one)."""
         token = self.settings.gateway.admin_token
         return token is not None and bool(token.get_secret_value())
 
@@ -361,6 +360,7 @@ def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
 
 
 def admin_router(admin: Admin) -> APIRouter:
+    """The ``/admin`` routes (state, rollback, alerts, consent), all behind the bearer token."""
     router = APIRouter(prefix="/admin", dependencies=[Depends(admin.authorize)])
 
     @router.get("/state")

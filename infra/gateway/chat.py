@@ -44,6 +44,7 @@ def logprobs_body(done: Completion) -> dict[str, Any] | None:
 def completion_body(
     done: Completion, *, trace_id: str, version: str, logprobs: bool = False
 ) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` body of a finished completion, with its trace id as the id."""
     message: dict[str, Any] = {"role": "assistant", "content": done.text}
     if done.tool_calls:
         message["tool_calls"] = done.tool_calls
@@ -118,6 +119,7 @@ class JsonResponse(Response):
 
 
 def raw_headers(headers: Mapping[str, str] | RawHeaders) -> RawHeaders:
+    """Headers as ASGI raw header pairs (lower-cased names, latin-1 bytes)."""
     if isinstance(headers, list):
         return headers
     return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -126,6 +128,7 @@ def raw_headers(headers: Mapping[str, str] | RawHeaders) -> RawHeaders:
 def json_response(
     data: Any, *, status: int = 200, headers: Mapping[str, str] | RawHeaders | None = None
 ) -> Response:
+    """A JSON response with ``status`` and extra ``headers``."""
     return JsonResponse(data, status=status, headers=headers)
 
 

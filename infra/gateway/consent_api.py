@@ -22,6 +22,9 @@ _KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ConsentRequest(BaseModel):
+    """The body of ``POST /admin/consent``: exactly one of ``user_id`` and ``user_key``, and whether
+    the user consents."""
+
     user_id: str | None = Field(default=None, min_length=1, max_length=512)
     user_key: str | None = Field(default=None, pattern=_KEY.pattern)
     granted: bool

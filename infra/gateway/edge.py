@@ -45,6 +45,8 @@ class GuardedProtocol(HttpToolsProtocol):
     public_open = 0  # open public connections in this process
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Count a public connection (or answer 503 and close at the limit) and start the head
+        deadline."""
         super().connection_made(transport)
         self._head_bytes = 0  # bytes received while a head is incomplete
         self._head_parsed = 0  # bytes of the head's URL and headers
@@ -63,6 +65,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Stop counting the connection and cancel its head deadline."""
         if self._public:
             type(self).public_open -= 1
             self._public = False
@@ -70,6 +73,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        """Parse ``data``, answering 431 once an incomplete head passes ``max_header_bytes``."""
         if self._refused:
             return
         if self._in_head:
@@ -86,20 +90,25 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def on_message_begin(self) -> None:
+        """A new request: its head is counted and timed afresh."""
         super().on_message_begin()
         self._in_head = True
         self._head_parsed = 0
         self._arm()
 
     def on_url(self, url: bytes) -> None:
+        """Count the URL towards the head size."""
         self._head_parsed += len(url)
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        """Count the header towards the head size."""
         self._head_parsed += len(name) + len(value) + 4
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        """Stop the head deadline; answer 431 instead of passing on a head over
+        ``max_header_bytes``."""
         self._in_head = False
         self._head_bytes = 0
         self._disarm()
@@ -109,10 +118,12 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
+        """Pass the body on unless the request was refused."""
         if not self._refused:
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        """Pass the request's end on unless it was refused."""
         if not self._refused:
             super().on_message_complete()
 

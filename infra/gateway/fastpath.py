@@ -88,4 +88,5 @@ class ChatEndpoint:
 
     @staticmethod
     def matches(scope: dict[str, Any]) -> bool:
+        """Whether an ASGI scope is a ``POST`` to the chat completions path."""
         return scope["type"] == "http" and scope["path"] == CHAT_PATH and scope["method"] == "POST"

@@ -53,10 +53,12 @@ class TraceIds:
         return mac.hexdigest()[:TAG_HEX]
 
     def new(self) -> str:
+        """A fresh trace id: a random nonce and its signature."""
         nonce = random_hex(NONCE_HEX // 2)
         return nonce + self._tag(nonce)
 
     def verify(self, trace_id: str) -> bool:
+        """Whether ``trace_id`` is well formed and signed with this gateway's secret."""
         if not _TRACE_ID.fullmatch(trace_id):
             return False
         nonce, tag = trace_id[:NONCE_HEX], trace_id[NONCE_HEX:]

@@ -22,6 +22,7 @@ class HexIds:
         self._at = 0
 
     def next(self, nbytes: int = 16) -> str:
+        """``2 * nbytes`` random hex characters."""
         if self._at + nbytes > len(self._pool):
             self._pool, self._at = os.urandom(max(_POOL_BYTES, nbytes)), 0
         start, self._at = self._at, self._at + nbytes

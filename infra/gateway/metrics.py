@@ -109,6 +109,8 @@ class GatewayMetrics:
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def observe(self, *, model: str, route: str, seconds: float, error: bool) -> None:
+        """Count one request of ``model`` on ``route`` with its latency, and an error if it
+        failed."""
         key = (model, route)
         children = self._children.get(key)
         if children is None:

@@ -91,6 +91,7 @@ class StateWatcher:
 
     @property
     def state(self) -> RoutingState:
+        """The routing state in use now."""
         return self._state
 
     def set_local(self, state: RoutingState, *, persisted: bool) -> None:

@@ -61,6 +61,8 @@ MAX_BACKGROUND = 256  # shadow copies / siblings in flight; beyond this they are
 
 
 class Gateway:
+    """The chat completions handler: routes each request, answers it, records and traces it."""
+
     def __init__(
         self,
         *,
@@ -89,6 +91,8 @@ class Gateway:
     # -- helpers ---------------------------------------------------------------------------
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> bool:
+        """Run ``coro`` in the background; False (and ``coro`` closed) when ``MAX_BACKGROUND`` tasks
+        are already running."""
         if len(self.background) >= MAX_BACKGROUND:
             coro.close()
             return False
@@ -98,6 +102,8 @@ class Gateway:
         return True
 
     async def known_version(self, version: str) -> bool:
+        """Whether ``version`` can be served (routed, configured or in the store); a yes is
+        remembered."""
         state = self.watcher.state
         if version in self._known or version in (state.stable, state.candidate):
             return True
@@ -205,6 +211,9 @@ class Gateway:
         prompt_group: str,
         pairing_id: str | None,
     ) -> Response:
+        """Answer a non-streaming request from the decided version (the stable one if the canary
+        fails), record and trace it; 502 when no version answered."""
+
         async def complete(version: str) -> Completion:
             return await self.pool.get(version).complete(req.messages, params)
 

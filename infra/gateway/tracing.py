@@ -69,6 +69,7 @@ class TraceDispatcher:
         self._put(("trace", fields))
 
     def submit_feedback(self, event: FeedbackEvent) -> None:
+        """Queue a feedback event (never blocks; counted as dropped when the queue is full)."""
         self._put(("feedback", event))
 
     def _put(self, item: tuple[str, Any]) -> None:
@@ -78,6 +79,7 @@ class TraceDispatcher:
             self.dropped.inc()
 
     def start(self) -> None:
+        """Start the background worker (call inside the running event loop)."""
         self._task = asyncio.create_task(self._run(), name="trace-dispatcher")
 
     async def stop(self, timeout_s: float = 5.0) -> None:
