@@ -15,15 +15,34 @@ class ObjectStore(Protocol):
 
     url: str
 
-    def put(self, key: str, data: bytes) -> None: ...
-    def get(self, key: str) -> bytes: ...
-    def exists(self, key: str) -> bool: ...
-    def list(self, prefix: str = "") -> list[str]: ...
-    def delete(self, key: str) -> None: ...
-    def get_versioned(self, key: str) -> tuple[bytes, str]: ...
-    def put_if(self, key: str, data: bytes, *, etag: str | None) -> str: ...
-    def put_file(self, key: str, path: Path) -> None: ...
-    def get_file(self, key: str, path: Path) -> None: ...
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` as ``key``, replacing any object there."""
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes (raises ``ObjectNotFound`` when the key does not exist)."""
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys under ``prefix``, sorted."""
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (nothing when it does not exist)."""
+
+    def get_versioned(self, key: str) -> tuple[bytes, str]:
+        """The object and its ETag, for a later :meth:`put_if` (raises ``ObjectNotFound``)."""
+
+    def put_if(self, key: str, data: bytes, *, etag: str | None) -> str:
+        """Write ``data`` only if the object's ETag is still ``etag`` (None: only if it does not
+        exist); returns the new ETag. Raises ``PreconditionFailed`` otherwise."""
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Copy the file at ``path`` into ``key`` (streamed)."""
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Copy ``key`` into the file ``path`` (raises ``ObjectNotFound`` when the key does not
+        exist)."""
 
 
 def check_key(key: str) -> str:

@@ -49,6 +49,7 @@ class LocalStore:
             raise StoreError(f"cannot write {key}: {exc.strerror}") from exc
 
     def get(self, key: str) -> bytes:
+        """The object's bytes (raises ``ObjectNotFound`` when the key does not exist)."""
         try:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
@@ -78,9 +79,11 @@ class LocalStore:
             raise StoreError(f"cannot read {key}: {exc.strerror}") from exc
 
     def exists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
         return self._path(key).is_file()
 
     def list(self, prefix: str = "") -> list[str]:
+        """Keys under ``prefix``, sorted (temporary and lock files left out)."""
         base = self.root / prefix if prefix else self.root
         start = base if base.is_dir() else base.parent
         if not start.exists():
@@ -93,6 +96,7 @@ class LocalStore:
         return sorted(keys)
 
     def delete(self, key: str) -> None:
+        """Remove ``key`` (nothing when it does not exist)."""
         self._path(key).unlink(missing_ok=True)
 
     def list_modified(self, prefix: str = "") -> builtins.list[tuple[str, datetime]]:

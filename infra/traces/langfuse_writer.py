@@ -51,6 +51,8 @@ class LangfuseSink(LangfuseClient):
         )
 
     def write_trace(self, record: TraceRecord) -> None:
+        """Send the trace as one ``generation`` observation under the gateway's trace id (exported
+        by the SDK in the background)."""
         from langfuse import propagate_attributes
 
         with propagate_attributes(user_id=record.user_id, session_id=record.session_id):

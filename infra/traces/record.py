@@ -100,6 +100,9 @@ class TraceRecord(BaseModel):
 
 
 class FeedbackEvent(BaseModel):
+    """A user's vote on a trace: +1 (up), 0 (neutral) or -1 (down), when it was given, and an
+    optional comment."""
+
     trace_id: str
     value: Literal[-1, 0, 1]
     at: datetime
@@ -127,7 +130,9 @@ class WindowBatch:
 class TraceSource(Protocol):
     """Reads every trace whose ``created_at`` is in ``[start, end)`` with its latest feedback."""
 
-    def read_window(self, start: datetime, end: datetime) -> WindowBatch: ...
+    def read_window(self, start: datetime, end: datetime) -> WindowBatch:
+        """The traces created in ``[start, end)`` with their latest feedback, and the lines that did
+        not parse."""
 
     def read_feedback(self, start: datetime, end: datetime) -> dict[str, Literal[-1, 0, 1]]:
         """The latest feedback per trace id among feedback given in ``[start, end)``."""
@@ -141,10 +146,17 @@ class TraceSink(Protocol):
     ``writes_in_memory = True``: the dispatcher then calls them on the event loop and only
     ``flush``/``close`` in its thread."""
 
-    def write_trace(self, record: TraceRecord) -> None: ...
-    def write_feedback(self, event: FeedbackEvent) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
+    def write_trace(self, record: TraceRecord) -> None:
+        """Accept one trace record."""
+
+    def write_feedback(self, event: FeedbackEvent) -> None:
+        """Accept one feedback event."""
+
+    def flush(self) -> None:
+        """Make everything accepted so far durable."""
+
+    def close(self) -> None:
+        """Flush and release the sink's resources."""
 
 
 def parse_trace(payload: bytes | dict[str, Any], *, max_bytes: int) -> TraceRecord:

@@ -25,6 +25,7 @@ from infra.traces.record import FeedbackEvent, RawLine, TraceRecord, WindowBatch
 
 
 def window_hours(start: datetime, hours: int) -> list[datetime]:
+    """The ``hours`` whole UTC hours starting with the hour that holds ``start``."""
     start = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return [start + timedelta(hours=i) for i in range(hours)]
 
@@ -36,7 +37,7 @@ def _hour_prefix(at: datetime) -> str:
 
 @lru_cache(maxsize=64)
 def _prefix_of_hour(year: int, month: int, day: int, hour: int) -> str:
-    """``hour_prefix`` once per hour, not once per line (its formatting dominated a write)."""
+    """``hour_prefix`` once per hour, not once per line: the lines of an hour share it."""
     return hour_prefix(datetime(year, month, day, hour, tzinfo=UTC))
 
 
@@ -57,11 +58,13 @@ class SpoolWriter:
         self._lock = threading.Lock()
 
     def write_trace(self, record: TraceRecord) -> None:
-        # pydantic's own JSON encoder (Rust): a few times cheaper than model_dump + json.dumps
+        """Buffer the trace as a spool line of the hour it was created in."""
+        # pydantic's own JSON encoder (Rust), cheaper than model_dump + json.dumps per trace
         line = '{"type": "trace", ' + record.model_dump_json()[1:]
         self._add(_hour_prefix(record.created_at), line)
 
     def write_feedback(self, event: FeedbackEvent) -> None:
+        """Buffer the feedback event as a spool line of the hour it was given in."""
         line = json.dumps({"type": "feedback", **event.model_dump(mode="json")})
         self._add(_hour_prefix(event.at), line)
 
@@ -105,15 +108,19 @@ class SpoolSink:
         self.writer = SpoolWriter(store, max_lines=10**9)
 
     def write_trace(self, record: TraceRecord) -> None:
+        """Encode and buffer the trace (no I/O)."""
         self.writer.write_trace(record)
 
     def write_feedback(self, event: FeedbackEvent) -> None:
+        """Encode and buffer the feedback event (no I/O)."""
         self.writer.write_feedback(event)
 
     def flush(self) -> None:
+        """Write the buffered lines to the store."""
         self.writer.flush()
 
     def close(self) -> None:
+        """Write the buffered lines to the store."""
         self.writer.flush()
 
 
@@ -133,6 +140,9 @@ class SpoolSource:
                         yield f"{key}#L{n}", line
 
     def read_window(self, start: datetime, end: datetime) -> WindowBatch:
+        """The traces created in ``[start, end)`` with their latest feedback (given up to
+        ``lookahead_hours`` after ``end``); unparsable lines are returned as invalid, with the
+        reason."""
         n_hours = max(1, int((end - start).total_seconds() // 3600))
         batch = WindowBatch()
         for where, line in self._lines(window_hours(start, n_hours)):
