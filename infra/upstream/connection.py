@@ -60,9 +60,12 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: Any) -> None:
+        """Keep the transport of the new connection."""
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        """Feed the exchange's parser; bytes outside an exchange, a malformed answer or a protocol
+        switch fail it and drop the connection."""
         if not self.active or self.complete:
             self.abort()  # an answer nobody asked for: the connection cannot be trusted
             return
@@ -81,9 +84,11 @@ class Connection(asyncio.Protocol):
             self.abort()
 
     def eof_received(self) -> bool:
+        """The upstream finished sending: the connection closes."""
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """End a body delimited by the connection's close, else fail the exchange under way."""
         self.closed = True
         if self.headers_done and not self.delimited and self.error is None:
             self.complete = True  # a body without length or chunks ends with the connection
@@ -94,15 +99,18 @@ class Connection(asyncio.Protocol):
     # -- httptools callbacks ------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        """Start a response; a second answer to one request is refused."""
         if self.complete:  # a second answer to one request: the connection cannot be trusted
             self.keep_alive = False
             raise HttpError("an answer nobody asked for")
         self.headers, self.header_bytes, self.delimited = [], 0, False
 
     def on_status(self, status: bytes) -> None:
+        """Count the status line towards the head size."""
         self._count_head(len(status))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        """Keep the header (lower-cased name) and count it towards the head size."""
         self._count_head(len(name) + len(value))
         lower = name.lower()
         if lower in (b"content-length", b"transfer-encoding"):
@@ -116,6 +124,7 @@ class Connection(asyncio.Protocol):
             raise HttpError("head too large")  # stops the parser: feed_data raises
 
     def on_headers_complete(self) -> None:
+        """Skip a 1xx head; otherwise the status and headers are in (a stream's waiter wakes)."""
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.informational = True  # 100 Continue, 103 Early Hints: the answer follows
@@ -126,6 +135,8 @@ class Connection(asyncio.Protocol):
             self._wake()
 
     def on_body(self, body: bytes) -> None:
+        """Keep a body chunk (refused over ``max_body``); a stream pauses reading past
+        ``HIGH_WATER``."""
         self.body_bytes += len(body)
         if self.body_bytes > self.max_body:
             self.error = HttpError(f"the upstream's response body is over {self.max_body} bytes")
@@ -139,6 +150,7 @@ class Connection(asyncio.Protocol):
             self._wake()
 
     def on_message_complete(self) -> None:
+        """The answer is complete (a 1xx is skipped); note whether the connection can be reused."""
         if self.informational:
             self.informational = False
             return
@@ -177,11 +189,13 @@ class Connection(asyncio.Protocol):
         return data
 
     def expire(self) -> None:
+        """Fail the exchange as timed out and drop the connection."""
         self.timed_out = True
         self._fail(HttpError("timed out"))
         self.abort()
 
     def abort(self) -> None:
+        """Drop the connection at once (it is never reused)."""
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

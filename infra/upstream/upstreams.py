@@ -1,7 +1,6 @@
 """Model servers behind the gateway, one per model version: an OpenAI-compatible HTTP endpoint
 (vLLM, llama.cpp server, any provider; ``FLYWHEEL_GATEWAY__UPSTREAMS``) or the in-process
-causal LM fetched from ``models/<version>/`` in the object store (the embedded default).
-"""
+causal LM fetched from ``models/<version>/`` in the object store (the embedded default)."""
 
 from __future__ import annotations
 
@@ -59,11 +58,15 @@ def status_error(version: str, status: int, headers: list[tuple[bytes, bytes]]) 
 
 
 class Upstream(Protocol):
+    """What serves one model version: a whole completion or a stream of pieces."""
+
     version: str
 
-    async def complete(self, messages: Messages, params: GenParams) -> Completion: ...
+    async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        """The whole completion; raises ``UpstreamError`` (``UpstreamUnavailable``: retryable)."""
 
-    def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]: ...
+    def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        """The completion as it is generated (raises as :meth:`complete`)."""
 
 
 class HttpUpstream:
@@ -136,6 +139,7 @@ class HttpUpstream:
         return UpstreamUnavailable(f"{self.version}: {exc}")
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        """``POST /chat/completions``; any failure raises ``UpstreamError``."""
         raw = await self._fetch(orjson.dumps(self._body(messages, params, False)))
         try:
             data = orjson.loads(raw)
@@ -159,6 +163,7 @@ class HttpUpstream:
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        """``POST /chat/completions`` as a server-sent event stream, one piece per chunk."""
         body = orjson.dumps(self._body(messages, params, True))
         try:
             response = await self.session().stream(
@@ -198,15 +203,18 @@ class ReplicaUpstream:
         return self.replicas[self._next]
 
     async def check(self) -> str | None:
+        """None when every replica answers, else the first replica's reason."""
         for replica in self.replicas:
             if (reason := await replica.check()) is not None:
                 return reason
         return None
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        """The completion from the next replica in turn."""
         return await self._pick().complete(messages, params)
 
     def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        """The stream from the next replica in turn."""
         return self._pick().stream(messages, params)
 
 
@@ -270,6 +278,7 @@ class LocalUpstream:
         return self._lm
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
+        """Generate in a worker thread, the model loaded on first use; raises ``UpstreamError``."""
         lm = await self._model()
         prompt = lm.render(messages)
         async with self._limiter:
@@ -294,6 +303,7 @@ class LocalUpstream:
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
+        """The whole completion as a single piece (the in-process model does not stream)."""
         yield await self.complete(messages, params)
 
 
@@ -332,6 +342,7 @@ class UpstreamPool:
         return sorted(self._upstreams)
 
     def get(self, version: str) -> Upstream:
+        """The upstream of ``version``: configured, else on the model server, else in process."""
         upstream = self._upstreams.get(version) or self._local.get(version)
         if upstream is None and self.settings.model_server.enabled:
             upstream = model_server_upstream(version, self.settings, self.session)
@@ -384,5 +395,6 @@ class UpstreamPool:
         return self._session
 
     async def aclose(self) -> None:
+        """Close the shared HTTP client's connections."""
         if self._session is not None:
             await self._session.close()
