@@ -6,7 +6,7 @@ what two CPU cores can do anyway) and batched for the gate.
 
 What the model sees. Real users write preambles full of personal data ("Hi, I'm Jane Roe,
 card 4111 ... What is 23+58?") and the trace keeps that full message, but a 0.8 M-parameter
-character model trained on such prompts collapses (measured: 0.5 % accuracy). So
+character model trained on such prompts collapses (it cannot find the question). So
 :func:`render_prompt` renders only the *question sentence* of the last user message in the
 demo format ``"Q: <question>\\nA:"``, and :meth:`LocalLM.generate` additionally left-truncates a
 prompt to the context window (keeping its end, as small-context servers do). Tool results
@@ -127,8 +127,8 @@ class LocalLM:
 
         ``threads``: torch intra-op threads while generating (``None``: leave torch's
         setting). One by default: for a small model more threads only add OpenMP
-        synchronisation; measured on 2 busy cores, 18 ms per answer with 1 thread against
-        110 ms with 2. Set more for a large ``base_model_path`` model.
+        synchronisation and make each answer slower. Set more for a large ``base_model_path``
+        model.
 
         Raises:
             ConfigError: the directory is missing or is not a loadable causal LM.
