@@ -185,7 +185,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
         "--requests",
         type=whole_number(10),
         default=None,
-        help="simulated requests per cycle (default 500)",
+        help="simulated requests per cycle (default 1000)",
     )
     p.add_argument(
         "--seed",

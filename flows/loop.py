@@ -83,7 +83,7 @@ class LoopOptions(BaseModel):
     """Knobs of the embedded demo loop (flywheel run); stage settings come from FLYWHEEL_*."""
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
-    requests: int = Field(default=500, ge=10, description="simulated user requests per cycle")
+    requests: int = Field(default=1000, ge=10, description="simulated user requests per cycle")
     concurrency: int = Field(
         default=8, ge=1, le=64, description="simulated users sending requests at once"
     )
@@ -159,7 +159,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
 
     Args:
         options: Cycles, simulated traffic and release pacing of this run (the defaults
-            shown: one cycle of 500 requests).
+            shown: one cycle of 1,000 requests).
     """
     opts = options
     started = time.monotonic()

@@ -20,7 +20,7 @@ class TrainSettings(BaseModel):
     buffer_days: float = Field(default=7, ge=0)
     workload_buffer_days: dict[str, float] = {}
     buffer_windows: int = 0
-    learning_rate: float = 5e-5
+    learning_rate: float = 1e-4
     max_steps: int = 200
     batch_size: int = 16
     beta: float = 0.1

@@ -17,7 +17,7 @@ class TrainConfig:
     """Hyperparameters of one stage-4 run (recorded verbatim in the model's lineage)."""
 
     method: Method = "dpo"
-    learning_rate: float = 5e-5
+    learning_rate: float = 1e-4
     max_steps: int = 200
     batch_size: int = 16
     beta: float = 0.1

@@ -31,7 +31,7 @@ def test_one_cycle_ships_a_better_model_offline(
     from flows.loop import LoopOptions, loop_report, run_loop
 
     started = time.perf_counter()
-    summary = run_loop(LoopOptions(requests=500, seed=0))
+    summary = run_loop(LoopOptions(requests=1000, seed=0))
     print(loop_report(summary), f"\n(wall {time.perf_counter() - started:.0f} s)")
 
     assert 0.30 <= summary.base_accuracy <= 0.70  # a base with room to improve

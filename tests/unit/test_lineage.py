@@ -102,7 +102,9 @@ def _lineage(method: Method, tmp_path: Path) -> Lineage:
         base_version="v0",
         train_run="run-123",
         choice=MethodChoice(method=method, reason=f"requested {method}: 4 items", available=4),
-        config=TrainConfig(method=method, max_steps=20, use_lora=method == "rft"),
+        config=TrainConfig(
+            method=method, max_steps=20, learning_rate=5e-5, use_lora=method == "rft"
+        ),
         selection=_selection(),
         pairs_snapshot_id=pairs_sid,
         consent_snapshot_id=consent_sid,
