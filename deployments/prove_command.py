@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from deployments.output import emit
@@ -28,6 +29,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated arms (default all: loop,shuffled,rft,grpo,dpo_plain,oracle_sft)",
     )
+    p.add_argument(
+        "--base",
+        default=None,
+        metavar="VERSION",
+        help="start from this model version in the store (default: the demo's v0, bootstrapped)",
+    )
     p.add_argument("--out", default=None, help="report folder (default $FLYWHEEL_HOME/prove)")
 
 
@@ -41,22 +48,37 @@ def options(ns: argparse.Namespace) -> Any:
         "prompts": ns.prompts,
         "workers": ns.workers,
         "out": ns.out,
+        "base": ns.base,
         "arms": [a.strip() for a in ns.arms.split(",") if a.strip()] if ns.arms else None,
     }
     return ProveOptions(**{k: v for k, v in given.items() if v is not None})
 
 
 def check(ns: argparse.Namespace) -> None:
-    """Refuse unknown arms (or a set without the loop and its control) before anything runs."""
+    """Refuse unknown arms (or a set without the loop and its control) and a base version the
+    store does not hold before anything runs."""
     from infra.errors import ConfigError
     from tasks.prove.arms import ARMS, CONTROL, LOOP
 
+    if ns.base is not None:
+        _check_base(ns.base)
     arms = options(ns).arms
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise ConfigError(f"--arms: unknown {', '.join(unknown)} (known: {', '.join(ARMS)})")
     if not {LOOP, CONTROL} <= set(arms):
         raise ConfigError(f"--arms must include {LOOP} and {CONTROL} (the paired test)")
+
+
+def _check_base(version: str) -> None:
+    from infra import models
+    from infra.errors import ConfigError
+    from infra.runtime import Runtime
+
+    store = Runtime.from_env().store
+    if not re.fullmatch(r"v\d+", version) or not models.version_exists(store, version):
+        known = ", ".join(models.list_versions(store)) or "none yet (flywheel bootstrap)"
+        raise ConfigError(f"--base {version}: no such model version in the store (known: {known})")
 
 
 def run_prove(ns: argparse.Namespace) -> int:

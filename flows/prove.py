@@ -7,13 +7,14 @@ arm and a paired test of the loop against a shuffled-reward control (:mod:`tasks
 ``report.md``, ``chart.png`` and ``ablation.json`` under ``$FLYWHEEL_HOME/prove`` (or
 ``out``) and the report as a Prefect artifact.
 
-The base model and the simulated questions are the embedded demo's (this flow bootstraps v0,
-as ``flywheel run`` does); the golden set and its verifier are those the settings name
-(FLYWHEEL_REWARD__GOLDEN, FLYWHEEL_REWARD__VERIFIER)."""
+The base model is the version ``base`` names in the store, else the embedded demo's v0 (this
+flow bootstraps it, as ``flywheel run`` does); the questions, the golden set and its verifier
+are those the settings name (FLYWHEEL_REWARD__QUESTIONS, FLYWHEEL_REWARD__GOLDEN,
+FLYWHEEL_REWARD__VERIFIER; the demo's without them), each loaded by name
+(:mod:`tasks.prove.sources`)."""
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
@@ -25,8 +26,6 @@ from pydantic import BaseModel, Field
 from infra.errors import InsufficientTraffic
 from infra.progress import report_progress
 from infra.runtime import Runtime
-from tasks.demo.bootstrap import bootstrap_base_model
-from tasks.demo.domain import sample_question
 from tasks.golden import settings_golden
 from tasks.prove.arms import ARMS, CONTROL, LOOP, Baseline, golden_answers, golden_scores
 from tasks.prove.report import markdown, text_table, write_report
@@ -39,6 +38,7 @@ from tasks.prove.run import (
     traffic_summary,
     train_arms,
 )
+from tasks.prove.sources import base_model, sample_questions
 from tasks.prove.traffic import Traffic, build_traffic
 from tasks.train.config import TrainConfig
 
@@ -59,6 +59,11 @@ class ProveOptions(BaseModel):
     )
     workers: int = Field(default=2, ge=1, le=16, description="trainings at once (processes)")
     seed: int = Field(default=0, description="seed of the base model and the traffic")
+    base: str | None = Field(
+        default=None,
+        pattern=r"^v\d+$",
+        description="model version in the store to start from (default: the demo's v0)",
+    )
     out: str | None = Field(
         default=None, description="report folder (default $FLYWHEEL_HOME/prove)"
     )
@@ -71,8 +76,7 @@ def traffic_task(model_dir: Path, opts: ProveOptions) -> Traffic:
 
     rt = Runtime.from_env()
     lm = LocalLM.load(model_dir)
-    rng = random.Random(opts.seed)
-    questions = [sample_question(rng) for _ in range(opts.prompts)]
+    questions = sample_questions(rt.settings.reward, opts.prompts, seed=opts.seed)
     return build_traffic(
         lm, questions, settings=rt.settings, temperatures=opts.temperatures, seed=opts.seed
     )
@@ -97,7 +101,8 @@ def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a
     chart.png and ablation.json and a markdown artifact.
 
     Args:
-        options: Seeds, steps, traffic size and worker processes (the defaults shown).
+        options: Seeds, steps, traffic size, worker processes and the base model version (the
+            defaults shown).
     """
     opts = options
     unknown = sorted(set(opts.arms) - set(ARMS))
@@ -109,10 +114,13 @@ def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a
     phases: dict[str, float] = {}
     jobs = [(arm, seed) for arm in opts.arms for seed in range(opts.seeds)]
     total = len(jobs) + 3
-    report_progress("prove", "bootstrap the base model v0 (cached)", done=0, total=total)
-    boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
+    step = f"fetch the base model {opts.base}" if opts.base else "bootstrap the base model v0"
+    report_progress("prove", f"{step} (cached)", done=0, total=total)
+    boot = base_model(rt.store, settings=rt.settings, version=opts.base, seed=opts.seed)
     phase = timed(phases, "bootstrap", phase)
-    report_progress("prove", f"shared traffic: {opts.prompts} prompts from v0", done=1, total=total)
+    report_progress(
+        "prove", f"shared traffic: {opts.prompts} prompts from {boot.version}", done=1, total=total
+    )
     traffic = traffic_task(boot.model_dir, opts)
     baseline = baseline_task(boot.model_dir)
     phase = timed(phases, "traffic", phase)
@@ -122,7 +130,7 @@ def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a
         raise InsufficientTraffic(
             f"the shared traffic gave {len(sel.pairs)} preference pairs and {len(sel.sft)} good "
             f"answers (< FLYWHEEL_TRAIN__MIN_PAIRS {need}): send more prompts (--prompts) or "
-            f"start from a base model that is right more often ({baseline.accuracy:.1%} golden)"
+            f"start from a base model that is right more often (--base) ({baseline.accuracy:.1%} golden)"
         )
     logger.info(
         "traffic: %d pairs, %d singles, %d prompts", len(sel.pairs), len(sel.sft), len(sel.prompts)

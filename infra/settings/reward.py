@@ -57,6 +57,9 @@ class RewardSettings(BaseModel):
     # decontamination beyond equal questions: "module:function" (question -> bool) telling that
     # a question asks a golden item in other words (default: the demo's calculator operands)
     golden_match: str | None = None
+    # the questions of `flywheel prove`'s shared traffic: "module:function" taking a
+    # random.Random and returning a question (default: the demo's calculator questions)
+    questions: str | None = None
     thumbs_down_veto: bool = True  # a thumbs-down sets the total to 0 whatever else scored
 
     @field_validator("required")
@@ -69,7 +72,7 @@ class RewardSettings(BaseModel):
                 raise ValueError(f"unknown reward component {bad[0]!r}; expected one of {known}")
         return ["|".join(c.strip() for c in entry.split("|")) for entry in value]
 
-    @field_validator("verifier", "golden_match")
+    @field_validator("verifier", "golden_match", "questions")
     @classmethod
     def _verifier_spec(cls, value: str | None) -> str | None:
         return None if value is None else check_verifier_spec(value)

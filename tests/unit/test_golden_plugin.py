@@ -1,9 +1,11 @@
 """A user's own domain (capitals of countries, ``tests/plugins/mypkg/capitals.py``) given only
-by settings: the judges, the release gate, training's decontamination and ``prove``'s scoring
-run on its golden set and verifier, and none of them loads the calculator demo."""
+by settings: the judges, the release gate, training's decontamination and ``prove``'s traffic
+and scoring run on its questions, golden set and verifier, and none of them loads the
+calculator demo."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from infra.answers import Answer
+from infra.local_lm import Generation
 from infra.settings import ReleaseSettings, RewardSettings, Settings
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
@@ -22,6 +25,7 @@ REWARD = {
     "golden": PLUGINS / "mypkg" / "capitals.jsonl",
     "verifier": "mypkg.capitals:capital",
     "golden_match": "mypkg.capitals:asks_a_golden_country",
+    "questions": "mypkg.capitals:sample_question",
 }
 
 
@@ -100,6 +104,40 @@ def test_prove_and_training_use_the_settings_golden_set_and_verifier(settings: S
     assert not contaminated("What is the capital of Chile?")
 
 
+class Geographer:
+    """Names the right capital at the lowest temperature, Osaka above it."""
+
+    def generate_batch(
+        self, prompts: list[str], *, temperature: float, max_new_tokens: int, seed: int
+    ) -> list[Generation]:
+        from mypkg.capitals import CAPITALS  # type: ignore[import-not-found]
+
+        def answer(prompt: str) -> str:
+            country = re.findall(r"capital of ([A-Z][a-z]+)", prompt)[-1].lower()
+            return CAPITALS[country] if temperature < 1.0 else "Osaka"
+
+        return [Generation(text=answer(p), tokens_in=8, tokens_out=1) for p in prompts]
+
+
+def test_prove_traffic_asks_the_questions_the_settings_name(settings: Settings) -> None:
+    from tasks.prove.sources import sample_questions
+    from tasks.prove.traffic import build_traffic
+
+    questions = sample_questions(settings.reward, 30, seed=4)
+    assert [q.question for q in questions] == [
+        q.question for q in sample_questions(settings.reward, 30, seed=4)
+    ]
+    asked = {q.question for q in questions}
+    assert asked <= {f"What is the capital of {c}?" for c in ("Chile", "Egypt", "Italy")}
+    traffic = build_traffic(
+        Geographer(), questions, settings=settings, temperatures=[0.7, 1.3], seed=0
+    )
+    assert {r["question"] for r in traffic.rows} == asked
+    assert traffic.correct_share == 0.5  # the capitals verifier scored every answer
+    assert traffic.selection.pairs
+    assert all(p["rejected"].strip() == "Osaka" for p in traffic.selection.pairs)
+
+
 GATE_WITHOUT_DEMO = """
 import sys
 from infra.settings import ReleaseSettings, RewardSettings, Settings
@@ -115,19 +153,67 @@ print(result.decision.value, sorted(m for m in sys.modules if m.startswith("task
 """
 
 
-def test_the_platform_never_loads_the_demo_when_the_settings_name_another_domain(
-    tmp_path: Path,
-) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{PLUGINS}"}
-    env["FLYWHEEL_HOME"] = str(tmp_path)
+PROVE_WITHOUT_DEMO = """
+import sys
+import flows.prove
+from infra.settings import get_settings
+from tasks.prove.sources import sample_questions
+
+[q] = sample_questions(get_settings().reward, 1, seed=0)
+print(q.question.startswith("What is the capital of"),
+    sorted(m for m in sys.modules if m.startswith("tasks.demo")))
+"""
+
+
+def python(script: str, home: Path, **env: str) -> list[str]:
+    """What ``script`` prints, run in a fresh interpreter that sees the plug-in package."""
     done = subprocess.run(
-        [sys.executable, "-c", GATE_WITHOUT_DEMO],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        env=env,
-        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{PLUGINS}",
+            "FLYWHEEL_HOME": str(home),
+            **env,
+        },
+        cwd=home,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["MANUAL_REVIEW", "[]"]
+    return done.stdout.split()
+
+
+def test_the_platform_never_loads_the_demo_when_the_settings_name_another_domain(
+    tmp_path: Path,
+) -> None:
+    assert python(GATE_WITHOUT_DEMO, tmp_path) == ["MANUAL_REVIEW", "[]"]
+    questions = "mypkg.capitals:sample_question"
+    assert python(PROVE_WITHOUT_DEMO, tmp_path, FLYWHEEL_REWARD__QUESTIONS=questions) == [
+        "True",
+        "[]",
+    ]
+
+
+# the only platform modules that may import the embedded demo by name in an import statement
+DEMO_IMPORTERS = {"flows/loop.py", "deployments/commands.py"}
+
+
+def test_only_the_loop_and_the_demo_commands_import_the_demo() -> None:
+    importers = set()
+    for folder in ("flows", "tasks", "deployments", "infra"):
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("tasks/demo/"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), rel)):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                if any(n == "tasks.demo" or n.startswith("tasks.demo.") for n in names):
+                    importers.add(rel)
+    assert importers <= DEMO_IMPORTERS
