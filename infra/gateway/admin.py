@@ -24,10 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field
 
 from infra.errors import (
-    ConfigError,
     RejectedVersion,
     ReleaseInterrupted,
     StateConflict,
@@ -54,52 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADMIN_OFF = "admin API disabled: set FLYWHEEL_GATEWAY__ADMIN_TOKEN to enable it"
-MIN_TOKEN_CHARS = 32
-MIN_SALT_CHARS = 16
-_PLACEHOLDERS = ("changeme", "change-me", "change_me", "placeholder", "example", "your-")
-
-
-def check_admin_token(token: SecretStr | None) -> None:
-    """Refuse a placeholder or short admin token (unset or empty: the admin API is off).
-
-    Raises:
-        ConfigError: the token is a placeholder, repetitive, or under 32 characters.
-    """
-    value = token.get_secret_value() if token is not None else ""
-    if value:
-        _check_secret(
-            "FLYWHEEL_GATEWAY__ADMIN_TOKEN",
-            value,
-            minimum=MIN_TOKEN_CHARS,
-            how="set a random one, e.g. `openssl rand -hex 32`",
-        )
-
-
-def _check_secret(name: str, value: str, *, minimum: int, how: str) -> None:
-    """Refuse a placeholder (a known word, < 8 distinct characters) or a value too short."""
-    if any(p in value.lower() for p in _PLACEHOLDERS) or len(set(value)) < 8:
-        raise ConfigError(f"{name} is a placeholder: {how}")
-    if len(value) < minimum:
-        raise ConfigError(
-            f"{name} has {len(value)} characters, the gateway needs at least {minimum}: {how}"
-        )
-
-
-def check_user_salt(salt: SecretStr | None) -> None:
-    """Refuse a placeholder or short ``FLYWHEEL_USER_SALT`` (unset: one is generated). The salt
-    keys user pseudonyms and signs trace ids: a guessable one undoes both.
-
-    Raises:
-        ConfigError: the salt is a placeholder, repetitive, or under 16 characters.
-    """
-    if salt is None:
-        return
-    _check_secret(
-        "FLYWHEEL_USER_SALT",
-        salt.get_secret_value(),
-        minimum=MIN_SALT_CHARS,
-        how="set a random one, e.g. `openssl rand -hex 32`, or unset it to have one generated",
-    )
 
 
 class RollbackRequest(BaseModel):
@@ -112,6 +65,7 @@ class RollbackRequest(BaseModel):
     version: str | None = Field(default=None, max_length=200)
     release_id: str | None = Field(default=None, max_length=200)
     candidate_only: bool = False
+    workload: str | None = Field(default=None, min_length=1, max_length=128)  # None: shared
 
 
 class Admin:
@@ -209,9 +163,11 @@ class Admin:
         version: str | None = None,
         release_id: str | None = None,
         candidate_only: bool = False,
+        workload: str | None = None,
     ) -> tuple[bool, RoutingState]:
         """Roll back now and write it (retried); returns (whether anything was rolled back, the
         resulting state). Only then are the audit event and the rollback deployment asked for.
+        ``workload``: that workload's release alone (None: the shared one).
 
         Raises:
             HTTPException: 503 when the state could not be written (nothing is remembered);
@@ -224,6 +180,7 @@ class Admin:
             "version": version,
             "release_id": release_id,
             "candidate_only": candidate_only,
+            "workload": workload,
         }
         async with self._lock:
             self._apply_locally(args)
@@ -250,7 +207,9 @@ class Admin:
             self._settle(saved)
         if before is None:
             return False, saved
-        self._background(lambda: record_rollback(self.catalog(), saved, before=before))
+        self._background(
+            lambda: record_rollback(self.catalog(), saved, before=before, workload=workload)
+        )
         self._background(lambda: self.on_rollback(reason))
         return True, saved
 
@@ -286,11 +245,27 @@ class Admin:
 
     async def alerts(self, payload: Any) -> dict[str, Any]:
         """Handle an Alertmanager webhook (v4): firing alerts naming the candidate (or, during
-        the bake period, the just-promoted version) roll it back, once per release."""
+        the bake period, the just-promoted version) roll it back, once per release. Alerts
+        labelled with a ``workload`` act on that workload's release alone, one rollback each."""
         alerts = payload.get("alerts") if isinstance(payload, dict) else None
         if not isinstance(alerts, list):
             raise HTTPException(400, "expected Alertmanager webhook JSON with an 'alerts' list")
-        state = self.decided_state()
+        answers = [
+            await self.workload_alerts(group, workload=workload)
+            for workload, group in by_workload(alerts).items()
+        ]
+        if len(answers) == 1:
+            return answers[0]
+        return {
+            "rolled_back": any(a["rolled_back"] for a in answers),
+            "matched": sum(a["matched"] for a in answers),
+            "duplicates": sum(a["duplicates"] for a in answers),
+            "state": self.watcher.state.model_dump(mode="json"),
+        } | ({"stale": s} if (s := "; ".join(a["stale"] for a in answers if "stale" in a)) else {})
+
+    async def workload_alerts(self, alerts: list[Any], *, workload: str | None) -> dict[str, Any]:
+        """The alerts of one workload (None: the shared release) against its release."""
+        state = self.decided_state().release_of(workload)
         target = alert_target(state, bake_s=self.routing.bake_s)
         matched, duplicates = match_alerts(state, alerts, target)
         rolled_back, stale = False, None
@@ -304,11 +279,13 @@ class Admin:
                     fingerprints=[m["fingerprint"] for m in matched],
                     version=target,
                     release_id=state.release_id,
+                    workload=workload,
                 )
             except HTTPException as exc:
                 if exc.status_code != 409:
                     raise
                 stale, state = str(exc.detail.get("message")), self.watcher.state  # type: ignore[attr-defined]
+        state = state.release_of(workload) if state.workload is None else state
         answer = {
             "rolled_back": rolled_back,
             "matched": len(matched),
@@ -329,6 +306,17 @@ class Admin:
                 raise HTTPException(409, {"conflict": "revision", "message": str(exc)}) from exc
             self.watcher.set_local(saved, persisted=True)
             return saved
+
+
+def by_workload(alerts: list[Any]) -> dict[str | None, list[Any]]:
+    """``alerts`` grouped by their ``workload`` label (None: no label, the shared release)."""
+    groups: dict[str | None, list[Any]] = {}
+    for alert in alerts:
+        labels = alert.get("labels") if isinstance(alert, dict) else None
+        workload = labels.get("workload") if isinstance(labels, dict) else None
+        key = str(workload)[:128] if workload else None
+        groups.setdefault(key, []).append(alert)
+    return groups or {None: []}
 
 
 def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
@@ -380,6 +368,7 @@ def admin_router(admin: Admin) -> APIRouter:
             version=body.version,
             release_id=body.release_id,
             candidate_only=body.candidate_only,
+            workload=body.workload,
         )
         return {"rolled_back": done, "state": state.model_dump(mode="json")}
 

@@ -14,18 +14,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from infra.gateway.admin import (
-    ADMIN_OFF,
-    Admin,
-    admin_router,
-    check_admin_token,
-    check_user_salt,
-)
+from infra.gateway.admin import ADMIN_OFF, Admin, admin_router
 from infra.gateway.chat import error_response, json_response
 from infra.gateway.fastpath import CHAT_PATH, ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import ROUTED_MODEL, StateWatcher
+from infra.gateway.secret_checks import check_admin_token, check_user_salt
 from infra.gateway.service import Gateway, retired_versions
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
 from infra.upstream.upstreams import Upstream, UpstreamPool

@@ -16,7 +16,8 @@ undo a rollback written meanwhile (the gateway's alert fast path).
 
 Every change is one compare-and-swap (:func:`~infra.routing.cas.compare_and_swap`) and names
 the release it is about (``release_id``, the version): a decision about another release than
-the current one changes nothing. A rollback writes the state first and its ``rollback`` audit
+the current one changes nothing. Each workload may have its own release
+(:class:`WorkloadRelease`); :func:`scoped` gives the backend for one workload's release. A rollback writes the state first and its ``rollback`` audit
 event after (:mod:`infra.routing.events`); an audit failure is logged and never blocks it.
 """
 
@@ -30,6 +31,7 @@ from infra.routing.state import (
     RoutingState,
     StateChange,
     Transition,
+    WorkloadRelease,
     apply_change,
     apply_rollback,
     bake_target,
@@ -40,6 +42,7 @@ from infra.routing.state import (
     stale_reason,
 )
 from infra.routing.store import StoreRouting, load_state, save_state
+from infra.routing.workloads import WorkloadRouting, scoped
 
 __all__ = [
     "MAX_FINGERPRINTS",
@@ -50,6 +53,8 @@ __all__ = [
     "StateChange",
     "StoreRouting",
     "Transition",
+    "WorkloadRelease",
+    "WorkloadRouting",
     "apply_change",
     "apply_rollback",
     "bake_target",
@@ -65,5 +70,6 @@ __all__ = [
     "record_stale",
     "record_transition",
     "save_state",
+    "scoped",
     "stale_reason",
 ]

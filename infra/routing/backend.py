@@ -45,12 +45,14 @@ class RoutingBackend(Protocol):
         version: str | None = None,
         release_id: str | None = None,
         candidate_only: bool = False,
+        workload: str | None = None,
     ) -> tuple[bool, RoutingState]:
         """Take the candidate away now (weight 0, shadow 0, recorded as rejected) or, with no
         candidate and unless ``candidate_only``, undo a promotion still in its bake period
         (the previous stable is stable again, the promoted version rejected), and record the
         ``rollback`` audit event; returns (whether anything was rolled back, the state).
-        ``version`` / ``release_id``: the release the decision is about (None: the current).
+        ``version`` / ``release_id``: the release the decision is about (None: the current);
+        ``workload``: that workload's release alone (None: the shared one).
 
         Raises:
             ReleaseInterrupted: another release than the one named is current (nothing done).

@@ -19,7 +19,8 @@ def decision_details(saved: RoutingState, *, before: RoutingState) -> dict[str, 
     """The details of the audit event for the last transition of ``saved`` (read before as
     ``before``): phases, routing before and after, the release and the evidence."""
     last = saved.history[-1]
-    return {
+    workload = {"workload": saved.workload} if saved.workload is not None else {}
+    return workload | {
         "from_phase": before.phase,
         "to_phase": saved.phase,
         "reason": last.reason,
@@ -61,9 +62,21 @@ def record_decision(
     return event is not None
 
 
-def record_rollback(catalog: Catalog, saved: RoutingState, *, before: RoutingState) -> bool:
-    """The ``rollback`` audit event for the last transition of ``saved``."""
-    return record_decision(catalog, saved, before=before, event_type="rollback")
+def record_rollback(
+    catalog: Catalog,
+    saved: RoutingState,
+    *,
+    before: RoutingState,
+    workload: str | None = None,
+) -> bool:
+    """The ``rollback`` audit event for the last transition of ``saved`` (of ``workload``'s
+    release when given: the event reads that workload's history)."""
+    return record_decision(
+        catalog,
+        saved.release_of(workload),
+        before=before.release_of(workload),
+        event_type="rollback",
+    )
 
 
 def record_stale(
@@ -89,6 +102,7 @@ def record_stale(
         "release_id": release_id,
         "current_release_id": found.release_id,
         "current_candidate": found.candidate,
+        "workload": found.workload,
         "phase": found.phase,
         "revision": found.revision,
     }

@@ -72,10 +72,11 @@ class GatewayRouting:
         version: str | None = None,
         release_id: str | None = None,
         candidate_only: bool = False,
+        workload: str | None = None,
     ) -> tuple[bool, RoutingState]:
         """``POST /admin/rollback`` (see :class:`RoutingBackend`); the gateway writes the audit
         event."""
-        body = {
+        body: dict[str, Any] = {
             "reason": reason[:2000],
             "actor": actor,
             "evidence": evidence or {},
@@ -83,6 +84,8 @@ class GatewayRouting:
             "release_id": release_id,
             "candidate_only": candidate_only,
         }
+        if workload is not None:  # absent: a gateway without workloads answers as before
+            body["workload"] = workload
         data = self._call("POST", "/admin/rollback", body)
         return bool(data["rolled_back"]), RoutingState.model_validate(data["state"])
 

@@ -5,7 +5,14 @@ and the pure functions that change it (nothing here reads or writes anything).
 Every decision names the release it is about (``release_id``, set when a release starts, and
 the version): a rollback asked for another release than the current one is refused
 (:class:`~infra.errors.ReleaseInterrupted`), and an alert counts once per release (its
-fingerprint is stored under the release id)."""
+fingerprint is stored under the release id).
+
+Per workload: ``workloads`` holds, for each workload with its own release line, the same
+release fields (stable, candidate, phase, weight, shadow fraction, step, rejected, release id,
+alert fingerprints and its own history, so each workload's audit trail reads on its own). The
+top-level fields are the shared (default) workload's release; ``retired`` and ``revision`` are
+global. :meth:`RoutingState.release_of` is the state one workload's transition acts on, and a
+:class:`StateChange` naming a ``workload`` changes that workload's entry alone."""
 
 from __future__ import annotations
 
@@ -36,8 +43,28 @@ class Transition(BaseModel):
     evidence: dict[str, Any] = {}
 
 
+class WorkloadRelease(BaseModel):
+    """One workload's own release line (DESIGN "Per workload"); ``stable`` None: the shared
+    stable version serves it until it promotes a version of its own."""
+
+    stable: str | None = None
+    candidate: str | None = None
+    phase: Phase = "idle"
+    weight: float = Field(default=0.0, ge=0.0, le=100.0)
+    shadow_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    step: int = 0
+    rejected: list[str] = []
+    history: list[Transition] = []
+    alert_fingerprints: list[str] = []
+    release_id: str | None = None
+
+
+_RELEASE_FIELDS = set(WorkloadRelease.model_fields) - {"stable"}
+
+
 class RoutingState(BaseModel):
-    """DESIGN "routing state". ``weight`` is the candidate's share of routed traffic in percent."""
+    """DESIGN "routing state". ``weight`` is the candidate's share of routed traffic in percent.
+    The top-level release fields are the shared workload's; ``workloads`` the others' own."""
 
     stable: str = "v0"
     candidate: str | None = None
@@ -53,6 +80,43 @@ class RoutingState(BaseModel):
     revision: int = 0  # bumped by every save; compare-and-swap key
     updated_at: datetime | None = None
     release_id: str | None = None  # the current (or last) release; new at every release start
+    workloads: dict[str, WorkloadRelease] = {}
+    workload: str | None = None  # set only on one workload's view (release_of); never stored
+
+    def release_of(self, workload: str | None) -> RoutingState:
+        """The state a transition on ``workload`` acts on (None: the shared release, this
+        state): the workload's own release, or a fresh one (idle, no candidate) over the
+        shared stable version; ``retired`` and ``revision`` are the whole state's."""
+        if workload is None or self.workload == workload:
+            return self
+        if self.workload is not None:
+            raise ValueError(f"a view of workload {self.workload} has no view of {workload}")
+        own = self.workloads.get(workload) or WorkloadRelease()
+        return RoutingState(
+            **own.model_dump(include=_RELEASE_FIELDS),
+            stable=own.stable or self.stable,
+            retired=self.retired,
+            revision=self.revision,
+            updated_at=self.updated_at,
+            workload=workload,
+        )
+
+    def for_workload(self, workload: str | None) -> RoutingState:
+        """How ``workload``'s requests are routed: by its own release when it has one, else by
+        the shared routing (this state: the shared stable version and the shared canary)."""
+        if workload is None or workload not in self.workloads:
+            return self
+        return self.release_of(workload)
+
+    def with_workload(self, workload: str, view: RoutingState) -> RoutingState:
+        """A copy of this state whose ``workload`` entry is ``view``'s release (a view from
+        :meth:`release_of` after a change); every other field, ``retired`` included, is kept.
+        A stable version equal to the shared one is stored as None (it follows the shared)."""
+        entry = WorkloadRelease(
+            **view.model_dump(include=_RELEASE_FIELDS),
+            stable=None if view.stable == self.stable else view.stable,
+        )
+        return self.model_copy(update={"workloads": {**self.workloads, workload: entry}})
 
     def routable_candidate(self) -> str | None:
         """The candidate if it may receive traffic (set, not rejected, not the stable one)."""
@@ -82,6 +146,7 @@ class StateChange(BaseModel):
     evidence: dict[str, Any] = {}
     expected_revision: int | None = None
     force: bool = False  # allow routing traffic to a rejected version
+    workload: str | None = Field(default=None, min_length=1, max_length=128)  # None: shared
 
 
 _ROUTING_FIELDS = {
@@ -189,6 +254,11 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
         raise StateConflict(
             f"state is at revision {state.revision}, not {change.expected_revision}"
         )
+    if change.workload is not None and state.workload is None:
+        if change.retired is not None:
+            raise ReleaseError("retired versions are global: retire them without a workload")
+        view = apply_change(state.release_of(change.workload), change)
+        return state.with_workload(change.workload, view)
     fields = change.model_dump(include=_ROUTING_FIELDS, exclude_unset=True)
     new = record_transition(
         state,
@@ -223,16 +293,32 @@ def apply_rollback(
     bake_s: float = 0.0,
     candidate_only: bool = False,
     now: datetime | None = None,
+    workload: str | None = None,
 ) -> RoutingState | None:
     """The rolled-back state, or None if there is nothing to roll back (a rollback is
     idempotent). A candidate loses its traffic (weight 0, shadow 0) and is rejected; without
     one, a promotion still baking (``bake_s``, unless ``candidate_only``) is undone: the
     previous stable is stable again and the promoted version rejected. ``fingerprints`` are
-    remembered under the release rolled back.
+    remembered under the release rolled back. ``workload``: that workload's release alone.
 
     Raises:
-        ReleaseInterrupted: ``version`` / ``release_id`` name another release than the current.
+        ReleaseInterrupted: ``version`` / ``release_id`` name another release than the current
+            (of ``workload``; the exception carries that workload's view).
     """
+    if workload is not None and state.workload is None:
+        view = apply_rollback(
+            state.release_of(workload),
+            reason=reason,
+            actor=actor,
+            evidence=evidence,
+            fingerprints=fingerprints,
+            version=version,
+            release_id=release_id,
+            bake_s=bake_s,
+            candidate_only=candidate_only,
+            now=now,
+        )
+        return None if view is None else state.with_workload(workload, view)
     if why := stale_reason(state, version=version, release_id=release_id):
         raise ReleaseInterrupted(why, state)
     seen = state.alert_fingerprints + [fingerprint_key(state, f) for f in fingerprints or []]

@@ -110,6 +110,7 @@ class StoreRouting:
         version: str | None = None,
         release_id: str | None = None,
         candidate_only: bool = False,
+        workload: str | None = None,
     ) -> tuple[bool, RoutingState]:
         """Roll back (see :class:`RoutingBackend`), then write the ``rollback`` audit event."""
         saved, before = self.persist_rollback(
@@ -120,9 +121,10 @@ class StoreRouting:
             version=version,
             release_id=release_id,
             candidate_only=candidate_only,
+            workload=workload,
         )
         if before is not None and self.catalog is not None:
-            record_rollback(self.catalog, saved, before=before)
+            record_rollback(self.catalog, saved, before=before, workload=workload)
         return before is not None, saved
 
     def persist_rollback(

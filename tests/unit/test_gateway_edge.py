@@ -12,9 +12,9 @@ import pytest
 from pydantic import SecretStr
 
 from infra.errors import ConfigError
-from infra.gateway.admin import check_admin_token
 from infra.gateway.feedback import TraceIds, Votes
 from infra.gateway.limits import cap_trace
+from infra.gateway.secret_checks import check_admin_token
 from infra.gateway.tracing import last_vote_only
 from infra.settings import GatewaySettings
 from infra.traces import FeedbackEvent
