@@ -69,7 +69,8 @@ class RollbackRequest(BaseModel):
 
 
 class Admin:
-    """Admin actions; a rollback's audit event and ``on_rollback(reason)`` run in the background."""
+    """Admin actions; a rollback's audit event and ``on_rollback(reason)`` (with
+    ``workload=`` for a workload's rollback) run in the background."""
 
     def __init__(
         self,
@@ -78,7 +79,7 @@ class Admin:
         store: ObjectStore,
         watcher: StateWatcher,
         catalog: Catalog | None = None,
-        on_rollback: Callable[[str], None] | None = None,
+        on_rollback: Callable[..., None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -86,7 +87,7 @@ class Admin:
         self.watcher = watcher
         self._catalog = catalog
         self.on_rollback = on_rollback or (
-            lambda reason: trigger_prefect_rollback(settings, reason)
+            lambda reason, **workload: trigger_prefect_rollback(settings, reason, **workload)
         )
         self._lock = asyncio.Lock()
         self._catalog_lock = threading.Lock()
@@ -210,7 +211,9 @@ class Admin:
         self._background(
             lambda: record_rollback(self.catalog(), saved, before=before, workload=workload)
         )
-        self._background(lambda: self.on_rollback(reason))
+        # ``workload`` is passed only when set, so a one-argument callback still works
+        named = {"workload": workload} if workload is not None else {}
+        self._background(lambda: self.on_rollback(reason, **named))
         return True, saved
 
     def _apply_locally(self, args: dict[str, Any]) -> None:
@@ -319,9 +322,12 @@ def by_workload(alerts: list[Any]) -> dict[str | None, list[Any]]:
     return groups or {None: []}
 
 
-def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
-    """Ask Prefect to run the rollback deployment (fire and forget) when a Prefect API is
-    configured; without one nothing happens (no ephemeral server is started for this)."""
+def trigger_prefect_rollback(
+    settings: Settings, reason: str, *, workload: str | None = None
+) -> None:
+    """Ask Prefect to run the rollback deployment (fire and forget; for ``workload``'s release
+    when given) when a Prefect API is configured; without one nothing happens (no ephemeral
+    server is started for this)."""
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
@@ -333,7 +339,7 @@ def trigger_prefect_rollback(settings: Settings, reason: str) -> None:
     try:
         run = run_deployment(
             name=settings.prefect_rollback_deployment,
-            parameters={"reason": reason},
+            parameters={"reason": reason} | ({"workload": workload} if workload else {}),
             timeout=0,
             as_subflow=False,
         )

@@ -40,7 +40,7 @@ def create_app(
     store: ObjectStore | None = None,
     upstreams: dict[str, Upstream] | None = None,
     catalog: Catalog | None = None,
-    on_rollback: Callable[[str], None] | None = None,
+    on_rollback: Callable[..., None] | None = None,
     sink: TraceSink | None = None,
     state_interval_s: float = 0.5,
     flush_interval_s: float = 1.0,

@@ -99,7 +99,7 @@ class CallRecorder:
             "finish_reason": done.finish_reason if done else None,
             "error_count": 0 if done else 1,
             "created_at": datetime.now(UTC),
-            "route": _trace_route(route, version, self.watcher.state.stable),
+            "route": _trace_route(route, version, self.watcher.view(req.workload).stable),
             "pairing_id": pairing_id,
             "logprobs": done.logprobs if done else None,
         }
@@ -158,7 +158,7 @@ async def call_routed(
         if route != "canary":
             log.warning("upstream %s failed: %s", version, exc)
             raise
-    stable, fallback_started = recorder.watcher.state.stable, time.perf_counter()
+    stable, fallback_started = recorder.watcher.view(req.workload).stable, time.perf_counter()
     try:
         value = await call(stable)
     except UpstreamError as again:

@@ -85,6 +85,7 @@ class StateWatcher:
         self.interval_s = interval_s
         self.on_change = on_change
         self._state = RoutingState()
+        self._views: tuple[RoutingState, dict[str, RoutingState]] = (self._state, {})
         self._raw: bytes | None = None
         self._pending: RoutingState | None = None
         self._last_error = 0.0
@@ -93,6 +94,21 @@ class StateWatcher:
     def state(self) -> RoutingState:
         """The routing state in use now."""
         return self._state
+
+    def view(self, workload: str | None) -> RoutingState:
+        """How ``workload``'s requests are routed now (:meth:`RoutingState.for_workload`),
+        built once per state."""
+        state = self._state
+        if workload is None or workload not in state.workloads:
+            return state
+        of, views = self._views
+        if of is not state:  # the views of an older state are dropped with it
+            views = {}
+            self._views = (state, views)
+        view = views.get(workload)
+        if view is None:
+            view = views[workload] = state.for_workload(workload)
+        return view
 
     def set_local(self, state: RoutingState, *, persisted: bool) -> None:
         """Use ``state`` now (rollback fast path); keep it over older stored revisions until the

@@ -15,8 +15,12 @@
 - A request naming a version (``model="v3"``) is pinned: no diverse sampling, no shadow, its
   metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version, and its
   feedback is not counted in ``user_feedback_total``. Without the admin token
-  (``Authorization: Bearer``) only the stable version may be named: any other is 404, as if it
-  did not exist. A retired version (erased) is 404 even to the admin.
+  (``Authorization: Bearer``) only a released version (the shared stable version or a
+  workload's own) may be named: any other is 404, as if it did not exist. A retired version
+  (erased) is 404 even to the admin.
+- Each request is routed by its workload (``X-Flywheel-Workload``, else ``metadata.workload``):
+  a workload with a release of its own by that release (its stable version and its canary),
+  any other by the shared routing (:meth:`infra.routing.RoutingState.for_workload`).
 """
 
 from __future__ import annotations
@@ -113,11 +117,19 @@ class Gateway:
         return False
 
     async def refuse(
-        self, decision: Decision, *, state: RoutingState, model: str, admin: bool
+        self,
+        decision: Decision,
+        *,
+        state: RoutingState,
+        model: str,
+        admin: bool,
+        released: set[str] | None = None,
     ) -> Response | None:
-        """Why this request gets no answer (a 404 or 503 response), or None. Public clients
-        reach the stable version (by name too) and the canary through routing; any other
-        version by name needs the admin token; a retired (erased) version is never served."""
+        """Why this request gets no answer (a 404 or 503 response), or None. ``state`` is the
+        routing of the request's workload. Public clients reach its stable version and canary
+        through routing and a released version by name (``released``, the stable versions of
+        every workload; default: ``state``'s); any other version by name needs the admin
+        token; a retired (erased) version is never served."""
         retired = retired_versions(state)
         if decision.route != "pinned":
             if state.stable in retired:
@@ -125,7 +137,8 @@ class Gateway:
                     503, "no version can be served now", kind="service_unavailable"
                 )
             return None
-        if decision.version in retired or not (admin or decision.version == state.stable):
+        public = decision.version == state.stable or decision.version in (released or ())
+        if decision.version in retired or not (admin or public):
             return _not_found(f"model {model!r} does not exist")
         if not await self.known_version(decision.version):
             return _not_found(f"model {model!r} does not exist")
@@ -137,11 +150,17 @@ class Gateway:
         """Answer one request; ``admin``: the caller showed the admin token, so it may name any
         version that is not retired (a candidate, an old or a rolled-back one)."""
         started = time.perf_counter()
-        state = self.watcher.state
+        state = self.watcher.view(req.workload)
         decision = decide(
             state, model=req.model, sticky_key=req.user_id or req.session_id, rand=self.rng.random
         )
-        refused = await self.refuse(decision, state=state, model=req.model, admin=admin)
+        refused = await self.refuse(
+            decision,
+            state=state,
+            model=req.model,
+            admin=admin,
+            released=released_versions(self.watcher.state) if decision.route == "pinned" else None,
+        )
         if refused is not None:
             return refused
         decision = servable(decision, state)
@@ -309,6 +328,11 @@ class Gateway:
 def retired_versions(state: RoutingState) -> set[str]:
     """Versions never served again (erased models); empty on a state without the list."""
     return set(getattr(state, "retired", None) or ())
+
+
+def released_versions(state: RoutingState) -> set[str]:
+    """The versions released to users: the shared stable version and every workload's own."""
+    return {state.stable} | {w.stable for w in state.workloads.values() if w.stable}
 
 
 def servable(decision: Decision, state: RoutingState) -> Decision:
