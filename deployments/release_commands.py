@@ -8,13 +8,14 @@ import argparse
 import sys
 from typing import Any, Literal
 
-from deployments.output import emit
+from deployments.output import emit, render
 
 Action = Literal["promote", "pause", "resume", "abort"]
 
 
 def status(ns: argparse.Namespace) -> int:
-    """flywheel status: the routing state."""
+    """flywheel status: the routing state, and a line per workload once any has a release of
+    its own (``--json``: ``workloads``, the shared one first)."""
     from infra.gateway.stable import unservable_stable
     from infra.routing import open_routing
     from infra.runtime import Runtime
@@ -25,8 +26,23 @@ def status(ns: argparse.Namespace) -> int:
     fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
     if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
         fields = {**fields, "warning": why}
+    if getattr(ns, "json", False):
+        emit(ns, "status", fields)
+        return 0
+    rows = fields.pop("workloads")
     emit(ns, "status", fields)
+    if len(rows) > 1:  # a line per workload once any has a release of its own
+        print(render("workloads", {row["workload"] or "(shared)": row_text(row) for row in rows}))
     return 0
+
+
+def row_text(row: dict[str, Any]) -> str:
+    """One workload's release on one line: stable, candidate, phase and weight."""
+    weight = f"{row['weight']:g}%"
+    return (
+        f"stable {row['stable']}, candidate {row['candidate'] or '-'}, "
+        f"phase {row['phase']}, weight {weight}"
+    )
 
 
 def check_promote(ns: argparse.Namespace) -> None:

@@ -41,7 +41,9 @@ def retired_refusal(state: RoutingState, version: str | None) -> str | None:
 def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str, Any]:
     """The routing state in a few fields, with the last transition (for ``flywheel status``);
     ``rollback_to``: the previous stable version ``flywheel rollback`` returns to while the
-    promotion is baking (``bake_s``), else None."""
+    promotion is baking (``bake_s``), else None; ``workloads``: each workload's release
+    (:func:`workload_rows`). The other fields are the shared release's (or, through a
+    workload's routing, that workload's)."""
     state = routing.load()
     last = state.history[-1] if state.history else None
     return {
@@ -58,7 +60,28 @@ def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str,
         "revision": state.revision,
         "updated_at": state.updated_at.isoformat() if state.updated_at else None,
         "last_transition": last.model_dump(mode="json") if last else None,
+        "workloads": workload_rows(state),
     }
+
+
+def workload_rows(state: RoutingState) -> list[dict[str, Any]]:
+    """Each workload's release in a few fields, the shared one first (``workload`` None), then
+    every workload with a release of its own by name."""
+    names: list[str | None] = [None, *sorted(state.workloads)]
+    rows = []
+    for name in names:
+        view = state.release_of(name)
+        rows.append(
+            {
+                "workload": name,
+                "stable": view.stable,
+                "candidate": view.candidate,
+                "phase": view.phase,
+                "weight": view.weight,
+                "release_id": view.release_id,
+            }
+        )
+    return rows
 
 
 def gate_decision(state: RoutingState, version: str) -> str | None:
