@@ -128,9 +128,21 @@ def train_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def workload_arg(p: argparse.ArgumentParser) -> None:
+    """The workload whose release a command acts on (default: the shared release)."""
+    p.add_argument(
+        "--workload",
+        type=non_empty,
+        default=None,
+        metavar="W",
+        help="act on this workload's release alone (default: the shared release)",
+    )
+
+
 def release_args(p: argparse.ArgumentParser) -> None:
     """The version to release and how."""
     p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
+    workload_arg(p)
     p.add_argument("--force", action="store_true", help="release a version rejected before")
     p.add_argument(
         "--skip-shadow",
@@ -145,13 +157,15 @@ def version_arg(p: argparse.ArgumentParser) -> None:
 
 
 def control_args(p: argparse.ArgumentParser) -> None:
-    """Why and who, for the audit log."""
+    """Why and who, for the audit log; which workload's release."""
+    workload_arg(p)
     p.add_argument("--reason", default="manual", help="why (audited; default: manual)")
     p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
 
 
 def promote_args(p: argparse.ArgumentParser) -> None:
-    """Why, who, and whether to promote without a gate pass."""
+    """Why, who, which workload's release, and whether to promote without a gate pass."""
+    workload_arg(p)
     p.add_argument("--reason", default=None, help="why (required with --force; audited)")
     p.add_argument("--actor", default="cli", help="who acts (audited; default: cli)")
     p.add_argument(

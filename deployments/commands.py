@@ -216,7 +216,8 @@ def release(ns: argparse.Namespace) -> int:
     from flows.release import ReleaseOptions
     from flows.release import release as release_flow
 
-    r = release_flow(ns.version, ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow))
+    options = ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow, workload=ns.workload)
+    r = release_flow(ns.version, options)
     emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
 
@@ -270,7 +271,8 @@ def prove(ns: argparse.Namespace) -> int:
 def release_fields(r: Any) -> dict[str, Any]:
     """The summary of a release run (a :class:`flows.release.ReleaseOutcome`)."""
     gate = r.gate or {}
-    return {
+    workload = {"workload": w} if (w := getattr(r, "workload", None)) else {}
+    return workload | {
         "version": r.version,
         "outcome": r.outcome,
         "phase": r.phase,

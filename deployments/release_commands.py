@@ -58,7 +58,7 @@ def check_promote(ns: argparse.Namespace) -> None:
         raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
     rt = Runtime.from_env()
     versions = ServableVersions.from_settings(rt.settings, rt.store)
-    state = open_routing(rt.settings, rt.store).load()
+    state = open_routing(rt.settings, rt.store).load().release_of(ns.workload)
     reason = ns.reason or "manual"
     if why := promotion_refusal(state, versions=versions, force=ns.force, reason=reason):
         raise ControlRefused(why)
@@ -83,7 +83,8 @@ def check_resume(ns: argparse.Namespace) -> None:
     from infra.runtime import Runtime
 
     rt = Runtime.from_env()
-    if (candidate := open_routing(rt.settings, rt.store).load().candidate) is not None:
+    state = open_routing(rt.settings, rt.store).load().release_of(ns.workload)
+    if (candidate := state.candidate) is not None:
         ServableVersions.from_settings(rt.settings, rt.store).require(candidate)
 
 
@@ -100,8 +101,10 @@ def abort(ns: argparse.Namespace) -> int:
 def _control(action: Action, ns: argparse.Namespace, *, force: bool = False) -> int:
     from flows.release_control import release_control
 
-    state = release_control(action, reason=ns.reason, actor=ns.actor, force=force)
-    emit(ns, action, state_fields(state))
+    state = release_control(
+        action, reason=ns.reason, actor=ns.actor, force=force, workload=ns.workload
+    )
+    emit(ns, action, workload_field(ns) | state_fields(state))
     return 0
 
 
@@ -109,7 +112,7 @@ def rollback(ns: argparse.Namespace) -> int:
     """flywheel rollback: the candidate out of traffic at once."""
     from flows.rollback import rollback as rollback_flow
 
-    result = rollback_flow(reason=ns.reason, actor=ns.actor)
+    result = rollback_flow(reason=ns.reason, actor=ns.actor, workload=ns.workload)
     if result.get("restored_stable"):
         print(
             f"rollback: the stable version {result['unservable_stable']} cannot be served; "
@@ -119,8 +122,13 @@ def rollback(ns: argparse.Namespace) -> int:
     fields = {k: result.get(k) for k in ("rolled_back", "version", "via")}
     if result.get("restored_stable"):
         fields["restored_stable"] = result["restored_stable"]
-    emit(ns, "rollback", fields | state_fields(result))
+    emit(ns, "rollback", workload_field(ns) | fields | state_fields(result))
     return 0
+
+
+def workload_field(ns: argparse.Namespace) -> dict[str, Any]:
+    """``{"workload": W}`` when the command named one (``--workload``), else nothing."""
+    return {"workload": ns.workload} if getattr(ns, "workload", None) else {}
 
 
 def state_fields(found: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
-from infra.routing import RoutingBackend, RoutingState, open_routing
+from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
@@ -59,6 +59,12 @@ class ReleaseOptions(BaseModel):
     """Per-run knobs of a release; the policy fields left unset come from settings
     (FLYWHEEL_RELEASE__*)."""
 
+    workload: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="release for this workload alone (default: the shared release)",
+    )
     baseline: str | None = Field(
         default=None, description="version to beat (default: the stable one)"
     )
@@ -120,6 +126,7 @@ class ReleaseOutcome:
     """What one release run did: outcome, phase reached, reasons and the gate's numbers."""
 
     version: str
+    workload: str | None = None  # None: the shared release
     outcome: str = ""  # promoted | rolled_back | held | rejected | stable | interrupted
     phase: str = ""
     reasons: list[str] = field(default_factory=list)
@@ -166,7 +173,9 @@ def release(
     released automatically again); an inconclusive result holds it for a person. Running it
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
-    before the routing state is touched, and so is a version retired after an erasure.
+    before the routing state is touched, and so is a version retired after an erasure. With a
+    workload, every transition acts on that workload's release alone (the others' routing and
+    the shared release are never changed by it).
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
@@ -177,7 +186,7 @@ def release(
     opts = options
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), opts.workload)
     if why := controls.retired_refusal(routing.load(), version):
         raise ControlRefused(why)
     run = _Run(
@@ -186,7 +195,7 @@ def release(
         version=version,
         opts=opts,
         policy=opts.policy(rt.settings.release),
-        out=ReleaseOutcome(version=version),
+        out=ReleaseOutcome(version=version, workload=opts.workload),
         server=open_model_server(rt.settings.model_server),
     )
     with rt.reporting("release") as report:

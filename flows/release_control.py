@@ -13,7 +13,7 @@ from flows.release_server import unload_unrouted
 from infra.errors import ControlRefused
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
-from infra.routing import open_routing
+from infra.routing import open_routing, scoped
 from infra.runtime import Runtime
 from tasks.release import controls
 from tasks.release.card import update_card
@@ -28,6 +28,7 @@ def release_control(
     actor: str = "person",
     options: ReleaseOptions | None = None,
     force: bool = False,
+    workload: str | None = None,
 ) -> dict[str, Any]:
     """A person's decision on the current release: promote the candidate to stable, pause it
     where it is, resume a held release (and continue it: the canary analysis runs on to
@@ -43,10 +44,11 @@ def release_control(
         actor: Who decided; recorded in the audit log.
         options: Only for resume: pacing of the release it continues. Empty: the settings.
         force: Only for promote: promote a candidate the gate did not pass (needs a reason).
+        workload: Act on this workload's release alone (empty: the shared release).
     """
     logger = get_run_logger()
     rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), workload)
     versions = ServableVersions.from_settings(rt.settings, rt.store)
     continued: ReleaseOutcome | None = None
     if action == "resume":
@@ -54,7 +56,8 @@ def release_control(
             versions.require(candidate)  # resuming routes traffic to it again
         state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
         if state.candidate is not None:
-            continued = release(state.candidate, options or ReleaseOptions(actor=actor))
+            opts = options or ReleaseOptions(actor=actor)
+            continued = release(state.candidate, opts.model_copy(update={"workload": workload}))
     elif action == "promote":
         if force and reason == "manual":  # the default says nothing about why
             raise ControlRefused(
@@ -68,7 +71,7 @@ def release_control(
         act[action](routing, rt.catalog, actor=actor, reason=reason)
         if action == "abort":  # routed to stable at once above; then unloaded
             unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
-    logger.info("release %s by %s: %s", action, actor, reason)
+    logger.info("release %s by %s (%s): %s", action, actor, workload or "shared", reason)
     after = routing.load()
     if after.history and (subject := after.history[-1].candidate):
         update_card(rt.store, subject, state=after)

@@ -12,7 +12,7 @@ from infra.errors import UnservableVersion
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.retries import IO_RETRIES
-from infra.routing import RoutingBackend, RoutingState, open_routing
+from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from tasks.release.card import update_card
 from tasks.release.restore import restore_servable_stable
@@ -28,7 +28,9 @@ restore_stable_task = task(**IO_RETRIES)(restore_servable_stable)
 
 
 @flow(name="rollback", log_prints=False)
-def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
+def rollback(
+    reason: str = "manual", actor: str = "prefect", workload: str | None = None
+) -> dict[str, Any]:
     """Roll back the candidate model now: its traffic weight and shadow share go to 0 and it is
     recorded as rejected (never released automatically again). With no candidate, a promotion
     still in its bake period (FLYWHEEL_MODEL_SERVER__BAKE_S, the previous stable still loaded)
@@ -44,10 +46,12 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
     Args:
         reason: Why, in a few words; recorded in the audit log (no personal data).
         actor: Who or what asked (a person's name, or the alert); recorded in the audit log.
+        workload: Roll back this workload's release alone (empty: the shared release); an
+            alert labelled with a workload names it.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), workload)
     done, state = rollback_task(routing, reason=reason, actor=actor)
     unservable: UnservableVersion | None = None
     restored: str | None = None
@@ -69,6 +73,7 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
         subject=state.stable,
         details={
             "reason": reason,
+            "workload": workload,
             "via": routing.name,
             "rolled_back": done,
             "restored_stable": restored,
@@ -99,5 +104,6 @@ def rollback(reason: str = "manual", actor: str = "prefect") -> dict[str, Any]:
         "restored_stable": restored,
         "unservable_stable": broken if restored else None,
         "via": routing.name,
+        "workload": workload,
         "state": state.model_dump(mode="json"),
     }

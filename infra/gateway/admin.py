@@ -40,7 +40,7 @@ from infra.routing import (
     apply_rollback,
     record_rollback,
 )
-from infra.routing.alerts import alert_target, match_alerts
+from infra.routing.alerts import alert_target, alerts_by_workload, match_alerts
 from infra.routing.cas import DURABLE
 
 if TYPE_CHECKING:
@@ -248,23 +248,26 @@ class Admin:
 
     async def alerts(self, payload: Any) -> dict[str, Any]:
         """Handle an Alertmanager webhook (v4): firing alerts naming the candidate (or, during
-        the bake period, the just-promoted version) roll it back, once per release. Alerts
-        labelled with a ``workload`` act on that workload's release alone, one rollback each."""
+        the bake period, the just-promoted version) roll it back, once per release. Each alert
+        acts on one workload's release alone (:func:`~infra.routing.alerts.alerts_by_workload`),
+        one rollback per workload."""
         alerts = payload.get("alerts") if isinstance(payload, dict) else None
         if not isinstance(alerts, list):
             raise HTTPException(400, "expected Alertmanager webhook JSON with an 'alerts' list")
         answers = [
             await self.workload_alerts(group, workload=workload)
-            for workload, group in by_workload(alerts).items()
+            for workload, group in alerts_by_workload(self.decided_state(), alerts).items()
         ]
         if len(answers) == 1:
             return answers[0]
-        return {
+        stale = "; ".join(a["stale"] for a in answers if "stale" in a)
+        merged = {
             "rolled_back": any(a["rolled_back"] for a in answers),
             "matched": sum(a["matched"] for a in answers),
             "duplicates": sum(a["duplicates"] for a in answers),
             "state": self.watcher.state.model_dump(mode="json"),
-        } | ({"stale": s} if (s := "; ".join(a["stale"] for a in answers if "stale" in a)) else {})
+        }
+        return merged | ({"stale": stale} if stale else {})
 
     async def workload_alerts(self, alerts: list[Any], *, workload: str | None) -> dict[str, Any]:
         """The alerts of one workload (None: the shared release) against its release."""
@@ -309,17 +312,6 @@ class Admin:
                 raise HTTPException(409, {"conflict": "revision", "message": str(exc)}) from exc
             self.watcher.set_local(saved, persisted=True)
             return saved
-
-
-def by_workload(alerts: list[Any]) -> dict[str | None, list[Any]]:
-    """``alerts`` grouped by their ``workload`` label (None: no label, the shared release)."""
-    groups: dict[str | None, list[Any]] = {}
-    for alert in alerts:
-        labels = alert.get("labels") if isinstance(alert, dict) else None
-        workload = labels.get("workload") if isinstance(labels, dict) else None
-        key = str(workload)[:128] if workload else None
-        groups.setdefault(key, []).append(alert)
-    return groups or {None: []}
 
 
 def trigger_prefect_rollback(

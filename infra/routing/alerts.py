@@ -1,5 +1,7 @@
 """Which Alertmanager alerts a rollback acts on: firing alerts naming the candidate (or, during
-the bake period after a promotion, the promoted version), each fingerprint once per release."""
+the bake period after a promotion, the promoted version), each fingerprint once per release.
+An alert acts on one workload's release: the one its ``workload`` label names, else the
+workload whose own candidate its ``model`` label names, else the shared release."""
 
 from __future__ import annotations
 
@@ -19,6 +21,21 @@ def alert_target(state: RoutingState, *, bake_s: float) -> str | None:
     if bake_target(state, bake_s=bake_s, now=datetime.now(UTC)) is not None:
         return state.stable
     return None
+
+
+def alerts_by_workload(state: RoutingState, alerts: list[Any]) -> dict[str | None, list[Any]]:
+    """``alerts`` grouped by the workload whose release each acts on (None: the shared one);
+    at least one group, so an empty webhook still gets an answer."""
+    own = {w.candidate: name for name, w in state.workloads.items() if w.candidate}
+    groups: dict[str | None, list[Any]] = {}
+    for alert in alerts:
+        labels = alert.get("labels") if isinstance(alert, dict) else None
+        labels = labels if isinstance(labels, dict) else {}
+        named = labels.get("workload")
+        model = labels.get("model") or labels.get("version")
+        workload = str(named)[:128] if named else own.get(model) if model else None
+        groups.setdefault(workload, []).append(alert)
+    return groups or {None: []}
 
 
 def match_alerts(

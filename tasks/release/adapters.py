@@ -51,25 +51,35 @@ def retired_at(state: RoutingState, version: str) -> datetime | None:
 def unload_unrouted(
     server: ModelServer, state: RoutingState, *, bake_s: float, now: datetime | None = None
 ) -> list[str]:
-    """Unload every adapter the routing state no longer routes to: a rejected or rolled-back
-    candidate and a retired version (erasure) at once, a former stable version once ``bake_s``
-    passed since its successor was promoted. Returns the versions unloaded (the base model is never unloaded)."""
+    """Unload every adapter the routing state no longer routes to, in any workload: a
+    rejected or rolled-back candidate and a retired version (erasure) at once, a former stable
+    version once ``bake_s`` passed since its successor was promoted. Given one workload's view
+    (``state.workload`` set), only that workload's rejected and the retired versions are
+    unloaded (the view does not show what the others route to). Returns the versions unloaded
+    (the base model is never unloaded)."""
     now = now or datetime.now(UTC)
-    keep = {state.stable, server.base_version}
-    cand = state.routable_candidate()
-    if cand is not None:
-        keep.add(cand)
+    views = [state] + [state.release_of(w) for w in state.workloads]
+    keep = {server.base_version} | {v.stable for v in views}
+    keep |= {cand for v in views if (cand := v.routable_candidate()) is not None}
     gone = []
     for version in server.served():
         if version in keep:
             continue
-        if version not in state.rejected and version not in state.retired:
-            since = retired_at(state, version)
-            if since is not None and (now - since).total_seconds() < bake_s:
-                continue  # baking: the previous stable version, kept for an instant rollback
+        done_with = version in state.retired or any(version in v.rejected for v in views)
+        if not done_with and (state.workload is not None or _baking(views, version, now, bake_s)):
+            continue  # a view cannot tell; baking: kept for an instant rollback
         server.unload(version)
         gone.append(version)
     return gone
+
+
+def _baking(views: list[RoutingState], version: str, now: datetime, bake_s: float) -> bool:
+    """Whether ``version`` is a former stable version of some workload still in its bake time."""
+    for view in views:
+        since = retired_at(view, version)
+        if since is not None and (now - since).total_seconds() < bake_s:
+            return True
+    return False
 
 
 load_candidate_task = task(**IO_RETRIES)(load_candidate)

@@ -66,10 +66,10 @@ def release_status(routing: RoutingBackend, *, bake_s: float = 0.0) -> dict[str,
 
 def workload_rows(state: RoutingState) -> list[dict[str, Any]]:
     """Each workload's release in a few fields, the shared one first (``workload`` None), then
-    every workload with a release of its own by name."""
+    every workload with a release of its own by name (of a workload's view: its row alone)."""
     names: list[str | None] = [None, *sorted(state.workloads)]
     rows = []
-    for name in names:
+    for name in names if state.workload is None else [state.workload]:  # a view: its own
         view = state.release_of(name)
         rows.append(
             {
