@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.routing.state import RoutingState, bake_target, fingerprint_key
+from infra.routing.state import RoutingState, bake_target, fingerprint_key, own_workload
 
 
 def alert_target(state: RoutingState, *, bake_s: float) -> str | None:
@@ -33,7 +33,7 @@ def alerts_by_workload(state: RoutingState, alerts: list[Any]) -> dict[str | Non
         labels = labels if isinstance(labels, dict) else {}
         named = labels.get("workload")
         model = labels.get("model") or labels.get("version")
-        workload = str(named)[:128] if named else own.get(model) if model else None
+        workload = own_workload(str(named)[:128]) if named else own.get(model) if model else None
         groups.setdefault(workload, []).append(alert)
     return groups or {None: []}
 

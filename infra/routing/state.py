@@ -12,7 +12,9 @@ release fields (stable, candidate, phase, weight, shadow fraction, step, rejecte
 alert fingerprints and its own history, so each workload's audit trail reads on its own). The
 top-level fields are the shared (default) workload's release; ``retired`` and ``revision`` are
 global. :meth:`RoutingState.release_of` is the state one workload's transition acts on, and a
-:class:`StateChange` naming a ``workload`` changes that workload's entry alone."""
+:class:`StateChange` naming a ``workload`` changes that workload's entry alone. The shared
+release is the ``default`` workload's (traces without a workload are recorded under it), so
+naming ``default`` is naming the shared release."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted, StateConflict
 from infra.keys import STATE_KEY
+from infra.traces.conversation import DEFAULT_WORKLOAD
 
 MAX_FINGERPRINTS = 1000
 
@@ -41,6 +44,12 @@ class Transition(BaseModel):
     actor: str
     reason: str
     evidence: dict[str, Any] = {}
+
+
+def own_workload(workload: str | None) -> str | None:
+    """The workload whose own release ``workload`` names: None for the shared release (no
+    workload, or ``default``, the workload of traces that name none)."""
+    return None if workload in (None, "", DEFAULT_WORKLOAD) else workload
 
 
 class WorkloadRelease(BaseModel):
@@ -87,6 +96,7 @@ class RoutingState(BaseModel):
         """The state a transition on ``workload`` acts on (None: the shared release, this
         state): the workload's own release, or a fresh one (idle, no candidate) over the
         shared stable version; ``retired`` and ``revision`` are the whole state's."""
+        workload = own_workload(workload)
         if workload is None or self.workload == workload:
             return self
         if self.workload is not None:
@@ -104,14 +114,20 @@ class RoutingState(BaseModel):
     def for_workload(self, workload: str | None) -> RoutingState:
         """How ``workload``'s requests are routed: by its own release when it has one, else by
         the shared routing (this state: the shared stable version and the shared canary)."""
-        if workload is None or workload not in self.workloads:
+        if own_workload(workload) is None or workload not in self.workloads:
             return self
         return self.release_of(workload)
 
     def with_workload(self, workload: str, view: RoutingState) -> RoutingState:
         """A copy of this state whose ``workload`` entry is ``view``'s release (a view from
         :meth:`release_of` after a change); every other field, ``retired`` included, is kept.
-        A stable version equal to the shared one is stored as None (it follows the shared)."""
+        A stable version equal to the shared one is stored as None (it follows the shared).
+
+        Raises:
+            ReleaseError: ``workload`` names the shared release (``default``).
+        """
+        if own_workload(workload) is None:
+            raise ReleaseError(f"{workload!r} is the shared release, not a workload of its own")
         entry = WorkloadRelease(
             **view.model_dump(include=_RELEASE_FIELDS),
             stable=None if view.stable == self.stable else view.stable,
@@ -254,11 +270,11 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
         raise StateConflict(
             f"state is at revision {state.revision}, not {change.expected_revision}"
         )
-    if change.workload is not None and state.workload is None:
+    if (workload := own_workload(change.workload)) is not None and state.workload is None:
         if change.retired is not None:
             raise ReleaseError("retired versions are global: retire them without a workload")
-        view = apply_change(state.release_of(change.workload), change)
-        return state.with_workload(change.workload, view)
+        view = apply_change(state.release_of(workload), change)
+        return state.with_workload(workload, view)
     fields = change.model_dump(include=_ROUTING_FIELDS, exclude_unset=True)
     new = record_transition(
         state,
@@ -305,7 +321,7 @@ def apply_rollback(
         ReleaseInterrupted: ``version`` / ``release_id`` name another release than the current
             (of ``workload``; the exception carries that workload's view).
     """
-    if workload is not None and state.workload is None:
+    if (workload := own_workload(workload)) is not None and state.workload is None:
         view = apply_rollback(
             state.release_of(workload),
             reason=reason,

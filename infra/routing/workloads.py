@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ReleaseInterrupted
-from infra.routing.state import RoutingState, StateChange
+from infra.routing.state import RoutingState, StateChange, own_workload
 
 if TYPE_CHECKING:
     from infra.routing.backend import RoutingBackend
@@ -54,7 +54,8 @@ class WorkloadRouting:
 
 
 def scoped(backend: RoutingBackend, workload: str | None) -> RoutingBackend:
-    """``backend`` for ``workload``'s release; ``backend`` itself for the shared one (None)."""
-    if workload is None:
+    """``backend`` for ``workload``'s release; ``backend`` itself for the shared one (None, or
+    ``default``)."""
+    if (workload := own_workload(workload)) is None:
         return backend
     return WorkloadRouting(backend, workload)

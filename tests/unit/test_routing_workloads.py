@@ -183,3 +183,16 @@ def test_concurrent_changes_to_two_workloads_both_land(tmp_path: Path) -> None:
     final = load_state(store)
     assert final.for_workload("sql").weight == 50 and final.workloads["chat"].weight == 5
     assert final.revision == 3 and (final.candidate, final.weight) == ("v1", 10)
+
+
+def test_the_default_workload_is_the_shared_release() -> None:
+    """Traces without a workload are recorded under ``default``: naming it names the shared
+    release, never a second release line beside it."""
+    state = two_workloads()
+    assert state.for_workload("default") is state and state.release_of("default") is state
+    new = apply_change(state, StateChange(workload="default", weight=20))
+    assert new.weight == 20 and "default" not in new.workloads
+    rolled = apply_rollback(state, reason="r", actor="a", workload="default")
+    assert rolled is not None and rolled.rejected == ["v1"] and "default" not in rolled.workloads
+    with pytest.raises(ReleaseError, match="shared release"):
+        state.with_workload("default", state)
