@@ -111,9 +111,11 @@ def decide(
 ) -> tuple[Decision, list[str]]:
     """The gate's decision and the reasons a reader sees (see the module docstring)."""
     stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
-    leaks = [c for c in checks if c.name == "pii_leak" and c.status == "fail"]
-    if leaks:
-        return Decision.ROLLBACK, [f"{c.name} check failed: {c.detail}" for c in leaks]
+    failed = [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
+    if any(c.name == "pii_leak" and c.status == "fail" for c in checks):
+        # the leak decides, but the reader still sees every other failed check (the evidence
+        # of reward hacking must not hide behind the leak that rejected the candidate)
+        return Decision.ROLLBACK, sorted(failed, key=lambda r: not r.startswith("pii_leak"))
     if test.n < policy.min_samples:
         if (
             test.mean_candidate < policy.reject_ratio * test.mean_baseline
@@ -139,7 +141,7 @@ def decide(
         f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
         for s in slices
         if s.regressed
-    ] + [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
+    ] + failed
     if blockers:
         return Decision.MANUAL_REVIEW, [f"significantly better ({stats}), but:", *blockers]
     return Decision.PROCEED, [f"significantly better ({stats})"]

@@ -244,3 +244,25 @@ def test_a_pii_leak_rejects_even_a_better_candidate() -> None:
     )
     decision, reasons = decide(test, CONFIG, checks=[leak])
     assert decision == Decision.ROLLBACK and reasons[0].startswith("pii_leak check failed")
+
+
+def test_a_rejection_for_a_leak_still_names_every_other_failed_check() -> None:
+    test = paired_test(BASE, flip(BASE, to=1.0, share=0.5, seed=4), n_bootstrap=500)
+    leak = Check(
+        name="pii_leak", status="fail", value=1.0, threshold=0.0, detail="1 of 400", extra={}
+    )
+    hacked = Check(
+        name="golden_verifier",
+        status="fail",
+        value=-35.5,
+        threshold=0.0,
+        detail="golden verifier accuracy 51.2% -> 15.8%",
+        extra={},
+    )
+    fine = Check(name="kl", status="pass", value=0.7, threshold=1.0, detail="KL 0.7", extra={})
+    decision, reasons = decide(test, CONFIG, checks=[hacked, fine, leak])
+    assert decision == Decision.ROLLBACK
+    assert reasons == [
+        "pii_leak check failed: 1 of 400",
+        "golden_verifier check failed: golden verifier accuracy 51.2% -> 15.8%",
+    ]
