@@ -124,12 +124,17 @@ class GatewayMetrics:
             self.errors.labels(model, route).inc()
 
     def set_routing(self, state: RoutingState) -> None:
-        """Route weights from the state; versions no longer routed drop to 0."""
+        """Route weights from the state (a workload's own candidate: its share of that
+        workload's traffic); versions no longer routed drop to 0."""
         weights = {state.stable: 100.0}
         cand = state.routable_candidate()
         if cand is not None:
             weights[state.stable] = 100.0 - state.weight
             weights[cand] = state.weight
+        for name in state.workloads:
+            view = state.release_of(name)
+            if (own := view.routable_candidate()) is not None and own not in weights:
+                weights[own] = view.weight
         for model in self._weighted - weights.keys():
             self.route_weight.labels(model).set(0.0)
         for model, weight in weights.items():

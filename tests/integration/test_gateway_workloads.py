@@ -79,7 +79,9 @@ def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_pat
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
             headers={"X-Flywheel-Workload": "sql"},
         )
+        exposition = httpx.get(f"{gw.url}/metrics").text
     assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6
+    assert 'flywheel_route_weight{model="sql-1"} 50.0' in exposition.splitlines()
     assert other == shared == Counter({"v0": len(USERS)})
     assert header.headers["x-flywheel-model"] in ("sql-0", "sql-1")
 
