@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import ObjectNotFound, PreconditionFailed, StateConflict
+from infra.errors import ObjectNotFound, PreconditionFailed, ReleaseError, StateConflict
 from infra.keys import STATE_KEY
 from infra.retries import Backoff
 from infra.routing.cas import CONFLICTS, compare_and_swap
@@ -39,6 +39,7 @@ def save_state(store: ObjectStore, state: RoutingState, *, force: bool = False) 
 
     Raises:
         StateConflict: someone saved since ``state`` was loaded (skipped with ``force=True``).
+        ReleaseError: ``state`` is one workload's view, not the whole state.
     """
     if force:
         new = _bumped(state)
@@ -71,6 +72,8 @@ def _write(store: ObjectStore, state: RoutingState, *, etag: str | None) -> Rout
 
 
 def _bumped(state: RoutingState) -> RoutingState:
+    if state.workload is not None:  # a view would overwrite every other workload's release
+        raise ReleaseError(f"workload {state.workload}'s view is not a whole routing state")
     return state.model_copy(update={"revision": state.revision + 1, "updated_at": _now()})
 
 

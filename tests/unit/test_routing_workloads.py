@@ -196,3 +196,11 @@ def test_the_default_workload_is_the_shared_release() -> None:
     assert rolled is not None and rolled.rejected == ["v1"] and "default" not in rolled.workloads
     with pytest.raises(ReleaseError, match="shared release"):
         state.with_workload("default", state)
+
+
+def test_a_workload_view_is_never_written_as_the_whole_state(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    saved = save_state(store, two_workloads())
+    with pytest.raises(ReleaseError, match="view"):
+        save_state(store, saved.release_of("sql"), force=True)
+    assert load_state(store) == saved
