@@ -52,9 +52,10 @@ def own_workload(workload: str | None) -> str | None:
     return None if workload in (None, "", DEFAULT_WORKLOAD) else workload
 
 
-class WorkloadRelease(BaseModel):
-    """One workload's own release line (DESIGN "Per workload"); ``stable`` None: the shared
-    stable version serves it until it promotes a version of its own."""
+class ReleaseLine(BaseModel):
+    """The fields of one release line: the shared one (the top level of :class:`RoutingState`)
+    or a workload's own (:class:`WorkloadRelease`). ``weight`` is the candidate's share of the
+    line's routed traffic in percent."""
 
     stable: str | None = None
     candidate: str | None = None
@@ -64,31 +65,27 @@ class WorkloadRelease(BaseModel):
     step: int = 0
     rejected: list[str] = []
     history: list[Transition] = []
-    alert_fingerprints: list[str] = []
-    release_id: str | None = None
-
-
-_RELEASE_FIELDS = set(WorkloadRelease.model_fields) - {"stable"}
-
-
-class RoutingState(BaseModel):
-    """DESIGN "routing state". ``weight`` is the candidate's share of routed traffic in percent.
-    The top-level release fields are the shared workload's; ``workloads`` the others' own."""
-
-    stable: str = "v0"
-    candidate: str | None = None
-    phase: Phase = "idle"
-    weight: float = Field(default=0.0, ge=0.0, le=100.0)
-    shadow_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
-    step: int = 0
-    rejected: list[str] = []
-    retired: list[str] = []  # trained on erased data: never routed or released again
-    history: list[Transition] = []
     # Alertmanager alerts already acted on, as "<release id>/<fingerprint>" (fingerprint_key)
     alert_fingerprints: list[str] = []
+    release_id: str | None = None  # the current (or last) release; new at every release start
+
+
+class WorkloadRelease(ReleaseLine):
+    """One workload's own release line (DESIGN "Per workload"); ``stable`` None: the shared
+    stable version serves it until it promotes a version of its own."""
+
+
+_RELEASE_FIELDS = set(ReleaseLine.model_fields) - {"stable"}
+
+
+class RoutingState(ReleaseLine):
+    """DESIGN "routing state": the shared release line at the top level, ``workloads`` the
+    others' own, and what is global (``retired``, the revision)."""
+
+    stable: str = "v0"
+    retired: list[str] = []  # trained on erased data: never routed or released again
     revision: int = 0  # bumped by every save; compare-and-swap key
     updated_at: datetime | None = None
-    release_id: str | None = None  # the current (or last) release; new at every release start
     workloads: dict[str, WorkloadRelease] = {}
     workload: str | None = None  # set only on one workload's view (release_of); never stored
 
