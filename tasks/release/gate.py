@@ -112,9 +112,13 @@ def decide(
     """The gate's decision and the reasons a reader sees (see the module docstring): the
     reason that decided first, then every failed check it did not already name (the evidence
     of reward hacking never hides behind a leak or an insignificant result)."""
-    failed = [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
+    failed = [_failed(c) for c in checks if c.status == "fail"]
     decision, reasons = _decide(test, policy, slices=slices, checks=checks, failed=failed)
     return decision, reasons + [r for r in failed if r not in reasons]
+
+
+def _failed(check: Check) -> str:
+    return f"{check.name} check failed: {check.detail}"
 
 
 def _decide(
@@ -126,9 +130,9 @@ def _decide(
     failed: list[str],
 ) -> tuple[Decision, list[str]]:
     stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
-    leaks = [c for c in checks if c.name == "pii_leak" and c.status == "fail"]
+    leaks = [_failed(c) for c in checks if c.name == "pii_leak" and c.status == "fail"]
     if leaks:
-        return Decision.ROLLBACK, [f"{c.name} check failed: {c.detail}" for c in leaks]
+        return Decision.ROLLBACK, leaks
     if test.n < policy.min_samples:
         if (
             test.mean_candidate < policy.reject_ratio * test.mean_baseline
