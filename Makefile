@@ -53,12 +53,11 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-# Every test but the benchmarks, in two runs: unit and integration (TEST_WORKERS=2: on two
-# pytest-xdist workers; much of their time is one busy thread or a wait on a loopback server,
-# and a file stays on one worker so its module fixtures run once), then the end-to-end tests one
-# at a time (alert windows, canary steps and vLLM run against the wall clock). Workers are off
-# by default until two consecutive full runs on two workers are green.
-TEST_WORKERS ?= 0
+# Every test but the benchmarks, in two runs: unit and integration on two pytest-xdist workers
+# (much of their time is one busy thread or a wait on a loopback server, and a file stays on one
+# worker so its module fixtures run once; TEST_WORKERS=0 runs them in one process), then the
+# end-to-end tests one at a time (alert windows, canary steps and vLLM run against the wall clock).
+TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PYTEST = $(BIN)/pytest --durations=20
 
