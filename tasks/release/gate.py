@@ -109,13 +109,26 @@ def decide(
     slices: Sequence[SliceResult] = (),
     checks: Sequence[Check] = (),
 ) -> tuple[Decision, list[str]]:
-    """The gate's decision and the reasons a reader sees (see the module docstring)."""
-    stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
+    """The gate's decision and the reasons a reader sees (see the module docstring): the
+    reason that decided first, then every failed check it did not already name (the evidence
+    of reward hacking never hides behind a leak or an insignificant result)."""
     failed = [f"{c.name} check failed: {c.detail}" for c in checks if c.status == "fail"]
-    if any(c.name == "pii_leak" and c.status == "fail" for c in checks):
-        # the leak decides, but the reader still sees every other failed check (the evidence
-        # of reward hacking must not hide behind the leak that rejected the candidate)
-        return Decision.ROLLBACK, sorted(failed, key=lambda r: not r.startswith("pii_leak"))
+    decision, reasons = _decide(test, policy, slices=slices, checks=checks, failed=failed)
+    return decision, reasons + [r for r in failed if r not in reasons]
+
+
+def _decide(
+    test: PairedTest,
+    policy: ReleaseSettings,
+    *,
+    slices: Sequence[SliceResult],
+    checks: Sequence[Check],
+    failed: list[str],
+) -> tuple[Decision, list[str]]:
+    stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
+    leaks = [c for c in checks if c.name == "pii_leak" and c.status == "fail"]
+    if leaks:
+        return Decision.ROLLBACK, [f"{c.name} check failed: {c.detail}" for c in leaks]
     if test.n < policy.min_samples:
         if (
             test.mean_candidate < policy.reject_ratio * test.mean_baseline

@@ -266,3 +266,19 @@ def test_a_rejection_for_a_leak_still_names_every_other_failed_check() -> None:
         "pii_leak check failed: 1 of 400",
         "golden_verifier check failed: golden verifier accuracy 51.2% -> 15.8%",
     ]
+
+
+def test_a_candidate_held_as_not_significant_still_names_its_failed_checks() -> None:
+    test = paired_test(BASE, BASE, n_bootstrap=500)  # no difference: manual review
+    hacked = Check(
+        name="golden_verifier",
+        status="fail",
+        value=-31.2,
+        threshold=0.0,
+        detail="golden verifier accuracy 51.2% -> 20.0%",
+        extra={},
+    )
+    decision, reasons = decide(test, CONFIG, checks=[hacked])
+    assert decision == Decision.MANUAL_REVIEW
+    assert reasons[0].startswith("not significantly better")
+    assert reasons[1:] == ["golden_verifier check failed: golden verifier accuracy 51.2% -> 20.0%"]
