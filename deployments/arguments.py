@@ -126,6 +126,14 @@ def train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="stop after this many optimizer steps (default: FLYWHEEL_TRAIN__MAX_STEPS)",
     )
+    p.add_argument(
+        "--workload",
+        type=non_empty,
+        default=None,
+        metavar="W",
+        help="train on this workload's rows alone, from its stable version (default: every "
+        "workload's rows, from the shared stable version)",
+    )
 
 
 def workload_arg(p: argparse.ArgumentParser) -> None:

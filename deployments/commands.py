@@ -181,8 +181,9 @@ def train(ns: argparse.Namespace) -> int:
     """flywheel train: stage 4."""
     from flows.train import train as train_flow
 
-    r = train_flow(method=ns.method, max_steps=ns.max_steps)
+    r = train_flow(method=ns.method, max_steps=ns.max_steps, workload=ns.workload)
     fields = {
+        **({"workload": r.workload} if r.workload else {}),
         "status": r.status,
         "message": r.message,
         "version": r.version,

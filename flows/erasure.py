@@ -139,12 +139,13 @@ def _train(
     selection = select(
         plan.rows,
         min_margin=cfg.min_margin,
-        contaminated=GoldenFilter.from_settings(rt.settings.reward),
+        contaminated=GoldenFilter.from_settings(rt.settings.reward, recipe.workload),
         opted_out=training_exclusions(rt.catalog, mode=rt.settings.consent_mode),
         render=prompt_renderer(base_dir),
         snapshot_id=current_snapshot_id(rt.catalog, "training_examples"),
         windows=sorted({r["window"] for r in plan.rows}),
     )
+    selection.workload = recipe.workload  # a workload's adapter is replaced by one for it
     items = {"dpo": selection.pairs, "rft": selection.sft, "grpo": selection.prompts}
     method = recipe.method
     if not items.get(method):

@@ -37,3 +37,5 @@ Hours = Annotated[int, Field(ge=1, le=MAX_HOURS)]
 Days = Annotated[int, Field(ge=0)]
 Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]
+# a workload id as traces carry it (infra.routing.state.StateChange.workload has the same bounds)
+Workload = Annotated[str, Field(min_length=1, max_length=128)]

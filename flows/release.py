@@ -71,7 +71,9 @@ class ReleaseOptions(BaseModel):
     force: bool = Field(default=False, description="release a version that was rejected before")
     skip_shadow: bool = Field(default=False, description="go from the gate straight to canary")
     golden_path: str | None = Field(
-        default=None, description="golden jsonl file or folder (default: FLYWHEEL_REWARD__GOLDEN)"
+        default=None,
+        description="golden jsonl file or folder (default: the workload's golden set, else "
+        "FLYWHEEL_REWARD__GOLDEN)",
     )
     max_golden_items: int | None = Field(
         default=None, ge=1, description="gate on the first N golden items only (default: all)"
@@ -222,9 +224,13 @@ def release(
     return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
 
 
-def _golden(rt: Runtime, path: str | None) -> list[GoldenItem]:
-    """The run's golden set: ``path``, else the one the settings name (FLYWHEEL_REWARD__GOLDEN)."""
-    return load_golden(path) if path else settings_golden(rt.settings.reward)
+def _golden(rt: Runtime, path: str | None, workload: str | None) -> list[GoldenItem]:
+    """The run's golden set: ``path``, else the one the settings name for ``workload`` (its
+    own: FLYWHEEL_REWARD__GOLDEN_SETS or golden/<workload>/, else FLYWHEEL_REWARD__GOLDEN);
+    items of a workload's own set are scored by its verifier."""
+    if path:
+        return load_golden(path, workload=workload)
+    return settings_golden(rt.settings.reward, workload)
 
 
 def _gate(run: _Run) -> tuple[RoutingState, str]:
@@ -237,7 +243,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
         result = golden_gate_task(
-            _golden(rt, opts.golden_path)[: opts.max_golden_items],
+            _golden(rt, opts.golden_path, opts.workload)[: opts.max_golden_items],
             baseline=open_answer_source(
                 opts.baseline or state.stable, settings=rt.settings, store=rt.store
             ),
@@ -246,6 +252,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             policy=run.policy,
             max_tokens=rt.settings.gateway.max_new_tokens,
             pii=_pii_engine(rt, run.policy),
+            workload=opts.workload,
         )
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]

@@ -18,7 +18,7 @@ from prefect.artifacts import (
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from flows.parameters import ModelVersion, Steps, TrainMethod
+from flows.parameters import ModelVersion, Steps, TrainMethod, Workload
 from infra.audit import record_event
 from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
@@ -58,6 +58,7 @@ class TrainRunResult:
     golden_accuracy: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     lineage: Lineage | None = None
+    workload: str | None = None  # trained on this workload's rows only (None: every workload)
 
 
 @flow(name="train", log_prints=False)
@@ -65,6 +66,7 @@ def train(
     method: TrainMethod | None = None,
     max_steps: Steps | None = None,
     base_version: ModelVersion | None = None,
+    workload: Workload | None = None,
 ) -> TrainRunResult:
     """Preference-tune the serving model on curated traffic and publish a candidate version.
 
@@ -73,7 +75,10 @@ def train(
     picks by data size and says why), and publishes models/<next version>/ with a model card
     and lineage (data snapshots, reward config, PII settings, metrics, golden accuracy). With
     too few pairs the run ends "skipped" with the count. Leave the fields empty for the
-    settings' defaults; base version defaults to the stable one.
+    settings' defaults; base version defaults to the stable one. With a workload, only that
+    workload's rows are read (default: those recorded under no workload or "default"), the
+    base is that workload's stable version (its own once it promoted one, else the shared
+    stable), the golden evaluation uses its golden set, and the lineage names it.
 
     Args:
         method: dpo, rft or grpo, or auto to pick by data size (the run says why). Empty:
@@ -81,6 +86,7 @@ def train(
         max_steps: Stop training after this many optimizer steps. Empty:
             FLYWHEEL_TRAIN__MAX_STEPS.
         base_version: The model version to tune, e.g. v2. Empty: the stable version.
+        workload: Train on this workload's rows only, e.g. support. Empty: every workload.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()
@@ -88,7 +94,7 @@ def train(
     run_id = str(flow_run.id or uuid.uuid4())  # train_run: links pairs and lineage to this run
     started = datetime.now(UTC)
     with rt.reporting("train") as report:
-        base = base_version or pick_base_version(rt.store)
+        base = base_version or pick_base_version(rt.store, workload)
         base_dir = fetch_base_task(rt.store, base, cache_root=model_cache_root(rt.settings))
         plan = plan_training_task(
             rt.catalog,
@@ -96,6 +102,7 @@ def train(
             base_version=base,
             base_dir=base_dir,
             method=method,
+            workload=workload,
         )
         selection, choice = plan.selection, plan.choice
         _report_selection(report, selection)
@@ -163,7 +170,10 @@ def train_selection(
             base_version=base,
         )
         evaluation = evaluate_task(
-            base_dir, outcome.output_dir, settings=cast(Any, quote(rt.settings))
+            base_dir,
+            outcome.output_dir,
+            settings=cast(Any, quote(rt.settings)),
+            workload=selection.workload,
         )
         lineage = build_lineage(
             base_version=base,
@@ -212,7 +222,12 @@ def _skipped(
         event_type="train_skipped",
         actor="train",
         subject=run_id,
-        details={"reason": choice.reason, "counts": selection.counts, "base_version": base},
+        details={
+            "reason": choice.reason,
+            "counts": selection.counts,
+            "base_version": base,
+            **_workload(selection),
+        },
     )
     return TrainRunResult(
         status="skipped",
@@ -222,7 +237,13 @@ def _skipped(
         method=None,
         pairs=len(selection.pairs),
         counts=selection.counts,
+        workload=selection.workload,
     )
+
+
+def _workload(selection: Selection) -> dict[str, str]:
+    """The audit details naming the run's workload (none for a run over every workload)."""
+    return {"workload": selection.workload} if selection.workload else {}
 
 
 def _trained(
@@ -249,6 +270,7 @@ def _trained(
             "training_examples_snapshot_ids": data.training_examples.snapshot_ids,
             "preference_pairs": pairs.model_dump() if pairs else None,
             "golden_accuracy": [ev.base_accuracy, ev.accuracy],
+            **_workload(selection),
         },
     )
     message = (
@@ -268,6 +290,7 @@ def _trained(
         golden_accuracy=ev.accuracy,
         metrics=outcome.metrics,
         lineage=lineage,
+        workload=lineage.workload,
     )
 
 

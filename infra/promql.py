@@ -17,7 +17,9 @@ Two readers behind one interface, :class:`CanaryMetrics`:
   run Prometheus.
 
 Both readers report what they did not see as zero requests, never as a pass: the release's
-no-data rule decides what too few requests mean.
+no-data rule decides what too few requests mean. Given a ``workload``, both read only the
+series of that workload's own release line (the gateway's ``workload`` label): its canary
+against its stable version as its own users were served, never another workload's traffic.
 """
 
 from __future__ import annotations
@@ -105,10 +107,17 @@ class CanaryMetrics(Protocol):
         ...
 
     def read(
-        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+        self,
+        *,
+        candidate: str,
+        stable: str,
+        candidate_since: float,
+        stable_since: float,
+        workload: str | None = None,
     ) -> CanaryWindow:
         """Stats of ``candidate`` on the canary route since ``candidate_since`` and of
-        ``stable`` on the stable route since ``stable_since`` (unix seconds).
+        ``stable`` on the stable route since ``stable_since`` (unix seconds); ``workload``:
+        that workload's requests only (None: every workload's).
 
         Raises:
             MetricsError: the metrics could not be read.
@@ -181,21 +190,31 @@ class PrometheusMetrics:
         return self.clock()
 
     def read(
-        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+        self,
+        *,
+        candidate: str,
+        stable: str,
+        candidate_since: float,
+        stable_since: float,
+        workload: str | None = None,
     ) -> CanaryWindow:
         """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route, each
-        since its own start, from Prometheus. Raises ``MetricsError`` when a query fails."""
+        since its own start, from Prometheus (``workload``: its series only). Raises
+        ``MetricsError`` when a query fails."""
         now = self.clock()
         return CanaryWindow(
-            candidate=self._route(candidate, "canary", now - candidate_since, now),
-            stable=self._route(stable, "stable", now - stable_since, now),
+            candidate=self._route(candidate, "canary", now - candidate_since, now, workload),
+            stable=self._route(stable, "stable", now - stable_since, now, workload),
             source=self.source,
             candidate_window_s=now - candidate_since,
             stable_window_s=now - stable_since,
         )
 
-    def _route(self, model: str, route: str, seconds: float, now: float) -> RouteStats:
-        sel = f'model="{_escape(model)}",route="{route}"'
+    def _route(
+        self, model: str, route: str, seconds: float, now: float, workload: str | None
+    ) -> RouteStats:
+        mine = f',workload="{_escape(workload)}"' if workload else ""
+        sel = f'model="{_escape(model)}",route="{route}"{mine}'
         rng = f"[{max(1, math.ceil(seconds))}s]"
         q = self.client.query
         buckets = {
@@ -203,7 +222,8 @@ class PrometheusMetrics:
             for labels, v in q(f"sum by (le) (increase({LATENCY_BUCKETS}{{{sel}}}{rng}))", now)
             if "le" in labels and math.isfinite(v)
         }  # PromQL's histogram_quantile over these is histogram_quantile below
-        feedback = q(f'sum by (value) (increase({FEEDBACK}{{model="{_escape(model)}"}}{rng}))', now)
+        fb_sel = f'model="{_escape(model)}"{mine}'
+        feedback = q(f"sum by (value) (increase({FEEDBACK}{{{fb_sel}}}{rng}))", now)
         return RouteStats(
             requests=sum(v for _, v in q(f"sum(increase({REQUESTS}{{{sel}}}{rng}))", now)),
             errors=sum(v for _, v in q(f"sum(increase({ERRORS}{{{sel}}}{rng}))", now)),
@@ -256,15 +276,22 @@ class EmbeddedMetrics:
         return at
 
     def read(
-        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+        self,
+        *,
+        candidate: str,
+        stable: str,
+        candidate_since: float,
+        stable_since: float,
+        workload: str | None = None,
     ) -> CanaryWindow:
         """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route: a
-        scrape now minus the last :meth:`mark` at or before each start. Raises ``MetricsError`` when
-        a scrape fails or no mark precedes a start."""
+        scrape now minus the last :meth:`mark` at or before each start (``workload``: its
+        series only). Raises ``MetricsError`` when a scrape fails or no mark precedes a start."""
         now, current = self.clock(), parse_exposition(self.scrape())
+        start_c, start_s = self._at(candidate_since), self._at(stable_since)
         return CanaryWindow(
-            candidate=route_stats(current, self._at(candidate_since), candidate, "canary"),
-            stable=route_stats(current, self._at(stable_since), stable, "stable"),
+            candidate=route_stats(current, start_c, candidate, "canary", workload=workload),
+            stable=route_stats(current, start_s, stable, "stable", workload=workload),
             source=self.source,
             candidate_window_s=now - candidate_since,
             stable_window_s=now - stable_since,
@@ -303,19 +330,25 @@ def _deltas(
     return out
 
 
-def route_stats(now: Series, base: Series, model: str, route: str) -> RouteStats:
-    """The deltas between two scrapes for one version on one route."""
+def route_stats(
+    now: Series, base: Series, model: str, route: str, *, workload: str | None = None
+) -> RouteStats:
+    """The deltas between two scrapes for one version on one route (``workload``: the series
+    of that workload's release line only)."""
+    mine = {"workload": workload} if workload else {}
     buckets: dict[float, float] = {}
-    for labels, delta in _deltas(now, base, LATENCY_BUCKETS, model=model, route=route).items():
+    for labels, delta in _deltas(
+        now, base, LATENCY_BUCKETS, model=model, route=route, **mine
+    ).items():
         le = float(dict(labels)["le"])
         buckets[le] = buckets.get(le, 0.0) + delta
     feedback: dict[int, float] = {}
-    for labels, delta in _deltas(now, base, FEEDBACK, model=model).items():
+    for labels, delta in _deltas(now, base, FEEDBACK, model=model, **mine).items():
         value = int(dict(labels)["value"])
         feedback[value] = feedback.get(value, 0.0) + delta
     return RouteStats(
-        requests=sum(_deltas(now, base, REQUESTS, model=model, route=route).values()),
-        errors=sum(_deltas(now, base, ERRORS, model=model, route=route).values()),
+        requests=sum(_deltas(now, base, REQUESTS, model=model, route=route, **mine).values()),
+        errors=sum(_deltas(now, base, ERRORS, model=model, route=route, **mine).values()),
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
         latency_buckets=buckets,

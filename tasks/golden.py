@@ -11,7 +11,9 @@ the model (its final call, shaped as production traffic); without it the questio
 each context as a tool result. ``workload`` picks the verifier (``reward.verifiers``); other
 keys are kept in ``extra`` for the domain that wrote them. Settings name the set:
 ``FLYWHEEL_REWARD__GOLDEN`` (default: the repository's ``golden/``), per workload
-``FLYWHEEL_REWARD__GOLDEN_SETS='{"support": "/data/support.jsonl"}'``. A folder's ``MANIFEST``
+``FLYWHEEL_REWARD__GOLDEN_SETS='{"support": "/data/support.jsonl"}'``, else a folder named
+after the workload inside the shared set's folder (``golden/support/``); a workload with
+neither is evaluated on the shared set. A folder's ``MANIFEST``
 (``sha256sum`` format) pins its files: a changed item fails :func:`verify_manifest`.
 """
 
@@ -94,11 +96,26 @@ class GoldenItem:
         )
 
 
+def own_golden_path(reward: RewardSettings, workload: str | None) -> Path | None:
+    """``workload``'s own golden set: ``reward.golden_sets[workload]``, else the folder named
+    after it inside the shared set's folder (``golden/<workload>/``); None when it has none
+    (no workload, or ``default`` without an entry in ``golden_sets``)."""
+    if not workload:
+        return None
+    if chosen := reward.golden_sets.get(workload):
+        return Path(chosen).expanduser()
+    shared = Path(reward.golden).expanduser() if reward.golden else GOLDEN_DIR
+    folder = shared / workload
+    return folder if workload != DEFAULT_WORKLOAD and folder.is_dir() else None
+
+
 def golden_path(reward: RewardSettings, workload: str | None = None) -> Path:
-    """The golden set of ``workload`` (``reward.golden_sets``), else ``reward.golden``, else the
-    repository's ``golden/``."""
-    chosen = reward.golden_sets.get(workload or DEFAULT_WORKLOAD) or reward.golden
-    return Path(chosen).expanduser() if chosen else GOLDEN_DIR
+    """The golden set of ``workload`` (:func:`own_golden_path`), else the shared one
+    (``reward.golden_sets["default"]``, else ``reward.golden``, else the repository's
+    ``golden/``)."""
+    if own := own_golden_path(reward, workload or DEFAULT_WORKLOAD):
+        return own
+    return Path(reward.golden).expanduser() if reward.golden else GOLDEN_DIR
 
 
 def load_golden(path: str | Path | None = None, *, workload: str | None = None) -> list[GoldenItem]:
@@ -125,8 +142,12 @@ def load_golden(path: str | Path | None = None, *, workload: str | None = None) 
 
 
 def settings_golden(reward: RewardSettings, workload: str | None = None) -> list[GoldenItem]:
-    """The golden items the settings name for ``workload`` (see :func:`golden_path`)."""
-    return load_golden(golden_path(reward, workload), workload=workload)
+    """The golden items the settings name for ``workload``: its own set, whose lines naming
+    no workload are ``workload``'s (scored by its verifier), else the shared set as it is
+    (see :func:`golden_path`)."""
+    if (own := own_golden_path(reward, workload)) is not None:
+        return load_golden(own, workload=workload)
+    return load_golden(golden_path(reward))
 
 
 def golden_matcher(reward: RewardSettings) -> Callable[[str], bool]:

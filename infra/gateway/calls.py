@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from infra.errors import UpstreamError
 from infra.gateway.ids import PINNED
 from infra.gateway.limits import cap_trace
+from infra.traces.conversation import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
@@ -27,13 +28,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FEEDBACK_MODELS = 100_000  # trace id -> model remembered for user_feedback_total labels
+FEEDBACK_MODELS = 100_000  # trace id -> labels remembered for user_feedback_total
 T = TypeVar("T")
 
 
 class CallRecorder:
-    """Metrics and traces of upstream calls; remembers which version answered each trace (the
-    feedback endpoint labels ``user_feedback_total`` with it)."""
+    """Metrics and traces of upstream calls; remembers which version answered each trace, and
+    the release line that routed it (the feedback endpoint labels ``user_feedback_total`` with
+    them)."""
 
     def __init__(
         self,
@@ -49,16 +51,28 @@ class CallRecorder:
         self.dispatcher = dispatcher
         self.trace_ids = trace_ids
         self.max_trace_chars = max_trace_chars
-        self.trace_models: OrderedDict[str, str] = OrderedDict()
+        self.trace_models: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     def new_trace_id(self) -> str:
         """A signed trace id (feedback is accepted only for these)."""
         return self.trace_ids.new()
 
-    def observe(self, *, version: str, route: str, started: float, error: bool) -> None:
-        """Count one call and its latency since ``started`` (a ``perf_counter`` value)."""
+    def line(self, workload: str | None) -> str:
+        """The metric label of a request of ``workload``: the workload when it has a release of
+        its own in the routing state (it routed the request), else ``default``."""
+        if workload and workload != DEFAULT_WORKLOAD and workload in self.watcher.state.workloads:
+            return workload
+        return DEFAULT_WORKLOAD
+
+    def observe(
+        self, *, version: str, route: str, started: float, error: bool, workload: str | None
+    ) -> None:
+        """Count one call of a ``workload`` request and its latency since ``started`` (a
+        ``perf_counter`` value)."""
         seconds = time.perf_counter() - started
-        self.metrics.observe(model=version, route=route, seconds=seconds, error=error)
+        self.metrics.observe(
+            model=version, route=route, seconds=seconds, error=error, workload=self.line(workload)
+        )
 
     def trace(
         self,
@@ -76,7 +90,8 @@ class CallRecorder:
         """Hand one trace to the dispatcher (``done=None``: the call failed)."""
         # feedback counts for the version only when routing chose it (a version named by an
         # operator must not move the series its alerts and rails read)
-        self.trace_models[trace_id] = PINNED if route == "pinned" else version
+        model = PINNED if route == "pinned" else version
+        self.trace_models[trace_id] = (model, self.line(req.workload))
         if len(self.trace_models) > FEEDBACK_MODELS:
             self.trace_models.popitem(last=False)
         fields: dict[str, Any] = {
@@ -144,7 +159,9 @@ async def call_routed(
             value=value, version=version, route=route, started=started, pairing_id=pairing_id
         )
     except UpstreamError as exc:
-        recorder.observe(version=version, route=route, started=started, error=True)
+        recorder.observe(
+            version=version, route=route, started=started, error=True, workload=req.workload
+        )
         recorder.trace(
             req,
             trace_id=recorder.new_trace_id(),
@@ -162,7 +179,13 @@ async def call_routed(
     try:
         value = await call(stable)
     except UpstreamError as again:
-        recorder.observe(version=stable, route="stable", started=fallback_started, error=True)
+        recorder.observe(
+            version=stable,
+            route="stable",
+            started=fallback_started,
+            error=True,
+            workload=req.workload,
+        )
         log.warning("upstream %s failed: %s", stable, again)
         raise
     return Served(

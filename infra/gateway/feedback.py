@@ -27,6 +27,7 @@ from infra.gateway.chat import error_response, json_response
 from infra.gateway.chat_request import too_deep
 from infra.gateway.ids import PINNED, random_hex
 from infra.traces import FeedbackEvent
+from infra.traces.conversation import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -115,7 +116,7 @@ class FeedbackDesk:
         trace_ids: TraceIds,
         metrics: GatewayMetrics,
         dispatcher: TraceDispatcher,
-        trace_models: Mapping[str, str],
+        trace_models: Mapping[str, tuple[str, str]],
     ) -> None:
         self.trace_ids = trace_ids
         self.metrics = metrics
@@ -140,11 +141,11 @@ class FeedbackDesk:
             )
         # only versions this gateway served become labels (a client string would explode
         # cardinality)
-        model = self.trace_models.get(event.trace_id, "unknown")
+        model, line = self.trace_models.get(event.trace_id, ("unknown", DEFAULT_WORKLOAD))
         previous = self.votes.record(event.trace_id, event.value)
         routed = model != PINNED  # a version named by the request is kept out of the series
         if previous is None and routed:
-            self.metrics.feedback.labels(model, str(event.value)).inc()
+            self.metrics.feedback.labels(model, str(event.value), line).inc()
         elif previous is not None and previous != event.value and routed:
             self.metrics.feedback_changed.labels(model).inc()
         if previous != event.value or event.comment:

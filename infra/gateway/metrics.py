@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from infra.retries import RETRIES
 from infra.routing import RoutingState
+from infra.traces.conversation import DEFAULT_WORKLOAD
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (
@@ -29,8 +30,8 @@ LATENCY_BUCKETS = (
 
 
 class GatewayMetrics:
-    """``agent_requests_total{model,route}``, ``agent_errors_total{model,route}``,
-    ``agent_latency_seconds{model,route}``, ``user_feedback_total{model,value}``,
+    """``agent_requests_total{model,route,workload}``, ``agent_errors_total{model,route,workload}``,
+    ``agent_latency_seconds{model,route,workload}``, ``user_feedback_total{model,value,workload}``,
     ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
     ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
     ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``,
@@ -42,27 +43,40 @@ class GatewayMetrics:
     siblings that are not returned are traced, not counted. ``user_feedback_total``'s ``value``
     is ``"1"``, ``"0"`` or ``"-1"``; its ``model`` is the version that served the trace
     (``unknown`` for a trace id this gateway process did not serve); each trace counts once,
-    with its first vote (see :mod:`infra.gateway.feedback`).
+    with its first vote (see :mod:`infra.gateway.feedback`). ``workload`` is the release line
+    that routed the request: a workload with a release of its own in the routing state, else
+    ``default`` (the shared routing). Never the client's string as such: only workloads an
+    operator released become labels, so a client cannot grow the series. A workload's canary
+    analysis reads its own series alone.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "agent_requests_total", "Chat requests answered.", ["model", "route"], registry=r
+            "agent_requests_total",
+            "Chat requests answered.",
+            ["model", "route", "workload"],
+            registry=r,
         )
         self.errors = Counter(
-            "agent_errors_total", "Chat requests that failed.", ["model", "route"], registry=r
+            "agent_errors_total",
+            "Chat requests that failed.",
+            ["model", "route", "workload"],
+            registry=r,
         )
         self.latency = Histogram(
             "agent_latency_seconds",
             "Chat request latency.",
-            ["model", "route"],
+            ["model", "route", "workload"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.feedback = Counter(
-            "user_feedback_total", "User feedback events.", ["model", "value"], registry=r
+            "user_feedback_total",
+            "User feedback events.",
+            ["model", "value", "workload"],
+            registry=r,
         )
         self.route_weight = Gauge(
             "flywheel_route_weight",
@@ -105,23 +119,31 @@ class GatewayMetrics:
         )
         self._retries_seen: dict[str, int] = {}
         self._weighted: set[str] = set()
-        # (model, route) -> its label children: labels() hashes and locks on every call
-        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        # (model, route, workload) -> its label children: labels() hashes and locks per call
+        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
-    def observe(self, *, model: str, route: str, seconds: float, error: bool) -> None:
+    def observe(
+        self,
+        *,
+        model: str,
+        route: str,
+        seconds: float,
+        error: bool,
+        workload: str = DEFAULT_WORKLOAD,
+    ) -> None:
         """Count one request of ``model`` on ``route`` with its latency, and an error if it
-        failed."""
-        key = (model, route)
+        failed; ``workload``: the release line that routed it (see the class docstring)."""
+        key = (model, route, workload)
         children = self._children.get(key)
         if children is None:
             children = self._children[key] = (
-                self.requests.labels(model, route),
-                self.latency.labels(model, route),
+                self.requests.labels(*key),
+                self.latency.labels(*key),
             )
         children[0].inc()
         children[1].observe(seconds)
         if error:
-            self.errors.labels(model, route).inc()
+            self.errors.labels(*key).inc()
 
     def set_routing(self, state: RoutingState) -> None:
         """Route weights from the state (a workload's own candidate: its share of that

@@ -250,7 +250,13 @@ class Gateway:
         except UpstreamError as exc:
             return upstream_failed(exc)
         version, route = served.version, served.route
-        self.recorder.observe(version=version, route=route, started=served.started, error=False)
+        self.recorder.observe(
+            version=version,
+            route=route,
+            started=served.started,
+            error=False,
+            workload=req.workload,
+        )
         trace_id = self.recorder.new_trace_id()
         self.recorder.trace(
             req,
@@ -304,7 +310,9 @@ class Gateway:
             done = await self.pool.get(version).complete(req.messages, params)
         except UpstreamError as exc:
             log.debug("shadow on %s failed: %s", version, exc)
-        self.recorder.observe(version=version, route="shadow", started=t0, error=done is None)
+        self.recorder.observe(
+            version=version, route="shadow", started=t0, error=done is None, workload=req.workload
+        )
         self.recorder.trace(
             req,
             trace_id=self.recorder.new_trace_id(),

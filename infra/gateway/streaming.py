@@ -152,7 +152,9 @@ async def _relay(
         if aclose is not None:
             await aclose()
         total.text = "".join(texts)
-        recorder.observe(version=version, route=route, started=started, error=failed)
+        recorder.observe(
+            version=version, route=route, started=started, error=failed, workload=req.workload
+        )
         recorder.trace(
             req,
             trace_id=trace_id,

@@ -202,10 +202,12 @@ class GateResult:
     items: list[ItemPair]
     errors: dict[str, int] = field(default_factory=dict)  # generation failures per version
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    workload: str | None = None  # the workload whose release this gated (None: the shared)
 
     def summary(self) -> dict[str, Any]:
         """Everything but the per-item rows, JSON-ready (the report and the audit evidence)."""
         return {
+            **({"workload": self.workload} if self.workload else {}),
             "version": self.version,
             "baseline": self.baseline,
             "run_id": self.run_id,
@@ -243,7 +245,8 @@ class GateResult:
 def score_answers(
     items: Sequence[GoldenItem], answers: Sequence[Answer], *, scorer: Scorer
 ) -> list[float]:
-    """The stage-2 reward of each answer (golden reference, no feedback, generation latency)."""
+    """The stage-2 reward of each answer (golden reference, no feedback, generation latency),
+    judged by its item's workload's verifier when the settings name one (``reward.verifiers``)."""
     from tasks.reward import ScoreItem
 
     batch = [
@@ -253,6 +256,7 @@ def score_answers(
             answer=a.text,
             reference=it.reference,
             latency_s=a.latency_s,
+            workload=it.workload,
         )
         for it, a in zip(items, answers, strict=True)
     ]
@@ -269,9 +273,10 @@ def run_gate(
     max_tokens: int = 16,
     run_id: str | None = None,
     pii: PiiEngine | None = None,
+    workload: str | None = None,
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
-    the PII-leak check (None: skipped)."""
+    the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's)."""
     requests = [it.prompt() for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
@@ -349,6 +354,7 @@ def run_gate(
         checks=checks,
         items=pairs,
         errors=errors,
+        workload=workload,
     )
 
 

@@ -65,6 +65,7 @@ def gate_evidence(result: GateResult, report_keys: dict[str, str]) -> dict[str, 
         "failed_checks": {c.name: c.value for c in result.checks if c.status == "fail"},
         "run_id": result.run_id,
         "report": report_keys.get("json"),
+        **({"workload": result.workload} if result.workload else {}),
     }
     return dict(json_safe(evidence))
 
@@ -77,7 +78,8 @@ def report_markdown(result: GateResult) -> str:
     """The gate report a person reads (report.md)."""
     t = result.test
     lines = [
-        f"# Release gate: {result.version} vs {result.baseline}",
+        f"# Release gate: {result.version} vs {result.baseline}"
+        + (f" (workload {result.workload})" if result.workload else ""),
         "",
         f"**Decision: {result.decision.value}**",
         "",

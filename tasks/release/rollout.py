@@ -166,14 +166,16 @@ def watch_step(
     clock: Clock,
 ) -> PhaseResult:
     """Hold one canary step until it passes, fails, runs out of time without data, or the
-    release is interrupted."""
+    release is interrupted. A workload's release (``routing`` scoped to it) reads that
+    workload's metrics alone: its canary against its stable as its own users were served."""
     from tasks.release.sequential import SequentialState
 
     step_start = metrics.mark()
     seq = SequentialState()
     while True:
         clock.sleep(policy.poll_s)
-        stop = _interrupted(routing.load(), version, "canary")
+        state = routing.load()
+        stop = _interrupted(state, version, "canary")
         if stop is not None and stop.verdict == "paused":
             stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
             if stop is None:  # resumed: the step's evidence starts again
@@ -191,6 +193,7 @@ def watch_step(
                 stable=stable,
                 candidate_since=step_start,
                 stable_since=canary_start,
+                workload=state.workload,
             )
         except MetricsError as exc:
             log.warning("canary metrics unavailable: %s", exc)
@@ -252,13 +255,14 @@ def _sequential_look(
 
 
 def shadow_pairs(
-    records: list[TraceRecord], *, candidate: str, since: datetime
+    records: list[TraceRecord], *, candidate: str, since: datetime, workload: str | None = None
 ) -> list[tuple[TraceRecord, TraceRecord]]:
-    """(stable answer, candidate's shadow answer) per pairing id, oldest first."""
+    """(stable answer, candidate's shadow answer) per pairing id, oldest first; ``workload``:
+    that workload's requests only."""
     stable: dict[str, TraceRecord] = {}
     shadow: dict[str, TraceRecord] = {}
     for r in records:
-        if r.pairing_id is None or r.created_at < since:
+        if r.pairing_id is None or r.created_at < since or workload not in (None, r.workload):
             continue
         if r.route == "stable":
             stable[r.pairing_id] = r
@@ -269,13 +273,18 @@ def shadow_pairs(
 
 
 def read_shadow_pairs(
-    source: TraceSource, *, candidate: str, since: datetime, now: datetime
+    source: TraceSource,
+    *,
+    candidate: str,
+    since: datetime,
+    now: datetime,
+    workload: str | None = None,
 ) -> list[tuple[TraceRecord, TraceRecord]]:
-    """(stable, shadow) trace pairs of the same request since ``since``."""
+    """(stable, shadow) trace pairs of the same request since ``since`` (of ``workload``)."""
     start = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     batch = source.read_window(start, end)
-    return shadow_pairs(batch.records, candidate=candidate, since=since)
+    return shadow_pairs(batch.records, candidate=candidate, since=since, workload=workload)
 
 
 def judge_shadow(
@@ -295,7 +304,11 @@ def judge_shadow(
 
     def item(r: TraceRecord) -> ScoreItem:
         return ScoreItem(
-            question=r.question, contexts=list(r.contexts), answer=r.answer, latency_s=r.latency_s
+            question=r.question,
+            contexts=list(r.contexts),
+            answer=r.answer,
+            latency_s=r.latency_s,
+            workload=r.workload,  # its verifier, as in stage 2
         )
 
     scores = [b.total for b in scorer.score([item(r) for pair in pairs for r in pair])]
@@ -355,12 +368,13 @@ def watch_shadow(
     clock: Clock,
     pii: PiiEngine | None = None,
 ) -> PhaseResult:
-    """Hold the shadow phase until enough mirrored pairs are judged, or the deadline."""
+    """Hold the shadow phase until enough of its workload's shadow pairs are judged, or deadline."""
     start = clock.now()
     since = datetime.fromtimestamp(start, UTC)
     while True:
         clock.sleep(policy.poll_s)
-        stop = _interrupted(routing.load(), version, "shadow")
+        state = routing.load()
+        stop = _interrupted(state, version, "shadow")
         if stop is not None and stop.verdict == "paused":
             stop = _wait_while_paused(routing, version, phase="shadow", policy=policy, clock=clock)
         if stop is not None:
@@ -368,8 +382,9 @@ def watch_shadow(
         now = clock.now()
         if now - start < policy.analysis_interval_s:
             continue
+        at = datetime.fromtimestamp(now, UTC)
         pairs = read_shadow_pairs(
-            source, candidate=version, since=since, now=datetime.fromtimestamp(now, UTC)
+            source, candidate=version, since=since, now=at, workload=state.workload
         )
         if len(pairs) >= policy.min_shadow_pairs:
             return judge_shadow(pairs, scorer=scorer, policy=policy, pii=pii)

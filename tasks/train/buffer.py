@@ -1,7 +1,9 @@
 """Stage 4's rolling buffer: which ``training_examples`` rows a train run reads, pinned to one
 snapshot. Examples older than ``buffer_days`` (per workload: ``workload_buffer_days``) came
 from older policies (stale, off-policy) and are left out; ``buffer_windows > 0`` additionally
-keeps only the newest that many hour windows."""
+keeps only the newest that many hour windows. A run for one workload (``flywheel train
+--workload W``) reads W's rows only, and its windows are the newest that hold W's rows; the
+``default`` workload's rows are those recorded under it or under none."""
 
 from __future__ import annotations
 
@@ -38,6 +40,27 @@ def buffer_of(windows: Iterable[str], k: int) -> list[str]:
     return ordered if k <= 0 else ordered[-k:]
 
 
+def of_workload(rows: list[dict[str, Any]], workload: str | None) -> list[dict[str, Any]]:
+    """The rows of ``workload`` (``default``: rows naming none too); all rows for None."""
+    if workload is None:
+        return rows
+    return [r for r in rows if (r.get("workload") or DEFAULT_WORKLOAD) == workload]
+
+
+def workload_filter(workload: str | None, columns: set[str]) -> Any:
+    """The scan filter of :func:`of_workload` (``columns``: the table's; a table without a
+    ``workload`` column holds the default workload's rows only)."""
+    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, EqualTo, IsNull, Or
+
+    if workload is None:
+        return AlwaysTrue()
+    if "workload" not in columns:
+        return AlwaysTrue() if workload == DEFAULT_WORKLOAD else AlwaysFalse()
+    if workload == DEFAULT_WORKLOAD:
+        return Or(IsNull("workload"), EqualTo("workload", workload))
+    return EqualTo("workload", workload)
+
+
 def in_buffer(
     rows: list[dict[str, Any]],
     *,
@@ -64,11 +87,13 @@ def read_examples(
     buffer_days: float = 0,
     workload_days: dict[str, float] | None = None,
     served_by: str | None = None,
+    workload: str | None = None,
 ) -> tuple[list[dict[str, Any]], int | None, list[str]]:
     """Rows of the rolling buffer at the table's current snapshot: (rows, snapshot id,
     windows). The day limit is pushed into the scan (``created_at`` is the partition); with
-    ``served_by``, only rows that model version answered (on-policy traffic)."""
-    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In
+    ``served_by``, only rows that model version answered (on-policy traffic); with
+    ``workload``, only that workload's rows (see :func:`of_workload`)."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In
 
     from infra.catalog import get_table
 
@@ -77,20 +102,23 @@ def read_examples(
     if snap is None:
         return [], None, []
     sid = snap.snapshot_id
+    columns = {x.name for x in table.schema().fields}
+    mine = workload_filter(workload, columns)
     longest = max([buffer_days, *(workload_days or {}).values()])
     newest = buffer_days > 0 and all(d > 0 for d in (workload_days or {}).values())
-    since: Any = AlwaysTrue()
+    since: Any = mine
     if newest and longest > 0:
         oldest = datetime.now(UTC) - timedelta(days=longest)
-        since = GreaterThanOrEqual("created_at", oldest.isoformat())
+        since = And(mine, GreaterThanOrEqual("created_at", oldest.isoformat()))
     names = table.scan(row_filter=since, selected_fields=("window",), snapshot_id=sid).to_arrow()
     windows = buffer_of(names.column("window").to_pylist(), buffer_windows)
     if not windows:
         return [], sid, []
-    fields = tuple(f for f in EXAMPLE_COLUMNS if f in {x.name for x in table.schema().fields})
-    row_filter: Any = In("window", windows)
+    fields = tuple(f for f in EXAMPLE_COLUMNS if f in columns)
+    row_filter: Any = And(mine, In("window", windows))
     if served_by:
         row_filter = And(row_filter, EqualTo("model_version", served_by))
     data = table.scan(row_filter=row_filter, selected_fields=fields, snapshot_id=sid).to_arrow()
-    rows = in_buffer(data.to_pylist(), buffer_days=buffer_days, workload_days=workload_days)
+    rows = of_workload(data.to_pylist(), workload)
+    rows = in_buffer(rows, buffer_days=buffer_days, workload_days=workload_days)
     return rows, sid, sorted({r["window"] for r in rows})

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 
-def pick_base_version(store: ObjectStore) -> str:
-    """The stable version of the routing state when it exists, else the newest version.
+def pick_base_version(store: ObjectStore, workload: str | None = None) -> str:
+    """The stable version of the routing state when it exists, else the newest version. With
+    ``workload``: that workload's stable version, i.e. its own once it promoted one (its
+    adapter is continued), else the shared stable version.
 
     Raises:
         ObjectNotFound: no model version exists (run ``flywheel bootstrap`` first).
@@ -33,7 +35,7 @@ def pick_base_version(store: ObjectStore) -> str:
     from infra.errors import ObjectNotFound
     from infra.routing import load_state
 
-    stable = load_state(store).stable
+    stable = load_state(store).release_of(workload).stable
     if stable and models.version_exists(store, stable):
         return stable
     versions = models.list_versions(store)
@@ -76,14 +78,16 @@ def is_demo_model(base_dir: Path) -> bool:
     return bool(lineage.get("base_version") and trained_whole)
 
 
-def evaluate_golden_dirs(base_dir: Path, new_dir: Path, *, settings: Settings) -> Evaluation:
+def evaluate_golden_dirs(
+    base_dir: Path, new_dir: Path, *, settings: Settings, workload: str | None = None
+) -> Evaluation:
     """Greedy golden accuracy of the base and the new model on the golden set the settings name
-    (the same items, the same decoding, each item's verifier). A new LoRA adapter loads on the
-    full version under ``base_dir``."""
+    for ``workload`` (the same items, the same decoding, each item's verifier). A new LoRA
+    adapter loads on the full version under ``base_dir``."""
     from infra.local_lm import LocalLM
     from tasks.golden import golden_accuracy, settings_golden
 
-    golden = settings_golden(settings.reward)
+    golden = settings_golden(settings.reward, workload)
     tokens = settings.eval_max_new_tokens
     base_lm = LocalLM.load(base_dir, device=settings.device)
     base, _ = golden_accuracy(base_lm, golden, reward=settings.reward, max_new_tokens=tokens)
@@ -93,9 +97,11 @@ def evaluate_golden_dirs(base_dir: Path, new_dir: Path, *, settings: Settings) -
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate_task(base_dir: Path, new_dir: Path, *, settings: Settings) -> Evaluation:
-    """Returns the golden accuracy of the base and the trained model."""
-    return evaluate_golden_dirs(base_dir, new_dir, settings=settings)
+def evaluate_task(
+    base_dir: Path, new_dir: Path, *, settings: Settings, workload: str | None = None
+) -> Evaluation:
+    """Returns the golden accuracy of the base and the trained model (on ``workload``'s set)."""
+    return evaluate_golden_dirs(base_dir, new_dir, settings=settings, workload=workload)
 
 
 def published_runs(store: ObjectStore) -> list[str]:

@@ -133,6 +133,7 @@ class Lineage(BaseModel):
     started_at: datetime
     finished_at: datetime
     base_model: str | None = None  # a LoRA adapter: the full version it applies to
+    workload: str | None = None  # trained on this workload's rows only (None: every workload)
 
     @field_serializer("started_at", "finished_at")
     def _isoformat(self, value: datetime) -> str:
@@ -219,6 +220,7 @@ def build_lineage(
         started_at=started_at,
         finished_at=datetime.now(UTC),
         base_model=adapter_base(outcome.output_dir) if is_adapter(outcome.output_dir) else None,
+        workload=selection.workload,
     )
 
 
@@ -254,6 +256,8 @@ def model_card(lineage: Lineage) -> dict[str, Any]:
         "created_at": lineage.finished_at.isoformat(),
         "intended_use": "candidate for the release gate; promoted only if it passes",
     }
+    if lineage.workload:  # an adapter for one agent: released with --workload
+        card["workload"] = lineage.workload
     if lineage.base_model:  # served as a LoRA adapter on this full version
         card["artifact"] = "lora-adapter"
         card["base_model"] = lineage.base_model
@@ -263,8 +267,9 @@ def model_card(lineage: Lineage) -> dict[str, Any]:
 def lineage_files(lineage: Lineage) -> dict[str, str]:
     """The text of ``lineage.json`` and ``model_card.yaml``, by file name."""
     record = lineage.model_dump()
-    if record["base_model"] is None:  # full checkpoints: the file as it always was
-        del record["base_model"]
+    for optional in ("base_model", "workload"):  # unset: the file as it always was
+        if record[optional] is None:
+            del record[optional]
     as_json = json.dumps(record, indent=2, sort_keys=True, default=str)
     return {LINEAGE: as_json, CARD: yaml.safe_dump(model_card(lineage), sort_keys=False)}
 
@@ -277,6 +282,7 @@ def card_markdown(lineage: Lineage) -> str:
     rows = [
         ("version", f"{lineage.version} (base {lineage.base_version})"),
         *([("LoRA adapter on", lineage.base_model)] if lineage.base_model else []),
+        *([("workload", lineage.workload)] if lineage.workload else []),
         ("method", f"{lineage.method} - {lineage.method_reason}"),
         ("pairs / rows trained on", f"{data.pairs} / {data.training_examples.rows}"),
         ("golden rows excluded", data.decontaminated),

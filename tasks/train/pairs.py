@@ -50,7 +50,7 @@ from prefect import task
 from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.golden import GoldenItem, golden_matcher, settings_golden
+from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden
 from tasks.train.buffer import read_examples
 
 if TYPE_CHECKING:
@@ -145,9 +145,13 @@ class GoldenFilter:
         self.same_as_golden = same_as_golden
 
     @classmethod
-    def from_settings(cls, reward: RewardSettings) -> GoldenFilter:
-        """The filter of the golden set and matcher the reward settings name."""
-        return cls(settings_golden(reward), golden_matcher(reward))
+    def from_settings(cls, reward: RewardSettings, workload: str | None = None) -> GoldenFilter:
+        """The filter of the golden set and matcher the reward settings name; with
+        ``workload``, its own golden set too (:func:`~tasks.golden.own_golden_path`)."""
+        golden = settings_golden(reward)
+        if workload is not None and own_golden_path(reward, workload) is not None:
+            golden += settings_golden(reward, workload)
+        return cls(golden, golden_matcher(reward))
 
     def __call__(self, question: str) -> bool:
         """True when ``question`` must not be trained on."""
@@ -169,6 +173,7 @@ class Selection:
     counts: dict[str, int] = field(default_factory=dict)
     pair_trace_ids: list[str] = field(default_factory=list)  # rows behind the pairs
     reward_config_hashes: list[str] = field(default_factory=list)
+    workload: str | None = None  # the one workload whose rows these are (None: every workload)
 
 
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -340,10 +345,12 @@ def select_training_data(
     human_override: bool = True,
     served_by: str | None = None,
     consent_mode: str = "opt_in",
+    workload: str | None = None,
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
     a person labelled trains with the human score as its reward (``human_override``); users
-    excluded by consent now, per ``consent_mode``, are dropped even if curate kept them."""
+    excluded by consent now, per ``consent_mode``, are dropped even if curate kept them;
+    ``workload``: that workload's rows only (None: every workload's)."""
     from tasks.datasets import training_exclusions
 
     rows, sid, windows = read_examples(
@@ -352,12 +359,13 @@ def select_training_data(
         buffer_days=buffer_days,
         workload_days=workload_days,
         served_by=served_by,
+        workload=workload,
     )
     if human_override:
         from tasks.review import override_rewards
 
         override_rewards(catalog, rows)
-    return select(
+    selection = select(
         rows,
         min_margin=min_margin,
         contaminated=contaminated,
@@ -366,6 +374,8 @@ def select_training_data(
         snapshot_id=sid,
         windows=windows,
     )
+    selection.workload = workload
+    return selection
 
 
 @task(**IO_RETRIES)

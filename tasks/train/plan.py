@@ -3,8 +3,9 @@ the GPU recipe (``python -m tasks.train select``), so that both train on the sam
 
 The settings decide every knob of the selection (buffer windows and days, per-workload days,
 margin, golden decontamination, human overrides, on-policy, consent mode) and of the method choice (minimum data, the
-ablation's regressed methods); a caller passes only the catalog, the base model and an
-optional method."""
+ablation's regressed methods); a caller passes only the catalog, the base model, an
+optional method and an optional workload (``flywheel train --workload W``: W's rows only,
+decontaminated against W's golden set too)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ def plan_training(
     base_version: str,
     base_dir: Path,
     method: str | None = None,
+    workload: str | None = None,
 ) -> TrainingPlan:
     """Select the rolling buffer at one snapshot, as ``settings`` configure it, rendered with
-    the base model's prompt template, and choose the method (``method`` or the settings')."""
+    the base model's prompt template, and choose the method (``method`` or the settings');
+    ``workload``: that workload's rows only (None: every workload's)."""
     cfg = settings.train
     selection = select_training_data(
         catalog,
@@ -51,10 +54,11 @@ def plan_training(
         workload_days=cfg.workload_buffer_days,
         min_margin=cfg.min_margin,
         render=prompt_renderer(base_dir),
-        contaminated=GoldenFilter.from_settings(settings.reward),
+        contaminated=GoldenFilter.from_settings(settings.reward, workload),
         human_override=settings.review.override_rewards,
         served_by=base_version if cfg.on_policy else None,
         consent_mode=settings.consent_mode,
+        workload=workload,
     )
     choice = choose_method(
         method or cfg.method,
@@ -79,8 +83,14 @@ def plan_training_task(
     base_version: str,
     base_dir: Path,
     method: str | None = None,
+    workload: str | None = None,
 ) -> TrainingPlan:
     """Returns the training plan: the selected rows and the method (as plan_training)."""
     return plan_training(
-        catalog, settings=settings, base_version=base_version, base_dir=base_dir, method=method
+        catalog,
+        settings=settings,
+        base_version=base_version,
+        base_dir=base_dir,
+        method=method,
+        workload=workload,
     )

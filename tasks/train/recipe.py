@@ -2,14 +2,16 @@
 ``accelerate launch`` (one or several GPUs, or the CPU), and publication with lineage, in three
 steps sharing a run directory::
 
-    python -m tasks.train select --run /scratch/r1 [--base-version v3] [--method auto]
+    python -m tasks.train select --run /scratch/r1 [--base-version v3] [--method auto] \
+        [--workload W]
     accelerate launch --num_processes 8 -m tasks.train train --run /scratch/r1 \\
         [--use-lora | --no-use-lora] [--max-steps 500] [--batch-size 4]
     python -m tasks.train publish --run /scratch/r1
 
 ``select`` reads the rolling buffer at one snapshot through the flow's own selection
 (``tasks.train.plan.plan_training``: the same settings, renderer, golden decontamination and
-method choice) and writes ``selection.json`` (datetimes as
+method choice; ``--workload W``: W's rows only, from W's stable version, as ``flywheel train
+--workload W``) and writes ``selection.json`` (datetimes as
 ISO strings, restored on read) and ``run.json``; ``train`` trains from the base version into
 ``model/`` (rank 0 saves) and writes ``outcome.json``; ``publish`` records the pairs, runs
 the golden evaluation, and publishes ``models/<next version>/`` with ``lineage.json`` and the
@@ -55,18 +57,26 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(), object_hook=_decode)
 
 
-def select(run: Path, *, base_version: str | None, method: str | None) -> dict[str, Any]:
-    """Step 1: the flow's selection into ``run/`` (``selection.json``, ``run.json``)."""
+def select(
+    run: Path, *, base_version: str | None, method: str | None, workload: str | None = None
+) -> dict[str, Any]:
+    """Step 1: the flow's selection into ``run/`` (``selection.json``, ``run.json``);
+    ``workload``: that workload's rows only (the selection records it for the lineage)."""
     from infra.models import model_cache_root
     from infra.runtime import Runtime
     from tasks.train.checkpoints import fetch_base_task, pick_base_version
     from tasks.train.plan import plan_training
 
     rt = Runtime.from_env()
-    base = base_version or pick_base_version(rt.store)
+    base = base_version or pick_base_version(rt.store, workload)
     base_dir = fetch_base_task.fn(rt.store, base, cache_root=model_cache_root(rt.settings))
     plan = plan_training(
-        rt.catalog, settings=rt.settings, base_version=base, base_dir=base_dir, method=method
+        rt.catalog,
+        settings=rt.settings,
+        base_version=base,
+        base_dir=base_dir,
+        method=method,
+        workload=workload,
     )
     selection, choice = plan.selection, plan.choice
     run.mkdir(parents=True, exist_ok=True)
@@ -137,7 +147,9 @@ def publish(run: Path) -> str:
     pairs_sid = None
     if config.method == "dpo":
         pairs_sid = write_pairs(rt.catalog, train_run=info["train_run"], pairs=selection.pairs)
-    evaluation = evaluate_golden_dirs(Path(info["base_dir"]), model_dir, settings=rt.settings)
+    evaluation = evaluate_golden_dirs(
+        Path(info["base_dir"]), model_dir, settings=rt.settings, workload=selection.workload
+    )
     lineage = build_lineage(
         base_version=info["base_version"],
         train_run=info["train_run"],
@@ -164,7 +176,11 @@ def publish(run: Path) -> str:
         event_type="model_trained",
         actor="train-recipe",
         subject=str(published.version),
-        details={"train_run": info["train_run"], "base_version": info["base_version"]},
+        details={
+            "train_run": info["train_run"],
+            "base_version": info["base_version"],
+            **({"workload": selection.workload} if selection.workload else {}),
+        },
         best_effort=True,
     )
     return str(published.version)
@@ -177,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--run", required=True, type=Path)
     sel.add_argument("--base-version")
     sel.add_argument("--method", choices=["auto", "dpo", "rft", "grpo"])
+    sel.add_argument("--workload", help="this workload's rows only (default: every workload)")
     tr = steps.add_parser("train", help="train (under accelerate launch)")
     tr.add_argument("--run", required=True, type=Path)
     tr.add_argument("--method", choices=["dpo", "rft", "grpo"])
@@ -200,7 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     opts = vars(_parser().parse_args(argv))
     step, run = opts.pop("step"), opts.pop("run")
     if step == "select":
-        info = select(run, base_version=opts["base_version"], method=opts["method"])
+        info = select(
+            run, base_version=opts["base_version"], method=opts["method"], workload=opts["workload"]
+        )
         print(json.dumps({"run": str(run), **info["choice"]}, default=str))
     elif step == "train":
         record = train(run, {k: v for k, v in opts.items() if v is not None})

@@ -134,7 +134,9 @@ def test_feedback_is_recorded_and_counted(tmp_path: Path, upstreams) -> None:
             httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": 5}).status_code
             == 400
         )
-        assert metric(gw.url, "user_feedback_total", model="v0", value="-1") == 1
+        assert (
+            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
+        )
         [event] = spool(tmp_path, "feedback")
     assert (event["trace_id"], event["value"], event["comment"]) == (trace_id, -1, "wrong")
 
@@ -146,9 +148,24 @@ def test_metrics_carry_the_design_names(tmp_path: Path, upstreams) -> None:
     with start(tmp_path, upstreams) as gw:
         for _ in range(3):
             httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES, "user": "u"})
-        assert metric(gw.url, "agent_requests_total", model="v1", route="canary") == 3
-        assert metric(gw.url, "agent_latency_seconds_count", model="v1", route="canary") == 3
-        assert metric(gw.url, "agent_errors_total", model="v1", route="canary") == 0
+        assert (
+            metric(gw.url, "agent_requests_total", model="v1", route="canary", workload="default")
+            == 3
+        )
+        assert (
+            metric(
+                gw.url,
+                "agent_latency_seconds_count",
+                model="v1",
+                route="canary",
+                workload="default",
+            )
+            == 3
+        )
+        assert (
+            metric(gw.url, "agent_errors_total", model="v1", route="canary", workload="default")
+            == 0
+        )
         assert metric(gw.url, "flywheel_route_weight", model="v1") == 100
         assert metric(gw.url, "flywheel_route_weight", model="v0") == 0
         assert metric(gw.url, "flywheel_trace_sink_dropped_total") == 0
@@ -167,7 +184,10 @@ def test_bad_requests_and_unknown_models_get_openai_errors(tmp_path: Path, upstr
         operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=token, max_retries=0)
         pinned = operator.chat.completions.create(model="v1", messages=MESSAGES)
         assert pinned.model == "v1"
-        assert metric(gw.url, "agent_requests_total", model="v1", route="pinned") == 1
+        assert (
+            metric(gw.url, "agent_requests_total", model="v1", route="pinned", workload="default")
+            == 1
+        )
         [trace] = spool(tmp_path)
     assert (trace["model_version"], trace["route"]) == ("v1", "canary")  # not the stable one
 
@@ -177,7 +197,10 @@ def test_a_failing_stable_upstream_is_a_502_and_counted(tmp_path: Path, upstream
     with start(tmp_path, upstreams) as gw:
         resp = httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES})
         assert resp.status_code == 502 and resp.json()["error"]["type"] == "upstream_error"
-        assert metric(gw.url, "agent_errors_total", model="v0", route="stable") == 1
+        assert (
+            metric(gw.url, "agent_errors_total", model="v0", route="stable", workload="default")
+            == 1
+        )
         [trace] = spool(tmp_path)
     assert trace["error_count"] == 1 and trace["answer"] == ""
 
@@ -209,8 +232,14 @@ def test_a_failing_canary_is_counted_and_the_user_served_by_stable(
     with failing_canary(tmp_path, upstreams) as (gw, replies):
         for resp in replies:
             assert resp.status_code == 200 and resp.headers["x-flywheel-model"] == "v0"
-        assert metric(gw.url, "agent_errors_total", model="v1", route="canary") == 2
-        assert metric(gw.url, "agent_requests_total", model="v0", route="stable") == 2
+        assert (
+            metric(gw.url, "agent_errors_total", model="v1", route="canary", workload="default")
+            == 2
+        )
+        assert (
+            metric(gw.url, "agent_requests_total", model="v0", route="stable", workload="default")
+            == 2
+        )
 
 
 def test_a_failing_canary_is_traced_the_same_streamed_or_not(tmp_path: Path, upstreams) -> None:

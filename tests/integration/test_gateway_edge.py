@@ -171,11 +171,15 @@ def test_25_feedbacks_on_one_trace_count_once_and_the_last_vote_wins(
         for _ in range(25):
             resp = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": -1})
             assert resp.status_code == 202
-        assert metric(gw.url, "user_feedback_total", model="v0", value="-1") == 1
+        assert (
+            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
+        )
         changed = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": 1})
         assert changed.status_code == 202 and changed.json()["counted"] is False
-        assert metric(gw.url, "user_feedback_total", model="v0", value="-1") == 1
-        assert metric(gw.url, "user_feedback_total", model="v0", value="1") == 0
+        assert (
+            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
+        )
+        assert metric(gw.url, "user_feedback_total", model="v0", value="1", workload="default") == 0
         assert metric(gw.url, "flywheel_feedback_changed_total", model="v0") == 1
     lines = settle(gw, tmp_path)
     assert len([x for x in lines if x["type"] == "feedback"]) <= 2  # repeats are not written
@@ -196,8 +200,13 @@ def test_feedback_on_a_trace_the_gateway_never_served_is_refused(tmp_path: Path,
         for fake in (uuid.uuid4().hex, forged, "not-a-trace"):
             resp = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": fake, "value": -1})
             assert resp.status_code == 404 and resp.json()["error"]["code"] == "trace_not_found"
-        assert metric(gw.url, "user_feedback_total", model="unknown", value="-1") == 0
-        assert metric(gw.url, "user_feedback_total", model="v0", value="-1") == 0
+        assert (
+            metric(gw.url, "user_feedback_total", model="unknown", value="-1", workload="default")
+            == 0
+        )
+        assert (
+            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 0
+        )
         assert metric(gw.url, "flywheel_feedback_refused_total") == 3
     assert not [x for x in settle(gw, tmp_path) if x["type"] == "feedback"]
 

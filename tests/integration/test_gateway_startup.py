@@ -121,8 +121,12 @@ def test_feedback_on_a_version_an_operator_named_is_not_counted(
         for raw in (named, routed):
             vote = {"trace_id": raw.headers["x-trace-id"], "value": -1}
             assert httpx.post(f"{gw.url}/v1/feedback", json=vote).status_code == 202
-        assert metric(gw.url, "user_feedback_total", model="v1", value="-1") == 0
-        assert metric(gw.url, "user_feedback_total", model="v0", value="-1") == 1
+        assert (
+            metric(gw.url, "user_feedback_total", model="v1", value="-1", workload="default") == 0
+        )
+        assert (
+            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
+        )
         health = httpx.get(f"{gw.url}/healthz").json()
         assert health["candidate"] is None  # in shadow the candidate is not public
     assert upstreams["v1"].app.calls == 1

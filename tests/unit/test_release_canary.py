@@ -84,7 +84,13 @@ class FakeMetrics:
         return self.clock.now()
 
     def read(
-        self, *, candidate: str, stable: str, candidate_since: float, stable_since: float
+        self,
+        *,
+        candidate: str,
+        stable: str,
+        candidate_since: float,
+        stable_since: float,
+        workload: str | None = None,
     ) -> CanaryWindow:
         self.reads += 1
         now = self.clock.now()
@@ -207,7 +213,7 @@ def test_embedded_reader_uses_deltas_between_scrapes() -> None:
         metrics.observe(model="v1", route="canary", seconds=0.2, error=i < 5)
     for _ in range(10):
         metrics.observe(model="v0", route="stable", seconds=0.05, error=False)
-    metrics.feedback.labels("v1", "1").inc(3)
+    metrics.feedback.labels("v1", "1", "default").inc(3)
     t[0] = 160.0
     got = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
     assert (got.candidate.requests, got.candidate.errors) == (20, 5)

@@ -78,7 +78,15 @@ class Traffic:
     def mark(self) -> float:
         return self.clock.now()
 
-    def read(self, *, candidate: str, stable: str, candidate_since: float, stable_since: float):
+    def read(
+        self,
+        *,
+        candidate: str,
+        stable: str,
+        candidate_since: float,
+        stable_since: float,
+        workload: str | None = None,
+    ):
         n = self.rate * (self.clock.now() - candidate_since)
         fb = n * self.fb
         return CanaryWindow(
