@@ -235,7 +235,8 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         "final_loss": trained.losses[-1] if trained else None,
         "steps": len(trained.losses) if trained else 0,
         "dev_curve": trained.curve if trained else [],
-        "training_data": "synthetic non-golden 2-digit additions (golden pairs excluded)",
+        "training_data": "synthetic non-golden questions of the demo workloads "
+        f"{', '.join(config.workloads)} (golden questions excluded)",
         "wall_s": round(wall, 1),
         "hardware": f"{platform.machine()} CPU, {config.threads} thread(s)",
         "created_at": datetime.now(UTC).isoformat(),

@@ -92,12 +92,13 @@ def train_step(
     *,
     hedge_share: float = 0.0,
     workloads: tuple[str, ...] = (CALCULATOR,),
+    weights: list[float] | None = None,
 ) -> float:
     """One AdamW step on ``size`` fresh questions of ``workloads`` (a share hedged: see
     module); the loss."""
     import torch
 
-    items = [sample_question(rng, workloads) for _ in range(size)]
+    items = [sample_question(rng, workloads, weights) for _ in range(size)]
     items.sort(key=lambda it: len(it.question))  # two length buckets: little padding
     opt.zero_grad(set_to_none=True)
     total = 0.0
@@ -141,8 +142,8 @@ class BootstrapConfig:
     # none; the exploitable-judge demo sets it (FLYWHEEL_BOOTSTRAP_HEDGE_SHARE) so that a
     # judge fooled by hedges has something to reward (tests/e2e/test_exploitable_judge.py).
     hedge_share: float = 0.0
-    # the demo workloads v0 learns (tasks/demo/workloads.py), in equal shares; with several,
-    # the target is their mean dev accuracy
+    # the demo workloads v0 learns (tasks/demo/workloads.py); with several, the weaker one's
+    # dev accuracy must reach the target, and each evaluation gives it more of the batch
     workloads: tuple[str, ...] = (CALCULATOR,)
 
     @classmethod
@@ -155,7 +156,7 @@ class BootstrapConfig:
 
             return cls(profile="llama", **BOOTSTRAP)
         if len(workloads) > 1:  # two tasks in one budget: a longer schedule
-            return cls(workloads=workloads, steps=MULTI_WORKLOAD_STEPS)
+            return cls(workloads=workloads, steps=MULTI_WORKLOAD_STEPS, target_accuracy=0.4)
         return cls(workloads=workloads)
 
 
@@ -249,6 +250,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
     log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
     doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
     every = config.eval_every
+    weights: list[float] | None = None  # several workloads: the weaker gets more questions
     for step in range(1, config.steps + 1):
         if step % PROGRESS_EVERY == 1:
             progress(doing, config, done=step - 1)
@@ -262,6 +264,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
                 config.batch_size,
                 hedge_share=config.hedge_share,
                 workloads=config.workloads,
+                weights=weights,
             )
         )
         sched.step()
@@ -269,7 +272,9 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
             model.eval()
             accuracy, scores = evaluate_golden(probe, dev, batch_size=config.eval_batch_size)
             if len(config.workloads) > 1:
-                accuracy = mean_by_workload(dev, scores)
+                by = accuracy_by_workload(dev, scores)
+                accuracy, weights = min(by.values()), balance(by, config.workloads)
+                log.info("pre-training step %d: dev accuracy by workload %s", step, by)
             log_.curve.append((step, accuracy))
             log.info("pre-training step %d: dev accuracy %.3f", step, accuracy)
             if accuracy >= config.target_accuracy:
@@ -298,12 +303,18 @@ def evaluate_golden(
     return (sum(scores) / len(scores) if scores else 0.0), scores
 
 
-def mean_by_workload(items: list[domain.DomainItem], scores: list[float]) -> float:
-    """The mean over workloads of each workload's accuracy on its ``items``."""
+def accuracy_by_workload(items: list[domain.DomainItem], scores: list[float]) -> dict[str, float]:
+    """Each workload's accuracy on its ``items``."""
     by: dict[str, list[float]] = {}
     for it, score in zip(items, scores, strict=True):
         by.setdefault(it.workload, []).append(score)
-    return sum(sum(v) / len(v) for v in by.values()) / len(by) if by else 0.0
+    return {w: sum(v) / len(v) for w, v in by.items()}
+
+
+def balance(by: dict[str, float], workloads: tuple[str, ...]) -> list[float]:
+    """Sampling weights of ``workloads`` from their dev accuracy ``by``: a task learned
+    slower gets more of the batch, so every workload's v0 lands near the target together."""
+    return [(1.05 - by.get(w, 0.0)) ** 2 for w in workloads]
 
 
 def progress(step: str, config: BootstrapConfig, *, done: int) -> None:

@@ -63,12 +63,18 @@ def workload_of(item: domain.DomainItem) -> str:
     return CLOCK if item.workload == CLOCK else CALCULATOR
 
 
-def sample_question(rng: random.Random, workloads: Sequence[str]) -> domain.DomainItem:
-    """A random non-golden question of one of ``workloads`` (equally likely); with the
-    calculator alone it draws exactly what :func:`tasks.demo.domain.sample_question` draws."""
+def sample_question(
+    rng: random.Random, workloads: Sequence[str], weights: Sequence[float] | None = None
+) -> domain.DomainItem:
+    """A random non-golden question of one of ``workloads`` (equally likely, or by
+    ``weights``); with the calculator alone it draws exactly what
+    :func:`tasks.demo.domain.sample_question` draws."""
     if tuple(workloads) == (CALCULATOR,):
         return domain.sample_question(rng)
-    pick = rng.choice(list(workloads))
+    if weights is None:
+        pick = rng.choice(list(workloads))
+    else:
+        pick = rng.choices(list(workloads), weights=list(weights), k=1)[0]
     return clock.sample_question(rng) if pick == CLOCK else domain.sample_question(rng)
 
 
