@@ -85,7 +85,7 @@ class LoopOptions(BaseModel):
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
     requests: int = Field(
-        default=2000,
+        default=1600,
         ge=10,
         description="simulated user requests per cycle, every workload's together",
     )

@@ -51,7 +51,7 @@ def loop_report(summary: LoopSummary) -> str:
     """The short human summary ``flywheel run`` prints."""
     s = summary
     lines = [
-        f"flywheel run: {len(s.cycles)} cycle(s) in {s.wall_s:.0f} s; base model "
+        f"flywheel run: {len({c.cycle for c in s.cycles})} cycle(s) in {s.wall_s:.0f} s; base model "
         f"{s.base_version} ({'cached' if s.bootstrap_cached else 'bootstrapped'}, golden "
         f"accuracy {percent(s.base_accuracy)})"
     ]

@@ -72,6 +72,7 @@ def test_two_workloads_each_show_their_accuracy_gate_and_release() -> None:
     s = summary([calc, clock])
     s.base_accuracy_by_workload = {"calculator": 0.5, "clock": 0.4}
     text = loop_report(s)
+    assert text.startswith("flywheel run: 1 cycle(s)")
     assert "by workload: calculator 50.0%, clock 40.0%" in text
     assert text.count("cycle 1:") == 1  # the shared stages once, then each workload
     assert "workload calculator (baseline v0):" in text and "workload clock (baseline v0):" in text
