@@ -309,7 +309,15 @@ def erasure_resolve(
             subject=c.receipt,
             details={"action": action, "stable": target, "reason": reason, "receipt": receipt},
         )
-    retire_cases(rt, routing, cases, affected - {target}, serving=target, how=action, **changes)
+    # the choice is about the shared line: a version a workload's own line still serves stays
+    # (its case pending) until the weekly run replaces it on that line
+    keep = routed_versions(state.model_copy(update={"stable": target, "candidate": None}))
+    retire = affected - {target} - keep
+    retire_cases(rt, routing, cases, retire, serving=target, how=action, **changes)
+    for c in cases:
+        if c.status != "done" and any(v in keep for v in c.serving()):
+            c.status = "pending"
+            save_case(rt.store, c)
     publish_gauges(rt)
     return load_case(rt.store, receipt)
 
