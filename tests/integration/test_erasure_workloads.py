@@ -25,6 +25,7 @@ from tasks.governance.replacement import ReplacementPlan, lines_reached, routed_
 pytestmark = pytest.mark.integration
 RECEIPT = "ab" * 32
 RUN_NAMES: list[str] = []  # the stand-in release's flow run names
+OUTCOME = {"outcome": "promoted"}  # what the stand-in release ends with
 
 
 def _state() -> RoutingState:
@@ -59,11 +60,12 @@ def fake_release(version: str, options: ReleaseOptions | None = None) -> Release
     opts = options or ReleaseOptions()
     rt = Runtime.from_env()
     line = scoped(open_routing(rt.settings, rt.store), opts.workload)
-    line.transition(StateChange(candidate=version, stable=version, phase="promoted"))
     RUN_NAMES.append(str(flow_run.name))
-    return ReleaseOutcome(
-        version=version, workload=opts.workload, outcome="promoted", reasons=[str(flow_run.name)]
-    )
+    if OUTCOME["outcome"] != "promoted":
+        line.transition(StateChange(candidate=version, phase="rolled_back"))
+        return ReleaseOutcome(version=version, workload=opts.workload, outcome="rolled_back")
+    line.transition(StateChange(candidate=version, stable=version, phase="promoted"))
+    return ReleaseOutcome(version=version, workload=opts.workload, outcome="promoted")
 
 
 @pytest.fixture
@@ -100,6 +102,7 @@ def planted(prefect_api: None, flywheel_home: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(erasure_flow, "plan_replacement", plan)
     monkeypatch.setattr(erasure_flow, "_train", train)
     monkeypatch.setattr(erasure_flow, "release", fake_release)
+    monkeypatch.setitem(OUTCOME, "outcome", "promoted")
     return seen
 
 
@@ -123,3 +126,20 @@ def test_a_workloads_replacement_is_released_on_its_line_and_retires_only_what_s
     assert case.status == "done" and case.replacement == "v9"
     steps = [(s.step, s.detail) for s in case.steps]
     assert ("replacement promoted", "serves the support traffic") in steps
+
+
+def test_resolving_a_failed_workload_replacement_does_not_retire_what_that_workload_serves(
+    planted: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.erasure import erasure_resolve
+    from infra.keys import model_prefix
+    from infra.models import COMPLETE
+
+    rt = Runtime.from_env()
+    rt.store.put(model_prefix("v0") + COMPLETE, b"")  # the shared stable is servable
+    monkeypatch.setitem(OUTCOME, "outcome", "rolled_back")
+    assert erasure_flow.replace_erased().status == "failed"
+    case = erasure_resolve(RECEIPT, "rollback", reason="replacement regressed")
+    state = load_state(rt.store)
+    assert state.for_workload("support").stable == "v3"  # still served: not retired under it
+    assert state.retired == ["v5"] and case.status == "pending"
