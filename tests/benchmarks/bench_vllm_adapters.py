@@ -11,7 +11,9 @@ directly, ``--concurrency`` at a time, each generating exactly ``--tokens`` toke
 
 - load time: ``POST /v1/load_lora_adapter`` per adapter, vs one request to the base model;
 - memory: RSS of vLLM's processes (API server and engine core) after the N loads minus before,
-  per adapter, vs the RSS before;
+  per adapter, vs the RSS before; and what the ``--max-loras`` slots themselves cost (vLLM
+  allocates them at startup): RSS of a server started with ``--max-loras N`` minus one with 1,
+  per slot;
 - throughput: req/s with 1 and with N adapters active vs the base model alone (rounds alternate
   base / 1 / N to cancel machine drift).
 
@@ -141,6 +143,12 @@ def measure(url: str, port: int, adapters: list[Path], args: argparse.Namespace)
 def report(out: dict[str, Any], args: argparse.Namespace) -> None:
     """Print each measurement and its ratio against the baseline."""
     mib = 1024 * 1024
+    slot = (out["rss_before"] - out["rss_one_slot"]) / max(1, args.adapters - 1)
+    print(
+        f"slots: RSS at startup {out['rss_one_slot'] / mib:.0f} MiB with --max-loras 1, "
+        f"{out['rss_before'] / mib:.0f} MiB with {args.adapters}: {slot / mib:.1f} MiB per slot; "
+        f"an adapter file is {out['adapter_bytes'] / 1024:.0f} KiB"
+    )
     load_ms = statistics.median(out["loads"]) * 1000
     per_adapter = (out["rss_after"] - out["rss_before"]) / args.adapters
     print(f"one base request ({args.tokens} tokens): {out['base_s'] * 1000:.0f} ms")
@@ -175,10 +183,16 @@ def main() -> None:
     args = parser.parse_args()
     base = build_base(WORK / "base")
     adapters = build_adapters(base, args.adapters)
+    with local_vllm(base, served_name="v0", max_loras=1, log_path=WORK / "vllm-1.log") as url:
+        for _ in range(8):  # as many requests as the main server has had when measured
+            ask(url, "v0", args.tokens)
+        rss_one_slot = server_rss(int(url.rsplit(":", 1)[1]))
     with local_vllm(
         base, served_name="v0", max_loras=args.adapters, log_path=WORK / "vllm.log"
     ) as url:
         out = measure(url, int(url.rsplit(":", 1)[1]), adapters, args)
+    out["rss_one_slot"] = rss_one_slot
+    out["adapter_bytes"] = (adapters[0] / "adapter_model.safetensors").stat().st_size
     report(out, args)
 
 
