@@ -52,7 +52,9 @@ def thumbs(model: str, workload: str, up: int, down: int):
 
 def both_on(stable_a: float = 0, stable_b: float = 0):
     """v1 stable for workloads A and B (``stable_*``: its errors per minute in each)."""
-    return requests("v1", "stable", "A", 100, stable_a) + requests("v1", "stable", "B", 100, stable_b)
+    return requests("v1", "stable", "A", 100, stable_a) + requests(
+        "v1", "stable", "B", 100, stable_b
+    )
 
 
 def fired(model: str, workload: str) -> list[dict[str, str]]:
