@@ -141,7 +141,7 @@ def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
 
 
 def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
-    prefect_api: None, served_env: Served, tmp_path: Path
+    prefect_api: None, served_env: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two workloads on one vLLM, both candidates loaded beside the stable adapter: A's (v1's
     adapter made worse) in canary is rolled back by a candidate alert carrying
@@ -155,7 +155,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     from infra.routing import WorkloadRelease, new_release_id
     from infra.runtime import Runtime
     from tasks.release.adapters import load_candidate
-    from tests.e2e.vllm_workloads import Users, alerting, burst, firing, publish_adapter
+    from tests.e2e.vllm_workloads import Users, alerting, burst, firing, paced, publish_adapter
 
     rt = Runtime.from_env()
     store = rt.store
@@ -204,21 +204,31 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         prom = alerting(stack, tmp_path, gateway=gw.url, admin_url=gw.admin_url)
         stop = threading.Event()
 
-        def users() -> None:  # A's users many (their answers trip an alert), B's a few
+        def crowd() -> None:  # A's users, many: their answers trip an alert
             seed = 0
             while not stop.is_set():
                 seed += 1
-                burst(gw.url, {"A": 12, "B": 4}, seed, seen)
+                burst(gw.url, {"A": 12}, seed, seen)
 
-        crowd = threading.Thread(target=users, daemon=True)
-        crowd.start()
+        threads = [
+            threading.Thread(target=crowd, daemon=True),
+            threading.Thread(target=paced, args=(gw.url, "B", 2.0, stop, seen), daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        # B's candidate is v1's adapter again, but A's garbage answers (16 tokens each) slow
+        # whatever shares their batches on two cores: B's latency rail asks for more than two
+        # slow requests in a step before it calls the copy slower (a production step has
+        # hundreds of requests and the default alpha)
+        monkeypatch.setenv("FLYWHEEL_RELEASE__LATENCY_ALPHA", "0.001")
+        get_settings.cache_clear()
         b_out = release(
             good,
             ReleaseOptions(
                 workload="B",
                 canary_steps=[50, 100],
                 analysis_interval_s=2.0,
-                min_requests_per_step=5,
+                min_requests_per_step=8,
                 gateway_url=gw.url,
             ),
         )
@@ -226,7 +236,8 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         while time.time() < deadline and load_state(store).release_of("A").phase != "rolled_back":
             time.sleep(2)
         stop.set()
-        crowd.join(300)
+        for thread in threads:
+            thread.join(300)
         for thread in gw.app.state.admin.threads:  # the rollback flow the webhook started
             thread.join(120)
         after = Users()

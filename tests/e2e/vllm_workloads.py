@@ -102,6 +102,26 @@ def burst(gateway: str, counts: dict[str, int], seed: int, seen: dict[str, Users
             pool.submit(_ask, gateway, workload, req, seen.setdefault(workload, Users()), lock)
 
 
+def paced(
+    gateway: str, workload: str, every_s: float, stop: threading.Event, seen: dict[str, Users]
+) -> None:
+    """One request of ``workload``'s users every ``every_s`` seconds until ``stop`` is set, so
+    fewer land in a rule's window (15 s, 30 s in the shortened rules) than the candidate alert
+    rules need before judging (10 requests, 20 feedback events): on two shared cores a
+    handful of requests that shared a batch with slow ones would otherwise read as a latency
+    regression of that workload's candidate; tallied into ``seen[workload]``."""
+    from tasks.demo.simulate import build_population, plan_requests
+
+    users = build_population(200, seed=0)
+    plan = plan_requests(users, requests=500, seed=11, feedback_fraction=1.0)
+    lock = threading.Lock()
+    tally = seen.setdefault(workload, Users())
+    for req in plan:
+        if stop.wait(every_s):
+            return
+        _ask(gateway, workload, req, tally, lock)
+
+
 def firing(prometheus: str) -> set[tuple[str, str, str]]:
     """The candidate alerts Prometheus recorded as firing in the last 30 minutes, however
     briefly: (alertname, model, workload)."""
