@@ -80,6 +80,8 @@ def fail_cases(
     why: str,
     outcome: str | None = None,
 ) -> ReplacementResult:
+    """Mark every case in the batch ``replacement_failed`` (a person must choose), record
+    why, and log the receipts' prefixes with the command to run."""
     for case in cases:
         case.status = "replacement_failed"
     record_step(
