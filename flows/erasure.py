@@ -4,22 +4,27 @@ erasure is open) and ``erasure-resolve`` (a person's choice when a replacement f
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from prefect import flow, get_run_logger
 
+from flows.erasure_steps import (
+    ACTOR,
+    ReplacementResult,
+    fail_cases,
+    record_step,
+    retire_cases,
+)
 from flows.parameters import Receipt, Steps
 from flows.release import ReleaseOptions, release
-from flows.release_server import unload_unrouted
 from flows.train import train_selection
 from infra.audit import record_event
 from infra.errors import ControlRefused, TransientError
-from infra.model_server import open_model_server
 from infra.models import ServableVersions
-from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
+from infra.routing import RoutingBackend, RoutingState, load_state, open_routing, scoped
 from infra.runtime import Runtime
+from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.erasure import Erasure
 from tasks.governance.reach import (
     ErasureCase,
@@ -30,40 +35,28 @@ from tasks.governance.reach import (
     save_case,
 )
 from tasks.governance.replacement import (
+    IN_PROGRESS,
     ReplacementPlan,
+    lines_reached,
     mark_replacement,
-    mark_retired,
     plan_replacement,
     reached,
-    retire_versions,
     rollback_target,
+    routed_versions,
 )
 from tasks.release import controls
-
-ACTOR = "erasure-replacement"
-
-
-@dataclass(kw_only=True)
-class ReplacementResult:
-    """What one replacement run did: ``status`` none (no open erasure), retired (nothing that
-    serves saw the user: the reached versions were retired at once), promoted (the replacement
-    serves, the reached versions are retired) or failed (a person must choose)."""
-
-    status: Literal["none", "retired", "promoted", "failed"]
-    message: str
-    receipts: list[str] = field(default_factory=list)
-    version: str | None = None
-    retired: list[str] = field(default_factory=list)
-    outcome: str | None = None  # the replacement's release outcome
 
 
 @flow(name="erasure-replacement", log_prints=False)
 def replace_erased(max_steps: Steps | None = None) -> ReplacementResult:
     """Replace every model version that trained on a forgotten user's data, before the
     deadline (FLYWHEEL_ERASURE__DEADLINE_DAYS after forget-user). All open erasures are
-    batched: the stable version's recipe is trained again on its reproducible training set
-    minus the erased rows, gated and released like any candidate; once it is promoted, every
-    version that saw an erased user is retired (never routed or released again). A
+    batched: on each release line whose stable version saw an erased user (the shared line,
+    or a workload's own), that version's recipe is trained again on its reproducible training
+    set (its workload's rows, from its base) minus the erased rows, gated and released on
+    that line like any candidate, as a run named release-erasure-<workload>-<version>; once
+    every replacement is promoted, every version that saw an erased user and no line serves
+    is retired (never routed or released again); other workloads' lines are left alone. A
     replacement that fails the gate changes nothing more: the alert fires and a person
     chooses (`flywheel erasure-resolve RECEIPT --rollback|--accept`).
 
@@ -84,42 +77,75 @@ def replace_erased(max_steps: Steps | None = None) -> ReplacementResult:
 def _replace(
     rt: Runtime, routing: RoutingBackend, cases: list[ErasureCase], max_steps: int | None
 ) -> ReplacementResult:
+    """Abort the releases whose candidate (or whose line's stable version) saw an erased
+    user, replace each reached line's stable version (the shared one, a workload's own) on
+    that line, then retire every reached version no line serves any more."""
     receipts = [c.receipt for c in cases]
     state = routing.load()
     affected = reached(cases)
-    if state.candidate in affected or state.stable in affected:
-        _abort_release(rt, routing, state, cases)
-    if state.stable not in affected:  # nothing that serves saw the user: retire at once
-        _retire(rt, routing, cases, affected, serving=state.stable, how="not serving")
+    lines = lines_reached(state, affected)
+    for workload, view in lines.items():
+        _abort_release(rt, scoped(routing, workload), view, cases)
+    replaced: dict[str, str] = {}
+    for workload, view in lines.items():
+        if view.stable not in affected:
+            continue
+        version, failure = _replace_line(rt, cases, workload, view.stable, max_steps)
+        if failure is not None:
+            return failure
+        replaced[_line_name(workload)] = version
+    serving = routing.load()
+    retire = affected - routed_versions(serving)
+    how = "replaced" if replaced else "not serving"
+    retire_cases(rt, routing, cases, retire, serving=serving.stable, how=how)
+    if not replaced:
         return ReplacementResult(
             status="retired",
             message="no serving version saw an erased user",
             receipts=receipts,
-            retired=sorted(affected),
+            retired=sorted(retire),
         )
-    plan = plan_replacement(rt.store, rt.catalog, serving=state.stable, cases=cases)
-    _step(rt, cases, "replacement planned", plan.serving, _plan_text(plan))
-    version = _train(rt, plan, cases, max_steps)
-    if version is None:
-        return _failed(rt, cases, None, "no training data left without the erased rows")
-    mark_replacement(rt.store, plan, version, receipts)
-    for case in cases:
-        case.replacement = version
-    _step(rt, cases, "replacement trained", version, f"recipe of {plan.serving}, from {plan.base}")
-    out = release(version, ReleaseOptions(actor=ACTOR))
-    if out.outcome != "promoted":
-        why = "; ".join(out.reasons) or out.outcome
-        return _failed(rt, cases, version, f"release {out.outcome}: {why}", outcome=out.outcome)
-    _step(rt, cases, "replacement promoted", version, "serves all traffic")
-    _retire(rt, routing, cases, affected - {version}, serving=version, how="replaced")
     return ReplacementResult(
         status="promoted",
-        message=f"{version} replaces {', '.join(sorted(affected))}",
+        message="; ".join(f"{line}: {v}" for line, v in replaced.items())
+        + f" replace {', '.join(sorted(retire))}",
         receipts=receipts,
-        version=version,
-        retired=sorted(affected - {version}),
-        outcome=out.outcome,
+        version=replaced.get(DEFAULT_WORKLOAD) or next(iter(replaced.values())),
+        retired=sorted(retire),
+        outcome="promoted",
+        replacements=replaced,
     )
+
+
+def _line_name(workload: str | None) -> str:
+    return workload or DEFAULT_WORKLOAD
+
+
+def _replace_line(
+    rt: Runtime, cases: list[ErasureCase], workload: str | None, stable: str, max_steps: int | None
+) -> tuple[str, ReplacementResult | None]:
+    """Train ``stable``'s replacement (its recipe: its workload's rows, from its base) and
+    release it on ``workload``'s line: (the version, None) once promoted, else the failure."""
+    receipts = [c.receipt for c in cases]
+    line = _line_name(workload)
+    plan = plan_replacement(rt.store, rt.catalog, serving=stable, cases=cases)
+    record_step(rt, cases, "replacement planned", plan.serving, f"{line}: {_plan_text(plan)}")
+    version = _train(rt, plan, cases, max_steps)
+    if version is None:
+        return "", fail_cases(rt, cases, None, "no training data left without the erased rows")
+    mark_replacement(rt.store, plan, version, receipts)
+    for case in cases:
+        if workload is None or case.replacement is None:
+            case.replacement = version
+    detail = f"{line}: recipe of {plan.serving}, from {plan.base}"
+    record_step(rt, cases, "replacement trained", version, detail)
+    run = release.with_options(flow_run_name=f"release-erasure-{line}-{version}")
+    out = run(version, ReleaseOptions(actor=ACTOR, workload=workload))
+    if out.outcome != "promoted":
+        why = f"{line}: release {out.outcome}: {'; '.join(out.reasons) or out.outcome}"
+        return version, fail_cases(rt, cases, version, why, outcome=out.outcome)
+    record_step(rt, cases, "replacement promoted", version, f"serves the {line} traffic")
+    return version, None
 
 
 def _train(
@@ -174,91 +200,13 @@ def _train(
 def _abort_release(
     rt: Runtime, routing: RoutingBackend, state: RoutingState, cases: list[ErasureCase]
 ) -> None:
-    """A release in progress ends when its candidate saw an erased user (it is retired with
-    the others) or when a replacement must be released (the erasure's deadline comes first;
-    the candidate is rejected)."""
-    if state.candidate is None or state.phase not in ("gating", "shadow", "canary", "held"):
+    """A release in progress on this line (``routing``, ``state``: the line's) ends when its
+    candidate saw an erased user (it is retired with the others) or when a replacement must
+    be released on it (the erasure's deadline comes first; the candidate is rejected)."""
+    if state.candidate is None or state.phase not in IN_PROGRESS:
         return
     controls.abort(routing, rt.catalog, actor=ACTOR, reason="an erasure replacement comes first")
-    _step(rt, cases, "release aborted", state.candidate, "an erasure replacement comes first")
-
-
-def _retire(
-    rt: Runtime,
-    routing: RoutingBackend,
-    cases: list[ErasureCase],
-    versions: set[str],
-    *,
-    serving: str,
-    how: str,
-    **changes: Any,
-) -> RoutingState:
-    """Retire ``versions`` (with ``changes`` in the same write; ``serving`` is the version
-    that serves after it), unload them, mark their cards, and close every case whose
-    versions are all retired."""
-    receipts = [c.receipt for c in cases]
-    state = retire_versions(
-        routing,
-        rt.catalog,
-        versions,
-        receipts=receipts,
-        actor=ACTOR,
-        reason=f"erasure: retired ({how})",
-        subject=serving,
-        **changes,
-    )
-    unload_unrouted(rt, open_model_server(rt.settings.model_server), state)
-    mark_retired(rt.store, versions, receipts=receipts, replaced_by=serving, how=how)
-    at = datetime.now(UTC)
-    for case in cases:
-        for version, entry in case.versions.items():
-            if version in state.retired and entry.status != "retired":
-                entry.status, entry.at = "retired", at
-                case.add("retired", version, f"{how}; {serving} serves", at=at)
-        if not case.serving():
-            case.status = "done"
-        save_case(rt.store, case)
-    return state
-
-
-def _failed(
-    rt: Runtime,
-    cases: list[ErasureCase],
-    version: str | None,
-    why: str,
-    outcome: str | None = None,
-) -> ReplacementResult:
-    for case in cases:
-        case.status = "replacement_failed"
-    _step(rt, cases, "replacement failed", version or "models", f"{why}; a person must choose")
-    get_run_logger().warning(
-        "erasure replacement failed (%s): run `flywheel erasure-resolve RECEIPT --rollback` or "
-        "`--accept` for receipts %s",
-        why,
-        ", ".join(c.receipt[:16] for c in cases),
-    )
-    return ReplacementResult(
-        status="failed",
-        message=why,
-        receipts=[c.receipt for c in cases],
-        version=version,
-        outcome=outcome,
-    )
-
-
-def _step(rt: Runtime, cases: list[ErasureCase], step: str, subject: str, detail: str) -> None:
-    """Append a step to every case in the batch, save them, and audit it per receipt."""
-    for case in cases:
-        case.add(step, subject, detail)
-        save_case(rt.store, case)
-        record_event(
-            rt.catalog,
-            event_type="erasure.step",
-            actor=ACTOR,
-            subject=case.receipt,
-            details={"step": step, "subject": subject, "detail": detail},
-            best_effort=True,
-        )
+    record_step(rt, cases, "release aborted", state.candidate, "an erasure replacement comes first")
 
 
 def _plan_text(plan: ReplacementPlan) -> str:
@@ -306,7 +254,7 @@ def open_case(
     save_case(rt.store, case)
     if idle and case.status == "pending" and not case.serving_roles():
         try:
-            _retire(rt, routing, [case], idle, serving=state.stable, how="not serving")
+            retire_cases(rt, routing, [case], idle, serving=state.stable, how="not serving")
         except TransientError as exc:
             get_run_logger().warning("versions not retired yet (%s); the weekly run will", exc)
     publish_gauges(rt)
@@ -352,7 +300,7 @@ def erasure_resolve(
     }
     changes["phase"] = "promoted" if action == "accept" else "rolled_back"
     changes["evidence"] = {"erasure": action, "previous_stable": state.stable, "reason": reason}
-    _step(rt, cases, f"resolved: {action}", target, f"by {actor}: {reason}")
+    record_step(rt, cases, f"resolved: {action}", target, f"by {actor}: {reason}")
     for c in cases:
         record_event(
             rt.catalog,
@@ -361,7 +309,15 @@ def erasure_resolve(
             subject=c.receipt,
             details={"action": action, "stable": target, "reason": reason, "receipt": receipt},
         )
-    _retire(rt, routing, cases, affected - {target}, serving=target, how=action, **changes)
+    # the choice is about the shared line: a version a workload's own line still serves stays
+    # (its case pending) until the weekly run replaces it on that line
+    keep = routed_versions(state.model_copy(update={"stable": target, "candidate": None}))
+    retire = affected - {target} - keep
+    retire_cases(rt, routing, cases, retire, serving=target, how=action, **changes)
+    for c in cases:
+        if c.status != "done" and any(v in keep for v in c.serving()):
+            c.status = "pending"
+            save_case(rt.store, c)
     publish_gauges(rt)
     return load_case(rt.store, receipt)
 

@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
-from flows.erasure import replace_erased
 from flows.loop_server import Server, profile_environment, serving
 from flows.loop_server import environment as _environment
 from flows.loop_summary import CycleSummary, LoopSummary, loop_report, not_promoted
@@ -25,6 +24,7 @@ from flows.parameters import TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
+from flows.weekly import weekly
 from infra.keys import parse_window_start
 from infra.progress import report_progress
 from infra.routing import load_state
@@ -33,10 +33,18 @@ from infra.settings import get_settings
 from tasks.demo.bootstrap import bootstrap_base_model
 from tasks.demo.simulate import simulate
 from tasks.demo.workloads import VERIFIERS, of_settings, tagged
-from tasks.governance.reach import erasure_pending
 
-__all__ = ["CycleSummary", "LoopOptions", "LoopSummary", "loop_report", "not_promoted", "run_loop"]
 log = logging.getLogger(__name__)
+__all__ = [  # weekly: flows/weekly.py; the summary: flows/loop_summary.py
+    "CycleSummary",
+    "LoopOptions",
+    "LoopSummary",
+    "hourly",
+    "loop_report",
+    "not_promoted",
+    "run_loop",
+    "weekly",
+]
 TRACE_FLUSH_WAIT_S = 2.5
 
 
@@ -56,28 +64,6 @@ def hourly(window_start: datetime | None = None) -> dict[str, object]:
     curated = curate(window_start=start)
     get_run_logger().info("hourly %s done", collected.window)
     return {"collect": collected, "score": scored, "curate": curated}
-
-
-@flow(name="train-and-release", log_prints=False)
-def weekly(method: TrainMethod | None = None) -> dict[str, object]:
-    """Weekly: preference-tune a candidate on the curated traffic of the last windows, then
-    release it (golden gate -> shadow -> canary -> promote, or roll back). Ends "skipped" when
-    there are too few preference pairs. While a forget-user request waits for its models
-    (the stable version trained on the user's data), this week's run is the erasure
-    replacement instead: every pending erasure batched into one retrain of the stable
-    version's recipe without the erased rows, released the same way (a new version trained
-    from a stable one that saw the user would inherit what it learned).
-
-    Args:
-        method: Training method: dpo, rft or grpo, or auto to pick by data size. Empty:
-            FLYWHEEL_TRAIN__METHOD.
-    """
-    if erasure_pending(Runtime.from_env().store):
-        return {"train": None, "release": None, "erasure": replace_erased()}
-    trained = train(method=method)
-    if trained.status != "trained" or not trained.version:
-        return {"train": trained, "release": None}
-    return {"train": trained, "release": release(trained.version)}
 
 
 class LoopOptions(BaseModel):

@@ -130,14 +130,17 @@ def open_cases(store: ObjectStore) -> list[ErasureCase]:
 
 
 def role_of(state: RoutingState, version: str, *, bake_s: float, at: datetime) -> Role:
-    """The version's place in the serving path now."""
+    """The version's place in the serving path now, on any release line (the shared one or
+    a workload's own)."""
     from tasks.release.adapters import retired_at
 
     if version in state.retired:
         return "retired"
-    if version == state.stable:
+    lines = [state.release_of(w) for w in [None, *state.workloads]]  # a workload's own too
+    if any(version == line.stable for line in lines):
         return "stable"
-    if version == state.candidate and state.phase in ("gating", "shadow", "canary", "held"):
+    in_progress = ("gating", "shadow", "canary", "held")
+    if any(version == line.candidate and line.phase in in_progress for line in lines):
         return "candidate"
     since = retired_at(state, version)
     if since is not None and (at - since).total_seconds() < bake_s:

@@ -83,6 +83,37 @@ def plan_replacement(
     return plan
 
 
+IN_PROGRESS = ("gating", "shadow", "canary", "held")
+
+
+def lines_reached(state: RoutingState, affected: set[str]) -> dict[str | None, RoutingState]:
+    """The release lines an erasure reaches: line (None: the shared one, else a workload with
+    a line of its own) -> its view, for each line whose stable version or release candidate
+    saw an erased user. A workload without its own stable version follows the shared one
+    and is replaced with it (its entry is listed only when its own candidate is reached)."""
+    lines: dict[str | None, RoutingState] = {}
+    for workload in [None, *sorted(state.workloads)]:
+        view = state.release_of(workload)
+        own_stable = workload is None or state.workloads[workload].stable is not None
+        stable_hit = own_stable and view.stable in affected
+        candidate_hit = view.candidate in affected and view.phase in IN_PROGRESS
+        if stable_hit or candidate_hit:
+            lines[workload] = view
+    return lines
+
+
+def routed_versions(state: RoutingState) -> set[str]:
+    """Every version some release line serves: each line's stable version and its candidate
+    while its release is in progress (a retired version must be none of them)."""
+    routed: set[str] = set()
+    for workload in [None, *state.workloads]:
+        view = state.release_of(workload)
+        routed.add(view.stable)
+        if view.candidate and view.phase in IN_PROGRESS:
+            routed.add(view.candidate)
+    return routed
+
+
 def rollback_target(state: RoutingState, *, avoid: set[str], servable: Any) -> str | None:
     """The newest version that was stable before and never saw an erased user (not in
     ``avoid``), not retired or rejected, and servable (``servable(version) -> bool``)."""

@@ -57,7 +57,8 @@ def test_the_forms_that_have_fields_show_them() -> None:
     assert fields["collect"] == {"window_start", "hours"}
     assert fields["forget-user"] == {"user_key"}
     assert fields["release"] == {"version", "options"}
-    assert fields["train"] == {"method", "max_steps", "base_version"}
+    assert fields["train"] == {"method", "max_steps", "base_version", "workload"}
+    assert fields["train-and-release"] == {"method"}
     assert {"ReleaseOptions"} <= set(SCHEMAS["release-control"]["definitions"])
     assert {"LoopOptions"} <= set(SCHEMAS["run"]["definitions"])
 

@@ -48,7 +48,7 @@ def test_the_loop_and_every_stage_is_deployed() -> None:
         "erasure-resolve",
     }
     assert DEPLOYMENTS["hourly"]["entrypoint"] == "flows/loop.py:hourly"
-    assert DEPLOYMENTS["train-and-release"]["entrypoint"] == "flows/loop.py:weekly"
+    assert DEPLOYMENTS["train-and-release"]["entrypoint"] == "flows/weekly.py:weekly"
     assert DEPLOYMENTS["forget-user"]["entrypoint"] == "flows/governance.py:forget_user"
     assert DEPLOYMENTS["erasure-resolve"]["entrypoint"] == "flows/erasure.py:erasure_resolve"
 

@@ -1,0 +1,113 @@
+"""The weekly flow (deployment ``train-and-release``): train and release a candidate for every
+workload with enough new data, each workload's train and release their own flow runs named by
+the workload, so the Prefect UI shows one release run per workload; or, while an erasure
+waits, the erasure replacement instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.utilities.annotations import quote
+
+from flows.erasure import replace_erased
+from flows.parameters import TrainMethod
+from flows.release import ReleaseOptions, ReleaseOutcome, release
+from flows.train import TrainRunResult, train
+from infra.runtime import Runtime
+from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.governance.reach import erasure_pending
+from tasks.train.readiness import WorkloadCounts, count_by_workload_task
+
+
+@dataclass(kw_only=True)
+class WorkloadRun:
+    """One workload's week: ``outcome`` is the release's (promoted, held, rolled_back, ...),
+    or ``skipped`` (training skipped: ``message`` says why) or ``failed`` (the error's type)."""
+
+    workload: str
+    examples: int
+    outcome: str
+    message: str = ""
+    train: TrainRunResult | None = None
+    release: ReleaseOutcome | None = None
+
+
+def release_run_name(workload: str, version: str) -> str:
+    """The flow run name of ``workload``'s release of ``version`` in the Prefect UI."""
+    return f"release-{workload}-{version}"
+
+
+@flow(name="train-and-release", log_prints=False)
+def weekly(method: TrainMethod | None = None) -> dict[str, object]:
+    """Weekly: for every workload with enough new curated traffic (at least
+    FLYWHEEL_TRAIN__MIN_PAIRS examples in its buffer), preference-tune its candidate on its
+    own rows and release it on its own line (golden gate on its golden set -> shadow ->
+    canary -> promote, or roll back), each release a flow run named release-<workload>-
+    <version>; one workload held, rolled back or failing changes no other. Workloads with too
+    little data are listed as skipped with their count. Traffic naming no workload trains and
+    releases the shared version as one run. While a forget-user request waits for its models
+    (a serving version trained on the user's data), this week's run is the erasure
+    replacement instead: every pending erasure batched into one retrain per reached release
+    line of its stable version's recipe without the erased rows, released the same way.
+
+    Args:
+        method: Training method: dpo, rft or grpo, or auto to pick by data size. Empty:
+            FLYWHEEL_TRAIN__METHOD.
+    """
+    rt = Runtime.from_env()
+    if erasure_pending(rt.store):
+        return {"train": None, "release": None, "erasure": replace_erased()}
+    counts = count_by_workload_task(rt.catalog, cast(Any, quote(rt.settings)))
+    if not counts.labelled():  # one shared release, as before workloads existed
+        trained = train(method=method)
+        if trained.status != "trained" or not trained.version:
+            return {"train": trained, "release": None}
+        return {"train": trained, "release": release(trained.version)}
+    runs = [_workload_week(w, counts, method) for w in counts.ready()]
+    runs += [
+        WorkloadRun(workload=w, examples=n, outcome="skipped", message=_short(n, counts))
+        for w, n in counts.short().items()
+    ]
+    _summary(runs)
+    return {"workloads": {r.workload: r for r in runs}}
+
+
+def _short(n: int, counts: WorkloadCounts) -> str:
+    return f"skipped: {n} examples < minimum {counts.minimum}"
+
+
+def _workload_week(workload: str, counts: WorkloadCounts, method: str | None) -> WorkloadRun:
+    """Train and release ``workload``'s candidate; an error ends this workload's week only."""
+    run = WorkloadRun(workload=workload, examples=counts.counts[workload], outcome="skipped")
+    try:
+        trained = train.with_options(flow_run_name=f"train-{workload}")(
+            method=cast(Any, method), workload=workload
+        )
+        run.train, run.message = trained, trained.message
+        if trained.status != "trained" or not trained.version:
+            return run
+        line = None if workload == DEFAULT_WORKLOAD else workload
+        released = release.with_options(flow_run_name=release_run_name(workload, trained.version))(
+            trained.version, ReleaseOptions(workload=line)
+        )
+        run.release, run.outcome = released, released.outcome
+        run.message = "; ".join(released.reasons) or released.outcome
+    except Exception as exc:  # noqa: BLE001 - one workload's failure must not stop the others
+        run.outcome, run.message = "failed", f"{type(exc).__name__}: {exc}"
+        get_run_logger().warning("weekly: workload %s failed: %s", workload, type(exc).__name__)
+    return run
+
+
+def _summary(runs: list[WorkloadRun]) -> None:
+    """The weekly summary artifact: one row per workload (ids and counts only)."""
+    lines = ["| workload | examples | candidate | outcome | detail |", "|---|---|---|---|---|"]
+    for r in sorted(runs, key=lambda r: r.workload):
+        version = r.train.version if r.train and r.train.version else "-"
+        detail = r.message.replace("|", "/").replace("\n", " ")
+        lines.append(f"| {r.workload} | {r.examples} | {version} | {r.outcome} | {detail} |")
+    create_markdown_artifact(
+        key="weekly-summary", markdown="\n".join(lines), description="weekly run per workload"
+    )
