@@ -121,7 +121,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
     opts = options
     started = time.monotonic()
     policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
-    with _environment(**profile_environment(opts.server), **policy, **_demo_verifiers()):
+    with _environment(**profile_environment(opts.server), **policy, **_demo_verifiers(opts.server)):
         rt = Runtime.from_env()
         workloads = of_settings(rt.settings)
         lines: list[str | None] = list(workloads) if tagged(workloads) else [None]
@@ -147,11 +147,13 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
     )
 
 
-def _demo_verifiers() -> dict[str, str]:
-    """Each demo workload's verifier (FLYWHEEL_REWARD__VERIFIERS), unless the user set some."""
+def _demo_verifiers(server: Server) -> dict[str, str]:
+    """Each demo workload's verifier (FLYWHEEL_REWARD__VERIFIERS) when the demo runs several
+    workloads on the local server, unless the user set some."""
     import json
 
-    if get_settings().reward.verifiers:
+    settings = get_settings()
+    if server != "local" or settings.reward.verifiers or not tagged(of_settings(settings)):
         return {}
     return {"FLYWHEEL_REWARD__VERIFIERS": json.dumps(VERIFIERS)}
 

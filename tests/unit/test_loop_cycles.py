@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flows.loop import CycleSummary, LoopSummary, loop_report
 
 
@@ -80,3 +82,24 @@ def test_two_workloads_each_show_their_accuracy_gate_and_release() -> None:
     assert "golden accuracy       v0 40.0% -> v2 42.0%" in text
     assert "p = 0.001 (PROCEED_TO_SHADOW)" in text
     assert not_promoted(s) == "cycle 1 (workload clock): candidate v2 was not promoted: held"
+
+
+def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from flows.loop import _demo_verifiers
+    from infra.settings import get_settings
+
+    get_settings.cache_clear()
+    both = json.loads(_demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
+    assert both == {
+        "calculator": "tasks.demo.verifier:calculator",
+        "clock": "tasks.demo.verifier:clock",
+    }
+    assert _demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
+    monkeypatch.setenv("FLYWHEEL_DEMO_WORKLOADS", '["calculator"]')
+    get_settings.cache_clear()
+    assert _demo_verifiers("local") == {}
+    get_settings.cache_clear()
