@@ -91,7 +91,7 @@ def test_a_failed_batch_fails_its_requests_and_later_ones_still_work() -> None:
             batcher.submit("innocent", RowParams()),
             return_exceptions=True,
         )
-        return failed, await batcher.submit("later", RowParams(max_new_tokens=3))
+        return list(failed), await batcher.submit("later", RowParams(max_new_tokens=3))
 
     failed, later = asyncio.run(main())
     assert all(isinstance(e, UpstreamError) for e in failed)
