@@ -83,7 +83,7 @@ lint: $(STAMP)
 prove: $(STAMP)
 	$(BIN)/flywheel prove $(PROVE_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(VLLM_STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 	$(BIN)/pytest -m bench -s --timeout=3600 tests
 

@@ -71,7 +71,14 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
 
     base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
     log_path = rt.settings.home_dir / "logs" / "vllm.log"
-    with local_vllm(base_dir, served_name=base_version, log_path=log_path) as url:
+    ms = rt.settings.model_server
+    with local_vllm(
+        base_dir,
+        served_name=base_version,
+        max_loras=ms.max_loras or 1,
+        max_lora_rank=ms.max_lora_rank,
+        log_path=log_path,
+    ) as url:
         env = {
             "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
             "FLYWHEEL_MODEL_SERVER__URLS": json.dumps([url]),

@@ -13,7 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
 from flows.parameters import ModelVersion
-from flows.release_server import hold_unloadable, server_args, unload_unrouted
+from flows.release_server import hold_unloadable, require_room, server_args, unload_unrouted
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
@@ -188,7 +188,8 @@ def release(
     opts = options
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
-    routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), opts.workload)
+    whole = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    routing = scoped(whole, opts.workload)
     if why := controls.retired_refusal(routing.load(), version):
         raise ControlRefused(why)
     run = _Run(
@@ -206,6 +207,8 @@ def release(
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
             return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
+        if run.server is not None:  # room for its adapter, before any transition
+            require_room(rt, run.server, whole.load(), version)
         if run.server is not None and state.phase in ("shadow", "canary"):  # continued
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
         verdict: str | None = None  # of the step this run did last

@@ -1,5 +1,6 @@
-"""The release flow's model-server steps (vLLM adapters): hold a release whose candidate a
-replica cannot load, and unload what the routing state no longer routes to."""
+"""The release flow's model-server steps (vLLM adapters): refuse a release the server has no
+room for, hold a release whose candidate a replica cannot load, and unload what the routing
+state no longer routes to."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 
-from infra.errors import ModelServerError
+from infra.errors import ControlRefused, ModelServerError
+from infra.model_server import capacity_refusal
 from tasks.release.adapters import unload_unrouted_task
 from tasks.release.machine import hold_task
 
@@ -61,3 +63,17 @@ def unload_unrouted(rt: Runtime, server: ModelServer | None, state: RoutingState
         return
     if gone:
         get_run_logger().info("unloaded from the model server: %s", ", ".join(gone))
+
+
+def require_room(rt: Runtime, server: ModelServer, state: RoutingState, version: str) -> None:
+    """Nothing when ``server`` serves ``version`` or has room for its adapter under
+    ``FLYWHEEL_MODEL_SERVER__MAX_LORAS``, once the adapters the whole routing ``state`` no
+    longer routes to are unloaded.
+
+    Raises:
+        ControlRefused: it is full (one line: the limit and the adapters it holds).
+    """
+    unload_unrouted(rt, server, state)
+    limit = rt.settings.model_server.max_loras
+    if limit is not None and (why := capacity_refusal(server, version, limit)):
+        raise ControlRefused(why)

@@ -55,13 +55,19 @@ class VLLMServer:
     """vLLM replicas (``urls``: ``http://host:port``) serving ``base_version`` plus adapters."""
 
     def __init__(
-        self, urls: list[str], *, base_version: str = "v0", timeout_s: float = 120.0
+        self,
+        urls: list[str],
+        *,
+        base_version: str = "v0",
+        timeout_s: float = 120.0,
+        max_loras: int | None = None,
     ) -> None:
         if not urls:
             raise ModelServerError("no model server URL (FLYWHEEL_MODEL_SERVER__URLS)")
         self.urls = [u.rstrip("/").removesuffix("/v1") for u in urls]
         self.base_version = base_version
         self.timeout_s = timeout_s
+        self.max_loras = max_loras  # None: no limit of flywheel's own
 
     def _post(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, str]:
         import httpx
@@ -76,8 +82,11 @@ class VLLMServer:
         """Load the adapter at ``path`` as ``version`` on every replica (already loaded counts).
 
         Raises:
-            ModelServerError: a replica did not load it; replicas that did are unloaded again.
+            ModelServerError: a replica did not load it (replicas that did are unloaded
+                again), or loading it would exceed ``max_loras`` (nothing is loaded).
         """
+        if self.max_loras is not None and (why := capacity_refusal(self, version, self.max_loras)):
+            raise ModelServerError(why)
         done: list[str] = []
         for url in self.urls:
             if version in self._models(url):
@@ -145,12 +154,32 @@ class VLLMServer:
         return None
 
 
+def capacity_refusal(server: ModelServer, version: str, max_loras: int) -> str | None:
+    """Why ``server`` cannot load ``version`` without exceeding ``max_loras`` adapters (what
+    it serves now, the base model aside), in one line naming the limit and the adapters
+    loaded; None when it serves ``version`` already or has room."""
+    served = server.served()
+    if version in served:
+        return None
+    adapters = [v for v in served if v != server.base_version]
+    if len(adapters) < max_loras:
+        return None
+    return (
+        f"model server full: it holds {len(adapters)} of at most {max_loras} adapters "
+        f"(FLYWHEEL_MODEL_SERVER__MAX_LORAS, vLLM --max-loras): {', '.join(adapters)}; "
+        f"{version} not loaded (finish or roll back a release, or raise the limit on both)"
+    )
+
+
 def open_model_server(settings: ModelServerSettings) -> ModelServer | None:
     """The configured model server, or None (``kind`` none: versions are served in process)."""
     if not settings.enabled:
         return None
     return VLLMServer(
-        settings.urls, base_version=settings.base_version, timeout_s=settings.timeout_s
+        settings.urls,
+        base_version=settings.base_version,
+        timeout_s=settings.timeout_s,
+        max_loras=settings.max_loras,
     )
 
 

@@ -76,6 +76,7 @@ def local_vllm(
     model_dir: str | Path,
     *,
     served_name: str = "v0",
+    max_loras: int = 3,
     max_lora_rank: int = 16,
     max_model_len: int | None = None,
     memory_fraction: float = 0.08,
@@ -86,6 +87,8 @@ def local_vllm(
     """Run vLLM on ``model_dir`` (served as ``served_name``) on a free loopback port; yields
     its base URL (``http://127.0.0.1:<port>``). ``memory_fraction``: 0.08 of this machine's
     23 GiB is ~1.9 GiB (the default 0.92 fails when other processes hold memory).
+    ``max_loras``: adapters it holds and batches together (``--max-loras``; the settings'
+    ``model_server.max_loras``, which the release enforces).
 
     Raises:
         ConfigError: no vLLM environment.
@@ -100,7 +103,7 @@ def local_vllm(
         "-m",
         "vllm.entrypoints.openai.api_server",
         *("--model", str(model_dir), "--served-model-name", served_name),
-        *("--enable-lora", "--max-lora-rank", str(max_lora_rank)),
+        *("--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(max_lora_rank)),
         *("--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port)),
         # on the CPU build this is the share of the machine's RAM vLLM takes (KV cache
         # included) and must be free at startup: a small share for the demo-size model

@@ -79,9 +79,20 @@ class ModelServerSettings(BaseModel):
     server_path: str | None = None  # adapter_dir (or the local store) as the server sees it
     bake_s: float = Field(default=600.0, ge=0)  # old stable stays loaded after a promotion
     timeout_s: float = Field(default=120.0, gt=0)
+    # adapters one server holds (vLLM --max-loras): None sizes it from the workloads the
+    # configuration names (Settings fills it in, see default_max_loras)
+    max_loras: int | None = Field(default=None, ge=1)
+    max_lora_rank: int = Field(default=16, ge=1)  # vLLM --max-lora-rank
 
     @property
     def enabled(self) -> bool:
         """Whether a model server is configured (a kind other than ``none`` and at least one
         URL)."""
         return self.kind != "none" and bool(self.urls)
+
+
+def default_max_loras(workloads: int) -> int:
+    """Adapters a server must hold for ``workloads`` workloads with releases of their own
+    beside the shared one: each release line's stable and candidate, plus one former stable
+    kept loaded during its bake time: ``2 * (workloads + 1) + 1``."""
+    return 2 * (workloads + 1) + 1

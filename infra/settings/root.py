@@ -14,7 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -25,7 +32,7 @@ from infra.settings.errors import describe_settings_error, describe_validation_e
 from infra.settings.gateway import GatewaySettings
 from infra.settings.governance import ErasureSettings
 from infra.settings.langfuse import LangfuseSettings
-from infra.settings.release import ModelServerSettings, ReleaseSettings
+from infra.settings.release import ModelServerSettings, ReleaseSettings, default_max_loras
 from infra.settings.reward import FeedbackSettings, JudgeSettings, RewardSettings
 from infra.settings.store import check_store_url
 from infra.settings.train import TrainSettings
@@ -96,6 +103,22 @@ class Settings(BaseSettings):
     @classmethod
     def _store_url_is_a_path_or_url(cls, value: str | None) -> str | None:
         return None if value is None else check_store_url(value)
+
+    @model_validator(mode="after")
+    def _size_adapter_slots(self) -> Settings:
+        """``model_server.max_loras`` unset: sized for the workloads this configuration names
+        (:func:`default_max_loras`)."""
+        if self.model_server.max_loras is None:
+            slots = default_max_loras(len(self.configured_workloads()))
+            self.model_server = self.model_server.model_copy(update={"max_loras": slots})
+        return self
+
+    def configured_workloads(self) -> list[str]:
+        """The workloads the configuration names (a verifier, a golden set or a buffer length
+        of their own), ``default`` (the shared release) aside."""
+        named = {*self.reward.verifiers, *self.reward.golden_sets}
+        named |= set(self.train.workload_buffer_days)
+        return sorted(named - {"default"})
 
     @property
     def home_dir(self) -> Path:

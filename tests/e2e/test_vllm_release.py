@@ -1,39 +1,36 @@
 """End to end with a real vLLM server (CPU build, ``.venv-vllm``) on loopback, shared by the
-module: the Llama profile is bootstrapped as ``v0`` and served by vLLM; ``flywheel run --server
-vllm`` trains a LoRA candidate from the simulated users' traces and releases it through gate ->
-shadow -> canary with traffic through the gateway to vLLM (loaded before the gate, unloaded
-when it is not promoted) to promotion; then a candidate made worse (its adapter weights
-scrambled) is put in canary, one of the repo's candidate alert rules (Prometheus and
-Alertmanager binaries: latency, errors or thumbs-down) fires, Alertmanager's webhook rolls it back through the gateway, the
-rollback flow unloads it from vLLM, and no user request fails; and the prompt the trainer sees
-is token for token what vLLM is sent."""
+module: the Llama profile is bootstrapped as ``v0`` and served by vLLM (``--max-loras`` sized
+from the configuration's two workloads); ``flywheel run --server vllm`` trains a LoRA candidate
+from the simulated users' traces and releases it through gate -> shadow -> canary with traffic
+through the gateway to vLLM (loaded before the gate, unloaded when it is not promoted) to
+promotion; then two workloads each put a candidate in canary on the same vLLM: A's (the trained
+adapter made worse) is rolled back by one of the repo's candidate alert rules (Prometheus and
+Alertmanager binaries: latency, errors or thumbs-down) carrying ``workload="A"`` through
+Alertmanager's webhook and the gateway, and unloaded by the rollback flow, while B's (a copy of
+the trained adapter) goes on to promotion, and no user request fails; and the prompt the
+trainer sees is token for token what vLLM is sent."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
 
-from infra.routing import RoutingState, load_state, save_state
+from infra.routing import load_state, save_state
 from infra.settings import get_settings
 from infra.store import LocalStore
-from tests.e2e.test_alert_rollback import (
-    FOR,
-    TOKEN,
-    alertmanager_config,
-    firing_since,
-    prometheus_config,
-)
-from tests.procs import find_binary, free_port, service
+from tests.e2e.test_alert_rollback import FOR, TOKEN
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -49,6 +46,8 @@ RUN_ENV = {
     "FLYWHEEL_TRAIN__MIN_PAIRS": "10",
     # the shadow phase at its default 30 pairs: at 10, one run of four rolled a candidate 18
     # points better on the golden set back on 13 pairs (0.69 -> 0.56, one-sided p 0.041)
+    # workloads A and B named by the configuration: vLLM holds 2 * (2 + 1) + 1 adapters
+    "FLYWHEEL_TRAIN__WORKLOAD_BUFFER_DAYS": '{"A": 7, "B": 7}',
 }
 
 
@@ -83,7 +82,10 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
         get_settings.cache_clear()
         rt = Runtime.from_env()
         boot = bootstrap_base_model(rt.store, settings=rt.settings)
-        with local_vllm(boot.model_dir, served_name="v0", log_path=tmp / "vllm.log") as url:
+        slots = rt.settings.model_server.max_loras or 1
+        with local_vllm(
+            boot.model_dir, served_name="v0", max_loras=slots, log_path=tmp / "vllm.log"
+        ) as url:
             env |= {
                 "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
                 "FLYWHEEL_MODEL_SERVER__URLS": json.dumps([url]),
@@ -138,86 +140,47 @@ def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
     assert "v1" in served_env.models()  # the new stable is served by vLLM
 
 
-CANDIDATE_ALERTS = (
-    "CandidateModelRegression",
-    "CandidateLatencyRegression",
-    "CandidateNegativeFeedback",
-)
-
-
-def scrambled_adapter(store: LocalStore, source: str, version: str) -> None:
-    """Publish ``version``: ``source``'s adapter with its LoRA B weights scaled up 50x (a
-    candidate made worse; the same shape, so vLLM loads it)."""
-    from safetensors.torch import load_file, save_file
-
-    from infra.models import publish_model_dir
-
-    work = store.root.parent / f"scrambled-{version}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    prefix = f"models/{source}/"
-    for key in store.list(prefix):
-        rel = key[len(prefix) :]
-        if rel != "_COMPLETE":
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            (work / rel).write_bytes(store.get(key))
-    weights = load_file(str(work / "adapter_model.safetensors"))
-    worse = {k: (v * 50 if "lora_B" in k else v) for k, v in weights.items()}
-    save_file(worse, str(work / "adapter_model.safetensors"))
-    publish_model_dir(store, version, work)
-
-
-def traffic(url: str, *, requests: int, seed: int) -> Any:
-    """Simulated users through the gateway, every one of them giving honest feedback."""
-    from tasks.demo.simulate import simulate
-
-    return simulate(
-        url,
-        requests=requests,
-        concurrency=4,
-        seed=seed,
-        settings=get_settings(),
-        feedback_fraction=1.0,
-        feedback_noise=0.0,
-    )
-
-
-def ever_fired(prometheus: str) -> set[str]:
-    """The candidate alerts Prometheus recorded as firing in the last 30 minutes (its
-    ``ALERTS`` series), however briefly."""
-    query = 'count by (alertname) (max_over_time(ALERTS{alertstate="firing"}[30m]))'
-    data = httpx.get(f"{prometheus}/api/v1/query", params={"query": query}, timeout=5).json()
-    names = {r["metric"].get("alertname") for r in data["data"]["result"]}
-    return names & set(CANDIDATE_ALERTS)
-
-
-def test_a_worse_candidate_is_rolled_back_by_an_alert_and_unloaded(
-    prefect_api: None, served_env: Served, tmp_path: Path
+def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
+    prefect_api: None, served_env: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Two workloads on one vLLM, both candidates loaded beside the stable adapter: A's (v1's
+    adapter made worse) in canary is rolled back by a candidate alert carrying
+    ``workload="A"`` and unloaded, while B's (a copy of v1's adapter) goes on through its
+    canary steps to promotion; A's users are back on A's stable, and no request fails."""
+    from flows.release import ReleaseOptions, release
     from flows.rollback import rollback
     from infra.gateway.serve import start_background_gateway
     from infra.model_server import open_model_server
     from infra.models import model_cache_root
+    from infra.routing import WorkloadRelease, new_release_id
     from infra.runtime import Runtime
     from tasks.release.adapters import load_candidate
+    from tests.e2e.vllm_workloads import Users, alerting, burst, firing, paced, publish_adapter
 
     rt = Runtime.from_env()
     store = rt.store
     assert isinstance(store, LocalStore)
-    stable = load_state(store).stable  # v1, promoted by the test above
-    assert store.exists("models/v1/_COMPLETE")  # its adapter, made worse, is the candidate
-    worse = "v9"
-    scrambled_adapter(store, "v1", worse)
+    stable = load_state(store).stable  # v1, promoted by the first test: the shared stable
+    worse, good = "v9", "v10"
+    publish_adapter(store, stable, worse, scale_b=50)  # A's candidate
+    publish_adapter(store, stable, good)  # B's candidate: the trained adapter again
     server = open_model_server(rt.settings.model_server)
     assert server is not None
-    load_candidate(
-        server,
-        store,
-        worse,
-        settings=rt.settings.model_server,
-        cache_root=model_cache_root(rt.settings),
-    )
-    assert worse in served_env.models()
+    for version in (worse, good):
+        load_candidate(
+            server,
+            store,
+            version,
+            settings=rt.settings.model_server,
+            cache_root=model_cache_root(rt.settings),
+        )
+    assert {stable, worse, good} <= set(served_env.models())  # three adapters on one server
+    state = load_state(store)
+    state.workloads = {
+        w: WorkloadRelease(candidate=v, phase="canary", weight=50, release_id=new_release_id(v))
+        for w, v in (("A", worse), ("B", good))
+    }
+    save_state(store, state, force=True)
     settings = rt.settings.model_copy(
         update={
             "gateway": rt.settings.gateway.model_copy(
@@ -225,70 +188,90 @@ def test_a_worse_candidate_is_rolled_back_by_an_alert_and_unloaded(
             )
         }
     )
-    rollbacks: list[str] = []
+    rollbacks: list[tuple[str, str | None]] = []
 
-    def rollback_flow(reason: str) -> None:  # what the gateway asks Prefect to run
-        rollbacks.append(reason)
-        rollback(reason=reason, actor="alertmanager")
+    def rollback_flow(reason: str, workload: str | None = None) -> None:  # what Prefect runs
+        rollbacks.append((reason, workload))
+        rollback(reason=reason, actor="alertmanager", workload=workload)
 
+    seen: dict[str, Users] = {}
     with ExitStack() as stack:
         gw = start_background_gateway(
             settings, port=0, store=store, state_interval_s=0.2, on_rollback=rollback_flow
         )
         stack.callback(gw.stop)
         assert gw.admin_url is not None
-        am_port, prom_port = free_port(), free_port()
-        am_args = [
-            find_binary("alertmanager"),
-            f"--config.file={alertmanager_config(tmp_path, admin_url=gw.admin_url)}",
-            f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{am_port}",
-            "--cluster.listen-address=",
+        prom = alerting(stack, tmp_path, gateway=gw.url, admin_url=gw.admin_url)
+        stop = threading.Event()
+
+        def crowd() -> None:  # A's users, many: their answers trip an alert
+            seed = 0
+            while not stop.is_set():
+                seed += 1
+                burst(gw.url, {"A": 12}, seed, seen)
+
+        threads = [
+            threading.Thread(target=crowd, daemon=True),
+            threading.Thread(target=paced, args=(gw.url, "B", 2.0, stop, seen), daemon=True),
         ]
-        stack.enter_context(
-            service(am_args, f"http://127.0.0.1:{am_port}/-/ready", tmp_path / "am.log")
+        for thread in threads:
+            thread.start()
+        # B's candidate is v1's adapter again, but A's garbage answers (16 tokens each) slow
+        # whatever shares their batches on two cores: B's latency rail asks for more than two
+        # slow requests in a step before it calls the copy slower (a production step has
+        # hundreds of requests and the default alpha)
+        monkeypatch.setenv("FLYWHEEL_RELEASE__LATENCY_ALPHA", "0.001")
+        get_settings.cache_clear()
+        b_out = release(
+            good,
+            ReleaseOptions(
+                workload="B",
+                canary_steps=[50, 100],
+                analysis_interval_s=2.0,
+                min_requests_per_step=8,
+                gateway_url=gw.url,
+            ),
         )
-        prom = f"http://127.0.0.1:{prom_port}"
-        prom_cfg = prometheus_config(
-            tmp_path,
-            gateway=gw.url.removeprefix("http://"),
-            alertmanager=f"127.0.0.1:{am_port}",
-            self_addr=f"127.0.0.1:{prom_port}",
-        )
-        prom_args = [
-            find_binary("prometheus"),
-            f"--config.file={prom_cfg}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ]
-        stack.enter_context(service(prom_args, f"{prom}/-/ready", tmp_path / "prom.log"))
-        canary = RoutingState(stable=stable, candidate=worse, phase="canary", weight=50)
-        save_state(store, canary, force=True)
-        summaries: list[Any] = []
-        fired: set[str] = set()
         deadline = time.time() + 300
-        seed = 0
-        while time.time() < deadline and load_state(store).phase != "rolled_back":
-            seed += 1
-            summaries.append(traffic(gw.url, requests=20, seed=seed))  # thumbs up/down
-            fired |= {name for name in CANDIDATE_ALERTS if firing_since(prom, name)}
-        summaries.append(traffic(gw.url, requests=12, seed=seed + 1))  # users keep coming
-        fired |= {name for name in CANDIDATE_ALERTS if firing_since(prom, name)}
-        fired |= ever_fired(prom)  # one that fired and resolved between two looks above
+        while time.time() < deadline and load_state(store).release_of("A").phase != "rolled_back":
+            time.sleep(2)
+        stop.set()
+        for thread in threads:
+            thread.join(300)
         for thread in gw.app.state.admin.threads:  # the rollback flow the webhook started
             thread.join(120)
+        after = Users()
+        burst(gw.url, {"A": 8}, 999, {"A": after})  # A's users keep coming
+        fired = firing(prom)
     state = load_state(store)
-    assert state.phase == "rolled_back" and worse in state.rejected, "never rolled back"
-    # the worse candidate's garbage answers run to max_tokens and draw thumbs-down: a
-    # candidate alert (slower or worse-rated than stable) fired, and its webhook rolled it back
-    assert len(rollbacks) == 1 and rollbacks[0].startswith(f"alert firing for {worse}: ")
-    named = set(rollbacks[0].split(": ", 1)[1].split(", "))
-    assert named and named <= fired, (rollbacks, fired)
-    assert worse not in served_env.models()  # the rollback flow unloaded it from vLLM
-    assert stable in served_env.models()
-    assert sum(s.failed for s in summaries) == 0, [s.describe() for s in summaries]
-    assert sum(s.models[worse] for s in summaries) > 0  # the canary did serve users
-    print(f"\n{rollbacks[0]} -> rolled back, unloaded: {len(summaries)} bursts; FOR {FOR}")
+    a, b = state.release_of("A"), state.release_of("B")
+    assert a.phase == "rolled_back" and worse in a.rejected, "A never rolled back"
+    assert a.stable == stable and a.weight == 0 and after.models == {stable: 8}
+    assert (b_out.outcome, b.phase, b.stable) == ("promoted", "promoted", good), b_out.reasons
+    assert state.stable == stable and not state.rejected  # the shared release untouched
+    # one rollback, A's, named by a candidate alert that fired for A's candidate alone
+    assert len(rollbacks) == 1 and rollbacks[0][1] == "A", rollbacks
+    assert rollbacks[0][0].startswith(f"alert firing for {worse}: ")
+    named = set(rollbacks[0][0].split(": ", 1)[1].split(", "))
+    assert named and {(n, worse, "A") for n in named} <= fired, (rollbacks, fired)
+    assert not {f for f in fired if f[2] != "A"}, fired  # nothing ever fired about B
+    models = served_env.models()
+    assert worse not in models and {stable, good} <= set(models)  # A's unloaded, B's served
+    assert sum(u.failed for u in (*seen.values(), after)) == 0, seen
+    assert seen["A"].models[worse] > 0 and seen["B"].models[good] > 0  # both canaries served
+    shown = subprocess.run(  # what an operator sees: a line per workload
+        [sys.executable, "-m", "deployments.cli", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    rows = {r["workload"]: r for r in json.loads(shown.stdout)["workloads"]}
+    assert (rows["A"]["stable"], rows["A"]["phase"]) == (stable, "rolled_back"), rows
+    assert (rows["B"]["stable"], rows["B"]["phase"]) == (good, "promoted"), rows
+    assert rows[None]["stable"] == stable
+    print(f"\n{rollbacks[0][0]} (workload A) -> rolled back; B promoted {good}; FOR {FOR}")
 
 
 def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Served) -> None:

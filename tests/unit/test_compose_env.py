@@ -208,6 +208,8 @@ def test_gpu_profile_vllm_loads_adapters_the_release_syncs_into_the_home_volume(
             (m.group("host"), int(m.group("port"))) for u in ms.urls if (m := _URL.search(u))
         ] == [("vllm", port)]
         assert ms.adapter_dir is not None and ms.server_path is not None
+        slots = vllm["command"][vllm["command"].index("--max-loras") + 1]
+        assert ms.max_loras == int(interpolate(slots, {}))  # the limit vllm starts with
         home = env_of(service)["FLYWHEEL_HOME"]
         mounts = {v.split(":")[0]: v.split(":")[1] for v in vllm["volumes"]}
         # the worker writes under its home volume; vllm sees the same volume at server_path
