@@ -29,7 +29,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,18 @@ log = logging.getLogger(__name__)
 
 PROMPT_FORMAT = "Q: {question}\nA:"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class RowParams:
+    """What one request of a :meth:`LocalLM.generate_rows` batch asked for: temperature 0 is
+    greedy; ``seed`` None draws a fresh seed from torch's global generator (so
+    ``torch.manual_seed`` still makes a run reproducible)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 16
+    seed: int | None = None
 
 
 @dataclass
@@ -85,18 +97,38 @@ def render_prompt(messages: list[dict[str, Any]]) -> str:
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
     """Run the block with torch using ``n`` intra-op threads, restoring the previous count after
-    (None: unchanged)."""
+    (None: unchanged).
+
+    torch's thread count is process-wide, so the blocks active at once (generation in worker
+    threads, training) are kept in one list: the newest still active decides, and the count
+    from before the first one comes back when the last ends, whatever order they end in (two
+    threads saving and restoring it on their own could leave torch at 1 thread for training).
+    """
     import torch
 
-    before = torch.get_num_threads()
-    if n is None or n == before:
+    if n is None:
         yield
         return
-    torch.set_num_threads(n)
+    token = object()
+    with _THREADS_LOCK:
+        if not _THREADS_ACTIVE:
+            _THREADS_OUTER[0] = torch.get_num_threads()
+        _THREADS_ACTIVE.append((token, n))
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        with _THREADS_LOCK:
+            _THREADS_ACTIVE[:] = [entry for entry in _THREADS_ACTIVE if entry[0] is not token]
+            want = _THREADS_ACTIVE[-1][1] if _THREADS_ACTIVE else _THREADS_OUTER[0]
+            if want and torch.get_num_threads() != want:
+                torch.set_num_threads(want)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_ACTIVE: list[tuple[object, int]] = []  # (block, threads) of the blocks active now
+_THREADS_OUTER = [0]  # the count before the first active block
 
 
 class LocalLM:
@@ -204,41 +236,87 @@ class LocalLM:
         max_new_tokens: int = 16,
         seed: int | None = None,
     ) -> list[Generation]:
-        """Completions for several prompts in one left-padded batch (the gate's fast path)."""
+        """Completions for several prompts in one left-padded batch (the gate's fast path), all
+        with the same parameters (``seed`` seeds torch's global generator)."""
         if not prompts:
             return []
         import torch
 
         max_new = max(1, min(max_new_tokens, self.max_context - 1))
-        budget = self.max_context - max_new
-        tok = self.tokenizer
-        ids = [tok(p, add_special_tokens=False)["input_ids"][-budget:] for p in prompts]
-        width = max(len(x) for x in ids)
-        pad = tok.pad_token_id
-        device = self.model.device
-        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
-        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        ids = self._encode(prompts, self.max_context - max_new)
         kwargs: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             kwargs = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
         with self._lock, intra_op_threads(self.threads), torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=mask,
-                max_new_tokens=max_new,
-                pad_token_id=pad,
-                eos_token_id=tok.eos_token_id,
-                return_dict_in_generate=True,
-                output_logits=True,
-                **kwargs,
-            )
+            return self._run(prompts, ids, [max_new] * len(prompts), **kwargs)
+
+    def generate_rows(self, prompts: list[str], rows: list[RowParams]) -> list[Generation]:
+        """Completions for several prompts, each with its own temperature, top-p, token budget
+        and seed (:mod:`infra.local_sampling`): a row gets the same answer as when generated
+        alone. Rows whose prompt and budget would not fit the context together run in more
+        than one batch."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        from infra.local_sampling import RowSampler
+
+        budgets = [max(1, min(r.max_new_tokens, self.max_context - 1)) for r in rows]
+        ids = [
+            self._encode([p], self.max_context - b)[0]
+            for p, b in zip(prompts, budgets, strict=True)
+        ]
+        out: list[Generation] = []
+        with self._lock, intra_op_threads(self.threads), torch.inference_mode():
+            for group in _fitting_groups(ids, budgets, self.max_context):
+                sampler = RowSampler(
+                    [replace(rows[i], max_new_tokens=budgets[i]) for i in group],
+                    prompt_width=max(len(ids[i]) for i in group),
+                    eos_token_id=self.tokenizer.eos_token_id,
+                )
+                out += self._run(
+                    [prompts[i] for i in group],
+                    [ids[i] for i in group],
+                    [budgets[i] for i in group],
+                    do_sample=False,
+                    logits_processor=LogitsProcessorList([sampler]),
+                )
+        return out
+
+    def _encode(self, prompts: list[str], budget: int) -> list[list[int]]:
+        """Each prompt's token ids, left-truncated to ``budget`` tokens."""
+        tok = self.tokenizer
+        return [tok(p, add_special_tokens=False)["input_ids"][-budget:] for p in prompts]
+
+    def _run(
+        self, prompts: list[str], ids: list[list[int]], budgets: list[int], **kwargs: Any
+    ) -> list[Generation]:
+        """One left-padded ``generate`` call (the caller holds the lock); row ``i``'s tokens
+        cut to ``budgets[i]``."""
+        import torch
+
+        tok = self.tokenizer
+        width = max(len(x) for x in ids)
+        pad = tok.pad_token_id
+        device = self.model.device
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        out = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=max(budgets),
+            pad_token_id=pad,
+            eos_token_id=tok.eos_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+            **kwargs,
+        )
         new = out.sequences[:, width:].cpu()
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu() if out.logits else None
         return [
             self._decode(
-                new[row].tolist(),
+                new[row, : budgets[row]].tolist(),
                 logp[row] if logp is not None else None,
                 tokens_in=len(ids[row]),
                 one_line=prompts[row].endswith(PROMPT_FORMAT.split("{question}")[1]),
@@ -266,3 +344,18 @@ class LocalLM:
             logprobs=logprobs,
             finish_reason=finish,
         )
+
+
+def _fitting_groups(ids: list[list[int]], budgets: list[int], max_context: int) -> list[list[int]]:
+    """Row indices in consecutive groups whose longest prompt plus largest budget fits the
+    context (a padded row's positions run to the batch's width plus its longest budget)."""
+    groups: list[list[int]] = []
+    width = budget = 0
+    for i, (row, own) in enumerate(zip(ids, budgets, strict=True)):
+        if groups and max(width, len(row)) + max(budget, own) <= max_context:
+            groups[-1].append(i)
+            width, budget = max(width, len(row)), max(budget, own)
+        else:
+            groups.append([i])
+            width, budget = len(row), own
+    return groups

@@ -64,6 +64,10 @@ class GatewaySettings(BaseModel):
     diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
     trace_queue_size: int = 10_000
     max_new_tokens: int = 16  # the in-process model's budget when a client names none
+    # the in-process model answers concurrent requests together: at most this many per forward
+    # pass, the first waiting at most local_batch_wait_ms for company (1: one at a time)
+    local_batch_size: int = Field(default=16, ge=1, le=256)
+    local_batch_wait_ms: float = Field(default=5.0, ge=0, le=1000)
     max_tokens_limit: int = Field(default=8192, ge=1)  # a client's max_tokens is clamped to it
     max_messages: int = Field(default=1024, ge=1)  # more messages in one request: 400
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # larger requests get 413

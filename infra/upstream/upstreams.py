@@ -4,7 +4,6 @@ causal LM fetched from ``models/<version>/`` in the object store (the embedded d
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +22,7 @@ from infra.upstream.completion import (
     read_events,
 )
 from infra.upstream.http1 import HttpClient, HttpError
+from infra.upstream.local import LocalUpstream
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 
 HEALTH_TIMEOUT_S = 3.0
 HEALTH_TTL_S = 2.0  # /healthz probes are answered from a check at most this old
-LOCAL_HINT = (
-    " (run `flywheel bootstrap`, or give this version an HTTP upstream "
-    "in FLYWHEEL_GATEWAY__UPSTREAMS)"
-)
 SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
 
 
@@ -225,86 +221,6 @@ def model_server_upstream(version: str, settings: Settings, session: SessionFact
     timeout_s = settings.gateway.upstream_timeout_s
     replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
-
-
-class LocalUpstream:
-    """The in-process causal LM of ``version``: fetched and loaded on first use; generation
-    runs in worker threads (``limiter`` bounds how many at once)."""
-
-    def __init__(self, version: str, *, store: ObjectStore, settings: Settings) -> None:
-        self.version = version
-        self.store = store
-        self.settings = settings
-        self._lm: Any = None
-        self._lock = asyncio.Lock()
-        self._limiter = asyncio.Semaphore(4)
-        self._error: str | None = None  # why the last load failed
-
-    async def check(self) -> str | None:
-        """None when the model is loaded or loadable (in the store), else why not."""
-        if self._lm is not None:
-            return None
-        from infra.models import version_exists
-
-        try:
-            exists = await asyncio.to_thread(version_exists, self.store, self.version)
-        except Exception as exc:  # noqa: BLE001 - the reason is the answer
-            return f"model {self.version}: the store cannot be read ({type(exc).__name__})"
-        if not exists:
-            return f"model {self.version} is not in the store{LOCAL_HINT}"
-        if self._error is not None:
-            return f"model {self.version} failed to load: {self._error}"
-        return None
-
-    def _load(self) -> Any:
-        from infra.local_lm import LocalLM
-        from infra.models import fetch_model, model_cache_root
-
-        path = fetch_model(self.store, self.version, model_cache_root(self.settings))
-        return LocalLM.load(path, device=self.settings.device)
-
-    async def _model(self) -> Any:
-        if self._lm is None:
-            async with self._lock:
-                if self._lm is None:
-                    try:
-                        self._lm = await asyncio.to_thread(self._load)
-                    except Exception as exc:
-                        self._error = str(exc)
-                        raise UpstreamError(
-                            f"model {self.version} unavailable: {exc}{LOCAL_HINT}"
-                        ) from exc
-                    self._error = None
-        return self._lm
-
-    async def complete(self, messages: Messages, params: GenParams) -> Completion:
-        """Generate in a worker thread, the model loaded on first use; raises ``UpstreamError``."""
-        lm = await self._model()
-        prompt = lm.render(messages)
-        async with self._limiter:
-            try:
-                gen = await asyncio.to_thread(
-                    lm.generate,
-                    prompt,
-                    temperature=params.temperature or 0.0,
-                    top_p=1.0 if params.top_p is None else params.top_p,
-                    # none named: the in-process model's own budget (it stops at none)
-                    max_new_tokens=params.max_tokens or self.settings.gateway.max_new_tokens,
-                    seed=params.seed,
-                )
-            except Exception as exc:
-                raise UpstreamError(f"{self.version}: generation failed: {exc}") from exc
-        return Completion(
-            text=gen.text,
-            tokens_in=gen.tokens_in,
-            tokens_out=gen.tokens_out,
-            logprobs=list(gen.logprobs) or None,
-            finish_reason=getattr(gen, "finish_reason", "stop"),
-        )
-
-    async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
-        """The whole completion as a single piece (the in-process model does not stream)."""
-        yield await self.complete(messages, params)
 
 
 class UpstreamPool:

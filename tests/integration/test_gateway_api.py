@@ -274,11 +274,14 @@ class FakeLM:
     def render(self, messages: list[dict[str, Any]]) -> str:
         return f"Q: {messages[-1]['content']}\nA:"
 
-    def generate(self, prompt: str, **params: Any) -> Any:
+    def generate_rows(self, prompts: list[str], rows: list[Any]) -> list[Any]:
         from infra.local_lm import Generation
 
         self.threads.append(threading.current_thread().name)
-        return Generation(text="2491", tokens_in=len(prompt), tokens_out=4, logprobs=[-0.5] * 4)
+        return [
+            Generation(text="2491", tokens_in=len(p), tokens_out=4, logprobs=[-0.5] * 4)
+            for p in prompts
+        ]
 
 
 def test_embedded_model_is_served_off_the_event_loop(tmp_path: Path, monkeypatch) -> None:

@@ -1,0 +1,129 @@
+"""Dynamic micro-batching for the in-process model: concurrent requests share one forward pass.
+
+The in-process model generates one batch at a time (one lock, one core); a batch of 16 short
+answers costs little more than one. :class:`MicroBatcher` queues the prompts of concurrent
+``complete`` calls and hands them to one ``generate`` call: the first waits at most
+``max_wait_s`` for company (so a lone request is barely delayed), a full batch goes at once,
+and requests that arrive while a batch runs form the next one. Each row keeps its own
+parameters and seed (:class:`infra.local_lm.RowParams`), so batching never changes an answer.
+
+A failed batch fails only its own requests, each with an :class:`UpstreamError`; a client that
+goes away is dropped from its batch (or its answer discarded) without disturbing the others.
+The worker task lives only while requests are queued, in the loop of the requests it serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from infra.errors import UpstreamError
+
+if TYPE_CHECKING:
+    from infra.local_lm import Generation, RowParams
+
+log = logging.getLogger(__name__)
+
+GenerateRows = Callable[[list[str], list["RowParams"]], list["Generation"]]
+
+
+@dataclass
+class _Request:
+    prompt: str
+    row: RowParams
+    future: asyncio.Future[Generation]
+
+
+class MicroBatcher:
+    """Runs queued generations together, up to ``max_batch`` rows per ``generate`` call.
+
+    ``generate``: a blocking function from prompts and their parameters to one generation per
+    prompt, in order (run in a worker thread); ``name`` prefixes error messages (the version).
+    """
+
+    def __init__(
+        self, generate: GenerateRows, *, name: str, max_batch: int = 16, max_wait_s: float = 0.005
+    ) -> None:
+        self.generate = generate
+        self.name = name
+        self.max_batch = max(1, max_batch)
+        self.max_wait_s = max(0.0, max_wait_s)
+        self.batches = 0  # generate calls made (for tests and benchmarks)
+        self.rows = 0  # rows generated
+        self._pending: list[_Request] = []
+        self._running: list[_Request] = []
+        self._wake: asyncio.Future[None] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def submit(self, prompt: str, row: RowParams) -> Generation:
+        """The generation of ``prompt`` with ``row``'s parameters, batched with whatever else
+        is queued. Raises ``UpstreamError`` when its batch fails."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (tests): nothing of the old one carries
+            self._loop, self._pending, self._worker, self._wake = loop, [], None, None
+        future: asyncio.Future[Generation] = loop.create_future()
+        self._pending.append(_Request(prompt, row, future))
+        if len(self._pending) >= self.max_batch and self._wake is not None:
+            if not self._wake.done():
+                self._wake.set_result(None)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain(), name=f"batcher-{self.name}")
+        # a cancelled caller cancels its future: the worker skips it or discards its answer
+        return await future
+
+    async def _drain(self) -> None:
+        """Form and run batches until the queue is empty, then end."""
+        try:
+            while self._pending:
+                await self._gather()
+                batch = self._take()
+                if batch:
+                    await self._run(batch)
+        finally:  # the worker itself cancelled (the loop closing): no caller waits forever
+            self._fail([*self._running, *self._pending], "the batch was cancelled")
+
+    async def _gather(self) -> None:
+        """Wait up to ``max_wait_s`` for the queue to fill a batch."""
+        if len(self._pending) >= self.max_batch or self.max_wait_s <= 0:
+            return
+        self._wake = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait([self._wake], timeout=self.max_wait_s)
+        finally:
+            self._wake = None
+
+    def _take(self) -> list[_Request]:
+        """Up to ``max_batch`` queued requests whose callers still wait, oldest first."""
+        live = [r for r in self._pending if not r.future.done()]
+        batch, self._pending = live[: self.max_batch], live[self.max_batch :]
+        return batch
+
+    async def _run(self, batch: list[_Request]) -> None:
+        """Generate ``batch`` in a worker thread and answer each caller."""
+        self._running = batch
+        try:
+            gens = await asyncio.to_thread(
+                self.generate, [r.prompt for r in batch], [r.row for r in batch]
+            )
+            if len(gens) != len(batch):
+                raise RuntimeError(f"{len(gens)} generations for {len(batch)} prompts")
+        except Exception as exc:  # noqa: BLE001 - the batch's callers get the reason
+            self._running = []
+            log.warning("%s: a batch of %d failed: %s", self.name, len(batch), exc)
+            self._fail(batch, f"generation failed: {exc}")
+            return
+        self._running = []  # (left set when cancelled: _drain fails them)
+        self.batches += 1
+        self.rows += len(batch)
+        for request, gen in zip(batch, gens, strict=True):
+            if not request.future.done():
+                request.future.set_result(gen)
+
+    def _fail(self, requests: list[_Request], reason: str) -> None:
+        for request in requests:
+            if not request.future.done():
+                request.future.set_exception(UpstreamError(f"{self.name}: {reason}"))
