@@ -1,6 +1,6 @@
 """``flywheel erasure-status RECEIPT`` (each store and model version an erasure touched, what
-was done and when) and ``flywheel erasure-resolve RECEIPT --rollback|--accept --reason TEXT``
-(a person's choice when the replacement failed the gate)."""
+was done and when) and ``flywheel erasure-resolve RECEIPT [--workload W] --rollback|--accept
+--reason TEXT`` (a person's choice when the replacement failed the gate, on its line)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,22 @@ def status_args(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_args(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``flywheel erasure-resolve``: the receipt, ``--rollback`` or ``--accept``, and
-    the reason."""
+    """Arguments of ``flywheel erasure-resolve``: the receipt, the workload whose line the
+    replacement failed on, ``--rollback`` or ``--accept``, and the reason."""
     p.add_argument("receipt", type=receipt, help="the receipt forget-user printed")
+    p.add_argument(
+        "--workload",
+        default=None,
+        help="the workload whose own line the replacement failed on (erasure-status names it)",
+    )
     choice = p.add_mutually_exclusive_group(required=True)
     choice.add_argument(
         "--rollback",
         dest="action",
         action="store_const",
         const="rollback",
-        help="make the newest version that never saw the user the stable one",
+        help="make the newest version that never saw the user the stable one (on a workload's "
+        "line: its own earlier version, else the shared stable)",
     )
     choice.add_argument(
         "--accept",
@@ -80,8 +86,11 @@ def status_fields(case: Any, at: datetime | None = None) -> dict[str, Any]:
         fields["models"] = "no model version trained on this user's data"
     fields["replacement"] = case.replacement
     if case.status == "replacement_failed":
-        fields["action needed"] = (
-            f"flywheel erasure-resolve {case.receipt[:12]}... --rollback|--accept --reason TEXT"
+        lines = [w for w in case.failed_on if w != "default"] or [""]
+        fields["action needed"] = "; ".join(
+            f"flywheel erasure-resolve {case.receipt[:12]}...{f' --workload {w}' if w else ''} "
+            "--rollback|--accept --reason TEXT"
+            for w in lines
         )
     return fields
 
@@ -136,14 +145,16 @@ def show_status(ns: argparse.Namespace) -> int:
 
 
 def resolve(ns: argparse.Namespace) -> int:
-    """``flywheel erasure-resolve RECEIPT --rollback|--accept --reason TEXT``."""
-    from flows.erasure import erasure_resolve as resolve_flow
+    """``flywheel erasure-resolve RECEIPT [--workload W] --rollback|--accept --reason TEXT``:
+    the case after the choice, with what was done first (which version serves which line)."""
+    from flows.erasure_resolve import erasure_resolve as resolve_flow
 
-    case = resolve_flow(ns.receipt, ns.action, ns.reason, ns.actor)
+    case = resolve_flow(ns.receipt, ns.action, ns.reason, ns.actor, ns.workload)
+    done = next((s.detail for s in reversed(case.steps) if s.step.startswith("resolved")), "")
     if getattr(ns, "json", False):
         from tasks.governance.reach import case_json
 
-        print(json.dumps({"command": ns.command, **case_json(case)}))
+        print(json.dumps({"command": ns.command, "resolved": done, **case_json(case)}))
     else:
-        print(render("erasure-resolve", status_fields(case)))
+        print(render("erasure-resolve", {"resolved": done, **status_fields(case)}))
     return 0

@@ -1,11 +1,11 @@
 """Erasure reaching the models: ``erasure-replacement`` (run by the weekly flow while an
-erasure is open) and ``erasure-resolve`` (a person's choice when a replacement failed)."""
+erasure is open) and the case a forget-user opens; a person's choice when a replacement
+failed is ``erasure-resolve`` (:mod:`flows.erasure_resolve`)."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Literal
 
 from prefect import flow, get_run_logger
 
@@ -16,12 +16,10 @@ from flows.erasure_steps import (
     record_step,
     retire_cases,
 )
-from flows.parameters import Receipt, Steps
+from flows.parameters import Steps
 from flows.release import ReleaseOptions, release
 from flows.train import train_selection
-from infra.audit import record_event
-from infra.errors import ControlRefused, TransientError
-from infra.models import ServableVersions
+from infra.errors import TransientError
 from infra.routing import RoutingBackend, RoutingState, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -41,7 +39,6 @@ from tasks.governance.replacement import (
     mark_replacement,
     plan_replacement,
     reached,
-    rollback_target,
     routed_versions,
 )
 from tasks.release import controls
@@ -132,7 +129,8 @@ def _replace_line(
     record_step(rt, cases, "replacement planned", plan.serving, f"{line}: {_plan_text(plan)}")
     version = _train(rt, plan, cases, max_steps)
     if version is None:
-        return "", fail_cases(rt, cases, None, "no training data left without the erased rows")
+        why = "no training data left without the erased rows"
+        return "", fail_cases(rt, cases, None, why, line=line)
     mark_replacement(rt.store, plan, version, receipts)
     for case in cases:
         if workload is None or case.replacement is None:
@@ -143,7 +141,7 @@ def _replace_line(
     out = run(version, ReleaseOptions(actor=ACTOR, workload=workload))
     if out.outcome != "promoted":
         why = f"{line}: release {out.outcome}: {'; '.join(out.reasons) or out.outcome}"
-        return version, fail_cases(rt, cases, version, why, outcome=out.outcome)
+        return version, fail_cases(rt, cases, version, why, line=line, outcome=out.outcome)
     record_step(rt, cases, "replacement promoted", version, f"serves the {line} traffic")
     return version, None
 
@@ -259,82 +257,3 @@ def open_case(
             get_run_logger().warning("versions not retired yet (%s); the weekly run will", exc)
     publish_gauges(rt)
     return load_case(rt.store, case.receipt)
-
-
-Resolution = Literal["rollback", "accept"]
-
-
-@flow(name="erasure-resolve", log_prints=False)
-def erasure_resolve(
-    receipt: Receipt, action: Resolution, reason: str, actor: str = "person"
-) -> ErasureCase:
-    """A person's choice after an erasure's replacement failed the gate: roll back to the
-    newest version that never saw an erased user, or accept the replacement's regression and
-    make it the stable version. Either way every version that saw the user is retired, and
-    the choice is audited with the receipt.
-
-    Args:
-        receipt: The erasure's receipt, as forget-user printed it.
-        action: rollback (the newest version that never saw the user) or accept (the
-            failed replacement, regression and all).
-        reason: Why, in a few words; recorded in the audit log (no personal data).
-        actor: Who decided; recorded in the audit log.
-    """
-    if not reason.strip():
-        raise ControlRefused("an erasure resolution needs a reason (it is audited)")
-    rt = Runtime.from_env()
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    case = load_case(rt.store, receipt)
-    if case.status != "replacement_failed":
-        raise ControlRefused(f"erasure {receipt[:16]} is {case.status}: nothing to resolve")
-    cases = [c for c in open_cases(rt.store) if c.status == "replacement_failed"]
-    affected = reached(cases)
-    versions = ServableVersions.from_settings(rt.settings, rt.store)
-    state = routing.load()
-    target = _resolution_target(state, case, action, affected, versions)
-    changes: dict[str, object] = {"stable": target, "candidate": None, "weight": 0.0}
-    changes |= {
-        "shadow_fraction": 0.0,
-        "step": 0,
-        "rejected": [v for v in state.rejected if v != target],
-    }
-    changes["phase"] = "promoted" if action == "accept" else "rolled_back"
-    changes["evidence"] = {"erasure": action, "previous_stable": state.stable, "reason": reason}
-    record_step(rt, cases, f"resolved: {action}", target, f"by {actor}: {reason}")
-    for c in cases:
-        record_event(
-            rt.catalog,
-            event_type="erasure.resolved",
-            actor=actor,
-            subject=c.receipt,
-            details={"action": action, "stable": target, "reason": reason, "receipt": receipt},
-        )
-    # the choice is about the shared line: a version a workload's own line still serves stays
-    # (its case pending) until the weekly run replaces it on that line
-    keep = routed_versions(state.model_copy(update={"stable": target, "candidate": None}))
-    retire = affected - {target} - keep
-    retire_cases(rt, routing, cases, retire, serving=target, how=action, **changes)
-    for c in cases:
-        if c.status != "done" and any(v in keep for v in c.serving()):
-            c.status = "pending"
-            save_case(rt.store, c)
-    publish_gauges(rt)
-    return load_case(rt.store, receipt)
-
-
-def _resolution_target(
-    state: RoutingState,
-    case: ErasureCase,
-    action: Resolution,
-    affected: set[str],
-    versions: ServableVersions,
-) -> str:
-    if action == "accept":
-        if case.replacement is None:
-            raise ControlRefused("no replacement was trained for this erasure; roll back instead")
-        versions.require(case.replacement)
-        return case.replacement
-    target = rollback_target(state, avoid=affected, servable=versions.servable)
-    if target is None:
-        raise ControlRefused("no earlier servable version that never saw the user; accept instead")
-    return target

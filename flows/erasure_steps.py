@@ -14,6 +14,7 @@ from infra.audit import record_event
 from infra.model_server import open_model_server
 from infra.routing import RoutingBackend, RoutingState
 from infra.runtime import Runtime
+from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.reach import ErasureCase, save_case
 from tasks.governance.replacement import mark_retired, retire_versions
 
@@ -78,19 +79,24 @@ def fail_cases(
     cases: list[ErasureCase],
     version: str | None,
     why: str,
+    *,
+    line: str,
     outcome: str | None = None,
 ) -> ReplacementResult:
-    """Mark every case in the batch ``replacement_failed`` (a person must choose), record
-    why, and log the receipts' prefixes with the command to run."""
+    """Mark every case in the batch ``replacement_failed`` on release ``line`` (a workload,
+    or ``default``: the shared line) with its failed replacement (a person must choose),
+    record why, and log the receipts' prefixes with the command to run."""
     for case in cases:
         case.status = "replacement_failed"
+        case.failed_on[line] = version or ""
     record_step(
         rt, cases, "replacement failed", version or "models", f"{why}; a person must choose"
     )
     get_run_logger().warning(
-        "erasure replacement failed (%s): run `flywheel erasure-resolve RECEIPT --rollback` or "
-        "`--accept` for receipts %s",
+        "erasure replacement failed (%s): run `flywheel erasure-resolve RECEIPT%s --rollback` "
+        "or `--accept` for receipts %s",
         why,
+        "" if line == DEFAULT_WORKLOAD else f" --workload {line}",
         ", ".join(c.receipt[:16] for c in cases),
     )
     return ReplacementResult(

@@ -97,18 +97,38 @@ def render_prompt(messages: list[dict[str, Any]]) -> str:
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
     """Run the block with torch using ``n`` intra-op threads, restoring the previous count after
-    (None: unchanged)."""
+    (None: unchanged).
+
+    torch's thread count is process-wide, so the blocks active at once (generation in worker
+    threads, training) are kept in one list: the newest still active decides, and the count
+    from before the first one comes back when the last ends, whatever order they end in (two
+    threads saving and restoring it on their own could leave torch at 1 thread for training).
+    """
     import torch
 
-    before = torch.get_num_threads()
-    if n is None or n == before:
+    if n is None:
         yield
         return
-    torch.set_num_threads(n)
+    token = object()
+    with _THREADS_LOCK:
+        if not _THREADS_ACTIVE:
+            _THREADS_OUTER[0] = torch.get_num_threads()
+        _THREADS_ACTIVE.append((token, n))
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        with _THREADS_LOCK:
+            _THREADS_ACTIVE[:] = [entry for entry in _THREADS_ACTIVE if entry[0] is not token]
+            want = _THREADS_ACTIVE[-1][1] if _THREADS_ACTIVE else _THREADS_OUTER[0]
+            if want and torch.get_num_threads() != want:
+                torch.set_num_threads(want)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_ACTIVE: list[tuple[object, int]] = []  # (block, threads) of the blocks active now
+_THREADS_OUTER = [0]  # the count before the first active block
 
 
 class LocalLM:

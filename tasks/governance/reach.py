@@ -63,6 +63,9 @@ class ErasureCase(BaseModel):
     versions: dict[str, VersionEntry] = {}
     stores: dict[str, dict[str, Any]] = {}
     replacement: str | None = None  # the version trained without the erased rows
+    # release lines (a workload, or "default": the shared one) whose replacement failed and
+    # wait for a person -> that line's failed replacement ("" when none could be trained)
+    failed_on: dict[str, str] = {}
     steps: list[Step] = []
 
     def add(self, step: str, subject: str, detail: str, at: datetime | None = None) -> None:

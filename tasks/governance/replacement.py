@@ -126,6 +126,25 @@ def rollback_target(state: RoutingState, *, avoid: set[str], servable: Any) -> s
     return None
 
 
+def line_rollback_target(
+    state: RoutingState, workload: str, *, avoid: set[str], servable: Any
+) -> str | None:
+    """Where ``workload``'s own line rolls back to: its stable version or the newest version
+    its line served before (each promotion's version and the stable it replaced), else the
+    shared stable version; the first that never saw an erased user (not in ``avoid``), is
+    not retired nor rejected on that line, and is servable. None when there is none."""
+    view = state.release_of(workload)
+    own: list[str] = [view.stable]
+    for t in reversed(view.history):
+        if t.to_phase == "promoted":
+            own += [v for v in (t.candidate, t.evidence.get("previous_stable")) if v]
+    for version in dict.fromkeys([*own, state.stable]):
+        bad = version in avoid or version in state.retired or version in view.rejected
+        if not bad and servable(version):
+            return version
+    return None
+
+
 def retire_versions(
     routing: RoutingBackend,
     catalog: Catalog | None,

@@ -213,7 +213,8 @@ def test_a_replacement_that_fails_the_gate_alerts_and_retires_nothing_until_a_pe
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    from flows.erasure import erasure_resolve, replace_erased
+    from flows.erasure import replace_erased
+    from flows.erasure_resolve import erasure_resolve
 
     receipt, _ = forgotten
     settings = get_settings()

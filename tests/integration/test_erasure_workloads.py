@@ -128,18 +128,112 @@ def test_a_workloads_replacement_is_released_on_its_line_and_retires_only_what_s
     assert ("replacement promoted", "serves the support traffic") in steps
 
 
-def test_resolving_a_failed_workload_replacement_does_not_retire_what_that_workload_serves(
-    planted: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from flows.erasure import erasure_resolve
+@pytest.fixture
+def failed_on_support(planted: dict, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    """support's replacement v9 failed its gate on support's line; v0 and v2 are servable."""
     from infra.keys import model_prefix
     from infra.models import COMPLETE
 
     rt = Runtime.from_env()
-    rt.store.put(model_prefix("v0") + COMPLETE, b"")  # the shared stable is servable
+    for version in ("v0", "v2", "v9"):
+        rt.store.put(model_prefix(version) + COMPLETE, b"")
     monkeypatch.setitem(OUTCOME, "outcome", "rolled_back")
     assert erasure_flow.replace_erased().status == "failed"
-    case = erasure_resolve(RECEIPT, "rollback", reason="replacement regressed")
+    assert load_case(rt.store, RECEIPT).failed_on == {"support": "v9"}
+    return rt
+
+
+def _resolved_events(rt: Runtime) -> list[dict[str, Any]]:
+    import json
+
+    from infra.catalog import scan
+
+    events = scan(rt.catalog, "audit_log").to_pylist()
+    return [json.loads(e["details"]) for e in events if e["event_type"] == "erasure.resolved"]
+
+
+def test_resolving_without_the_workload_whose_line_failed_names_it_and_changes_nothing(
+    failed_on_support: Runtime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deployments.cli import main
+
+    rt = failed_on_support
+    before = load_state(rt.store)
+    code = main(["erasure-resolve", RECEIPT, "--rollback", "--reason", "it regressed"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1, err
+    assert "--workload support" in err[0] and "nothing changed" in err[0]
+    after = load_state(rt.store)
+    assert after.revision == before.revision and after.retired == before.retired
+    assert load_case(rt.store, RECEIPT).status == "replacement_failed"
+    assert _resolved_events(rt) == []
+
+
+def test_rolling_back_a_workload_without_an_earlier_version_of_its_own_follows_the_shared(
+    failed_on_support: Runtime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deployments.cli import main
+
+    rt = failed_on_support
+    argv = ["erasure-resolve", RECEIPT, "--workload", "support", "--rollback"]
+    assert main([*argv, "--reason", "v9 regressed", "--actor", "dpo"]) == 0
+    out = capsys.readouterr().out
+    assert "workload support rolls back to v0 (the shared stable version)" in out
     state = load_state(rt.store)
-    assert state.for_workload("support").stable == "v3"  # still served: not retired under it
-    assert state.retired == ["v5"] and case.status == "pending"
+    assert state.for_workload("support").stable == "v0" and state.stable == "v0"
+    assert state.for_workload("sql").stable == "v4"  # another workload: untouched
+    assert sorted(state.retired) == ["v3", "v5"]  # saw the user, and no line serves them
+    case = load_case(rt.store, RECEIPT)
+    assert case.status == "done" and case.failed_on == {}
+    [event] = _resolved_events(rt)
+    assert (event["workload"], event["action"], event["stable"]) == ("support", "rollback", "v0")
+
+
+def test_rolling_back_a_workload_returns_to_its_own_last_version_that_never_saw_the_user(
+    failed_on_support: Runtime,
+) -> None:
+    from flows.erasure_resolve import erasure_resolve
+
+    rt = failed_on_support
+    routing = open_routing(rt.settings, rt.store)
+    # support served its own v2 before v3 (v3 was promoted over it)
+    history = StateChange(
+        workload="support",
+        stable="v3",
+        candidate="v3",
+        phase="promoted",
+        evidence={"previous_stable": "v2"},
+    )
+    routing.transition(history)
+    case = erasure_resolve(RECEIPT, "rollback", reason="v9 regressed", workload="support")
+    state = load_state(rt.store)
+    assert state.for_workload("support").stable == "v2"
+    assert sorted(state.retired) == ["v3", "v5"] and case.status == "done"
+    [done] = [s.detail for s in case.steps if s.step == "resolved: rollback"]
+    assert "workload support rolls back to v2 (its own earlier version)" in done
+
+
+def test_accepting_a_workloads_failed_replacement_makes_it_that_workloads_stable(
+    failed_on_support: Runtime,
+) -> None:
+    from flows.erasure_resolve import erasure_resolve
+
+    rt = failed_on_support
+    case = erasure_resolve(RECEIPT, "accept", reason="small regression", workload="support")
+    state = load_state(rt.store)
+    support = state.for_workload("support")
+    assert (support.stable, support.phase, support.candidate) == ("v9", "promoted", None)
+    assert state.stable == "v0" and state.for_workload("sql").stable == "v4"
+    assert sorted(state.retired) == ["v3", "v5"]
+    assert case.status == "done" and case.replacement == "v9"
+    [event] = _resolved_events(rt)
+    assert (event["workload"], event["action"], event["stable"]) == ("support", "accept", "v9")
+
+
+def test_a_workload_the_replacement_did_not_fail_on_is_refused(failed_on_support: Runtime) -> None:
+    from flows.erasure_resolve import erasure_resolve
+    from infra.errors import ControlRefused
+
+    with pytest.raises(ControlRefused, match="workload support"):
+        erasure_resolve(RECEIPT, "rollback", reason="wrong line", workload="sql")
+    assert load_case(failed_on_support.store, RECEIPT).status == "replacement_failed"

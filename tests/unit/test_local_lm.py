@@ -110,3 +110,39 @@ def test_concurrent_calls_are_safe_and_equal_to_sequential(tiny_lm: LocalLM) -> 
 def test_loading_a_missing_model_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="flywheel bootstrap"):
         LocalLM.load(tmp_path / "nope")
+
+
+def test_torch_threads_come_back_whatever_order_overlapping_generations_end_in() -> None:
+    """A generation (1 thread) and an evaluation (3 threads) overlap in two threads and end in
+    the order they started: torch must get its thread count back (before, the second restored
+    the first's 1, and what ran next, training, ran on one thread)."""
+    import threading
+
+    import torch
+
+    from infra.local_lm import intra_op_threads
+
+    torch.set_num_threads(2)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with intra_op_threads(1):
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with intra_op_threads(3):
+            second_in.set()
+            first_out.wait(5)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert torch.get_num_threads() == 2
+    with intra_op_threads(2), intra_op_threads(1):  # nested in one thread: the inner one wins
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
