@@ -9,8 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from prefect import flow, get_run_logger
@@ -18,9 +17,9 @@ from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
-from flows.cycles import cycles_report, percent
 from flows.loop_server import Server, profile_environment, serving
 from flows.loop_server import environment as _environment
+from flows.loop_summary import CycleSummary, LoopSummary, loop_report, not_promoted
 from flows.parameters import TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
@@ -33,9 +32,19 @@ from infra.runtime import Runtime
 from infra.settings import get_settings
 from tasks.demo.bootstrap import bootstrap_base_model
 from tasks.demo.simulate import simulate
+from tasks.demo.workloads import VERIFIERS, of_settings, tagged
 
 log = logging.getLogger(__name__)
-__all__ = ["hourly", "loop_report", "not_promoted", "run_loop", "weekly"]  # weekly: flows/weekly.py
+__all__ = [  # weekly: flows/weekly.py; the summary: flows/loop_summary.py
+    "CycleSummary",
+    "LoopOptions",
+    "LoopSummary",
+    "hourly",
+    "loop_report",
+    "not_promoted",
+    "run_loop",
+    "weekly",
+]
 TRACE_FLUSH_WAIT_S = 2.5
 
 
@@ -61,7 +70,11 @@ class LoopOptions(BaseModel):
     """Knobs of the embedded demo loop (flywheel run); stage settings come from FLYWHEEL_*."""
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
-    requests: int = Field(default=1000, ge=10, description="simulated user requests per cycle")
+    requests: int = Field(
+        default=1600,
+        ge=10,
+        description="simulated user requests per cycle, every workload's together",
+    )
     concurrency: int = Field(
         default=8, ge=1, le=64, description="simulated users sending requests at once"
     )
@@ -93,40 +106,6 @@ class LoopOptions(BaseModel):
     )
 
 
-@dataclass(kw_only=True)
-class CycleSummary:
-    """One cycle of flywheel run: its stages' counts, the candidate, the release's outcome."""
-
-    cycle: int
-    baseline: str
-    traces: int = 0
-    quarantined: int = 0
-    pii_entities: int = 0
-    examples: int = 0
-    pairs: int = 0
-    train_status: str = ""
-    candidate: str | None = None
-    baseline_accuracy: float | None = None
-    candidate_accuracy: float | None = None
-    baseline_reward: float | None = None
-    candidate_reward: float | None = None
-    p_value: float | None = None
-    decision: str | None = None
-    outcome: str = "not released"
-    reasons: list[str] = dataclass_field(default_factory=list)
-
-
-@dataclass(kw_only=True)
-class LoopSummary:
-    """What flywheel run did: the base model, each cycle, the wall time."""
-
-    base_version: str
-    base_accuracy: float
-    bootstrap_cached: bool
-    cycles: list[CycleSummary]
-    wall_s: float
-
-
 @flow(name="run", log_prints=False)
 def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008 - a form
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through
@@ -141,10 +120,12 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
     """
     opts = options
     started = time.monotonic()
-    steps = Steps(total=2 + 4 * opts.cycles)
     policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
-    with _environment(**profile_environment(opts.server), **policy):
+    with _environment(**profile_environment(opts.server), **policy, **_demo_verifiers(opts.server)):
         rt = Runtime.from_env()
+        workloads = of_settings(rt.settings)
+        lines: list[str | None] = list(workloads) if tagged(workloads) else [None]
+        steps = Steps(total=2 + (2 + 2 * len(lines)) * opts.cycles)
         steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
         boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
         cycles: list[CycleSummary] = []
@@ -154,7 +135,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
             _embedded_gateway(Runtime.from_env(), opts) as gateway_url,
         ):
             for cycle in range(1, opts.cycles + 1):
-                cycles.append(_cycle(cycle, gateway_url=gateway_url, opts=opts, steps=steps))
+                cycles += _cycle(cycle, lines, gateway_url=gateway_url, opts=opts, steps=steps)
     steps.finish()
     return LoopSummary(
         base_version=boot.version,
@@ -162,7 +143,19 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         bootstrap_cached=boot.cached,
         cycles=cycles,
         wall_s=time.monotonic() - started,
+        base_accuracy_by_workload=boot.accuracy_by_workload,
     )
+
+
+def _demo_verifiers(server: Server) -> dict[str, str]:
+    """Each demo workload's verifier (FLYWHEEL_REWARD__VERIFIERS) when the demo runs several
+    workloads on the local server, unless the user set some."""
+    import json
+
+    settings = get_settings()
+    if server != "local" or settings.reward.verifiers or not tagged(of_settings(settings)):
+        return {}
+    return {"FLYWHEEL_REWARD__VERIFIERS": json.dumps(VERIFIERS)}
 
 
 @dataclass
@@ -182,9 +175,12 @@ class Steps:
         report_progress("run", "done", done=self.total, total=self.total)
 
 
-def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions, steps: Steps) -> CycleSummary:
+def _cycle(
+    cycle: int, lines: list[str | None], *, gateway_url: str, opts: LoopOptions, steps: Steps
+) -> list[CycleSummary]:
+    """One cycle: simulated traffic, then collect, score and curate once, then each release
+    line (a workload, or None: the shared one) trained and released on its own."""
     rt = Runtime.from_env()
-    summary = CycleSummary(cycle=cycle, baseline=load_state(rt.store).stable)
     began = datetime.now(UTC)
     steps.start(f"cycle {cycle}: {opts.requests} simulated requests through the gateway")
     simulate(
@@ -197,24 +193,41 @@ def _cycle(cycle: int, *, gateway_url: str, opts: LoopOptions, steps: Steps) -> 
     time.sleep(TRACE_FLUSH_WAIT_S)  # the gateway's sink writes the spool every second
     hours = _hours(began, datetime.now(UTC))
     steps.start(f"cycle {cycle}: collect, score and curate {len(hours)} hourly window(s)")
+    shared = CycleSummary(cycle=cycle, baseline="")
     for start in hours:
         collected = collect(window_start=start, hours=1)
         score(window_start=start, hours=1)
         curated = curate(window_start=start)
-        summary.traces += collected.written
-        summary.quarantined += collected.quarantined + curated.quarantined
-        summary.pii_entities += sum(curated.pii_entities.values())
-        summary.examples += curated.written
-    steps.start(f"cycle {cycle}: train a candidate on the curated traffic ({opts.method})")
-    trained = train(method=opts.method)
+        shared.traces += collected.written
+        shared.quarantined += collected.quarantined + curated.quarantined
+        shared.pii_entities += sum(curated.pii_entities.values())
+        shared.examples += curated.written
+    out = []
+    for workload in lines:
+        baseline = load_state(rt.store).release_of(workload).stable
+        summary = replace(shared, workload=workload, baseline=baseline)
+        out.append(_train_and_release(summary, gateway_url=gateway_url, opts=opts, steps=steps))
+    return out
+
+
+def _train_and_release(
+    summary: CycleSummary, *, gateway_url: str, opts: LoopOptions, steps: Steps
+) -> CycleSummary:
+    """Train a candidate on ``summary.workload``'s traffic and release it for that workload
+    alone (its golden set, its shadow and canary traffic); the others' routing is untouched."""
+    cycle, workload = summary.cycle, summary.workload
+    of = f" for {workload}" if workload else ""
+    steps.start(f"cycle {cycle}: train a candidate{of} on the curated traffic ({opts.method})")
+    trained = train(method=opts.method, workload=workload)
     summary.train_status, summary.pairs = trained.message, trained.pairs
     summary.candidate = trained.version
     summary.baseline_accuracy = trained.golden_accuracy_base
     summary.candidate_accuracy = trained.golden_accuracy
     if trained.status != "trained" or not trained.version:
         return summary
-    steps.start(f"cycle {cycle}: release {trained.version} (golden gate, shadow, canary)")
+    steps.start(f"cycle {cycle}: release {trained.version}{of} (golden gate, shadow, canary)")
     release_opts = ReleaseOptions(
+        workload=workload,
         canary_steps=opts.canary_steps,
         analysis_interval_s=opts.analysis_interval_s,
         min_requests_per_step=opts.min_requests_per_step,
@@ -301,49 +314,3 @@ def _background_traffic(gateway_url: str, *, opts: LoopOptions, cycle: int) -> I
     finally:
         stop.set()
         thread.join(timeout=60)
-
-
-def loop_report(summary: LoopSummary) -> str:
-    """The short human summary ``flywheel run`` prints."""
-    s = summary
-    lines = [
-        f"flywheel run: {len(s.cycles)} cycle(s) in {s.wall_s:.0f} s; base model "
-        f"{s.base_version} ({'cached' if s.bootstrap_cached else 'bootstrapped'}, golden "
-        f"accuracy {percent(s.base_accuracy)})"
-    ]
-    for c in s.cycles:
-        lines += [
-            f"cycle {c.cycle} (baseline {c.baseline}):",
-            f"  traces collected      {c.traces} ({c.quarantined} quarantined)",
-            f"  PII entities removed  {c.pii_entities}; training examples {c.examples}",
-            f"  preference pairs      {c.pairs}  [{c.train_status}]",
-        ]
-        if c.candidate:
-            lines.append(
-                f"  golden accuracy       {c.baseline} {percent(c.baseline_accuracy)} -> "
-                f"{c.candidate} {percent(c.candidate_accuracy)}"
-            )
-        if c.p_value is not None:
-            lines.append(
-                f"  golden reward         {c.baseline_reward:.3f} -> "
-                f"{c.candidate_reward:.3f}, paired t-test p = {c.p_value:.2g} ({c.decision})"
-            )
-        reasons = f" ({'; '.join(c.reasons)})" if c.reasons else ""
-        lines.append(f"  release               {c.outcome}{reasons}")
-    if len(s.cycles) > 1:
-        lines += cycles_report(s)
-    return "\n".join(lines)
-
-
-def not_promoted(summary: LoopSummary) -> str | None:
-    """Why the loop did not work, or ``None`` (``flywheel run`` then exits 0): every cycle must
-    train a candidate and the first must promote it. A later candidate held or rolled back is
-    the release doing its job at the plateau the cycles report shows, not a failure."""
-    for c in summary.cycles:
-        if not c.candidate:
-            return f"cycle {c.cycle}: no candidate to release ({c.train_status})"
-    first = summary.cycles[0] if summary.cycles else None
-    if first is None or first.outcome == "promoted":
-        return None
-    why = f" ({'; '.join(first.reasons)})" if first.reasons else ""
-    return f"cycle 1: candidate {first.candidate} was not promoted: {first.outcome}{why}"

@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # share of the demo v0's pre-training answers that hedge ("81 or 82"); 0: none (default)
     bootstrap_hedge_share: float = Field(default=0.0, ge=0, le=1)
     bootstrap_cache_dir: Path | None = None  # trained v0 builds by input hash; default: home
+    # the embedded demo's workloads (agents): v0 learns them, the simulator sends their
+    # traffic, `flywheel run` trains and releases each; "calculator" alone: one, untagged
+    demo_workloads: list[str] = ["calculator", "clock"]
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
     eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
     task_runner: Literal["threads", "dask", "ray"] = "threads"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tasks.demo.domain import calculator_call
+from tasks.demo.workloads import tool_call
 
 if TYPE_CHECKING:
     from tasks.demo.domain import DomainItem
@@ -39,8 +39,7 @@ def request_messages(
     req: Request, history: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """The agent's final call: the earlier turns of the conversation (``history``), the
-    question, the calculator tool call and the calculator result."""
-    a, b = req.item.operands or (0, 0)
+    question, the agent's tool call (calculator or clock) and the tool's result."""
     call_id = f"call_{req.index:06d}"
     return [
         *(history or []),
@@ -48,7 +47,7 @@ def request_messages(
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [calculator_call(a, b, call_id)],
+            "tool_calls": [tool_call(req.item, call_id)],
         },
         {"role": "tool", "tool_call_id": call_id, "content": req.item.contexts[0]},
     ]

@@ -19,7 +19,7 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from infra import models
 from infra.errors import ConfigError, ObjectNotFound
 from infra.local_lm import LocalLM, intra_op_threads
 from tasks import golden
-from tasks.demo import domain
+from tasks.demo import clock, domain
 from tasks.demo.pretrain import (
     BootstrapConfig,
     PretrainLog,
@@ -39,6 +39,7 @@ from tasks.demo.pretrain import (
     pretrain,
     progress,
 )
+from tasks.demo.workloads import CALCULATOR, CLOCK, golden_dir, golden_items, of_settings
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -55,12 +56,13 @@ class BootstrapResult:
 
     version: str
     model_dir: Path
-    golden_accuracy: float
+    golden_accuracy: float  # on the calculator's golden set
     cached: bool
     input_hash: str
     wall_s: float
     n_params: int
     source: str  # "trained" or "base_model_path"
+    accuracy_by_workload: dict[str, float] = field(default_factory=dict)
 
     def describe(self) -> str:
         """A short human summary (what ``flywheel bootstrap`` prints)."""
@@ -74,7 +76,7 @@ class BootstrapResult:
 def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None = None) -> str:
     """The cache key: everything that changes the bootstrapped model."""
     manifest = golden.verify_manifest()
-    payload = {
+    payload: dict[str, Any] = {
         "config": _hashed_config(config),
         "seed": seed,
         "domain": domain.DOMAIN_VERSION,
@@ -82,6 +84,8 @@ def input_hash(config: BootstrapConfig, seed: int, base_model_path: str | None =
         "code": CODE_VERSION,
         "base_model_path": base_model_path,
     }
+    if CLOCK in config.workloads:  # keys of a calculator-only v0 stay as they were
+        payload["clock"] = [clock.DOMAIN_VERSION, golden.verify_manifest(golden_dir(CLOCK))]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -90,6 +94,8 @@ def _hashed_config(config: BootstrapConfig) -> dict[str, Any]:
     out = asdict(config)
     if not out.get("hedge_share"):
         out.pop("hedge_share", None)
+    if tuple(out.get("workloads") or ()) == (CALCULATOR,):
+        out.pop("workloads", None)
     return out
 
 
@@ -108,7 +114,7 @@ def bootstrap_base_model(
     """
     started = time.perf_counter()
     if config is None:
-        config = BootstrapConfig.for_profile(settings.profile)
+        config = BootstrapConfig.for_profile(settings.profile, of_settings(settings))
         if settings.bootstrap_hedge_share:
             config = replace(config, hedge_share=settings.bootstrap_hedge_share)
     key = input_hash(config, seed, settings.base_model_path)
@@ -158,6 +164,9 @@ def _result(
         wall_s=time.perf_counter() - started,
         n_params=int(info.get("n_params", 0)),
         source=str(info.get("source", "unknown")),
+        accuracy_by_workload={
+            str(k): float(v) for k, v in (info.get("golden_accuracy_by_workload") or {}).items()
+        },
     )
 
 
@@ -200,6 +209,14 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
             batch_size=config.eval_batch_size,
             max_new_tokens=settings.eval_max_new_tokens,
         )
+        by_workload = {CALCULATOR: accuracy}
+        for w in [w for w in config.workloads if w != CALCULATOR]:
+            by_workload[w], _ = evaluate_golden(
+                lm,
+                golden_items(w),
+                batch_size=config.eval_batch_size,
+                max_new_tokens=settings.eval_max_new_tokens,
+            )
     wall = time.perf_counter() - t0
     info = {
         "version": "v0",
@@ -212,12 +229,14 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
         "domain_version": domain.DOMAIN_VERSION,
         "golden_manifest": golden.verify_manifest(),
         "golden_accuracy": accuracy,
+        **({"golden_accuracy_by_workload": by_workload} if len(by_workload) > 1 else {}),
         "golden_items": len(items),
         "n_params": lm.num_parameters,
         "final_loss": trained.losses[-1] if trained else None,
         "steps": len(trained.losses) if trained else 0,
         "dev_curve": trained.curve if trained else [],
-        "training_data": "synthetic non-golden 2-digit additions (golden pairs excluded)",
+        "training_data": "synthetic non-golden questions of the demo workloads "
+        f"{', '.join(config.workloads)} (golden questions excluded)",
         "wall_s": round(wall, 1),
         "hardware": f"{platform.machine()} CPU, {config.threads} thread(s)",
         "created_at": datetime.now(UTC).isoformat(),

@@ -69,7 +69,9 @@ def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> list[dict[str
     """The messages the demo agent sends for ``item``: the question, and when ``with_tool``
     the calculator call and its result (as the simulator and the gateway see them)."""
     if with_tool:
-        return domain.agent_call(item)
+        from tasks.demo.workloads import agent_call
+
+        return agent_call(item)
     return [{"role": "user", "content": item.question}]
 
 

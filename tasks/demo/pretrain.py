@@ -19,12 +19,14 @@ from infra.local_lm import LocalLM, render_prompt
 from infra.progress import report_progress
 from tasks.demo import domain
 from tasks.demo.llama_profile import agent_messages
+from tasks.demo.workloads import CALCULATOR, sample_question, verify
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 5  # pre-training steps between progress reports
 NEAR_TARGET = 0.6  # from this share of the target dev accuracy on, evaluate more often
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[EOS]"]
+MULTI_WORKLOAD_STEPS = 1600
 
 
 def training_text(item: domain.DomainItem, tokenizer: Any = None) -> tuple[str, str]:
@@ -89,11 +91,14 @@ def train_step(
     size: int,
     *,
     hedge_share: float = 0.0,
+    workloads: tuple[str, ...] = (CALCULATOR,),
+    weights: list[float] | None = None,
 ) -> float:
-    """One AdamW step on ``size`` fresh questions (a share hedged: see module); the loss."""
+    """One AdamW step on ``size`` fresh questions of ``workloads`` (a share hedged: see
+    module); the loss."""
     import torch
 
-    items = [domain.sample_question(rng) for _ in range(size)]
+    items = [sample_question(rng, workloads, weights) for _ in range(size)]
     items.sort(key=lambda it: len(it.question))  # two length buckets: little padding
     opt.zero_grad(set_to_none=True)
     total = 0.0
@@ -137,15 +142,22 @@ class BootstrapConfig:
     # none; the exploitable-judge demo sets it (FLYWHEEL_BOOTSTRAP_HEDGE_SHARE) so that a
     # judge fooled by hedges has something to reward (tests/e2e/test_exploitable_judge.py).
     hedge_share: float = 0.0
+    # the demo workloads v0 learns (tasks/demo/workloads.py); with several, the weaker one's
+    # dev accuracy must reach the target, and each evaluation gives it more of the batch
+    workloads: tuple[str, ...] = (CALCULATOR,)
 
     @classmethod
-    def for_profile(cls, profile: str) -> BootstrapConfig:
-        """The defaults of an embedded profile (``FLYWHEEL_PROFILE``)."""
+    def for_profile(
+        cls, profile: str, workloads: tuple[str, ...] = (CALCULATOR,)
+    ) -> BootstrapConfig:
+        """The defaults of an embedded profile (``FLYWHEEL_PROFILE``) for ``workloads``."""
         if profile == "llama":
             from tasks.demo.llama_profile import BOOTSTRAP
 
             return cls(profile="llama", **BOOTSTRAP)
-        return cls()
+        if len(workloads) > 1:  # two tasks in one budget: a longer schedule
+            return cls(workloads=workloads, steps=MULTI_WORKLOAD_STEPS, target_accuracy=0.4)
+        return cls(workloads=workloads)
 
 
 def build_tokenizer(max_length: int) -> Any:
@@ -222,7 +234,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
 
     rng = random.Random(seed)
     dev_rng = random.Random(seed + 1_000_003)
-    dev = [domain.sample_question(dev_rng) for _ in range(config.dev_items)]
+    dev = [sample_question(dev_rng, config.workloads) for _ in range(config.dev_items)]
     probe = LocalLM(model, tokenizer, path=Path("."), max_context=config.n_positions)
     opt = torch.optim.AdamW(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
@@ -238,19 +250,31 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
     log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
     doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
     every = config.eval_every
+    weights: list[float] | None = None  # several workloads: the weaker gets more questions
     for step in range(1, config.steps + 1):
         if step % PROGRESS_EVERY == 1:
             progress(doing, config, done=step - 1)
         model.train()
         log_.losses.append(
             train_step(
-                model, tokenizer, opt, rng, config.batch_size, hedge_share=config.hedge_share
+                model,
+                tokenizer,
+                opt,
+                rng,
+                config.batch_size,
+                hedge_share=config.hedge_share,
+                workloads=config.workloads,
+                weights=weights,
             )
         )
         sched.step()
         if step >= config.min_steps and step % every == 0:
             model.eval()
-            accuracy, _ = evaluate_golden(probe, dev, batch_size=config.eval_batch_size)
+            accuracy, scores = evaluate_golden(probe, dev, batch_size=config.eval_batch_size)
+            if len(config.workloads) > 1:
+                by = accuracy_by_workload(dev, scores)
+                accuracy, weights = min(by.values()), balance(by, config.workloads)
+                log.info("pre-training step %d: dev accuracy by workload %s", step, by)
             log_.curve.append((step, accuracy))
             log.info("pre-training step %d: dev accuracy %.3f", step, accuracy)
             if accuracy >= config.target_accuracy:
@@ -275,8 +299,22 @@ def evaluate_golden(
         chunk = items[start : start + batch_size]
         prompts = [lm.render(agent_messages(it, with_tool=True)) for it in chunk]
         gens = lm.generate_batch(prompts, temperature=0.0, max_new_tokens=max_new_tokens)
-        scores.extend(domain.verify(it, g.text) for it, g in zip(chunk, gens, strict=True))
+        scores.extend(verify(it, g.text) for it, g in zip(chunk, gens, strict=True))
     return (sum(scores) / len(scores) if scores else 0.0), scores
+
+
+def accuracy_by_workload(items: list[domain.DomainItem], scores: list[float]) -> dict[str, float]:
+    """Each workload's accuracy on its ``items``."""
+    by: dict[str, list[float]] = {}
+    for it, score in zip(items, scores, strict=True):
+        by.setdefault(it.workload, []).append(score)
+    return {w: sum(v) / len(v) for w, v in by.items()}
+
+
+def balance(by: dict[str, float], workloads: tuple[str, ...]) -> list[float]:
+    """Sampling weights of ``workloads`` from their dev accuracy ``by``: a task learned
+    slower gets more of the batch, so every workload's v0 lands near the target together."""
+    return [(1.05 - by.get(w, 0.0)) ** 2 for w in workloads]
 
 
 def progress(step: str, config: BootstrapConfig, *, done: int) -> None:

@@ -23,8 +23,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.privacy import user_key
-from tasks.demo import domain
+from tasks.demo import domain, workloads
 from tasks.demo.agent import conversations, request_messages
+from tasks.demo.population import PREAMBLES, SimUser, build_population
+
+__all__ = ["PREAMBLES", "SimRequest", "SimUser", "build_population", "plan_requests", "simulate"]
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,40 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ANSWER_TOKENS = 16  # the demo agent sets its budget, as real agents do (the gateway sets none)
-
-PREAMBLES = [
-    "Hi, I'm {name} ({email}).",
-    "Hi, I'm {name}, card {card}.",
-    "This is {name} from {address}.",
-    "My account is {account} and my phone is {phone}.",
-    "Hello! {name} here, SSN {ssn}.",
-    "I'm {name}, IBAN {iban}, call me at {phone}.",
-    "Email me at {email} when done.",
-    "{name} here.",
-]
-
-
-@dataclass(frozen=True)
-class SimUser:
-    """A simulated user: id, name, contact data, consent and temperament."""
-
-    user_id: str
-    name: str
-    email: str
-    phone: str
-    card: str
-    address: str
-    ssn: str
-    iban: str
-    account: str
-    opted_out: bool
-    leak_rate: float
-    preambles: tuple[int, ...]
-
-    def pii(self) -> dict[str, str]:
-        """The user's personal data as it may appear in a message."""
-        fields = ("name", "email", "phone", "card", "address", "ssn", "iban", "account")
-        return {f: getattr(self, f) for f in fields}
 
 
 @dataclass(frozen=True)
@@ -83,6 +52,7 @@ class SimRequest:
     feedback_noise: float
     neutral: bool
     follows: int | None = None  # index of the earlier request this one follows up on
+    workload: str | None = None  # sent as X-Flywheel-Workload (None: the default workload)
 
 
 @dataclass
@@ -124,39 +94,6 @@ class SimulationSummary:
         )
 
 
-def build_population(n_users: int, *, seed: int, opt_out_fraction: float = 0.1) -> list[SimUser]:
-    """``n_users`` users with stable ids and personal data (same seed, same people)."""
-    from faker import Faker
-
-    fake = Faker("en_US")
-    fake.seed_instance(seed)
-    rng = random.Random(seed)
-    opted = set(rng.sample(range(n_users), round(n_users * opt_out_fraction)))
-    users = []
-    for i in range(n_users):
-        card = fake.credit_card_number(card_type="visa16")
-        if rng.random() < 0.5:  # people type cards with spaces as often as without
-            card = " ".join(card[j : j + 4] for j in range(0, len(card), 4))
-        account = f"{rng.randint(100, 999)}-{rng.randint(10, 99)}-{rng.randint(100000, 999999)}"
-        users.append(
-            SimUser(
-                user_id=f"user-{fake.uuid4()[:12]}",
-                name=fake.name(),
-                email=fake.email(),
-                phone=fake.phone_number(),
-                card=card,
-                address=fake.address().replace("\n", ", "),
-                ssn=fake.ssn(),
-                iban=fake.iban(),
-                account=account,
-                opted_out=i in opted,
-                leak_rate=rng.choice([0.0, 0.2, 0.5, 0.8]),
-                preambles=tuple(rng.sample(range(len(PREAMBLES)), rng.choice([1, 2]))),
-            )
-        )
-    return users
-
-
 def plan_requests(
     users: list[SimUser],
     *,
@@ -166,10 +103,12 @@ def plan_requests(
     feedback_noise: float = 0.3,
     session_length: int = 3,
     followup_fraction: float = 0.25,
+    demo_workloads: tuple[str, ...] = (workloads.CALCULATOR,),
 ) -> list[SimRequest]:
     """Who asks what, in which session, with which preamble, and whether they rate it; a
     ``followup_fraction`` of requests continue the user's previous conversation when it is in
-    the same session."""
+    the same session. Questions come from ``demo_workloads`` in equal shares (a follow-up
+    stays with its conversation's agent); with several, each request names its workload."""
     rng = random.Random(seed + 1)
     follow_rng = random.Random(seed + 2)  # its own stream: the rest of the plan is unchanged
     weights = [1.0 / (rank + 1) ** 0.7 for rank in range(len(users))]  # a few heavy users
@@ -178,7 +117,7 @@ def plan_requests(
     plan = []
     for index in range(requests):
         user = rng.choices(users, weights=weights, k=1)[0]
-        item = domain.sample_question(rng)
+        item = workloads.sample_question(rng, demo_workloads)
         has_pii = rng.random() < user.leak_rate
         text = item.question
         if has_pii:
@@ -192,6 +131,7 @@ def plan_requests(
             if previous is not None
             and previous.session_id == session
             and follow_rng.random() < followup_fraction
+            and previous.item.workload == item.workload  # a conversation is one agent's
             else None
         )
         plan.append(
@@ -206,6 +146,7 @@ def plan_requests(
                 feedback_noise=rng.gauss(0.0, feedback_noise),
                 neutral=rng.random() < 0.05,
                 follows=follows,
+                workload=workloads.workload_of(item) if workloads.tagged(demo_workloads) else None,
             )
         )
         last[user.user_id] = plan[-1]
@@ -257,7 +198,7 @@ async def _send(
             messages=request_messages(req, history),
             max_tokens=ANSWER_TOKENS,
             user=req.user.user_id,
-            extra_headers={"X-Session-Id": req.session_id},
+            extra_headers=_headers(req),
         )
         completion = raw.parse()
     except Exception as exc:  # a failed request is a finding of the run, not a crash
@@ -267,11 +208,19 @@ async def _send(
     summary.succeeded += 1
     summary.models[completion.model] += 1
     answer = (completion.choices[0].message.content or "") if completion.choices else ""
-    score = domain.verify(req.item, answer)
+    score = workloads.verify(req.item, answer)
     summary.correct += int(score == 1.0)
     if req.gives_feedback:
         await _feedback(http, raw.headers.get("x-trace-id"), req, score, summary, gateway_root)
     return answer
+
+
+def _headers(req: SimRequest) -> dict[str, str]:
+    """The request's session id, and its workload when the demo runs several."""
+    headers = {"X-Session-Id": req.session_id}
+    if req.workload:
+        headers["X-Flywheel-Workload"] = req.workload
+    return headers
 
 
 async def _feedback(
@@ -369,6 +318,7 @@ def simulate(
         seed=seed,
         feedback_fraction=feedback_fraction,
         feedback_noise=feedback_noise,
+        demo_workloads=workloads.of_settings(settings),
     )
     summary = SimulationSummary(requests=requests, users=len(users))
     summary.opted_out_users = sum(u.opted_out for u in users)

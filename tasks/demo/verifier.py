@@ -36,3 +36,26 @@ def calculator(trace: Any) -> dict[str, Any]:
 
 # the id in cache keys and reward hashes: the domain's version, as the verifier's answers are
 calculator.verifier_id = f"verifier:{DOMAIN_VERSION}"  # type: ignore[attr-defined]
+
+
+def clock(trace: Any) -> dict[str, Any]:
+    """Exact ``HH:MM`` time arithmetic (the demo's clock workload), ``None`` on any other
+    question; its reference is the right time from the question alone."""
+    from tasks.demo import clock as clock_domain
+
+    try:
+        reference = trace.reference or clock_domain.expected_answer(trace.question, [])
+    except UnverifiableQuestion:
+        reference = None
+    try:
+        if trace.reference is not None:
+            item = DomainItem("", trace.question, list(trace.contexts), trace.reference, slice="")
+            score: float | None = clock_domain.verify(item, trace.answer)
+        else:
+            score = clock_domain.verify(trace.question, trace.answer, list(trace.contexts))
+    except UnverifiableQuestion:
+        score = None
+    return {"score": score, "reference": reference}
+
+
+clock.verifier_id = "verifier:clock-add-min/v1"  # type: ignore[attr-defined]

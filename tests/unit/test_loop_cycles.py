@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flows.loop import CycleSummary, LoopSummary, loop_report
 
 
@@ -54,3 +56,50 @@ def test_a_promoted_cycle_with_a_tiny_gain_is_the_plateau() -> None:
 def test_one_cycle_prints_no_cycle_table() -> None:
     text = loop_report(summary([cycle(1, "v0", "v1", (0.495, 0.665), "promoted")]))
     assert "golden accuracy by cycle" not in text
+
+
+def test_two_workloads_each_show_their_accuracy_gate_and_release() -> None:
+    from dataclasses import replace
+
+    from flows.loop import not_promoted
+
+    calc = replace(cycle(1, "v0", "v1", (0.5, 0.6), "promoted"), workload="calculator")
+    clock = replace(cycle(1, "v0", "v2", (0.4, 0.42), "held"), workload="clock")
+    calc.p_value, calc.decision, calc.baseline_reward, calc.candidate_reward = (
+        0.001,
+        "PROCEED_TO_SHADOW",
+        0.6,
+        0.7,
+    )
+    s = summary([calc, clock])
+    s.base_accuracy_by_workload = {"calculator": 0.5, "clock": 0.4}
+    text = loop_report(s)
+    assert text.startswith("flywheel run: 1 cycle(s)")
+    assert "by workload: calculator 50.0%, clock 40.0%" in text
+    assert text.count("cycle 1:") == 1  # the shared stages once, then each workload
+    assert "workload calculator (baseline v0):" in text and "workload clock (baseline v0):" in text
+    assert "golden accuracy       v0 50.0% -> v1 60.0%" in text
+    assert "golden accuracy       v0 40.0% -> v2 42.0%" in text
+    assert "p = 0.001 (PROCEED_TO_SHADOW)" in text
+    assert not_promoted(s) == "cycle 1 (workload clock): candidate v2 was not promoted: held"
+
+
+def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from flows.loop import _demo_verifiers
+    from infra.settings import get_settings
+
+    get_settings.cache_clear()
+    both = json.loads(_demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
+    assert both == {
+        "calculator": "tasks.demo.verifier:calculator",
+        "clock": "tasks.demo.verifier:clock",
+    }
+    assert _demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
+    monkeypatch.setenv("FLYWHEEL_DEMO_WORKLOADS", '["calculator"]')
+    get_settings.cache_clear()
+    assert _demo_verifiers("local") == {}
+    get_settings.cache_clear()
