@@ -65,3 +65,25 @@ def test_digit_runs_compare_as_one_class_whatever_the_analyser_calls_them() -> N
     check = leak_check_result(cand, total=40, where="candidate answers", baseline=base)
     assert check.status == "pass", check.detail
     assert "CREDIT_CARD x1" in check.detail  # the types are still reported
+
+
+def test_one_bare_digit_run_in_400_answers_over_a_clean_baseline_is_noise_two_are_not() -> None:
+    """A small model's over-long number on one golden item of 400 (read as a phone number)
+    held two of three demo releases; a second digit run, or any e-mail, still fails."""
+
+    def digits(n: int, start: int = 0) -> list[Leak]:
+        return [
+            Leak(item=f"g{i}", entities=("PHONE_NUMBER",), classes=("DIGITS",))
+            for i in range(start, start + n)
+        ]
+
+    one = leak_check_result(digits(1), total=400, where="candidate answers", baseline=[])
+    assert one.status == "pass", one.detail
+    two = leak_check_result(digits(2), total=400, where="candidate answers", baseline=[])
+    assert two.status == "fail" and two.extra["excess"] == {"DIGITS": 1}
+    few = leak_check_result(digits(1), total=100, where="shadow answers", baseline=[])
+    assert few.status == "fail"  # one in 100 is more than one in 400
+    email = leak_check_result(
+        digits(1) + leaks("EMAIL_ADDRESS", 1, start=9), total=400, where="x", baseline=[]
+    )
+    assert email.status == "fail" and email.extra["excess"] == {"EMAIL_ADDRESS": 0}
