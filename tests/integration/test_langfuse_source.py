@@ -232,7 +232,9 @@ def test_from_settings_needs_keys(
 def test_an_events_only_server_is_read_through_v2_within_its_rate_limit() -> None:
     with FakeLangfuseServer(mode="events_only") as fake:  # a v4 server's default
         seeded = fake.seed(150, start=START, spacing=timedelta(seconds=20))
-        budget = fake.rate_limit("public-api", 1, window_s=1)  # 429 with Retry-After: 1
+        # one read per 3 s window: 429 with Retry-After even when a loaded machine makes
+        # each read take about a second (a 1 s window then never filled: no 429 to honour)
+        budget = fake.rate_limit("public-api", 1, window_s=3)
         with source(fake, page_size=500) as src:
             batch = src.read_window(START, END)
 

@@ -83,7 +83,8 @@ def test_no_batch_is_larger_than_the_maximum() -> None:
 
 def test_a_failed_batch_fails_its_requests_and_later_ones_still_work() -> None:
     fake = FakeGenerate()
-    batcher = MicroBatcher(fake, name="v7", max_batch=2, max_wait_s=30.0)
+    # the failing pair fills a batch at once; the lone "later" waits out the short max wait
+    batcher = MicroBatcher(fake, name="v7", max_batch=2, max_wait_s=0.2)
 
     async def main() -> tuple[list[Any], Generation]:
         failed = await asyncio.gather(
