@@ -50,7 +50,9 @@ def test_the_loop_and_every_stage_is_deployed() -> None:
     assert DEPLOYMENTS["hourly"]["entrypoint"] == "flows/loop.py:hourly"
     assert DEPLOYMENTS["train-and-release"]["entrypoint"] == "flows/weekly.py:weekly"
     assert DEPLOYMENTS["forget-user"]["entrypoint"] == "flows/governance.py:forget_user"
-    assert DEPLOYMENTS["erasure-resolve"]["entrypoint"] == "flows/erasure_resolve.py:erasure_resolve"
+    assert (
+        DEPLOYMENTS["erasure-resolve"]["entrypoint"] == "flows/erasure_resolve.py:erasure_resolve"
+    )
 
 
 def _flows_in(path: Path) -> dict[str, str]:
