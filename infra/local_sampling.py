@@ -12,13 +12,30 @@ generated alone or batched with others: its draws come from its generator alone,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWarper
 
-if TYPE_CHECKING:
-    from infra.local_lm import RowParams
+
+class RowParams(Protocol):
+    """What a row asked for (:class:`infra.local_lm.RowParams`, which imports this module)."""
+
+    @property
+    def temperature(self) -> float:
+        """0: greedy"""
+
+    @property
+    def top_p(self) -> float:
+        """the nucleus kept when sampling"""
+
+    @property
+    def max_new_tokens(self) -> int:
+        """the row's own token budget"""
+
+    @property
+    def seed(self) -> int | None:
+        """its random generator's seed (None: drawn from torch's)"""
 
 
 def row_generator(row: RowParams) -> torch.Generator | None:

@@ -43,7 +43,7 @@ GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 MANIFEST = "MANIFEST"
 MATCH_ENTRY_POINT_GROUP = "flywheel.golden_match"
 # the matcher when the settings name none: the embedded demo's, loaded by name like a user's
-DEFAULT_GOLDEN_MATCH = "tasks.demo.domain:is_golden_question"
+DEFAULT_GOLDEN_MATCH = "tasks.demo.workloads:is_golden_question"
 Messages = list[dict[str, Any]]
 _FIELDS = ("item_id", "question", "contexts", "reference", "slice", "workload", "messages")
 
@@ -152,7 +152,7 @@ def settings_golden(reward: RewardSettings, workload: str | None = None) -> list
 
 def golden_matcher(reward: RewardSettings) -> Callable[[str], bool]:
     """The domain's test that a question asks a golden item in other words
-    (``reward.golden_match``; default: the embedded demo's, by calculator operands)."""
+    (``reward.golden_match``; default: the embedded demo's, by each workload's golden cases)."""
     spec = reward.golden_match or DEFAULT_GOLDEN_MATCH
     return load_plugin(spec, group=MATCH_ENTRY_POINT_GROUP, what="golden matcher")
 

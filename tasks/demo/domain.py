@@ -165,13 +165,10 @@ def parse_operands(question: str) -> tuple[int, int] | None:
 
 
 def is_golden_question(question: str) -> bool:
-    """True when the question asks about a golden operand pair, in any order or phrasing."""
-    from tasks.demo import clock  # the demo's other workload: its golden cases count too
-
+    """True when the question asks about a golden operand pair, in any order or phrasing (the
+    demo's matcher over every workload is :func:`tasks.demo.workloads.is_golden_question`)."""
     ops = parse_operands(question)
-    if ops is None:
-        return clock.is_golden_question(question)
-    return is_golden_pair(*ops)
+    return ops is not None and is_golden_pair(*ops)
 
 
 def expected_answer(question: str, contexts: list[str] | None = None) -> str:

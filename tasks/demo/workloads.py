@@ -27,6 +27,12 @@ WORKLOADS = (CALCULATOR, CLOCK)
 VERIFIERS = {CALCULATOR: "tasks.demo.verifier:calculator", CLOCK: "tasks.demo.verifier:clock"}
 
 
+def is_golden_question(question: str) -> bool:
+    """True when the question asks a golden case of any demo workload, in any phrasing: the
+    demo's golden matcher (the train stage's decontamination)."""
+    return domain.is_golden_question(question) or clock.is_golden_question(question)
+
+
 def check(workloads: Sequence[str]) -> tuple[str, ...]:
     """``workloads`` as a tuple in the demo's order.
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks.demo import clock, domain, verifier, workloads
+from tasks.demo import clock, verifier, workloads
 from tasks.demo.simulate import build_population, plan_requests
 from tasks.golden import verify_manifest
 
@@ -48,8 +48,8 @@ def test_golden_clock_questions_are_never_simulated_nor_pretrained() -> None:
     rng = random.Random(7)
     drawn = [clock.sample_question(rng) for _ in range(3000)]
     assert not golden & {it.operands for it in drawn}
-    assert all(domain.is_golden_question(it.question) for it in items)  # decontamination
-    assert not any(domain.is_golden_question(it.question) for it in drawn)
+    assert all(workloads.is_golden_question(it.question) for it in items)  # decontamination
+    assert not any(workloads.is_golden_question(it.question) for it in drawn)
 
 
 def test_with_two_workloads_each_request_names_its_agent() -> None:
