@@ -7,7 +7,6 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.local_lm import LocalLM, extract_question, render_prompt
-from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
 PII_PREAMBLES = [
     "Hi, I'm Jane Roe (jane.roe@example.com).",
@@ -16,20 +15,6 @@ PII_PREAMBLES = [
     "This is Ann from 12 Main St., Springfield, IL 62704.",
 ]
 QUESTIONS = ["What is 23+58?", "Compute 23 plus 58.", "23 + 58 = ?", "What's the sum of 23 and 58?"]
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> LocalLM:
-    """An untrained 1-layer char GPT-2 with a 48-token context: mechanics, not quality."""
-    import torch
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = BootstrapConfig(n_layer=1, n_embd=32, n_head=2, n_positions=48)
-    tok = build_tokenizer(cfg.n_positions)
-    build_model(cfg, tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return LocalLM.load(path)
 
 
 @pytest.mark.parametrize("question", QUESTIONS)

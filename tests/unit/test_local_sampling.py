@@ -13,24 +13,8 @@ from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.upstream.completion import GenParams
 from infra.upstream.local import LocalUpstream
-from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
 PROMPTS = [f"Q: What is {a}+{b}?\nA:" for a, b in [(1, 2), (13, 58), (7, 700), (99, 1), (5, 5)]]
-
-
-@pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> LocalLM:
-    """An untrained 1-layer char GPT-2 with a 48-token context: its answers are noise, which
-    makes every sampled token a real draw."""
-    import torch
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = BootstrapConfig(n_layer=1, n_embd=32, n_head=2, n_positions=48)
-    tok = build_tokenizer(cfg.n_positions)
-    build_model(cfg, tok).save_pretrained(path)
-    tok.save_pretrained(path)
-    return LocalLM.load(path)
 
 
 def _rows() -> list[RowParams]:
