@@ -53,20 +53,26 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-# Every test but the benchmarks, in two runs: unit and integration on two pytest-xdist workers
-# (much of their time is one busy thread or a wait on a loopback server, and a file stays on one
-# worker so its module fixtures run once; TEST_WORKERS=0 runs them in one process), then the
-# end-to-end tests one at a time (alert windows, canary steps and vLLM run against the wall clock).
+# Every test but the benchmarks, in two runs: all but the `serial` ones on two pytest-xdist
+# workers, longest files first (tests/conftest.py orders them; a file stays on one worker so its
+# module fixtures run once; TEST_WORKERS=0 runs them in one process), while .venv-vllm builds in
+# the background; then the `serial` tests alone (vLLM's canary latency and the alert windows run
+# against the wall clock).
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+VLLM_LOG := .venv-vllm-install.log
 PYTEST = $(BIN)/pytest --durations=20
 
 # .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
 test: $(STAMP)
 	.ci/test-deps
-	$(MAKE) --no-print-directory vllm s3rver
-	$(PYTEST) -m "not bench and not e2e" $(XDIST) --timeout=900
-	$(PYTEST) -m "e2e and not bench" --timeout=900
+	$(MAKE) --no-print-directory s3rver
+	@echo "building $(VLLM_VENV) in the background (log: $(VLLM_LOG)); only the serial run needs it"
+	@$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 & vllm=$$!; \
+	$(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
+	wait $$vllm || { tail -n 20 $(VLLM_LOG) >&2; echo "make vllm failed (log: $(VLLM_LOG))" >&2; exit 1; }; \
+	[ $$tests -eq 0 ] || exit $$tests; \
+	$(PYTEST) -m "serial and not bench" --timeout=900
 
 # unit and integration without the tests marked slow (each > ~30 s) and the end-to-end ones
 test-fast: $(STAMP)

@@ -28,7 +28,7 @@ from tasks.demo.domain import DomainItem, UnverifiableQuestion
 
 WORKLOAD = "clock"
 DOMAIN_VERSION = "clock-add-min/v1"
-GOLDEN_FILE = "clock.jsonl"
+GOLDEN_FILE = "times.jsonl"
 GOLDEN_PERCENT = 12  # share of (start, minutes) questions reserved for the golden set
 GOLDEN_SIZE = 400
 HOURS = range(1, 12)
@@ -183,7 +183,7 @@ def agent_call(item: DomainItem, call_id: str = "call_0") -> list[dict[str, Any]
 
 
 def write_golden(golden_dir: Path) -> Path:
-    """Regenerate ``golden/clock/clock.jsonl`` and its MANIFEST."""
+    """Regenerate ``golden/clock/times.jsonl`` and its MANIFEST."""
     from tasks.golden import GoldenItem, write_manifest
 
     golden_dir.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from infra.store import LocalStore
 from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 from tests.procs import find_binary, free_port, service
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-admin-token-0123456789abcdef0123"

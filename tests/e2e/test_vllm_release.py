@@ -32,7 +32,7 @@ from infra.settings import get_settings
 from infra.store import LocalStore
 from tests.e2e.test_alert_rollback import FOR, TOKEN
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 RUN_ENV = {
     "FLYWHEEL_PROFILE": "llama",
