@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployments.output import FAILED, emit
+
+if TYPE_CHECKING:
+    from tasks.curate.pii_eval import EvalReport
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -38,29 +41,41 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Evaluate the file; 1 with ``--fail-on-leak`` when something leaked."""
+    report = evaluate_file(ns.file, ns.language)
+    fields = report.summary(show_values=ns.show_values)
+    if ns.json:
+        emit(ns, "pii-eval", {"file": str(ns.file), **fields})
+    else:
+        print(_text(str(ns.file), fields))
+    return exit_code(report, ns.fail_on_leak)
+
+
+def evaluate_file(path: Path, language: str = "auto") -> EvalReport:
+    """The configured anonymiser (built once per process) on the labelled file ``path``;
+    ``language`` other than ``auto`` evaluates that language's pipeline alone."""
     from dataclasses import replace
 
     from infra.settings import get_settings
     from tasks.curate.pii import PiiConfig, load_engine
     from tasks.curate.pii_eval import evaluate, load_labelled
 
-    items = load_labelled(ns.file)
+    items = load_labelled(path)
     config = PiiConfig.from_settings(get_settings().curate)
-    if ns.language != "auto":
+    if language != "auto":
         models = dict(config.spacy_models)
         config = replace(
             config,
-            languages=(ns.language,),
-            spacy_models=((ns.language, models.get(ns.language, "")),),
+            languages=(language,),
+            spacy_models=((language, models.get(language, "")),),
         )
-    report = evaluate(load_engine(config), items)
-    fields = report.summary(show_values=ns.show_values)
-    if ns.json:
-        emit(ns, "pii-eval", {"file": str(ns.file), **fields})
-    else:
-        print(_text(str(ns.file), fields))
-    leaked = report.structured_leaks if ns.fail_on_leak == "structured" else len(report.leaks)
-    return FAILED if ns.fail_on_leak and leaked else 0
+    return evaluate(load_engine(config), items)
+
+
+def exit_code(report: EvalReport, fail_on_leak: str | None) -> int:
+    """``--fail-on-leak``'s verdict: 1 when a value it counts leaked (``structured``: only
+    identifiers), else 0; always 0 without the flag."""
+    leaked = report.structured_leaks if fail_on_leak == "structured" else len(report.leaks)
+    return FAILED if fail_on_leak and leaked else 0
 
 
 def _text(path: str, f: dict[str, Any]) -> str:

@@ -19,16 +19,13 @@ CORPORA = ["en_pii.jsonl", "en_clean.jsonl", "ko_pii.jsonl", "ko_clean.jsonl"]
 
 
 def _eval(name: str) -> tuple[int, dict]:
-    """What ``flywheel pii-eval FILE --json --fail-on-leak structured`` computes, in this
-    process: the default anonymiser (built once per worker) on the corpus. The command itself,
-    its exit code and its output, is run as a process below."""
-    from infra.settings import Settings
-    from tasks.curate.pii import PiiConfig, load_engine
-    from tasks.curate.pii_eval import evaluate, load_labelled
+    """What ``flywheel pii-eval FILE --json --fail-on-leak structured`` computes and exits
+    with, in this process (the anonymiser built once per worker); the command itself, as a
+    process, is tested below."""
+    from deployments.pii_eval_command import evaluate_file, exit_code
 
-    engine = load_engine(PiiConfig.from_settings(Settings().curate))
-    report = evaluate(engine, load_labelled(DATA / name))
-    return (1 if report.structured_leaks else 0), report.summary(show_values=False)
+    report = evaluate_file(DATA / name)
+    return exit_code(report, "structured"), report.summary(show_values=False)
 
 
 @pytest.mark.parametrize("name", [c for c in CORPORA if (DATA / c).exists()])
