@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,14 @@ def test_streaming_clients_that_stop_reading_are_dropped_and_free_the_pool(
         assert resp.status_code == 200 and resp.json()["choices"][0]["message"]["content"] == (
             "echo: hi"
         )
+        # read nothing until every stalled stream has reached the upstream (a pool connection
+        # freed by an earlier drop) and has had several stall periods to be dropped: reading
+        # a stream still in flight would drain it to the end
+        deadline = time.monotonic() + 60
+        while upstream.app.calls < 11 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert upstream.app.calls >= 11, upstream.app.calls
+        time.sleep(10 * 0.5)
         for sock in stalled:  # each was dropped: its stream ends short of its 8 MB, no [DONE]
             received = read_to_eof(sock)
             assert b"data: [DONE]" not in received and len(received) < 8 * 65536 * 16
