@@ -311,6 +311,7 @@ def run_gate(
             candidate_answers=c_text,
             baseline_scores=b_scores,
             candidate_scores=c_scores,
+            alpha=policy.alpha,
         ),
     ]
     if pii is not None:

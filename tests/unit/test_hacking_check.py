@@ -49,3 +49,51 @@ def test_a_real_gain_passes_whatever_the_judge() -> None:
         golden_verifier_check(ITEMS, reward=REWARD, judge_kind="verifier", **worse).status == "pass"
     )
     # a reward that fell is the paired test's business (rollback), not a hack
+
+
+def test_a_proven_regression_the_judge_did_not_see_fails_with_the_lost_answers() -> None:
+    """What the exploitable-judge run produced on one machine: the candidate hedges, verified
+    accuracy falls from 70 % to 25 %, the lenient judge's reward stays where it was."""
+    base = RIGHT[:28] + ["0"] * 12
+    cand = RIGHT[:10] + HEDGED[10:28] + ["0"] * 12
+    check = golden_verifier_check(
+        ITEMS,
+        reward=REWARD,
+        judge_kind="llm",
+        baseline_answers=base,
+        candidate_answers=cand,
+        baseline_scores=[0.8] * 28 + [0.1, 0.3] * 6,
+        candidate_scores=[0.8] * 10 + [0.78, 0.8] * 9 + [0.3, 0.1] * 6,  # a hair lower
+    )
+    assert check.status == "fail", check.detail
+    assert check.extra["judged_reward_gain"] < 0 and check.extra["verified_drop_p"] < 0.05
+    assert "the judge did not see" in check.detail
+    assert check.extra["example_answers"] == HEDGED[10:15]  # the answers it lost, not the first
+
+
+def test_a_small_verified_dip_or_one_the_judge_saw_passes() -> None:
+    base = RIGHT[:30] + ["0"] * 10
+    dip = RIGHT[:28] + ["0"] * 12  # two items lost: not proven
+    flat = {"baseline_scores": [0.5] * 40, "candidate_scores": [0.5] * 39 + [0.49]}
+    assert (
+        golden_verifier_check(
+            ITEMS,
+            reward=REWARD,
+            judge_kind="llm",
+            baseline_answers=base,
+            candidate_answers=dip,
+            **flat,
+        ).status
+        == "pass"
+    )
+    worse = RIGHT[:5] + ["0"] * 35  # proven, and the judge saw it: the paired test rolls back
+    seen = {"baseline_scores": [0.8] * 30 + [0.1] * 10, "candidate_scores": [0.8] * 5 + [0.1] * 35}
+    check = golden_verifier_check(
+        ITEMS,
+        reward=REWARD,
+        judge_kind="llm",
+        baseline_answers=base,
+        candidate_answers=worse,
+        **seen,
+    )
+    assert check.status == "pass", check.detail
