@@ -53,12 +53,13 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-# Every test but the benchmarks, in two runs: all but the `serial` ones on two pytest-xdist
+# Every test but the benchmarks, in two runs: all but the `serial` ones on three pytest-xdist
 # workers, longest files first (tests/conftest.py orders them; a file stays on one worker so its
 # module fixtures run once; TEST_WORKERS=0 runs them in one process), while .venv-vllm builds in
 # the background; then the `serial` tests alone (vLLM's canary latency and the alert windows run
-# against the wall clock).
-TEST_WORKERS ?= 2
+# against the wall clock). Three workers on two cores: two left a third of the CPU idle (tests
+# waiting on sockets, subprocesses, retry back-offs and rate limits).
+TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
 PYTEST = $(BIN)/pytest --durations=20
