@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from infra.errors import TransientError
+from infra.retries import Backoff, retry_call
 from tests.procs import background, free_port, wait_http
 
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
@@ -150,15 +152,37 @@ def rendered_text(url: str, profile_dir: Path, budget_ms: int = 20000) -> str:
     return done.stdout
 
 
+class ServerBusy(TransientError):
+    """The server answered 503: its SQLite database was busy, "retry"."""
+
+
+class BusyRetryTransport(httpx.HTTPTransport):
+    """Retries a 503 the way Prefect's own client does (the server sends it while its SQLite
+    database is locked, which a loaded machine makes common), with the one retry policy of
+    :mod:`infra.retries`."""
+
+    POLICY = Backoff(attempts=12, base_s=0.25, max_s=4.0)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        def once() -> httpx.Response:
+            response = super(BusyRetryTransport, self).handle_request(request)
+            if response.status_code == 503:
+                response.read()
+                response.close()
+                raise ServerBusy(f"{request.method} {request.url.path}: 503")
+            return response
+
+        return retry_call(once, operation="test.prefect_api", policy=self.POLICY)
+
+
+def api_client(server: PrefectServer) -> httpx.Client:
+    """A client of ``server``'s REST API that waits out its busy 503s."""
+    return httpx.Client(base_url=server.api_url, timeout=30.0, transport=BusyRetryTransport())
+
+
 def api_json(api: httpx.Client, method: str, url: str, **kwargs: Any) -> Any:
-    """The JSON answer of the server's REST API; a 503 (its SQLite was busy: "retry") is
-    retried."""
-    for _ in range(20):
-        response = api.request(method, url, **kwargs)
-        if response.status_code != 503:
-            return response.raise_for_status().json()
-        time.sleep(0.5)
-    return response.raise_for_status().json()
+    """The JSON answer of the server's REST API (``api`` from :func:`api_client`)."""
+    return api.request(method, url, **kwargs).raise_for_status().json()
 
 
 def wait_for_run(

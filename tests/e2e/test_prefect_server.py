@@ -9,10 +9,10 @@ import os
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.prefect_server import (
+    api_client,
     chromium_binary,
     log_tail,
     prefect_cli,
@@ -53,7 +53,7 @@ def test_deployment_runs_on_a_real_server_and_its_form_renders(tmp_path: Path) -
         )
         assert "collect/collect" in deployed.stdout, deployed.stdout[-2000:]
 
-        with httpx.Client(base_url=server.api_url, timeout=30.0) as api:
+        with api_client(server) as api:
             deployment = api.get("/deployments/name/collect/collect").raise_for_status().json()
             assert deployment["work_pool_name"] == POOL
             assert {"window_start", "hours"} <= set(

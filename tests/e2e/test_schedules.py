@@ -15,7 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.prefect_server import TERMINAL, log_tail, prefect_cli, prefect_server, run_cli
+from tests.prefect_server import (
+    TERMINAL,
+    api_client,
+    log_tail,
+    prefect_cli,
+    prefect_server,
+    run_cli,
+)
 from tests.procs import background
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -51,7 +58,7 @@ def test_hourly_schedule_creates_runs_and_a_worker_completes_one(tmp_path: Path)
             REPO,
         )
         deployed_at = time.monotonic()
-        with httpx.Client(base_url=server.api_url, timeout=30.0) as api:
+        with api_client(server) as api:
             deployment = api.get("/deployments/name/hourly/hourly").raise_for_status().json()
             assert deployment["schedules"], "the hourly deployment has no schedule"
             scheduled = wait_until(

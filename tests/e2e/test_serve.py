@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.prefect_server import api_json, log_tail, prefect_server, wait_for_run
+from tests.prefect_server import api_client, api_json, log_tail, prefect_server, wait_for_run
 from tests.procs import background
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -50,7 +50,7 @@ def test_serve_registers_every_deployment_and_runs_one(tmp_path: Path) -> None:
         args = [sys.executable, "-m", "deployments.serve"]
         with (
             background(args, log, env=env, cwd=REPO) as serving,
-            httpx.Client(base_url=server.api_url, timeout=30.0) as api,
+            api_client(server) as api,
         ):
             deployments = served_deployments(api, serving, log)
             assert set(deployments) == {spec["name"] for spec in SPECS}
