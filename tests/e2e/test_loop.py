@@ -28,10 +28,21 @@ CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
 
 
 def test_one_cycle_ships_a_better_model_per_workload_offline(
-    prefect_api: None, flywheel_home: Any, shared_bootstrap: Any, no_network: list[Any]
+    prefect_api: None,
+    flywheel_home: Any,
+    shared_bootstrap: Any,
+    no_network: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from flows.loop import LoopOptions, loop_report, run_loop
 
+    # this test runs beside other test workers on two cores: a burst of theirs that lands on
+    # a canary step's dozen candidate requests reads as a slower candidate (one run: p99 1.97x
+    # stable's on 2 of 11 requests, rolled back). The p99 rail here only catches a candidate
+    # five times slower; the rail itself is tests/unit/test_release_latency.py's and the
+    # serial vLLM test's
+    monkeypatch.setenv("FLYWHEEL_RELEASE__LATENCY_P99_RATIO_MAX", "5")
+    get_settings.cache_clear()
     started = time.perf_counter()
     summary = run_loop(LoopOptions(seed=0))
     print(loop_report(summary), f"\n(wall {time.perf_counter() - started:.0f} s)")
