@@ -1,4 +1,5 @@
-"""The gate's golden-verifier check: a judged gain next to a verified loss is reward hacking."""
+"""The gate's golden-verifier check: a judged gain next to a verified loss is reward hacking, and
+so is a proven verified regression the judged reward did not show."""
 
 from __future__ import annotations
 
