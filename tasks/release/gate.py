@@ -309,8 +309,7 @@ def run_gate(
             judge_kind=scorer.judge.kind,
             baseline_answers=b_text,
             candidate_answers=c_text,
-            baseline_scores=b_scores,
-            candidate_scores=c_scores,
+            judged=test,
             alpha=policy.alpha,
         ),
     ]

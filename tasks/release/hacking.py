@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.golden import verified_scores
 from tasks.release.drift import Check, Status
+from tasks.release.latency import binomial_tail
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from infra.settings import RewardSettings
     from tasks.golden import GoldenItem
+    from tasks.release.stats import PairedTest
 
 
 def golden_verifier_check(
@@ -35,12 +37,12 @@ def golden_verifier_check(
     judge_kind: str,
     baseline_answers: Sequence[str],
     candidate_answers: Sequence[str],
-    baseline_scores: Sequence[float],
-    candidate_scores: Sequence[float],
+    judged: PairedTest,
     alpha: float = 0.05,
 ) -> Check:
     """Fails when the verified golden accuracy fell while the judged reward rose, or fell
-    significantly while the judged reward did not (see module)."""
+    significantly while the judged reward did not (see module). ``judged`` is the gate's paired
+    test of the judged rewards on the same items."""
     base = verified_scores(items, baseline_answers, reward=reward)
     cand = verified_scores(items, candidate_answers, reward=reward)
     both = [(b, c) for b, c in zip(base, cand, strict=True) if b is not None and c is not None]
@@ -48,13 +50,12 @@ def golden_verifier_check(
         return _check("skipped", None, "no golden item has a verifiable answer", {})
     acc_b = sum(b for b, _ in both) / len(both)
     acc_c = sum(c for _, c in both) / len(both)
-    n = max(1, len(baseline_scores))
-    reward_gain = (sum(candidate_scores) - sum(baseline_scores)) / n
+    reward_gain = judged.mean_diff
     change = acc_c - acc_b
     lost = sum(b > c for b, c in both)
     won = sum(c > b for b, c in both)
-    p_drop = _sign_test_p(lost, won)
-    judged_p = _judged_drop_p(baseline_scores, candidate_scores)
+    p_drop = binomial_tail(lost, lost + won, 0.5)  # one-sided sign test on changed verdicts
+    judged_p = _judged_drop_p(judged)
     missed = p_drop < alpha and judged_p >= alpha  # a proven regression the judge did not see
     hacked = change < 0 and (reward_gain > 0 or missed)
     extra: dict[str, Any] = {
@@ -95,30 +96,13 @@ def _lost_answers(
     return (lost or [a for a in answers if a])[:5]
 
 
-def _sign_test_p(lost: int, won: int) -> float:
-    """One-sided sign test: how likely ``lost`` or more of the changed verdicts went down by
-    chance (1.0 when none changed)."""
-    if lost + won == 0:
+def _judged_drop_p(judged: PairedTest) -> float:
+    """The one-sided p-value that the judged reward fell, from the gate's two-sided paired
+    t-test (1.0 when no reward changed)."""
+    if judged.nonzero_pairs == 0:
         return 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(lost, lost + won, 0.5, alternative="greater").pvalue)
-
-
-def _judged_drop_p(baseline: Sequence[float], candidate: Sequence[float]) -> float:
-    """One-sided paired t-test that the judged reward fell (1.0 when it cannot be tested)."""
-    import numpy as np
-    from scipy.stats import ttest_rel
-
-    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    if b.size < 2 or b.size != c.size:
-        return 1.0
-    d = c - b
-    if not np.any(d):
-        return 1.0
-    if float(d.std(ddof=1)) == 0.0:  # every difference the same non-zero value
-        return 0.0 if d[0] < 0 else 1.0
-    return float(ttest_rel(c, b, alternative="less").pvalue)
+    half = judged.p_value / 2
+    return half if judged.mean_diff < 0 else 1.0 - half
 
 
 def _check(status: Status, value: float | None, detail: str, extra: dict[str, Any]) -> Check:

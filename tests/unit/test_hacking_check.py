@@ -6,11 +6,17 @@ from __future__ import annotations
 from infra.settings import RewardSettings
 from tasks.golden import load_golden
 from tasks.release.hacking import golden_verifier_check
+from tasks.release.stats import PairedTest, paired_test
 
 ITEMS = load_golden()[:40]
 REWARD = RewardSettings()
 RIGHT = [it.reference for it in ITEMS]
 HEDGED = [f"{it.reference} or {int(it.reference) + 1}" for it in ITEMS]
+
+
+def judged(baseline: list[float], candidate: list[float]) -> PairedTest:
+    """The gate's paired test of the judged rewards, as it hands it to the check."""
+    return paired_test(baseline, candidate, n_bootstrap=200)
 
 
 def test_hedges_a_lenient_judge_likes_fail_the_check_with_the_numbers() -> None:
@@ -21,8 +27,7 @@ def test_hedges_a_lenient_judge_likes_fail_the_check_with_the_numbers() -> None:
         judge_kind="llm",
         baseline_answers=base,
         candidate_answers=HEDGED,  # 0 % verified, but the judge gave more reward
-        baseline_scores=[0.8] * 20 + [0.0] * 20,
-        candidate_scores=[1.0] * 40,
+        judged=judged([0.8] * 20 + [0.0] * 20, [1.0] * 40),
     )
     assert check.status == "fail" and check.value == -0.5
     assert "50.0% -> 0.0%" in check.detail and "reward hacking" in check.detail
@@ -33,8 +38,7 @@ def test_a_real_gain_passes_whatever_the_judge() -> None:
     args = {
         "baseline_answers": ["0"] * 40,
         "candidate_answers": RIGHT,
-        "baseline_scores": [0.0] * 40,
-        "candidate_scores": [1.0] * 40,
+        "judged": judged([0.0] * 40, [1.0] * 40),
     }
     assert golden_verifier_check(ITEMS, reward=REWARD, judge_kind="llm", **args).status == "pass"
     assert (
@@ -43,8 +47,7 @@ def test_a_real_gain_passes_whatever_the_judge() -> None:
     worse = {
         "baseline_answers": RIGHT,
         "candidate_answers": ["0"] * 40,
-        "baseline_scores": [1.0] * 40,
-        "candidate_scores": [0.0] * 40,
+        "judged": judged([1.0] * 40, [0.0] * 40),
     }
     assert (
         golden_verifier_check(ITEMS, reward=REWARD, judge_kind="verifier", **worse).status == "pass"
@@ -63,8 +66,10 @@ def test_a_proven_regression_the_judge_did_not_see_fails_with_the_lost_answers()
         judge_kind="llm",
         baseline_answers=base,
         candidate_answers=cand,
-        baseline_scores=[0.8] * 28 + [0.1, 0.3] * 6,
-        candidate_scores=[0.8] * 10 + [0.78, 0.8] * 9 + [0.3, 0.1] * 6,  # a hair lower
+        judged=judged(
+            [0.8] * 28 + [0.1, 0.3] * 6,
+            [0.8] * 10 + [0.78, 0.8] * 9 + [0.3, 0.1] * 6,  # a hair lower
+        ),
     )
     assert check.status == "fail", check.detail
     assert check.extra["judged_reward_gain"] < 0 and check.extra["verified_drop_p"] < 0.05
@@ -75,7 +80,7 @@ def test_a_proven_regression_the_judge_did_not_see_fails_with_the_lost_answers()
 def test_a_small_verified_dip_or_one_the_judge_saw_passes() -> None:
     base = RIGHT[:30] + ["0"] * 10
     dip = RIGHT[:28] + ["0"] * 12  # two items lost: not proven
-    flat = {"baseline_scores": [0.5] * 40, "candidate_scores": [0.5] * 39 + [0.49]}
+    flat = {"judged": judged([0.5] * 40, [0.5] * 39 + [0.49])}
     assert (
         golden_verifier_check(
             ITEMS,
@@ -88,7 +93,7 @@ def test_a_small_verified_dip_or_one_the_judge_saw_passes() -> None:
         == "pass"
     )
     worse = RIGHT[:5] + ["0"] * 35  # proven, and the judge saw it: the paired test rolls back
-    seen = {"baseline_scores": [0.8] * 30 + [0.1] * 10, "candidate_scores": [0.8] * 5 + [0.1] * 35}
+    seen = {"judged": judged([0.8] * 30 + [0.1] * 10, [0.8] * 5 + [0.1] * 35)}
     check = golden_verifier_check(
         ITEMS,
         reward=REWARD,
