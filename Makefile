@@ -53,27 +53,33 @@ $(S3RVER_STAMP):
 run: $(STAMP)
 	$(BIN)/flywheel run $(RUN_ARGS)
 
-# Every test but the benchmarks, in two runs: all but the `serial` ones on three pytest-xdist
-# workers, longest files first (tests/conftest.py orders them; a file stays on one worker so its
-# module fixtures run once; TEST_WORKERS=0 runs them in one process), while .venv-vllm builds in
-# the background; then the `serial` tests alone (vLLM's canary latency and the alert windows run
-# against the wall clock). Three workers on two cores: two left a third of the CPU idle (tests
-# waiting on sockets, subprocesses, retry back-offs and rate limits).
+# Every test but the benchmarks, in two pytest runs at once. The `serial` tests (vLLM's canary
+# latency and the alert windows run against the wall clock) run alone in their own process at
+# normal priority, once .venv-vllm is built (log: .venv-vllm-install.log); they keep about one
+# core busy. All the others run beside them at nice 19, so they take only the CPU the serial
+# tests leave idle: on three pytest-xdist workers, longest files first (tests/conftest.py orders
+# them; a file stays on one worker so its module fixtures run once; TEST_WORKERS=0 runs them in
+# one process). Three workers on two cores: two left a third of the CPU idle (tests waiting on
+# sockets, subprocesses, retry back-offs and rate limits). The serial run's output follows the
+# other run's (log: .test-serial.log).
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
+SERIAL_LOG := .test-serial.log
 PYTEST = $(BIN)/pytest --durations=20
 
 # .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
 test: $(STAMP)
 	.ci/test-deps
 	$(MAKE) --no-print-directory s3rver
-	@echo "building $(VLLM_VENV) in the background (log: $(VLLM_LOG)); only the serial run needs it"
-	@$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 & vllm=$$!; \
-	$(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
-	wait $$vllm || { tail -n 20 $(VLLM_LOG) >&2; echo "make vllm failed (log: $(VLLM_LOG))" >&2; exit 1; }; \
-	[ $$tests -eq 0 ] || exit $$tests; \
-	$(PYTEST) -m "serial and not bench" --timeout=900
+	@echo "serial tests: after building $(VLLM_VENV) (log: $(VLLM_LOG)), alone at normal priority (log: $(SERIAL_LOG)); the others at nice 19 beside them"
+	@{ $(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
+	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }; \
+	  $(PYTEST) -m "serial and not bench" --timeout=900; } >$(SERIAL_LOG) 2>&1 & serial=$$!; \
+	nice -n 19 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
+	wait $$serial; serial_rc=$$?; \
+	echo "=== the serial tests (log: $(SERIAL_LOG)) ==="; cat $(SERIAL_LOG); \
+	[ $$tests -eq 0 ] || exit $$tests; exit $$serial_rc
 
 # unit and integration without the tests marked slow (each > ~30 s) and the end-to-end ones
 test-fast: $(STAMP)
