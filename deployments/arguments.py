@@ -7,7 +7,7 @@ import argparse
 from datetime import UTC, datetime
 
 from deployments.argtypes import whole_number
-from flows.parameters import MAX_HOURS
+from flows.parameters import LOOP_REQUESTS, MAX_HOURS
 from infra.keys import parse_window_start, window_id
 
 # ------------------------------------------------------------- values checked at parse time
@@ -207,7 +207,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
         "--requests",
         type=whole_number(10),
         default=None,
-        help="simulated requests per cycle (default 1000)",
+        help=f"simulated requests per cycle, every workload's together (default {LOOP_REQUESTS})",
     )
     p.add_argument(
         "--seed",

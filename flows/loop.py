@@ -20,7 +20,7 @@ from flows.curate import curate
 from flows.loop_server import Server, profile_environment, serving
 from flows.loop_server import environment as _environment
 from flows.loop_summary import CycleSummary, LoopSummary, loop_report, not_promoted
-from flows.parameters import TrainMethod
+from flows.parameters import LOOP_REQUESTS, TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
@@ -71,7 +71,7 @@ class LoopOptions(BaseModel):
 
     cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
     requests: int = Field(
-        default=1600,
+        default=LOOP_REQUESTS,
         ge=10,
         description="simulated user requests per cycle, every workload's together",
     )
@@ -116,7 +116,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
 
     Args:
         options: Cycles, simulated traffic and release pacing of this run (the defaults
-            shown: one cycle of 1,000 requests).
+            shown: one cycle of 3,200 requests).
     """
     opts = options
     started = time.monotonic()
