@@ -5,8 +5,13 @@ down 0) once both versions have ``min_feedback`` events. At 20 votes a side the 
 0.1 on a few votes: a candidate at 0.55 against stable's 0.70 (0.79x) is as likely a draw of
 the same version as a worse one. So a mean below ``feedback_ratio_min`` x stable also has to be
 significantly lower: a one-sided two-sample z-test with the variance pooled over both versions
-(as under "no difference", the way the sequential test pools it) at ``alpha``. A candidate its
-users turn against (0.30 against 0.70 at 20 votes each: p = 0.006) still fails on the spot.
+(as under "no difference", the way the sequential test pools it). The rail looks once per
+canary step, so each look runs at ``alpha`` divided by the number of steps (Bonferroni): at
+``alpha`` each, a version no worse than stable was rolled back by some step's draw up to
+steps x alpha of the time (about 1 in 5 at 4 steps; one loop e2e run rolled back a clock
+candidate 10 points better on golden at 4 / 21 votes up against 9 / 21, p = 0.035). A
+candidate its users turn against (0.30 against 0.70 at 20 votes each: p = 0.006) still fails
+on the spot.
 """
 
 from __future__ import annotations
@@ -40,9 +45,14 @@ def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSet
     if failed:
         p = lower_p(candidate, stable)
         evidence["feedback_p"] = p
-        failed = p < policy.alpha
+        failed = p < per_step_alpha(policy)
         line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged lower")
     return Judged(line=line, failed=failed, evidence=evidence)
+
+
+def per_step_alpha(policy: ReleaseSettings) -> float:
+    """The significance level of one step's look: ``alpha`` over the canary's steps."""
+    return policy.alpha / max(1, len(policy.canary_steps))
 
 
 def lower_p(candidate: RouteStats, stable: RouteStats) -> float:

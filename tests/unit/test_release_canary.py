@@ -260,3 +260,18 @@ def test_a_few_votes_below_the_feedback_ratio_are_not_a_regression() -> None:
         CFG,
     )
     assert worse.verdict == "fail" and "feedback 0.30 = 0.43x" in worse.reasons[0]
+
+
+def test_the_feedback_rail_spends_its_alpha_over_the_canary_steps() -> None:
+    """4 / 21 votes up against 10 / 21 (one-sided p 0.026): significant at 0.05 for one look,
+    a draw for a canary of four steps, each looking at 0.05 / 4 (a version no worse than
+    stable would otherwise be rolled back by some step up to a fifth of the time)."""
+    votes = window(
+        RouteStats(100, 0, 0.2, {1: 4, -1: 17}), RouteStats(900, 0, 0.2, {1: 10, -1: 11})
+    )
+    four_steps = analyse_step(votes, CFG)
+    assert four_steps.verdict == "pass", four_steps.reasons
+    assert 0.0125 < four_steps.evidence["feedback_p"] < 0.05
+    assert any("not judged lower" in r for r in four_steps.reasons)
+    one_step = analyse_step(votes, CFG.model_copy(update={"canary_steps": (100,)}))
+    assert one_step.verdict == "fail" and "feedback 0.19 = 0.40x" in one_step.reasons[0]
