@@ -8,6 +8,11 @@ complete ``header_timeout_s`` after its first byte (or after the connection open
 connection closed; on the public listener only: beyond ``max_connections`` open connections a
 new one gets 503 and is closed (HTTP/1.1 serves one request per connection at a time, so this
 bounds the requests in flight too).
+
+Both refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
+close, as Apache and nginx do): closing at once while the client is still sending its head
+makes the kernel answer the unread bytes with a reset, which can discard the 431 or 503 before
+the client reads it (a test client saw "connection reset" instead of 431 under load).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ _BUSY = (
 )
 
 
+LINGER_S = 2.0  # how long a refused connection is drained before it is closed
+
+
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's protocol with a head size limit, a head deadline and a connection limit on
     the public listener (class attributes, set by :func:`guarded_protocol`)."""
@@ -53,13 +61,14 @@ class GuardedProtocol(HttpToolsProtocol):
         self._in_head = True
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None
         local = get_local_addr(transport)
         self._public = local is None or local[1] != type(self).admin_port
         if self._public:
             if type(self).public_open >= self.max_connections:
                 self._public = False  # not counted: it is closed now
-                transport.write(_BUSY)
-                transport.close()
+                self._refused = True
+                self._answer_and_close(_BUSY)
                 return
             type(self).public_open += 1
         self._arm()
@@ -70,6 +79,9 @@ class GuardedProtocol(HttpToolsProtocol):
             type(self).public_open -= 1
             self._public = False
         self._disarm()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -86,8 +98,17 @@ class GuardedProtocol(HttpToolsProtocol):
         self._refused = True
         self._disarm()
         if not self.transport.is_closing():
-            self.transport.write(_TOO_LARGE)
+            self._answer_and_close(_TOO_LARGE)
+
+    def _answer_and_close(self, response: bytes) -> None:
+        """Write ``response``, half-close, and drop what the client still sends until it
+        closes (EOF closes the transport) or ``LINGER_S`` passes."""
+        self.transport.write(response)
+        if not self.transport.can_write_eof():
             self.transport.close()
+            return
+        self.transport.write_eof()  # FIN once the answer is flushed
+        self._linger = self.loop.call_later(LINGER_S, self.transport.close)
 
     def on_message_begin(self) -> None:
         """A new request: its head is counted and timed afresh."""
