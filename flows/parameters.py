@@ -35,9 +35,9 @@ ModelVersion = Annotated[str, Field(json_schema_extra={"pattern": VERSION_PATTER
 MAX_HOURS = 168
 Hours = Annotated[int, Field(ge=1, le=MAX_HOURS)]
 Days = Annotated[int, Field(ge=0)]
-# simulated requests of one `flywheel run` cycle, every demo workload's together: at 1,600 the
-# clock workload's one-cycle gain was about 5 points and its gate p 0.014-0.057 (held once in
-# CI); at 3,200, 38.5 % -> 52.0 %, p = 7e-09 (README "What `make run` does")
+# simulated requests of one `flywheel run` cycle, every demo workload's together: enough pairs
+# for the weaker workload (the clock) to gain significantly in one cycle, which half of it did
+# not reliably give (measurements: README "What `make run` does")
 LOOP_REQUESTS = 3200
 Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]

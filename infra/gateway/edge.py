@@ -12,7 +12,7 @@ bounds the requests in flight too).
 Both refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
 close, as Apache and nginx do): closing at once while the client is still sending its head
 makes the kernel answer the unread bytes with a reset, which can discard the 431 or 503 before
-the client reads it (a test client saw "connection reset" instead of 431 under load).
+the client reads it (RFC 9112 section 9.6).
 """
 
 from __future__ import annotations

@@ -7,11 +7,9 @@ the same version as a worse one. So a mean below ``feedback_ratio_min`` x stable
 significantly lower: a one-sided two-sample z-test with the variance pooled over both versions
 (as under "no difference", the way the sequential test pools it). The rail looks once per
 canary step, so each look runs at ``alpha`` divided by the number of steps (Bonferroni): at
-``alpha`` each, a version no worse than stable was rolled back by some step's draw up to
-steps x alpha of the time (about 1 in 5 at 4 steps; one loop e2e run rolled back a clock
-candidate 10 points better on golden at 4 / 21 votes up against 9 / 21, p = 0.035). A
-candidate its users turn against (0.30 against 0.70 at 20 votes each: p = 0.006) still fails
-on the spot.
+``alpha`` each, a version no worse than stable would be rolled back by some step's draw up to
+steps x alpha of the time (about 1 in 5 at 4 steps). A candidate its users turn against (0.30
+against 0.70 at 20 votes each: p = 0.006) still fails on the spot.
 """
 
 from __future__ import annotations

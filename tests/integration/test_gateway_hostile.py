@@ -113,9 +113,9 @@ def test_a_head_too_large_is_431_and_one_that_never_comes_is_closed(
         big.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 100_000 + b"\r\n\r\n")
         assert read_to_eof(big).startswith(b"HTTP/1.1 431")
         # a lingering close (RFC 9112 section 9.6): after the 431 the gateway half-closes and
-        # goes on reading, so what the client still sends draws no reset (one that arrives
-        # before the client has read the 431 can erase it: one test run under load got
-        # "connection reset" instead). Closed at once, the second send here fails
+        # goes on reading, so what the client still sends draws no reset (a reset that arrives
+        # before the client has read the 431 can erase it). Closed at once, the second send
+        # here fails
         for _ in range(3):
             big.sendall(b"p" * 65536)
             time.sleep(0.05)
