@@ -19,6 +19,8 @@ import os
 import platform
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,13 +135,36 @@ def bootstrap_base_model(
         return _result(lineage, model_dir=path, cached=True, started=started)
     work = build_cache_root(settings) / key
     result_file = work / "result.json"
-    if force or not result_file.is_file():
-        _build(work, config=config, seed=seed, settings=settings, key=key)
-    progress("register v0 in the store", config, done=config.steps)
-    info = json.loads(result_file.read_text())
-    models.publish_model_dir(store, "v0", work / "model", overwrite=True)
+    with _one_builder(work, config):
+        if force or not result_file.is_file():
+            _build(work, config=config, seed=seed, settings=settings, key=key)
+        progress("register v0 in the store", config, done=config.steps)
+        info = json.loads(result_file.read_text())
+        models.publish_model_dir(store, "v0", work / "model", overwrite=True)
     path = models.fetch_model(store, "v0", cache_root)
     return _result(info, model_dir=path, cached=False, started=started)
+
+
+@contextmanager
+def _one_builder(work: Path, config: BootstrapConfig) -> Iterator[None]:
+    """Hold the build cache entry ``work`` alone (an advisory lock beside it): a second process
+    bootstrapping the same inputs into a shared cache (another home, another test worker)
+    waits for the first one's build and registers it instead of pre-training it again, and
+    never has the build it is copying replaced under it."""
+    import fcntl
+
+    work.parent.mkdir(parents=True, exist_ok=True)
+    with work.with_name(f"{work.name}.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("wait for another process building this v0", config, done=0)
+            log.info("another process is building v0 %s: waiting for it", work.name)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def build_cache_root(settings: Settings) -> Path:
