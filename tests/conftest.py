@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from itertools import zip_longest
 from pathlib import Path
 
 import pytest
@@ -32,22 +33,36 @@ for _var in [
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest files first, so two xdist workers (``--dist loadfile --no-loadscope-reorder``)
+    """Longest files first, so the xdist workers (``--dist loadfile --no-loadscope-reorder``)
     end together instead of one finishing a 10-minute end-to-end file alone at the end: files
-    with an ``e2e`` test, then those with a ``slow`` one, then the rest, each file's tests kept
-    together and in their own order (module fixtures set up once)."""
+    with an ``e2e`` test; then the ``slow`` files, alternating with the files marked ``waits``
+    (mostly waiting on the clock), so that a waiting file runs beside busy ones instead of two
+    waiting at once on two cores, and none is left for the end; then the rest. Each file's
+    tests stay together and in their own order (module fixtures set up once)."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("e2e"):
             return 0
-        return 1 if item.get_closest_marker("slow") else 2
+        if item.get_closest_marker("waits"):
+            return 1
+        return 2 if item.get_closest_marker("slow") else 3
 
     files: dict[str, int] = {}
     for item in items:
         path = str(item.path)
-        files[path] = min(files.get(path, 2), rank(item))
-    order = {path: i for i, path in enumerate(files)}
-    items.sort(key=lambda it: (files[str(it.path)], order[str(it.path)]))
+        files[path] = min(files.get(path, 3), rank(item))
+    waiting = [f for f, r in files.items() if r == 1]
+    busy = [f for f, r in files.items() if r == 2]
+    middle = [f for pair in zip_longest(busy, waiting) for f in pair if f is not None]
+    order = {
+        path: i
+        for i, path in enumerate(
+            [f for f, r in files.items() if r == 0]
+            + middle
+            + [f for f, r in files.items() if r == 3]
+        )
+    }
+    items.sort(key=lambda it: order[str(it.path)])
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from tests.fakes.judge_server import FakeJudgeServer
 from tests.faults.stages import T0, table_rows
 from tests.procs import s3_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
 BUCKET = "flywheel-faults"
 OTHER_WINDOW = "2026-11-21T00:00:00Z"  # the concurrent writer's rows
 

@@ -29,7 +29,7 @@ from tasks.demo import domain
 from tests.fakes.langfuse import FakeLangfuseServer
 from tests.fakes.upstream import start_fake_upstream
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 A, B = next(p for p in domain.training_pairs())
 EMAIL = "jane.roe@example.com"

@@ -22,7 +22,7 @@ from infra.runtime import Runtime
 from tasks.governance.reach import load_case, new_case, now, role_of, save_case
 from tasks.governance.replacement import ReplacementPlan, lines_reached, routed_versions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 RECEIPT = "ab" * 32
 RUN_NAMES: list[str] = []  # the stand-in release's flow run names
 OUTCOME = {"outcome": "promoted"}  # what the stand-in release ends with

@@ -20,7 +20,7 @@ import pytest
 from infra.settings import LangfuseSettings, Settings
 from tests.fakes.langfuse import FakeLangfuseServer, FakeScore
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC).replace(microsecond=0)
 # the rate-limited read resource and its budget per second (v1 reads back trace by trace)

@@ -21,7 +21,7 @@ from infra.traces import FeedbackEvent, TraceRecord
 from infra.traces.langfuse_writer import LangfuseSink
 from tests.fakes.upstream import EchoUpstream, open_loop, post_many, start_fake_upstream
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 BODY = {"messages": [{"role": "user", "content": "What is 2 + 2?"}], "user": "u1"}
 

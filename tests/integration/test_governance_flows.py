@@ -21,7 +21,7 @@ from infra.traces import FeedbackEvent, SpoolWriter
 from tests.data.pii_corpus import _REWARD_COLS
 from tests.helpers import make_trace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 TARGET, OTHER = "alice-zq", "bob-kx"

@@ -14,7 +14,7 @@ from infra.traces import WindowBatch
 from infra.traces.langfuse_reader import LangfuseSource
 from tests.fakes.langfuse import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 START = datetime(2025, 3, 4, 10, tzinfo=UTC)
 END = START + timedelta(hours=1)

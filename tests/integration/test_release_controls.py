@@ -23,7 +23,7 @@ from infra.store import open_store
 from tests.fakes.upstream import start_fake_upstream
 from tests.integration.test_release_flow import ACCURACY, answerer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 TOKEN = "test-admin-token-of-some-length-0123456789"
 

@@ -23,7 +23,7 @@ from infra.store import open_store
 from tasks.demo import domain
 from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 TOKEN = "test-admin-token-0123456789abcdef0123"
 ACCURACY = {"v0": 0.5, "v1": 0.95, "v2": 0.1, "v3": 0.5}  # v3 answers exactly as v0

@@ -15,7 +15,7 @@ from infra.store import open_store
 from infra.traces import FeedbackEvent, SpoolWriter
 from tests.helpers import make_trace
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 N = 12
 

@@ -23,7 +23,7 @@ from infra.routing import StateChange, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings import get_settings
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 HELD = {"router"}  # workloads whose stand-in release holds; the others promote
 FAIL = {"boom"}  # workloads whose stand-in training raises
