@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CODE_VERSION = "bootstrap/v2"  # bump when the training recipe changes: invalidates caches
+CODE_VERSION = "bootstrap/v3"  # bump when the training recipe changes: invalidates caches
 
 
 @dataclass
