@@ -55,14 +55,16 @@ run: $(STAMP)
 
 # Every test but the benchmarks, in two pytest runs at once. The `serial` tests (vLLM's canary
 # latency and the alert windows run against the wall clock) run alone in their own process at
-# normal priority, once .venv-vllm is built (log: .venv-vllm-install.log); they keep about one
+# normal priority; they keep about one
 # core busy. All the others run beside them at nice 19, so they take only the CPU the serial
 # tests leave idle: on three pytest-xdist workers, longest files first, the files marked `waits`
 # (mostly waiting on the clock) between the busy ones (tests/conftest.py orders them; a file
 # stays on one worker so its module fixtures run once; TEST_WORKERS=0 runs them in one process).
 # Three workers on two cores: two left a third of the CPU idle (tests waiting on sockets,
 # subprocesses, retry back-offs and rate limits). The serial run's output follows the
-# other run's (log: .test-serial.log).
+# other run's (log: .test-serial.log). .venv-vllm is set-up, built before either run starts (about
+# a minute and 65 CPU-s when not built; log: .venv-vllm-install.log): built beside the tests, it
+# took that CPU from them.
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
@@ -73,10 +75,11 @@ PYTEST = $(BIN)/pytest --durations=20
 test: $(STAMP)
 	.ci/test-deps
 	$(MAKE) --no-print-directory s3rver
-	@echo "serial tests: after building $(VLLM_VENV) (log: $(VLLM_LOG)), alone at normal priority (log: $(SERIAL_LOG)); the others at nice 19 beside them"
-	@{ $(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
-	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }; \
-	  $(PYTEST) -m "serial and not bench" --timeout=900; } >$(SERIAL_LOG) 2>&1 & serial=$$!; \
+	@echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"
+	@$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
+	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
+	@echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others at nice 19 beside them"
+	@$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
 	nice -n 19 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
 	wait $$serial; serial_rc=$$?; \
 	echo "=== the serial tests (log: $(SERIAL_LOG)) ==="; cat $(SERIAL_LOG); \
