@@ -55,16 +55,15 @@ run: $(STAMP)
 
 # Every test but the benchmarks, in two pytest runs at once. The `serial` tests (vLLM's canary
 # latency and the alert windows run against the wall clock) run alone in their own process at
-# normal priority; they keep about one
-# core busy. All the others run beside them at nice 19, so they take only the CPU the serial
-# tests leave idle: on three pytest-xdist workers, longest files first, the files marked `waits`
-# (mostly waiting on the clock) between the busy ones (tests/conftest.py orders them; a file
-# stays on one worker so its module fixtures run once; TEST_WORKERS=0 runs them in one process).
-# Three workers on two cores: two left a third of the CPU idle (tests waiting on sockets,
-# subprocesses, retry back-offs and rate limits). The serial run's output follows the
-# other run's (log: .test-serial.log). .venv-vllm is set-up, built before either run starts (about
-# a minute and 65 CPU-s when not built; log: .venv-vllm-install.log): built beside the tests, it
-# took that CPU from them.
+# normal priority; they keep about one core busy. All the others run beside them at nice 19, so
+# they take only the CPU the serial tests leave idle: on three pytest-xdist workers, longest files
+# first, the files marked `waits` (mostly waiting on the clock) between the busy ones
+# (tests/conftest.py orders them; a file stays on one worker so its module fixtures run once;
+# TEST_WORKERS=0 runs them in one process). Three workers on two cores: two left a third of the
+# CPU idle (tests waiting on sockets, subprocesses, retry back-offs and rate limits). The serial
+# run's output follows the other run's (log: .test-serial.log). .venv-vllm is set-up, built before
+# either run starts (about a minute and 65 CPU-s when not built; log: .venv-vllm-install.log):
+# built beside the tests, it took that CPU from them.
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log

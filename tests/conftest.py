@@ -51,17 +51,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = str(item.path)
         files[path] = min(files.get(path, 3), rank(item))
-    waiting = [f for f, r in files.items() if r == 1]
-    busy = [f for f, r in files.items() if r == 2]
+    e2e, waiting, busy, rest = ([f for f, r in files.items() if r == n] for n in range(4))
     middle = [f for pair in zip_longest(busy, waiting) for f in pair if f is not None]
-    order = {
-        path: i
-        for i, path in enumerate(
-            [f for f, r in files.items() if r == 0]
-            + middle
-            + [f for f, r in files.items() if r == 3]
-        )
-    }
+    order = {path: i for i, path in enumerate(e2e + middle + rest)}
     items.sort(key=lambda it: order[str(it.path)])
 
 
