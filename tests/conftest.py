@@ -34,27 +34,41 @@ for _var in [
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest files first, so the xdist workers (``--dist loadfile --no-loadscope-reorder``)
-    end together instead of one finishing a 10-minute end-to-end file alone at the end: files
-    with an ``e2e`` test; then the ``slow`` files, alternating with the files marked ``waits``
-    (mostly waiting on the clock), so that a waiting file runs beside busy ones instead of two
-    waiting at once on two cores, and none is left for the end; then the rest. Each file's
-    tests stay together and in their own order (module fixtures set up once)."""
+    end together instead of one finishing a 10-minute end-to-end file alone at the end: the
+    file marked ``longest``, then the files with an ``e2e`` test; then the ``slow`` files,
+    alternating with the files marked ``waits`` (mostly waiting on the clock), so that a waiting
+    file runs beside busy ones instead of two waiting at once on two cores, and none is left for
+    the end; then the rest. Each file's tests stay together and in their own order (module
+    fixtures set up once)."""
 
     def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("e2e"):
-            return 0
-        if item.get_closest_marker("waits"):
-            return 1
-        return 2 if item.get_closest_marker("slow") else 3
+        for n, marker in enumerate(("longest", "e2e", "waits", "slow")):
+            if item.get_closest_marker(marker):
+                return n
+        return 4
 
     files: dict[str, int] = {}
     for item in items:
         path = str(item.path)
-        files[path] = min(files.get(path, 3), rank(item))
-    e2e, waiting, busy, rest = ([f for f, r in files.items() if r == n] for n in range(4))
+        files[path] = min(files.get(path, 4), rank(item))
+    first, e2e, waiting, busy, rest = ([f for f, r in files.items() if r == n] for n in range(5))
     middle = [f for pair in zip_longest(busy, waiting) for f in pair if f is not None]
-    order = {path: i for i, path in enumerate(e2e + middle + rest)}
+    order = {path: i for i, path in enumerate(first + e2e + middle + rest)}
     items.sort(key=lambda it: order[str(it.path)])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a run started below normal priority (``make test`` starts its workers at nice 10), a
+    worker drops to nice 19 for good at its first test not marked ``longest``: the worker that
+    runs the longest test keeps about a core's worth of CPU beside three others until that test
+    ends, so the suite does not end with it running alone on one core. (Raising niceness needs no
+    privilege; lowering it again would, hence for good.)"""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or item.get_closest_marker("longest"):
+        return
+    current = os.nice(0)
+    if 0 < current < 19:
+        os.nice(19 - current)
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ from infra.settings import get_settings
 from infra.store import open_store
 from tasks.demo import domain
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.longest]
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
 CARD = re.compile(r"\b(?:\d[ -]?){13,16}\b")
