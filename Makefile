@@ -55,17 +55,19 @@ run: $(STAMP)
 
 # Every test but the benchmarks, in two pytest runs at once. The `serial` tests (vLLM's canary
 # latency and the alert windows run against the wall clock) run alone in their own process at
-# normal priority; they keep about one core busy. All the others run beside them below it, so
-# they take mostly the CPU the serial tests leave idle: on four pytest-xdist workers at nice 10,
-# longest files first, the files marked `waits` (mostly waiting on the clock) between the busy
-# ones (tests/conftest.py orders them; a file stays on one worker so its module fixtures run
-# once; TEST_WORKERS=0 runs them in one process). A worker drops to nice 19 at its first test not
-# marked `longest`, so the loop's worker keeps about a core until the loop ends instead of
-# finishing it alone at the end. Four workers on two cores: fewer left CPU idle (tests waiting on
-# sockets, subprocesses, retry back-offs and rate limits). The serial run's output follows the
-# other run's (log: .test-serial.log). .venv-vllm is set-up, built before either run starts
-# (about a minute and 65 CPU-s when not built; log: .venv-vllm-install.log): built beside the
-# tests, it took that CPU from them.
+# normal priority; they keep about one core busy. All the others run beside them below it, so they
+# take mostly the CPU the serial tests leave idle: on four pytest-xdist workers at nice 14, longest
+# files first, the files marked `waits` (mostly waiting on the clock) between the busy ones
+# (tests/conftest.py orders them; a file stays on one worker so its module fixtures run once;
+# TEST_WORKERS=0 runs them in one process). A worker drops to nice 19 at its first test not marked
+# `longest`, so the loop's worker keeps about a core until the loop ends instead of finishing it
+# alone at the end (a single thread at nice 14 weighs as much as three at 19, so it gets a whole
+# core once the serial tests end; at nice 10 the other workers got a tenth of a core each beside
+# the serial tests, and an in-process canary's p99 read 2.9x stable's). Four workers on two cores:
+# fewer left CPU idle (tests waiting on sockets, subprocesses, retry back-offs and rate limits).
+# The serial run's output follows the other run's (log: .test-serial.log). .venv-vllm is set-up,
+# built before either run starts (about a minute and 65 CPU-s when not built; log:
+# .venv-vllm-install.log): built beside the tests, it took that CPU from them.
 TEST_WORKERS ?= 4
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
@@ -79,9 +81,9 @@ test: $(STAMP)
 	@echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"
 	@$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
 	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
-	@echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 10 and 19"
+	@echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"
 	@$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
-	nice -n 10 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
+	nice -n 14 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
 	wait $$serial; serial_rc=$$?; \
 	echo "=== the serial tests (log: $(SERIAL_LOG)) ==="; cat $(SERIAL_LOG); \
 	[ $$tests -eq 0 ] || exit $$tests; exit $$serial_rc

@@ -59,11 +59,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """In a run started below normal priority (``make test`` starts its workers at nice 10), a
+    """In a run started below normal priority (``make test`` starts its workers at nice 14), a
     worker drops to nice 19 for good at its first test not marked ``longest``: the worker that
     runs the longest test keeps about a core's worth of CPU beside three others until that test
-    ends, so the suite does not end with it running alone on one core. (Raising niceness needs no
-    privilege; lowering it again would, hence for good.)"""
+    ends (one thread at nice 14 weighs as much as three at 19), so the suite does not end with it
+    running alone on one core. (Raising niceness needs no privilege; lowering it again would,
+    hence for good.)"""
     if not os.environ.get("PYTEST_XDIST_WORKER") or item.get_closest_marker("longest"):
         return
     current = os.nice(0)

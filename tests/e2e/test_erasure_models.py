@@ -86,6 +86,12 @@ def _forget_alice(
         "FLYWHEEL_RELEASE__STEP_DEADLINE_S": "30",
         "FLYWHEEL_RELEASE__MIN_REQUESTS_PER_STEP": "5",
         "FLYWHEEL_RELEASE__PII_LEAK_CHECK": "false",
+        # both versions are fake upstreams in this process, beside other test workers on two
+        # cores: a scheduling burst on a few candidate requests read as p99 2.93x stable's (3
+        # of 49 over 100 ms) and rolled the replacement back. Only a candidate five times
+        # slower fails here; the rail's own tests are tests/unit/test_release_latency.py and
+        # the serial vLLM test's
+        "FLYWHEEL_RELEASE__LATENCY_P99_RATIO_MAX": "5",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
