@@ -62,8 +62,8 @@ run: $(STAMP)
 # TEST_WORKERS=0 runs them in one process). A worker drops to nice 19 at its first test not marked
 # `longest`, so the loop's worker keeps about a core until the loop ends instead of finishing it
 # alone at the end (a single thread at nice 14 weighs as much as three at 19, so it gets a whole
-# core once the serial tests end; at nice 10 the other workers got a tenth of a core each beside
-# the serial tests, and an in-process canary's p99 read 2.9x stable's). Four workers on two cores:
+# core once the serial tests end; a lower nice would starve the other workers, and their
+# in-process canaries, beside the serial tests). Four workers on two cores:
 # fewer left CPU idle (tests waiting on sockets, subprocesses, retry back-offs and rate limits).
 # The serial run's output follows the other run's (log: .test-serial.log). .venv-vllm is set-up,
 # built before either run starts (about a minute and 65 CPU-s when not built; log:

@@ -41,17 +41,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the end; then the rest. Each file's tests stay together and in their own order (module
     fixtures set up once)."""
 
+    markers = ("longest", "e2e", "waits", "slow")  # a file's rank: its first marker here
+    unmarked = len(markers)
+
     def rank(item: pytest.Item) -> int:
-        for n, marker in enumerate(("longest", "e2e", "waits", "slow")):
-            if item.get_closest_marker(marker):
-                return n
-        return 4
+        return next((n for n, m in enumerate(markers) if item.get_closest_marker(m)), unmarked)
 
     files: dict[str, int] = {}
     for item in items:
         path = str(item.path)
-        files[path] = min(files.get(path, 4), rank(item))
-    first, e2e, waiting, busy, rest = ([f for f, r in files.items() if r == n] for n in range(5))
+        files[path] = min(files.get(path, unmarked), rank(item))
+    first, e2e, waiting, busy, rest = (
+        [f for f, r in files.items() if r == n] for n in range(unmarked + 1)
+    )
     middle = [f for pair in zip_longest(busy, waiting) for f in pair if f is not None]
     order = {path: i for i, path in enumerate(first + e2e + middle + rest)}
     items.sort(key=lambda it: order[str(it.path)])
