@@ -24,6 +24,7 @@ from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
+from tasks.release.canary import watch_step_task
 from tasks.release.card import update_card
 from tasks.release.gate import golden_gate_task, write_eval_results_task
 from tasks.release.machine import (
@@ -36,7 +37,7 @@ from tasks.release.machine import (
     plan_release,
 )
 from tasks.release.report import gate_evidence, report_markdown, write_report_task
-from tasks.release.rollout import Clock, watch_shadow_task, watch_step_task
+from tasks.release.rollout import Clock, watch_shadow_task
 
 if TYPE_CHECKING:
     from infra.model_server import ModelServer
@@ -156,7 +157,6 @@ class _Run:
     policy: ReleaseSettings
     out: ReleaseOutcome
     metrics: CanaryMetrics | None = None
-    canary_start: float = 0.0  # the stable version's baseline window starts here
     stable: str = ""
     gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
     server: ModelServer | None = None  # the model server the candidate is loaded into
@@ -335,21 +335,19 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
             gateway_url=run.opts.gateway_url or run.rt.settings.gateway.url,
         )
         run.stable = run.routing.load().stable
-        run.canary_start = run.metrics.mark()
     result = watch_step_task(
         run.routing,
         run.version,
         stable=run.stable,
         metrics=run.metrics,
         policy=run.policy,
-        canary_start=run.canary_start,
         clock=Clock(),
     )
     run.out.phases.append(
         {
             "phase": "canary",
             "step": index,
-            "weight": run.policy.canary_steps[index],
+            "weight": run.policy.canary_weight(index),
             "verdict": result.verdict,
             "reasons": result.reasons,
         }

@@ -1,5 +1,9 @@
 """Canary analysis metrics: requests, errors, p99 latency and feedback of the candidate (route
-``canary``) and of the stable version (route ``stable``) over a time window.
+``canary``) and of the stable version (route ``stable``) over one time window, the same for
+both: a burst of load during a step slows both versions alike, and stable's history is never
+the baseline. Errors and feedback are read from the gateway's voice series, users rather than
+events (:mod:`infra.gateway.voices`): ``users`` served, ``error_users`` who met an error, and
+each user's first vote; requests and latency from the raw series.
 
 Two readers behind one interface, :class:`CanaryMetrics`:
 
@@ -40,7 +44,9 @@ log = logging.getLogger(__name__)
 REQUESTS = "agent_requests_total"
 ERRORS = "agent_errors_total"
 LATENCY_BUCKETS = "agent_latency_seconds_bucket"
-FEEDBACK = "user_feedback_total"
+USERS = "agent_voices_total"
+ERROR_USERS = "agent_error_voices_total"
+FEEDBACK = "user_feedback_voices_total"
 QUANTILE = 0.99
 
 
@@ -52,14 +58,24 @@ class RouteStats:
     requests: float = 0.0
     errors: float = 0.0
     p99_s: float | None = None
-    feedback: dict[int, float] = field(default_factory=dict)  # value (+1/0/-1) -> count
+    # each user's first vote in the step: value (+1/0/-1) -> users
+    feedback: dict[int, float] = field(default_factory=dict)
     # latency histogram: requests at or under each bucket bound (``le``, +Inf the last)
     latency_buckets: dict[float, float] = field(default_factory=dict)
+    users: float = math.nan  # users served (the voice series); unset: one user per request
+    error_users: float = math.nan  # users who met an error; unset: one per error
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.users):
+            self.users = self.requests
+        if math.isnan(self.error_users):
+            self.error_users = self.errors
 
     @property
     def error_ratio(self) -> float | None:
-        """Errors per request, None when there were no requests."""
-        return self.errors / self.requests if self.requests > 0 else None
+        """The share of users who met an error (one user, one voice), None when no user was
+        served."""
+        return self.error_users / self.users if self.users > 0 else None
 
     @property
     def feedback_count(self) -> float:
@@ -92,8 +108,7 @@ class CanaryWindow:
     candidate: RouteStats
     stable: RouteStats
     source: str  # "prometheus" | "embedded"
-    candidate_window_s: float
-    stable_window_s: float
+    window_s: float  # both versions over the same interval, this long
 
 
 class CanaryMetrics(Protocol):
@@ -107,17 +122,11 @@ class CanaryMetrics(Protocol):
         ...
 
     def read(
-        self,
-        *,
-        candidate: str,
-        stable: str,
-        candidate_since: float,
-        stable_since: float,
-        workload: str | None = None,
+        self, *, candidate: str, stable: str, since: float, workload: str | None = None
     ) -> CanaryWindow:
-        """Stats of ``candidate`` on the canary route since ``candidate_since`` and of
-        ``stable`` on the stable route since ``stable_since`` (unix seconds); ``workload``:
-        that workload's requests only (None: every workload's).
+        """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route over
+        the same window, ``since`` (unix seconds) until now; ``workload``: that workload's
+        requests only (None: every workload's).
 
         Raises:
             MetricsError: the metrics could not be read.
@@ -190,24 +199,17 @@ class PrometheusMetrics:
         return self.clock()
 
     def read(
-        self,
-        *,
-        candidate: str,
-        stable: str,
-        candidate_since: float,
-        stable_since: float,
-        workload: str | None = None,
+        self, *, candidate: str, stable: str, since: float, workload: str | None = None
     ) -> CanaryWindow:
-        """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route, each
-        since its own start, from Prometheus (``workload``: its series only). Raises
+        """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route over
+        the same window from Prometheus (``workload``: its series only). Raises
         ``MetricsError`` when a query fails."""
         now = self.clock()
         return CanaryWindow(
-            candidate=self._route(candidate, "canary", now - candidate_since, now, workload),
-            stable=self._route(stable, "stable", now - stable_since, now, workload),
+            candidate=self._route(candidate, "canary", now - since, now, workload),
+            stable=self._route(stable, "stable", now - since, now, workload),
             source=self.source,
-            candidate_window_s=now - candidate_since,
-            stable_window_s=now - stable_since,
+            window_s=now - since,
         )
 
     def _route(
@@ -224,9 +226,15 @@ class PrometheusMetrics:
         }  # PromQL's histogram_quantile over these is histogram_quantile below
         fb_sel = f'model="{_escape(model)}"{mine}'
         feedback = q(f"sum by (value) (increase({FEEDBACK}{{{fb_sel}}}{rng}))", now)
+
+        def total(name: str) -> float:
+            return sum(v for _, v in q(f"sum(increase({name}{{{sel}}}{rng}))", now))
+
         return RouteStats(
-            requests=sum(v for _, v in q(f"sum(increase({REQUESTS}{{{sel}}}{rng}))", now)),
-            errors=sum(v for _, v in q(f"sum(increase({ERRORS}{{{sel}}}{rng}))", now)),
+            requests=total(REQUESTS),
+            errors=total(ERRORS),
+            users=total(USERS),
+            error_users=total(ERROR_USERS),
             p99_s=histogram_quantile(QUANTILE, buckets),
             feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
             latency_buckets=buckets,
@@ -276,25 +284,19 @@ class EmbeddedMetrics:
         return at
 
     def read(
-        self,
-        *,
-        candidate: str,
-        stable: str,
-        candidate_since: float,
-        stable_since: float,
-        workload: str | None = None,
+        self, *, candidate: str, stable: str, since: float, workload: str | None = None
     ) -> CanaryWindow:
         """Stats of ``candidate`` on the canary route and of ``stable`` on the stable route: a
-        scrape now minus the last :meth:`mark` at or before each start (``workload``: its
-        series only). Raises ``MetricsError`` when a scrape fails or no mark precedes a start."""
+        scrape now minus the last :meth:`mark` at or before ``since``, the same for both
+        (``workload``: its series only). Raises ``MetricsError`` when a scrape fails or no mark
+        precedes ``since``."""
         now, current = self.clock(), parse_exposition(self.scrape())
-        start_c, start_s = self._at(candidate_since), self._at(stable_since)
+        start = self._at(since)
         return CanaryWindow(
-            candidate=route_stats(current, start_c, candidate, "canary", workload=workload),
-            stable=route_stats(current, start_s, stable, "stable", workload=workload),
+            candidate=route_stats(current, start, candidate, "canary", workload=workload),
+            stable=route_stats(current, start, stable, "stable", workload=workload),
             source=self.source,
-            candidate_window_s=now - candidate_since,
-            stable_window_s=now - stable_since,
+            window_s=now - since,
         )
 
     def _at(self, since: float) -> Series:
@@ -346,9 +348,15 @@ def route_stats(
     for labels, delta in _deltas(now, base, FEEDBACK, model=model, **mine).items():
         value = int(dict(labels)["value"])
         feedback[value] = feedback.get(value, 0.0) + delta
+
+    def total(name: str) -> float:
+        return sum(_deltas(now, base, name, model=model, route=route, **mine).values())
+
     return RouteStats(
-        requests=sum(_deltas(now, base, REQUESTS, model=model, route=route, **mine).values()),
-        errors=sum(_deltas(now, base, ERRORS, model=model, route=route, **mine).values()),
+        requests=total(REQUESTS),
+        errors=total(ERRORS),
+        users=total(USERS),
+        error_users=total(ERROR_USERS),
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
         latency_buckets=buckets,

@@ -23,6 +23,7 @@ from infra.gateway.routing import ROUTED_MODEL, StateWatcher
 from infra.gateway.secret_checks import check_admin_token, check_user_salt
 from infra.gateway.service import Gateway, retired_versions
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
+from infra.gateway.voices import epoch_of
 from infra.upstream.upstreams import Upstream, UpstreamPool
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def create_app(
         from infra.store import open_store
 
         store = open_store(settings)
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(voices_per_step=settings.gateway.voices_per_step)
     watcher = StateWatcher(store, interval_s=state_interval_s, on_change=metrics.set_routing)
     metrics.set_routing(watcher.state)
     dispatcher = TraceDispatcher(
@@ -90,6 +91,7 @@ def create_app(
         metrics=metrics,
         dispatcher=dispatcher,
         trace_models=gateway.recorder.trace_models,
+        epoch=lambda line: epoch_of(watcher.view(line)),
     )
 
     @asynccontextmanager

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from infra.errors import UpstreamError
 from infra.gateway.ids import PINNED
 from infra.gateway.limits import cap_trace
+from infra.gateway.voices import epoch_of
 from infra.traces.conversation import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class CallRecorder:
         self.dispatcher = dispatcher
         self.trace_ids = trace_ids
         self.max_trace_chars = max_trace_chars
-        self.trace_models: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self.trace_models: OrderedDict[str, tuple[str, str, int | None]] = OrderedDict()
 
     def new_trace_id(self) -> str:
         """A signed trace id (feedback is accepted only for these)."""
@@ -64,14 +65,25 @@ class CallRecorder:
             return workload
         return DEFAULT_WORKLOAD
 
+    def voter(self, req: ChatRequest) -> int | None:
+        """Who asked, as the voice series count users (:mod:`infra.gateway.voices`)."""
+        return self.metrics.ledger.voter(req.user_id, req.peer)
+
     def observe(
-        self, *, version: str, route: str, started: float, error: bool, workload: str | None
+        self, *, version: str, route: str, started: float, error: bool, req: ChatRequest
     ) -> None:
-        """Count one call of a ``workload`` request and its latency since ``started`` (a
-        ``perf_counter`` value)."""
+        """Count one call of ``req`` and its latency since ``started`` (a ``perf_counter``
+        value), and its user as a voice of the release line's current step."""
         seconds = time.perf_counter() - started
+        line = self.line(req.workload)
         self.metrics.observe(
-            model=version, route=route, seconds=seconds, error=error, workload=self.line(workload)
+            model=version,
+            route=route,
+            seconds=seconds,
+            error=error,
+            workload=line,
+            voter=self.voter(req),
+            epoch=epoch_of(self.watcher.view(req.workload)),
         )
 
     def trace(
@@ -91,7 +103,7 @@ class CallRecorder:
         # feedback counts for the version only when routing chose it (a version named by an
         # operator must not move the series its alerts and rails read)
         model = PINNED if route == "pinned" else version
-        self.trace_models[trace_id] = (model, self.line(req.workload))
+        self.trace_models[trace_id] = (model, self.line(req.workload), self.voter(req))
         if len(self.trace_models) > FEEDBACK_MODELS:
             self.trace_models.popitem(last=False)
         fields: dict[str, Any] = {
@@ -159,9 +171,7 @@ async def call_routed(
             value=value, version=version, route=route, started=started, pairing_id=pairing_id
         )
     except UpstreamError as exc:
-        recorder.observe(
-            version=version, route=route, started=started, error=True, workload=req.workload
-        )
+        recorder.observe(version=version, route=route, started=started, error=True, req=req)
         recorder.trace(
             req,
             trace_id=recorder.new_trace_id(),
@@ -184,7 +194,7 @@ async def call_routed(
             route="stable",
             started=fallback_started,
             error=True,
-            workload=req.workload,
+            req=req,
         )
         log.warning("upstream %s failed: %s", stable, again)
         raise

@@ -79,6 +79,7 @@ class ChatRequest:
     question: str = ""
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
+    peer: str | None = None  # the connection's address: the voice of a request without a user
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

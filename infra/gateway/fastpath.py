@@ -36,8 +36,11 @@ class ChatEndpoint:
         gw = gateway.settings.gateway
         self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
 
-    async def handle(self, body: bytes, header: Callable[[str], str | None]) -> Response:
-        """The handler: the request's body and a lookup of its headers (lower-case names)."""
+    async def handle(
+        self, body: bytes, header: Callable[[str], str | None], peer: str | None = None
+    ) -> Response:
+        """The handler: the request's body, a lookup of its headers (lower-case names) and the
+        connection's peer address (a request without a user counts as its address's voice)."""
         if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
             # far more messages than allowed: refused before parsing, which alone would hold
             # the event loop for a 4 MiB body of tiny messages
@@ -58,13 +61,15 @@ class ChatEndpoint:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
+        req.peer = peer
         # the admin token as the openai SDK sends its api_key: any other key is a public client
         admin = self.admin.enabled and self.admin.shows_bearer(header("authorization") or "")
         return await self.gateway.chat(req, admin=admin)
 
     async def route(self, request: Request) -> Response:
         """The same handler as a plain Starlette route (no dependency solving per request)."""
-        return await self.handle(await request.body(), request.headers.get)
+        peer = request.client.host if request.client else None
+        return await self.handle(await request.body(), request.headers.get, peer)
 
     async def asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """The same handler as a bare ASGI app (the server's fast path for this route): the
@@ -83,7 +88,8 @@ class ChatEndpoint:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        response = await self.handle(b"".join(chunks), header)
+        client = scope.get("client")
+        response = await self.handle(b"".join(chunks), header, client[0] if client else None)
         await response(scope, receive, send)
 
     @staticmethod

@@ -5,7 +5,10 @@ shape Langfuse takes as a trace id). ``/v1/feedback`` verifies the tag, so a tra
 gateway never handed out is refused (404) without any lookup; the check needs no state, so it
 holds across restarts and replicas that share the key (derived from ``FLYWHEEL_USER_SALT``).
 
-A trace is counted once in ``user_feedback_total`` (its first vote). A later vote on the same
+A trace is counted once in ``user_feedback_total`` (its first vote), and in
+``user_feedback_voices_total`` when it is the first vote of its user (the user who was
+answered, not whoever posts the vote) in the release line's step: the canary's feedback test
+hears one voice per user (:mod:`infra.gateway.voices`). A later vote on the same
 trace replaces it where training reads it (the sink keeps the last one) and is counted in
 ``flywheel_feedback_changed_total`` instead: Prometheus counters cannot go down, and a
 decreasing ``user_feedback_total`` would read as a counter reset in ``rate()``.
@@ -17,7 +20,7 @@ import hashlib
 import hmac
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
+    from infra.gateway.voices import Epoch
 
 NONCE_HEX, TAG_HEX = 20, 12
 _TRACE_ID = re.compile(rf"[0-9a-f]{{{NONCE_HEX + TAG_HEX}}}")
@@ -116,12 +120,14 @@ class FeedbackDesk:
         trace_ids: TraceIds,
         metrics: GatewayMetrics,
         dispatcher: TraceDispatcher,
-        trace_models: Mapping[str, tuple[str, str]],
+        trace_models: Mapping[str, tuple[str, str, int | None]],
+        epoch: Callable[[str], Epoch] = lambda _line: (),
     ) -> None:
         self.trace_ids = trace_ids
         self.metrics = metrics
         self.dispatcher = dispatcher
         self.trace_models = trace_models
+        self.epoch = epoch  # a release line's current step (the voice series count per step)
         self.votes = Votes()
 
     async def handle(self, request: Request) -> Response:
@@ -141,11 +147,15 @@ class FeedbackDesk:
             )
         # only versions this gateway served become labels (a client string would explode
         # cardinality)
-        model, line = self.trace_models.get(event.trace_id, ("unknown", DEFAULT_WORKLOAD))
+        model, line, voter = self.trace_models.get(
+            event.trace_id, ("unknown", DEFAULT_WORKLOAD, None)
+        )
         previous = self.votes.record(event.trace_id, event.value)
         routed = model != PINNED  # a version named by the request is kept out of the series
-        if previous is None and routed:
-            self.metrics.feedback.labels(model, str(event.value), line).inc()
+        if previous is None and routed:  # the voice: the user who was answered, once a step
+            self.metrics.vote(
+                model=model, value=event.value, workload=line, voter=voter, epoch=self.epoch(line)
+            )
         elif previous is not None and previous != event.value and routed:
             self.metrics.feedback_changed.labels(model).inc()
         if previous != event.value or event.comment:

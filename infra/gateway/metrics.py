@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from infra.gateway.voices import Epoch, VoiceLedger
 from infra.retries import RETRIES
 from infra.routing import RoutingState
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -48,11 +49,39 @@ class GatewayMetrics:
     ``default`` (the shared routing). Never the client's string as such: only workloads an
     operator released become labels, so a client cannot grow the series. A workload's canary
     analysis reads its own series alone.
+
+    The canary's tests read the voice series instead (``agent_voices_total``,
+    ``agent_error_voices_total``, ``user_feedback_voices_total``, same labels): users, not
+    events, each counted at most ``voices_per_step`` times per step (:mod:`infra.gateway.voices`).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, voices_per_step: int = 1
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.ledger = VoiceLedger(cap=voices_per_step)
+        labels = ["model", "route", "workload"]
+        self.voices = Counter(
+            "agent_voices_total", "Users served, each once per step.", labels, registry=r
+        )
+        self.error_voices = Counter(
+            "agent_error_voices_total",
+            "Users whose request failed, each once per step.",
+            labels,
+            registry=r,
+        )
+        self.feedback_voices = Counter(
+            "user_feedback_voices_total",
+            "User feedback, each user's first vote per step.",
+            ["model", "value", "workload"],
+            registry=r,
+        )
+        self.voices_dropped = Counter(
+            "flywheel_voices_dropped_total",
+            "Users not counted as voices: the ledger of a step was full.",
+            registry=r,
+        )
         self.requests = Counter(
             "agent_requests_total",
             "Chat requests answered.",
@@ -130,9 +159,12 @@ class GatewayMetrics:
         seconds: float,
         error: bool,
         workload: str = DEFAULT_WORKLOAD,
+        voter: int | None = None,
+        epoch: Epoch = (),
     ) -> None:
         """Count one request of ``model`` on ``route`` with its latency, and an error if it
-        failed; ``workload``: the release line that routed it (see the class docstring)."""
+        failed; ``workload``: the release line that routed it (see the class docstring);
+        ``voter`` and ``epoch``: who asked, and the line's step, for the voice series."""
         key = (model, route, workload)
         children = self._children.get(key)
         if children is None:
@@ -144,6 +176,26 @@ class GatewayMetrics:
         children[1].observe(seconds)
         if error:
             self.errors.labels(*key).inc()
+        if self._admit(workload, epoch, voter, model, route):
+            self.voices.labels(*key).inc()
+        if error and self._admit(workload, epoch, voter, model, "error:" + route):
+            self.error_voices.labels(*key).inc()
+
+    def vote(
+        self, *, model: str, value: int, workload: str, voter: int | None, epoch: Epoch
+    ) -> None:
+        """Count one first vote on a trace of ``model`` (``user_feedback_total``), and as a
+        voice when it is the voter's first in the line's step."""
+        self.feedback.labels(model, str(value), workload).inc()
+        if self._admit(workload, epoch, voter, model, "feedback"):
+            self.feedback_voices.labels(model, str(value), workload).inc()
+
+    def _admit(self, line: str, epoch: Epoch, voter: int | None, model: str, kind: str) -> bool:
+        before = self.ledger.dropped
+        admitted = self.ledger.admit(line=line, epoch=epoch, voter=voter, model=model, kind=kind)
+        if self.ledger.dropped > before:
+            self.voices_dropped.inc()
+        return admitted
 
     def set_routing(self, state: RoutingState) -> None:
         """Route weights from the state (a workload's own candidate: its share of that

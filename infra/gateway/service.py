@@ -255,7 +255,7 @@ class Gateway:
             route=route,
             started=served.started,
             error=False,
-            workload=req.workload,
+            req=req,
         )
         trace_id = self.recorder.new_trace_id()
         self.recorder.trace(
@@ -311,7 +311,7 @@ class Gateway:
         except UpstreamError as exc:
             log.debug("shadow on %s failed: %s", version, exc)
         self.recorder.observe(
-            version=version, route="shadow", started=t0, error=done is None, workload=req.workload
+            version=version, route="shadow", started=t0, error=done is None, req=req
         )
         self.recorder.trace(
             req,

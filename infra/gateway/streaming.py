@@ -152,9 +152,7 @@ async def _relay(
         if aclose is not None:
             await aclose()
         total.text = "".join(texts)
-        recorder.observe(
-            version=version, route=route, started=started, error=failed, workload=req.workload
-        )
+        recorder.observe(version=version, route=route, started=started, error=failed, req=req)
         recorder.trace(
             req,
             trace_id=trace_id,

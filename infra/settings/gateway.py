@@ -83,6 +83,9 @@ class GatewaySettings(BaseModel):
     header_timeout_s: float = Field(default=10.0, gt=0)
     # worker processes behind the listeners (`flywheel gateway`); metrics aggregated over all
     workers: int = Field(default=1, ge=1, le=64)
+    # the canary's tests count users, not events: each user's first N requests, errors and
+    # votes per release step (infra/gateway/voices.py)
+    voices_per_step: int = Field(default=1, ge=1)
 
     def upstream(self, version: str) -> UpstreamSettings | None:
         """``version``'s configured upstream (a bare URL entry is one without a key)."""

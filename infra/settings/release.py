@@ -35,6 +35,9 @@ class ReleaseSettings(BaseModel):
     # canary steps (floors as in the alert rules: the stable error ratio counts as at least
     # 1 %, its p99 as at least 50 ms)
     canary_steps: tuple[int, ...] = (5, 25, 50, 100)
+    # % of users kept on stable at the step that would send 100 %, until the decision: the
+    # last comparison stays concurrent (promotion then routes everyone)
+    stable_holdback: float = Field(default=10.0, gt=0, lt=100)
     analysis_interval_s: float = Field(default=300.0, gt=0)
     step_deadline_s: float = Field(default=1800.0, gt=0)
     min_requests_per_step: int = Field(default=50, ge=1)
@@ -55,6 +58,11 @@ class ReleaseSettings(BaseModel):
     max_poll_s: float = 5.0
     pause_timeout_s: float | None = None  # default: step_deadline_s
     prometheus_url: str | None = None
+
+    def canary_weight(self, step: int) -> float:
+        """The candidate's share of users at canary step ``step``: ``canary_steps[step]``, never
+        more than ``100 - stable_holdback``."""
+        return min(float(self.canary_steps[step]), 100.0 - self.stable_holdback)
 
     @property
     def poll_s(self) -> float:

@@ -6,10 +6,11 @@ down 0) once both versions have ``min_feedback`` events. At 20 votes a side the 
 the same version as a worse one. So a mean below ``feedback_ratio_min`` x stable also has to be
 significantly lower: a one-sided two-sample z-test with the variance pooled over both versions
 (as under "no difference", the way the sequential test pools it). The rail looks once per
-canary step, so each look runs at ``alpha`` divided by the number of steps (Bonferroni): at
-``alpha`` each, a version no worse than stable would be rolled back by some step's draw up to
-steps x alpha of the time (about 1 in 5 at 4 steps). A candidate its users turn against (0.30
-against 0.70 at 20 votes each: p = 0.006) still fails on the spot.
+canary step, at the canary's per-test level (:func:`~tasks.release.sequential.canary_test_alpha`:
+``alpha`` split over every step's tests, Bonferroni): at ``alpha`` each, a version no worse than
+stable would be rolled back by some step's draw up to steps x alpha of the time. Votes are
+users' (each user's first vote in the step, :mod:`infra.gateway.voices`), so one user's 200
+down-votes are one vote.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from tasks.release.latency import Judged
-from tasks.release.sequential import pooled_feedback
+from tasks.release.sequential import canary_test_alpha, pooled_feedback
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
@@ -32,7 +33,7 @@ def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSet
     nc, ns = candidate.feedback_count, stable.feedback_count
     if nc < policy.min_feedback or ns < policy.min_feedback or not sf:
         note = (
-            f"feedback not judged: {nc:.0f} candidate / {ns:.0f} stable events "
+            f"feedback not judged: {nc:.0f} candidate / {ns:.0f} stable users' votes "
             f"(< {policy.min_feedback})"
         )
         return Judged(line=note, failed=False, evidence={})
@@ -43,14 +44,9 @@ def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSet
     if failed:
         p = lower_p(candidate, stable)
         evidence["feedback_p"] = p
-        failed = p < per_step_alpha(policy)
+        failed = p < canary_test_alpha(policy)
         line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged lower")
     return Judged(line=line, failed=failed, evidence=evidence)
-
-
-def per_step_alpha(policy: ReleaseSettings) -> float:
-    """The significance level of one step's look: ``alpha`` over the canary's steps."""
-    return policy.alpha / max(1, len(policy.canary_steps))
 
 
 def lower_p(candidate: RouteStats, stable: RouteStats) -> float:

@@ -7,12 +7,15 @@ top of its bucket: one request at 0.74 s reads as p99 0.94 s, 1.9x a stable p99 
 from thousands of requests, although both versions answered in the same batches of the same
 server (a vLLM e2e run rolled back a 43 -> 64 % candidate that way).
 
-So a p99 over the limit also has to be borne out by the counts: the bound is the smallest
-bucket bound at or above stable's p99, and the candidate fails only when significantly more of
-its requests are slower than that bound than stable's share (at least 1 %, what a p99
-leaves above it): a one-sided binomial test at ``latency_alpha``. A clearly slower candidate
-has most of its requests over the bound and fails on a few; one slow request in a dozen
-does not (p = 0.11 against 1 %).
+So a p99 over the limit also has to be borne out by the counts, compared over the same
+interval: take the smallest bucket bound at or above stable's p99 and count the requests of
+both versions slower than it. When the
+versions are alike, each slow request is the candidate's with the candidate's share of all
+requests in the window, whatever the load did meanwhile (a burst slows both: it adds slow
+requests to both sides in proportion); the candidate fails only when it holds significantly more
+of them, a one-sided binomial test at the canary's per-test level
+(:func:`~tasks.release.sequential.canary_test_alpha`). A clearly slower candidate holds most of
+the slow requests; one slow request in a dozen does not.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.promql import QUANTILE
+from infra.promql import QUANTILE, histogram_quantile
+from tasks.release.sequential import canary_test_alpha
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
@@ -51,29 +55,29 @@ def judge_p99(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings
         f"{stable_p99 * 1000:.0f} ms (max {policy.latency_p99_ratio_max:g}x)"
     )
     failed = ratio > policy.latency_p99_ratio_max
-    if failed and (slow := slow_share(candidate, stable, stable_p99)) is not None:
+    if failed and (slow := slow_share(candidate, stable)) is not None:
         evidence["slow_requests"] = slow.as_dict()
-        failed = slow.p_value < policy.latency_alpha  # borne out by the counts, or not
+        failed = slow.p_value < canary_test_alpha(policy)  # borne out by the counts, or not
         line += f"; {slow.describe()}" + ("" if failed else ": not judged slower")
     return Judged(line=line, failed=failed, evidence=evidence)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SlowShare:
-    """The share of slow requests of both versions and the test between them."""
+    """The slow requests of both versions over the same window, and the test between them."""
 
     bound_s: float  # the smallest bucket bound at or above stable's p99
     candidate_slow: float  # candidate requests slower than the bound
-    candidate_requests: float
-    stable_share: float  # stable's share over the bound, at least 1 - QUANTILE
-    p_value: float  # one-sided binomial: as many slow requests or more at stable's share
+    slow: float  # requests of both versions slower than the bound
+    candidate_share: float  # the candidate's share of all requests in the window
+    p_value: float  # one-sided binomial: this many of the slow requests or more
 
     def describe(self) -> str:
         """The comparison in one line."""
         return (
-            f"{self.candidate_slow:.0f} of {self.candidate_requests:.0f} candidate requests over "
-            f"{self.bound_s * 1000:.0f} ms vs stable's {self.stable_share:.1%} "
-            f"(binomial p={self.p_value:.2g})"
+            f"{self.candidate_slow:.0f} of {self.slow:.0f} requests over "
+            f"{self.bound_s * 1000:.0f} ms were the candidate's, which served "
+            f"{self.candidate_share:.1%} of requests (binomial p={self.p_value:.2g})"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,23 +85,25 @@ class SlowShare:
         return asdict(self)
 
 
-def slow_share(candidate: RouteStats, stable: RouteStats, stable_p99_s: float) -> SlowShare | None:
-    """The slow-request test over both versions' histograms; None when either is missing or
-    stable's p99 is beyond the last finite bound."""
+def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
+    """The slow-request test over both versions' histograms of the same window; None when
+    either is missing."""
     cb, sb = candidate.latency_buckets, stable.latency_buckets
+    bounds = sorted(b for b in cb if b in sb and not math.isinf(b))
     n, n_stable = cb.get(math.inf, 0.0), sb.get(math.inf, 0.0)
-    bound = next((b for b in sorted(cb) if b >= stable_p99_s and b in sb), math.inf)
-    if math.isinf(bound) or n <= 0:
+    if not bounds or n <= 0 or n_stable <= 0:
         return None
+    stable_p99 = histogram_quantile(QUANTILE, sb) or bounds[0]
+    bound = next((b for b in bounds if b >= stable_p99), bounds[-1])
     slow = max(n - cb[bound], 0.0)
     stable_slow = max(n_stable - sb[bound], 0.0)
-    share = max(stable_slow / n_stable if n_stable > 0 else 0.0, 1.0 - QUANTILE)
+    share = n / (n + n_stable)
     return SlowShare(
         bound_s=bound,
         candidate_slow=slow,
-        candidate_requests=n,
-        stable_share=share,
-        p_value=binomial_tail(round(slow), round(n), share),
+        slow=slow + stable_slow,
+        candidate_share=share,
+        p_value=binomial_tail(round(slow), round(slow + stable_slow), share),
     )
 
 

@@ -123,7 +123,7 @@ def apply_gate(
         )
     else:
         restore = (
-            {"weight": float(policy.canary_steps[0])}
+            {"weight": policy.canary_weight(0)}
             if direct
             else {"shadow_fraction": policy.shadow_fraction}
         )
@@ -230,7 +230,7 @@ def conclude(
         )
     if result.verdict == "no_data":
         restore = (
-            {"weight": float(policy.canary_steps[step])}
+            {"weight": policy.canary_weight(step)}
             if phase == "canary"
             else {"shadow_fraction": policy.shadow_fraction}
         )

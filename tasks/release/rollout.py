@@ -1,6 +1,7 @@
 """Shadow and canary phases of a release, and how their evidence is judged.
 
-Shadow: the gateway mirrors ``shadow_fraction`` of stable requests to the candidate; each
+Shadow: the gateway mirrors ``shadow_fraction`` of stable requests to the candidate, sent at
+the moment the stable call starts (so both answers of a pair meet the same load); each
 mirrored pair (same ``pairing_id``, routes ``stable`` and ``shadow`` in the traces) is scored
 with the stage-2 reward and paired-tested. The golden gate already showed an improvement, so
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
@@ -9,17 +10,7 @@ significantly worse at any size (two-sided p < alpha), and proceeds to the canar
 Live rewards are noisy (judge, latency, context metrics): 31 pairs at 0.598 -> 0.563 (p 0.57)
 are not evidence, while 3 answers of 30 worse and none better (one-sided p 0.04) are.
 
-Canary: each step sets the candidate's weight, waits ``analysis_interval_s`` and compares the
-candidate (this step) with stable (since the canary began, so a 100 % step has a baseline)
-through :class:`~infra.promql.CanaryMetrics`. Guard rails: error ratio (fail above
-``error_ratio_max`` x stable), p99 latency (above ``latency_p99_ratio_max`` x stable and
-significantly more slow requests, :mod:`tasks.release.latency`), mean feedback (below
-``feedback_ratio_min`` x stable with ``min_feedback`` events on both sides, and significantly
-lower, :mod:`tasks.release.feedback_rail`). On every poll an
-always-valid sequential test (:mod:`tasks.release.sequential`) may end the step early: failed
-when the candidate is clearly worse, passed when clearly better and the guard rails hold.
-No-data rule: fewer than ``min_requests_per_step`` candidate requests (or unreadable metrics)
-keep the step waiting until ``step_deadline_s``; then it fails as ``no_data``, never passes.
+Canary: each step's analysis is :mod:`tasks.release.canary`.
 
 Both phases poll the routing state every ``poll_s``: a rollback or abort ends them at once; a
 pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window, unless the
@@ -37,20 +28,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import task
 
-from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState
-from tasks.release.feedback_rail import judge_feedback
-from tasks.release.latency import judge_p99
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from infra.promql import CanaryMetrics, CanaryWindow
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
     from tasks.curate.pii import PiiEngine
-    from tasks.release.sequential import SequentialState
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -74,47 +60,6 @@ class PhaseResult:
     reasons: list[str]
     evidence: dict[str, Any] = field(default_factory=dict)
     state: RoutingState | None = None
-
-
-# ---- canary analysis ------------------------------------------------------------------------
-
-
-def analyse_step(window: CanaryWindow | None, policy: ReleaseSettings) -> PhaseResult:
-    """Judge one canary window (pure)."""
-    if window is None:
-        return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
-    c, s = window.candidate, window.stable
-    evidence: dict[str, Any] = {
-        "source": window.source,
-        "candidate": c.as_dict(),
-        "stable": s.as_dict(),
-        "candidate_window_s": round(window.candidate_window_s, 1),
-        "stable_window_s": round(window.stable_window_s, 1),
-    }
-    if c.requests < policy.min_requests_per_step:
-        reason = f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
-        return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
-    failures: list[str] = []
-    notes: list[str] = []
-    stable_err = max(s.error_ratio or 0.0, policy.error_floor)
-    err_ratio = (c.error_ratio or 0.0) / stable_err
-    evidence["error_ratio_vs_stable"] = err_ratio
-    line = (
-        f"error ratio {c.error_ratio or 0:.2%} = {err_ratio:.2f}x stable {stable_err:.2%} "
-        f"(max {policy.error_ratio_max:g}x)"
-    )
-    (failures if err_ratio > policy.error_ratio_max else notes).append(line)
-    if (latency := judge_p99(c, s, policy)) is not None:
-        evidence.update(latency.evidence)
-        (failures if latency.failed else notes).append(latency.line)
-    feedback = judge_feedback(c, s, policy)
-    evidence.update(feedback.evidence)
-    (failures if feedback.failed else notes).append(feedback.line)
-    if s.requests <= 0:
-        notes.append("no stable requests in the window: stable floors used")
-    return PhaseResult(
-        verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
-    )
 
 
 def _interrupted(state: RoutingState, version: str, phase: str) -> PhaseResult | None:
@@ -153,102 +98,6 @@ def _wait_while_paused(
     return PhaseResult(
         verdict="paused", reasons=[f"still paused after {policy.pause_limit_s:.0f} s"]
     )
-
-
-def watch_step(
-    routing: RoutingBackend,
-    version: str,
-    *,
-    stable: str,
-    metrics: CanaryMetrics,
-    policy: ReleaseSettings,
-    canary_start: float,
-    clock: Clock,
-) -> PhaseResult:
-    """Hold one canary step until it passes, fails, runs out of time without data, or the
-    release is interrupted. A workload's release (``routing`` scoped to it) reads that
-    workload's metrics alone: its canary against its stable as its own users were served."""
-    from tasks.release.sequential import SequentialState
-
-    step_start = metrics.mark()
-    seq = SequentialState()
-    while True:
-        clock.sleep(policy.poll_s)
-        state = routing.load()
-        stop = _interrupted(state, version, "canary")
-        if stop is not None and stop.verdict == "paused":
-            stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
-            if stop is None:  # resumed: the step's evidence starts again
-                step_start, seq = metrics.mark(), SequentialState()
-                continue
-        if stop is not None:
-            return stop
-        now = clock.now()
-        at_horizon = now - step_start >= policy.analysis_interval_s
-        if not at_horizon and policy.sequential_alpha is None:
-            continue
-        try:
-            window = metrics.read(
-                candidate=version,
-                stable=stable,
-                candidate_since=step_start,
-                stable_since=canary_start,
-                workload=state.workload,
-            )
-        except MetricsError as exc:
-            log.warning("canary metrics unavailable: %s", exc)
-            window = None
-        result = analyse_step(window, policy)
-        early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
-        if early is not None:
-            return early
-        if not at_horizon:
-            continue
-        if result.verdict != "no_data":
-            return result
-        if now - step_start >= policy.step_deadline_s:
-            result.reasons.append(
-                f"no decision within the step deadline ({policy.step_deadline_s:.0f} s)"
-            )
-            return result
-
-
-def _sequential_look(
-    window: CanaryWindow | None,
-    result: PhaseResult,
-    policy: ReleaseSettings,
-    seq: SequentialState,
-    *,
-    elapsed_s: float,
-) -> PhaseResult | None:
-    """The step's result when the always-valid test ends it now (clearly worse, or clearly
-    better with the guard rails passing); else None, with its evidence added to ``result``."""
-    from tasks.release.sequential import evidence, measure, sequential_verdict
-
-    alpha = policy.sequential_alpha
-    if alpha is None or window is None:
-        return None
-    if window.candidate.requests < policy.sequential_min_requests:
-        return None
-    measures = measure(window, policy, seq)
-    early, reasons = sequential_verdict(
-        measures,
-        alpha=alpha,
-        enough_requests=result.verdict != "no_data",
-        guard_rails_pass=result.verdict == "pass",
-    )
-    result.evidence["sequential"] = evidence(measures, seq)
-    result.evidence["elapsed_s"] = round(elapsed_s, 1)
-    if early == "continue":
-        if result.verdict in ("pass", "fail"):
-            result.reasons.extend(reasons)
-        return None
-    horizon = (
-        f"stopped after {elapsed_s:.0f} s of the step's {policy.analysis_interval_s:.0f} s "
-        f"horizon (alpha {alpha:g})"
-    )
-    guard = result.reasons if early == "pass" else []
-    return PhaseResult(verdict=early, reasons=[*reasons, horizon, *guard], evidence=result.evidence)
 
 
 # ---- shadow ---------------------------------------------------------------------------------
@@ -396,5 +245,4 @@ def watch_shadow(
             return PhaseResult(verdict="no_data", reasons=[reason], evidence={"pairs": len(pairs)})
 
 
-watch_step_task = task(**IO_RETRIES)(watch_step)
 watch_shadow_task = task(**IO_RETRIES)(watch_shadow)

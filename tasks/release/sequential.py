@@ -16,11 +16,15 @@ effect worth detecting: the distance from the stable value to the guard rail
 
 What a step does with it (:func:`sequential_verdict`):
 
-- clearly worse (p < alpha, candidate worse) on either measure: the step fails at once;
-- clearly better (p < alpha, candidate better) on one, not leaning worse on the other, with
+- beyond a guard rail and clearly worse (p < :func:`canary_test_alpha`) on either measure: the
+  step fails at once;
+- clearly better (p < ``sequential_alpha``) on one, not leaning worse on the other, with
   ``min_requests_per_step`` requests and the guard rails passing: the step passes at once;
 - otherwise the step runs to its horizon (``analysis_interval_s``) and the guard rails
-  (:func:`~tasks.release.rollout.analyse_step`) decide, the sequential test still able to fail it.
+  (:func:`~tasks.release.canary.analyse_step`) decide, the sequential test still able to fail it.
+
+Errors are counted per user (the share of users who met an error, :mod:`infra.gateway.voices`),
+so the trials the test assumes independent are users, not one user's retries.
 """
 
 from __future__ import annotations
@@ -74,15 +78,25 @@ class SequentialState:
         return p
 
 
+TESTS_PER_STEP = 5  # errors and feedback at the horizon and sequentially, latency at the horizon
+
+
+def canary_test_alpha(policy: ReleaseSettings) -> float:
+    """The significance level of each of a canary's failure tests: ``alpha`` split evenly over
+    its steps and the tests of each step (Bonferroni), so a version no worse than stable is
+    rolled back at most ``alpha`` of the time over the whole canary."""
+    return policy.alpha / (max(1, len(policy.canary_steps)) * TESTS_PER_STEP)
+
+
 def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[float, ...] | None:
-    if c.requests <= 0 or s.requests <= 0:
+    if c.users <= 0 or s.users <= 0:
         return None
-    pc, ps = c.errors / c.requests, s.errors / s.requests
-    pooled = (c.errors + s.errors) / (c.requests + s.requests)
-    pooled = min(max(pooled, 1.0 / (c.requests + s.requests)), 1 - 1e-9)
-    variance = pooled * (1 - pooled) * (1 / c.requests + 1 / s.requests)
+    pc, ps = c.error_users / c.users, s.error_users / s.users
+    pooled = (c.error_users + s.error_users) / (c.users + s.users)
+    pooled = min(max(pooled, 1.0 / (c.users + s.users)), 1 - 1e-9)
+    variance = pooled * (1 - pooled) * (1 / c.users + 1 / s.users)
     tau = max(ps, policy.error_floor) * max(policy.error_ratio_max - 1, 0.1)
-    return pc, ps, c.requests, s.requests, pc - ps, variance, tau
+    return pc, ps, c.users, s.users, pc - ps, variance, tau
 
 
 FEEDBACK_SCALE = {1: 1.0, 0: 0.5, -1: 0.0}  # feedback value -> the reward's scale
@@ -161,13 +175,26 @@ Early = Literal["fail", "pass", "continue"]
 
 
 def sequential_verdict(
-    measures: list[Measure], *, alpha: float, enough_requests: bool, guard_rails_pass: bool
+    measures: list[Measure],
+    *,
+    alpha: float | None,
+    fail_alpha: float,
+    beyond_rail: set[str],
+    enough_requests: bool,
+    guard_rails_pass: bool,
 ) -> tuple[Early, list[str]]:
-    """What this look decides (see the module docstring) and why."""
-    worse = [m for m in measures if m.direction == "worse" and m.p_value < alpha]
+    """What this look decides (see the module docstring) and why; ``alpha`` None: never an
+    early pass."""
+    worse = [
+        m
+        for m in measures
+        if m.direction == "worse" and m.p_value < fail_alpha and m.name in beyond_rail
+    ]
     if worse:
         return "fail", [f"sequential test: {describe(m)} (clearly worse)" for m in worse]
-    better = [m for m in measures if m.direction == "better" and m.p_value < alpha]
+    better = [
+        m for m in measures if alpha is not None and m.direction == "better" and m.p_value < alpha
+    ]
     leaning_worse = any(m.direction == "worse" for m in measures)
     if better and enough_requests and guard_rails_pass and not leaning_worse:
         return "pass", [f"sequential test: {describe(m)} (clearly better)" for m in better]

@@ -323,9 +323,9 @@ def canary_move(
     evidence: dict[str, Any] | None = None,
     release_id: str | None = None,
 ) -> Moved:
-    """Route ``canary_steps[step]`` % of users to the candidate (not moved when its release
+    """Route ``canary_weight(step)`` % of users to the candidate (not moved when its release
     is no longer active)."""
-    weight = float(policy.canary_steps[step])
+    weight = policy.canary_weight(step)
     return try_transition(
         routing,
         catalog,
@@ -352,7 +352,7 @@ def enter_canary_step(
     actor: str,
     evidence: dict[str, Any] | None = None,
 ) -> RoutingState:
-    """Route ``canary_steps[step]`` % of users to the candidate (shadow mirroring off).
+    """Route ``canary_weight(step)`` % of users to the candidate (shadow mirroring off).
 
     Raises:
         ReleaseInterrupted: the release is no longer active (rolled back, aborted, held).

@@ -235,7 +235,8 @@ def test_canary_analysis_through_prometheus_never_passes_without_traffic(stack: 
     from infra.promql import PrometheusClient, PrometheusMetrics
     from infra.routing import StoreRouting
     from infra.settings import ReleaseSettings
-    from tasks.release.rollout import Clock, watch_step
+    from tasks.release.canary import watch_step
+    from tasks.release.rollout import Clock
 
     stack.upstreams["v1"].app.fail_rate = 0.0
     route_half_to_candidate(stack)
@@ -251,7 +252,6 @@ def test_canary_analysis_through_prometheus_never_passes_without_traffic(stack: 
             stable="v0",
             metrics=metrics,
             policy=cfg,
-            canary_start=time.time(),
             clock=Clock(),
         )
 

@@ -294,5 +294,5 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
     steps = [json.loads(r["details"]) for r in audit(env, "release_transition")]
     assert [s["to_phase"] for s in steps] == ["held", "canary", "canary", "promoted"]
     assert steps[1]["evidence"] == {"handover": True} and steps[1]["weight"] == 50
-    assert steps[2]["weight"] == 100 and steps[2]["evidence"]["previous_step"]["step"] == 0
+    assert steps[2]["weight"] == 90 and steps[2]["evidence"]["previous_step"]["step"] == 0
     assert traffic.routes["canary"] > 0

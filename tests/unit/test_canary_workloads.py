@@ -14,7 +14,7 @@ from infra.gateway.metrics import GatewayMetrics
 from infra.promql import CanaryWindow, EmbeddedMetrics, PrometheusMetrics, RouteStats
 from infra.routing import RoutingState, StoreRouting, WorkloadRelease, save_state, scoped
 from infra.store import LocalStore
-from tasks.release.rollout import watch_step
+from tasks.release.canary import watch_step
 from tests.unit.test_release_canary import CFG, FakeClock
 
 SQL = WorkloadRelease(candidate="v1", phase="canary", weight=10)
@@ -46,14 +46,14 @@ def test_the_embedded_reader_reads_one_workloads_series_alone() -> None:
         metrics.observe(model="v0", route="stable", seconds=0.1, error=False, workload="sql")
     for _ in range(30):  # the shared line's users of the same stable version
         metrics.observe(model="v0", route="stable", seconds=0.1, error=True)
-    metrics.feedback.labels("v1", "-1", "sql").inc(2)
-    metrics.feedback.labels("v1", "1", "default").inc(7)
+    for voter in range(2):  # one vote per user: two users of sql's canary, seven others'
+        metrics.vote(model="v1", value=-1, workload="sql", voter=voter, epoch=())
+    for voter in range(7):
+        metrics.vote(model="v1", value=1, workload="default", voter=voter, epoch=())
     t[0] = 160.0
 
-    mine = reader.read(
-        candidate="v1", stable="v0", candidate_since=since, stable_since=since, workload="sql"
-    )
-    every = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+    mine = reader.read(candidate="v1", stable="v0", since=since, workload="sql")
+    every = reader.read(candidate="v1", stable="v0", since=since)
 
     assert (mine.candidate.requests, mine.candidate.errors) == (10, 5)
     assert (mine.stable.requests, mine.stable.errors) == (4, 0)
@@ -76,10 +76,10 @@ class RecordingPrometheus:
 def test_prometheus_queries_select_the_workloads_series() -> None:
     client = RecordingPrometheus()
     reader = PrometheusMetrics(client, clock=lambda: 1000.0)  # type: ignore[arg-type]
-    reader.read(candidate="v1", stable="v0", candidate_since=900, stable_since=800, workload="sql")
+    reader.read(candidate="v1", stable="v0", since=900, workload="sql")
     assert client.queries and all('workload="sql"' in q for q in client.queries)
     client.queries.clear()
-    reader.read(candidate="v1", stable="v0", candidate_since=900, stable_since=800)
+    reader.read(candidate="v1", stable="v0", since=900)
     assert client.queries and not any("workload" in q for q in client.queries)
 
 
@@ -97,7 +97,7 @@ class SeenMetrics:
 
     def read(self, *, workload: str | None = None, **_: float | str) -> CanaryWindow:
         self.workloads.append(workload)
-        return CanaryWindow(RouteStats(500, 0, 0.1), RouteStats(500, 0, 0.1), "fake", 60, 60)
+        return CanaryWindow(RouteStats(500, 0, 0.1), RouteStats(500, 0, 0.1), "fake", 60)
 
 
 def test_a_workloads_canary_step_reads_its_own_metrics(tmp_path: Path) -> None:
@@ -113,7 +113,6 @@ def test_a_workloads_canary_step_reads_its_own_metrics(tmp_path: Path) -> None:
         stable="v0",
         metrics=metrics,  # type: ignore[arg-type]
         policy=CFG,
-        canary_start=clock.now(),
         clock=clock,
     )
 

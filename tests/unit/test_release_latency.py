@@ -12,8 +12,8 @@ import pytest
 from infra.gateway.metrics import GatewayMetrics
 from infra.promql import CanaryWindow, EmbeddedMetrics, RouteStats
 from infra.settings import ReleaseSettings
+from tasks.release.canary import analyse_step
 from tasks.release.latency import binomial_tail, slow_share
-from tasks.release.rollout import analyse_step
 
 CFG = ReleaseSettings(min_requests_per_step=5)
 
@@ -28,7 +28,7 @@ def observed(stable: dict[float, int], candidate: dict[float, int]) -> CanaryWin
         for seconds, n in latencies.items():
             for _ in range(n):
                 metrics.observe(model=model, route=route, seconds=seconds, error=False)
-    return reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+    return reader.read(candidate="v1", stable="v0", since=since)
 
 
 STABLE = {0.2: 600, 0.4: 2272, 0.8: 28}  # p99 just under 0.5 s
@@ -43,19 +43,21 @@ def test_one_slow_request_in_a_dozen_is_not_a_latency_regression() -> None:
 
     assert result.verdict == "pass", result.reasons
     line = next(r for r in result.reasons if r.startswith("p99"))
-    assert "1 of 12 candidate requests over 500 ms" in line and "not judged slower" in line
-    assert result.evidence["slow_requests"]["p_value"] == pytest.approx(1 - 0.99**12)
+    assert "1 of 29 requests over 500 ms were the candidate's" in line
+    assert "not judged slower" in line
+    share = 12 / (12 + 2900)  # the candidate's share of the window's requests
+    assert result.evidence["slow_requests"]["p_value"] == pytest.approx(1 - (1 - share) ** 29)
 
 
 def test_a_candidate_slower_on_most_requests_fails_on_a_dozen() -> None:
     result = analyse_step(observed(STABLE, {0.4: 4, 0.74: 8}), CFG)
 
     assert result.verdict == "fail"
-    assert any("8 of 12 candidate requests over 500 ms" in r for r in result.reasons)
+    assert any("8 of 36 requests over 500 ms were the candidate's" in r for r in result.reasons)
 
 
 def test_a_slow_tail_fails_at_scale() -> None:
-    # 5 % of 1,000 requests over stable's p99 bound, against stable's 1 %
+    # 5 % of 1,000 requests over stable's p99 bound, against stable's 1 % in the same window
     result = analyse_step(observed(STABLE, {0.4: 950, 0.74: 50}), CFG)
 
     assert result.verdict == "fail"
@@ -64,9 +66,9 @@ def test_a_slow_tail_fails_at_scale() -> None:
 
 
 def test_without_histograms_the_ratio_alone_decides() -> None:
-    window = CanaryWindow(RouteStats(12, 0, 0.94), RouteStats(2900, 0, 0.5), "test", 60, 300)
+    window = CanaryWindow(RouteStats(12, 0, 0.94), RouteStats(2900, 0, 0.5), "test", 60)
 
-    assert slow_share(window.candidate, window.stable, 0.5) is None
+    assert slow_share(window.candidate, window.stable) is None
     assert analyse_step(window, CFG).verdict == "fail"
 
 

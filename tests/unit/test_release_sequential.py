@@ -13,7 +13,7 @@ from infra.promql import CanaryWindow, RouteStats
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release.rollout import watch_step
+from tasks.release.canary import watch_step
 from tasks.release.sequential import SequentialState, measure, msprt_lambda
 from tests.unit.test_release_canary import FakeClock
 
@@ -36,7 +36,7 @@ def _ever_rejects(rng: np.random.Generator, *, p_cand: float, looks: int, naive:
     for _ in range(looks):
         n_c, e_c = n_c + 20, e_c + rng.binomial(20, p_cand)
         n_s, e_s = n_s + 80, e_s + rng.binomial(80, 0.05)
-        window = CanaryWindow(RouteStats(n_c, e_c), RouteStats(n_s, e_s), "sim", 1.0, 1.0)
+        window = CanaryWindow(RouteStats(n_c, e_c), RouteStats(n_s, e_s), "sim", 1.0)
         if naive:  # a fixed-horizon z-test run on every look: the peeking it replaces
             pooled = (e_c + e_s) / (n_c + n_s)
             se = math.sqrt(max(pooled * (1 - pooled), 1e-9) * (1 / n_c + 1 / n_s))
@@ -83,18 +83,16 @@ class Traffic:
         *,
         candidate: str,
         stable: str,
-        candidate_since: float,
-        stable_since: float,
+        since: float,
         workload: str | None = None,
     ):
-        n = self.rate * (self.clock.now() - candidate_since)
+        n = self.rate * (self.clock.now() - since)
         fb = n * self.fb
         return CanaryWindow(
             RouteStats(n, n * self.errors, 0.1, {1: fb * self.up, -1: fb * (1 - self.up)}),
             RouteStats(1000, 10, 0.1, {1: 200, -1: 200}),
             "fake",
-            self.clock.now() - candidate_since,
-            self.clock.now() - stable_since,
+            self.clock.now() - since,
         )
 
 
@@ -113,7 +111,6 @@ def run_step(routing: StoreRouting, **traffic: float):
         stable="v0",
         metrics=Traffic(clock, **traffic),
         policy=CFG,
-        canary_start=clock.now(),
         clock=clock,
     )
     return result, clock.now() - START
@@ -140,7 +137,7 @@ def test_an_equal_canary_runs_to_the_horizon_and_passes_the_guard_rails(
     assert result.verdict == "pass"
     assert elapsed == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
     text = " | ".join(result.reasons)
-    assert "error ratio 1.00% = 1.00x" in text  # the guard rail's line
+    assert "errors: 1.00% of 600 users = 1.00x" in text  # the guard rail's line
     assert "always-valid p=" in text and "clearly" not in text
 
 
@@ -169,7 +166,6 @@ def _feedback_false_alarm(rng: np.random.Generator, *, looks: int) -> bool:
             RouteStats(100, 0, feedback=dict(stable)),
             "sim",
             1.0,
-            1.0,
         )
         if any(m.p_value < 0.05 for m in measure(window, CFG, state) if m.name == "feedback"):
             return True
@@ -181,7 +177,7 @@ def test_a_few_unanimous_votes_on_equal_versions_are_not_a_verdict() -> None:
     # candidate was 8 points better on the golden set): Fisher's exact test gives p = 0.029,
     # an always-valid test must not claim more certainty than that
     window = CanaryWindow(
-        RouteStats(10, 0, feedback={-1: 3}), RouteStats(10, 0, feedback={1: 4}), "sim", 1.0, 1.0
+        RouteStats(10, 0, feedback={-1: 3}), RouteStats(10, 0, feedback={1: 4}), "sim", 1.0
     )
     [fb] = [m for m in measure(window, CFG, SequentialState()) if m.name == "feedback"]
     assert fb.direction == "worse" and fb.p_value > 0.05
@@ -193,7 +189,7 @@ def test_a_few_unanimous_votes_on_equal_versions_are_not_a_verdict() -> None:
 
 def test_many_unanimous_votes_against_the_candidate_fail_it() -> None:
     window = CanaryWindow(
-        RouteStats(40, 0, feedback={-1: 20}), RouteStats(40, 0, feedback={1: 20}), "sim", 1.0, 1.0
+        RouteStats(40, 0, feedback={-1: 20}), RouteStats(40, 0, feedback={1: 20}), "sim", 1.0
     )
     [fb] = [m for m in measure(window, CFG, SequentialState()) if m.name == "feedback"]
     assert fb.direction == "worse" and fb.p_value < 1e-3

@@ -1,0 +1,86 @@
+"""One user, one voice: what the canary's tests count per user.
+
+Routing is sticky per user (:mod:`infra.gateway.routing`), so one user's requests, errors and
+votes all land on one version, and they are not independent of each other: a user who votes
+every answer down, a script that retries a failing request, one heavy client. Counted per
+request, one such user could vote a canary down trace by trace, or make a step look ten times
+worse than it is. The canary's error and feedback tests therefore count users, not events:
+
+- ``agent_voices_total{model,route,workload}``: users served by a version in the current step
+  of their release line (each user's first ``cap`` requests);
+- ``agent_error_voices_total{model,route,workload}``: users whose request failed (each user's
+  first ``cap`` failures);
+- ``user_feedback_voices_total{model,value,workload}``: each user's first ``cap`` votes.
+
+``cap`` is ``FLYWHEEL_GATEWAY__VOICES_PER_STEP`` (default 1: the error test compares the share
+of users who met an error, the feedback test one vote per user, and the tests' independence
+assumption holds at the user). A user is the request's ``user`` (OpenAI's field), or, without
+one, the connection's peer address (clients behind one proxy without ``user`` share a voice).
+The key is a keyed 64-bit hash held in memory only, never exported or logged.
+
+A *step* is one state of the release line (its release id, candidate, phase, weight and step):
+when the routing state moves a line on, that line's ledger starts again, so each canary step
+hears every user afresh. The raw series (``agent_requests_total``, ``agent_errors_total``,
+``user_feedback_total``) still count every event, for dashboards and alert rules. Memory is
+bounded (``MAX_KEYS`` users per line; past it, new users are not counted as voices and
+``flywheel_voices_dropped_total`` says so). Several gateway processes keep one ledger each: a
+user spread over N processes counts up to N times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.routing import RoutingState
+
+MAX_KEYS = 200_000  # (user, version, kind) entries per release line and step
+
+Epoch = tuple[object, ...]
+
+
+def epoch_of(view: RoutingState) -> Epoch:
+    """The step a release line is in: anything that changes it starts the line's votes anew."""
+    return (view.release_id, view.candidate, view.phase, view.weight, view.step, view.stable)
+
+
+class VoiceLedger:
+    """Per release line and step: how many requests, errors and votes each user has had
+    counted, so each counts at most ``cap`` times (see the module docstring)."""
+
+    def __init__(self, *, cap: int = 1, max_keys: int = MAX_KEYS) -> None:
+        self.cap = cap
+        self.max_keys = max_keys
+        self._key = os.urandom(16)  # per process: the hashes mean nothing outside it
+        self._lines: dict[str, tuple[Epoch, dict[tuple[int, str, str], int]]] = {}
+        self.dropped = 0
+
+    def voter(self, user: str | None, peer: str | None) -> int | None:
+        """The in-memory key of a requester: its user, else its peer address (None: neither)."""
+        who = f"u\x00{user}" if user else (f"a\x00{peer}" if peer else None)
+        if who is None:
+            return None
+        digest = hashlib.blake2b(who.encode(), key=self._key, digest_size=8).digest()
+        return int.from_bytes(digest, "big")
+
+    def admit(self, *, line: str, epoch: Epoch, voter: int | None, model: str, kind: str) -> bool:
+        """Whether this event of ``voter`` counts as a voice (``kind``: request, error or
+        feedback) for ``model`` in ``line``'s current step; counts it when it does. An event
+        without a voter never counts as a voice."""
+        if voter is None:
+            return False
+        current = self._lines.get(line)
+        if current is None or current[0] != epoch:
+            current = self._lines[line] = (epoch, {})
+        seen = current[1]
+        key = (voter, model, kind)
+        n = seen.get(key, 0)
+        if n >= self.cap:
+            return False
+        if n == 0 and len(seen) >= self.max_keys:
+            self.dropped += 1
+            return False
+        seen[key] = n + 1
+        return True

@@ -1,0 +1,223 @@
+"""Canary steps: each step routes a share of the line's users to the candidate, waits
+``analysis_interval_s`` and compares the two versions over the same interval, for the same
+workload, from the same series (:class:`~infra.promql.CanaryMetrics`), never against stable's
+history: a burst of load during the step slows both alike. The step that would send 100 %
+keeps ``stable_holdback`` % of users on stable until the decision, so the last comparison is
+concurrent too; promotion then routes everyone to the new stable.
+
+What is compared (users, not events, for errors and feedback: :mod:`infra.gateway.voices`):
+
+- errors: the share of users who met an error; fails above ``error_ratio_max`` x stable's
+  share (at least ``error_floor``) and significantly higher (one-sided Fisher exact test on
+  users);
+- p99 latency: above ``latency_p99_ratio_max`` x stable's p99 and significantly more slow
+  requests than the candidate's share of all requests (:mod:`tasks.release.latency`);
+- feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
+  users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
+- an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
+  every poll: a step fails at once when the candidate is beyond a rail and clearly worse, and
+  passes early when clearly better (at ``sequential_alpha``) with the rails holding.
+
+The false-alarm budget: a version identical to stable must be rolled back at most ``alpha`` of
+the time over the whole canary. Each step runs five tests (errors and feedback at the horizon
+and sequentially, latency at the horizon), so each runs at ``alpha / (5 x steps)``
+(:func:`~tasks.release.sequential.canary_test_alpha`, Bonferroni). ``make bench`` measures the
+rates (tests/benchmarks/bench_release_decisions.py).
+
+No-data rule: fewer than ``min_requests_per_step`` candidate requests (or unreadable metrics)
+keep the step waiting until ``step_deadline_s``; then it fails as ``no_data``, never passes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+
+from infra.errors import MetricsError
+from infra.retries import IO_RETRIES
+from tasks.release.feedback_rail import judge_feedback
+from tasks.release.latency import Judged, judge_p99
+from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
+from tasks.release.sequential import (
+    SequentialState,
+    canary_test_alpha,
+    evidence,
+    measure,
+    sequential_verdict,
+)
+
+if TYPE_CHECKING:
+    from infra.promql import CanaryMetrics, CanaryWindow, RouteStats
+    from infra.routing import RoutingBackend
+    from infra.settings import ReleaseSettings
+    from tasks.release.sequential import Measure
+
+log = logging.getLogger(__name__)
+
+
+def analyse_step(
+    window: CanaryWindow | None, policy: ReleaseSettings, seq: SequentialState | None = None
+) -> PhaseResult:
+    """Judge one canary window by its guard rails (``seq``: the step's sequential state, whose
+    always-valid p-values are updated by this look)."""
+    if window is None:
+        return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
+    c, s = window.candidate, window.stable
+    evidence: dict[str, Any] = {
+        "source": window.source,
+        "candidate": c.as_dict(),
+        "stable": s.as_dict(),
+        "window_s": round(window.window_s, 1),
+        "test_alpha": canary_test_alpha(policy),
+    }
+    if c.requests < policy.min_requests_per_step:
+        reason = f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
+        return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
+    failures: list[str] = []
+    notes: list[str] = []
+    judged = [judge_errors(c, s, policy), judge_p99(c, s, policy), judge_feedback(c, s, policy)]
+    for rail in judged:
+        if rail is None:
+            continue
+        evidence.update(rail.evidence)
+        (failures if rail.failed else notes).append(rail.line)
+    if s.requests <= 0:
+        notes.append("no stable requests in the window: stable floors used")
+    return PhaseResult(
+        verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
+    )
+
+
+def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged:
+    """The error rail: the share of users who met an error, above ``error_ratio_max`` x
+    stable's (at least ``error_floor``) and significantly higher (Fisher exact, one-sided)."""
+    stable_share = max(s.error_ratio or 0.0, policy.error_floor)
+    ratio = (c.error_ratio or 0.0) / stable_share
+    line = (
+        f"errors: {c.error_ratio or 0:.2%} of {c.users:.0f} users = {ratio:.2f}x stable "
+        f"{stable_share:.2%} (max {policy.error_ratio_max:g}x)"
+    )
+    evidence: dict[str, Any] = {"error_ratio_vs_stable": ratio}
+    failed = ratio > policy.error_ratio_max
+    if failed:
+        p = more_errors_p(c, s)
+        evidence["error_p"] = p
+        failed = p < canary_test_alpha(policy)
+        line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged higher")
+    return Judged(line=line, failed=failed, evidence=evidence)
+
+
+def more_errors_p(c: RouteStats, s: RouteStats) -> float:
+    """One-sided p-value that a larger share of the candidate's users met an error: with the
+    users who met one fixed, how often the candidate would hold this many of them or more
+    (Fisher's exact test as a hypergeometric tail)."""
+    from scipy import stats
+
+    nc, ns = round(c.users), round(s.users)
+    ec, es = min(round(c.error_users), nc), min(round(s.error_users), ns)
+    if nc <= 0 or ec <= 0:
+        return 1.0
+    return float(stats.hypergeom.sf(ec - 1, nc + ns, ec + es, nc))
+
+
+def beyond_rails(measures: list[Measure], policy: ReleaseSettings) -> set[str]:
+    """The measures whose effect is past their guard rail (a sequential failure needs it: a
+    significant but harmless difference never rolls a version back)."""
+    out = set()
+    for m in measures:
+        if m.name == "error_ratio":
+            if m.candidate > policy.error_ratio_max * max(m.stable, policy.error_floor):
+                out.add(m.name)
+        elif m.candidate < policy.feedback_ratio_min * m.stable:
+            out.add(m.name)
+    return out
+
+
+def watch_step(
+    routing: RoutingBackend,
+    version: str,
+    *,
+    stable: str,
+    metrics: CanaryMetrics,
+    policy: ReleaseSettings,
+    clock: Clock,
+) -> PhaseResult:
+    """Hold one canary step until it passes, fails, runs out of time without data, or the
+    release is interrupted. Both versions are read over the step's own window; a workload's
+    release (``routing`` scoped to it) reads that workload's series alone."""
+    step_start = metrics.mark()
+    seq = SequentialState()
+    while True:
+        clock.sleep(policy.poll_s)
+        state = routing.load()
+        stop = _interrupted(state, version, "canary")
+        if stop is not None and stop.verdict == "paused":
+            stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
+            if stop is None:  # resumed: the step's evidence starts again
+                step_start, seq = metrics.mark(), SequentialState()
+                continue
+        if stop is not None:
+            return stop
+        now = clock.now()
+        at_horizon = now - step_start >= policy.analysis_interval_s
+        try:
+            window = metrics.read(
+                candidate=version, stable=stable, since=step_start, workload=state.workload
+            )
+        except MetricsError as exc:
+            log.warning("canary metrics unavailable: %s", exc)
+            window = None
+        result = analyse_step(window, policy)
+        early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
+        if early is not None:
+            return early
+        if not at_horizon:
+            continue
+        if result.verdict != "no_data":
+            return result
+        if now - step_start >= policy.step_deadline_s:
+            result.reasons.append(
+                f"no decision within the step deadline ({policy.step_deadline_s:.0f} s)"
+            )
+            return result
+
+
+def _sequential_look(
+    window: CanaryWindow | None,
+    result: PhaseResult,
+    policy: ReleaseSettings,
+    seq: SequentialState,
+    *,
+    elapsed_s: float,
+) -> PhaseResult | None:
+    """The step's result when the always-valid test ends it now (beyond a rail and clearly
+    worse, or clearly better with the guard rails passing); else None, with its evidence added
+    to ``result``."""
+    if window is None or window.candidate.requests < policy.sequential_min_requests:
+        return None
+    measures = measure(window, policy, seq)
+    early, reasons = sequential_verdict(
+        measures,
+        alpha=policy.sequential_alpha,
+        fail_alpha=canary_test_alpha(policy),
+        beyond_rail=beyond_rails(measures, policy),
+        enough_requests=result.verdict != "no_data",
+        guard_rails_pass=result.verdict == "pass",
+    )
+    result.evidence["sequential"] = evidence(measures, seq)
+    result.evidence["elapsed_s"] = round(elapsed_s, 1)
+    if early == "continue":
+        if result.verdict in ("pass", "fail"):
+            result.reasons.extend(reasons)
+        return None
+    horizon = (
+        f"stopped after {elapsed_s:.0f} s of the step's {policy.analysis_interval_s:.0f} s "
+        f"horizon (fail at p < {canary_test_alpha(policy):.2g})"
+    )
+    guard = result.reasons if early == "pass" else []
+    return PhaseResult(verdict=early, reasons=[*reasons, horizon, *guard], evidence=result.evidence)
+
+
+watch_step_task = task(**IO_RETRIES)(watch_step)
