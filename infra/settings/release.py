@@ -43,7 +43,6 @@ class ReleaseSettings(BaseModel):
     min_requests_per_step: int = Field(default=50, ge=1)
     error_ratio_max: float = 1.5
     latency_p99_ratio_max: float = 1.5
-    latency_alpha: float = Field(default=0.05, gt=0, lt=1)  # slow-request test behind p99
     feedback_ratio_min: float = 0.8
     min_feedback: int = 20
     error_floor: float = 0.01

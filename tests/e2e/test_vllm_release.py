@@ -222,7 +222,6 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         # with 5 of 8 requests slow and rolled it back. B's latency rail here only catches a
         # copy ten times slower (the rail itself: tests/unit/test_release_latency.py and the
         # canary latency of the first test); a production step has hundreds of requests.
-        monkeypatch.setenv("FLYWHEEL_RELEASE__LATENCY_ALPHA", "0.001")
         monkeypatch.setenv("FLYWHEEL_RELEASE__LATENCY_P99_RATIO_MAX", "10")
         get_settings.cache_clear()
         b_out = release(
