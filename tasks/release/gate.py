@@ -10,9 +10,10 @@ Decision (the seed's rule, in this order):
    unless the regression is catastrophic: candidate mean below ``reject_ratio`` of the baseline
    and significantly worse (p < ``alpha``) even on those few pairs -> ``ROLLBACK``;
 2. candidate mean below ``reject_ratio`` (95 %) of the baseline mean and significantly lower
-   (one-sided paired t-test at ``alpha``, as the shadow phase) -> ``ROLLBACK`` (rejected); below
-   it without significance: step 4 (a draw of the same version on a 400-item set fell below 95 %
-   one time in seven: ``make bench``, bench_release_decisions.py);
+   (paired t-test p < ``alpha``, two-sided as for "better", so an identical candidate gets an
+   automatic verdict, either way, at most ``alpha`` of the time) -> ``ROLLBACK`` (rejected);
+   below it without significance: step 4 (a draw of the same version on a 400-item set fell
+   below 95 % one time in seven: ``make bench``, bench_release_decisions.py);
 3. significantly better (``ttest_rel`` p < ``alpha`` and mean difference > 0) ->
    ``PROCEED_TO_SHADOW``, unless a golden slice regressed by more than ``slice_tolerance``
    (absolute drop of its mean reward) or a drift check failed: then ``MANUAL_REVIEW``;
@@ -148,8 +149,8 @@ def _decide(
                 f"{test.mean_baseline:.4f}, significantly worse ({stats})"
             ]
         return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {policy.min_samples})"]
-    lower_p = test.p_value / 2 if test.mean_diff < 0 else 1.0  # one-sided: candidate lower
-    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower_p < policy.alpha:
+    lower = test.mean_diff < 0 and test.p_value < policy.alpha  # as "better", two-sided
+    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower:
         return Decision.ROLLBACK, [
             f"candidate mean {test.mean_candidate:.4f} < {policy.reject_ratio:g} x baseline "
             f"mean {test.mean_baseline:.4f} ({stats})"

@@ -39,15 +39,17 @@ def main() -> None:
             f"{row['median_requests_to_catch'] or '-'} |"
         )
     print(f"\ngolden gate (400 items, alpha {POLICY.alpha:g}), {args.gate_runs} sets per row")
-    print("| candidate | proceed | manual review | rollback | promoted rate (95 % CI) |")
-    print("|---|---|---|---|---|")
+    print("| candidate | proceed | manual review | rollback | proceed rate | rollback rate |")
+    print("|---|---|---|---|---|---|")
     for name, counts in gate_table(args.gate_runs).items():
         n = sum(counts.values())
-        k = counts["PROCEED_TO_SHADOW"]
-        lo, hi = rate_interval(k, n)
+        cells = []
+        for decision in ("PROCEED_TO_SHADOW", "ROLLBACK"):
+            lo, hi = rate_interval(counts[decision], n)
+            cells.append(f"{counts[decision] / n:.1%} ({lo:.1%}-{hi:.1%})")
         print(
-            f"| {name} | {k} | {counts['MANUAL_REVIEW']} | {counts['ROLLBACK']} | "
-            f"{k / n:.1%} ({lo:.1%}-{hi:.1%}) |"
+            f"| {name} | {counts['PROCEED_TO_SHADOW']} | {counts['MANUAL_REVIEW']} | "
+            f"{counts['ROLLBACK']} | {cells[0]} | {cells[1]} |"
         )
     print(f"\n{time.perf_counter() - started:.0f} s; reproduce: {' '.join(sys.argv)}")
 
