@@ -43,3 +43,6 @@ Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]
 # a workload id as traces carry it (infra.routing.state.StateChange.workload has the same bounds)
 Workload = Annotated[str, Field(min_length=1, max_length=128)]
+# a version or release id a rollback names (infra.gateway.admin.RollbackRequest's bounds): not
+# a pattern, so the gateway's run is never refused for a name it routed
+ReleaseName = Annotated[str, Field(min_length=1, max_length=200)]

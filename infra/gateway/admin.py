@@ -40,7 +40,12 @@ from infra.routing import (
     apply_rollback,
     record_rollback,
 )
-from infra.routing.alerts import alert_target, alerts_by_workload, match_alerts
+from infra.routing.alerts import (
+    alert_target,
+    alerts_by_workload,
+    match_alerts,
+    rolled_back_release,
+)
 from infra.routing.cas import DURABLE
 
 if TYPE_CHECKING:
@@ -69,8 +74,8 @@ class RollbackRequest(BaseModel):
 
 
 class Admin:
-    """Admin actions; a rollback's audit event and ``on_rollback(reason)`` (with
-    ``workload=`` for a workload's rollback) run in the background."""
+    """Admin actions; a rollback's audit event and ``on_rollback(reason, **release)`` (the
+    release rolled back: :func:`rolled_back_release`) run in the background."""
 
     def __init__(
         self,
@@ -87,7 +92,7 @@ class Admin:
         self.watcher = watcher
         self._catalog = catalog
         self.on_rollback = on_rollback or (
-            lambda reason, **workload: trigger_prefect_rollback(settings, reason, **workload)
+            lambda reason, **release: trigger_prefect_rollback(settings, reason, **release)
         )
         self._lock = asyncio.Lock()
         self._catalog_lock = threading.Lock()
@@ -211,8 +216,7 @@ class Admin:
         self._background(
             lambda: record_rollback(self.catalog(), saved, before=before, workload=workload)
         )
-        # ``workload`` is passed only when set, so a one-argument callback still works
-        named = {"workload": workload} if workload is not None else {}
+        named = rolled_back_release(saved, before=before, workload=workload)
         self._background(lambda: self.on_rollback(reason, **named))
         return True, saved
 
@@ -315,11 +319,17 @@ class Admin:
 
 
 def trigger_prefect_rollback(
-    settings: Settings, reason: str, *, workload: str | None = None
+    settings: Settings,
+    reason: str,
+    *,
+    version: str | None = None,
+    release_id: str | None = None,
+    workload: str | None = None,
 ) -> None:
-    """Ask Prefect to run the rollback deployment (fire and forget; for ``workload``'s release
-    when given) when a Prefect API is configured; without one nothing happens (no ephemeral
-    server is started for this)."""
+    """Ask Prefect to run the rollback deployment (fire and forget) for the release rolled
+    back (``version``, ``release_id``, ``workload``: parameters of the run, when given), when
+    a Prefect API is configured; without one nothing happens (no ephemeral server is started
+    for this)."""
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
@@ -328,10 +338,11 @@ def trigger_prefect_rollback(
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
+    named = {"version": version, "release_id": release_id, "workload": workload}
     try:
         run = run_deployment(
             name=settings.prefect_rollback_deployment,
-            parameters={"reason": reason} | ({"workload": workload} if workload else {}),
+            parameters={"reason": reason} | {k: v for k, v in named.items() if v},
             timeout=0,
             as_subflow=False,
         )

@@ -50,7 +50,8 @@ def create_app(
     """Build the gateway. ``store`` defaults to the configured object store (routing state and
     spool), ``upstreams`` override the configured ones per version, ``catalog`` receives audit
     events (default: the configured catalog, opened on first use), ``sink`` replaces the
-    configured trace sink, ``on_rollback(reason)`` replaces asking Prefect to run the rollback
+    configured trace sink, ``on_rollback(reason, **release)`` (``version``, ``release_id``,
+    ``workload`` of the release rolled back) replaces asking Prefect to run the rollback
     deployment after a rollback (it runs in a background thread). The admin API's app is
     ``app.state.admin_app``.
 

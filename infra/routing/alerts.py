@@ -1,7 +1,8 @@
 """Which Alertmanager alerts a rollback acts on: firing alerts naming the candidate (or, during
 the bake period after a promotion, the promoted version), each fingerprint once per release.
 An alert acts on one workload's release: the one its ``workload`` label names, else the
-workload whose own candidate its ``model`` label names, else the shared release."""
+workload whose own candidate its ``model`` label names, else the shared release. The rollback
+run the gateway then asks Prefect for names that release (:func:`rolled_back_release`)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,22 @@ def match_alerts(
                 }
             )
     return matched, duplicates
+
+
+def rolled_back_release(
+    saved: RoutingState, *, before: RoutingState, workload: str | None
+) -> dict[str, str]:
+    """The release a rollback written as ``saved`` (over ``before``) acted on, as the rollback
+    flow's parameters: ``version`` (the candidate or promoted version rolled back),
+    ``release_id`` and ``workload``, each only when set. A rollback run naming them changes
+    nothing once another release is current, however late it starts."""
+    view = saved.release_of(workload)
+    named = {
+        "version": view.history[-1].candidate if view.history else None,
+        "release_id": before.release_of(workload).release_id,
+        "workload": own_workload(workload),
+    }
+    return {k: v for k, v in named.items() if v is not None}
 
 
 def _fingerprint(labels: dict[str, Any]) -> str:

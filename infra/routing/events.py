@@ -84,14 +84,15 @@ def record_stale(
     found: RoutingState,
     *,
     actor: str,
-    version: str,
+    version: str | None,
     release_id: str | None,
     asked: str,
     why: str,
 ) -> None:
     """Log, and audit as ``stale_decision``, a decision about ``version`` (release
-    ``release_id``) that was not made because another release is current (``found``)."""
-    log.warning("stale decision not made: %s %s: %s", asked, version, why)
+    ``release_id``; either may be None: not named) that was not made because another release
+    is current (``found``)."""
+    log.warning("stale decision not made: %s %s: %s", asked, version or release_id, why)
     if catalog is None:
         return
     from infra.audit import record_event
@@ -110,7 +111,7 @@ def record_stale(
         catalog,
         event_type="stale_decision",
         actor=actor,
-        subject=version,
+        subject=version or "",
         details=details,
         best_effort=True,
     )

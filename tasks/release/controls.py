@@ -1,5 +1,6 @@
 """A person's controls over the current release (the CLI and the ``release-control`` flow call
-them): :func:`release_status`, :func:`promote`, :func:`pause`, :func:`resume`, :func:`abort`.
+them): :func:`release_status`, :func:`promote`, :func:`pause`, :func:`resume`, :func:`abort`,
+and :func:`roll_back` (the ``rollback`` flow's, which an alert starts too).
 
 ``pause`` moves an active release to ``held`` (traffic unchanged) and records where to resume;
 ``resume`` moves it back. The ``release-control`` flow then continues the release itself
@@ -12,10 +13,11 @@ forces it with a reason (recorded with the promotion in the audit log).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ControlRefused, ReleaseInterrupted
-from infra.routing import bake_target
+from infra.routing import bake_target, record_stale
 from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
@@ -267,3 +269,46 @@ def abort(
         evidence={"action": "abort"},
         release_id=state.release_id,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolledBack:
+    """What :func:`roll_back` did: ``done`` (anything rolled back), ``state`` (after it, or as
+    found), and ``stale``: why nothing was done, another release being current ("" if not)."""
+
+    done: bool
+    state: RoutingState
+    stale: str = ""
+
+
+def roll_back(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    *,
+    actor: str,
+    reason: str,
+    version: str | None = None,
+    release_id: str | None = None,
+) -> RolledBack:
+    """Take the candidate away now, or undo a promotion still baking (as
+    :meth:`~infra.routing.RoutingBackend.rollback`), in the release ``version`` /
+    ``release_id`` name (an alert's rollback names the one it was about; None: whatever is
+    current, a person's). When another release is current nothing changes: a run that
+    started late never rolls back the next candidate; the stale decision is logged and
+    audited (``stale_decision``), and ``stale`` says why."""
+    try:
+        done, state = routing.rollback(
+            reason=reason, actor=actor, version=version, release_id=release_id
+        )
+    except ReleaseInterrupted as exc:
+        record_stale(
+            catalog,
+            exc.state,
+            actor=actor,
+            version=version,
+            release_id=release_id,
+            asked="rolled_back",
+            why=str(exc),
+        )
+        return RolledBack(done=False, state=exc.state, stale=str(exc))
+    return RolledBack(done=done, state=state)

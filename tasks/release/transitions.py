@@ -30,6 +30,8 @@ from infra.routing import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.catalog import Catalog
 
     from infra.settings import ReleaseSettings
@@ -98,12 +100,7 @@ def try_transition(
             **changes,
         )
 
-    before, saved = compare_and_swap(
-        routing.load,
-        decide,
-        lambda _, change: routing.transition(change),
-        operation="routing.transition",
-    )
+    before, saved = _swap(routing, catalog, version, decide)
     if saved is None:
         why = _refusal(before, version, expect=expect, release_id=release_id) or ""
         if _stale(before, version, expect=expect, release_id=release_id):
@@ -117,12 +114,36 @@ def try_transition(
                 why=why,
             )
         return Moved(state=before, moved=False, why=why)
+    return Moved(state=saved, moved=True)
+
+
+def _swap(
+    routing: RoutingBackend,
+    catalog: Catalog | None,
+    version: str,
+    decide: Callable[[RoutingState], StateChange | None],
+) -> tuple[RoutingState, RoutingState | None]:
+    """``(state read, state written or None)``: one compare-and-swap of the change ``decide``
+    makes from the state it writes over, audited (``release_transition``) and logged.
+
+    Raises:
+        StateConflict: the state kept changing (transient).
+    """
+    before, saved = compare_and_swap(
+        routing.load,
+        decide,
+        lambda _, change: routing.transition(change),
+        operation="routing.transition",
+    )
+    if saved is None:
+        return before, None
     if catalog is not None:
         record_decision(
             catalog, saved, before=before, event_type="release_transition", subject=version
         )
-    log.info("release %s: %s -> %s (%s)", version, before.phase, to_phase, reason)
-    return Moved(state=saved, moved=True)
+    why = saved.history[-1].reason  # every transition appends its entry
+    log.info("release %s: %s -> %s (%s)", version, before.phase, saved.phase, why)
+    return before, saved
 
 
 def _stale(
@@ -176,14 +197,31 @@ def begin_release(
     actor: str,
     force: bool = False,
 ) -> RoutingState:
-    """Start gating ``version`` (candidate, no traffic yet).
+    """Start gating ``version`` (candidate, no traffic yet), decided on the state the start
+    writes over: a release begun or a version rejected since the read makes the write
+    conflict, and the start is decided again on the new state (two never both start).
 
     Raises:
         RejectedVersion: ``version`` was rejected and ``force`` is false.
         ReleaseError: it is already stable, or another candidate is being released or holds
             traffic (abort or promote that one first).
+        StateConflict: the state kept changing (transient).
     """
-    state = routing.load()
+    release_id = new_release_id(version)
+
+    def decide(state: RoutingState) -> StateChange:
+        return _start(state, version, actor=actor, force=force, release_id=release_id)
+
+    saved = _swap(routing, catalog, version, decide)[1]
+    assert saved is not None  # decide starts the release or raises; it never declines
+    return saved
+
+
+def _start(
+    state: RoutingState, version: str, *, actor: str, force: bool, release_id: str
+) -> StateChange:
+    """The change that starts ``version``'s release ``release_id`` on ``state`` (raises as
+    :func:`begin_release` when it may not start)."""
     if version == state.stable:
         raise ReleaseError(f"{version} is already the stable version")
     if version in state.retired:  # never, not even forced: it trained on erased data
@@ -199,20 +237,19 @@ def begin_release(
     evidence: dict[str, Any] = {"superseded": state.candidate} if other else {}
     if version in state.rejected:
         evidence["forced"] = f"{version} had been rejected"
-    return transition(
-        routing,
-        catalog,
-        version,
-        to_phase="gating",
+    return StateChange(
+        phase="gating",
+        subject=version,
         actor=actor,
         reason="release started: golden gate",
         evidence=evidence,
+        expected_revision=state.revision,
         candidate=version,
         weight=0.0,
         shadow_fraction=0.0,
         step=0,
         rejected=[v for v in state.rejected if v != version],
-        starts=new_release_id(version),
+        release_id=release_id,
     )
 
 

@@ -97,8 +97,8 @@ def test_a_failed_state_write_is_not_a_decision_and_the_retry_rolls_back(
     asked: list[str] = []
     done = threading.Event()
 
-    def on_rollback(reason: str) -> None:
-        asked.append(reason)
+    def on_rollback(reason: str, **release: str) -> None:
+        asked.append(f"{reason} ({release.get('version')})")
         done.set()
 
     with start_on(tmp_path, store, canary_state(), on_rollback=on_rollback) as gw:

@@ -139,10 +139,10 @@ def test_rollback_does_not_wait_for_an_unreachable_prefect(tmp_path: Path) -> No
     settings = settings_for(tmp_path)
     asked = threading.Event()
 
-    def ask_dead_prefect(reason: str) -> None:
+    def ask_dead_prefect(reason: str, **release: str) -> None:
         asked.set()
         with temporary_settings(updates={PREFECT_API_URL: dead}):
-            trigger_prefect_rollback(settings, reason)  # retries, then fails: logged only
+            trigger_prefect_rollback(settings, reason, **release)  # retries, fails: logged only
 
     with start(tmp_path, canary_state(), on_rollback=ask_dead_prefect) as gw:
         started = time.perf_counter()
@@ -160,7 +160,8 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
     with get_client(sync_client=True) as client:
         flow_id = client.create_flow_from_name("rollback")
         deployment_id = client.create_deployment(flow_id=flow_id, name="rollback")
-        with start(tmp_path, canary_state()) as gw:
+        release = canary_state().model_copy(update={"release_id": "v1-0123abcd"})
+        with start(tmp_path, release) as gw:
             resp = httpx.post(
                 f"{gw.admin_url}/admin/rollback", json={"reason": "drill"}, headers=AUTH
             )
@@ -170,7 +171,10 @@ def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, pr
             while not (runs := client.read_flow_runs(deployment_filter=only_ours)):
                 assert time.monotonic() < deadline, "no rollback flow run was requested"
                 time.sleep(0.2)
-    assert [r.parameters for r in runs] == [{"reason": "drill"}]
+    # the run names the release it rolls back: started late, it leaves the next one alone
+    assert [r.parameters for r in runs] == [
+        {"reason": "drill", "version": "v1", "release_id": "v1-0123abcd"}
+    ]
 
 
 def test_rollback_without_the_deployment_says_so_in_one_warning(

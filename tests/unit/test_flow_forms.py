@@ -134,6 +134,22 @@ def test_release_options_refuse_bad_policy_values() -> None:
     assert not accepts("release-control", {"action": "delete"})
 
 
+def test_the_rollback_run_an_alert_asks_for_names_the_release_it_rolled_back() -> None:
+    from infra.routing import RoutingState, WorkloadRelease, apply_rollback
+    from infra.routing.alerts import rolled_back_release
+
+    canary = WorkloadRelease(candidate="v3", phase="canary", weight=5, release_id="v3-00ff00ff")
+    before = RoutingState(stable="v1", workloads={"sql": canary})
+    saved = apply_rollback(before, reason="alert", actor="alertmanager", workload="sql")
+    assert saved is not None
+    release = rolled_back_release(saved, before=before, workload="sql")
+    assert release == {"version": "v3", "release_id": "v3-00ff00ff", "workload": "sql"}
+    assert set(release) < set(SCHEMAS["rollback"]["properties"])  # the form has each field
+    assert accepts("rollback", {"reason": "alert firing for v3: CandidateModelRegression"})
+    assert accepts("rollback", {"reason": "alert firing for v3", **release})
+    assert not accepts("rollback", {"reason": "x", "release_id": ""})  # empty: leave it out
+
+
 @pytest.mark.parametrize("name", list(SPECS))
 def test_every_deployment_enforces_its_schema(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert RAW[name].get("enforce_parameter_schema") is True  # `prefect deploy`

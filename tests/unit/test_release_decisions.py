@@ -1,14 +1,16 @@
 """Every decision names the release it is about (DESIGN "Release state machine"): a stale run
-never acts on the next candidate, and a promotion can be rolled back to the previous stable
-during the bake period (local routing, no services)."""
+never acts on the next candidate, a release starts only on the state it writes over, and a
+promotion can be rolled back to the previous stable during the bake period (local routing, no
+services)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from infra.errors import ReleaseInterrupted
+from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
@@ -76,6 +78,53 @@ def test_a_stale_decision_is_refused_with_the_release_found(routing: StoreRoutin
     with pytest.raises(ReleaseInterrupted, match="v6") as refused:
         routing.rollback(reason="late", actor="flow", version="v5")
     assert refused.value.state.candidate == "v6"
+
+
+class Meanwhile(StoreRouting):
+    """The stored routing, on which another writer (``meanwhile``) lands once, right after the
+    first read: a concurrent start or rollback between a decision's read and its write."""
+
+    def __init__(self, store: LocalStore, meanwhile: Callable[[], object]) -> None:
+        super().__init__(store)
+        self.meanwhile: Callable[[], object] | None = meanwhile
+
+    def load(self) -> RoutingState:
+        state = super().load()
+        if (then := self.meanwhile) is not None:
+            self.meanwhile = None
+            then()
+        return state
+
+
+def test_two_releases_started_at_once_never_both_start(store: LocalStore) -> None:
+    routing = StoreRouting(store)
+
+    def another_run() -> None:
+        transitions.begin_release(routing, None, "v2", actor="another run")
+
+    with pytest.raises(ReleaseError, match="v2 is being released"):
+        transitions.begin_release(Meanwhile(store, another_run), None, "v1", actor="flow")
+    stored = routing.load()
+    assert (stored.candidate, stored.phase) == ("v2", "gating")
+    assert [t.candidate for t in stored.history if t.to_phase == "gating"] == ["v2"]
+
+
+def test_a_version_rejected_between_the_read_and_the_write_is_not_released(
+    store: LocalStore,
+) -> None:
+    routing = StoreRouting(store)
+    transitions.begin_release(routing, None, "v1", actor="flow")
+    why = {"reason": "gate: manual review", "evidence": {}}
+    transitions.hold(routing, None, "v1", actor="flow", resume_to="shadow", **why)
+
+    def person_rejects() -> None:  # while the held v1's release is started again
+        transitions.reject(routing, None, "v1", actor="person", reason="wrong data", evidence={})
+
+    with pytest.raises(RejectedVersion, match="v1 was rejected"):
+        transitions.begin_release(Meanwhile(store, person_rejects), None, "v1", actor="flow")
+    stored = routing.load()
+    assert (stored.candidate, stored.phase, stored.weight) == (None, "rolled_back", 0.0)
+    assert stored.rejected == ["v1"]
 
 
 def promoted(routing: StoreRouting) -> RoutingState:
