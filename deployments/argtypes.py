@@ -21,3 +21,16 @@ def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "whole number"
     return parse
+
+
+def workload(value: str) -> str:
+    """An argparse type: a workload ``FLYWHEEL_WORKLOADS`` lists, or ``default`` (the shared
+    release); any other name is refused before anything runs."""
+    from infra.errors import UnknownWorkload
+    from infra.settings import get_settings
+    from infra.settings.workloads import configured_workload
+
+    try:
+        return configured_workload(value, get_settings().workloads) or value
+    except UnknownWorkload as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from deployments.argtypes import whole_number
+from deployments.argtypes import whole_number, workload
 from flows.parameters import LOOP_REQUESTS, MAX_HOURS
 from infra.keys import parse_window_start, window_id
 
@@ -128,11 +128,11 @@ def train_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--workload",
-        type=non_empty,
+        type=workload,
         default=None,
         metavar="W",
-        help="train on this workload's rows alone, from its stable version (default: every "
-        "workload's rows, from the shared stable version)",
+        help="train on this workload's rows alone (one FLYWHEEL_WORKLOADS lists), from its "
+        "stable version (default: every workload's rows, from the shared stable version)",
     )
 
 
@@ -140,10 +140,11 @@ def workload_arg(p: argparse.ArgumentParser) -> None:
     """The workload whose release a command acts on (default: the shared release)."""
     p.add_argument(
         "--workload",
-        type=non_empty,
+        type=workload,
         default=None,
         metavar="W",
-        help="act on this workload's release alone (default: the shared release)",
+        help="act on this workload's release alone (one FLYWHEEL_WORKLOADS lists; default: "
+        "the shared release)",
     )
 
 

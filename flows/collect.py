@@ -15,6 +15,7 @@ from tasks.collect import (
     dedupe,
     drop_opted_out,
     read_window_task,
+    share_unconfigured,
     to_parquet,
     write_batch_task,
 )
@@ -30,8 +31,9 @@ from tasks.feedback import refresh_feedback_task
 @flow(name="collect", log_prints=False)
 def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectResult:
     """Collect rollouts: read every agent trace of the window (default: the last closed hour)
-    from the trace source, quarantine malformed records with a reason, drop users who opted out
-    of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
+    from the trace source, quarantine malformed records with a reason, count traces naming a
+    workload that FLYWHEEL_WORKLOADS does not list as the shared release's, drop users who
+    opted out of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
     Feedback given since the last run to traces of the last 24 hours (feedback_lookahead_hours)
     updates their windows, which the next score and curate runs then redo.
 
@@ -55,6 +57,7 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         ]
         replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
         records, duplicates = dedupe(batch.records)
+        records, unconfigured = share_unconfigured(records, rt.settings.workloads)
         records, opted_out = drop_opted_out(
             records, opted_out=opted_out_keys(rt.catalog), salt=rt.settings.salt()
         )
@@ -71,6 +74,7 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
             opted_out=opted_out,
             duplicates=duplicates,
             key=key,
+            unconfigured_workload=unconfigured,
             dropped=dict(batch.dropped),
             feedback_changed=late.changed,
         )
@@ -79,6 +83,7 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         report.records("quarantined", result.quarantined)
         report.records("dropped_opted_out", result.opted_out)
         report.records("dropped_duplicate", result.duplicates)
+        report.records("unconfigured_workload", result.unconfigured_workload)
         for reason, n in sorted(result.dropped.items()):
             report.records(f"dropped_{reason}", n)
         report.count("flywheel_feedback_late_total", late.traces)

@@ -163,7 +163,9 @@ def _train(
     selection = select(
         plan.rows,
         min_margin=cfg.min_margin,
-        contaminated=GoldenFilter.from_settings(rt.settings.reward, recipe.workload),
+        contaminated=GoldenFilter.from_settings(
+            rt.settings.reward, recipe.workload, workloads=rt.settings.workloads
+        ),
         opted_out=training_exclusions(rt.catalog, mode=rt.settings.consent_mode),
         render=prompt_renderer(base_dir),
         snapshot_id=current_snapshot_id(rt.catalog, "training_examples"),

@@ -19,6 +19,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from infra.settings.workloads import WORKLOAD_PATTERN
+
 # tasks.governance.erasure.KEY_RE: sha256 hex of salt + user id
 USER_KEY_PATTERN = "^[0-9a-f]{64}$"
 VERSION_PATTERN = r"^v[0-9]+$"  # infra.keys.model_prefix: models/v0/, models/v1/, ...
@@ -41,8 +43,8 @@ Days = Annotated[int, Field(ge=0)]
 LOOP_REQUESTS = 3200
 Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]
-# a workload id as traces carry it (infra.routing.state.StateChange.workload has the same bounds)
-Workload = Annotated[str, Field(min_length=1, max_length=128)]
+# a workload name (infra.settings.workloads); the flow's body checks that it is configured
+Workload = Annotated[str, Field(json_schema_extra={"pattern": WORKLOAD_PATTERN, "maxLength": 64})]
 # a version or release id a rollback names (infra.gateway.admin.RollbackRequest's bounds): not
 # a pattern, so the gateway's run is never refused for a name it routed
 ReleaseName = Annotated[str, Field(min_length=1, max_length=200)]

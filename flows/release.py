@@ -20,6 +20,7 @@ from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
+from infra.settings.workloads import WORKLOAD_PATTERN, configured_workload
 from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
@@ -62,8 +63,7 @@ class ReleaseOptions(BaseModel):
 
     workload: str | None = Field(
         default=None,
-        min_length=1,
-        max_length=128,
+        pattern=WORKLOAD_PATTERN,  # the run's body checks that it is configured
         description="release for this workload alone (default: the shared release)",
     )
     baseline: str | None = Field(
@@ -176,8 +176,8 @@ def release(
     again for a release left in shadow or canary continues where it stopped. A version that
     cannot be served (no complete model in the store, no upstream configured) is refused
     before the routing state is touched, and so is a version retired after an erasure. With a
-    workload, every transition acts on that workload's release alone (the others' routing and
-    the shared release are never changed by it).
+    workload (one FLYWHEEL_WORKLOADS lists), every transition acts on that workload's release
+    alone (the others' routing and the shared release are never changed by it).
 
     Args:
         version: The candidate model version, e.g. v3 (as train published it).
@@ -189,7 +189,7 @@ def release(
     # before any transition: a version nothing can serve must never become the candidate
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     whole = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    routing = scoped(whole, opts.workload)
+    routing = scoped(whole, configured_workload(opts.workload, rt.settings.workloads))
     if why := controls.retired_refusal(routing.load(), version):
         raise ControlRefused(why)
     run = _Run(
@@ -233,7 +233,7 @@ def _golden(rt: Runtime, path: str | None, workload: str | None) -> list[GoldenI
     items of a workload's own set are scored by its verifier."""
     if path:
         return load_golden(path, workload=workload)
-    return settings_golden(rt.settings.reward, workload)
+    return settings_golden(rt.settings.reward, workload, workloads=rt.settings.workloads)
 
 
 def _gate(run: _Run) -> tuple[RoutingState, str]:

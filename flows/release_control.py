@@ -15,6 +15,7 @@ from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import open_routing, scoped
 from infra.runtime import Runtime
+from infra.settings.workloads import configured_workload
 from tasks.release import controls
 from tasks.release.card import update_card
 
@@ -44,10 +45,12 @@ def release_control(
         actor: Who decided; recorded in the audit log.
         options: Only for resume: pacing of the release it continues. Empty: the settings.
         force: Only for promote: promote a candidate the gate did not pass (needs a reason).
-        workload: Act on this workload's release alone (empty: the shared release).
+        workload: Act on this workload's release alone (empty: the shared release); one
+            FLYWHEEL_WORKLOADS lists.
     """
     logger = get_run_logger()
     rt = Runtime.from_env()
+    configured_workload(workload, rt.settings.workloads)  # never a line of any other name
     routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), workload)
     versions = ServableVersions.from_settings(rt.settings, rt.store)
     continued: ReleaseOutcome | None = None

@@ -24,6 +24,7 @@ from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
 from infra.runtime import Runtime
+from infra.settings.workloads import configured_workload
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,
@@ -75,8 +76,9 @@ def train(
     picks by data size and says why), and publishes models/<next version>/ with a model card
     and lineage (data snapshots, reward config, PII settings, metrics, golden accuracy). With
     too few pairs the run ends "skipped" with the count. Leave the fields empty for the
-    settings' defaults; base version defaults to the stable one. With a workload, only that
-    workload's rows are read (default: those recorded under no workload or "default"), the
+    settings' defaults; base version defaults to the stable one. With a workload (one
+    FLYWHEEL_WORKLOADS lists), only its rows are read (default: those recorded under no
+    workload, "default" or one that is not configured), the
     base is that workload's stable version (its own once it promoted one, else the shared
     stable), the golden evaluation uses its golden set, and the lineage names it.
 
@@ -90,6 +92,7 @@ def train(
     """
     logger = get_run_logger()
     rt = Runtime.from_env()
+    configured_workload(workload, rt.settings.workloads)  # before anything is read or written
     cfg = rt.settings.train
     run_id = str(flow_run.id or uuid.uuid4())  # train_run: links pairs and lineage to this run
     started = datetime.now(UTC)

@@ -47,8 +47,9 @@ def weekly(method: TrainMethod | None = None) -> dict[str, object]:
     own rows and release it on its own line (golden gate on its golden set -> shadow ->
     canary -> promote, or roll back), each release a flow run named release-<workload>-
     <version>; one workload held, rolled back or failing changes no other. Workloads with too
-    little data are listed as skipped with their count. Traffic naming no workload trains and
-    releases the shared version as one run. While a forget-user request waits for its models
+    little data are listed as skipped with their count. Traffic naming no workload (or one
+    FLYWHEEL_WORKLOADS does not list) is the shared release's: it trains and releases the
+    shared version as one run. While a forget-user request waits for its models
     (a serving version trained on the user's data), this week's run is the erasure
     replacement instead: every pending erasure batched into one retrain per reached release
     line of its stable version's recipe without the erased rows, released the same way.

@@ -27,6 +27,11 @@ class MissingDependencyError(ConfigError):
     """An optional package, model or pipeline is not installed; the message says how to get it."""
 
 
+class UnknownWorkload(ConfigError):
+    """A workload named by an operator (``--workload``, a flow parameter) that
+    ``FLYWHEEL_WORKLOADS`` does not list; nothing was done (the CLI exits 2)."""
+
+
 class StoreError(FlywheelError):
     """The object store refused an operation for a reason that retrying will not fix."""
 

@@ -1,4 +1,5 @@
-"""Stage 1 logic: read a window from a trace source, validate, drop opted-out users, write
+"""Stage 1 logic: read a window from a trace source, validate, give traces naming a workload
+that is not configured to the shared release, drop opted-out users, write
 ``rollouts/window=<start>/batch.parquet``. Plain functions; the ``@task`` wrappers are thin."""
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from prefect import task
 from infra.keys import rollouts_key
 from infra.privacy import user_key
 from infra.retries import IO_RETRIES
+from infra.settings.workloads import served_workload
 from infra.traces import TraceRecord, TraceSource, WindowBatch
 from tasks.datasets import ROLLOUT_SCHEMA
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from infra.store import ObjectStore
 
 
@@ -34,6 +38,8 @@ class CollectResult:
     opted_out: int
     duplicates: int
     key: str
+    # traces naming a workload FLYWHEEL_WORKLOADS does not list, kept as the shared release's
+    unconfigured_workload: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # by the source, by reason
     # late feedback (tasks.feedback): traces of earlier windows whose feedback changed, by window
     feedback_changed: dict[str, int] = field(default_factory=dict)
@@ -48,6 +54,20 @@ def dedupe(records: list[TraceRecord]) -> tuple[list[TraceRecord], int]:
             seen.add(record.trace_id)
             kept.append(record)
     return kept, len(records) - len(kept)
+
+
+def share_unconfigured(
+    records: list[TraceRecord], workloads: Collection[str]
+) -> tuple[list[TraceRecord], int]:
+    """The records, those naming a workload that is not configured as the shared release's
+    (``default``), as the gateway serves them: a source's tag or an old spool line never
+    becomes a workload. Returns (records, how many were moved)."""
+    kept, moved = [], 0
+    for record in records:
+        if (served := served_workload(record.workload, workloads)) != record.workload:
+            record, moved = record.model_copy(update={"workload": served}), moved + 1
+        kept.append(record)
+    return kept, moved
 
 
 def drop_opted_out(

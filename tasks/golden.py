@@ -13,7 +13,8 @@ keys are kept in ``extra`` for the domain that wrote them. Settings name the set
 ``FLYWHEEL_REWARD__GOLDEN`` (default: the repository's ``golden/``), per workload
 ``FLYWHEEL_REWARD__GOLDEN_SETS='{"support": "/data/support.jsonl"}'``, else a folder named
 after the workload inside the shared set's folder (``golden/support/``); a workload with
-neither is evaluated on the shared set. A folder's ``MANIFEST``
+neither is evaluated on the shared set. Only a configured workload (``FLYWHEEL_WORKLOADS``)
+has a set of its own: no path is built from any other name. A folder's ``MANIFEST``
 (``sha256sum`` format) pins its files: a changed item fails :func:`verify_manifest`.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra.settings.workloads import configured_workload
 from tasks.reward.verifiers import (
     DEFAULT_WORKLOAD,
     Verdict,
@@ -34,7 +36,7 @@ from tasks.reward.verifiers import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from infra.local_lm import LocalLM
     from infra.settings import RewardSettings
@@ -96,12 +98,21 @@ class GoldenItem:
         )
 
 
-def own_golden_path(reward: RewardSettings, workload: str | None) -> Path | None:
+def own_golden_path(
+    reward: RewardSettings, workload: str | None, *, workloads: Collection[str] = ()
+) -> Path | None:
     """``workload``'s own golden set: ``reward.golden_sets[workload]``, else the folder named
     after it inside the shared set's folder (``golden/<workload>/``); None when it has none
-    (no workload, or ``default`` without an entry in ``golden_sets``)."""
+    (no workload, or ``default`` without an entry in ``golden_sets``). ``workload`` must be
+    ``default`` or one of the configured ``workloads`` (``FLYWHEEL_WORKLOADS``): no path is
+    built from any other name.
+
+    Raises:
+        UnknownWorkload: ``workload`` is not configured.
+    """
     if not workload:
         return None
+    configured_workload(workload, workloads)
     if chosen := reward.golden_sets.get(workload):
         return Path(chosen).expanduser()
     shared = Path(reward.golden).expanduser() if reward.golden else GOLDEN_DIR
@@ -109,11 +120,13 @@ def own_golden_path(reward: RewardSettings, workload: str | None) -> Path | None
     return folder if workload != DEFAULT_WORKLOAD and folder.is_dir() else None
 
 
-def golden_path(reward: RewardSettings, workload: str | None = None) -> Path:
+def golden_path(
+    reward: RewardSettings, workload: str | None = None, *, workloads: Collection[str] = ()
+) -> Path:
     """The golden set of ``workload`` (:func:`own_golden_path`), else the shared one
     (``reward.golden_sets["default"]``, else ``reward.golden``, else the repository's
     ``golden/``)."""
-    if own := own_golden_path(reward, workload or DEFAULT_WORKLOAD):
+    if own := own_golden_path(reward, workload or DEFAULT_WORKLOAD, workloads=workloads):
         return own
     return Path(reward.golden).expanduser() if reward.golden else GOLDEN_DIR
 
@@ -141,11 +154,17 @@ def load_golden(path: str | Path | None = None, *, workload: str | None = None) 
     return items
 
 
-def settings_golden(reward: RewardSettings, workload: str | None = None) -> list[GoldenItem]:
-    """The golden items the settings name for ``workload``: its own set, whose lines naming
-    no workload are ``workload``'s (scored by its verifier), else the shared set as it is
-    (see :func:`golden_path`)."""
-    if (own := own_golden_path(reward, workload)) is not None:
+def settings_golden(
+    reward: RewardSettings, workload: str | None = None, *, workloads: Collection[str] = ()
+) -> list[GoldenItem]:
+    """The golden items the settings name for ``workload`` (one of the configured
+    ``workloads``): its own set, whose lines naming no workload are ``workload``'s (scored by
+    its verifier), else the shared set as it is (see :func:`golden_path`).
+
+    Raises:
+        UnknownWorkload: ``workload`` is not configured.
+    """
+    if (own := own_golden_path(reward, workload, workloads=workloads)) is not None:
         return load_golden(own, workload=workload)
     return load_golden(golden_path(reward))
 

@@ -6,18 +6,22 @@ dropped, and fields that override the server's prompt template (``chat_template`
 refused: the trace must record what the model was really sent. Every number must be finite and
 within its range (``1e300`` is a 400, not a 500); ``max_tokens`` above the gateway's maximum is
 clamped to it; a body nested deeper than ``MAX_DEPTH`` levels or with more than
-``max_messages`` messages is refused before any other work.
+``max_messages`` messages is refused before any other work. A workload the request names
+(``X-Flywheel-Workload``, else ``metadata.workload``) is its workload only when configured
+(``FLYWHEEL_WORKLOADS``); any other request is the shared release's, and never carries the
+client's string further.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.gateway.routing import ROUTED_MODEL
 from infra.local_lm import message_text
+from infra.traces.conversation import DEFAULT_WORKLOAD
 from infra.upstream.completion import GenParams
 
 MAX_DEPTH = 32  # JSON nesting; an OpenAI request with tools needs well under 10
@@ -76,6 +80,8 @@ class ChatRequest:
     user_id: str | None = None
     session_id: str | None = None
     workload: str | None = None  # X-Flywheel-Workload header, else metadata.workload
+    # it named a workload that is not configured: served as the shared release (counted)
+    unconfigured_workload: bool = False
     question: str = ""
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
@@ -182,8 +188,10 @@ def parse_chat_request(
     max_tokens_limit: int,
     max_messages: int,
     workload_header: str | None = None,
+    workloads: Collection[str] = (),
 ) -> ChatRequest:
-    """Validate the parts the gateway uses and the fields it forwards.
+    """Validate the parts the gateway uses and the fields it forwards; the workload named is
+    the request's only when it is one of ``workloads`` (else None: the shared release's).
 
     Raises:
         BadRequest: the body breaks the shape or a limit (the message says which field).
@@ -216,7 +224,8 @@ def parse_chat_request(
     users = [m for m in messages if m["role"] == "user"]
     stream_options = body.get("stream_options") or {}
     metadata = body.get("metadata")
-    workload = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
+    named = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
+    workload = named if isinstance(named, str) and named in workloads else None
     return ChatRequest(
         model=model,
         messages=messages,
@@ -224,7 +233,8 @@ def parse_chat_request(
         params=params,
         user_id=_identifier(body.get("user"), "user"),
         session_id=_identifier(session_header or body.get("session_id"), "session id"),
-        workload=str(workload)[:128] if workload else None,
+        workload=workload,
+        unconfigured_workload=workload is None and named not in (None, "", DEFAULT_WORKLOAD),
         question=message_text(users[-1]) if users else "",
         contexts=contexts,
         include_usage=bool(

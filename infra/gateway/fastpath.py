@@ -35,6 +35,7 @@ class ChatEndpoint:
         self.admin = admin
         gw = gateway.settings.gateway
         self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
+        self.workloads = frozenset(gateway.settings.workloads)
 
     async def handle(
         self, body: bytes, header: Callable[[str], str | None], peer: str | None = None
@@ -56,12 +57,15 @@ class ChatEndpoint:
                 workload_header=header("x-flywheel-workload"),
                 max_tokens_limit=self.max_tokens_limit,
                 max_messages=self.max_messages,
+                workloads=self.workloads,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
         req.peer = peer
+        if req.unconfigured_workload:
+            self.gateway.recorder.metrics.workload_unconfigured.inc()
         # the admin token as the openai SDK sends its api_key: any other key is a public client
         admin = self.admin.enabled and self.admin.shows_bearer(header("authorization") or "")
         return await self.gateway.chat(req, admin=admin)

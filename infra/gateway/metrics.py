@@ -36,6 +36,8 @@ class GatewayMetrics:
     ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
     ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
     ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``,
+    ``flywheel_workload_unconfigured_total`` (requests naming a workload that is not configured;
+    the name is never a label),
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
@@ -133,6 +135,11 @@ class GatewayMetrics:
         self.feedback_refused = Counter(
             "flywheel_feedback_refused_total",
             "Feedback refused: the trace id was not one this gateway handed out.",
+            registry=r,
+        )
+        self.workload_unconfigured = Counter(
+            "flywheel_workload_unconfigured_total",
+            "Requests naming a workload FLYWHEEL_WORKLOADS does not list (the shared release's).",
             registry=r,
         )
         self.siblings_skipped = Counter(

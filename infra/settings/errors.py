@@ -40,8 +40,11 @@ def describe_validation_error(exc: ValidationError) -> str:
     """Every invalid variable with what is wrong, in one line."""
     parts = []
     for err in exc.errors():
-        name = variable_name(err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"]:  # a check across settings: its message names the variables
+            parts.append(msg)
+            continue
+        name = variable_name(err["loc"])
         parts.append(f"{name}: {msg}{_shown(name, err.get('input'))}")
     return "; ".join(parts)
 

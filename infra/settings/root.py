@@ -36,6 +36,7 @@ from infra.settings.release import ModelServerSettings, ReleaseSettings, default
 from infra.settings.reward import FeedbackSettings, JudgeSettings, RewardSettings
 from infra.settings.store import check_store_url
 from infra.settings.train import TrainSettings
+from infra.settings.workloads import DEFAULT_WORKLOAD, check_workload_names
 
 
 class Settings(BaseSettings):
@@ -74,9 +75,11 @@ class Settings(BaseSettings):
     # share of the demo v0's pre-training answers that hedge ("81 or 82"); 0: none (default)
     bootstrap_hedge_share: float = Field(default=0.0, ge=0, le=1)
     bootstrap_cache_dir: Path | None = None  # trained v0 builds by input hash; default: home
-    # the embedded demo's workloads (agents): v0 learns them, the simulator sends their
-    # traffic, `flywheel run` trains and releases each; "calculator" alone: one, untagged
-    demo_workloads: list[str] = ["calculator", "clock"]
+    # the workloads (agents, use cases) with release lines of their own (infra.settings.
+    # workloads): traffic naming any other is the shared release's. Default: the embedded
+    # demo's two agents, which v0 learns and `flywheel run` trains and releases each of;
+    # "calculator" alone: one agent, its traffic untagged
+    workloads: list[str] = ["calculator", "clock"]
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA + bf16 when present, else CPU
     eval_max_new_tokens: int = Field(default=8, ge=1)  # golden evaluation answers (greedy)
     task_runner: Literal["threads", "dask", "ray"] = "threads"
@@ -107,6 +110,27 @@ class Settings(BaseSettings):
     def _store_url_is_a_path_or_url(cls, value: str | None) -> str | None:
         return None if value is None else check_store_url(value)
 
+    @field_validator("workloads")
+    @classmethod
+    def _workload_names(cls, value: list[str]) -> list[str]:
+        return check_workload_names(value)
+
+    @model_validator(mode="after")
+    def _per_workload_settings_name_configured_workloads(self) -> Settings:
+        """A verifier, golden set or buffer length of a workload ``workloads`` does not list
+        would never apply (its traffic is the shared release's): refused in one line."""
+        for variable, named in (
+            ("FLYWHEEL_REWARD__VERIFIERS", self.reward.verifiers),
+            ("FLYWHEEL_REWARD__GOLDEN_SETS", self.reward.golden_sets),
+            ("FLYWHEEL_TRAIN__WORKLOAD_BUFFER_DAYS", self.train.workload_buffer_days),
+        ):
+            if unknown := sorted(set(named) - {*self.workloads, DEFAULT_WORKLOAD}):
+                raise ValueError(
+                    f"{variable} names workload {unknown[0]!r}, which FLYWHEEL_WORKLOADS does "
+                    f"not list ({', '.join(self.workloads) or 'none'}): add it there or drop it"
+                )
+        return self
+
     @model_validator(mode="after")
     def _size_adapter_slots(self) -> Settings:
         """``model_server.max_loras`` unset: sized for the workloads this configuration names
@@ -117,11 +141,8 @@ class Settings(BaseSettings):
         return self
 
     def configured_workloads(self) -> list[str]:
-        """The workloads the configuration names (a verifier, a golden set or a buffer length
-        of their own), ``default`` (the shared release) aside."""
-        named = {*self.reward.verifiers, *self.reward.golden_sets}
-        named |= set(self.train.workload_buffer_days)
-        return sorted(named - {"default"})
+        """The workloads with release lines of their own (``FLYWHEEL_WORKLOADS``), sorted."""
+        return sorted(self.workloads)
 
     @property
     def home_dir(self) -> Path:
@@ -163,14 +184,21 @@ class Settings(BaseSettings):
         return path.read_text().strip()
 
 
+# variables renamed since: still set, they are refused by name rather than ignored
+_RENAMED = {"FLYWHEEL_DEMO_WORKLOADS": "FLYWHEEL_WORKLOADS"}
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings (call ``get_settings.cache_clear()`` after changing env).
 
     Raises:
-        ConfigError: a variable (in the environment or ``.env``) has a malformed value; the
-            message names the variable and says what is wrong, in one line.
+        ConfigError: a variable (in the environment or ``.env``) has a malformed value, or
+            an old name; the message names the variable and says what is wrong, in one line.
     """
+    for old, new in _RENAMED.items():
+        if old in os.environ:  # silently ignored, it would change what runs
+            raise ConfigError(f"{old} is now {new}: rename the variable")
     try:
         return Settings()
     except ValidationError as exc:

@@ -1,10 +1,11 @@
 """The embedded demo's workloads, one agent each: ``calculator`` (2-digit additions,
 :mod:`tasks.demo.domain`) and ``clock`` (time arithmetic, :mod:`tasks.demo.clock`).
 
-``FLYWHEEL_DEMO_WORKLOADS`` picks which the demo runs (default both): v0 is pre-trained on
-their questions, the simulator sends their traffic (each request tagged with its workload when
-there are several), and ``flywheel run`` trains, gates and releases each on its own. With the
-calculator alone, traffic carries no workload (``default``), as before workloads existed.
+The platform's workloads (``FLYWHEEL_WORKLOADS``, default both) are the ones the demo runs:
+v0 is pre-trained on their questions, the simulator sends their traffic (each request tagged
+with its workload when there are several), and ``flywheel run`` trains, gates and releases each
+on its own. With the calculator alone, traffic carries no workload (``default``), as before
+workloads existed.
 """
 
 from __future__ import annotations
@@ -37,25 +38,25 @@ def check(workloads: Sequence[str]) -> tuple[str, ...]:
     """``workloads`` as a tuple in the demo's order.
 
     Raises:
-        ConfigError: empty, or a name the demo does not know.
+        ConfigError: empty, or a workload the demo has no agent for.
     """
     unknown = sorted(set(workloads) - set(WORKLOADS))
     if unknown or not workloads:
         raise ConfigError(
-            f"FLYWHEEL_DEMO_WORKLOADS: unknown or empty {unknown or list(workloads)}; "
-            f"choose among {list(WORKLOADS)}"
+            f"FLYWHEEL_WORKLOADS: the embedded demo has no agent for {unknown or list(workloads)};"
+            f" it runs {' and/or '.join(WORKLOADS)}"
         )
     return tuple(w for w in WORKLOADS if w in workloads)
 
 
 def of_settings(settings: Settings) -> tuple[str, ...]:
-    """The demo workloads the settings run: ``FLYWHEEL_DEMO_WORKLOADS`` for the character
-    model; the Llama profile learns the calculator alone.
+    """The demo workloads the settings run: ``FLYWHEEL_WORKLOADS`` for the character model;
+    the Llama profile learns the calculator alone.
 
     Raises:
-        ConfigError: an unknown workload name.
+        ConfigError: a configured workload the demo has no agent for.
     """
-    return check(settings.demo_workloads) if settings.profile == "demo" else (CALCULATOR,)
+    return check(settings.workloads) if settings.profile == "demo" else (CALCULATOR,)
 
 
 def tagged(workloads: Sequence[str]) -> bool:

@@ -3,17 +3,20 @@ snapshot. Examples older than ``buffer_days`` (per workload: ``workload_buffer_d
 from older policies (stale, off-policy) and are left out; ``buffer_windows > 0`` additionally
 keeps only the newest that many hour windows. A run for one workload (``flywheel train
 --workload W``) reads W's rows only, and its windows are the newest that hold W's rows; the
-``default`` workload's rows are those recorded under it or under none."""
+``default`` workload's rows are those recorded under it or under none, and, given the
+configured workloads (``FLYWHEEL_WORKLOADS``), those recorded under any other name (rows
+curated before a name was checked: the shared release's, as the gateway serves them)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from infra.settings.workloads import served_workload
 from infra.traces.conversation import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
 
     from pyiceberg.catalog import Catalog
 
@@ -40,25 +43,41 @@ def buffer_of(windows: Iterable[str], k: int) -> list[str]:
     return ordered if k <= 0 else ordered[-k:]
 
 
-def of_workload(rows: list[dict[str, Any]], workload: str | None) -> list[dict[str, Any]]:
-    """The rows of ``workload`` (``default``: rows naming none too); all rows for None."""
+def workload_of(row: dict[str, Any], workloads: Collection[str] | None = None) -> str:
+    """The workload ``row`` belongs to: its own, ``default`` when it names none or, given the
+    configured ``workloads``, one of none of them."""
+    if workloads is None:
+        return row.get("workload") or DEFAULT_WORKLOAD
+    return served_workload(row.get("workload"), workloads)
+
+
+def of_workload(
+    rows: list[dict[str, Any]], workload: str | None, workloads: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """The rows of ``workload`` (:func:`workload_of`); all rows for None."""
     if workload is None:
         return rows
-    return [r for r in rows if (r.get("workload") or DEFAULT_WORKLOAD) == workload]
+    return [r for r in rows if workload_of(r, workloads) == workload]
 
 
-def workload_filter(workload: str | None, columns: set[str]) -> Any:
+def workload_filter(
+    workload: str | None, columns: set[str], workloads: Collection[str] | None = None
+) -> Any:
     """The scan filter of :func:`of_workload` (``columns``: the table's; a table without a
     ``workload`` column holds the default workload's rows only)."""
-    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, EqualTo, IsNull, Or
+    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, EqualTo, IsNull, NotIn, Or
 
     if workload is None:
         return AlwaysTrue()
     if "workload" not in columns:
         return AlwaysTrue() if workload == DEFAULT_WORKLOAD else AlwaysFalse()
-    if workload == DEFAULT_WORKLOAD:
+    if workload != DEFAULT_WORKLOAD:
+        return EqualTo("workload", workload)
+    if workloads is None:
         return Or(IsNull("workload"), EqualTo("workload", workload))
-    return EqualTo("workload", workload)
+    if not workloads:  # no workload configured: every row is the shared release's
+        return AlwaysTrue()
+    return Or(IsNull("workload"), NotIn("workload", sorted(workloads)))
 
 
 def in_buffer(
@@ -67,14 +86,16 @@ def in_buffer(
     buffer_days: float,
     workload_days: dict[str, float] | None = None,
     now: datetime | None = None,
+    workloads: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows created within their workload's buffer (``workload_days``, else
-    ``buffer_days``; ``0`` keeps everything) before ``now``."""
+    ``buffer_days``; ``0`` keeps everything) before ``now`` (``workloads``: as
+    :func:`workload_of`)."""
     now = now or datetime.now(UTC)
     days = workload_days or {}
     out = []
     for row in rows:
-        limit = days.get(row.get("workload") or DEFAULT_WORKLOAD, buffer_days)
+        limit = days.get(workload_of(row, workloads), buffer_days)
         if limit <= 0 or row["created_at"] >= now - timedelta(days=limit):
             out.append(row)
     return out
@@ -88,11 +109,13 @@ def read_examples(
     workload_days: dict[str, float] | None = None,
     served_by: str | None = None,
     workload: str | None = None,
+    workloads: Collection[str] | None = None,
 ) -> tuple[list[dict[str, Any]], int | None, list[str]]:
     """Rows of the rolling buffer at the table's current snapshot: (rows, snapshot id,
     windows). The day limit is pushed into the scan (``created_at`` is the partition); with
     ``served_by``, only rows that model version answered (on-policy traffic); with
-    ``workload``, only that workload's rows (see :func:`of_workload`)."""
+    ``workload``, only that workload's rows (see :func:`of_workload`; ``workloads``: the
+    configured ones)."""
     from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In
 
     from infra.catalog import get_table
@@ -103,7 +126,7 @@ def read_examples(
         return [], None, []
     sid = snap.snapshot_id
     columns = {x.name for x in table.schema().fields}
-    mine = workload_filter(workload, columns)
+    mine = workload_filter(workload, columns, workloads)
     longest = max([buffer_days, *(workload_days or {}).values()])
     newest = buffer_days > 0 and all(d > 0 for d in (workload_days or {}).values())
     since: Any = mine
@@ -119,6 +142,8 @@ def read_examples(
     if served_by:
         row_filter = And(row_filter, EqualTo("model_version", served_by))
     data = table.scan(row_filter=row_filter, selected_fields=fields, snapshot_id=sid).to_arrow()
-    rows = of_workload(data.to_pylist(), workload)
-    rows = in_buffer(rows, buffer_days=buffer_days, workload_days=workload_days)
+    rows = of_workload(data.to_pylist(), workload, workloads)
+    rows = in_buffer(
+        rows, buffer_days=buffer_days, workload_days=workload_days, workloads=workloads
+    )
     return rows, sid, sorted({r["window"] for r in rows})

@@ -87,7 +87,7 @@ def evaluate_golden_dirs(
     from infra.local_lm import LocalLM
     from tasks.golden import golden_accuracy, settings_golden
 
-    golden = settings_golden(settings.reward, workload)
+    golden = settings_golden(settings.reward, workload, workloads=settings.workloads)
     tokens = settings.eval_max_new_tokens
     base_lm = LocalLM.load(base_dir, device=settings.device)
     base, _ = golden_accuracy(base_lm, golden, reward=settings.reward, max_new_tokens=tokens)

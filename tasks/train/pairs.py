@@ -39,7 +39,7 @@ import hashlib
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,12 +145,15 @@ class GoldenFilter:
         self.same_as_golden = same_as_golden
 
     @classmethod
-    def from_settings(cls, reward: RewardSettings, workload: str | None = None) -> GoldenFilter:
+    def from_settings(
+        cls, reward: RewardSettings, workload: str | None = None, *, workloads: Collection[str] = ()
+    ) -> GoldenFilter:
         """The filter of the golden set and matcher the reward settings name; with
-        ``workload``, its own golden set too (:func:`~tasks.golden.own_golden_path`)."""
+        ``workload`` (one of the configured ``workloads``, else :class:`UnknownWorkload`), its
+        own golden set too (:func:`~tasks.golden.own_golden_path`)."""
         golden = settings_golden(reward)
-        if workload is not None and own_golden_path(reward, workload) is not None:
-            golden += settings_golden(reward, workload)
+        if workload is not None and own_golden_path(reward, workload, workloads=workloads):
+            golden += settings_golden(reward, workload, workloads=workloads)
         return cls(golden, golden_matcher(reward))
 
     def __call__(self, question: str) -> bool:
@@ -346,11 +349,13 @@ def select_training_data(
     served_by: str | None = None,
     consent_mode: str = "opt_in",
     workload: str | None = None,
+    workloads: Collection[str] | None = None,
 ) -> Selection:
     """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
     a person labelled trains with the human score as its reward (``human_override``); users
     excluded by consent now, per ``consent_mode``, are dropped even if curate kept them;
-    ``workload``: that workload's rows only (None: every workload's)."""
+    ``workload``: that workload's rows only (None: every workload's; ``workloads``: the
+    configured ones, see :func:`~tasks.train.buffer.workload_of`)."""
     from tasks.datasets import training_exclusions
 
     rows, sid, windows = read_examples(
@@ -360,6 +365,7 @@ def select_training_data(
         workload_days=workload_days,
         served_by=served_by,
         workload=workload,
+        workloads=workloads,
     )
     if human_override:
         from tasks.review import override_rewards

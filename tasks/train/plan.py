@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from prefect import task
 
 from infra.retries import IO_RETRIES
+from infra.settings.workloads import configured_workload
 from tasks.train.evidence import ABLATION_FILE, regressed_methods
 from tasks.train.methods import MethodChoice, choose_method
 from tasks.train.pairs import GoldenFilter, Selection, prompt_renderer, select_training_data
@@ -45,8 +46,13 @@ def plan_training(
 ) -> TrainingPlan:
     """Select the rolling buffer at one snapshot, as ``settings`` configure it, rendered with
     the base model's prompt template, and choose the method (``method`` or the settings');
-    ``workload``: that workload's rows only (None: every workload's)."""
-    cfg = settings.train
+    ``workload``: that workload's rows only (None: every workload's).
+
+    Raises:
+        UnknownWorkload: ``workload`` is not configured (``FLYWHEEL_WORKLOADS``).
+    """
+    cfg, workloads = settings.train, settings.workloads
+    configured_workload(workload, workloads)
     selection = select_training_data(
         catalog,
         buffer_windows=cfg.buffer_windows,
@@ -54,11 +60,12 @@ def plan_training(
         workload_days=cfg.workload_buffer_days,
         min_margin=cfg.min_margin,
         render=prompt_renderer(base_dir),
-        contaminated=GoldenFilter.from_settings(settings.reward, workload),
+        contaminated=GoldenFilter.from_settings(settings.reward, workload, workloads=workloads),
         human_override=settings.review.override_rewards,
         served_by=base_version if cfg.on_policy else None,
         consent_mode=settings.consent_mode,
         workload=workload,
+        workloads=workloads,
     )
     choice = choose_method(
         method or cfg.method,

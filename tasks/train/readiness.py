@@ -20,9 +20,11 @@ from prefect import task
 
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.train.buffer import buffer_of, in_buffer
+from tasks.train.buffer import buffer_of, in_buffer, workload_of
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from pyiceberg.catalog import Catalog
 
     from infra.settings import Settings
@@ -30,8 +32,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class WorkloadCounts:
-    """Rows in each workload's buffer (``counts``, by workload id; rows naming no workload
-    count as ``default``) and the minimum a workload needs to train (``minimum``)."""
+    """Rows in each workload's buffer (``counts``, by configured workload; rows naming none,
+    or one that is not configured, count as ``default``) and the minimum a workload needs to
+    train (``minimum``)."""
 
     counts: dict[str, int]
     minimum: int
@@ -67,15 +70,25 @@ def count_by_workload(catalog: Catalog, settings: Settings) -> WorkloadCounts:
         oldest = datetime.now(UTC) - timedelta(days=max(days))
         row_filter = GreaterThanOrEqual("created_at", oldest.isoformat())
     rows = table.scan(row_filter=row_filter, selected_fields=fields).to_arrow().to_pylist()
-    rows = in_buffer(rows, buffer_days=cfg.buffer_days, workload_days=cfg.workload_buffer_days)
-    return WorkloadCounts(counts=_per_workload(rows, cfg.buffer_windows), minimum=cfg.min_pairs)
+    workloads = settings.workloads
+    rows = in_buffer(
+        rows,
+        buffer_days=cfg.buffer_days,
+        workload_days=cfg.workload_buffer_days,
+        workloads=workloads,
+    )
+    counts = _per_workload(rows, cfg.buffer_windows, workloads)
+    return WorkloadCounts(counts=counts, minimum=cfg.min_pairs)
 
 
-def _per_workload(rows: list[dict[str, Any]], buffer_windows: int) -> dict[str, int]:
-    """Rows per workload within its newest ``buffer_windows`` windows (all when <= 0)."""
+def _per_workload(
+    rows: list[dict[str, Any]], buffer_windows: int, workloads: Collection[str]
+) -> dict[str, int]:
+    """Rows per workload within its newest ``buffer_windows`` windows (all when <= 0); a row
+    naming a workload that is not configured is the shared release's (``default``)."""
     windows: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for row in rows:
-        windows[row.get("workload") or DEFAULT_WORKLOAD][row.get("window") or ""] += 1
+        windows[workload_of(row, workloads)][row.get("window") or ""] += 1
     counts = {}
     for workload, per_window in windows.items():
         kept = buffer_of(per_window, buffer_windows)

@@ -5,7 +5,7 @@ from the simulated users' traces and releases it through gate -> shadow -> canar
 through the gateway to vLLM (loaded before the gate, unloaded when it is not promoted) to
 promotion; then two workloads each put a candidate in canary on the same vLLM: A's (the trained
 adapter made worse) is rolled back by one of the repo's candidate alert rules (Prometheus and
-Alertmanager binaries: latency, errors or thumbs-down) carrying ``workload="A"`` through
+Alertmanager binaries: latency, errors or thumbs-down) carrying ``workload="a"`` through
 Alertmanager's webhook and the gateway, and unloaded by the rollback flow, while B's (a copy of
 the trained adapter) goes on to promotion, and no user request fails; and the prompt the
 trainer sees is token for token what vLLM is sent."""
@@ -46,8 +46,8 @@ RUN_ENV = {
     "FLYWHEEL_TRAIN__MIN_PAIRS": "10",
     # the shadow phase at its default 30 pairs: at 10, one run of four rolled a candidate 18
     # points better on the golden set back on 13 pairs (0.69 -> 0.56, one-sided p 0.041)
-    # workloads A and B named by the configuration: vLLM holds 2 * (2 + 1) + 1 adapters
-    "FLYWHEEL_TRAIN__WORKLOAD_BUFFER_DAYS": '{"A": 7, "B": 7}',
+    # workloads a and b named by the configuration: vLLM holds 2 * (2 + 1) + 1 adapters
+    "FLYWHEEL_WORKLOADS": '["a", "b"]',
 }
 
 
@@ -145,7 +145,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
 ) -> None:
     """Two workloads on one vLLM, both candidates loaded beside the stable adapter: A's (v1's
     adapter made worse) in canary is rolled back by a candidate alert carrying
-    ``workload="A"`` and unloaded, while B's (a copy of v1's adapter) goes on through its
+    ``workload="a"`` and unloaded, while B's (a copy of v1's adapter) goes on through its
     canary steps to promotion; A's users are back on A's stable, and no request fails."""
     from flows.release import ReleaseOptions, release
     from flows.rollback import rollback
@@ -178,7 +178,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     state = load_state(store)
     state.workloads = {
         w: WorkloadRelease(candidate=v, phase="canary", weight=50, release_id=new_release_id(v))
-        for w, v in (("A", worse), ("B", good))
+        for w, v in (("a", worse), ("b", good))
     }
     save_state(store, state, force=True)
     settings = rt.settings.model_copy(
@@ -208,11 +208,11 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             seed = 0
             while not stop.is_set():
                 seed += 1
-                burst(gw.url, {"A": 12}, seed, seen)
+                burst(gw.url, {"a": 12}, seed, seen)
 
         threads = [
             threading.Thread(target=crowd, daemon=True),
-            threading.Thread(target=paced, args=(gw.url, "B", 2.0, stop, seen), daemon=True),
+            threading.Thread(target=paced, args=(gw.url, "b", 2.0, stop, seen), daemon=True),
         ]
         for thread in threads:
             thread.start()
@@ -224,7 +224,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         b_out = release(
             good,
             ReleaseOptions(
-                workload="B",
+                workload="b",
                 canary_steps=[50, 100],
                 analysis_interval_s=2.0,
                 min_requests_per_step=8,
@@ -232,7 +232,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             ),
         )
         deadline = time.time() + 300
-        while time.time() < deadline and load_state(store).release_of("A").phase != "rolled_back":
+        while time.time() < deadline and load_state(store).release_of("a").phase != "rolled_back":
             time.sleep(2)
         stop.set()
         for thread in threads:
@@ -240,24 +240,24 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         for thread in gw.app.state.admin.threads:  # the rollback flow the webhook started
             thread.join(120)
         after = Users()
-        burst(gw.url, {"A": 8}, 999, {"A": after})  # A's users keep coming
+        burst(gw.url, {"a": 8}, 999, {"a": after})  # A's users keep coming
         fired = firing(prom)
     state = load_state(store)
-    a, b = state.release_of("A"), state.release_of("B")
-    assert a.phase == "rolled_back" and worse in a.rejected, "A never rolled back"
+    a, b = state.release_of("a"), state.release_of("b")
+    assert a.phase == "rolled_back" and worse in a.rejected, "a never rolled back"
     assert a.stable == stable and a.weight == 0 and after.models == {stable: 8}
     assert (b_out.outcome, b.phase, b.stable) == ("promoted", "promoted", good), b_out.reasons
     assert state.stable == stable and not state.rejected  # the shared release untouched
     # one rollback, A's, named by a candidate alert that fired for A's candidate alone
-    assert len(rollbacks) == 1 and rollbacks[0][1] == "A", rollbacks
+    assert len(rollbacks) == 1 and rollbacks[0][1] == "a", rollbacks
     assert rollbacks[0][0].startswith(f"alert firing for {worse}: ")
     named = set(rollbacks[0][0].split(": ", 1)[1].split(", "))
-    assert named and {(n, worse, "A") for n in named} <= fired, (rollbacks, fired)
-    assert not {f for f in fired if f[2] != "A"}, fired  # nothing ever fired about B
+    assert named and {(n, worse, "a") for n in named} <= fired, (rollbacks, fired)
+    assert not {f for f in fired if f[2] != "a"}, fired  # nothing ever fired about B
     models = served_env.models()
     assert worse not in models and {stable, good} <= set(models)  # A's unloaded, B's served
     assert sum(u.failed for u in (*seen.values(), after)) == 0, seen
-    assert seen["A"].models[worse] > 0 and seen["B"].models[good] > 0  # both canaries served
+    assert seen["a"].models[worse] > 0 and seen["b"].models[good] > 0  # both canaries served
     shown = subprocess.run(  # what an operator sees: a line per workload
         [sys.executable, "-m", "deployments.cli", "status", "--json"],
         capture_output=True,
@@ -267,10 +267,10 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     rows = {r["workload"]: r for r in json.loads(shown.stdout)["workloads"]}
-    assert (rows["A"]["stable"], rows["A"]["phase"]) == (stable, "rolled_back"), rows
-    assert (rows["B"]["stable"], rows["B"]["phase"]) == (good, "promoted"), rows
+    assert (rows["a"]["stable"], rows["a"]["phase"]) == (stable, "rolled_back"), rows
+    assert (rows["b"]["stable"], rows["b"]["phase"]) == (good, "promoted"), rows
     assert rows[None]["stable"] == stable
-    print(f"\n{rollbacks[0][0]} (workload A) -> rolled back; B promoted {good}; FOR {FOR}")
+    print(f"\n{rollbacks[0][0]} (workload a) -> rolled back; b promoted {good}; FOR {FOR}")
 
 
 def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Served) -> None:

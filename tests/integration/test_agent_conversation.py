@@ -116,6 +116,7 @@ def test_a_conversation_goes_gateway_to_pairs_and_langfuse_gives_the_same_record
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select_training_data
 
     monkeypatch.setenv("FLYWHEEL_CURATE__K_ANONYMITY", "1")
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["calc-agent"]')
     get_settings.cache_clear()
     settings = get_settings()
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)

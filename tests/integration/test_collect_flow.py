@@ -124,3 +124,32 @@ def test_collect_on_s3_server(prefect_api, flywheel_home, monkeypatch) -> None:
         assert "rollouts/window=2026-11-22T10:00:00Z/batch.parquet" in keys
         assert any(k.startswith("warehouse/") for k in keys)  # Iceberg data lives in the bucket
         assert not (flywheel_home / "store").exists()
+
+
+def test_traces_naming_a_workload_that_is_not_configured_are_the_shared_releases(
+    prefect_api, flywheel_home
+) -> None:
+    """Old spool lines (or a source's tags) naming ``../x`` or ``gone`` are collected as the
+    shared release's ``default`` and counted; a configured workload keeps its name."""
+    from tasks.datasets import read_rollouts
+
+    settings = get_settings()
+    writer = SpoolWriter(open_store(settings), writer_id="old")
+    names = ["../x", "gone", "clock", "default"]
+    for i, name in enumerate(names):
+        writer.write_trace(make_trace(i, T0, workload=name))
+    writer.flush()
+
+    result = _run_collect()
+
+    rows = read_rollouts(open_store(settings), result.window).to_pylist()
+    assert [r["workload"] for r in sorted(rows, key=lambda r: r["trace_id"])] == [
+        "default",
+        "default",
+        "clock",
+        "default",
+    ]
+    assert (result.written, result.unconfigured_workload) == (4, 2)
+    state = json.loads(open_store(settings).get("metrics/collect.json"))
+    series = state["counters"]["flywheel_stage_records_total"]
+    assert any("unconfigured_workload" in k and v == 2 for k, v in series.items())

@@ -1,12 +1,13 @@
 """Routing by workload through the running gateway (loopback, in-process fake upstreams): a
 workload with a release of its own is routed by it, every other one by the shared routing, and
 a change to one workload's release (admin API, manual rollback, a labelled alert) never moves
-another's traffic."""
+another's traffic. A workload the configuration does not list is the shared release's."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from infra.gateway import GatewayHandle, start_background_gateway
 from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
+from infra.traces import SpoolSource
 from tests.fakes.upstream import EchoUpstream, post_many
 
 pytestmark = pytest.mark.integration
@@ -28,11 +30,14 @@ VERSIONS = ("v0", "v1", "sql-0", "sql-1", "sup-1")
 USERS = [f"user-{i}" for i in range(400)]
 
 
-def start(tmp_path: Path, state: RoutingState) -> GatewayHandle:
+def start(
+    tmp_path: Path, state: RoutingState, workloads: tuple[str, ...] = ("sql", "sup", "support")
+) -> GatewayHandle:
     store = LocalStore(tmp_path / "store")
     save_state(store, state)
     settings = Settings(
         home=tmp_path,
+        workloads=list(workloads),
         gateway=GatewaySettings(admin_token=SecretStr(TOKEN), diverse_fraction=0),
     )
     return start_background_gateway(
@@ -150,3 +155,47 @@ def test_public_clients_name_only_released_versions_and_never_a_retired_one(
         assert ask("sql-1", "sql", AUTH).status_code == 200
         assert ask("sup-1", "sup", AUTH).status_code == 404  # retired: never served
         assert served(gw.url, "sup") == Counter({"v0": len(USERS)})  # its canary is skipped
+
+
+def test_a_workload_that_is_not_configured_is_served_and_traced_as_the_shared_release(
+    tmp_path: Path,
+) -> None:
+    """``../x`` (no workload name at all) and ``sup`` (a line in the routing state, but not in
+    FLYWHEEL_WORKLOADS) are served by the shared release and traced as ``default``; the
+    client's string reaches neither the spool nor a metric label, only a count."""
+    state = sql_canary(0)
+    state.workloads["sup"] = WorkloadRelease(stable="sup-1")
+
+    def ask(workload: str) -> httpx.Response:
+        return httpx.post(
+            f"{gw.url}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
+            headers={"X-Flywheel-Workload": workload},
+        )
+
+    with start(tmp_path, state, workloads=("sql",)) as gw:
+        replies = {name: ask(name) for name in ("../x", "sup", "sql")}
+        served(gw.url, "../y", USERS[:3])  # metadata.workload, as the openai SDK sends it
+        exposition = httpx.get(f"{gw.url}/metrics").text
+    assert {n: (r.status_code, r.headers["x-flywheel-model"]) for n, r in replies.items()} == {
+        "../x": (200, "v0"),
+        "sup": (200, "v0"),
+        "sql": (200, "sql-0"),
+    }
+    assert "flywheel_workload_unconfigured_total 5.0" in exposition.splitlines()
+    assert "../" not in exposition and 'workload="sup"' not in exposition
+    now = datetime.now(UTC)
+    spool = SpoolSource(LocalStore(tmp_path / "store"), max_record_bytes=1_000_000)
+    traced = {
+        r.trace_id: r.workload
+        for r in spool.read_window(now - timedelta(hours=1), now + timedelta(hours=1)).records
+    }
+    ids = {name: r.headers["x-trace-id"] for name, r in replies.items()}
+    assert (traced[ids["../x"]], traced[ids["sup"]], traced[ids["sql"]]) == (
+        "default",
+        "default",
+        "sql",
+    )
+    assert sorted(traced.values()) == ["default"] * 5 + ["sql"]
+    raw = "".join(p.read_text() for p in (tmp_path / "store" / "traces").rglob("*.jsonl"))
+    assert "../" not in raw and '"sup"' not in raw

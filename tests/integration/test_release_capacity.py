@@ -28,22 +28,23 @@ def test_a_release_beyond_max_loras_is_refused_before_routing_changes(
         monkeypatch.setenv("FLYWHEEL_MODEL_SERVER__KIND", "vllm")
         monkeypatch.setenv("FLYWHEEL_MODEL_SERVER__URLS", json.dumps([fake.url]))
         monkeypatch.setenv("FLYWHEEL_MODEL_SERVER__MAX_LORAS", "2")
+        monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["a", "b"]')
         get_settings.cache_clear()
         store = open_store(get_settings())
         (tmp_path / "v3").mkdir()
         (tmp_path / "v3/adapter_config.json").write_text("{}")
         publish_model_dir(store, "v3", tmp_path / "v3")
-        # v1 serves everyone, B's canary routes to v2; v4 was rejected (loaded, routed nowhere)
+        # v1 serves everyone, b's canary routes to v2; v4 was rejected (loaded, routed nowhere)
         b = WorkloadRelease(candidate="v2", phase="canary", weight=50, release_id="r-b")
-        state = RoutingState(stable="v1", rejected=["v4"], workloads={"B": b})
+        state = RoutingState(stable="v1", rejected=["v4"], workloads={"b": b})
         save_state(store, state)
         before = load_state(store)
         with pytest.raises(ControlRefused) as refused:
-            release("v3", ReleaseOptions(workload="A"))
+            release("v3", ReleaseOptions(workload="a"))
         why = str(refused.value)
         assert "\n" not in why and "at most 2 adapters" in why and "v1, v2" in why
         after = load_state(store)
-        assert after.revision == before.revision and "A" not in after.workloads
-        assert after.workloads["B"].candidate == "v2" and after.workloads["B"].weight == 50
+        assert after.revision == before.revision and "a" not in after.workloads
+        assert after.workloads["b"].candidate == "v2" and after.workloads["b"].weight == 50
         assert sorted(fake.adapters) == ["v1", "v2"] and fake.loads == 0  # v4 made no room
     get_settings.cache_clear()

@@ -51,6 +51,7 @@ def env(flywheel_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settin
     monkeypatch.setenv(
         "FLYWHEEL_GATEWAY__UPSTREAMS", json.dumps({v: h.url for v, h in handles.items()})
     )
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["capitals"]')
     monkeypatch.setenv("FLYWHEEL_REWARD__GOLDEN_SETS", json.dumps({"capitals": str(CAPITALS)}))
     monkeypatch.setenv("FLYWHEEL_REWARD__VERIFIERS", '{"capitals": "mypkg.capitals:capital"}')
     for weight in ("FAITHFULNESS", "CONTEXT_RECALL", "FEEDBACK", "LATENCY"):  # the judge alone

@@ -35,6 +35,7 @@ def gateway(flywheel_home, monkeypatch: pytest.MonkeyPatch) -> Iterator[GatewayH
         "FLYWHEEL_GATEWAY__UPSTREAMS", json.dumps({v: h.url for v, h in handles.items()})
     )
     monkeypatch.setenv("FLYWHEEL_GATEWAY__DIVERSE_FRACTION", "0")
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["sql"]')
     monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_TOKEN", TOKEN)
     get_settings.cache_clear()
     save_state(open_store(get_settings()), RoutingState(stable="v0"))

@@ -88,7 +88,7 @@ def gateway() -> Iterator[tuple[str, FakeGateway]]:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     # the calculator agent alone: this fake gateway answers additions
-    return Settings(home=tmp_path / "home", user_salt="test-salt", demo_workloads=["calculator"])
+    return Settings(home=tmp_path / "home", user_salt="test-salt", workloads=["calculator"])
 
 
 def test_users_ask_through_the_openai_api_with_pii_consent_and_feedback(

@@ -1,5 +1,6 @@
 """``flywheel train --workload W``: the train flow and the GPU recipe's ``select`` read W's rows
-only (``default``: the rows recorded under no workload), the buffer's windows are the newest
+only (``default``: the rows recorded under no workload, or under one FLYWHEEL_WORKLOADS does
+not list), the buffer's windows are the newest
 holding W's rows, and the published version's lineage and model card name W; without a
 workload every workload's rows are read, as before."""
 
@@ -14,6 +15,7 @@ import yaml
 
 from infra import models
 from infra.catalog import append_rows, open_catalog, scan
+from infra.errors import UnknownWorkload
 from infra.keys import model_prefix
 from infra.settings import get_settings
 from infra.store import open_store
@@ -28,6 +30,7 @@ def _support(window: str, n: int, **kwargs: Any) -> list[dict[str, Any]]:
 
 
 def _setenv(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["support"]')
     for name, value in values.items():
         monkeypatch.setenv(f"FLYWHEEL_TRAIN__{name.upper()}", value)
     get_settings.cache_clear()
@@ -60,12 +63,17 @@ def test_a_workload_trains_on_its_own_rows_and_the_gpu_recipe_selects_the_same(
     _setenv(monkeypatch, buffer_days="0", buffer_windows="1", min_pairs="1000")
     settings = get_settings()
     models.publish_model_dir(open_store(settings), "v0", tiny_model)
-    append_rows(open_catalog(settings), "training_examples", _support(W1, 3) + rows(W2, 4))
+    shared = rows(W2, 4)
+    for row in shared[:4]:  # two groups curated under names that are not configured
+        row["workload"] = "../x" if row["prompt_group"].endswith("-0") else "gone"
+    append_rows(open_catalog(settings), "training_examples", _support(W1, 3) + shared)
     seen = _seen_selections(monkeypatch)
 
     support = flows.train.train(method="dpo", base_version="v0", workload="support")
     default = flows.train.train(method="dpo", base_version="v0", workload="default")
     every = flows.train.train(method="dpo", base_version="v0")
+    with pytest.raises(UnknownWorkload, match="'../x' is not configured"):
+        flows.train.train(method="dpo", base_version="v0", workload="../x")
     select(tmp_path / "run", base_version="v0", method="dpo", workload="support")
     recipe = read_json(tmp_path / "run" / "selection.json")
 
@@ -73,7 +81,7 @@ def test_a_workload_trains_on_its_own_rows_and_the_gpu_recipe_selects_the_same(
     mine, theirs, all_rows = seen
     assert mine.windows == [W1] and len(mine.pairs) == 3
     assert all(t.startswith(W1) for t in mine.pair_trace_ids)
-    assert theirs.windows == [W2] and len(theirs.pairs) == 4
+    assert theirs.windows == [W2] and len(theirs.pairs) == 4  # "../x" and "gone" are its own
     assert all(t.startswith(W2) for t in theirs.pair_trace_ids)
     assert default.workload == "default"
     # without a workload: the newest window of every workload's rows, as before

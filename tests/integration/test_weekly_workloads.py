@@ -98,6 +98,7 @@ def fake_release(version: str, options: ReleaseOptions | None = None) -> Release
 def weekly(prefect_api: None, flywheel_home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The weekly flow with stand-in train and release, a minimum of 4 examples."""
     monkeypatch.setenv("FLYWHEEL_TRAIN__MIN_PAIRS", "4")
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["support", "sql", "router", "boom"]')
     get_settings.cache_clear()
     monkeypatch.setattr(weekly_flow, "train", fake_train)
     monkeypatch.setattr(weekly_flow, "release", fake_release)
@@ -144,3 +145,16 @@ def test_without_workload_labels_the_shared_version_is_trained_and_released(
     out = weekly()
     assert out["train"].workload is None and out["release"].workload is None
     assert load_state(Runtime.from_env().store).stable == "v6"  # len("shared")
+
+
+def test_rows_of_a_workload_that_is_not_configured_train_the_shared_release(weekly: Any) -> None:
+    """Rows curated under ``../x`` or ``gone`` (names FLYWHEEL_WORKLOADS does not list) are the
+    shared release's: no train or release run, flow run name or release line is named after
+    them."""
+    _plant(support=4, none=1, **{"../x": 2, "gone": 2})
+    out = weekly()["workloads"]
+    assert sorted(out) == ["default", "support"]
+    assert out["default"].examples == 5 and out["default"].outcome == "promoted"
+    assert out["default"].train.train_run == "train-default"
+    state = load_state(Runtime.from_env().store)
+    assert sorted(state.workloads) == ["support"] and state.stable == "v7"  # len("default")

@@ -107,6 +107,30 @@ def test_a_bad_list_in_dotenv_names_the_variable(tmp_path: Path) -> None:
     assert "JSON" in line and '["a", "b"]' in line
 
 
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"FLYWHEEL_WORKLOADS": '["support", "../x"]'},
+            "FLYWHEEL_WORKLOADS: '../x' is not a workload name (lower-case letters",
+        ),
+        (
+            {"FLYWHEEL_WORKLOADS": '["support"]', "FLYWHEEL_REWARD__VERIFIERS": '{"sql": "m:f"}'},
+            "FLYWHEEL_REWARD__VERIFIERS names workload 'sql', which FLYWHEEL_WORKLOADS does not "
+            "list (support)",
+        ),
+        ({"FLYWHEEL_DEMO_WORKLOADS": '["calculator"]'}, "FLYWHEEL_DEMO_WORKLOADS is now"),
+    ],
+)
+def test_a_workloads_setting_that_does_not_hold_is_one_line(
+    tmp_path: Path, env: dict[str, str], says: str
+) -> None:
+    done = flywheel("status", home=tmp_path, **env)
+
+    assert done.returncode == 2
+    assert says in one_error_line(done, "flywheel: error: ")
+
+
 def test_a_store_url_that_is_no_path_or_url_is_refused_not_created(tmp_path: Path) -> None:
     done = flywheel("status", home=tmp_path, FLYWHEEL_STORE_URL="::bad::")
 

@@ -80,3 +80,18 @@ def test_status_without_workloads_prints_no_workload_lines(tmp_path: Path) -> No
         }
     ]
     assert load_state(store_of(tmp_path)).workloads == {}
+
+
+def test_a_workload_that_is_not_configured_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``sql`` has a line in the routing state, but FLYWHEEL_WORKLOADS (the demo's two by
+    default) does not list it: refused before anything runs, as ``../x`` is."""
+    save_state(store_of(tmp_path), two_workloads())
+    before = load_state(store_of(tmp_path))
+    for args in (("train", "--workload", "../x"), ("release", "v1", "--workload", "sql")):
+        done = flywheel(*args, home=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
+        assert f"workload {args[-1]!r} is not configured" in done.stderr
+        assert "FLYWHEEL_WORKLOADS lists: calculator, clock" in done.stderr
+    assert load_state(store_of(tmp_path)) == before
+    assert not (tmp_path / "fw" / "store" / "models").exists()

@@ -99,7 +99,7 @@ def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
         "clock": "tasks.demo.verifier:clock",
     }
     assert _demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
-    monkeypatch.setenv("FLYWHEEL_DEMO_WORKLOADS", '["calculator"]')
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["calculator"]')
     get_settings.cache_clear()
     assert _demo_verifiers("local") == {}
     get_settings.cache_clear()

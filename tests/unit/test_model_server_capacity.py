@@ -18,9 +18,12 @@ def test_the_default_holds_every_configured_workloads_stable_and_candidate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FLYWHEEL_MODEL_SERVER__MAX_LORAS", raising=False)
-    assert Settings(home=tmp_path).model_server.max_loras == 3  # shared stable + cand + baking
+    # shared stable + candidate + one baking; the demo's two workloads by default
+    assert Settings(home=tmp_path, workloads=[]).model_server.max_loras == 3
+    assert Settings(home=tmp_path).model_server.max_loras == 2 * (2 + 1) + 1
     two = Settings(
         home=tmp_path,
+        workloads=["units", "calculator"],
         reward=RewardSettings(golden_sets={"units": tmp_path, "default": tmp_path}),
         train=TrainSettings(workload_buffer_days={"calculator": 3, "units": 1}),
     )

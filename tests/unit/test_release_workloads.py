@@ -19,7 +19,7 @@ from infra.routing import (
     scoped,
 )
 from infra.routing.alerts import alerts_by_workload
-from infra.settings import ReleaseSettings
+from infra.settings import ReleaseSettings, get_settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions
 from tasks.release.adapters import unload_unrouted
@@ -181,6 +181,10 @@ def test_adapters_another_workload_routes_to_stay_loaded() -> None:
         ["rollback", "--workload", "sql"],
     ],
 )
-def test_release_controls_take_a_workload(argv: list[str]) -> None:
+def test_release_controls_take_a_workload(
+    argv: list[str], flywheel_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["sql"]')
+    get_settings.cache_clear()
     assert cli.build_parser().parse_args(argv).workload == "sql"
     assert cli.build_parser().parse_args(argv[:-2]).workload is None

@@ -75,6 +75,7 @@ def test_verifier_drives_grpo_reward(plugin_path: None, monkeypatch: pytest.Monk
 def test_verifiers_are_chosen_per_workload(
     plugin_path: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["orders"]')
     monkeypatch.setenv(
         "FLYWHEEL_REWARD__VERIFIERS", json.dumps({"orders": "mypkg.checks:exact_json"})
     )
