@@ -190,9 +190,20 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     )
     rollbacks: list[tuple[str, str | None]] = []
 
-    def rollback_flow(reason: str, workload: str | None = None) -> None:  # what Prefect runs
+    def rollback_flow(
+        reason: str,
+        workload: str | None = None,
+        version: str | None = None,
+        release_id: str | None = None,
+    ) -> None:  # what Prefect runs, with the release the gateway rolled back
         rollbacks.append((reason, workload))
-        rollback(reason=reason, actor="alertmanager", workload=workload)
+        rollback(
+            reason=reason,
+            actor="alertmanager",
+            workload=workload,
+            version=version,
+            release_id=release_id,
+        )
 
     seen: dict[str, Users] = {}
     with ExitStack() as stack:
