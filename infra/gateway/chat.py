@@ -14,6 +14,7 @@ from infra.upstream.completion import Completion
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
+    from infra.upstream.statuses import UpstreamRefused
 
 
 def _usage(done: Completion) -> dict[str, int]:
@@ -142,6 +143,12 @@ def error_response(status: int, message: str, *, kind: str, code: str | None = N
 def upstream_failed(exc: Exception) -> Response:
     """502 naming the upstream and why (messages of UpstreamError carry no request content)."""
     return error_response(502, f"upstream failed: {exc}", kind="upstream_error")
+
+
+def upstream_refused(exc: UpstreamRefused) -> Response:
+    """The client's own request, refused by the model server: its status (400, 413 or 422)
+    and message (without the server's address or key), in the OpenAI error shape."""
+    return error_response(exc.status, exc.message, kind="invalid_request_error")
 
 
 def response_headers(trace_id: str, version: str, route: str) -> RawHeaders:

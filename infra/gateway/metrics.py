@@ -35,6 +35,7 @@ class GatewayMetrics:
     ``flywheel_route_weight{model}``, ``flywheel_trace_sink_dropped_total``,
     ``flywheel_trace_truncated_total``, ``flywheel_feedback_changed_total{model}``,
     ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``,
+    ``flywheel_client_refused_total{status}``,
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
@@ -84,6 +85,13 @@ class GatewayMetrics:
             ["model"],
             registry=r,
             multiprocess_mode="livemostrecent",  # every worker sets the same weights
+        )
+        self.client_refused = Counter(
+            "flywheel_client_refused_total",
+            "Requests the model server refused as the client's own (400, 413 or 422 from the "
+            "stable version too): answered with that status, no version's error.",
+            ["status"],
+            registry=r,
         )
         self.sink_dropped = Counter(
             "flywheel_trace_sink_dropped_total",

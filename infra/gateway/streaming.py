@@ -16,11 +16,13 @@ from infra.gateway.chat import (
     logprobs_body,
     response_headers,
     upstream_failed,
+    upstream_refused,
     wants_logprobs,
 )
 from infra.gateway.chat_request import ChatRequest
 from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
 from infra.upstream.completion import merge_meta
+from infra.upstream.statuses import UpstreamRefused
 from infra.upstream.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ async def stream_chat(
             prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
+    except UpstreamRefused as exc:
+        return upstream_refused(exc)
     except UpstreamError as exc:
         return upstream_failed(exc)
     first, pieces = served.value

@@ -28,6 +28,14 @@ def echo_answer(messages: list[dict[str, Any]]) -> str:
     return f"echo: {content}"
 
 
+def refuse_bad_stop(body: dict[str, Any]) -> str | None:
+    """vLLM's refusal of a ``stop`` list holding anything but strings (None: accepted)."""
+    stop = body.get("stop")
+    if isinstance(stop, list) and not all(isinstance(s, str) for s in stop):
+        return "1 validation error: stop.list[str].0 Input should be a valid string"
+    return None
+
+
 def long_for_long(messages: list[dict[str, Any]]) -> str:
     """Eight MB of answer (128 words of 64 KB) to "long", an echo to anything else."""
     if messages and messages[-1].get("content") == "long":
@@ -49,6 +57,8 @@ class FakeUpstream:
     keep_bodies: bool = False
     tool_calls: list[dict[str, Any]] | None = None  # answer with these calls instead of text
     chunk_delay_s: float = 0.0  # between the events of a stream
+    # a request body -> the message of a 400 refusing it (as vLLM refuses a bad field), or None
+    refuse: Callable[[dict[str, Any]], str | None] | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -71,6 +81,10 @@ class FakeUpstream:
             self.bodies.append(body)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.refuse is not None and (why := self.refuse(body)) is not None:
+            error = {"message": why, "type": "BadRequestError", "param": None, "code": 400}
+            await _send_json(send, 400, {"error": error})
+            return
         if self.fail_rate and self.rng.random() < self.fail_rate:
             await _send_json(send, self.fail_status, {"error": {"message": "injected failure"}})
             return
