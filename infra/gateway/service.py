@@ -153,7 +153,8 @@ class Gateway:
 
     async def chat(self, req: ChatRequest, *, admin: bool = False) -> Response:
         """Answer one request; ``admin``: the caller showed the admin token, so it may name any
-        version that is not retired (a candidate, an old or a rolled-back one)."""
+        version that is not retired (a candidate, an old or a rolled-back one), and its answer
+        names the version and route that served it (no public answer does)."""
         started = time.perf_counter()
         state = self.watcher.view(req.workload)
         decision = decide(
@@ -208,6 +209,7 @@ class Gateway:
                     started=started,
                     prompt_group=prompt_group,
                     pairing_id=pairing_id,
+                    reveal=admin,
                 )
             else:
                 response = await self.answer(
@@ -217,6 +219,7 @@ class Gateway:
                     started=started,
                     prompt_group=prompt_group,
                     pairing_id=pairing_id,
+                    reveal=admin,
                 )
             answered = response.status_code == 200
         finally:
@@ -252,9 +255,11 @@ class Gateway:
         started: float,
         prompt_group: str,
         pairing_id: str | None,
+        reveal: bool = False,
     ) -> Response:
         """Answer a non-streaming request from the decided version (the stable one if the canary
-        fails), record and trace it; 502 when no version answered."""
+        fails), record and trace it; 502 when no version answered. ``reveal``: the response
+        names the version and route that served it (a request with the admin token)."""
 
         async def complete(version: str) -> Completion:
             return await self.pool.get(version).complete(req.messages, params)
@@ -295,9 +300,10 @@ class Gateway:
             pairing_id=served.pairing_id,
         )
         body = completion_body(
-            served.value, trace_id=trace_id, version=version, logprobs=wants_logprobs(req)
+            served.value, trace_id=trace_id, model=req.model, logprobs=wants_logprobs(req)
         )
-        return json_response(body, headers=response_headers(trace_id, version, route))
+        shown = (version, route) if reveal else None
+        return json_response(body, headers=response_headers(trace_id, served=shown))
 
     async def drain(self, timeout_s: float = 2.0) -> None:
         """Let background shadows/siblings finish briefly at shutdown, then cancel them."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from infra.store import LocalStore
-from tests.e2e.test_alert_rollback import alertmanager_config, prometheus_config
+from tests.e2e.test_alert_rollback import TOKEN, alertmanager_config, prometheus_config
 from tests.procs import find_binary, free_port, service
 
 CANDIDATE_ALERTS = (
@@ -68,7 +68,8 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
         "max_tokens": ANSWER_TOKENS,
         "user": req.user.user_id,  # type: ignore[attr-defined]
     }
-    headers = {"Authorization": "Bearer sk-e2e", "X-Flywheel-Workload": workload}
+    # the admin token: the answer names the version that served it (no user's answer does)
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Flywheel-Workload": workload}
     try:
         resp = httpx.post(f"{gateway}/v1/chat/completions", json=body, headers=headers, timeout=120)
         resp.raise_for_status()
@@ -81,7 +82,7 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
             users.failed += 1
         return
     with lock:
-        users.models[resp.json()["model"]] += 1
+        users.models[resp.headers["x-flywheel-model"]] += 1
         users.feedback[value] += 1
 
 

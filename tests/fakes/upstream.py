@@ -259,16 +259,22 @@ class LoopbackConnection:
 
 
 async def post_many(
-    url: str, path: str, bodies: list[dict[str, Any]], *, concurrency: int = 16
+    url: str,
+    path: str,
+    bodies: list[dict[str, Any]],
+    *,
+    concurrency: int = 16,
+    headers: dict[str, str] | None = None,
 ) -> list[Reply]:
-    """POST every body (JSON) over ``concurrency`` keep-alive connections; replies in order."""
+    """POST every body (JSON) over ``concurrency`` keep-alive connections, with ``headers``;
+    replies in order."""
     conns = [await LoopbackConnection.open(url) for _ in range(min(concurrency, len(bodies)))]
     replies: list[Reply | None] = [None] * len(bodies)
     todo = iter(range(len(bodies)))
 
     async def worker(conn: LoopbackConnection) -> None:
         for i in todo:
-            replies[i] = await conn.post(path, json.dumps(bodies[i]).encode())
+            replies[i] = await conn.post(path, json.dumps(bodies[i]).encode(), headers)
 
     try:
         await asyncio.gather(*(worker(c) for c in conns))
