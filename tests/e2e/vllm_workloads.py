@@ -137,9 +137,9 @@ def firing(prometheus: str) -> set[tuple[str, str, str]]:
     return {f for f in found if f[0] in CANDIDATE_ALERTS}
 
 
-def alerting(stack: ExitStack, tmp_path: Path, *, gateway: str, admin_url: str) -> str:
-    """Alertmanager (calling ``admin_url``'s /admin/alerts) and Prometheus (scraping
-    ``gateway``) with the repo's configs, shortened windows; returns Prometheus's URL."""
+def alerting(stack: ExitStack, tmp_path: Path, *, admin_url: str) -> str:
+    """Alertmanager (calling ``admin_url``'s /admin/alerts) and Prometheus (scraping its
+    /admin/metrics) with the repo's configs, shortened windows; returns Prometheus's URL."""
     am_port, prom_port = free_port(), free_port()
     am_args = [
         find_binary("alertmanager"),
@@ -154,7 +154,7 @@ def alerting(stack: ExitStack, tmp_path: Path, *, gateway: str, admin_url: str) 
     prom = f"http://127.0.0.1:{prom_port}"
     prom_cfg = prometheus_config(
         tmp_path,
-        gateway=gateway.removeprefix("http://"),
+        gateway=admin_url.removeprefix("http://"),
         alertmanager=f"127.0.0.1:{am_port}",
         self_addr=f"127.0.0.1:{prom_port}",
     )

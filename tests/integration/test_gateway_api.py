@@ -65,8 +65,14 @@ def spool(tmp_path: Path, kind: str = "trace", wait_for: int = 1) -> list[dict[s
         time.sleep(0.05)
 
 
-def metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics").text
+def metric(url: str, name: str, *, token: str | None = None, **labels: str) -> float:
+    """A sample of the public ``/metrics`` (with the admin ``token``: of the admin listener's
+    ``/admin/metrics`` at ``url``, every series)."""
+    if token is None:
+        text = httpx.get(f"{url}/metrics").text
+    else:
+        auth = {"Authorization": f"Bearer {token}"}
+        text = httpx.get(f"{url}/admin/metrics", headers=auth).text
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         series, _, value = line.rpartition(" ")
@@ -186,10 +192,10 @@ def test_bad_requests_and_unknown_models_get_openai_errors(tmp_path: Path, upstr
         operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=token, max_retries=0)
         pinned = operator.chat.completions.create(model="v1", messages=MESSAGES)
         assert pinned.model == "v1"
-        assert (
-            metric(gw.url, "agent_requests_total", model="v1", route="pinned", workload="default")
-            == 1
-        )
+        # not released: its series are the operator's alone (admin listener)
+        pinned_v1 = {"model": "v1", "route": "pinned", "workload": "default"}
+        assert metric(gw.url, "agent_requests_total", **pinned_v1) == 0
+        assert metric(str(gw.admin_url), "agent_requests_total", token=token, **pinned_v1) == 1
         [trace] = spool(tmp_path)
     assert (trace["model_version"], trace["route"]) == ("v1", "canary")  # not the stable one
 

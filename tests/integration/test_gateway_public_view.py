@@ -5,6 +5,7 @@ public client was routed to. The operator (admin token, admin listener) sees mor
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,51 @@ def test_a_public_answer_is_the_same_whichever_version_served_it(
     assert {c["model"] for c in json.loads(chunks)} == {"flywheel"}
     assert operator.headers["x-flywheel-model"] in ("v0", "v1")  # the operator may know
     assert operator.headers["x-flywheel-route"] in ("stable", "canary")
+
+
+def test_the_public_metrics_name_no_version_no_user_was_routed_to(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle]
+) -> None:
+    from infra.promql import EmbeddedMetrics
+
+    store = LocalStore(tmp_path / "store")
+    shadow = RoutingState(stable="v0", candidate="v1", phase="shadow", shadow_fraction=1.0)
+    with start(tmp_path, upstreams, shadow) as gw:
+        url = f"{gw.url}/v1/chat/completions"
+        reader = EmbeddedMetrics.from_url(gw.url)  # the embedded canary analysis
+        since = reader.mark()
+        for i in range(6):
+            assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
+        pinned = {"model": "v2", "messages": MESSAGES}  # an operator's look at another one
+        assert httpx.post(url, json=pinned, headers=OPERATOR).status_code == 200
+        wait_for_background(gw)
+        public = httpx.get(f"{gw.url}/metrics").text
+        full = httpx.get(f"{gw.admin_url}/admin/metrics", headers=OPERATOR).text
+        unauthorised = httpx.get(f"{gw.admin_url}/admin/metrics").status_code
+        assert 'agent_requests_total{model="v0",route="stable",workload="default"} 6.0' in public
+        assert '"v1"' not in public and '"v2"' not in public  # in no series at all
+        assert 'agent_requests_total{model="v1",route="shadow",workload="default"} 6.0' in full
+        assert 'agent_requests_total{model="v2",route="pinned",workload="default"} 1.0' in full
+        assert 'flywheel_route_weight{model="v1"} 0.0' in full
+        assert unauthorised == 401
+        # the canary: users reach v1 now, and the analysis reads it on the public listener
+        canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=100)
+        save_state(store, canary, force=True)
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{gw.url}/healthz").json()["candidate"] != "v1":
+            assert time.monotonic() < deadline, "the gateway did not pick up the canary"
+            time.sleep(0.05)
+        for i in range(4):
+            assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
+        window = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+        public = httpx.get(f"{gw.url}/metrics").text
+    assert (window.candidate.requests, window.stable.requests) == (4, 6)
+    assert 'flywheel_route_weight{model="v1"} 100.0' in public
+    assert '"v2"' not in public  # still only pinned
+
+
+def wait_for_background(gw: GatewayHandle) -> None:
+    """Until the gateway's background calls (shadow copies) have ended (bounded)."""
+    deadline = time.monotonic() + 10
+    while gw.app.state.gateway.background and time.monotonic() < deadline:
+        time.sleep(0.02)
