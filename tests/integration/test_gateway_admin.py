@@ -23,7 +23,8 @@ from infra.gateway.admin import trigger_prefect_rollback
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import EchoUpstream, post_many
+from tests.fakes.loopback import post_many
+from tests.fakes.upstream import EchoUpstream
 
 pytestmark = pytest.mark.integration
 

@@ -17,13 +17,8 @@ from infra.gateway import GatewayHandle, start_background_gateway
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import (
-    EchoUpstream,
-    FakeUpstreamHandle,
-    Reply,
-    post_many,
-    start_fake_upstream,
-)
+from tests.fakes.loopback import Reply, post_many
+from tests.fakes.upstream import EchoUpstream, FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ from infra.gateway import GatewayHandle, start_background_gateway
 from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import EchoUpstream, post_many
+from tests.fakes.loopback import post_many
+from tests.fakes.upstream import EchoUpstream
 
 pytestmark = pytest.mark.integration
 
