@@ -1,6 +1,6 @@
 """The gateway's two FastAPI apps: the public one (OpenAI-compatible endpoints, feedback,
-metrics, health) and the admin one (``/admin/*``, served on its own listener, see
-:mod:`infra.gateway.serve`)."""
+metrics without the versions no user was routed to, health) and the admin one (``/admin/*``,
+every metric included, served on its own listener, see :mod:`infra.gateway.serve`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from starlette.responses import Response
 
 from infra.gateway.admin import ADMIN_OFF, Admin, admin_router
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
+
+EXPOSITION = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def create_app(
@@ -170,7 +172,13 @@ def create_app(
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        """The public exposition: no series of a version no public client was routed to."""
+        return Response(metrics.render(public=True), media_type=EXPOSITION)
+
+    @app.state.admin_app.get("/admin/metrics", dependencies=[Depends(admin.authorize)])
+    async def all_metrics() -> Response:
+        """Every series (what Prometheus scrapes: the alert rules read shadow errors)."""
+        return Response(metrics.render(), media_type=EXPOSITION)
 
     async def admin_elsewhere(request: Request) -> Response:
         if not admin.enabled:

@@ -1,7 +1,9 @@
 """What the gateway records about every upstream call (metrics and traces), and the routed
 call both the JSON and the streaming path make: the decision's version first; a canary that
 fails is counted as a canary error (and traced with ``error_count=1``) and the stable version
-answers the user instead."""
+answers the user instead. A client's own bad request (refused with 400, 413 or 422 by the
+stable version too) is answered with the upstream's status and message and is no version's
+error (:func:`call_routed`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from infra.gateway.ids import PINNED
 from infra.gateway.limits import cap_trace
 from infra.gateway.voices import epoch_of
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from infra.upstream.statuses import UpstreamRefused
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
@@ -85,6 +88,37 @@ class CallRecorder:
             voter=self.voter(req),
             epoch=epoch_of(self.watcher.view(req.workload)),
         )
+
+    def failed(
+        self,
+        req: ChatRequest,
+        *,
+        version: str,
+        route: str,
+        params: GenParams,
+        started: float,
+        prompt_group: str,
+        took: float | None = None,
+    ) -> None:
+        """Count and trace one failed call of ``version`` (``took``: its seconds, when it
+        ended before now)."""
+        if took is not None:
+            started = time.perf_counter() - took
+        self.observe(version=version, route=route, started=started, error=True, req=req)
+        self.trace(
+            req,
+            trace_id=self.new_trace_id(),
+            version=version,
+            route=route,
+            params=params,
+            started=started,
+            done=None,
+            prompt_group=prompt_group,
+        )
+
+    def client_refused(self, exc: UpstreamRefused) -> None:
+        """Count a request refused as the client's own (by status only: no version)."""
+        self.metrics.client_refused.labels(str(exc.status)).inc()
 
     def trace(
         self,
@@ -161,25 +195,36 @@ async def call_routed(
     failure is counted and traced, and ``call(stable)`` answers. Success is the caller's to
     count (a stream is counted when it ends).
 
+    A refusal (HTTP 400, 413 or 422) is the client's when the stable version refuses the
+    request too: a stable or pinned request's refusal is raised at once, uncounted; a canary's
+    is put to the stable version, and counts as the canary's error only if stable answers
+    (a candidate may refuse what stable accepts: a shorter context window, say). A refusal
+    is never traced: nothing was answered and there is nothing to learn from.
+
     Raises:
+        UpstreamRefused: the client's own request was refused (counted in
+            ``flywheel_client_refused_total`` only).
         UpstreamError: the version that had to answer failed (already counted and logged).
     """
     version, route = decision.version, decision.route
+    refused_after: float | None = None  # the canary's refusal: seconds it took
     try:
         value = await call(version)
         return Served(
             value=value, version=version, route=route, started=started, pairing_id=pairing_id
         )
+    except UpstreamRefused as exc:
+        if route != "canary":
+            recorder.client_refused(exc)
+            raise
+        refused_after = time.perf_counter() - started
     except UpstreamError as exc:
-        recorder.observe(version=version, route=route, started=started, error=True, req=req)
-        recorder.trace(
+        recorder.failed(
             req,
-            trace_id=recorder.new_trace_id(),
             version=version,
             route=route,
             params=params,
             started=started,
-            done=None,
             prompt_group=prompt_group,
         )
         if route != "canary":
@@ -188,6 +233,9 @@ async def call_routed(
     stable, fallback_started = recorder.watcher.view(req.workload).stable, time.perf_counter()
     try:
         value = await call(stable)
+    except UpstreamRefused as exc:
+        recorder.client_refused(exc)  # the canary's refusal, if any, was the client's too
+        raise
     except UpstreamError as again:
         recorder.observe(
             version=stable,
@@ -198,6 +246,16 @@ async def call_routed(
         )
         log.warning("upstream %s failed: %s", stable, again)
         raise
+    if refused_after is not None:  # stable accepted what the canary refused: the canary's
+        recorder.failed(
+            req,
+            version=version,
+            route=route,
+            params=params,
+            started=started,
+            prompt_group=prompt_group,
+            took=refused_after,
+        )
     return Served(
         value=value, version=stable, route="stable", started=fallback_started, pairing_id=None
     )

@@ -1,5 +1,13 @@
 """OpenAI chat-completions shapes: responses, stream chunks, errors (the request:
-:mod:`infra.gateway.chat_request`)."""
+:mod:`infra.gateway.chat_request`).
+
+A public response never says which version or route served it: its ``model`` (in the body
+and in every stream chunk) is the model the client asked for (``flywheel``, or the version
+it named), and its headers are the same whichever version answered (``X-Trace-Id``, for
+feedback). Only a request that carries the admin token (an operator, a test) also gets
+``X-Flywheel-Model`` and ``X-Flywheel-Route``: a client that could tell the canary's answers
+from stable's could vote, or fail, on the canary alone.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from infra.upstream.completion import Completion
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
+    from infra.upstream.statuses import UpstreamRefused
 
 
 def _usage(done: Completion) -> dict[str, int]:
@@ -42,9 +51,10 @@ def logprobs_body(done: Completion) -> dict[str, Any] | None:
 
 
 def completion_body(
-    done: Completion, *, trace_id: str, version: str, logprobs: bool = False
+    done: Completion, *, trace_id: str, model: str, logprobs: bool = False
 ) -> dict[str, Any]:
-    """The OpenAI ``chat.completion`` body of a finished completion, with its trace id as the id."""
+    """The OpenAI ``chat.completion`` body of a finished completion, with its trace id as the
+    id and ``model`` as the client asked for it."""
     message: dict[str, Any] = {"role": "assistant", "content": done.text}
     if done.tool_calls:
         message["tool_calls"] = done.tool_calls
@@ -52,7 +62,7 @@ def completion_body(
         "id": f"chatcmpl-{trace_id}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": version,
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -68,18 +78,18 @@ def completion_body(
 def chunk_line(
     *,
     trace_id: str,
-    version: str,
+    model: str,
     delta: dict[str, Any] | None = None,
     finish_reason: str | None = None,
     usage: Completion | None = None,
     logprobs: dict[str, Any] | None = None,
 ) -> bytes:
-    """One SSE event in the ``chat.completion.chunk`` format."""
+    """One SSE event in the ``chat.completion.chunk`` format (``model`` as the client asked)."""
     data: dict[str, Any] = {
         "id": f"chatcmpl-{trace_id}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": version,
+        "model": model,
         "choices": []
         if usage is not None
         else [
@@ -144,10 +154,17 @@ def upstream_failed(exc: Exception) -> Response:
     return error_response(502, f"upstream failed: {exc}", kind="upstream_error")
 
 
-def response_headers(trace_id: str, version: str, route: str) -> RawHeaders:
-    """``X-Trace-Id`` (for feedback) and which version/route answered."""
-    return [
-        (b"x-trace-id", trace_id.encode("latin-1")),
-        (b"x-flywheel-model", version.encode("latin-1")),
-        (b"x-flywheel-route", route.encode("latin-1")),
-    ]
+def upstream_refused(exc: UpstreamRefused) -> Response:
+    """The client's own request, refused by the model server: its status (400, 413 or 422)
+    and message (without the server's address or key), in the OpenAI error shape."""
+    return error_response(exc.status, exc.message, kind="invalid_request_error")
+
+
+def response_headers(trace_id: str, *, served: tuple[str, str] | None = None) -> RawHeaders:
+    """``X-Trace-Id`` (for feedback); with ``served`` (``(version, route)``, for a request
+    that carries the admin token only) ``X-Flywheel-Model`` and ``X-Flywheel-Route`` too."""
+    headers = [(b"x-trace-id", trace_id.encode("latin-1"))]
+    if served is not None:
+        headers.append((b"x-flywheel-model", served[0].encode("latin-1")))
+        headers.append((b"x-flywheel-route", served[1].encode("latin-1")))
+    return headers

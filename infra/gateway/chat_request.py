@@ -5,11 +5,11 @@ Only the OpenAI chat fields and vLLM's sampling extras reach an upstream; other 
 dropped, and fields that override the server's prompt template (``chat_template``...) are
 refused: the trace must record what the model was really sent. Every number must be finite and
 within its range (``1e300`` is a 400, not a 500); ``max_tokens`` above the gateway's maximum is
-clamped to it; a body nested deeper than ``MAX_DEPTH`` levels or with more than
-``max_messages`` messages is refused before any other work. A workload the request names
-(``X-Flywheel-Workload``, else ``metadata.workload``) is its workload only when configured
-(``FLYWHEEL_WORKLOADS``); any other request is the shared release's, and never carries the
-client's string further.
+clamped to it; a body nested deeper than ``MAX_DEPTH`` levels (measured on its bytes before
+it is parsed, :mod:`infra.gateway.json_shape`) or with more than ``max_messages`` messages is
+refused before any other work. A workload the request names (``X-Flywheel-Workload``, else
+``metadata.workload``) is its workload only when configured (``FLYWHEEL_WORKLOADS``); any other
+request is the shared release's, and never carries the client's string further.
 """
 
 from __future__ import annotations
@@ -189,9 +189,13 @@ def parse_chat_request(
     max_messages: int,
     workload_header: str | None = None,
     workloads: Collection[str] = (),
+    shape_checked: bool = False,
 ) -> ChatRequest:
     """Validate the parts the gateway uses and the fields it forwards; the workload named is
     the request's only when it is one of ``workloads`` (else None: the shared release's).
+    ``shape_checked``: the raw body's nesting was measured before it was parsed
+    (:func:`infra.gateway.json_shape.shape_problem`, as the server's path does), so the
+    parsed value is not walked again.
 
     Raises:
         BadRequest: the body breaks the shape or a limit (the message says which field).
@@ -199,7 +203,7 @@ def parse_chat_request(
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     messages = _messages(body, max_messages)  # the count first: it costs nothing to check
-    if too_deep(body):
+    if not shape_checked and too_deep(body):
         raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels")
     model = body.get("model") or ROUTED_MODEL
     if not isinstance(model, str) or len(model) > MAX_ID_CHARS:

@@ -1,18 +1,22 @@
 """The listeners' HTTP protocol: uvicorn's httptools protocol with the limits it lacks.
 
-uvicorn's httptools server has no limit on a request head's size, no deadline for a head to
-arrive (a connection that sends nothing, or a byte a second, is held forever) and only a
-global ``limit_concurrency`` that would also turn away the admin listener's rollback webhook
-under load. Here, on every connection: a head over ``max_header_bytes`` gets 431, a head not
-complete ``header_timeout_s`` after its first byte (or after the connection opened) gets the
-connection closed; on the public listener only: beyond ``max_connections`` open connections a
-new one gets 503 and is closed (HTTP/1.1 serves one request per connection at a time, so this
-bounds the requests in flight too).
+uvicorn's httptools server has no limit on a request head's size, no deadline for a head or
+a body to arrive (a connection that sends nothing, or a byte a second, is held forever) and
+only a global ``limit_concurrency`` that would also turn away the admin listener's rollback
+webhook under load. Here, on every connection: a head over ``max_header_bytes`` gets 431, a
+head not complete ``header_timeout_s`` after its first byte (or after the connection opened)
+gets the connection closed, a body not complete ``body_timeout_s`` after the end of its head
+gets 408 (the request never reaches the app's handler as a whole) and the connection closed;
+on the public listener only: beyond ``max_connections`` open connections a new one gets 503
+and is closed (HTTP/1.1 serves one request per connection at a time, so this bounds the
+requests in flight too). Without the body deadline, clients that send a head and then stall
+in the body held every connection slot (70 of them locked out every other client for as
+long as they liked).
 
-Both refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
-close, as Apache and nginx do): closing at once while the client is still sending its head
-makes the kernel answer the unread bytes with a reset, which can discard the 431 or 503 before
-the client reads it (RFC 9112 section 9.6).
+The refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
+close, as Apache and nginx do): closing at once while the client is still sending makes the
+kernel answer the unread bytes with a reset, which can discard the 431, 408 or 503 before the
+client reads it (RFC 9112 section 9.6).
 """
 
 from __future__ import annotations
@@ -39,15 +43,25 @@ _BUSY = (
 )
 
 
+_SLOW_BODY = (
+    b'{"error": {"message": "the request body did not arrive in time '
+    b'(FLYWHEEL_GATEWAY__BODY_TIMEOUT_S)", "type": "request_timeout"}}'
+)
+_TOO_SLOW = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_SLOW_BODY), _SLOW_BODY)
+)
+
 LINGER_S = 2.0  # how long a refused connection is drained before it is closed
 
 
 class GuardedProtocol(HttpToolsProtocol):
-    """uvicorn's protocol with a head size limit, a head deadline and a connection limit on
-    the public listener (class attributes, set by :func:`guarded_protocol`)."""
+    """uvicorn's protocol with a head size limit, head and body deadlines and a connection
+    limit on the public listener (class attributes, set by :func:`guarded_protocol`)."""
 
     max_header_bytes = 32 * 1024
     header_timeout_s = 10.0
+    body_timeout_s = 30.0
     max_connections = 2048
     admin_port: int | None = None
     public_open = 0  # open public connections in this process
@@ -61,6 +75,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._in_head = True
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._in_body = False  # a request's head has ended, its body not yet
+        self._body_timer: asyncio.TimerHandle | None = None
         self._linger: asyncio.TimerHandle | None = None
         local = get_local_addr(transport)
         self._public = local is None or local[1] != type(self).admin_port
@@ -79,6 +95,7 @@ class GuardedProtocol(HttpToolsProtocol):
             type(self).public_open -= 1
             self._public = False
         self._disarm()
+        self._end_body()
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
@@ -93,6 +110,9 @@ class GuardedProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self._in_head and self._head_bytes > self.max_header_bytes:
             self._refuse()  # a head that does not end
+        elif self._in_body and self._body_timer is None and not self._refused:
+            # timed only once a read ends short of the body: most bodies come with their head
+            self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timeout)
 
     def _refuse(self) -> None:
         self._refused = True
@@ -136,6 +156,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._head_parsed > self.max_header_bytes:
             self._refuse()  # a head that arrived whole: never handed to the app
             return
+        self._in_body = True  # the body deadline runs from now (armed in data_received)
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -144,9 +165,35 @@ class GuardedProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        """Pass the request's end on unless it was refused."""
+        """Stop the body deadline; pass the request's end on unless it was refused."""
+        self._end_body()
         if not self._refused:
             super().on_message_complete()
+
+    def _end_body(self) -> None:
+        self._in_body = False
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timeout(self) -> None:
+        """The body is late: 408 while no response has begun (the handler waiting for the
+        body is told the client has gone, so it answers nothing), else just close."""
+        self._body_timer = None
+        if not self._in_body or self.transport.is_closing():
+            return
+        if self.pipeline:  # queued behind a request still being answered: not late yet
+            self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timeout)
+            return
+        self._end_body()
+        self._refused = True  # what the client still sends is dropped
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            cycle.disconnected = True
+            cycle.message_event.set()
+            self._answer_and_close(_TOO_SLOW)
+        else:
+            self.transport.close()
 
     def _arm(self) -> None:
         if self._head_timer is None:
@@ -168,6 +215,7 @@ def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[Gu
     attrs: dict[str, Any] = {
         "max_header_bytes": cfg.max_header_bytes,
         "header_timeout_s": cfg.header_timeout_s,
+        "body_timeout_s": cfg.body_timeout_s,
         "max_connections": cfg.max_connections,
         "admin_port": admin_port,
         "public_open": 0,

@@ -15,7 +15,8 @@ import orjson
 from starlette.requests import Request
 
 from infra.gateway.chat import error_response
-from infra.gateway.chat_request import BadRequest, parse_chat_request
+from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
+from infra.gateway.json_shape import body_shape_problem
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -50,6 +51,10 @@ class ChatEndpoint:
                 f"more than {self.max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)",
                 kind="invalid_request_error",
             )
+        # nesting and size of structure measured on the bytes (off the loop for a large
+        # body): parsing is what a body of a million tiny lists costs
+        if why := await body_shape_problem(body, max_depth=MAX_DEPTH):
+            return error_response(400, why, kind="invalid_request_error")
         try:
             req = parse_chat_request(
                 orjson.loads(body),
@@ -58,6 +63,7 @@ class ChatEndpoint:
                 max_tokens_limit=self.max_tokens_limit,
                 max_messages=self.max_messages,
                 workloads=self.workloads,
+                shape_checked=True,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")

@@ -29,6 +29,7 @@ import orjson
 from infra.gateway.chat import error_response, json_response
 from infra.gateway.chat_request import too_deep
 from infra.gateway.ids import PINNED, random_hex
+from infra.gateway.json_shape import body_shape_problem
 from infra.traces import FeedbackEvent
 from infra.traces.conversation import DEFAULT_WORKLOAD
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 NONCE_HEX, TAG_HEX = 20, 12
 _TRACE_ID = re.compile(rf"[0-9a-f]{{{NONCE_HEX + TAG_HEX}}}")
+FLAT = 16  # arrays and objects a feedback body may hold (a vote has one)
 REMEMBERED_VOTES = 100_000  # trace id -> vote kept for deduplication (oldest forgotten first)
 
 
@@ -132,8 +134,12 @@ class FeedbackDesk:
 
     async def handle(self, request: Request) -> Response:
         """Accept one vote (202), or say why not (400, 404)."""
+        raw = await request.body()
+        # a vote is a flat object: anything else is refused before it is parsed
+        if why := await body_shape_problem(raw, max_depth=4, max_containers=FLAT):
+            return error_response(400, why, kind="invalid_request_error")
         try:
-            event = parse_feedback(orjson.loads(await request.body()))
+            event = parse_feedback(orjson.loads(raw))
         except ValueError as exc:  # orjson's errors (nesting past its limit included) are ones
             return error_response(400, str(exc), kind="invalid_request_error")
         if not self.trace_ids.verify(event.trace_id):

@@ -1,11 +1,27 @@
-"""Gateway metrics with the DESIGN names (the alert rules use them), on a per-app registry."""
+"""Gateway metrics with the DESIGN names (the alert rules use them), on a per-app registry.
+
+Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
+has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow
+errors before any user reaches it. The public listener's ``/metrics`` leaves out every series
+whose ``model`` names a version no public client was routed to (a candidate in its gate or
+shadow phase, a version only pinned by an operator): which version comes next, and how it
+fares, is not the public's to learn. A version is public while the routing state sends users
+to it (a stable version, a candidate at a weight above 0) and, for its counters' sake, ever
+after it answered a routed request (``route`` ``stable`` or ``canary``). The embedded canary
+analysis (:class:`infra.promql.EmbeddedMetrics`, ``FLYWHEEL_GATEWAY__URL`` + ``/metrics``)
+reads only the canary and stable routes of versions users are routed to, which both
+expositions show alike.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from infra.gateway.voices import Epoch, VoiceLedger
 from infra.retries import RETRIES
@@ -13,6 +29,7 @@ from infra.routing import RoutingState
 from infra.traces.conversation import DEFAULT_WORKLOAD
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, not pinned)
 LATENCY_BUCKETS = (
     0.005,
     0.01,
@@ -38,6 +55,7 @@ class GatewayMetrics:
     ``flywheel_feedback_refused_total``, ``flywheel_diverse_siblings_skipped_total``,
     ``flywheel_workload_unconfigured_total`` (requests naming a workload that is not configured;
     the name is never a label),
+    ``flywheel_client_refused_total{status}``,
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
@@ -116,6 +134,13 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livemostrecent",  # every worker sets the same weights
         )
+        self.client_refused = Counter(
+            "flywheel_client_refused_total",
+            "Requests the model server refused as the client's own (400, 413 or 422 from the "
+            "stable version too): answered with that status, no version's error.",
+            ["status"],
+            registry=r,
+        )
         self.sink_dropped = Counter(
             "flywheel_trace_sink_dropped_total",
             "Traces and feedback events dropped (queue full or sink failed).",
@@ -155,6 +180,7 @@ class GatewayMetrics:
         )
         self._retries_seen: dict[str, int] = {}
         self._weighted: set[str] = set()
+        self._public: set[str] = set()  # the versions users are routed to now
         # (model, route, workload) -> its label children: labels() hashes and locks per call
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
@@ -221,16 +247,53 @@ class GatewayMetrics:
         for model, weight in weights.items():
             self.route_weight.labels(model).set(weight)
         self._weighted |= weights.keys()
+        # the versions users are sent to now: every stable one, candidates with a weight
+        public = {state.stable} | {m for m, w in weights.items() if w > 0}
+        public |= {state.release_of(name).stable for name in state.workloads}
+        self._public = public
 
-    def render(self) -> bytes:
-        """The exposition; with several worker processes (``PROMETHEUS_MULTIPROC_DIR`` set by
-        :mod:`infra.gateway.workers`) the sum over all of them, whichever worker answers."""
+    def render(self, *, public: bool = False) -> bytes:
+        """The exposition (``public``: without the series of versions no public client was
+        routed to, see the module docstring); with several worker processes
+        (``PROMETHEUS_MULTIPROC_DIR`` set by :mod:`infra.gateway.workers`) the sum over all of
+        them, whichever worker answers."""
         for operation, n in RETRIES.since(self._retries_seen).items():
             self.retries.labels(operation).inc(n)
+        source: Collector = self.registry
         if os.environ.get(MULTIPROC_ENV):
             from prometheus_client import multiprocess
 
-            merged = CollectorRegistry()
-            multiprocess.MultiProcessCollector(merged)
-            return generate_latest(merged)
-        return generate_latest(self.registry)
+            source = CollectorRegistry()
+            multiprocess.MultiProcessCollector(source)
+        return generate_latest(PublicOnly(source, self._public) if public else source)
+
+
+class PublicOnly(Collector):
+    """``source``'s metrics without the samples whose ``model`` label names a version that is
+    neither in ``public`` nor counted on a route that answers users; samples without a
+    ``model`` label, or with ``unknown`` (feedback on a trace another process served), stay."""
+
+    def __init__(self, source: Collector, public: set[str]) -> None:
+        self.source = source
+        self.public = public
+
+    def collect(self) -> Iterator[Metric]:
+        """The filtered metric families."""
+        families = list(self.source.collect())
+        shown = self.public | {"unknown"} | routed_versions(families)
+        for family in families:
+            kept = Metric(family.name, family.documentation, family.type, family.unit)
+            kept.samples = [s for s in family.samples if s.labels.get("model", "unknown") in shown]
+            yield kept
+
+
+def routed_versions(families: Iterable[Metric]) -> set[str]:
+    """The versions ``agent_requests_total`` counts on the ``stable`` or ``canary`` route:
+    those that answered a public client's routed request."""
+    return {
+        s.labels["model"]
+        for family in families
+        if family.name == "agent_requests"
+        for s in family.samples
+        if s.name == "agent_requests_total" and s.labels.get("route") in USER_ROUTES
+    }

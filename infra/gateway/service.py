@@ -11,7 +11,9 @@
   ``flywheel_diverse_siblings_skipped_total``.
 - A canary upstream that fails is counted as a canary error (and traced with
   ``error_count=1``); the user is answered by the stable version instead, streamed or not
-  (:func:`infra.gateway.calls.call_routed`).
+  (:func:`infra.gateway.calls.call_routed`). A request the stable version refuses (400, 413,
+  422) is the client's own: answered with that status and the model server's message, no
+  version's error; a canary's or shadow's refusal of a request stable answered is theirs.
 - A request naming a version (``model="v3"``) is pinned: no diverse sampling, no shadow, its
   metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version, and its
   feedback is not counted in ``user_feedback_total``. Without the admin token
@@ -43,13 +45,16 @@ from infra.gateway.chat import (
     json_response,
     response_headers,
     upstream_failed,
+    upstream_refused,
     wants_logprobs,
 )
 from infra.gateway.chat_request import ChatRequest
+from infra.gateway.copies import run_shadow, run_sibling
 from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.ids import random_hex
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
+from infra.upstream.statuses import UpstreamRefused
 from infra.upstream.upstreams import Completion, GenParams, UpstreamPool
 
 if TYPE_CHECKING:
@@ -148,7 +153,8 @@ class Gateway:
 
     async def chat(self, req: ChatRequest, *, admin: bool = False) -> Response:
         """Answer one request; ``admin``: the caller showed the admin token, so it may name any
-        version that is not retired (a candidate, an old or a rolled-back one)."""
+        version that is not retired (a candidate, an old or a rolled-back one), and its answer
+        names the version and route that served it (no public answer does)."""
         started = time.perf_counter()
         state = self.watcher.view(req.workload)
         decision = decide(
@@ -176,39 +182,59 @@ class Gateway:
         if diverse:
             params = replace(params, temperature=temperatures[0])
         pairing_id = None
+        stable_answered: asyncio.Future[bool] | None = None  # what the shadow's refusal means
         if decision.shadow_version is not None:
             pairing_id = random_hex()
-            self.spawn(
-                self.shadow(req, version=decision.shadow_version, params=params, pairing=pairing_id)
+            stable_answered = asyncio.get_running_loop().create_future()
+            shadow = run_shadow(
+                self.pool,
+                self.recorder,
+                req,
+                version=decision.shadow_version,
+                params=params,
+                pairing=pairing_id,
+                stable_answered=stable_answered,
             )
+            self.spawn(shadow)
         prompt_group = random_hex()
-        if req.stream:
-            response = await stream_chat(
-                req,
-                pool=self.pool,
-                recorder=self.recorder,
-                decision=decision,
-                params=params,
-                started=started,
-                prompt_group=prompt_group,
-                pairing_id=pairing_id,
-            )
-        else:
-            response = await self.answer(
-                req,
-                decision=decision,
-                params=params,
-                started=started,
-                prompt_group=prompt_group,
-                pairing_id=pairing_id,
-            )
-        if diverse:
+        answered = False
+        try:
+            if req.stream:
+                response = await stream_chat(
+                    req,
+                    pool=self.pool,
+                    recorder=self.recorder,
+                    decision=decision,
+                    params=params,
+                    started=started,
+                    prompt_group=prompt_group,
+                    pairing_id=pairing_id,
+                    reveal=admin,
+                )
+            else:
+                response = await self.answer(
+                    req,
+                    decision=decision,
+                    params=params,
+                    started=started,
+                    prompt_group=prompt_group,
+                    pairing_id=pairing_id,
+                    reveal=admin,
+                )
+            answered = response.status_code == 200
+        finally:
+            if stable_answered is not None:
+                stable_answered.set_result(answered)
+        if diverse and answered:
             # siblings start once the user's own call has answered (its reply goes out before
-            # they run): they never compete with it; never awaited
+            # they run): they never compete with it; never awaited. A request refused or
+            # failed gets none (they would only fail or be refused likewise)
             for temp in temperatures[1:]:
                 sibling = replace(params, temperature=temp)
                 spawned = self.spawn(
-                    self.sibling(
+                    run_sibling(
+                        self.pool,
+                        self.recorder,
                         req,
                         decision=decision,
                         params=sibling,
@@ -229,9 +255,11 @@ class Gateway:
         started: float,
         prompt_group: str,
         pairing_id: str | None,
+        reveal: bool = False,
     ) -> Response:
         """Answer a non-streaming request from the decided version (the stable one if the canary
-        fails), record and trace it; 502 when no version answered."""
+        fails), record and trace it; 502 when no version answered. ``reveal``: the response
+        names the version and route that served it (a request with the admin token)."""
 
         async def complete(version: str) -> Completion:
             return await self.pool.get(version).complete(req.messages, params)
@@ -247,6 +275,8 @@ class Gateway:
                 prompt_group=prompt_group,
                 pairing_id=pairing_id,
             )
+        except UpstreamRefused as exc:
+            return upstream_refused(exc)
         except UpstreamError as exc:
             return upstream_failed(exc)
         version, route = served.version, served.route
@@ -270,60 +300,10 @@ class Gateway:
             pairing_id=served.pairing_id,
         )
         body = completion_body(
-            served.value, trace_id=trace_id, version=version, logprobs=wants_logprobs(req)
+            served.value, trace_id=trace_id, model=req.model, logprobs=wants_logprobs(req)
         )
-        return json_response(body, headers=response_headers(trace_id, version, route))
-
-    async def sibling(
-        self,
-        req: ChatRequest,
-        *,
-        decision: Decision,
-        params: GenParams,
-        group: str,
-        started: float,
-    ) -> None:
-        """A diverse-sampling sibling: traced in the same prompt group, never returned."""
-        done: Completion | None = None
-        try:
-            done = await self.pool.get(decision.version).complete(req.messages, params)
-        except UpstreamError as exc:
-            log.debug("diverse sibling on %s failed: %s", decision.version, exc)
-        self.recorder.trace(
-            req,
-            trace_id=self.recorder.new_trace_id(),
-            version=decision.version,
-            route=decision.route,
-            params=params,
-            started=started,
-            done=done,
-            prompt_group=group,
-        )
-
-    async def shadow(
-        self, req: ChatRequest, *, version: str, params: GenParams, pairing: str
-    ) -> None:
-        """The candidate's copy of a stable request, traced with the shared pairing id."""
-        t0 = time.perf_counter()
-        done: Completion | None = None
-        try:
-            done = await self.pool.get(version).complete(req.messages, params)
-        except UpstreamError as exc:
-            log.debug("shadow on %s failed: %s", version, exc)
-        self.recorder.observe(
-            version=version, route="shadow", started=t0, error=done is None, req=req
-        )
-        self.recorder.trace(
-            req,
-            trace_id=self.recorder.new_trace_id(),
-            version=version,
-            route="shadow",
-            params=params,
-            started=t0,
-            done=done,
-            prompt_group=random_hex(),
-            pairing_id=pairing,
-        )
+        shown = (version, route) if reveal else None
+        return json_response(body, headers=response_headers(trace_id, served=shown))
 
     async def drain(self, timeout_s: float = 2.0) -> None:
         """Let background shadows/siblings finish briefly at shutdown, then cancel them."""

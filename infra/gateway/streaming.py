@@ -16,11 +16,13 @@ from infra.gateway.chat import (
     logprobs_body,
     response_headers,
     upstream_failed,
+    upstream_refused,
     wants_logprobs,
 )
 from infra.gateway.chat_request import ChatRequest
 from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
 from infra.upstream.completion import merge_meta
+from infra.upstream.statuses import UpstreamRefused
 from infra.upstream.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
@@ -42,10 +44,12 @@ async def stream_chat(
     started: float,
     prompt_group: str,
     pairing_id: str | None,
+    reveal: bool = False,
 ) -> Response:
     """Stream the answer as SSE chunks. The first piece is awaited before the response starts,
     so an upstream that fails at once still gets a proper status (or, on the canary, the stable
-    version's answer)."""
+    version's answer). ``reveal``: the response names the version and route that served it
+    (a request with the admin token; see :mod:`infra.gateway.chat`)."""
 
     async def first_piece(version: str) -> tuple[Completion, Pieces]:
         pieces = pool.get(version).stream(req.messages, params)
@@ -65,6 +69,8 @@ async def stream_chat(
             prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
+    except UpstreamRefused as exc:
+        return upstream_refused(exc)
     except UpstreamError as exc:
         return upstream_failed(exc)
     first, pieces = served.value
@@ -82,9 +88,10 @@ async def stream_chat(
         prompt_group=prompt_group,
         pairing_id=served.pairing_id,
     )
+    shown = (served.version, served.route) if reveal else None
     return EventStream(
         body,
-        headers=response_headers(trace_id, served.version, served.route),
+        headers=response_headers(trace_id, served=shown),
         stall_s=pool.settings.gateway.stall_timeout_s,
     )
 
@@ -111,7 +118,9 @@ async def _relay(
         # the role goes out with the first piece, and the piece that finishes the answer with
         # the finish reason, the usage and [DONE] (one write each, not several: on loopback
         # the end of an answer mostly arrives in the same read as its last text)
-        out = chunk_line(trace_id=trace_id, version=version, delta={"role": "assistant"})
+        # chunks name the model the client asked for, never the version that serves it
+        model = req.model
+        out = chunk_line(trace_id=trace_id, model=model, delta={"role": "assistant"})
         piece: Completion | None = first
         while piece is not None:
             merge_meta(total, piece)  # text and tool calls are gathered below
@@ -126,7 +135,7 @@ async def _relay(
             if delta:
                 out += chunk_line(
                     trace_id=trace_id,
-                    version=version,
+                    model=model,
                     delta=delta,
                     logprobs=logprobs_body(piece) if logprobs else None,
                 )
@@ -136,16 +145,17 @@ async def _relay(
             piece = await anext(pieces, None)
         total.text = "".join(texts)
         out += chunk_line(
-            trace_id=trace_id, version=version, finish_reason=total.finish_reason or "stop"
+            trace_id=trace_id, model=model, finish_reason=total.finish_reason or "stop"
         )
         if req.include_usage:
-            out += chunk_line(trace_id=trace_id, version=version, usage=total)
+            out += chunk_line(trace_id=trace_id, model=model, usage=total)
         yield out + DONE_LINE
         ok = True
     except UpstreamError as exc:
         failed = True
         log.warning("upstream %s failed mid-stream: %s", version, exc)
-        err = {"error": {"message": f"upstream {version} failed", "type": "upstream_error"}}
+        # the same words whichever version was answering
+        err = {"error": {"message": "upstream failed mid-answer", "type": "upstream_error"}}
         yield b"data: " + json.dumps(err).encode() + b"\n\n"
     finally:
         aclose = getattr(pieces, "aclose", None)

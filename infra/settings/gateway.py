@@ -46,8 +46,9 @@ class UpstreamSettings(BaseModel):
 
 class GatewaySettings(BaseModel):
     """The OpenAI-compatible gateway. Two listeners: the public one (``host:port``: chat,
-    feedback, models, health, metrics) and the admin one (``admin_host:admin_port``: the
-    ``/admin`` API with its bearer token, the Alertmanager webhook, the OpenAPI schema)."""
+    feedback, models, health, metrics of the versions users reach) and the admin one
+    (``admin_host:admin_port``: the ``/admin`` API with its bearer token, the Alertmanager
+    webhook, every metric at ``/admin/metrics``, the OpenAPI schema)."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8088, ge=0, le=65535)
@@ -81,6 +82,10 @@ class GatewaySettings(BaseModel):
     max_connections: int = Field(default=2048, ge=1)
     max_header_bytes: int = Field(default=32 * 1024, ge=1024)
     header_timeout_s: float = Field(default=10.0, gt=0)
+    # from the end of a request's head to the end of its body, on both listeners: a body not
+    # complete by then gets 408 and its connection closed (a client stalling in its body
+    # would hold its connection slot forever); 30 s is 4 MiB at 140 KB/s
+    body_timeout_s: float = Field(default=30.0, gt=0)
     # worker processes behind the listeners (`flywheel gateway`); metrics aggregated over all
     workers: int = Field(default=1, ge=1, le=64)
     # the canary's tests count users, not events: each user's first N requests, errors and

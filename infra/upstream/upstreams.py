@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from infra.errors import ConfigError, TransientError, UpstreamError
+from infra.errors import ConfigError, UpstreamError
 from infra.upstream.completion import (
     Completion,
     GenParams,
@@ -21,8 +21,13 @@ from infra.upstream.completion import (
     logprob_values,
     read_events,
 )
-from infra.upstream.http1 import HttpClient, HttpError
+from infra.upstream.http1 import HttpClient, HttpError, Stream
 from infra.upstream.local import LocalUpstream
+from infra.upstream.statuses import (
+    MAX_ERROR_BODY,
+    UpstreamUnavailable,
+    status_error,
+)
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -33,24 +38,6 @@ log = logging.getLogger(__name__)
 HEALTH_TIMEOUT_S = 3.0
 HEALTH_TTL_S = 2.0  # /healthz probes are answered from a check at most this old
 SessionFactory = Callable[[], HttpClient]  # the pool's client, made in the running loop
-
-
-class UpstreamUnavailable(UpstreamError, TransientError):
-    """An upstream call that a later retry may cure: unreachable, timed out, 408, 429 or 5xx
-    (``retry_after_s`` when the server sent ``Retry-After``). Any other 4xx is a plain
-    :class:`UpstreamError`: the request itself is wrong, and is never retried."""
-
-
-def status_error(version: str, status: int, headers: list[tuple[bytes, bytes]]) -> UpstreamError:
-    """The error for an HTTP ``status`` of 400 or more from ``version``'s upstream."""
-    message = f"{version}: HTTP {status}"
-    if status not in (408, 429) and status < 500:
-        return UpstreamError(message)
-    error = UpstreamUnavailable(message)
-    after = next((v for k, v in headers if k == b"retry-after"), b"")
-    if after.strip().isdigit():
-        error.retry_after_s = float(after)
-    return error
 
 
 class Upstream(Protocol):
@@ -69,7 +56,9 @@ class HttpUpstream:
     """An OpenAI-compatible server; ``base_url`` as the ``openai`` client takes it (``.../v1``).
     Requests name the model as the version (e.g. vLLM ``--served-model-name v1``) and carry
     ``Authorization: Bearer <api_key>`` when the upstream has a key. Errors name the version,
-    never the server's address or key (they reach clients in 502 bodies)."""
+    never the server's address or key (they reach clients in 502 bodies); a refusal
+    (:class:`~infra.upstream.statuses.UpstreamRefused`) carries the server's own message with
+    its address and key cut out (it reaches clients as their 4xx)."""
 
     def __init__(
         self,
@@ -88,6 +77,10 @@ class HttpUpstream:
         if api_key is not None and any(c in api_key for c in "\r\n"):
             raise ConfigError(f"the upstream key of {version} holds a line break")
         self._headers = b"Authorization: Bearer %s\r\n" % api_key.encode() if api_key else b""
+        parts = urlsplit(self.base_url)
+        # what a refusal's message must not show a client: where the server is, its key
+        self._hide: tuple[str, ...] = (self.base_url, _where(self.base_url), parts.netloc)
+        self._hide += (parts.hostname or "", api_key or "")
 
     def __repr__(self) -> str:
         return f"HttpUpstream({self.version!r})"  # never the key
@@ -127,8 +120,13 @@ class HttpUpstream:
         except HttpError as exc:
             raise self._unreachable(exc) from exc
         if response.status >= 400:
-            raise status_error(self.version, response.status, response.headers)
+            raise self._status_error(response.status, response.headers, response.body)
         return response.body
+
+    def _status_error(
+        self, status: int, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> UpstreamError:
+        return status_error(self.version, status, headers, body, hide=self._hide)
 
     def _unreachable(self, exc: HttpError) -> UpstreamUnavailable:
         log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
@@ -169,7 +167,8 @@ class HttpUpstream:
             raise self._unreachable(exc) from exc
         try:
             if response.status >= 400:
-                raise status_error(self.version, response.status, response.headers)
+                body = await _error_body(response)
+                raise self._status_error(response.status, response.headers, body)
             async for piece in read_events(aiter(response)):
                 yield piece
             await response.finish()  # the terminator after [DONE]: the connection is kept
@@ -177,6 +176,21 @@ class HttpUpstream:
             raise self._unreachable(exc) from exc
         finally:
             response.close()
+
+
+async def _error_body(response: Stream) -> bytes:
+    """The body of an error answer to a stream request (its first ``MAX_ERROR_BODY`` bytes)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= MAX_ERROR_BODY:
+                break
+    except HttpError:
+        pass  # the status says enough; the message is then the generic one
+    return b"".join(chunks)
 
 
 def _where(url: str) -> str:

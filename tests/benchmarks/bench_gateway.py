@@ -48,7 +48,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.fakes.upstream import LoadResult, open_loop
+from tests.fakes.loopback import LoadResult, open_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "What is 21 + 21?"}]

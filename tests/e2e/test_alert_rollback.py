@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-admin-token-0123456789abcdef0123"
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 FOR, WINDOWS = "3s", {"5m": "15s", "30m": "30s", "1h": "60s"}
 
 
@@ -47,7 +48,10 @@ def short_rules(dst: Path) -> Path:
 
 
 def prometheus_config(tmp: Path, *, gateway: str, alertmanager: str, self_addr: str) -> Path:
+    """The repo's Prometheus config on loopback; ``gateway``: the admin listener's
+    ``host:port`` (it scrapes ``/admin/metrics`` with the admin token)."""
     cfg = yaml.safe_load((ROOT / "infra/prometheus/prometheus.yml").read_text())
+    (tmp / "token").write_text(TOKEN)
     cfg["global"].update(scrape_interval="1s", evaluation_interval="1s")
     cfg["rule_files"] = [str(short_rules(tmp / "rules.yml"))]
     cfg["alerting"]["alertmanagers"][0]["static_configs"] = [{"targets": [alertmanager]}]
@@ -57,6 +61,8 @@ def prometheus_config(tmp: Path, *, gateway: str, alertmanager: str, self_addr: 
         if job["job_name"] in targets:
             job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
             job["scrape_interval"] = "1s"
+            if "authorization" in job:
+                job["authorization"]["credentials_file"] = str(tmp / "token")
             jobs.append(job)
     cfg["scrape_configs"] = jobs  # the pushgateway job has nothing to scrape here
     path = tmp / "prometheus.yml"
@@ -118,7 +124,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         )
         prom_cfg = prometheus_config(
             tmp_path,
-            gateway=gw.url.removeprefix("http://"),
+            gateway=gw.admin_url.removeprefix("http://"),
             alertmanager=f"127.0.0.1:{am_port}",
             self_addr=f"127.0.0.1:{prom_port}",
         )
@@ -148,7 +154,8 @@ class Traffic:
                 if self.stop.is_set():
                     return
                 body = {"model": "flywheel", "user": f"user-{i}", "messages": messages}
-                resp = client.post("/v1/chat/completions", json=body)
+                # the admin token: the answer names its route (no user's answer does)
+                resp = client.post("/v1/chat/completions", json=body, headers=OPERATOR)
                 self.replies.append(
                     (time.time(), resp.status_code, resp.headers.get("x-flywheel-route", ""))
                 )

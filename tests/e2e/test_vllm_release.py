@@ -212,7 +212,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         )
         stack.callback(gw.stop)
         assert gw.admin_url is not None
-        prom = alerting(stack, tmp_path, gateway=gw.url, admin_url=gw.admin_url)
+        prom = alerting(stack, tmp_path, admin_url=gw.admin_url)
         stop = threading.Event()
 
         def crowd() -> None:  # A's users, many: their answers trip an alert

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from infra.store import LocalStore
-from tests.e2e.test_alert_rollback import alertmanager_config, prometheus_config
+from tests.e2e.test_alert_rollback import TOKEN, alertmanager_config, prometheus_config
 from tests.procs import find_binary, free_port, service
 
 CANDIDATE_ALERTS = (
@@ -68,7 +68,8 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
         "max_tokens": ANSWER_TOKENS,
         "user": req.user.user_id,  # type: ignore[attr-defined]
     }
-    headers = {"Authorization": "Bearer sk-e2e", "X-Flywheel-Workload": workload}
+    # the admin token: the answer names the version that served it (no user's answer does)
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Flywheel-Workload": workload}
     try:
         resp = httpx.post(f"{gateway}/v1/chat/completions", json=body, headers=headers, timeout=120)
         resp.raise_for_status()
@@ -81,7 +82,7 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
             users.failed += 1
         return
     with lock:
-        users.models[resp.json()["model"]] += 1
+        users.models[resp.headers["x-flywheel-model"]] += 1
         users.feedback[value] += 1
 
 
@@ -136,9 +137,9 @@ def firing(prometheus: str) -> set[tuple[str, str, str]]:
     return {f for f in found if f[0] in CANDIDATE_ALERTS}
 
 
-def alerting(stack: ExitStack, tmp_path: Path, *, gateway: str, admin_url: str) -> str:
-    """Alertmanager (calling ``admin_url``'s /admin/alerts) and Prometheus (scraping
-    ``gateway``) with the repo's configs, shortened windows; returns Prometheus's URL."""
+def alerting(stack: ExitStack, tmp_path: Path, *, admin_url: str) -> str:
+    """Alertmanager (calling ``admin_url``'s /admin/alerts) and Prometheus (scraping its
+    /admin/metrics) with the repo's configs, shortened windows; returns Prometheus's URL."""
     am_port, prom_port = free_port(), free_port()
     am_args = [
         find_binary("alertmanager"),
@@ -153,7 +154,7 @@ def alerting(stack: ExitStack, tmp_path: Path, *, gateway: str, admin_url: str) 
     prom = f"http://127.0.0.1:{prom_port}"
     prom_cfg = prometheus_config(
         tmp_path,
-        gateway=gateway.removeprefix("http://"),
+        gateway=admin_url.removeprefix("http://"),
         alertmanager=f"127.0.0.1:{am_port}",
         self_addr=f"127.0.0.1:{prom_port}",
     )

@@ -24,7 +24,8 @@ from typing import Any
 import httpx
 
 from tests.fakes.faults import fault_proxy
-from tests.fakes.upstream import open_loop, start_fake_upstream
+from tests.fakes.loopback import open_loop
+from tests.fakes.upstream import start_fake_upstream
 from tests.procs import free_port, s3_server, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -64,11 +64,13 @@ def alert(gw_admin: str, model: str, fingerprint: str) -> httpx.Response:
 
 
 def chat_versions(gw_url: str, n: int = 40) -> set[str]:
+    """The versions that answered ``n`` users (asked with the admin token: only its answers
+    name the version)."""
     body = {"messages": [{"role": "user", "content": "hi"}]}
     return {
-        httpx.post(f"{gw_url}/v1/chat/completions", json={**body, "user": f"u{i}"}).headers[
-            "x-flywheel-model"
-        ]
+        httpx.post(
+            f"{gw_url}/v1/chat/completions", json={**body, "user": f"u{i}"}, headers=AUTH
+        ).headers["x-flywheel-model"]
         for i in range(n)
     }
 

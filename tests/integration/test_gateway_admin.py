@@ -23,7 +23,8 @@ from infra.gateway.admin import trigger_prefect_rollback
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import EchoUpstream, post_many
+from tests.fakes.loopback import post_many
+from tests.fakes.upstream import EchoUpstream
 
 pytestmark = pytest.mark.integration
 
@@ -105,8 +106,8 @@ def test_firing_alert_rolls_back_within_a_second_once(tmp_path: Path, monkeypatc
         assert stored.candidate is None and stored.rejected == ["v1"]
         users = [f"user-{i}" for i in range(200)]
         bodies = [{"messages": [{"role": "user", "content": "hi"}], "user": u} for u in users]
-        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", bodies))
-        assert {r.headers["x-flywheel-model"] for r in replies} == {"v0"}
+        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", bodies, headers=AUTH))
+        assert {r.headers["x-flywheel-model"] for r in replies} == {"v0"}  # the admin sees it
         [event] = rollback_events(tmp_path, 1)
         again = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
         assert again.json()["rolled_back"] is False and again.json()["duplicates"] == 1
@@ -213,7 +214,9 @@ def test_state_updates_and_manual_rollback(tmp_path: Path) -> None:
         resp = httpx.post(f"{gw.admin_url}/admin/state", json=update, headers=AUTH)
         assert resp.status_code == 200 and resp.json()["revision"] == 2
         reply = httpx.post(
-            f"{gw.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}]}
+            f"{gw.url}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "q"}]},
+            headers=AUTH,  # only an answer to the admin names its version
         )
         assert reply.headers["x-flywheel-model"] == "v1"  # in effect at once
         stale = httpx.post(
@@ -254,7 +257,9 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
             routing, None, "v1", step=0, policy=policy, actor="t"
         )
         reply = httpx.post(
-            f"{gw.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "q"}]}
+            f"{gw.url}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "q"}]},
+            headers=AUTH,  # only an answer to the admin names its version
         )
         assert reply.headers["x-flywheel-model"] == "v1"  # in effect at once
         stale = StateChange(weight=5, expected_revision=gating.revision, actor="t", reason="r")

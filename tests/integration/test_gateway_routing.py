@@ -17,17 +17,14 @@ from infra.gateway import GatewayHandle, start_background_gateway
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
-from tests.fakes.upstream import (
-    EchoUpstream,
-    FakeUpstreamHandle,
-    Reply,
-    post_many,
-    start_fake_upstream,
-)
+from tests.fakes.loopback import Reply, post_many
+from tests.fakes.upstream import EchoUpstream, FakeUpstreamHandle, start_fake_upstream
 
 pytestmark = pytest.mark.integration
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
+TOKEN = "routing-admin-token-0123456789abcdef0123"
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}  # only its answers name the serving version
 
 
 @pytest.fixture
@@ -46,7 +43,10 @@ def start(
     store = LocalStore(tmp_path / "store")
     save_state(store, state)
     urls = {v: h.url for v, h in (upstreams or {}).items()}
-    settings = Settings(home=tmp_path, gateway=GatewaySettings(upstreams=urls, diverse_fraction=0))
+    settings = Settings(
+        home=tmp_path,
+        gateway=GatewaySettings(upstreams=urls, diverse_fraction=0, admin_token=TOKEN),
+    )
     local = None if upstreams else {v: EchoUpstream(v) for v in ("v0", "v1")}
     return start_background_gateway(
         settings, port=0, store=store, upstreams=local, state_interval_s=0.1, flush_interval_s=0.1
@@ -54,8 +54,11 @@ def start(
 
 
 def ask_many(url: str, users: list[str], concurrency: int = 16) -> list[Reply]:
+    """One request per user, as the operator (the replies name the version that served)."""
     bodies = [{"messages": MESSAGES, "user": u} for u in users]
-    return asyncio.run(post_many(url, "/v1/chat/completions", bodies, concurrency=concurrency))
+    return asyncio.run(
+        post_many(url, "/v1/chat/completions", bodies, concurrency=concurrency, headers=OPERATOR)
+    )
 
 
 def traces(tmp_path: Path) -> list[dict[str, Any]]:
@@ -102,7 +105,7 @@ def test_shadow_users_get_stable_answers_without_waiting(tmp_path: Path, upstrea
         replies = ask_many(gw.url, [f"u{i}" for i in range(10)], concurrency=10)
         elapsed = time.perf_counter() - started
         assert all(r.status == 200 and r.headers["x-flywheel-model"] == "v0" for r in replies)
-        assert all(r.json()["model"] == "v0" for r in replies)
+        assert all(r.json()["model"] == "flywheel" for r in replies)  # as the users asked
         assert elapsed < 0.8, f"users waited for the shadow ({elapsed:.2f} s)"
         time.sleep(1.6)  # the shadow copies finish and are flushed
         found = traces(tmp_path)

@@ -19,7 +19,8 @@ from infra.settings import GatewaySettings, LangfuseSettings, Settings
 from infra.store import LocalStore
 from infra.traces import FeedbackEvent, TraceRecord
 from infra.traces.langfuse_writer import LangfuseSink
-from tests.fakes.upstream import EchoUpstream, open_loop, post_many, start_fake_upstream
+from tests.fakes.loopback import open_loop, post_many
+from tests.fakes.upstream import EchoUpstream, start_fake_upstream
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 

@@ -17,7 +17,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.fakes.upstream import post_many, start_fake_upstream
+from tests.fakes.loopback import post_many
+from tests.fakes.upstream import start_fake_upstream
 
 pytestmark = pytest.mark.integration
 

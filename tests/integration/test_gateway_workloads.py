@@ -20,7 +20,8 @@ from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.traces import SpoolSource
-from tests.fakes.upstream import EchoUpstream, post_many
+from tests.fakes.loopback import post_many
+from tests.fakes.upstream import EchoUpstream
 
 pytestmark = pytest.mark.integration
 
@@ -51,10 +52,11 @@ def start(
 
 
 def served(url: str, workload: str | None, users: list[str] = USERS) -> Counter[str]:
-    """How many of ``users``' requests of ``workload`` (in ``metadata``) each version answered."""
+    """How many of ``users``' requests of ``workload`` (in ``metadata``) each version answered
+    (asked with the admin token: only its answers name the version)."""
     meta = {"metadata": {"workload": workload}} if workload else {}
     bodies = [{"messages": [{"role": "user", "content": "hi"}], "user": u, **meta} for u in users]
-    replies = asyncio.run(post_many(url, "/v1/chat/completions", bodies))
+    replies = asyncio.run(post_many(url, "/v1/chat/completions", bodies, headers=AUTH))
     assert all(r.status == 200 for r in replies)
     return Counter(r.headers["x-flywheel-model"] for r in replies)
 
@@ -82,7 +84,7 @@ def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_pat
         header = httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
-            headers={"X-Flywheel-Workload": "sql"},
+            headers={"X-Flywheel-Workload": "sql", **AUTH},
         )
         exposition = httpx.get(f"{gw.url}/metrics").text
     assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6

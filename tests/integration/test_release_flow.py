@@ -26,6 +26,7 @@ from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 
 TOKEN = "test-admin-token-0123456789abcdef0123"
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 ACCURACY = {"v0": 0.5, "v1": 0.95, "v2": 0.1, "v3": 0.5}  # v3 answers exactly as v0
 
 
@@ -135,7 +136,8 @@ class Traffic:
                         {"role": "tool", "content": item.contexts[0]},
                     ],
                 }
-                resp = client.post("/v1/chat/completions", json=body)
+                # the route is named to requests with the admin token only (never to users)
+                resp = client.post("/v1/chat/completions", json=body, headers=OPERATOR)
                 self.statuses[resp.status_code] += 1
                 self.routes[resp.headers.get("x-flywheel-route")] += 1
                 self.stop.wait(0.02)

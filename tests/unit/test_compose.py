@@ -135,6 +135,16 @@ def test_monitoring_configs_reach_compose_services() -> None:
         assert host in SERVICES and port in exposed(host), f"prometheus target {host}:{port}"
     jobs = {job["job_name"]: job for job in prom["scrape_configs"]}
     assert jobs["pushgateway"].get("honor_labels") is True
+    # every gateway series (a shadow candidate's too) is on the admin listener, behind the token
+    gateway = jobs["gateway"]
+    assert gateway["metrics_path"] == "/admin/metrics"
+    admin_port = int(SERVICES["gateway"]["environment"]["FLYWHEEL_GATEWAY__ADMIN_PORT"])
+    assert _target(gateway["static_configs"][0]["targets"][0], "prometheus") == (
+        "gateway",
+        admin_port,
+    )
+    token_file = gateway["authorization"]["credentials_file"]
+    assert token_file.removeprefix("/run/secrets/") in SERVICES["prometheus"]["secrets"]
 
     am = yaml.safe_load((ROOT / "infra/alertmanager/alertmanager.yml").read_text())
     hooks = [w for r in am["receivers"] for w in r.get("webhook_configs", [])]

@@ -1,0 +1,139 @@
+"""What a public client can learn of a release: answers that are the same whichever version
+served them (headers, ``model``, stream chunks), and a ``/metrics`` that names no version no
+public client was routed to. The operator (admin token, admin listener) sees more."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from infra.gateway import GatewayHandle, start_background_gateway
+from infra.routing import RoutingState, save_state
+from infra.settings import GatewaySettings, Settings
+from infra.store import LocalStore
+from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "public-view-admin-token-0123456789abcdef"
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
+MESSAGES = [{"role": "user", "content": "What is 53 * 47?"}]
+VARYING = ("id", "created")  # per answer, whoever served it
+
+
+@pytest.fixture
+def upstreams() -> Iterator[dict[str, FakeUpstreamHandle]]:
+    # both versions give the same answer: only what the gateway adds could tell them apart
+    handles = {v: start_fake_upstream(v) for v in ("v0", "v1", "v2")}
+    yield handles
+    for handle in handles.values():
+        handle.stop()
+
+
+def start(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle], state: RoutingState
+) -> GatewayHandle:
+    settings = Settings(
+        home=tmp_path,
+        gateway=GatewaySettings(
+            upstreams={v: h.url for v, h in upstreams.items()},
+            diverse_fraction=0.0,
+            admin_token=TOKEN,
+        ),
+    )
+    store = LocalStore(tmp_path / "store")
+    save_state(store, state)
+    return start_background_gateway(settings, port=0, store=store, flush_interval_s=0.1)
+
+
+def public_view(reply: httpx.Response, *, stream: bool) -> tuple[Any, ...]:
+    """All a client sees of one answer, less what differs per answer anyway (ids, dates,
+    lengths, the trace id's value)."""
+    names = tuple(sorted(set(reply.headers) - {"date", "content-length"}))
+    if not stream:
+        body = {k: v for k, v in reply.json().items() if k not in VARYING}
+        return names, json.dumps(body, sort_keys=True)
+    events = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    kept = [{k: v for k, v in c.items() if k not in VARYING} for c in chunks]
+    return names, json.dumps(kept, sort_keys=True), events[-1]
+
+
+def test_a_public_answer_is_the_same_whichever_version_served_it(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle]
+) -> None:
+    canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=50)
+    with start(tmp_path, upstreams, canary) as gw:
+        views: dict[bool, set[tuple[Any, ...]]] = {False: set(), True: set()}
+        for i in range(24):
+            stream = i % 2 == 1
+            body = {"messages": MESSAGES, "user": f"user-{i}", "stream": stream}
+            reply = httpx.post(f"{gw.url}/v1/chat/completions", json=body, timeout=10)
+            assert reply.status_code == 200
+            views[stream].add(public_view(reply, stream=stream))
+        operator = httpx.post(
+            f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES}, headers=OPERATOR
+        )
+    assert upstreams["v0"].app.calls > 0 and upstreams["v1"].app.calls > 0  # both served
+    assert len(views[False]) == 1 and len(views[True]) == 1  # one look, whoever served
+    [(names, body)] = views[False]
+    assert "x-trace-id" in names and not any(n.startswith("x-flywheel") for n in names)
+    assert json.loads(body)["model"] == "flywheel"  # the model the clients asked for
+    [(_, chunks, _)] = views[True]
+    assert {c["model"] for c in json.loads(chunks)} == {"flywheel"}
+    assert operator.headers["x-flywheel-model"] in ("v0", "v1")  # the operator may know
+    assert operator.headers["x-flywheel-route"] in ("stable", "canary")
+
+
+def test_the_public_metrics_name_no_version_no_user_was_routed_to(
+    tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle]
+) -> None:
+    from infra.promql import EmbeddedMetrics
+
+    store = LocalStore(tmp_path / "store")
+    shadow = RoutingState(stable="v0", candidate="v1", phase="shadow", shadow_fraction=1.0)
+    with start(tmp_path, upstreams, shadow) as gw:
+        url = f"{gw.url}/v1/chat/completions"
+        reader = EmbeddedMetrics.from_url(gw.url)  # the embedded canary analysis
+        since = reader.mark()
+        for i in range(6):
+            assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
+        pinned = {"model": "v2", "messages": MESSAGES}  # an operator's look at another one
+        assert httpx.post(url, json=pinned, headers=OPERATOR).status_code == 200
+        wait_for_background(gw)
+        public = httpx.get(f"{gw.url}/metrics").text
+        full = httpx.get(f"{gw.admin_url}/admin/metrics", headers=OPERATOR).text
+        unauthorised = httpx.get(f"{gw.admin_url}/admin/metrics").status_code
+        assert 'agent_requests_total{model="v0",route="stable",workload="default"} 6.0' in public
+        assert '"v1"' not in public and '"v2"' not in public  # in no series at all
+        assert 'agent_requests_total{model="v1",route="shadow",workload="default"} 6.0' in full
+        assert 'agent_requests_total{model="v2",route="pinned",workload="default"} 1.0' in full
+        assert 'flywheel_route_weight{model="v1"} 0.0' in full
+        assert unauthorised == 401
+        # the canary: users reach v1 now, and the analysis reads it on the public listener
+        canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=100)
+        save_state(store, canary, force=True)
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{gw.url}/healthz").json()["candidate"] != "v1":
+            assert time.monotonic() < deadline, "the gateway did not pick up the canary"
+            time.sleep(0.05)
+        for i in range(4):
+            assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
+        window = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+        public = httpx.get(f"{gw.url}/metrics").text
+    assert (window.candidate.requests, window.stable.requests) == (4, 6)
+    assert 'flywheel_route_weight{model="v1"} 100.0' in public
+    assert '"v2"' not in public  # still only pinned
+
+
+def wait_for_background(gw: GatewayHandle) -> None:
+    """Until the gateway's background calls (shadow copies) have ended (bounded)."""
+    deadline = time.monotonic() + 10
+    while gw.app.state.gateway.background and time.monotonic() < deadline:
+        time.sleep(0.02)
