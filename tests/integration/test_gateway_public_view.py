@@ -125,7 +125,7 @@ def test_the_public_metrics_name_no_version_no_user_was_routed_to(
             time.sleep(0.05)
         for i in range(4):
             assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
-        window = reader.read(candidate="v1", stable="v0", candidate_since=since, stable_since=since)
+        window = reader.read(candidate="v1", stable="v0", since=since)
         public = httpx.get(f"{gw.url}/metrics").text
     assert (window.candidate.requests, window.stable.requests) == (4, 6)
     assert 'flywheel_route_weight{model="v1"} 100.0' in public

@@ -172,7 +172,7 @@ def test_a_workload_that_is_not_configured_is_served_and_traced_as_the_shared_re
         return httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
-            headers={"X-Flywheel-Workload": workload},
+            headers={"X-Flywheel-Workload": workload, **AUTH},  # AUTH: the serving version
         )
 
     with start(tmp_path, state, workloads=("sql",)) as gw:
