@@ -137,7 +137,11 @@ class Traffic:
                     ],
                 }
                 # the route is named to requests with the admin token only (never to users)
-                resp = client.post("/v1/chat/completions", json=body, headers=OPERATOR)
+                try:
+                    resp = client.post("/v1/chat/completions", json=body, headers=OPERATOR)
+                except httpx.TransportError:  # counted; the next request is the retry the
+                    self.statuses["transport error"] += 1  # openai SDK would make
+                    continue
                 self.statuses[resp.status_code] += 1
                 self.routes[resp.headers.get("x-flywheel-route")] += 1
                 self.stop.wait(0.02)
