@@ -187,6 +187,7 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         self._end_body()
         self._refused = True  # what the client still sends is dropped
+        self.flow.resume_reading()  # (paused while the handler had not read) to drain it
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             cycle.disconnected = True
