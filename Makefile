@@ -74,18 +74,28 @@ VLLM_LOG := .venv-vllm-install.log
 SERIAL_LOG := .test-serial.log
 PYTEST = $(BIN)/pytest --durations=20
 
-# .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start
+# .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start.
+# Beside that set-up (mostly waiting on disks and package indexes) the base models the end-to-end
+# tests bootstrap are pre-trained into their shared build cache (tests/prebuild_bootstrap.py,
+# about five minutes of one core; log: .test-bootstrap.log), which the tests find by input hash;
+# a test that needs one still being built waits on its lock.
+TEST_BOOTSTRAP := $(CURDIR)/.test-bootstrap
+BOOT_LOG := .test-bootstrap.log
 test: $(STAMP)
-	.ci/test-deps
-	$(MAKE) --no-print-directory s3rver
-	@echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"
-	@$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
-	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
-	@echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"
-	@$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
+	@echo "pre-training the tests' base models beside the set-up (log: $(BOOT_LOG))"; \
+	$(BIN)/python -m tests.prebuild_bootstrap $(TEST_BOOTSTRAP) >$(BOOT_LOG) 2>&1 & boot=$$!; \
+	trap 'kill $$boot 2>/dev/null' INT TERM; \
+	.ci/test-deps && $(MAKE) --no-print-directory s3rver || { kill $$boot; exit 1; }; \
+	echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"; \
+	$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
+	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; kill $$boot; exit 1; }; \
+	export FLYWHEEL_TEST_BOOTSTRAP_CACHE=$(TEST_BOOTSTRAP); \
+	echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"; \
+	$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
 	nice -n 14 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
 	wait $$serial; serial_rc=$$?; \
 	echo "=== the serial tests (log: $(SERIAL_LOG)) ==="; cat $(SERIAL_LOG); \
+	wait $$boot || { tail -n 20 $(BOOT_LOG); echo "pre-training the tests' base models failed"; exit 1; }; \
 	[ $$tests -eq 0 ] || exit $$tests; exit $$serial_rc
 
 # unit and integration without the tests marked slow (each > ~30 s) and the end-to-end ones

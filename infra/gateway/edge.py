@@ -225,5 +225,10 @@ def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[Gu
 
 
 def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str, Any]:
-    """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol."""
-    return {"loop": "uvloop", "http": guarded_protocol(cfg, admin_port=admin_port)}
+    """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol, the
+    keep-alive idle timeout."""
+    return {
+        "loop": "uvloop",
+        "http": guarded_protocol(cfg, admin_port=admin_port),
+        "timeout_keep_alive": cfg.keep_alive_s,
+    }

@@ -86,6 +86,11 @@ class GatewaySettings(BaseModel):
     # complete by then gets 408 and its connection closed (a client stalling in its body
     # would hold its connection slot forever); 30 s is 4 MiB at 140 KB/s
     body_timeout_s: float = Field(default=30.0, gt=0)
+    # an idle keep-alive connection is closed after this. Longer than the clients' own idle
+    # expiry (httpx and the openai SDK: 5 s; load balancers: 60 s): were the gateway to close
+    # first, a client reusing the connection as it closes gets a reset for a request it sent
+    # (uvicorn's default, 5 s, met httpx's 5 s under load). nginx's default is 75 s
+    keep_alive_s: float = Field(default=75.0, gt=0)
     # worker processes behind the listeners (`flywheel gateway`); metrics aggregated over all
     workers: int = Field(default=1, ge=1, le=64)
     # the canary's tests count users, not events: each user's first N requests, errors and

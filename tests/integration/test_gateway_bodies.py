@@ -5,6 +5,7 @@ they receive and by /livez's gaps compared with its gaps in the same run, never 
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -43,10 +44,13 @@ def start(tmp_path: Path, upstream: FakeUpstreamHandle, **gw: Any) -> GatewayHan
     return start_background_gateway(settings, port=0, store=LocalStore(tmp_path / "store"))
 
 
-def connect(url: str) -> socket.socket:
+def address(url: str) -> tuple[str, int]:
     host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=20)
-    return sock
+    return host, int(port)
+
+
+def connect(url: str) -> socket.socket:
+    return socket.create_connection(address(url), timeout=20)
 
 
 def read_to_eof(sock: socket.socket) -> bytes:
@@ -86,6 +90,38 @@ def test_clients_stalling_in_their_body_are_dropped_and_their_slots_freed(
         served = chat_until_served(gw.url)
         assert served.status_code == 200 and served.json()["choices"][0]["message"]["content"]
     assert upstream.app.calls == 1  # no stalled body ever reached the model
+
+
+def chat_on(conn: http.client.HTTPConnection) -> int:
+    """One chat request on ``conn`` (kept alive); its status."""
+    body = orjson.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    return resp.status
+
+
+def test_a_keep_alive_connection_idle_longer_than_clients_keep_theirs_is_still_served(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    # httpx and the openai SDK drop an idle pooled connection after 5 s; a gateway closing at
+    # 5 s too (uvicorn's default) races them under load: the client reuses the connection as
+    # the gateway closes it and gets a reset for a request it already sent
+    with start(tmp_path, upstream) as gw:
+        conn = http.client.HTTPConnection(*address(gw.url), timeout=20)
+        assert chat_on(conn) == 200
+        sock = conn.sock
+        time.sleep(6.5)  # idle past every client's 5 s
+        assert chat_on(conn) == 200
+        assert conn.sock is sock  # the same connection, not a new one
+        conn.close()
+    with start(tmp_path / "short", upstream, keep_alive_s=0.5) as gw:  # the setting is read
+        conn = http.client.HTTPConnection(*address(gw.url), timeout=20)
+        assert chat_on(conn) == 200
+        time.sleep(2.0)
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+            chat_on(conn)
+        conn.close()
 
 
 class Probes:

@@ -1,0 +1,71 @@
+"""Pre-train the base models the tests bootstrap into the tests' shared build cache, before the
+tests start: ``make test`` runs this beside its set-up (system packages, the S3 server, the vLLM
+environment: mostly waiting on disks and the package index), so the five minutes of one core
+that pre-training takes overlap that waiting instead of running inside the end-to-end loop test
+beside the other test workers (where it pushed the loop test past its timeout).
+
+    python -m tests.prebuild_bootstrap DIR
+
+The tests find the builds through ``FLYWHEEL_TEST_BOOTSTRAP_CACHE=DIR`` (``tests/conftest.py``,
+``bootstrap_cache``); a build is used only where its input hash (config, seed, golden set,
+recipe version) is the one a test asks for, and a test still waiting on one here waits on the
+build's lock, as two test workers would. Each config is built in a home of its own, with the
+settings a test starts from (no ``FLYWHEEL_*`` variable of the caller, no ``.env``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _build(cache: Path, env: dict[str, str], small: bool) -> None:
+    """Bootstrap in a fresh home with ``env`` (over a clean FLYWHEEL_* environment)."""
+    from dataclasses import replace
+
+    from infra.settings import get_settings
+    from infra.store import open_store
+    from tasks.demo.bootstrap import bootstrap_base_model
+
+    for name in [n for n in os.environ if n.startswith("FLYWHEEL_")]:
+        del os.environ[name]
+    home = Path(tempfile.mkdtemp(prefix="prebuild-"))
+    os.chdir(home)  # no .env of the caller's
+    os.environ.update(
+        {"FLYWHEEL_HOME": str(home / "home"), "FLYWHEEL_BOOTSTRAP_CACHE_DIR": str(cache), **env}
+    )
+    get_settings.cache_clear()
+    settings = get_settings()
+    config = None
+    if small:
+        from tests.e2e.test_exploitable_judge import SMALL
+
+        config = replace(SMALL, hedge_share=settings.bootstrap_hedge_share)
+    try:
+        result = bootstrap_base_model(open_store(settings), settings=settings, config=config)
+    finally:
+        os.chdir(cache)
+        shutil.rmtree(home, ignore_errors=True)  # the build stays in ``cache``
+    print(f"prebuilt {result.input_hash}: {result.describe()}", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    """Build the loop's v0 (the demo's two workloads) and the exploitable-judge test's small
+    hedging v0 into ``argv[0]``."""
+    if len(argv) != 1:
+        print("usage: python -m tests.prebuild_bootstrap DIR", file=sys.stderr)
+        return 2
+    cache = Path(argv[0]).resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    from tests.e2e.test_exploitable_judge import HEDGE_SHARE
+
+    _build(cache, {}, small=False)  # tests/e2e/test_loop.py
+    judge = {"FLYWHEEL_BOOTSTRAP_HEDGE_SHARE": HEDGE_SHARE, "FLYWHEEL_WORKLOADS": '["calculator"]'}
+    _build(cache, judge, small=True)  # tests/e2e/test_exploitable_judge.py
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
