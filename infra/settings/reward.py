@@ -24,7 +24,7 @@ class JudgeSettings(BaseModel):
     max_retries: int = 3
     timeout_s: float = 30.0
     call_budget: int = 10_000  # per run
-    skip_when_feedback: bool = True  # DESIGN: prioritise user feedback, skip the LLM judge
+    skip_when_feedback: bool = True  # user feedback comes first: skip the LLM judge where given
     ragas_mode: Literal["auto", "llm", "non_llm"] = "auto"  # auto: llm when base_url is set
     # ask the LLM judge to write a reference answer when a trace has none (one more call per
     # trace): context recall then applies to real traffic; off, it is "not applicable"
