@@ -12,7 +12,7 @@ from infra.catalog import open_catalog, scan
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks.curate.paraphrase import group_patterns, scrub_identifiers
-from tasks.curate.pii import placeholder_pattern
+from tasks.pii.engine import placeholder_pattern
 from tests.data.pii_corpus import plant_window
 
 pytestmark = pytest.mark.integration
