@@ -37,8 +37,6 @@ NER_MAPPING["FAC"] = "LOCATION"
 NER_MAPPING.update(ORG="ORGANIZATION", PRODUCT="PRODUCT", NORP="NORP")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -326,17 +324,3 @@ def _merge_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]
         else:
             merged.append((start, end, etype))
     return merged
-
-
-def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
-    """The k-anonymity key of a question: entities -> ``<TYPE>``, numbers -> ``<NUM>``,
-    lower-cased, whitespace collapsed (independent of the anonymisation operator)."""
-    parts, last = [], 0
-    for start, end, etype in sorted(spans):
-        if start < last:
-            continue
-        parts.append(_NUMBER.sub("<NUM>", text[last:start].lower()))
-        parts.append(f"<{etype}>")
-        last = end
-    parts.append(_NUMBER.sub("<NUM>", text[last:].lower()))
-    return _SPACE.sub(" ", "".join(parts)).strip(" .!?")

@@ -7,7 +7,8 @@ import pytest
 
 from infra.errors import MissingDependencyError
 from infra.settings import CurateSettings
-from tasks.pii.engine import PiiConfig, _merge_spans, load_spacy, placeholder_pattern
+from tasks.curate.kanon import placeholder_pattern
+from tasks.pii.engine import PiiConfig, _merge_spans, load_spacy
 from tasks.pii.recognizers import luhn_ok
 
 
