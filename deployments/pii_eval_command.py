@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from deployments.output import FAILED, emit
 
 if TYPE_CHECKING:
-    from tasks.curate.pii_eval import EvalReport
+    from tasks.pii.evaluation import EvalReport
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -56,8 +56,8 @@ def evaluate_file(path: Path, language: str = "auto") -> EvalReport:
     from dataclasses import replace
 
     from infra.settings import get_settings
-    from tasks.curate.pii import PiiConfig, load_engine
-    from tasks.curate.pii_eval import evaluate, load_labelled
+    from tasks.pii.engine import PiiConfig, load_engine
+    from tasks.pii.evaluation import evaluate, load_labelled
 
     items = load_labelled(path)
     config = PiiConfig.from_settings(get_settings().curate)

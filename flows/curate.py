@@ -17,11 +17,11 @@ from tasks.curate.commit import audit_events, audit_task, commit_task
 from tasks.curate.dedup import record_kept_task, seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
 from tasks.curate.kanon import canonical_patterns, held_task, k_anonymize, k_state_task
-from tasks.curate.pii import PiiConfig
 from tasks.curate.summary import CurateResult, curate_result, summary_markdown
 from tasks.curate.trace_audit import trace_audit_rows, trace_audit_task
 from tasks.datasets import replace_quarantine_task, training_exclusions
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
+from tasks.pii.engine import PiiConfig
 from tasks.review import push_review_task, queue_review_task
 
 # Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit

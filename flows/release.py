@@ -381,7 +381,7 @@ def _pii_engine(rt: Runtime, policy: ReleaseSettings) -> Any:
     """The stage-3 analyser for the PII-leak check (None when the check is off)."""
     if not policy.pii_leak_check:
         return None
-    from tasks.curate.pii import PiiConfig, load_engine
+    from tasks.pii.engine import PiiConfig, load_engine
 
     return load_engine(PiiConfig.from_settings(rt.settings.curate))
 

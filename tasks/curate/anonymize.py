@@ -17,8 +17,9 @@ from prefect.cache_policies import NO_CACHE
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.curate.gates import REWARD_COLUMNS, quarantine_record, row_messages
+from tasks.curate.kanon import placeholder_pattern
 from tasks.curate.paraphrase import scrub_identifiers
-from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine, placeholder_pattern
+from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 
 _ENGINE_LOCK = threading.Lock()
 

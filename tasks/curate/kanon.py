@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
+import regex as re
 from prefect import task
 
 from infra.keys import HELD_PREFIX, held_key
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.store import ObjectStore
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
 
 
 @dataclass(kw_only=True)
@@ -46,6 +51,20 @@ class KState:
     in_table: set[str]  # every trace id in the table
     pending: list[dict[str, Any]]  # held rows of other windows not in the table yet
     withdrawn: int  # rows in the table whose user has since withdrawn consent
+
+
+def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    """The k-anonymity key of a question: entities -> ``<TYPE>``, numbers -> ``<NUM>``,
+    lower-cased, whitespace collapsed (independent of the anonymisation operator)."""
+    parts, last = [], 0
+    for start, end, etype in sorted(spans):
+        if start < last:
+            continue
+        parts.append(_NUMBER.sub("<NUM>", text[last:start].lower()))
+        parts.append(f"<{etype}>")
+        last = end
+    parts.append(_NUMBER.sub("<NUM>", text[last:].lower()))
+    return _SPACE.sub(" ", "".join(parts)).strip(" .!?")
 
 
 def _member(row: dict[str, Any]) -> str:

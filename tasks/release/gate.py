@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.settings import ReleaseSettings
-    from tasks.curate.pii import PiiEngine
     from tasks.golden import GoldenItem
+    from tasks.pii.engine import PiiEngine
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)

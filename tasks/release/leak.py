@@ -1,4 +1,4 @@
-"""The PII-leak check of a release: the stage-3 analyser (:func:`tasks.curate.pii.analyze_texts`)
+"""The PII-leak check of a release: the stage-3 analyser (:func:`tasks.pii.engine.analyze_texts`)
 over what the candidate said; an identifier in an answer that is not in that answer's prompt
 (the user's own e-mail repeated back is fine, someone else's is a leak) fails the release.
 
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from tasks.release.drift import Check
 
 if TYPE_CHECKING:
-    from tasks.curate.pii import PiiEngine
+    from tasks.pii.engine import PiiEngine
 
 NOT_IDENTIFIERS = ("PERSON", "LOCATION", "URL")
 DIGITS = "DIGITS"  # the class of every finding whose value is digits only
@@ -71,7 +71,7 @@ def find_leaks(
     ignore: Sequence[str] = NOT_IDENTIFIERS,
 ) -> list[Leak]:
     """The answers that name an identifier absent from their prompt."""
-    from tasks.curate.pii import analyze_texts
+    from tasks.pii.engine import analyze_texts
 
     leaks = []
     findings = analyze_texts(engine, list(answers))

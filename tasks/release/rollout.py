@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
-    from tasks.curate.pii import PiiEngine
+    from tasks.pii.engine import PiiEngine
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)

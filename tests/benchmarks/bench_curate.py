@@ -86,8 +86,8 @@ def main() -> None:
     from tasks.curate.anonymize import anonymize_rows
     from tasks.curate.gates import apply_gates
     from tasks.curate.kanon import k_anonymize
-    from tasks.curate.pii import PiiConfig, load_engine
-    from tasks.curate.recognizers import _offline_tldextract
+    from tasks.pii.engine import PiiConfig, load_engine
+    from tasks.pii.recognizers import _offline_tldextract
 
     tldextract.extract = _offline_tldextract()  # the naive engine must not fetch a suffix list
     rows = build_traces(args.groups)

@@ -33,7 +33,7 @@ def corpus(lang: str) -> list[str]:
 def main() -> None:
     """Print chars/s per language and the English/Korean ratio."""
     from infra.settings import CurateSettings
-    from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine
+    from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from infra.settings import CurateSettings
-from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine
+from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 from tests.data import support_corpus as sc
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from infra.settings import CurateSettings
-from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine
+from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 from tests.data.pii_corpus import generate, value_gone
 
 pytestmark = pytest.mark.integration
@@ -51,9 +51,10 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_engine_builds_and_runs_offline_in_two_languages(no_network: list[str]) -> None:
-    from tasks.curate import pii, recognizers
+    from tasks.pii import recognizers
+    from tasks.pii.engine import load_spacy
 
-    pii.load_spacy.cache_clear()
+    load_spacy.cache_clear()
     recognizers._offline_tldextract.cache_clear()
     settings = CurateSettings(
         languages=["en", "de"],

@@ -9,7 +9,7 @@ import pytest
 
 from infra.errors import MissingDependencyError
 from infra.settings import CurateSettings
-from tasks.curate.pii import PiiConfig, anonymize_texts, load_engine
+from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 from tests.data import support_corpus as sc
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ def test_glued_particles_and_masked_rrn() -> None:
 def test_missing_korean_pipeline_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
-    from tasks.curate import korean
+    from tasks.pii import korean
 
     real_import = builtins.__import__
 

@@ -11,8 +11,8 @@ import pytest
 from infra.catalog import open_catalog, scan
 from infra.settings import get_settings
 from infra.store import open_store
+from tasks.curate.kanon import placeholder_pattern
 from tasks.curate.paraphrase import group_patterns, scrub_identifiers
-from tasks.curate.pii import placeholder_pattern
 from tests.data.pii_corpus import plant_window
 
 pytestmark = pytest.mark.integration

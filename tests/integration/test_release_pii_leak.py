@@ -13,8 +13,8 @@ import pytest
 
 from infra.answers import Answer
 from infra.settings import CurateSettings, ReleaseSettings, Settings
-from tasks.curate.pii import PiiConfig, load_engine
 from tasks.golden import load_golden
+from tasks.pii.engine import PiiConfig, load_engine
 from tasks.release.gate import Decision, run_gate
 from tasks.release.leak import find_leaks
 from tasks.release.rollout import judge_shadow

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.curate.korean import load_kiwi
-from tasks.curate.korean_address import address_spans
-from tasks.curate.korean_ids import id_spans, rrn_checksum_ok
-from tasks.curate.korean_names import korean_name_spans
-from tasks.curate.normalize import normalize
+from tasks.pii.korean import load_kiwi
+from tasks.pii.korean.address import address_spans
+from tasks.pii.korean.ids import id_spans, rrn_checksum_ok
+from tasks.pii.korean.names import korean_name_spans
+from tasks.pii.normalize import normalize
 
 
 def _ids(text: str) -> dict[str, str]:

@@ -7,8 +7,9 @@ import pytest
 
 from infra.errors import MissingDependencyError
 from infra.settings import CurateSettings
-from tasks.curate.pii import PiiConfig, _merge_spans, load_spacy, placeholder_pattern
-from tasks.curate.recognizers import luhn_ok
+from tasks.curate.kanon import placeholder_pattern
+from tasks.pii.engine import PiiConfig, _merge_spans, load_spacy
+from tasks.pii.recognizers import luhn_ok
 
 
 def test_config_from_settings_is_hashable_and_carries_custom_patterns() -> None:

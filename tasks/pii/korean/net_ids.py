@@ -9,7 +9,7 @@ import ipaddress
 
 import regex as re
 
-from tasks.curate.korean_idspec import HY, PROVINCES, IdSpec, compile_v1
+from tasks.pii.korean.idspec import HY, PROVINCES, IdSpec, compile_v1
 
 _PLATE_LETTERS = "가나다라마거너더러머버서어저고노도로모보소오조구누두루무부수우주아바사자하허호배"
 _UNIT_AFTER = r"(?![\d]|\s?(?:원|개|명|회|일|월|년|분|초|시간|점|권|대|건|km|kg|%|만|천|억))"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import ConfigError
-from tasks.curate.pii import PiiEngine, anonymize_texts
+from tasks.pii.engine import PiiEngine, anonymize_texts
 
 TYPES = (
     "PERSON EMAIL_ADDRESS PHONE_NUMBER ADDRESS DATE_OF_BIRTH CREDIT_CARD BANK_ACCOUNT US_SSN "

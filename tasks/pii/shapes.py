@@ -1,5 +1,5 @@
 """Language-neutral identifier recognisers (every configured language gets them, Korean
-too): the context-cued identifiers of :mod:`tasks.curate.identifiers`, pasted secrets,
+too): the context-cued identifiers of :mod:`tasks.pii.identifiers`, pasted secrets,
 address fields of JSON and forms, and shapes that identify on their own, written with
 look-arounds instead of ``\\b`` so a Hangul particle glued after them does not hide them."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.curate.identifiers import RULES, context_spans
-from tasks.curate.name_spans import address_field_spans
-from tasks.curate.secrets import secret_spans
-from tasks.curate.span_recognizer import pattern_recognizer, span_recognizer
+from tasks.pii.identifiers import RULES, context_spans
+from tasks.pii.name_spans import address_field_spans
+from tasks.pii.secrets import secret_spans
+from tasks.pii.span_recognizer import pattern_recognizer, span_recognizer
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
@@ -34,7 +34,7 @@ _IPV6 = (
     r"|(?<![\w:])::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4}(?![\w:])"
 )
 
-# (entity, regex, score, recogniser name); korean.py leaves Ipv4Recognizer out by name
+# (entity, regex, score, recogniser name); tasks.pii.korean leaves Ipv4Recognizer out by name
 SHAPES: tuple[tuple[str, str, float, str], ...] = (
     ("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer"),
     ("EMAIL_ADDRESS", _SPELLED_EMAIL, 0.6, "SpelledEmailRecognizer"),
@@ -57,7 +57,7 @@ def identifier_recognizers(language: str) -> list[Any]:
             name=f"Context{rule.entity.title().replace('_', '')}Recognizer",
             score=0.6,
             spans=context_spans(rule),
-            doc=f"{rule.entity} after its cue words (see tasks.curate.identifiers).",
+            doc=f"{rule.entity} after its cue words (see tasks.pii.identifiers).",
         )(**lang)
         for rule in RULES
     ]
@@ -67,7 +67,7 @@ def identifier_recognizers(language: str) -> list[Any]:
             name="SecretRecognizer",
             score=0.7,
             spans=lambda text, nlp: list(secret_spans(text, nlp)),
-            doc="Pasted keys, tokens and passwords (see tasks.curate.secrets).",
+            doc="Pasted keys, tokens and passwords (see tasks.pii.secrets).",
         )(**lang)
     )
     found.append(

@@ -13,12 +13,12 @@ from typing import Any
 
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
-from tasks.curate.addresses import street_address_spans
-from tasks.curate.greetings import lower_name_recognizer
-from tasks.curate.name_spans import structured_name_spans
-from tasks.curate.names import corroborated, has_cue, lexicon_support
-from tasks.curate.shapes import identifier_recognizers
-from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
+from tasks.pii.addresses import street_address_spans
+from tasks.pii.greetings import lower_name_recognizer
+from tasks.pii.name_spans import structured_name_spans
+from tasks.pii.names import corroborated, has_cue, lexicon_support
+from tasks.pii.shapes import identifier_recognizers
+from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
 _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
@@ -61,7 +61,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
     """Presidio recognisers for one language: the predefined ones flywheel relies on (with an
     offline e-mail validator), extra patterns for formats the defaults miss, and the custom
     patterns from settings. Korean (``ko``) gets the language-neutral ones plus those of
-    :mod:`tasks.curate.korean`."""
+    :mod:`tasks.pii.korean`."""
     from presidio_analyzer import Pattern, PatternRecognizer
     from presidio_analyzer.predefined_recognizers import (
         CreditCardRecognizer,
@@ -106,7 +106,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         for entity, regex in custom_patterns.items()
     ]
     if language == "ko":
-        from tasks.curate.korean import build_korean_recognizers
+        from tasks.pii.korean import build_korean_recognizers
 
         return build_korean_recognizers(language, common)
     recognizers = [
@@ -115,7 +115,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         _name_fallback_recognizer()(**lang),
         UsSsnRecognizer(**lang),
         # the model's places (cities, countries, airports) are not personal data; street
-        # addresses come from the patterns below. Its PERSON hits are filtered in pii._keep
+        # addresses come from the patterns below. Its PERSON hits are filtered in engine._keep
         _corroborated_ner(SpacyRecognizer)(supported_entities=["PERSON"], **lang),
         span_recognizer(
             entity="PERSON",
@@ -136,7 +136,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             name="StreetAddressRecognizer",
             score=0.5,
             spans=street_address_spans,
-            doc="Street addresses and PO boxes (see tasks.curate.addresses).",
+            doc="Street addresses and PO boxes (see tasks.pii.addresses).",
         )(**lang),
     ]
     return recognizers
@@ -145,7 +145,7 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
 def _corroborated_ner(base: type) -> type:
     class CorroboratedSpacyRecognizer(base):  # type: ignore[misc,valid-type]
         """spaCy's PERSON hits that something corroborates (brands and products are not
-        people; see :func:`tasks.curate.names.corroborated`), checked before the analyzer
+        people; see :func:`tasks.pii.names.corroborated`), checked before the analyzer
         drops other recognisers' findings of the same span as duplicates."""
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:

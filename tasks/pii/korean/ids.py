@@ -1,9 +1,9 @@
 """Korean structured identifiers as people type them: resident and foreigner registration
 numbers (``.``, `` - ``, full-width forms), passports, driver's licences, dates of birth,
 phones, bank accounts glued to the bank's name and cards; the IPs, plates, medical ids and
-secrets of :mod:`tasks.curate.korean_net_ids` join them in :data:`ID_SPECS`.
+secrets of :mod:`tasks.pii.korean.net_ids` join them in :data:`ID_SPECS`.
 
-Each identifier is an :class:`~tasks.curate.korean_idspec.IdSpec`: a value regex, an optional
+Each identifier is an :class:`~tasks.pii.korean.idspec.IdSpec`: a value regex, an optional
 context (words that must come shortly before, e.g. ``여권`` for a foreign passport) and a veto
 context (``주문번호``, ``송장``: an order or tracking number is not personal data).
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import regex as re
 
-from tasks.curate.korean_idspec import GAP, HY, PROVINCES, SEP, IdSpec, compile_v1, match_specs
-from tasks.curate.korean_net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECRET_SPECS
+from tasks.pii.korean.idspec import GAP, HY, PROVINCES, SEP, IdSpec, compile_v1, match_specs
+from tasks.pii.korean.net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECRET_SPECS
 
 __all__ = ["ID_SPECS", "IdSpec", "id_spans", "rrn_checksum_ok"]
 

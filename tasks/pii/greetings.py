@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import regex as re
 
-from tasks.curate.span_recognizer import person_recognizer
+from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
     r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|its|it's|it’s|im|i'm|i’m|i am|this is|"

@@ -3,7 +3,7 @@
 The engine is built once per configuration (:func:`load_engine` is ``lru_cache``'d): one spaCy
 pipeline per configured language (never downloaded; a missing one is a
 :class:`MissingDependencyError` naming the pip package) and the recognisers of
-:mod:`tasks.curate.recognizers`. :func:`anonymize_texts` is the hot path: unique texts only, one
+:mod:`tasks.pii.recognizers`. :func:`anonymize_texts` is the hot path: unique texts only, one
 ``nlp.pipe`` pass per language through ``BatchAnalyzerEngine``, texts without letters skip
 the NLP pipeline. Results carry entity *types* and spans, never the values.
 """
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
-from tasks.curate.identifiers import date_after_name
-from tasks.curate.korean import has_hangul
-from tasks.curate.normalize import Normalized, normalize
-from tasks.curate.recognizers import build_recognizers
+from tasks.pii.identifiers import date_after_name
+from tasks.pii.korean import has_hangul
+from tasks.pii.normalize import Normalized, normalize
+from tasks.pii.recognizers import build_recognizers
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, RecognizerResult
@@ -37,8 +37,6 @@ NER_MAPPING["FAC"] = "LOCATION"
 NER_MAPPING.update(ORG="ORGANIZATION", PRODUCT="PRODUCT", NORP="NORP")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _NON_HANGUL_LETTER = re.compile(r"[^\W\d_\p{Hangul}]")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -326,17 +324,3 @@ def _merge_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]
         else:
             merged.append((start, end, etype))
     return merged
-
-
-def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
-    """The k-anonymity key of a question: entities -> ``<TYPE>``, numbers -> ``<NUM>``,
-    lower-cased, whitespace collapsed (independent of the anonymisation operator)."""
-    parts, last = [], 0
-    for start, end, etype in sorted(spans):
-        if start < last:
-            continue
-        parts.append(_NUMBER.sub("<NUM>", text[last:start].lower()))
-        parts.append(f"<{etype}>")
-        last = end
-    parts.append(_NUMBER.sub("<NUM>", text[last:].lower()))
-    return _SPACE.sub(" ", "".join(parts)).strip(" .!?")

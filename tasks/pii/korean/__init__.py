@@ -18,10 +18,10 @@ from typing import Any
 import regex as re
 
 from infra.errors import MissingDependencyError
-from tasks.curate.korean_address import address_spans
-from tasks.curate.korean_ids import ID_SPECS, id_spans, rrn_checksum_ok
-from tasks.curate.korean_names import korean_name_spans
-from tasks.curate.span_recognizer import pattern_recognizer, person_recognizer
+from tasks.pii.korean.address import address_spans
+from tasks.pii.korean.ids import ID_SPECS, id_spans, rrn_checksum_ok
+from tasks.pii.korean.names import korean_name_spans
+from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer
 
 __all__ = ["build_korean_recognizers", "has_hangul", "load_kiwi", "rrn_checksum_ok"]
 
@@ -59,14 +59,14 @@ def load_kiwi() -> Any:
 
 def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
     """Presidio recognisers for Korean text: ``common`` (e-mail, cards, IBAN, IP, URL and the
-    custom patterns, built by :func:`tasks.curate.recognizers.build_recognizers`) plus the
-    Korean identifiers (:mod:`tasks.curate.korean_ids`), addresses
-    (:mod:`tasks.curate.korean_address`) and names (:mod:`tasks.curate.korean_names`)."""
+    custom patterns, built by :func:`tasks.pii.recognizers.build_recognizers`) plus the
+    Korean identifiers (:mod:`tasks.pii.korean.ids`), addresses
+    (:mod:`tasks.pii.korean.address`) and names (:mod:`tasks.pii.korean.names`)."""
     from presidio_analyzer.predefined_recognizers import KrBrnRecognizer
 
     kiwi = load_kiwi()  # fail at engine construction, naming the package, not mid-batch
     lang: dict[str, Any] = {"supported_language": language}
-    # korean_ids' IPv4 also works glued to a particle (192.168.0.1에서) and leaves version
+    # korean.ids' IPv4 also works glued to a particle (192.168.0.1에서) and leaves version
     # numbers (펌웨어 1.2.3.4 버전) alone
     return [
         *(r for r in common if r.name not in ("IpRecognizer", "Ipv4Recognizer")),
@@ -88,7 +88,7 @@ def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
             spans=lambda text, _nlp: (
                 korean_name_spans(text, kiwi.tokenize) if has_hangul(text) else []
             ),
-            doc="Korean person names (see :func:`tasks.curate.korean_names.korean_name_spans`).",
+            doc="Korean person names (see :func:`tasks.pii.korean.names.korean_name_spans`).",
         )(**lang),
     ]
 

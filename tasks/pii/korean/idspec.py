@@ -1,4 +1,4 @@
-"""The machinery of :mod:`tasks.curate.korean_ids`: an identifier is an :class:`IdSpec` (a value
+"""The machinery of :mod:`tasks.pii.korean.ids`: an identifier is an :class:`IdSpec` (a value
 regex, the context words that must come shortly before or after it, the order/tracking words
 that veto it, a validator) and :func:`match_specs` finds every spec's values in a text.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.curate.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
+from tasks.pii.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
 _HEADER = re.compile(
