@@ -7,8 +7,8 @@ from datetime import datetime
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
-from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
+from infra.parameters import Hours
 from infra.runtime import Runtime
 from tasks.collect import (
     CollectResult,

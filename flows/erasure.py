@@ -16,10 +16,10 @@ from flows.erasure_steps import (
     record_step,
     retire_cases,
 )
-from flows.parameters import Steps
 from flows.release import ReleaseOptions, release
 from flows.train import train_selection
 from infra.errors import TransientError
+from infra.parameters import Steps
 from infra.routing import RoutingBackend, RoutingState, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD

@@ -8,10 +8,10 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from flows.erasure import open_case
-from flows.parameters import Days, UserKey
 from infra.audit import record_event
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
+from infra.parameters import Days, UserKey
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
 from tasks.governance.erasure import (

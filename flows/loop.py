@@ -20,12 +20,12 @@ from flows.curate import curate
 from flows.loop_server import Server, profile_environment, serving
 from flows.loop_server import environment as _environment
 from flows.loop_summary import CycleSummary, LoopSummary, loop_report, not_promoted
-from flows.parameters import LOOP_REQUESTS, TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
 from flows.weekly import weekly
 from infra.keys import parse_window_start
+from infra.parameters import LOOP_REQUESTS, TrainMethod
 from infra.progress import report_progress
 from infra.routing import load_state
 from infra.runtime import Runtime

@@ -12,12 +12,12 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
-from flows.parameters import ModelVersion
 from flows.release_server import hold_unloadable, require_room, server_args, unload_unrouted
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
+from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings.workloads import WORKLOAD_PATTERN, configured_workload

@@ -6,12 +6,12 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from flows.parameters import ReleaseName
 from flows.release_server import unload_unrouted
 from infra.audit import record_event
 from infra.errors import UnservableVersion
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
+from infra.parameters import ReleaseName
 from infra.retries import IO_RETRIES
 from infra.routing import RoutingState, open_routing, scoped
 from infra.runtime import Runtime

@@ -8,8 +8,8 @@ import pyarrow as pa
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
+from infra.parameters import Hours
 from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task

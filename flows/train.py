@@ -18,11 +18,11 @@ from prefect.artifacts import (
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from flows.parameters import ModelVersion, Steps, TrainMethod, Workload
 from infra.audit import record_event
 from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
 from infra.models import model_cache_root
+from infra.parameters import ModelVersion, Steps, TrainMethod, Workload
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
 from tasks.train.checkpoints import (

@@ -13,9 +13,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.utilities.annotations import quote
 
 from flows.erasure import replace_erased
-from flows.parameters import TrainMethod
 from flows.release import ReleaseOptions, ReleaseOutcome, release
 from flows.train import TrainRunResult, train
+from infra.parameters import TrainMethod
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.reach import erasure_pending

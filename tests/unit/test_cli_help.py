@@ -20,7 +20,7 @@ from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import ValidationError, validate
 
 from deployments import cli, commands, serve
-from flows.parameters import MAX_HOURS
+from infra.parameters import MAX_HOURS
 from tests.unit.test_cli_input import flywheel, one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
