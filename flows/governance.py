@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from flows.erasure import open_case
 from infra.audit import record_event
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
@@ -25,6 +24,7 @@ from tasks.governance.erasure import (
     scrub_objects_task,
     user_traces_task,
 )
+from tasks.governance.erasure_steps import open_case
 from tasks.governance.langfuse import langfuse_erase_user_task, langfuse_expire_task, uses_langfuse
 from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task, save_pending
 from tasks.governance.maintenance import expire_task, store_key

@@ -12,7 +12,6 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
-from flows.release_server import hold_unloadable, require_room, server_args, unload_unrouted
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
@@ -39,6 +38,7 @@ from tasks.release.machine import (
 )
 from tasks.release.report import gate_evidence, report_markdown, write_report_task
 from tasks.release.rollout import Clock, watch_shadow_task
+from tasks.release.serving import hold_unloadable, require_room, server_args, unload_unrouted
 
 if TYPE_CHECKING:
     from infra.model_server import ModelServer

@@ -9,7 +9,6 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger
 
 from flows.release import ReleaseOptions, ReleaseOutcome, release
-from flows.release_server import unload_unrouted
 from infra.errors import ControlRefused
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
@@ -18,6 +17,7 @@ from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
 from tasks.release import controls
 from tasks.release.card import update_card
+from tasks.release.serving import unload_unrouted
 
 Action = Literal["promote", "pause", "resume", "abort"]
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from flows.release_server import unload_unrouted
 from infra.audit import record_event
 from infra.errors import UnservableVersion
 from infra.model_server import open_model_server
@@ -18,6 +17,7 @@ from infra.runtime import Runtime
 from tasks.release.card import update_card
 from tasks.release.controls import roll_back
 from tasks.release.restore import restore_servable_stable
+from tasks.release.serving import unload_unrouted
 
 roll_back_task = task(**IO_RETRIES)(roll_back)
 restore_stable_task = task(**IO_RETRIES)(restore_servable_stable)
