@@ -108,8 +108,8 @@ def test_the_release_form_shows_its_options_as_fields() -> None:
 
 
 def test_accuracy_is_printed_as_a_percent_everywhere() -> None:
-    from flows.cycles import percent
     from tasks.demo.bootstrap import BootstrapResult
+    from tasks.demo.cycles import percent
     from tasks.prove.report import pct
 
     boot = BootstrapResult(

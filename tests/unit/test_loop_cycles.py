@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.loop import CycleSummary, LoopSummary, loop_report
+from tasks.demo.loop_summary import CycleSummary, LoopSummary, loop_report
 
 
 def cycle(n: int, base: str, cand: str, accs: tuple[float, float], outcome: str) -> CycleSummary:
@@ -61,7 +61,7 @@ def test_one_cycle_prints_no_cycle_table() -> None:
 def test_two_workloads_each_show_their_accuracy_gate_and_release() -> None:
     from dataclasses import replace
 
-    from flows.loop import not_promoted
+    from tasks.demo.loop_summary import not_promoted
 
     calc = replace(cycle(1, "v0", "v1", (0.5, 0.6), "promoted"), workload="calculator")
     clock = replace(cycle(1, "v0", "v2", (0.4, 0.42), "held"), workload="clock")
@@ -89,17 +89,17 @@ def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
 ) -> None:
     import json
 
-    from flows.loop import _demo_verifiers
     from infra.settings import get_settings
+    from tasks.demo.loop import demo_verifiers
 
     get_settings.cache_clear()
-    both = json.loads(_demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
+    both = json.loads(demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
     assert both == {
         "calculator": "tasks.demo.verifier:calculator",
         "clock": "tasks.demo.verifier:clock",
     }
-    assert _demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
+    assert demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
     monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["calculator"]')
     get_settings.cache_clear()
-    assert _demo_verifiers("local") == {}
+    assert demo_verifiers("local") == {}
     get_settings.cache_clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 
-from flows.cycles import cycles_report, percent
+from tasks.demo.cycles import cycles_report, percent
 
 
 @dataclass(kw_only=True)
