@@ -271,7 +271,7 @@ def prove(ns: argparse.Namespace) -> int:
 
 
 def release_fields(r: Any) -> dict[str, Any]:
-    """The summary of a release run (a :class:`flows.release.ReleaseOutcome`)."""
+    """The summary of a release run (a :class:`tasks.release.outcome.ReleaseOutcome`)."""
     gate = r.gate or {}
     workload = {"workload": w} if (w := getattr(r, "workload", None)) else {}
     return workload | {
