@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from prefect import flow
 
 from flows.release import ReleaseOptions, release
-from flows.train import train_selection
 from infra.parameters import Steps
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
@@ -149,6 +148,7 @@ def _train(
     from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select
+    from tasks.train.run import TrainRun, train_selection
 
     cfg, recipe = rt.settings.train, plan.recipe
     base_dir = fetch_base_task(rt.store, plan.base, cache_root=model_cache_root(rt.settings))
@@ -174,18 +174,16 @@ def _train(
     config = TrainConfig(**hyper, lora_output=cfg.lora_output, max_shard_size=cfg.max_shard_size)
     reason = f"erasure replacement: the recipe of {plan.serving} without the erased rows"
     choice = MethodChoice(method=config.method, reason=reason, available=len(items[method]))
+    run = TrainRun(
+        run_id=str(uuid.uuid4()),
+        base=plan.base,
+        base_dir=base_dir,
+        choice=choice,
+        selection=selection,
+        started=datetime.now(UTC),
+    )
     with rt.reporting("train") as report:
-        result = train_selection(
-            rt,
-            report,
-            run_id=str(uuid.uuid4()),
-            base=plan.base,
-            base_dir=base_dir,
-            choice=choice,
-            selection=selection,
-            config=config,
-            started=datetime.now(UTC),
-        )
+        result = train_selection(rt, report, run, config)
     return result.version
 
 
