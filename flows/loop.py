@@ -164,10 +164,7 @@ def _cycle(
         collected = collect(window_start=start, hours=1)
         score(window_start=start, hours=1)
         curated = curate(window_start=start)
-        shared.traces += collected.written
-        shared.quarantined += collected.quarantined + curated.quarantined
-        shared.pii_entities += sum(curated.pii_entities.values())
-        shared.examples += curated.written
+        shared.add_window(collected, curated)
     out = []
     for workload in lines:
         baseline = load_state(rt.store).release_of(workload).stable
@@ -185,10 +182,7 @@ def _train_and_release(
     of = f" for {workload}" if workload else ""
     steps.start(f"cycle {cycle}: train a candidate{of} on the curated traffic ({opts.method})")
     trained = train(method=opts.method, workload=workload)
-    summary.train_status, summary.pairs = trained.message, trained.pairs
-    summary.candidate = trained.version
-    summary.baseline_accuracy = trained.golden_accuracy_base
-    summary.candidate_accuracy = trained.golden_accuracy
+    summary.add_training(trained)
     if trained.status != "trained" or not trained.version:
         return summary
     steps.start(f"cycle {cycle}: release {trained.version}{of} (golden gate, shadow, canary)")
@@ -209,10 +203,5 @@ def _train_and_release(
         seed=opts.seed * 1000 + cycle * 100,
     ):
         released = release(trained.version, release_opts)
-    gate = released.gate or {}
-    summary.decision = gate.get("decision")
-    summary.p_value = gate.get("p_value")
-    summary.baseline_reward = gate.get("mean_baseline")
-    summary.candidate_reward = gate.get("mean_candidate")
-    summary.outcome, summary.reasons = released.outcome, released.reasons
+    summary.add_release(released)
     return summary
