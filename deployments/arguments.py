@@ -7,8 +7,8 @@ import argparse
 from datetime import UTC, datetime
 
 from deployments.argtypes import whole_number, workload
-from flows.parameters import LOOP_REQUESTS, MAX_HOURS
 from infra.keys import parse_window_start, window_id
+from infra.parameters import LOOP_REQUESTS, MAX_HOURS
 
 # ------------------------------------------------------------- values checked at parse time
 

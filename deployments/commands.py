@@ -238,13 +238,14 @@ def check_run(ns: argparse.Namespace) -> None:
 def run(ns: argparse.Namespace) -> int:
     """flywheel run: the whole loop."""
     from deployments.progress import showing_progress
-    from flows.loop import LoopOptions, loop_report, not_promoted, run_loop
+    from flows.loop import LoopOptions, run_loop
+    from tasks.demo.loop_summary import loop_report, not_promoted
 
     opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
     if opts.server == "vllm":
-        from flows.loop_server import LLAMA_METHOD
+        from tasks.demo.serving import LLAMA_METHOD
 
-        opts.method = LLAMA_METHOD  # the Llama profile's measured recipe (flows/loop_server.py)
+        opts.method = LLAMA_METHOD  # the Llama profile's measured recipe (tasks/demo/serving.py)
     if ns.requests is not None:
         opts.requests = ns.requests
     with showing_progress():
@@ -270,7 +271,7 @@ def prove(ns: argparse.Namespace) -> int:
 
 
 def release_fields(r: Any) -> dict[str, Any]:
-    """The summary of a release run (a :class:`flows.release.ReleaseOutcome`)."""
+    """The summary of a release run (a :class:`tasks.release.outcome.ReleaseOutcome`)."""
     gate = r.gate or {}
     workload = {"workload": w} if (w := getattr(r, "workload", None)) else {}
     return workload | {

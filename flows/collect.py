@@ -4,27 +4,25 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from prefect import flow, get_run_logger
-from prefect.artifacts import create_table_artifact
+from prefect import flow
 
-from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
+from infra.parameters import Hours
 from infra.runtime import Runtime
 from tasks.collect import (
     CollectResult,
+    collect_result,
     dedupe,
     drop_opted_out,
+    invalid_rows,
+    publish_collect,
     read_window_task,
+    report_collect,
     share_unconfigured,
     to_parquet,
     write_batch_task,
 )
-from tasks.datasets import (
-    opted_out_keys,
-    quarantine_row,
-    raw_line_pointer,
-    replace_quarantine_task,
-)
+from tasks.datasets import opted_out_keys, replace_quarantine_task
 from tasks.feedback import refresh_feedback_task
 
 
@@ -42,19 +40,13 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
             Empty: the last closed hour.
         hours: How many hours from window_start to read into this one batch (1 to 168).
     """
-    logger = get_run_logger()
     rt = Runtime.from_env()
     start = parse_window_start(window_start)
     window = window_id(start)
     with rt.reporting("collect") as report:
         source = rt.trace_source()
         batch = read_window_task(source, start=start, hours=hours)
-        bad = [
-            quarantine_row(
-                stage="collect", window=window, reason=reason, pointer=raw_line_pointer(line)
-            )
-            for line, reason in batch.invalid
-        ]
+        bad = invalid_rows(batch, window=window)
         replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
         records, duplicates = dedupe(batch.records)
         records, unconfigured = share_unconfigured(records, rt.settings.workloads)
@@ -66,58 +58,17 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
         late = refresh_feedback_task(
             rt.store, source, lookahead_hours=rt.settings.feedback_lookahead_hours
         )
-        result = CollectResult(
+        result = collect_result(
+            batch,
             window=window,
-            read=len(batch.records) + len(bad) + sum(batch.dropped.values()),
             written=len(records),
             quarantined=len(bad),
             opted_out=opted_out,
             duplicates=duplicates,
+            unconfigured=unconfigured,
             key=key,
-            unconfigured_workload=unconfigured,
-            dropped=dict(batch.dropped),
-            feedback_changed=late.changed,
+            late=late,
         )
-        report.records("in", result.read)
-        report.records("out", result.written)
-        report.records("quarantined", result.quarantined)
-        report.records("dropped_opted_out", result.opted_out)
-        report.records("dropped_duplicate", result.duplicates)
-        report.records("unconfigured_workload", result.unconfigured_workload)
-        for reason, n in sorted(result.dropped.items()):
-            report.records(f"dropped_{reason}", n)
-        report.count("flywheel_feedback_late_total", late.traces)
-    create_table_artifact(
-        key="collect-summary",
-        table=[
-            {
-                "window": window,
-                "in": result.read,
-                "out": result.written,
-                "quarantined": result.quarantined,
-                "opted_out": result.opted_out,
-                "duplicates": result.duplicates,
-            }
-        ],
-        description=f"collect {window}",
-    )
-    logger.info(
-        "collect %s: %d in, %d written, %d quarantined, %d opted out",
-        window,
-        result.read,
-        result.written,
-        result.quarantined,
-        result.opted_out,
-    )
-    if late.changed:
-        logger.info(
-            "collect %s: late feedback changed %d trace(s) in %d earlier window(s): %s; "
-            "the next score and curate runs redo them",
-            window,
-            late.traces,
-            len(late.changed),
-            ", ".join(late.changed),
-        )
-    if result.read == 0:
-        logger.warning("collect %s: no traces in this window (read %d hour(s))", window, hours)
+        report_collect(report, result, late)
+    publish_collect(result, late, hours=hours)
     return result

@@ -1,37 +1,28 @@
 """Erasure reaching the models: ``erasure-replacement`` (run by the weekly flow while an
-erasure is open) and the case a forget-user opens; a person's choice when a replacement
-failed is ``erasure-resolve`` (:mod:`flows.erasure_resolve`)."""
+erasure is open); the case a forget-user opens is
+:func:`tasks.governance.erasure_steps.open_case`, a person's choice when a replacement failed
+is ``erasure-resolve`` (:mod:`flows.erasure_resolve`)."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
-from flows.erasure_steps import (
+from flows.release import ReleaseOptions, release
+from infra.parameters import Steps
+from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
+from infra.runtime import Runtime
+from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.governance.erasure_steps import (
     ACTOR,
     ReplacementResult,
     fail_cases,
     record_step,
     retire_cases,
 )
-from flows.parameters import Steps
-from flows.release import ReleaseOptions, release
-from flows.train import train_selection
-from infra.errors import TransientError
-from infra.routing import RoutingBackend, RoutingState, load_state, open_routing, scoped
-from infra.runtime import Runtime
-from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.governance.erasure import Erasure
-from tasks.governance.reach import (
-    ErasureCase,
-    load_case,
-    new_case,
-    open_cases,
-    publish_gauges,
-    save_case,
-)
+from tasks.governance.reach import ErasureCase, open_cases, publish_gauges
 from tasks.governance.replacement import (
     IN_PROGRESS,
     ReplacementPlan,
@@ -157,6 +148,7 @@ def _train(
     from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select
+    from tasks.train.run import TrainRun, train_selection
 
     cfg, recipe = rt.settings.train, plan.recipe
     base_dir = fetch_base_task(rt.store, plan.base, cache_root=model_cache_root(rt.settings))
@@ -182,18 +174,16 @@ def _train(
     config = TrainConfig(**hyper, lora_output=cfg.lora_output, max_shard_size=cfg.max_shard_size)
     reason = f"erasure replacement: the recipe of {plan.serving} without the erased rows"
     choice = MethodChoice(method=config.method, reason=reason, available=len(items[method]))
+    run = TrainRun(
+        run_id=str(uuid.uuid4()),
+        base=plan.base,
+        base_dir=base_dir,
+        choice=choice,
+        selection=selection,
+        started=datetime.now(UTC),
+    )
     with rt.reporting("train") as report:
-        result = train_selection(
-            rt,
-            report,
-            run_id=str(uuid.uuid4()),
-            base=plan.base,
-            base_dir=base_dir,
-            choice=choice,
-            selection=selection,
-            config=config,
-            started=datetime.now(UTC),
-        )
+        result = train_selection(rt, report, run, config)
     return result.version
 
 
@@ -214,48 +204,3 @@ def _plan_text(plan: ReplacementPlan) -> str:
         f"{plan.recipe.method} recipe of {plan.serving} from {plan.base} on the training sets "
         f"of {', '.join(plan.chain)}: {len(plan.rows)} rows, {plan.erased} erased rows left out"
     )
-
-
-def open_case(
-    rt: Runtime, result: Erasure, reached: dict[str, tuple[str, str | None]], *, langfuse: bool
-) -> ErasureCase:
-    """Record the model side of a forget-user that erased data (its receipt, the versions its
-    data reached and their roles, what each store reported); versions that saw the user but
-    serve nothing are retired at once."""
-    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    stores: dict[str, dict[str, object]] = {
-        "tables": dict(result.rows_deleted),
-        "objects": {"rewritten": result.objects_rewritten, "deleted": result.objects_deleted},
-        "iceberg files": {
-            "snapshots_expired": result.snapshots_expired,
-            "files_removed": result.orphan_files_removed,
-        },
-    }
-    if langfuse:  # deletes are queued by Langfuse: requested until a read-back confirms them
-        stores["langfuse"] = {
-            "requested": result.langfuse_traces_deleted + result.langfuse_traces_deferred,
-            "confirmed": result.langfuse_traces_confirmed,
-        }
-    try:
-        state = routing.load()
-    except TransientError:  # the data is gone already: record the case from the stored state
-        state = load_state(rt.store)
-    case = new_case(
-        receipt=result.receipt,
-        reached=reached,
-        state=state,
-        bake_s=rt.settings.model_server.bake_s,
-        deadline_days=rt.settings.erasure.deadline_days,
-        stores=stores,
-    )
-    idle = {v for v, e in case.versions.items() if e.role != "retired"}
-    if case.status == "done" and idle:
-        case.status = "pending"  # until retired: the weekly run retires them if this fails
-    save_case(rt.store, case)
-    if idle and case.status == "pending" and not case.serving_roles():
-        try:
-            retire_cases(rt, routing, [case], idle, serving=state.stable, how="not serving")
-        except TransientError as exc:
-            get_run_logger().warning("versions not retired yet (%s); the weekly run will", exc)
-    publish_gauges(rt)
-    return load_case(rt.store, case.receipt)

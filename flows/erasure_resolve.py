@@ -7,15 +7,15 @@ from typing import Any, Literal
 
 from prefect import flow
 
-from flows.erasure_steps import record_step, retire_cases
-from flows.parameters import Receipt
 from infra.audit import record_event
 from infra.errors import ControlRefused
 from infra.models import ServableVersions
+from infra.parameters import Receipt
 from infra.routing import RoutingBackend, RoutingState, StateChange, open_routing, scoped
 from infra.routing.state import own_workload
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.governance.erasure_steps import record_step, retire_cases
 from tasks.governance.reach import ErasureCase, load_case, open_cases, publish_gauges, save_case
 from tasks.governance.replacement import (
     line_rollback_target,

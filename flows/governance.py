@@ -5,13 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
 
-from flows.erasure import open_case
-from flows.parameters import Days, UserKey
-from infra.audit import record_event
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
+from infra.parameters import Days, UserKey
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
 from tasks.governance.erasure import (
@@ -19,17 +16,22 @@ from tasks.governance.erasure import (
     Erasure,
     check_user_key,
     delete_rows_task,
-    erasure_details,
-    erasure_markdown,
     forget_receipt,
     scrub_objects_task,
     user_traces_task,
 )
-from tasks.governance.langfuse import langfuse_erase_user_task, langfuse_expire_task, uses_langfuse
-from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task, save_pending
+from tasks.governance.erasure_steps import open_case
+from tasks.governance.forget import audit_forget_user, erase_in_langfuse, publish_forget_user
+from tasks.governance.langfuse import langfuse_expire_task, uses_langfuse
+from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task
 from tasks.governance.maintenance import expire_task, store_key
 from tasks.governance.reach import publish_gauges, reached_versions_task
-from tasks.governance.retention import delete_objects_task, expired_raw_objects
+from tasks.governance.retention import (
+    audit_retention,
+    delete_objects_task,
+    expired_raw_objects,
+    publish_retention,
+)
 from tasks.train.erasures import record_erasure
 
 
@@ -66,29 +68,12 @@ def forget_user(user_key: UserKey) -> Erasure:
         rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
         result.objects_rewritten, result.objects_deleted = rewritten, deleted
         if uses_langfuse(rt.settings):  # the production raw store
-            done = langfuse_erase_user_task(key, salt, trace_ids)
-            result.add_langfuse(done)
-            unconfirmed = [*done.pending, *done.deferred]  # the next retention run re-checks
-            requested = len(done.requested) + len(done.deferred)  # as the case counts them
-            save_pending(rt.store, result.receipt, requested=requested, trace_ids=unconfirmed)
-            record_event(
-                rt.catalog,
-                event_type="governance.langfuse_erasure",
-                actor="forget-user",
-                subject=result.receipt,
-                details={"store": "langfuse", **done.counts()},
-            )
+            erase_in_langfuse(rt, result, key=key, salt=salt, trace_ids=trace_ids)
         result.found = bool(trace_ids) or result.erased_anything()
         if result.found:  # an unknown id changes nothing (and exits 2 in the CLI)
             tombstone(rt.catalog, key)  # never trained on again unless they opt in anew
             record_erasure(rt.store, receipt=result.receipt, trace_ids=trace_ids)
-        record_event(
-            rt.catalog,
-            event_type="governance.forget_user",
-            actor="forget-user",
-            subject=result.receipt,
-            details={**erasure_details(result), "found": result.found},
-        )
+        audit_forget_user(rt.catalog, result)
         if result.found:  # nothing deleted: no old snapshot holds this user's data
             expired, removed = expire_task(
                 rt.catalog, rt.store, USER_TABLES, None, rt.settings.orphan_min_age_hours * 3600
@@ -97,10 +82,7 @@ def forget_user(user_key: UserKey) -> Erasure:
             open_case(rt, result, reached, langfuse=uses_langfuse(rt.settings))
         else:
             logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
-    create_markdown_artifact(
-        key="forget-user", markdown=erasure_markdown("forget-user", result), description="erasure"
-    )
-    logger.info("forget-user %s: %s", result.receipt[:16], erasure_details(result))
+    publish_forget_user(result)
     return result
 
 
@@ -123,7 +105,6 @@ def retention(days: Days | None = None) -> Erasure:
         days: Keep raw data this many days (0 deletes all of it and every older table
             snapshot). Empty: FLYWHEEL_RAW_RETENTION_DAYS.
     """
-    logger = get_run_logger()
     rt = Runtime.from_env()
     keep_days = rt.settings.raw_retention_days if days is None else days
     cutoff = datetime.now(UTC) - timedelta(days=keep_days)
@@ -140,17 +121,8 @@ def retention(days: Days | None = None) -> Erasure:
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )
         result.snapshots_expired, result.orphan_files_removed = expired, removed
-        record_event(
-            rt.catalog,
-            event_type="governance.retention",
-            actor="retention",
-            subject=cutoff.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            details={"days": keep_days, **erasure_details(result), **result.recheck_counts()},
-        )
+        audit_retention(rt.catalog, result, cutoff=cutoff, days=keep_days)
         report.records("deleted", result.objects_deleted)
     publish_gauges(rt)  # daily: the open erasures' age moves on even when nothing else does
-    create_markdown_artifact(
-        key="retention", markdown=erasure_markdown("retention", result), description="retention"
-    )
-    logger.info("retention (%d days): %s", keep_days, erasure_details(result))
+    publish_retention(result, days=keep_days)
     return result

@@ -1,50 +1,40 @@
-"""The whole loop: the hourly data flow, the weekly train-and-release flow, and ``run`` (the
-README's main job: one or more improvement cycles on embedded defaults) with the summary
-``flywheel run`` prints (:func:`loop_report`)."""
+"""The whole loop: the hourly data flow and ``run`` (the README's main job: one or more
+improvement cycles on embedded defaults). The weekly train-and-release flow is
+:mod:`flows.weekly`; the summary ``flywheel run`` prints is
+:func:`tasks.demo.loop_summary.loop_report`, its plumbing (gateway, background traffic,
+progress) :mod:`tasks.demo.loop`."""
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
-from flows.loop_server import Server, profile_environment, serving
-from flows.loop_server import environment as _environment
-from flows.loop_summary import CycleSummary, LoopSummary, loop_report, not_promoted
-from flows.parameters import LOOP_REQUESTS, TrainMethod
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
-from flows.weekly import weekly
 from infra.keys import parse_window_start
-from infra.progress import report_progress
+from infra.parameters import LOOP_REQUESTS, TrainMethod
 from infra.routing import load_state
 from infra.runtime import Runtime
-from infra.settings import get_settings
 from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.loop import (
+    Steps,
+    background_traffic,
+    demo_verifiers,
+    embedded_gateway,
+    hourly_windows,
+)
+from tasks.demo.loop_summary import CycleSummary, LoopSummary
+from tasks.demo.serving import Server, environment, profile_environment, serving
 from tasks.demo.simulate import simulate
-from tasks.demo.workloads import VERIFIERS, of_settings, tagged
+from tasks.demo.workloads import of_settings, tagged
 
-log = logging.getLogger(__name__)
-__all__ = [  # weekly: flows/weekly.py; the summary: flows/loop_summary.py
-    "CycleSummary",
-    "LoopOptions",
-    "LoopSummary",
-    "hourly",
-    "loop_report",
-    "not_promoted",
-    "run_loop",
-    "weekly",
-]
 TRACE_FLUSH_WAIT_S = 2.5
 
 
@@ -121,7 +111,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
     opts = options
     started = time.monotonic()
     policy = {"FLYWHEEL_TRAIN__ON_POLICY": "true"} if opts.on_policy else {}
-    with _environment(**profile_environment(opts.server), **policy, **_demo_verifiers(opts.server)):
+    with environment(**profile_environment(opts.server), **policy, **demo_verifiers(opts.server)):
         rt = Runtime.from_env()
         workloads = of_settings(rt.settings)
         lines: list[str | None] = list(workloads) if tagged(workloads) else [None]
@@ -132,7 +122,11 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         steps.start(f"start the gateway on loopback (models served by {opts.server})")
         with (
             serving(opts.server, base_version=boot.version),
-            _embedded_gateway(Runtime.from_env(), opts) as gateway_url,
+            embedded_gateway(
+                Runtime.from_env(),
+                diverse_fraction=opts.diverse_fraction,
+                diverse_temperatures=opts.diverse_temperatures,
+            ) as gateway_url,
         ):
             for cycle in range(1, opts.cycles + 1):
                 cycles += _cycle(cycle, lines, gateway_url=gateway_url, opts=opts, steps=steps)
@@ -145,34 +139,6 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         wall_s=time.monotonic() - started,
         base_accuracy_by_workload=boot.accuracy_by_workload,
     )
-
-
-def _demo_verifiers(server: Server) -> dict[str, str]:
-    """Each demo workload's verifier (FLYWHEEL_REWARD__VERIFIERS) when the demo runs several
-    workloads on the local server, unless the user set some."""
-    import json
-
-    settings = get_settings()
-    if server != "local" or settings.reward.verifiers or not tagged(of_settings(settings)):
-        return {}
-    return {"FLYWHEEL_REWARD__VERIFIERS": json.dumps(VERIFIERS)}
-
-
-@dataclass
-class Steps:
-    """The steps of ``flywheel run``, reported as they start (:mod:`infra.progress`)."""
-
-    total: int
-    done: int = 0
-
-    def start(self, step: str) -> None:
-        """Report ``step`` as started (the bar counts it done)."""
-        report_progress("run", step, done=self.done, total=self.total)
-        self.done = min(self.total, self.done + 1)
-
-    def finish(self) -> None:
-        """Report the run as finished (the bar full)."""
-        report_progress("run", "done", done=self.total, total=self.total)
 
 
 def _cycle(
@@ -191,17 +157,14 @@ def _cycle(
         settings=rt.settings,
     )
     time.sleep(TRACE_FLUSH_WAIT_S)  # the gateway's sink writes the spool every second
-    hours = _hours(began, datetime.now(UTC))
+    hours = hourly_windows(began, datetime.now(UTC))
     steps.start(f"cycle {cycle}: collect, score and curate {len(hours)} hourly window(s)")
     shared = CycleSummary(cycle=cycle, baseline="")
     for start in hours:
         collected = collect(window_start=start, hours=1)
         score(window_start=start, hours=1)
         curated = curate(window_start=start)
-        shared.traces += collected.written
-        shared.quarantined += collected.quarantined + curated.quarantined
-        shared.pii_entities += sum(curated.pii_entities.values())
-        shared.examples += curated.written
+        shared.add_window(collected, curated)
     out = []
     for workload in lines:
         baseline = load_state(rt.store).release_of(workload).stable
@@ -219,10 +182,7 @@ def _train_and_release(
     of = f" for {workload}" if workload else ""
     steps.start(f"cycle {cycle}: train a candidate{of} on the curated traffic ({opts.method})")
     trained = train(method=opts.method, workload=workload)
-    summary.train_status, summary.pairs = trained.message, trained.pairs
-    summary.candidate = trained.version
-    summary.baseline_accuracy = trained.golden_accuracy_base
-    summary.candidate_accuracy = trained.golden_accuracy
+    summary.add_training(trained)
     if trained.status != "trained" or not trained.version:
         return summary
     steps.start(f"cycle {cycle}: release {trained.version}{of} (golden gate, shadow, canary)")
@@ -236,81 +196,12 @@ def _train_and_release(
         step_deadline_s=max(240.0, 10 * opts.analysis_interval_s),
         actor="flywheel-run",
     )
-    with _background_traffic(gateway_url, opts=opts, cycle=cycle):
+    with background_traffic(
+        gateway_url,
+        requests=opts.release_traffic_batch,
+        concurrency=min(4, opts.concurrency),
+        seed=opts.seed * 1000 + cycle * 100,
+    ):
         released = release(trained.version, release_opts)
-    gate = released.gate or {}
-    summary.decision = gate.get("decision")
-    summary.p_value = gate.get("p_value")
-    summary.baseline_reward = gate.get("mean_baseline")
-    summary.candidate_reward = gate.get("mean_candidate")
-    summary.outcome, summary.reasons = released.outcome, released.reasons
+    summary.add_release(released)
     return summary
-
-
-def _hours(start: datetime, end: datetime) -> list[datetime]:
-    first = start.replace(minute=0, second=0, microsecond=0)
-    n = int((end - first).total_seconds() // 3600) + 1
-    return [first + timedelta(hours=i) for i in range(n)]
-
-
-@contextmanager
-def _embedded_gateway(rt: Runtime, opts: LoopOptions) -> Iterator[str]:
-    """The gateway on a free loopback port for this run; flows reach it through settings
-    (environment variables set for the run and restored after it, so nothing outlives it).
-
-    The demo samples every request several times (production's default is 30 %): a small
-    simulated population needs the prompt groups to give enough preference pairs."""
-    import secrets
-
-    from infra.gateway.serve import start_background_gateway
-
-    token = rt.settings.gateway.admin_token
-    secret = token.get_secret_value() if token else secrets.token_hex(16)
-    with _environment(FLYWHEEL_GATEWAY__ADMIN_TOKEN=secret):
-        settings = get_settings()
-        gateway = settings.gateway.model_copy(
-            update={
-                "diverse_fraction": opts.diverse_fraction,
-                "diverse_temperatures": opts.diverse_temperatures,
-            }
-        )
-        handle = start_background_gateway(
-            settings.model_copy(update={"gateway": gateway}), host="127.0.0.1", port=0
-        )
-        try:
-            urls = {"FLYWHEEL_GATEWAY__URL": handle.url}
-            urls["FLYWHEEL_GATEWAY__ADMIN_URL"] = handle.admin_url or ""
-            with _environment(**urls):
-                yield handle.url
-        finally:
-            handle.stop()
-
-
-@contextmanager
-def _background_traffic(gateway_url: str, *, opts: LoopOptions, cycle: int) -> Iterator[None]:
-    """Simulated users keep coming while the candidate is in shadow and canary."""
-    stop = threading.Event()
-
-    def traffic() -> None:
-        burst = 0
-        while not stop.is_set():
-            burst += 1
-            try:
-                simulate(
-                    gateway_url,
-                    requests=opts.release_traffic_batch,
-                    concurrency=min(4, opts.concurrency),
-                    seed=opts.seed * 1000 + cycle * 100 + burst,
-                    settings=get_settings(),
-                )
-            except Exception as exc:  # noqa: BLE001 - traffic is best effort; release decides
-                log.warning("background traffic burst failed: %s", type(exc).__name__)
-                stop.wait(1.0)
-
-    thread = threading.Thread(target=traffic, name="release-traffic", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=60)

@@ -8,16 +8,15 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field, field_validator
 
-from flows.parameters import ModelVersion
-from flows.release_server import hold_unloadable, require_room, server_args, unload_unrouted
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
+from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings.workloads import WORKLOAD_PATTERN, configured_workload
@@ -37,8 +36,10 @@ from tasks.release.machine import (
     next_step,
     plan_release,
 )
+from tasks.release.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
 from tasks.release.report import gate_evidence, report_markdown, write_report_task
 from tasks.release.rollout import Clock, watch_shadow_task
+from tasks.release.serving import hold_unloadable, require_room, server_args, unload_unrouted
 
 if TYPE_CHECKING:
     from infra.model_server import ModelServer
@@ -125,33 +126,12 @@ class ReleaseOptions(BaseModel):
 
 
 @dataclass(kw_only=True)
-class ReleaseOutcome:
-    """What one release run did: outcome, phase reached, reasons and the gate's numbers."""
-
-    version: str
-    workload: str | None = None  # None: the shared release
-    outcome: str = ""  # promoted | rolled_back | held | rejected | stable | interrupted
-    phase: str = ""
-    reasons: list[str] = field(default_factory=list)
-    gate: dict[str, Any] | None = None
-    report_keys: dict[str, str] = field(default_factory=dict)
-    phases: list[dict[str, Any]] = field(default_factory=list)
-
-
-NOTHING_TO_DO = {
-    "stable": "{v} is already the stable version",
-    "rejected": "{v} was rejected before; only a person may release it again (force)",
-    "held": "the release of {v} is held for a person: resume, promote or abort it first",
-    "retired": "{v} is retired after an erasure; it is never released again",
-}
-
-
-@dataclass(kw_only=True)
 class _Run:
     """What the steps of one release run share."""
 
     rt: Runtime
     routing: RoutingBackend
+    whole: RoutingBackend  # every line's routing (the model server serves them all)
     version: str
     opts: ReleaseOptions
     policy: ReleaseSettings
@@ -186,31 +166,14 @@ def release(
     """
     rt = Runtime.from_env()
     opts = options
-    # before any transition: a version nothing can serve must never become the candidate
-    ServableVersions.from_settings(rt.settings, rt.store).require(version)
-    whole = open_routing(rt.settings, rt.store, catalog=rt.catalog)
-    routing = scoped(whole, configured_workload(opts.workload, rt.settings.workloads))
-    if why := controls.retired_refusal(routing.load(), version):
-        raise ControlRefused(why)
-    run = _Run(
-        rt=rt,
-        routing=routing,
-        version=version,
-        opts=opts,
-        policy=opts.policy(rt.settings.release),
-        out=ReleaseOutcome(version=version, workload=opts.workload),
-        server=open_model_server(rt.settings.model_server),
-    )
+    run = _start(rt, version, opts)
     with rt.reporting("release") as report:
-        state = routing.load()
+        state = run.routing.load()
         run.release_id = state.release_id  # a continued release (a new one: set by the gate)
         plan = plan_release(state, version, force=opts.force)
         if plan in NOTHING_TO_DO:
-            return _finish(run, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
-        if run.server is not None:  # room for its adapter, before any transition
-            require_room(rt, run.server, whole.load(), version)
-        if run.server is not None and state.phase in ("shadow", "canary"):  # continued
-            load_candidate_task(run.server, rt.store, version, **server_args(rt))
+            return conclude(run.out, plan, state, [NOTHING_TO_DO[plan].format(v=version)])
+        _ready_server(run, state)
         verdict: str | None = None  # of the step this run did last
         while (step := next_step(state, version, last=verdict, force=opts.force)) is not None:
             if step.kind == "gate":
@@ -223,8 +186,38 @@ def release(
                 state, verdict = _canary_step(run, step.index)
             update_card(rt.store, version, state=state, gate=run.out.gate)
     unload_unrouted(rt, run.server, state)
-    outcome = {"promoted": "promoted", "rolled_back": "rolled_back", "held": "held"}
-    return _finish(run, outcome.get(state.phase, "interrupted"), state, run.out.reasons)
+    outcome = CONCLUDED.get(state.phase, "interrupted")
+    return conclude(run.out, outcome, state, run.out.reasons)
+
+
+def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
+    """The run's shared state, once ``version`` is known servable and not retired (before any
+    transition: a version nothing can serve must never become the candidate)."""
+    ServableVersions.from_settings(rt.settings, rt.store).require(version)
+    whole = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    routing = scoped(whole, configured_workload(opts.workload, rt.settings.workloads))
+    if why := controls.retired_refusal(routing.load(), version):
+        raise ControlRefused(why)
+    return _Run(
+        rt=rt,
+        routing=routing,
+        whole=whole,
+        version=version,
+        opts=opts,
+        policy=opts.policy(rt.settings.release),
+        out=ReleaseOutcome(version=version, workload=opts.workload),
+        server=open_model_server(rt.settings.model_server),
+    )
+
+
+def _ready_server(run: _Run, state: RoutingState) -> None:
+    """With a model server: room for the candidate's adapter (before any transition), and the
+    adapter loaded again for a release continued in shadow or canary."""
+    if run.server is None:
+        return
+    require_room(run.rt, run.server, run.whole.load(), run.version)
+    if state.phase in ("shadow", "canary"):  # continued
+        load_candidate_task(run.server, run.rt.store, run.version, **server_args(run.rt))
 
 
 def _golden(rt: Runtime, path: str | None, workload: str | None) -> list[GoldenItem]:
@@ -384,10 +377,3 @@ def _pii_engine(rt: Runtime, policy: ReleaseSettings) -> Any:
     from tasks.pii.engine import PiiConfig, load_engine
 
     return load_engine(PiiConfig.from_settings(rt.settings.curate))
-
-
-def _finish(run: _Run, outcome: str, state: RoutingState, reasons: list[str]) -> ReleaseOutcome:
-    out = run.out
-    out.outcome, out.phase, out.reasons = outcome, state.phase, reasons
-    get_run_logger().info("release %s: %s (%s)", out.version, outcome, "; ".join(reasons))
-    return out

@@ -3,21 +3,20 @@ release in progress (resume continues the release through the ``release`` flow).
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, Literal
 
 from prefect import flow, get_run_logger
 
-from flows.release import ReleaseOptions, ReleaseOutcome, release
-from flows.release_server import unload_unrouted
+from flows.release import ReleaseOptions, release
 from infra.errors import ControlRefused
 from infra.model_server import open_model_server
 from infra.models import ServableVersions
-from infra.routing import open_routing, scoped
+from infra.routing import RoutingBackend, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
 from tasks.release import controls
-from tasks.release.card import update_card
+from tasks.release.outcome import ReleaseOutcome, control_status
+from tasks.release.serving import unload_unrouted
 
 Action = Literal["promote", "pause", "resume", "abort"]
 
@@ -48,19 +47,14 @@ def release_control(
         workload: Act on this workload's release alone (empty: the shared release); one
             FLYWHEEL_WORKLOADS lists.
     """
-    logger = get_run_logger()
     rt = Runtime.from_env()
     configured_workload(workload, rt.settings.workloads)  # never a line of any other name
     routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), workload)
     versions = ServableVersions.from_settings(rt.settings, rt.store)
     continued: ReleaseOutcome | None = None
     if action == "resume":
-        if (candidate := routing.load().candidate) is not None:
-            versions.require(candidate)  # resuming routes traffic to it again
-        state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
-        if state.candidate is not None:
-            opts = options or ReleaseOptions(actor=actor)
-            continued = release(state.candidate, opts.model_copy(update={"workload": workload}))
+        opts = (options or ReleaseOptions(actor=actor)).model_copy(update={"workload": workload})
+        continued = _resume(rt, routing, versions, actor=actor, reason=reason, options=opts)
     elif action == "promote":
         if force and reason == "manual":  # the default says nothing about why
             raise ControlRefused(
@@ -74,11 +68,25 @@ def release_control(
         act[action](routing, rt.catalog, actor=actor, reason=reason)
         if action == "abort":  # routed to stable at once above; then unloaded
             unload_unrouted(rt, open_model_server(rt.settings.model_server), routing.load())
-    logger.info("release %s by %s (%s): %s", action, actor, workload or "shared", reason)
-    after = routing.load()
-    if after.history and (subject := after.history[-1].candidate):
-        update_card(rt.store, subject, state=after)
-    status = controls.release_status(routing)
-    if continued is not None:
-        status["release"] = asdict(continued)
-    return status
+    get_run_logger().info("release %s by %s (%s): %s", action, actor, workload or "shared", reason)
+    return control_status(rt, routing, continued)
+
+
+def _resume(
+    rt: Runtime,
+    routing: RoutingBackend,
+    versions: ServableVersions,
+    *,
+    actor: str,
+    reason: str,
+    options: ReleaseOptions,
+) -> ReleaseOutcome | None:
+    """Resume the held release (its candidate must be servable: resuming routes traffic to
+    it again) and continue it through the ``release`` flow with ``options``; returns that
+    run's outcome (None when the resumed release has no candidate)."""
+    if (candidate := routing.load().candidate) is not None:
+        versions.require(candidate)
+    state = controls.resume(routing, rt.catalog, actor=actor, reason=reason, handover=True)
+    if state.candidate is None:
+        return None
+    return release(state.candidate, options)

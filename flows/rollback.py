@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
-from flows.parameters import ReleaseName
-from flows.release_server import unload_unrouted
-from infra.audit import record_event
-from infra.errors import UnservableVersion
-from infra.model_server import open_model_server
-from infra.models import ServableVersions
-from infra.retries import IO_RETRIES
-from infra.routing import RoutingState, open_routing, scoped
+from infra.parameters import ReleaseName
+from infra.routing import open_routing, scoped
 from infra.runtime import Runtime
-from tasks.release.card import update_card
-from tasks.release.controls import roll_back
-from tasks.release.restore import restore_servable_stable
-
-roll_back_task = task(**IO_RETRIES)(roll_back)
-restore_stable_task = task(**IO_RETRIES)(restore_servable_stable)
+from tasks.release.rollback import (
+    Rollback,
+    log_rollback,
+    restore_stable,
+    roll_back_task,
+    rollback_result,
+    settle_rollback,
+)
 
 
 @flow(name="rollback", log_prints=False)
@@ -55,87 +51,19 @@ def rollback(
         release_id: The release to roll back (as `flywheel status` shows it); when another
             release is current nothing is done (empty: whatever is current).
     """
-    logger = get_run_logger()
     rt = Runtime.from_env()
     routing = scoped(open_routing(rt.settings, rt.store, catalog=rt.catalog), workload)
     asked = roll_back_task(
         routing, rt.catalog, reason=reason, actor=actor, version=version, release_id=release_id
     )
+    run = Rollback(reason=reason, actor=actor, workload=workload, via=routing.name)
     if asked.stale:  # started late: its release ended; the current one is none of its business
-        logger.warning("rollback not made: %s", asked.stale)
-        found = _result(False, None, asked.state, via=routing.name, workload=workload)
-        return found | {"stale": asked.stale}
-    done, state = asked.done, asked.state
-    unservable: UnservableVersion | None = None
-    restored: str | None = None
-    broken = state.stable
-    try:
-        state, restored = restore_stable_task(
-            routing,
-            rt.catalog,
-            versions=ServableVersions.from_settings(rt.settings, rt.store),
-            actor=actor,
-            reason=reason,
-        )
-    except UnservableVersion as exc:
-        unservable = exc
-    record_event(
-        rt.catalog,
-        event_type="rollback_flow",
-        actor=actor,
-        subject=state.stable,
-        details={
-            "reason": reason,
-            "workload": workload,
-            "via": routing.name,
-            "rolled_back": done,
-            "release_id": state.release_id,
-            "restored_stable": restored,
-            "unservable_stable": broken if restored or unservable else None,
-            "revision": state.revision,
-            "phase": state.phase,
-            "weight": state.weight,
-        },
-        best_effort=True,
-    )
-    if unservable is None:  # routed to stable above; now the candidate leaves the server
-        unload_unrouted(rt, open_model_server(rt.settings.model_server), state)
-    rolled = [t.candidate for t in state.history if t.to_phase == "rolled_back" and t.candidate]
-    if done and rolled:
-        update_card(rt.store, rolled[-1], state=state)
-    if unservable is not None:
-        raise unservable
-    if restored:
-        logger.warning(
-            "stable %s cannot be served: %s is the stable version again", broken, restored
-        )
-    logger.info(
-        "rollback via %s: %s (%s)", routing.name, "done" if done else "nothing to roll back", reason
-    )
-    gone = rolled[-1] if done and rolled else None
-    return _result(
-        done, gone, state, via=routing.name, workload=workload, restored=restored, broken=broken
-    )
-
-
-def _result(
-    done: bool,
-    version: str | None,
-    state: RoutingState,
-    *,
-    via: str,
-    workload: str | None,
-    restored: str | None = None,
-    broken: str | None = None,
-) -> dict[str, Any]:
-    """The run's result (what ``flywheel rollback`` prints): whether anything was rolled back
-    (``version``) or a servable stable ``restored`` in place of ``broken``, and the state."""
-    return {
-        "rolled_back": done or restored is not None,
-        "version": version,
-        "restored_stable": restored,
-        "unservable_stable": broken if restored else None,
-        "via": via,
-        "workload": workload,
-        "state": state.model_dump(mode="json"),
-    }
+        get_run_logger().warning("rollback not made: %s", asked.stale)
+        return rollback_result(run, None, asked.state) | {"stale": asked.stale}
+    run.done = asked.done
+    state = restore_stable(rt, routing, asked.state, run)  # else run.unservable says why
+    gone = settle_rollback(rt, state, run)  # audited, unloaded, its model card marked
+    if run.unservable is not None:
+        raise run.unservable
+    log_rollback(run)
+    return rollback_result(run, gone, state)

@@ -5,29 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pyarrow as pa
-from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from prefect import flow
 
-from flows.parameters import Hours
 from infra.keys import parse_window_start, window_id
+from infra.parameters import Hours
 from infra.runners import task_runner
 from infra.runtime import Runtime
-from tasks.feedback import clear_stale, mark_stale, stale_windows_task
-from tasks.monitors import report_gauges, window_monitors
+from tasks.feedback import stale_windows_task
 from tasks.reward import Scorer
-from tasks.score import (
-    ScoreResult,
-    items_from_rollouts,
-    load_cache_task,
-    read_rollouts_task,
-    report_metrics,
-    save_cache_task,
-    scores_table,
-    summarize_run,
-    summary_markdown,
-    write_scores_task,
-)
-from tasks.score_chunks import score_items
+from tasks.score import ScoreResult, publish_score, report_metrics, score_window, summarize_run
 
 
 @flow(name="score", log_prints=False)
@@ -46,7 +32,6 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
             as collect wrote it. Empty: the last closed hour.
         hours: How many hourly windows from window_start to score, each on its own (1 to 168).
     """
-    logger = get_run_logger()
     rt = Runtime.from_env()
     start = parse_window_start(window_start)
     windows = [window_id(start + timedelta(hours=i)) for i in range(max(1, hours))]
@@ -58,33 +43,13 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
         scorer = Scorer(rt.settings)
         with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
             for window in windows:
-                rollouts = read_rollouts_task(rt.store, window)
-                if rollouts is None:
-                    logger.warning("no rollouts for window %s (run collect first)", window)
-                    clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
-                    continue
-                cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
-                rewards = score_items(
-                    runner, scorer=scorer, items=items_from_rollouts(rollouts), cache=cache
-                )
-                scores = scores_table(rollouts, rewards, scorer=scorer, window=window)
-                keys.append(write_scores_task(rt.store, window=window, scores=scores))
-                save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
-                if window in stale:
-                    mark_stale(rt.store, stage="curate", window=window)
-                    clear_stale(rt.store, stage="score", window=window)
-                report.records("in", rollouts.num_rows)
-                report.records("out", scores.num_rows)
-                report_gauges(report, window_monitors(rollouts, scores))
-                scored[window] = scores
+                done = score_window(rt, runner, scorer, report, window, stale=window in stale)
+                if done is not None:
+                    keys.append(done[0])
+                    scored[window] = done[1]
         result = summarize_run(windows, scored, scorer=scorer, keys=keys)
         report_metrics(
             report, list(scored.values()), stats=scorer.stats, judge_kind=scorer.judge.kind
         )
-    create_markdown_artifact(
-        key="score-summary",
-        markdown=summary_markdown(result, list(scored.values())),
-        description=f"score {windows[0]}",
-    )
-    logger.info("score %s: %s", windows[0], result.message)
+    publish_score(result, list(scored.values()), window=windows[0])
     return result

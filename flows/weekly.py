@@ -5,34 +5,20 @@ waits, the erasure replacement instead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, cast
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
 from prefect.utilities.annotations import quote
 
 from flows.erasure import replace_erased
-from flows.parameters import TrainMethod
-from flows.release import ReleaseOptions, ReleaseOutcome, release
-from flows.train import TrainRunResult, train
+from flows.release import ReleaseOptions, release
+from flows.train import train
+from infra.parameters import TrainMethod
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.reach import erasure_pending
 from tasks.train.readiness import WorkloadCounts, count_by_workload_task
-
-
-@dataclass(kw_only=True)
-class WorkloadRun:
-    """One workload's week: ``outcome`` is the release's (promoted, held, rolled_back, ...),
-    or ``skipped`` (training skipped: ``message`` says why) or ``failed`` (the error's type)."""
-
-    workload: str
-    examples: int
-    outcome: str
-    message: str = ""
-    train: TrainRunResult | None = None
-    release: ReleaseOutcome | None = None
+from tasks.train.weekly import WorkloadRun, skipped_runs, weekly_summary
 
 
 def release_run_name(workload: str, version: str) -> str:
@@ -68,16 +54,9 @@ def weekly(method: TrainMethod | None = None) -> dict[str, object]:
             return {"train": trained, "release": None}
         return {"train": trained, "release": release(trained.version)}
     runs = [_workload_week(w, counts, method) for w in counts.ready()]
-    runs += [
-        WorkloadRun(workload=w, examples=n, outcome="skipped", message=_short(n, counts))
-        for w, n in counts.short().items()
-    ]
-    _summary(runs)
+    runs += skipped_runs(counts)
+    weekly_summary(runs)
     return {"workloads": {r.workload: r for r in runs}}
-
-
-def _short(n: int, counts: WorkloadCounts) -> str:
-    return f"skipped: {n} examples < minimum {counts.minimum}"
 
 
 def _workload_week(workload: str, counts: WorkloadCounts, method: str | None) -> WorkloadRun:
@@ -100,15 +79,3 @@ def _workload_week(workload: str, counts: WorkloadCounts, method: str | None) ->
         run.outcome, run.message = "failed", f"{type(exc).__name__}: {exc}"
         get_run_logger().warning("weekly: workload %s failed: %s", workload, type(exc).__name__)
     return run
-
-
-def _summary(runs: list[WorkloadRun]) -> None:
-    """The weekly summary artifact: one row per workload (ids and counts only)."""
-    lines = ["| workload | examples | candidate | outcome | detail |", "|---|---|---|---|---|"]
-    for r in sorted(runs, key=lambda r: r.workload):
-        version = r.train.version if r.train and r.train.version else "-"
-        detail = r.message.replace("|", "/").replace("\n", " ")
-        lines.append(f"| {r.workload} | {r.examples} | {version} | {r.outcome} | {detail} |")
-    create_markdown_artifact(
-        key="weekly-summary", markdown="\n".join(lines), description="weekly run per workload"
-    )

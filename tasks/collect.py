@@ -1,6 +1,7 @@
 """Stage 1 logic: read a window from a trace source, validate, give traces naming a workload
 that is not configured to the shared release, drop opted-out users, write
-``rollouts/window=<start>/batch.parquet``. Plain functions; the ``@task`` wrappers are thin."""
+``rollouts/window=<start>/batch.parquet``; then the run's counts, metrics, artifact and log
+lines. Plain functions; the ``@task`` wrappers are thin."""
 
 from __future__ import annotations
 
@@ -8,23 +9,26 @@ import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import task
+from prefect import get_run_logger, task
+from prefect.artifacts import create_table_artifact
 
 from infra.keys import rollouts_key
 from infra.privacy import user_key
 from infra.retries import IO_RETRIES
 from infra.settings.workloads import served_workload
 from infra.traces import TraceRecord, TraceSource, WindowBatch
-from tasks.datasets import ROLLOUT_SCHEMA
+from tasks.datasets import ROLLOUT_SCHEMA, quarantine_row, raw_line_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
+    from infra.metrics import StageReport
     from infra.store import ObjectStore
+    from tasks.feedback import FeedbackRefresh
 
 
 @dataclass(kw_only=True)
@@ -108,3 +112,95 @@ def write_batch_task(store: ObjectStore, *, window: str, data: bytes) -> str:
     key = rollouts_key(window)
     store.put(key, data)
     return key
+
+
+def invalid_rows(batch: WindowBatch, *, window: str) -> list[dict[str, Any]]:
+    """The ``quarantine`` rows of the lines the source could not parse, each with its reason
+    and a pointer to the raw line (never its text)."""
+    return [
+        quarantine_row(
+            stage="collect", window=window, reason=reason, pointer=raw_line_pointer(line)
+        )
+        for line, reason in batch.invalid
+    ]
+
+
+def collect_result(
+    batch: WindowBatch,
+    *,
+    window: str,
+    written: int,
+    quarantined: int,
+    opted_out: int,
+    duplicates: int,
+    unconfigured: int,
+    key: str,
+    late: FeedbackRefresh,
+) -> CollectResult:
+    """The run's counts: ``read`` is every trace of the window, valid, quarantined or left out
+    by the source."""
+    return CollectResult(
+        window=window,
+        read=len(batch.records) + quarantined + sum(batch.dropped.values()),
+        written=written,
+        quarantined=quarantined,
+        opted_out=opted_out,
+        duplicates=duplicates,
+        key=key,
+        unconfigured_workload=unconfigured,
+        dropped=dict(batch.dropped),
+        feedback_changed=late.changed,
+    )
+
+
+def report_collect(report: StageReport, result: CollectResult, late: FeedbackRefresh) -> None:
+    """The run's record counts by outcome, and the late feedback it found."""
+    report.records("in", result.read)
+    report.records("out", result.written)
+    report.records("quarantined", result.quarantined)
+    report.records("dropped_opted_out", result.opted_out)
+    report.records("dropped_duplicate", result.duplicates)
+    report.records("unconfigured_workload", result.unconfigured_workload)
+    for reason, n in sorted(result.dropped.items()):
+        report.records(f"dropped_{reason}", n)
+    report.count("flywheel_feedback_late_total", late.traces)
+
+
+def publish_collect(result: CollectResult, late: FeedbackRefresh, *, hours: int) -> None:
+    """The run's ``collect-summary`` table artifact and its log lines (a warning when the
+    window held no trace)."""
+    logger = get_run_logger()
+    window = result.window
+    create_table_artifact(
+        key="collect-summary",
+        table=[
+            {
+                "window": window,
+                "in": result.read,
+                "out": result.written,
+                "quarantined": result.quarantined,
+                "opted_out": result.opted_out,
+                "duplicates": result.duplicates,
+            }
+        ],
+        description=f"collect {window}",
+    )
+    logger.info(
+        "collect %s: %d in, %d written, %d quarantined, %d opted out",
+        window,
+        result.read,
+        result.written,
+        result.quarantined,
+        result.opted_out,
+    )
+    if late.changed:
+        logger.info(
+            "collect %s: late feedback changed %d trace(s) in %d earlier window(s): %s; "
+            "the next score and curate runs redo them",
+            window,
+            late.traces,
+            len(late.changed),
+            ", ".join(late.changed),
+        )
+    if result.read == 0:
+        logger.warning("collect %s: no traces in this window (read %d hour(s))", window, hours)

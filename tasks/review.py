@@ -34,6 +34,8 @@ from infra.retries import IO_RETRIES
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from infra.metrics import StageReport
+    from infra.runtime import Runtime
     from infra.settings import ReviewSettings
 
 TABLE = "review_queue"
@@ -301,3 +303,31 @@ def queue_review_task(
 def push_review_task(queue: Any, trace_ids: list[str]) -> int:
     """Returns how many traces were added to the Langfuse annotation queue."""
     return int(queue.add_traces(trace_ids))
+
+
+def queue_for_review(
+    rt: Runtime, report: StageReport, *, window: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Queue a curated window's sample for human review (the ``review_queue`` table, and the
+    Langfuse annotation queue when one is configured), count it by reason, and return it."""
+    review = queue_review_task(rt.catalog, window=window, rows=rows, policy=rt.settings.review)
+    to_annotation_queue(rt, [r["trace_id"] for r in review])
+    for reason in ("random", "edge"):
+        queued = sum(r["reason"] == reason for r in review)
+        report.count("flywheel_review_queued_total", queued, reason=reason)
+    return review
+
+
+def to_annotation_queue(rt: Runtime, trace_ids: list[str]) -> None:
+    """Production review: the queued traces also go to the Langfuse annotation queue."""
+    queue_id = rt.settings.review.langfuse_queue_id
+    if not queue_id or not trace_ids:
+        return
+    from infra.traces.langfuse_queue import LangfuseReviewQueue
+
+    connection = LangfuseReviewQueue.connection(rt.settings.langfuse, "review queue")
+    queue = LangfuseReviewQueue(**connection, queue_id=queue_id)
+    try:
+        push_review_task(queue, trace_ids)
+    finally:
+        queue.close()

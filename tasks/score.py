@@ -1,6 +1,7 @@
 """Stage 2 logic: score every rollout of a window with the composite reward of
 :mod:`tasks.reward` (cached, see :mod:`tasks.reward.cache`), and write
-``scores/window=<start>/scores.parquet``; the run's summary, metrics and artifact.
+``scores/window=<start>/scores.parquet`` (:func:`score_window`); the run's summary, metrics,
+artifact and log line.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import task
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
 
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
 from infra.retries import IO_RETRIES
 from tasks.datasets import SCORE_SCHEMA, read_rollouts
+from tasks.feedback import clear_stale, mark_stale
+from tasks.monitors import report_gauges, window_monitors
 from tasks.reward import (
     COMPONENTS,
     ComponentCache,
@@ -28,9 +32,11 @@ from tasks.reward import (
     save_cache,
 )
 from tasks.reward.verifiers import DEFAULT_WORKLOAD
+from tasks.score_chunks import score_items
 
 if TYPE_CHECKING:
     from infra.metrics import StageReport
+    from infra.runtime import Runtime
     from infra.store import ObjectStore
 
 
@@ -268,3 +274,39 @@ def write_scores_task(store: ObjectStore, *, window: str, scores: pa.Table) -> s
 def save_cache_task(store: ObjectStore, *, namespace: str, cache: ComponentCache) -> int:
     """Returns how many cache shards were rewritten."""
     return save_cache(store, namespace=namespace, cache=cache)
+
+
+def score_window(
+    rt: Runtime, runner: Any, scorer: Scorer, report: StageReport, window: str, *, stale: bool
+) -> tuple[str, pa.Table] | None:
+    """Score every rollout of ``window`` on ``runner`` (an entered Prefect task runner) with
+    the cached components reused, write its scores and the cache, count it in ``report``, and
+    when it was ``stale`` (late feedback) hand it on to curate; returns the key written and the
+    scores (None: the window has no rollouts, nothing to redo)."""
+    rollouts = read_rollouts_task(rt.store, window)
+    if rollouts is None:
+        get_run_logger().warning("no rollouts for window %s (run collect first)", window)
+        clear_stale(rt.store, stage="score", window=window)  # gone: nothing to redo
+        return None
+    cache = load_cache_task(rt.store, scorer=scorer, rollouts=rollouts)
+    rewards = score_items(runner, scorer=scorer, items=items_from_rollouts(rollouts), cache=cache)
+    scores = scores_table(rollouts, rewards, scorer=scorer, window=window)
+    key = write_scores_task(rt.store, window=window, scores=scores)
+    save_cache_task(rt.store, namespace=scorer.namespace, cache=cache)
+    if stale:
+        mark_stale(rt.store, stage="curate", window=window)
+        clear_stale(rt.store, stage="score", window=window)
+    report.records("in", rollouts.num_rows)
+    report.records("out", scores.num_rows)
+    report_gauges(report, window_monitors(rollouts, scores))
+    return key, scores
+
+
+def publish_score(result: ScoreResult, scores: list[pa.Table], *, window: str) -> None:
+    """The run's ``score-summary`` artifact (named by its first ``window``) and its log line."""
+    create_markdown_artifact(
+        key="score-summary",
+        markdown=summary_markdown(result, scores),
+        description=f"score {window}",
+    )
+    get_run_logger().info("score %s: %s", window, result.message)

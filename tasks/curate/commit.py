@@ -1,21 +1,30 @@
 """The end of stage 3: one Iceberg commit of the window into ``training_examples`` (released
-held rows and consent withdrawals included) and the audit events of the run (counts only)."""
+held rows and consent withdrawals included) with what goes beside it (held-back rows,
+quarantine, dedup index: :func:`commit_window`), and the audit events of the run (counts only)
+and of each trace (:func:`audit_window`)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
 from infra.audit import audit_row
 from infra.retries import IO_RETRIES
+from tasks.curate.dedup import record_kept_task
 from tasks.curate.gates import STAGE
+from tasks.curate.kanon import held_task
+from tasks.curate.trace_audit import trace_audit_rows, trace_audit_task
+from tasks.datasets import replace_quarantine_task
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from tasks.curate.kanon import KDecision
+    from infra.runtime import Runtime
+    from tasks.curate.gates import Gated
+    from tasks.curate.kanon import KDecision, KState
 
 
 def commit_examples(
@@ -96,3 +105,70 @@ def audit_task(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
 
     append_rows(catalog, "audit_log", rows)
     return len(rows)
+
+
+@dataclass
+class Curation:
+    """What curate decided for one window, which its commit, audit and counts read: the gates'
+    drops, k-anonymity's decision and the state it read, the quarantined rows, and the users
+    excluded from training."""
+
+    window: str
+    gated: Gated
+    decision: KDecision
+    state: KState
+    quarantined: list[dict[str, Any]]
+    opted_out: set[str]
+
+
+def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[dict[str, Any]]]:
+    """Write the window's curation: the one commit into ``training_examples``, the rows
+    k-anonymity holds back, the quarantine and the dedup index of the rows kept. Returns the
+    table's snapshot id after the commit and the per-trace audit rows (built before the commit,
+    which drops the per-finding entity types from the rows it writes; :func:`audit_window`
+    writes them)."""
+    cfg, window, decision = rt.settings.curate, done.window, done.decision
+    per_trace = trace_audit_rows(
+        window,
+        released=[r for r in decision.release if r["window"] == window],
+        held=decision.hold,
+        quarantined=done.quarantined,
+        k=cfg.k_anonymity,
+    )
+    snapshot = commit_task(
+        rt.catalog,
+        window=window,
+        rows=decision.release,
+        released_ids=decision.released_ids,
+        opted_out=done.opted_out,
+    )
+    in_table = done.state.in_table | set(decision.released_ids)
+    held_task(
+        rt.store, window=window, hold=decision.hold, in_table=in_table, opted_out=done.opted_out
+    )
+    replace_quarantine_task(rt.catalog, stage="curate", window=window, rows=done.quarantined)
+    record_kept_task(
+        rt.store,
+        window=window,
+        keys=[r["_dedup_key"] for r in done.gated.kept],
+        horizon_days=cfg.dedup_days,
+    )
+    return snapshot, per_trace
+
+
+def audit_window(
+    rt: Runtime, done: Curation, *, pii: Counter[str], per_trace: list[dict[str, Any]]
+) -> None:
+    """Append the run's audit events (counts only: :func:`audit_events`) and replace the
+    window's per-trace audit rows."""
+    audit = audit_events(
+        done.window,
+        dropped=done.gated.dropped,
+        pii=pii,
+        decision=done.decision,
+        k=rt.settings.curate.k_anonymity,
+        written=len(done.decision.release),
+        withdrawn=done.state.withdrawn,
+    )
+    audit_task(rt.catalog, audit)
+    trace_audit_task(rt.catalog, done.window, per_trace)

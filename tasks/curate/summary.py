@@ -1,4 +1,5 @@
-"""The counts of one curate run and the Markdown artifact that shows them (no personal data)."""
+"""The counts of one curate run, its metrics, the Markdown artifact that shows them and its log
+lines (no personal data)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
 if TYPE_CHECKING:
+    from infra.metrics import StageReport
+    from tasks.curate.commit import Curation
     from tasks.curate.kanon import KDecision
 
 
@@ -62,6 +68,24 @@ def curate_result(
     )
 
 
+def window_result(
+    done: Curation, *, read: int, pii: Counter[str], snapshot_id: int | None
+) -> CurateResult:
+    """:func:`curate_result` of a window's curation: ``read`` traces, the PII entities removed
+    by type, the table's snapshot after the commit."""
+    return curate_result(
+        window=done.window,
+        read=read,
+        decision=done.decision,
+        dropped=done.gated.dropped,
+        pii=pii,
+        quarantined=len(done.quarantined),
+        snapshot_id=snapshot_id,
+        withdrawn=done.state.withdrawn,
+        ineligible=done.gated.ineligible,
+    )
+
+
 def summary_markdown(result: CurateResult) -> str:
     """The run's artifact: what entered, what left, and why (counts only)."""
     lines = [
@@ -93,3 +117,41 @@ def summary_markdown(result: CurateResult) -> str:
         "in `curate/held/` until their question pattern has k distinct users.",
     ]
     return "\n".join(lines)
+
+
+def report_curate(report: StageReport, result: CurateResult) -> None:
+    """The run's record counts by outcome and the PII entities it removed, by type."""
+    report.records("in", result.read)
+    report.records("out", result.written)
+    report.records("quarantined", result.quarantined)
+    report.records("k_withheld", result.k_withheld)
+    report.records("dropped_consent_withdrawn", result.withdrawn)
+    for reason, n in result.dropped.items():
+        report.records(f"dropped_{reason}", n)
+    for entity, n in result.pii_entities.items():
+        report.count("flywheel_pii_entities_total", n, entity_type=entity)
+
+
+def publish_curate(result: CurateResult, *, queued: int) -> None:
+    """The run's ``curate-summary`` artifact and its log lines: the traces ``queued`` for human
+    review, the counts, and a warning per reason traces were not training-eligible."""
+    logger = get_run_logger()
+    window = result.window
+    create_markdown_artifact(
+        key="curate-summary", markdown=summary_markdown(result), description=f"curate {window}"
+    )
+    logger.info("curate %s: %d traces queued for human review", window, queued)
+    logger.info(
+        "curate %s: %d read, %d written (%d train, %d rejected_only), %d withheld by k, "
+        "%d quarantined, dropped %s",
+        window,
+        result.read,
+        result.written,
+        result.train,
+        result.rejected_only,
+        result.k_withheld,
+        result.quarantined,
+        result.dropped,
+    )
+    for why, n in (result.ineligible or {}).items():
+        logger.warning("curate %s: %d trace(s) not training-eligible: %s", window, n, why)

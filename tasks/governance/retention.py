@@ -1,5 +1,6 @@
 """Raw-data retention: the raw objects (spool, rollouts, scores, held rows) past their
-retention period, and their deletion."""
+retention period, and their deletion; the ``retention`` run's audit event, artifact and log
+line."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from prefect import task
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from infra.audit import record_event
 from infra.keys import RAW_PREFIXES
+from tasks.governance.erasure import Erasure, erasure_details, erasure_markdown
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
     from infra.store import ObjectStore
 
 _DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
@@ -42,3 +48,23 @@ def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
     for obj in keys:
         store.delete(obj)
     return len(keys)
+
+
+def audit_retention(catalog: Catalog, result: Erasure, *, cutoff: datetime, days: int) -> None:
+    """The run's audit event (``governance.retention``): the cutoff, the days kept, and the
+    counts (deletes, Langfuse re-checks)."""
+    record_event(
+        catalog,
+        event_type="governance.retention",
+        actor="retention",
+        subject=cutoff.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        details={"days": days, **erasure_details(result), **result.recheck_counts()},
+    )
+
+
+def publish_retention(result: Erasure, *, days: int) -> None:
+    """The run's ``retention`` artifact (counts only) and its log line."""
+    create_markdown_artifact(
+        key="retention", markdown=erasure_markdown("retention", result), description="retention"
+    )
+    get_run_logger().info("retention (%d days): %s", days, erasure_details(result))

@@ -1,5 +1,6 @@
 """What a training run trains on and how: the one selection used by the ``train`` flow and by
-the GPU recipe (``python -m tasks.train select``), so that both train on the same rows.
+the GPU recipe (``python -m deployments.train_recipe select``), so that both train on the same
+rows.
 
 The settings decide every knob of the selection (buffer windows and days, per-workload days,
 margin, golden decontamination, human overrides, on-policy, consent mode) and of the method choice (minimum data, the

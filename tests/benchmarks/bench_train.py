@@ -119,8 +119,8 @@ def through_flow(base: Path, data: list[dict[str, Any]], steps: int) -> tuple[fl
     """The flow's path: train_task inside a flow run, with the progress-artifact callback."""
     from prefect import flow
 
-    from flows.train import progress_artifact_callback
     from tasks.train.config import TrainConfig
+    from tasks.train.run import progress_artifact_callback
     from tasks.train.trainer import train_task
 
     @flow(name="bench-train")

@@ -139,8 +139,8 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
 ) -> None:
     from deployments import cli
     from deployments.erasure_commands import models_fields
-    from flows.loop import weekly
     from flows.release import release
+    from flows.weekly import weekly
     from infra.errors import ControlRefused, RejectedVersion
     from infra.gateway.serve import start_background_gateway
 

@@ -34,7 +34,8 @@ def test_one_cycle_ships_a_better_model_per_workload_offline(
     no_network: list[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows.loop import LoopOptions, loop_report, run_loop
+    from flows.loop import LoopOptions, run_loop
+    from tasks.demo.loop_summary import loop_report
 
     # this test runs beside other test workers on two cores: a burst of theirs that lands on
     # a canary step's dozen candidate requests reads as a slower candidate (one run: p99 1.97x

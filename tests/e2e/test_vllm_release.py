@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 RUN_ENV = {
     "FLYWHEEL_PROFILE": "llama",
     "FLYWHEEL_TRAIN__USE_LORA": "true",
-    # RFT (SFT on the best-rewarded answers) at LoRA lr 2e-3 for 120 steps (flows.loop_server's
+    # RFT (SFT on the best-rewarded answers) at LoRA lr 2e-3 for 120 steps (tasks.demo.serving's
     # recipe): 240 requests give 36-49 high-reward answers; on the weakest sample v0 0.4325 ->
     # 0.55-0.56 golden accuracy over three training seeds (60 steps: 0.425-0.465, and a CI run
     # held at 0.412); 120 requests gave 17-24 and once a worse v1
@@ -110,7 +110,8 @@ def served_env(served: Served, monkeypatch: pytest.MonkeyPatch) -> Served:
 def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
     prefect_api: None, served_env: Served
 ) -> None:
-    from flows.loop import LoopOptions, loop_report, run_loop
+    from flows.loop import LoopOptions, run_loop
+    from tasks.demo.loop_summary import loop_report
 
     assert served_env.models() == ["v0"]
     summary = run_loop(

@@ -16,11 +16,12 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 import flows.erasure as erasure_flow
-from flows.release import ReleaseOptions, ReleaseOutcome
+from flows.release import ReleaseOptions
 from infra.routing import RoutingState, StateChange, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from tasks.governance.reach import load_case, new_case, now, role_of, save_case
 from tasks.governance.replacement import ReplacementPlan, lines_reached, routed_versions
+from tasks.release.outcome import ReleaseOutcome
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 RECEIPT = "ab" * 32

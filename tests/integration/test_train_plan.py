@@ -47,10 +47,10 @@ def test_the_flow_and_the_gpu_recipe_select_the_same_rows(
     append_rows(catalog, "training_examples", _served(W1, "v0") + _served(W2, "v1"))
 
     seen: list[Selection] = []
-    report_selection = flows.train._report_selection
+    report_selection = flows.train.report_selection
     monkeypatch.setattr(
         flows.train,
-        "_report_selection",
+        "report_selection",
         lambda report, sel: seen.append(sel) or report_selection(report, sel),
     )
     result = flows.train.train(method="dpo", base_version="v0")

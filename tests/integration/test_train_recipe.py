@@ -48,7 +48,8 @@ def test_select_accelerate_launch_train_and_publish(
     py = sys.executable
 
     chose = _run(
-        [py, "-m", "tasks.train", "select", "--run", str(run), "--method", "dpo"], flywheel_home
+        [py, "-m", "deployments.train_recipe", "select", "--run", str(run), "--method", "dpo"],
+        flywheel_home,
     )
     assert chose["method"] == "dpo" and chose["available"] == 8
     selection = json.loads((run / "selection.json").read_text())
@@ -60,7 +61,7 @@ def test_select_accelerate_launch_train_and_publish(
         [
             *launch,
             "-m",
-            "tasks.train",
+            "deployments.train_recipe",
             "train",
             "--run",
             str(run),
@@ -76,7 +77,9 @@ def test_select_accelerate_launch_train_and_publish(
     )
     assert trained["steps"] == 2 and "train_loss" in trained["metrics"]
 
-    published = _run([py, "-m", "tasks.train", "publish", "--run", str(run)], flywheel_home)
+    published = _run(
+        [py, "-m", "deployments.train_recipe", "publish", "--run", str(run)], flywheel_home
+    )
     assert published["version"] == "v1"
     lineage = models.read_model_json(store, "v1", "lineage.json")
     assert lineage["base_model"] == "v0" and lineage["base_version"] == "v0"

@@ -40,10 +40,10 @@ def _seen_selections(monkeypatch: pytest.MonkeyPatch) -> list[Selection]:
     import flows.train
 
     seen: list[Selection] = []
-    report_selection = flows.train._report_selection
+    report_selection = flows.train.report_selection
     monkeypatch.setattr(
         flows.train,
-        "_report_selection",
+        "report_selection",
         lambda report, sel: seen.append(sel) or report_selection(report, sel),
     )
     return seen

@@ -15,13 +15,14 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 import flows.weekly as weekly_flow
-from flows.release import ReleaseOptions, ReleaseOutcome
-from flows.train import TrainRunResult
+from flows.release import ReleaseOptions
 from infra.catalog import append_rows, open_catalog
 from infra.keys import window_id
 from infra.routing import StateChange, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings import get_settings
+from tasks.release.outcome import ReleaseOutcome
+from tasks.train.run import TrainRunResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 

@@ -87,7 +87,7 @@ def test_a_known_error_is_one_line_and_exit_code_2(
 
 
 def test_the_run_summary() -> None:
-    from flows.loop import CycleSummary, LoopSummary, loop_report
+    from tasks.demo.loop_summary import CycleSummary, LoopSummary, loop_report
 
     cycle = CycleSummary(
         cycle=1,
@@ -166,7 +166,7 @@ def test_run_exits_non_zero_with_the_reason_when_the_candidate_is_not_promoted(
 ) -> None:
     import flows.loop
     from deployments import progress
-    from flows.loop import CycleSummary, LoopSummary
+    from tasks.demo.loop_summary import CycleSummary, LoopSummary
 
     monkeypatch.setenv("FLYWHEEL_HOME", str(tmp_path))
     monkeypatch.setattr(progress, "ensure_prefect_api", lambda command: None)
@@ -199,7 +199,7 @@ def test_run_exits_non_zero_with_the_reason_when_the_candidate_is_not_promoted(
 
 
 def test_not_promoted_names_the_first_cycle_that_did_not_improve() -> None:
-    from flows.loop import CycleSummary, LoopSummary, not_promoted
+    from tasks.demo.loop_summary import CycleSummary, LoopSummary, not_promoted
 
     def loop(*cycles: CycleSummary) -> LoopSummary:
         return LoopSummary(

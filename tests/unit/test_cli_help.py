@@ -20,7 +20,7 @@ from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import ValidationError, validate
 
 from deployments import cli, commands, serve
-from flows.parameters import MAX_HOURS
+from infra.parameters import MAX_HOURS
 from tests.unit.test_cli_input import flywheel, one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,8 +108,8 @@ def test_the_release_form_shows_its_options_as_fields() -> None:
 
 
 def test_accuracy_is_printed_as_a_percent_everywhere() -> None:
-    from flows.cycles import percent
     from tasks.demo.bootstrap import BootstrapResult
+    from tasks.demo.cycles import percent
     from tasks.prove.report import pct
 
     boot = BootstrapResult(

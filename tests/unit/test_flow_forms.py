@@ -15,7 +15,7 @@ from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import ValidationError, validate
 
 from deployments import serve
-from flows import parameters
+from infra import parameters
 from infra.keys import model_prefix
 from infra.privacy import user_key
 from tasks.governance.erasure import KEY_RE

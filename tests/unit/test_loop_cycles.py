@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.loop import CycleSummary, LoopSummary, loop_report
+from tasks.demo.loop_summary import CycleSummary, LoopSummary, loop_report
 
 
 def cycle(n: int, base: str, cand: str, accs: tuple[float, float], outcome: str) -> CycleSummary:
@@ -61,7 +61,7 @@ def test_one_cycle_prints_no_cycle_table() -> None:
 def test_two_workloads_each_show_their_accuracy_gate_and_release() -> None:
     from dataclasses import replace
 
-    from flows.loop import not_promoted
+    from tasks.demo.loop_summary import not_promoted
 
     calc = replace(cycle(1, "v0", "v1", (0.5, 0.6), "promoted"), workload="calculator")
     clock = replace(cycle(1, "v0", "v2", (0.4, 0.42), "held"), workload="clock")
@@ -89,17 +89,73 @@ def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
 ) -> None:
     import json
 
-    from flows.loop import _demo_verifiers
     from infra.settings import get_settings
+    from tasks.demo.loop import demo_verifiers
 
     get_settings.cache_clear()
-    both = json.loads(_demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
+    both = json.loads(demo_verifiers("local")["FLYWHEEL_REWARD__VERIFIERS"])
     assert both == {
         "calculator": "tasks.demo.verifier:calculator",
         "clock": "tasks.demo.verifier:clock",
     }
-    assert _demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
+    assert demo_verifiers("vllm") == {}  # the Llama profile learns the calculator alone
     monkeypatch.setenv("FLYWHEEL_WORKLOADS", '["calculator"]')
     get_settings.cache_clear()
-    assert _demo_verifiers("local") == {}
+    assert demo_verifiers("local") == {}
     get_settings.cache_clear()
+
+
+def test_a_cycle_counts_its_windows_its_training_and_its_release() -> None:
+    from tasks.collect import CollectResult
+    from tasks.curate.summary import CurateResult
+    from tasks.release.outcome import ReleaseOutcome
+    from tasks.train.run import TrainRunResult
+
+    shared = CycleSummary(cycle=1, baseline="v0")
+    for n in (3, 5):
+        collected = CollectResult(
+            window=f"w{n}", read=n, written=n, quarantined=1, opted_out=0, duplicates=0, key="k"
+        )
+        curated = CurateResult(
+            window=f"w{n}",
+            read=n,
+            written=n - 1,
+            train=n - 1,
+            rejected_only=0,
+            k_withheld=0,
+            released=0,
+            quarantined=2,
+            dropped={},
+            pii_entities={"PERSON": n, "EMAIL_ADDRESS": 1},
+            snapshot_id=None,
+        )
+        shared.add_window(collected, curated)
+    assert (shared.traces, shared.quarantined, shared.pii_entities, shared.examples) == (
+        8,
+        6,
+        10,
+        6,
+    )
+
+    shared.add_training(
+        TrainRunResult(
+            status="trained",
+            message="trained v1",
+            train_run="r",
+            base_version="v0",
+            method="dpo",
+            pairs=12,
+            version="v1",
+            golden_accuracy_base=0.5,
+            golden_accuracy=0.6,
+        )
+    )
+    gate = {"decision": "pass", "p_value": 0.01, "mean_baseline": 0.4, "mean_candidate": 0.7}
+    shared.add_release(
+        ReleaseOutcome(version="v1", outcome="promoted", reasons=["canary passed"], gate=gate)
+    )
+    assert (shared.train_status, shared.pairs, shared.candidate) == ("trained v1", 12, "v1")
+    assert (shared.baseline_accuracy, shared.candidate_accuracy) == (0.5, 0.6)
+    assert (shared.decision, shared.p_value) == ("pass", 0.01)
+    assert (shared.baseline_reward, shared.candidate_reward) == (0.4, 0.7)
+    assert (shared.outcome, shared.reasons) == ("promoted", ["canary passed"])

@@ -27,7 +27,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_plain_output_gets_one_timestamped_line_per_step() -> None:
-    from flows.loop import Steps
+    from tasks.demo.loop import Steps
 
     out = io.StringIO()
     with showing_progress(out):

@@ -6,8 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
+from typing import TYPE_CHECKING
 
-from flows.cycles import cycles_report, percent
+from tasks.demo.cycles import cycles_report, percent
+
+if TYPE_CHECKING:
+    from tasks.collect import CollectResult
+    from tasks.curate.summary import CurateResult
+    from tasks.release.outcome import ReleaseOutcome
+    from tasks.train.run import TrainRunResult
 
 
 @dataclass(kw_only=True)
@@ -33,6 +40,29 @@ class CycleSummary:
     decision: str | None = None
     outcome: str = "not released"
     reasons: list[str] = dataclass_field(default_factory=list)
+
+    def add_window(self, collected: CollectResult, curated: CurateResult) -> None:
+        """Count one hourly window's collect and curate runs into the cycle's shared counts."""
+        self.traces += collected.written
+        self.quarantined += collected.quarantined + curated.quarantined
+        self.pii_entities += sum(curated.pii_entities.values())
+        self.examples += curated.written
+
+    def add_training(self, trained: TrainRunResult) -> None:
+        """Take the train run's status, pairs, candidate and golden accuracies."""
+        self.train_status, self.pairs = trained.message, trained.pairs
+        self.candidate = trained.version
+        self.baseline_accuracy = trained.golden_accuracy_base
+        self.candidate_accuracy = trained.golden_accuracy
+
+    def add_release(self, released: ReleaseOutcome) -> None:
+        """Take the release's gate numbers (decision, p-value, mean rewards) and outcome."""
+        gate = released.gate or {}
+        self.decision = gate.get("decision")
+        self.p_value = gate.get("p_value")
+        self.baseline_reward = gate.get("mean_baseline")
+        self.candidate_reward = gate.get("mean_candidate")
+        self.outcome, self.reasons = released.outcome, released.reasons
 
 
 @dataclass(kw_only=True)

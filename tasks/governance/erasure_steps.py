@@ -1,5 +1,6 @@
-"""What the erasure flows share: the replacement run's result, and the steps every case in a
-batch records (a step, a failure that waits for a person, the retirement that closes it)."""
+"""What the erasure flows share: the case a forget-user opens (:func:`open_case`), the
+replacement run's result, and the steps every case in a batch records (a step, a failure that
+waits for a person, the retirement that closes it)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from typing import Any, Literal
 
 from prefect import get_run_logger
 
-from flows.release_server import unload_unrouted
 from infra.audit import record_event
+from infra.errors import TransientError
 from infra.model_server import open_model_server
-from infra.routing import RoutingBackend, RoutingState
+from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.governance.reach import ErasureCase, save_case
+from tasks.governance.erasure import Erasure
+from tasks.governance.reach import ErasureCase, load_case, new_case, publish_gauges, save_case
 from tasks.governance.replacement import mark_retired, retire_versions
+from tasks.release.serving import unload_unrouted
 
 ACTOR = "erasure-replacement"
 
@@ -123,3 +126,48 @@ def record_step(
             details={"step": step, "subject": subject, "detail": detail},
             best_effort=True,
         )
+
+
+def open_case(
+    rt: Runtime, result: Erasure, reached: dict[str, tuple[str, str | None]], *, langfuse: bool
+) -> ErasureCase:
+    """Record the model side of a forget-user that erased data (its receipt, the versions its
+    data reached and their roles, what each store reported); versions that saw the user but
+    serve nothing are retired at once."""
+    routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
+    stores: dict[str, dict[str, object]] = {
+        "tables": dict(result.rows_deleted),
+        "objects": {"rewritten": result.objects_rewritten, "deleted": result.objects_deleted},
+        "iceberg files": {
+            "snapshots_expired": result.snapshots_expired,
+            "files_removed": result.orphan_files_removed,
+        },
+    }
+    if langfuse:  # deletes are queued by Langfuse: requested until a read-back confirms them
+        stores["langfuse"] = {
+            "requested": result.langfuse_traces_deleted + result.langfuse_traces_deferred,
+            "confirmed": result.langfuse_traces_confirmed,
+        }
+    try:
+        state = routing.load()
+    except TransientError:  # the data is gone already: record the case from the stored state
+        state = load_state(rt.store)
+    case = new_case(
+        receipt=result.receipt,
+        reached=reached,
+        state=state,
+        bake_s=rt.settings.model_server.bake_s,
+        deadline_days=rt.settings.erasure.deadline_days,
+        stores=stores,
+    )
+    idle = {v for v, e in case.versions.items() if e.role != "retired"}
+    if case.status == "done" and idle:
+        case.status = "pending"  # until retired: the weekly run retires them if this fails
+    save_case(rt.store, case)
+    if idle and case.status == "pending" and not case.serving_roles():
+        try:
+            retire_cases(rt, routing, [case], idle, serving=state.stable, how="not serving")
+        except TransientError as exc:
+            get_run_logger().warning("versions not retired yet (%s); the weekly run will", exc)
+    publish_gauges(rt)
+    return load_case(rt.store, case.receipt)

@@ -10,7 +10,8 @@ PLATEAU_GAIN = 0.01  # a cycle that adds less golden accuracy than this has plat
 
 
 class Summary(Protocol):
-    """What the report reads of :class:`flows.loop.LoopSummary` (no import back into loop)."""
+    """What the report reads of :class:`tasks.demo.loop_summary.LoopSummary` (no import back
+    into it)."""
 
     @property
     def base_version(self) -> str:
