@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.keys import RAW_PREFIXES
+from infra.retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 _DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
-_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
 
 
 def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
@@ -36,7 +35,7 @@ def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
     return expired
 
 
-@task(**_IO)
+@task(**IO_RETRIES)
 def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
     """Returns how many objects were deleted."""
     for obj in keys:
