@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 
+from infra.cas import DURABLE
 from infra.errors import (
     RejectedVersion,
     ReleaseInterrupted,
@@ -46,7 +47,6 @@ from infra.routing.alerts import (
     match_alerts,
     rolled_back_release,
 )
-from infra.routing.cas import DURABLE
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

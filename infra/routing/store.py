@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from infra.cas import CONFLICTS, compare_and_swap
 from infra.errors import ObjectNotFound, PreconditionFailed, ReleaseError, StateConflict
 from infra.keys import STATE_KEY
 from infra.retries import Backoff
-from infra.routing.cas import CONFLICTS, compare_and_swap
 from infra.routing.events import record_rollback
 from infra.routing.state import RoutingState, apply_change, apply_rollback, parse_state
 
