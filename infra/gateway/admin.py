@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
@@ -35,6 +35,7 @@ from infra.errors import (
 )
 from infra.gateway.consent_api import add_consent_routes
 from infra.routing import (
+    Rollback,
     RoutingState,
     StateChange,
     StoreRouting,
@@ -159,18 +160,7 @@ class Admin:
         self._unwritten = None
         return state
 
-    async def rollback(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        version: str | None = None,
-        release_id: str | None = None,
-        candidate_only: bool = False,
-        workload: str | None = None,
-    ) -> tuple[bool, RoutingState]:
+    async def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
         """Roll back now and write it (retried); returns (whether anything was rolled back, the
         resulting state). Only then are the audit event and the rollback deployment asked for.
         ``workload``: that workload's release alone (None: the shared one).
@@ -179,24 +169,13 @@ class Admin:
             HTTPException: 503 when the state could not be written (nothing is remembered);
                 409 ``stale`` when ``version`` / ``release_id`` name another release.
         """
-        args: dict[str, Any] = {
-            "reason": reason,
-            "actor": actor,
-            "evidence": evidence,
-            "version": version,
-            "release_id": release_id,
-            "candidate_only": candidate_only,
-            "workload": workload,
-        }
         async with self._lock:
-            self._apply_locally(args)
+            self._apply_locally(rollback)
             try:
                 saved, before = await asyncio.to_thread(
-                    self.routing.persist_rollback,
-                    policy=DURABLE,
-                    retry_on=(TransientError,),
-                    fingerprints=fingerprints,
-                    **args,
+                    lambda: self.routing.persist_rollback(
+                        policy=DURABLE, retry_on=(TransientError,), **rollback
+                    )
                 )
             except ReleaseInterrupted as exc:
                 self._settle(exc.state)
@@ -213,20 +192,21 @@ class Admin:
             self._settle(saved)
         if before is None:
             return False, saved
+        workload = rollback.get("workload")
         self._background(
             lambda: record_rollback(self.catalog(), saved, before=before, workload=workload)
         )
         named = rolled_back_release(saved, before=before, workload=workload)
-        self._background(lambda: self.on_rollback(reason, **named))
+        self._background(lambda: self.on_rollback(rollback["reason"], **named))
         return True, saved
 
-    def _apply_locally(self, args: dict[str, Any]) -> None:
+    def _apply_locally(self, rollback: Rollback) -> None:
         """The fast path: route nothing to the candidate on this worker at once (fingerprints
         are not remembered here: only the written state remembers them)."""
         current = self.decided_state()
-        bake_s = self.routing.bake_s
+        unremembered: Rollback = {**rollback, "fingerprints": None}
         try:
-            local = apply_rollback(current, bake_s=bake_s, **args)
+            local = apply_rollback(current, bake_s=self.routing.bake_s, **unremembered)
         except ReleaseInterrupted:
             return  # the write decides, on the stored state
         if local is not None:

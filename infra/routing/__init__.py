@@ -28,6 +28,7 @@ from infra.routing.gateway import GatewayRouting
 from infra.routing.state import (
     MAX_FINGERPRINTS,
     Phase,
+    Rollback,
     RoutingState,
     StateChange,
     Transition,
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_FINGERPRINTS",
     "GatewayRouting",
     "Phase",
+    "Rollback",
     "RoutingBackend",
     "RoutingState",
     "StateChange",
