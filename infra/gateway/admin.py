@@ -1,5 +1,6 @@
-"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook. It
-is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT``), never on
+"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook (the
+work; the routes are :mod:`infra.gateway.routes.admin` and :mod:`~infra.gateway.routes.alerts`).
+It is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT``), never on
 the public one, and the gateway refuses to start with a placeholder or short token.
 
 The rollback fast path changes the in-memory routing first (the candidate stops getting traffic
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import HTTPException, Request
 from pydantic import BaseModel, Field
 
 from infra.cas import DURABLE
@@ -33,7 +34,6 @@ from infra.errors import (
     StateConflict,
     TransientError,
 )
-from infra.gateway.consent_api import add_consent_routes
 from infra.routing import (
     Rollback,
     RoutingState,
@@ -334,45 +334,3 @@ def trigger_prefect_rollback(
         )
         return
     log.info("requested Prefect rollback run %s", getattr(run, "id", "?"))
-
-
-def admin_router(admin: Admin) -> APIRouter:
-    """The ``/admin`` routes (state, rollback, alerts, consent), all behind the bearer token."""
-    router = APIRouter(prefix="/admin", dependencies=[Depends(admin.authorize)])
-
-    @router.get("/state")
-    async def get_state() -> dict[str, Any]:
-        return admin.watcher.state.model_dump(mode="json")
-
-    @router.post("/state")
-    async def post_state(change: StateChange) -> dict[str, Any]:
-        return (await admin.update(change)).model_dump(mode="json")
-
-    @router.post("/rollback")
-    async def post_rollback(body: RollbackRequest) -> dict[str, Any]:
-        done, state = await admin.rollback(
-            reason=body.reason,
-            actor=body.actor,
-            evidence=body.evidence or None,
-            version=body.version,
-            release_id=body.release_id,
-            candidate_only=body.candidate_only,
-            workload=body.workload,
-        )
-        return {"rolled_back": done, "state": state.model_dump(mode="json")}
-
-    @router.post("/alerts")
-    async def post_alerts(request: Request) -> dict[str, Any]:
-        try:
-            payload = await request.json()
-        except ValueError as exc:
-            raise HTTPException(400, "body is not JSON") from exc
-        return await admin.alerts(payload)
-
-    add_consent_routes(
-        router,
-        catalog=admin.catalog,
-        salt=admin.settings.salt,
-        mode=admin.settings.consent_mode,
-    )
-    return router
