@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from infra.audit import record_event
 from infra.catalog import append_rows
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-
-ConsentMode = Literal["opt_in", "opt_out"]
 
 
 def erasure_receipt(key: str) -> str:

@@ -3,9 +3,10 @@ orphan-file removal takes exclusive, so removal never deletes the data file of a
 flight (a commit writes its data files first and references them only when it commits).
 
 The lease is one JSON object beside the tables (``_locks/tables.lease`` under the warehouse),
-changed only by compare-and-swap (:meth:`ObjectStore.put_if`: S3 ``If-Match`` /
-``If-None-Match``, a ``flock`` locally), so it holds across processes and machines. Every entry
-expires (a crashed holder blocks nobody for longer than ``ttl_s``).
+changed only by compare-and-swap (:func:`infra.cas.compare_and_swap` over
+:meth:`ObjectStore.put_if`: S3 ``If-Match`` / ``If-None-Match``, a ``flock`` locally), so it
+holds across processes and machines. Every entry expires (a crashed holder blocks nobody for
+longer than ``ttl_s``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from infra.cas import AT_ONCE, compare_and_swap
 from infra.errors import ObjectNotFound, PreconditionFailed, TransientStoreError
 
 if TYPE_CHECKING:
@@ -58,14 +60,28 @@ class TableLease:
     def _change(self, update: Any, *, mode: str) -> None:
         """Apply ``update(state) -> bool`` (False: must wait) by compare-and-swap."""
         deadline = time.monotonic() + self.wait_s
+
+        def decide(found: tuple[dict[str, Any], str | None]) -> dict[str, Any] | None:
+            return found[0] if update(found[0]) else None
+
+        def write(found: tuple[dict[str, Any], str | None], state: dict[str, Any]) -> bool:
+            self.store.put_if(LEASE_KEY, json.dumps(state).encode(), etag=found[1])
+            return True
+
         while True:
-            state, etag = self._read()
-            if update(state):
-                try:
-                    self.store.put_if(LEASE_KEY, json.dumps(state).encode(), etag=etag)
-                    return
-                except PreconditionFailed:
-                    continue  # someone else changed the lease: read it again
+            try:
+                (state, _etag), written = compare_and_swap(
+                    self._read,
+                    decide,
+                    write,
+                    operation="lease.change",
+                    policy=AT_ONCE,
+                    retry_on=(PreconditionFailed,),
+                )
+            except PreconditionFailed:
+                continue  # others kept changing the lease: read it again
+            if written:
+                return
             if time.monotonic() > deadline:
                 holders = len(state["shared"]) if mode == "exclusive" else 1
                 raise LeaseBusy(

@@ -1,5 +1,6 @@
-"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook. It
-is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT``), never on
+"""Admin API (bearer token): routing state, manual rollback, and the Alertmanager webhook (the
+work; the routes are :mod:`infra.gateway.routes.admin` and :mod:`~infra.gateway.routes.alerts`).
+It is served on the admin listener only (``FLYWHEEL_GATEWAY__ADMIN_HOST/ADMIN_PORT``), never on
 the public one, and the gateway refuses to start with a placeholder or short token.
 
 The rollback fast path changes the in-memory routing first (the candidate stops getting traffic
@@ -21,19 +22,20 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import HTTPException, Request
 from pydantic import BaseModel, Field
 
+from infra.cas import DURABLE
 from infra.errors import (
     RejectedVersion,
     ReleaseInterrupted,
     StateConflict,
     TransientError,
 )
-from infra.gateway.consent_api import add_consent_routes
 from infra.routing import (
+    Rollback,
     RoutingState,
     StateChange,
     StoreRouting,
@@ -46,7 +48,6 @@ from infra.routing.alerts import (
     match_alerts,
     rolled_back_release,
 )
-from infra.routing.cas import DURABLE
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -159,18 +160,7 @@ class Admin:
         self._unwritten = None
         return state
 
-    async def rollback(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        version: str | None = None,
-        release_id: str | None = None,
-        candidate_only: bool = False,
-        workload: str | None = None,
-    ) -> tuple[bool, RoutingState]:
+    async def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
         """Roll back now and write it (retried); returns (whether anything was rolled back, the
         resulting state). Only then are the audit event and the rollback deployment asked for.
         ``workload``: that workload's release alone (None: the shared one).
@@ -179,24 +169,13 @@ class Admin:
             HTTPException: 503 when the state could not be written (nothing is remembered);
                 409 ``stale`` when ``version`` / ``release_id`` name another release.
         """
-        args: dict[str, Any] = {
-            "reason": reason,
-            "actor": actor,
-            "evidence": evidence,
-            "version": version,
-            "release_id": release_id,
-            "candidate_only": candidate_only,
-            "workload": workload,
-        }
         async with self._lock:
-            self._apply_locally(args)
+            self._apply_locally(rollback)
             try:
                 saved, before = await asyncio.to_thread(
-                    self.routing.persist_rollback,
-                    policy=DURABLE,
-                    retry_on=(TransientError,),
-                    fingerprints=fingerprints,
-                    **args,
+                    lambda: self.routing.persist_rollback(
+                        policy=DURABLE, retry_on=(TransientError,), **rollback
+                    )
                 )
             except ReleaseInterrupted as exc:
                 self._settle(exc.state)
@@ -213,20 +192,21 @@ class Admin:
             self._settle(saved)
         if before is None:
             return False, saved
+        workload = rollback.get("workload")
         self._background(
             lambda: record_rollback(self.catalog(), saved, before=before, workload=workload)
         )
         named = rolled_back_release(saved, before=before, workload=workload)
-        self._background(lambda: self.on_rollback(reason, **named))
+        self._background(lambda: self.on_rollback(rollback["reason"], **named))
         return True, saved
 
-    def _apply_locally(self, args: dict[str, Any]) -> None:
+    def _apply_locally(self, rollback: Rollback) -> None:
         """The fast path: route nothing to the candidate on this worker at once (fingerprints
         are not remembered here: only the written state remembers them)."""
         current = self.decided_state()
-        bake_s = self.routing.bake_s
+        unremembered: Rollback = {**rollback, "fingerprints": None}
         try:
-            local = apply_rollback(current, bake_s=bake_s, **args)
+            local = apply_rollback(current, bake_s=self.routing.bake_s, **unremembered)
         except ReleaseInterrupted:
             return  # the write decides, on the stored state
         if local is not None:
@@ -354,45 +334,3 @@ def trigger_prefect_rollback(
         )
         return
     log.info("requested Prefect rollback run %s", getattr(run, "id", "?"))
-
-
-def admin_router(admin: Admin) -> APIRouter:
-    """The ``/admin`` routes (state, rollback, alerts, consent), all behind the bearer token."""
-    router = APIRouter(prefix="/admin", dependencies=[Depends(admin.authorize)])
-
-    @router.get("/state")
-    async def get_state() -> dict[str, Any]:
-        return admin.watcher.state.model_dump(mode="json")
-
-    @router.post("/state")
-    async def post_state(change: StateChange) -> dict[str, Any]:
-        return (await admin.update(change)).model_dump(mode="json")
-
-    @router.post("/rollback")
-    async def post_rollback(body: RollbackRequest) -> dict[str, Any]:
-        done, state = await admin.rollback(
-            reason=body.reason,
-            actor=body.actor,
-            evidence=body.evidence or None,
-            version=body.version,
-            release_id=body.release_id,
-            candidate_only=body.candidate_only,
-            workload=body.workload,
-        )
-        return {"rolled_back": done, "state": state.model_dump(mode="json")}
-
-    @router.post("/alerts")
-    async def post_alerts(request: Request) -> dict[str, Any]:
-        try:
-            payload = await request.json()
-        except ValueError as exc:
-            raise HTTPException(400, "body is not JSON") from exc
-        return await admin.alerts(payload)
-
-    add_consent_routes(
-        router,
-        catalog=admin.catalog,
-        salt=admin.settings.salt,
-        mode=admin.settings.consent_mode,
-    )
-    return router

@@ -22,7 +22,7 @@ def by_port(app: FastAPI, sockets: list[socket.socket]) -> Any:
     admin_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     admin_app = app.state.admin_app
     max_bytes = app.state.gateway.settings.gateway.max_body_bytes
-    chat = app.state.chat_endpoint
+    chat = app.state.parts.chat
 
     async def root(scope: dict[str, Any], receive: Any, send: Any) -> None:
         server = scope.get("server") or (None, None)

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from infra.gateway.chat import error_response
 from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
 from infra.gateway.json_shape import body_shape_problem
+from infra.traces.conversation import WORKLOAD_HEADER
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 CHAT_PATH = "/v1/chat/completions"
 PRECHECK_BYTES = 64 * 1024  # bodies above this have their message count estimated first
+_WORKLOAD = WORKLOAD_HEADER.lower()  # header lookups here take lower-case names
 
 
 class ChatEndpoint:
@@ -59,7 +61,7 @@ class ChatEndpoint:
             req = parse_chat_request(
                 orjson.loads(body),
                 session_header=header("x-session-id"),
-                workload_header=header("x-flywheel-workload"),
+                workload_header=header(_WORKLOAD),
                 max_tokens_limit=self.max_tokens_limit,
                 max_messages=self.max_messages,
                 workloads=self.workloads,

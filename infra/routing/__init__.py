@@ -14,20 +14,21 @@ undo a rollback written meanwhile (the gateway's alert fast path).
   configured (``FLYWHEEL_GATEWAY__ADMIN_URL``, or ``FLYWHEEL_GATEWAY__URL``'s host at
   ``FLYWHEEL_GATEWAY__ADMIN_PORT``), so that the gateway applies every change at once.
 
-Every change is one compare-and-swap (:func:`~infra.routing.cas.compare_and_swap`) and names
+Every change is one compare-and-swap (:func:`~infra.cas.compare_and_swap`) and names
 the release it is about (``release_id``, the version): a decision about another release than
 the current one changes nothing. Each workload may have its own release
 (:class:`WorkloadRelease`); :func:`scoped` gives the backend for one workload's release. A rollback writes the state first and its ``rollback`` audit
 event after (:mod:`infra.routing.events`); an audit failure is logged and never blocks it.
 """
 
+from infra.cas import compare_and_swap
 from infra.routing.backend import RoutingBackend, open_routing
-from infra.routing.cas import compare_and_swap
 from infra.routing.events import decision_details, record_decision, record_rollback, record_stale
 from infra.routing.gateway import GatewayRouting
 from infra.routing.state import (
     MAX_FINGERPRINTS,
     Phase,
+    Rollback,
     RoutingState,
     StateChange,
     Transition,
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_FINGERPRINTS",
     "GatewayRouting",
     "Phase",
+    "Rollback",
     "RoutingBackend",
     "RoutingState",
     "StateChange",

@@ -3,7 +3,7 @@ of its implementation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 from infra.routing.gateway import GatewayRouting
 from infra.routing.store import StoreRouting
@@ -11,7 +11,7 @@ from infra.routing.store import StoreRouting
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.routing.state import RoutingState, StateChange
+    from infra.routing.state import Rollback, RoutingState, StateChange
     from infra.settings import Settings
     from infra.store import ObjectStore
 
@@ -35,24 +35,14 @@ class RoutingBackend(Protocol):
         """
         ...
 
-    def rollback(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        version: str | None = None,
-        release_id: str | None = None,
-        candidate_only: bool = False,
-        workload: str | None = None,
-    ) -> tuple[bool, RoutingState]:
+    def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
         """Take the candidate away now (weight 0, shadow 0, recorded as rejected) or, with no
         candidate and unless ``candidate_only``, undo a promotion still in its bake period
         (the previous stable is stable again, the promoted version rejected), and record the
-        ``rollback`` audit event; returns (whether anything was rolled back, the state).
-        ``version`` / ``release_id``: the release the decision is about (None: the current);
-        ``workload``: that workload's release alone (None: the shared one).
+        ``rollback`` audit event; returns (whether anything was rolled back, the state). The
+        keywords are a :class:`~infra.routing.state.Rollback`: ``version`` / ``release_id``,
+        the release the decision is about (None: the current); ``workload``, that workload's
+        release alone (None: the shared one).
 
         Raises:
             ReleaseInterrupted: another release than the one named is current (nothing done).

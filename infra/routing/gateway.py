@@ -4,7 +4,7 @@ listener): the gateway applies each change in memory at once and persists it thr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import httpx
 
@@ -16,7 +16,7 @@ from infra.errors import (
     ReleaseInterrupted,
     StateConflict,
 )
-from infra.routing.state import RoutingState, StateChange
+from infra.routing.state import Rollback, RoutingState, StateChange
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -62,28 +62,18 @@ class GatewayRouting:
         body = change.model_dump(mode="json", exclude_unset=True)
         return RoutingState.model_validate(self._call("POST", "/admin/state", body))
 
-    def rollback(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        version: str | None = None,
-        release_id: str | None = None,
-        candidate_only: bool = False,
-        workload: str | None = None,
-    ) -> tuple[bool, RoutingState]:
+    def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
         """``POST /admin/rollback`` (see :class:`RoutingBackend`); the gateway writes the audit
         event."""
         body: dict[str, Any] = {
-            "reason": reason[:2000],
-            "actor": actor,
-            "evidence": evidence or {},
-            "version": version,
-            "release_id": release_id,
-            "candidate_only": candidate_only,
+            "reason": rollback["reason"][:2000],
+            "actor": rollback["actor"],
+            "evidence": rollback.get("evidence") or {},
+            "version": rollback.get("version"),
+            "release_id": rollback.get("release_id"),
+            "candidate_only": rollback.get("candidate_only", False),
         }
+        workload = rollback.get("workload")
         if workload is not None:  # absent: a gateway without workloads answers as before
             body["workload"] = workload
         data = self._call("POST", "/admin/rollback", body)

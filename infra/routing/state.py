@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -31,6 +31,23 @@ from infra.traces.conversation import DEFAULT_WORKLOAD
 MAX_FINGERPRINTS = 1000
 
 Phase = Literal["idle", "gating", "shadow", "canary", "promoted", "rolled_back", "held"]
+
+
+class Rollback(TypedDict, total=False):
+    """A rollback's keywords, the same wherever one is asked for (:func:`apply_rollback`,
+    every :class:`~infra.routing.backend.RoutingBackend`'s ``rollback``, the gateway's admin):
+    why and who; the alerts' ``fingerprints`` to remember; the release it is about
+    (``version`` / ``release_id``, unset: whatever is current); ``candidate_only``: never undo
+    a promotion; ``workload``: that workload's release alone (unset: the shared one)."""
+
+    reason: Required[str]
+    actor: Required[str]
+    evidence: dict[str, Any] | None
+    fingerprints: list[str] | None
+    version: str | None
+    release_id: str | None
+    candidate_only: bool
+    workload: str | None
 
 
 class Transition(BaseModel):
@@ -297,16 +314,9 @@ def apply_change(state: RoutingState, change: StateChange) -> RoutingState:
 def apply_rollback(
     state: RoutingState,
     *,
-    reason: str,
-    actor: str,
-    evidence: dict[str, Any] | None = None,
-    fingerprints: list[str] | None = None,
-    version: str | None = None,
-    release_id: str | None = None,
     bake_s: float = 0.0,
-    candidate_only: bool = False,
     now: datetime | None = None,
-    workload: str | None = None,
+    **rollback: Unpack[Rollback],
 ) -> RoutingState | None:
     """The rolled-back state, or None if there is nothing to roll back (a rollback is
     idempotent). A candidate loses its traffic (weight 0, shadow 0) and is rejected; without
@@ -318,30 +328,25 @@ def apply_rollback(
         ReleaseInterrupted: ``version`` / ``release_id`` name another release than the current
             (of ``workload``; the exception carries that workload's view).
     """
-    if (workload := own_workload(workload)) is not None and state.workload is None:
-        view = apply_rollback(
-            state.release_of(workload),
-            reason=reason,
-            actor=actor,
-            evidence=evidence,
-            fingerprints=fingerprints,
-            version=version,
-            release_id=release_id,
-            bake_s=bake_s,
-            candidate_only=candidate_only,
-            now=now,
-        )
+    if (workload := own_workload(rollback.get("workload"))) is not None and state.workload is None:
+        shared: Rollback = {**rollback, "workload": None}
+        view = apply_rollback(state.release_of(workload), bake_s=bake_s, now=now, **shared)
         return None if view is None else state.with_workload(workload, view)
+    version, release_id = rollback.get("version"), rollback.get("release_id")
     if why := stale_reason(state, version=version, release_id=release_id):
         raise ReleaseInterrupted(why, state)
-    seen = state.alert_fingerprints + [fingerprint_key(state, f) for f in fingerprints or []]
+    fingerprints = rollback.get("fingerprints") or []
+    seen = state.alert_fingerprints + [fingerprint_key(state, f) for f in fingerprints]
     changes: dict[str, Any] = {
         "weight": 0.0,
         "shadow_fraction": 0.0,
         "alert_fingerprints": seen[-MAX_FINGERPRINTS:],
     }
     cand = state.candidate
-    previous = None if candidate_only else bake_target(state, bake_s=bake_s, now=now)
+    previous = (
+        None if rollback.get("candidate_only") else bake_target(state, bake_s=bake_s, now=now)
+    )
+    evidence = rollback.get("evidence")
     if cand is not None or state.weight > 0 or state.shadow_fraction > 0:
         subject = cand
     elif previous is not None:
@@ -360,8 +365,8 @@ def apply_rollback(
     new = record_transition(
         state,
         to_phase="rolled_back",
-        actor=actor,
-        reason=reason,
+        actor=rollback["actor"],
+        reason=rollback["reason"],
         evidence=evidence,
         rejected=rejected,
         **changes,

@@ -6,19 +6,19 @@ writer holding a stale copy (a canary step) can never undo a rollback written me
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
+from infra.cas import CONFLICTS, compare_and_swap
 from infra.errors import ObjectNotFound, PreconditionFailed, ReleaseError, StateConflict
 from infra.keys import STATE_KEY
 from infra.retries import Backoff
-from infra.routing.cas import CONFLICTS, compare_and_swap
 from infra.routing.events import record_rollback
 from infra.routing.state import RoutingState, apply_change, apply_rollback, parse_state
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.routing.state import StateChange
+    from infra.routing.state import Rollback, StateChange
     from infra.store import ObjectStore
 
 BAKE_S = 600.0  # FLYWHEEL_MODEL_SERVER__BAKE_S's default; open_routing passes the setting
@@ -103,30 +103,11 @@ class StoreRouting:
         state, etag = _read(self.store)
         return _write(self.store, apply_change(state, change), etag=etag)
 
-    def rollback(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        fingerprints: list[str] | None = None,
-        version: str | None = None,
-        release_id: str | None = None,
-        candidate_only: bool = False,
-        workload: str | None = None,
-    ) -> tuple[bool, RoutingState]:
+    def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
         """Roll back (see :class:`RoutingBackend`), then write the ``rollback`` audit event."""
-        saved, before = self.persist_rollback(
-            reason=reason,
-            actor=actor,
-            evidence=evidence,
-            fingerprints=fingerprints,
-            version=version,
-            release_id=release_id,
-            candidate_only=candidate_only,
-            workload=workload,
-        )
+        saved, before = self.persist_rollback(**rollback)
         if before is not None and self.catalog is not None:
+            workload = rollback.get("workload")
             record_rollback(self.catalog, saved, before=before, workload=workload)
         return before is not None, saved
 
@@ -135,9 +116,9 @@ class StoreRouting:
         *,
         policy: Backoff = CONFLICTS,
         retry_on: tuple[type[BaseException], ...] = (StateConflict,),
-        **rollback: Any,
+        **rollback: Unpack[Rollback],
     ) -> tuple[RoutingState, RoutingState | None]:
-        """The state part of :meth:`rollback` (its keywords in ``rollback``), one
+        """The state part of :meth:`rollback` (its :class:`Rollback` keywords), one
         compare-and-swap retried on ``retry_on`` under ``policy``: ``(stored state, state
         before)``; ``before`` is None when there was nothing to roll back (nothing written).
 

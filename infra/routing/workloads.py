@@ -7,10 +7,10 @@ B changed is retried on the state B left, and never undoes B's change."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from infra.errors import ReleaseInterrupted
-from infra.routing.state import RoutingState, StateChange, own_workload
+from infra.routing.state import Rollback, RoutingState, StateChange, own_workload
 
 if TYPE_CHECKING:
     from infra.routing.backend import RoutingBackend
@@ -38,15 +38,16 @@ class WorkloadRouting:
         scoped = StateChange(**change.model_dump(exclude_unset=True), workload=self.workload)
         return self.backend.transition(scoped).release_of(self.workload)
 
-    def rollback(self, **kwargs: Any) -> tuple[bool, RoutingState]:
-        """Roll back the workload's release alone (the keywords of
-        :meth:`RoutingBackend.rollback`); returns (whether anything changed, its view).
+    def rollback(self, **rollback: Unpack[Rollback]) -> tuple[bool, RoutingState]:
+        """Roll back the workload's release alone (the :class:`Rollback` keywords but
+        ``workload``, which is this workload's); returns (whether anything changed, its view).
 
         Raises:
             ReleaseInterrupted: another release of this workload is current (nothing done).
         """
         try:
-            done, state = self.backend.rollback(**kwargs, workload=self.workload)
+            scoped: Rollback = {**rollback, "workload": self.workload}
+            done, state = self.backend.rollback(**scoped)
         except ReleaseInterrupted as exc:
             view = exc.state.release_of(self.workload) if exc.state.workload is None else exc.state
             raise ReleaseInterrupted(str(exc), view) from exc

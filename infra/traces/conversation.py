@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 DEFAULT_WORKLOAD = "default"
-WORKLOAD_HEADER = "X-Flywheel-Workload"
+WORKLOAD_HEADER = "X-Flywheel-Workload"  # the request header naming a workload: its one spelling
 # what the answer should rest on: tool and retrieval results, and the system prompt (where RAG
 # agents put retrieved documents); the gateway and the Langfuse reader derive the same list
 CONTEXT_ROLES = ("system", "tool", "function")

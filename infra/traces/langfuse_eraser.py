@@ -120,10 +120,6 @@ class LangfuseEraser(LangfuseHttp):
         still = {t for t in sorted(ids) if self._exists(t)}
         return ids - still, still
 
-    def trace_ids_before(self, cutoff: datetime) -> set[str]:
-        """Ids of the traces with an observation (v1: a timestamp) before ``cutoff``."""
-        return self._list(before=cutoff)
-
     # -- deleting ---------------------------------------------------------------------------
     def request_deletes(self, trace_ids: Iterable[str]) -> LangfuseDeletion:
         """Ask Langfuse to delete the traces (and with them their scores), in batches; a

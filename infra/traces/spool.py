@@ -68,10 +68,6 @@ class SpoolWriter:
         line = json.dumps({"type": "feedback", **event.model_dump(mode="json")})
         self._add(_hour_prefix(event.at), line)
 
-    def write_raw(self, at: datetime, line: str) -> None:
-        """Write an arbitrary line (tests use it to plant malformed input)."""
-        self._add(hour_prefix(at), line)
-
     def _add(self, prefix: str, line: str) -> None:
         with self._lock:
             self._buf.setdefault(prefix, []).append(line)

@@ -5,8 +5,8 @@ Curating window ``W`` reads the index (one small object, not a scan of the table
 entries older than ``horizon_days`` before ``W``, skips rows whose hash an *other* window kept,
 and writes back the index with ``W``'s entries replaced by what ``W`` keeps now, so rerunning
 the same window stays idempotent while the same conversation and answer an hour later adds
-nothing. The write is a compare-and-swap (``put_if``), retried when another window's curate
-wrote in between.
+nothing. The write is a compare-and-swap (:func:`infra.cas.compare_and_swap` over ``put_if``),
+retried when another window's curate wrote in between.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
 
+from infra.cas import AT_ONCE, compare_and_swap
 from infra.errors import ObjectNotFound, PreconditionFailed
 from infra.keys import DEDUP_INDEX_KEY, parse_window_start, window_id
 from infra.retries import IO_RETRIES
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 INDEX_SCHEMA = pa.schema([("key", pa.string()), ("window", pa.string())])
-_CAS_ATTEMPTS = 8
 
 
 def _read(store: ObjectStore) -> tuple[dict[str, str], str | None]:
@@ -55,22 +55,36 @@ def record_kept(store: ObjectStore, *, window: str, keys: list[str], horizon_day
     """Replace ``window``'s entries of the index with ``keys`` and drop expired ones; returns
     the index size. Raises PreconditionFailed when other writers kept winning the swap."""
     oldest = _horizon(window, horizon_days)
-    for _ in range(_CAS_ATTEMPTS):
-        index, etag = _read(store)
-        kept = {k: w for k, w in index.items() if w != window and w >= oldest}
+
+    def decide(found: tuple[dict[str, str], str | None]) -> dict[str, str]:
+        kept = {k: w for k, w in found[0].items() if w != window and w >= oldest}
         for key in keys:
             kept.setdefault(key, window)
+        return kept
+
+    def write(found: tuple[dict[str, str], str | None], kept: dict[str, str]) -> int:
         table = pa.Table.from_pydict(
             {"key": list(kept), "window": list(kept.values())}, schema=INDEX_SCHEMA
         )
         sink = io.BytesIO()
         pq.write_table(table, sink)
-        try:
-            store.put_if(DEDUP_INDEX_KEY, sink.getvalue(), etag=etag)
-            return len(kept)
-        except PreconditionFailed:
-            continue
-    raise PreconditionFailed(f"{DEDUP_INDEX_KEY} kept changing under {_CAS_ATTEMPTS} writes")
+        store.put_if(DEDUP_INDEX_KEY, sink.getvalue(), etag=found[1])
+        return len(kept)
+
+    try:
+        _found, size = compare_and_swap(
+            lambda: _read(store),
+            decide,
+            write,
+            operation="curate.dedup_index",
+            policy=AT_ONCE,
+            retry_on=(PreconditionFailed,),
+        )
+    except PreconditionFailed as exc:
+        raise PreconditionFailed(
+            f"{DEDUP_INDEX_KEY} kept changing under {AT_ONCE.attempts} writes"
+        ) from exc
+    return size or 0  # decide always writes
 
 
 seen_before_task = task(**IO_RETRIES)(seen_before)

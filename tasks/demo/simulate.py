@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.privacy import user_key
+from infra.traces.conversation import WORKLOAD_HEADER
 from tasks.demo import domain, workloads
 from tasks.demo.agent import conversations, request_messages
 from tasks.demo.population import PREAMBLES, SimUser, build_population
@@ -219,7 +220,7 @@ def _headers(req: SimRequest) -> dict[str, str]:
     """The request's session id, and its workload when the demo runs several."""
     headers = {"X-Session-Id": req.session_id}
     if req.workload:
-        headers["X-Flywheel-Workload"] = req.workload
+        headers[WORKLOAD_HEADER] = req.workload
     return headers
 
 

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from infra.consent import erasure_receipt
 from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
+from infra.retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -322,22 +322,20 @@ def erasure_markdown(title: str, result: Erasure) -> str:
 
 # --- Prefect tasks (thin wrappers; reruns are idempotent) --------------------------------
 
-_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
 
-
-@task(**_IO)
+@task(**IO_RETRIES)
 def user_traces_task(catalog: Catalog, store: ObjectStore, key: str, salt: str) -> set[str]:
     """Returns the user's trace ids."""
     return user_trace_ids(catalog, store, key, salt)
 
 
-@task(**_IO)
+@task(**IO_RETRIES)
 def delete_rows_task(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[str, int]:
     """Returns rows deleted per table."""
     return delete_user_rows(catalog, key, trace_ids)
 
 
-@task(**_IO)
+@task(**IO_RETRIES)
 def scrub_objects_task(
     store: ObjectStore, key: str, salt: str, trace_ids: set[str], skip_prefix: str | None
 ) -> tuple[int, int]:

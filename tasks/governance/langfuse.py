@@ -56,11 +56,3 @@ def langfuse_expire_task(cutoff: datetime) -> LangfuseDeletion:
     from infra.settings import get_settings
 
     return langfuse_expire(get_settings(), cutoff)
-
-
-@task(**IO_RETRIES)
-def langfuse_recheck_task(trace_ids: set[str]) -> LangfuseDeletion:
-    """Returns which pending Langfuse deletes are confirmed now (the rest requested again)."""
-    from infra.settings import get_settings
-
-    return langfuse_recheck(get_settings(), trace_ids)

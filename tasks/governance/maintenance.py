@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prefect import task
-from prefect.cache_policies import NO_CACHE
+
+from infra.retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
-_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
 
 
 def store_key(store: ObjectStore, uri: str) -> str | None:
@@ -114,7 +114,7 @@ def remove_orphans(
     return removed
 
 
-@task(**_IO)
+@task(**IO_RETRIES)
 def expire_task(
     catalog: Catalog,
     store: ObjectStore,

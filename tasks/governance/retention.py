@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 
 from infra.audit import record_event
 from infra.keys import RAW_PREFIXES
+from infra.retries import IO_RETRIES
 from tasks.governance.erasure import Erasure, erasure_details, erasure_markdown
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 _DATED = re.compile(r"(?:dt=(\d{4}-\d{2}-\d{2})|window=(\d{4}-\d{2}-\d{2}T[\d:]+Z))")
-_IO: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "cache_policy": NO_CACHE}
 
 
 def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
@@ -42,7 +41,7 @@ def expired_raw_objects(store: ObjectStore, cutoff: datetime) -> list[str]:
     return expired
 
 
-@task(**_IO)
+@task(**IO_RETRIES)
 def delete_objects_task(store: ObjectStore, keys: list[str]) -> int:
     """Returns how many objects were deleted."""
     for obj in keys:

@@ -377,23 +377,3 @@ def canary_move(
         weight=weight,
         shadow_fraction=0.0,
     )
-
-
-def enter_canary_step(
-    routing: RoutingBackend,
-    catalog: Catalog | None,
-    version: str,
-    *,
-    step: int,
-    policy: ReleaseSettings,
-    actor: str,
-    evidence: dict[str, Any] | None = None,
-) -> RoutingState:
-    """Route ``canary_weight(step)`` % of users to the candidate (shadow mirroring off).
-
-    Raises:
-        ReleaseInterrupted: the release is no longer active (rolled back, aborted, held).
-    """
-    return canary_move(
-        routing, catalog, version, step=step, policy=policy, actor=actor, evidence=evidence
-    ).or_raise()

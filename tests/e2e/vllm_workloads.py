@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from infra.store import LocalStore
+from infra.traces.conversation import WORKLOAD_HEADER
 from tests.e2e.test_alert_rollback import TOKEN, alertmanager_config, prometheus_config
 from tests.procs import find_binary, free_port, service
 
@@ -69,7 +70,7 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
         "user": req.user.user_id,  # type: ignore[attr-defined]
     }
     # the admin token: the answer names the version that served it (no user's answer does)
-    headers = {"Authorization": f"Bearer {TOKEN}", "X-Flywheel-Workload": workload}
+    headers = {"Authorization": f"Bearer {TOKEN}", WORKLOAD_HEADER: workload}
     try:
         resp = httpx.post(f"{gateway}/v1/chat/completions", json=body, headers=headers, timeout=120)
         resp.raise_for_status()

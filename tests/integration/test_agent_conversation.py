@@ -24,6 +24,7 @@ from infra.keys import window_id
 from infra.settings import GatewaySettings, Settings, get_settings
 from infra.store import open_store
 from infra.traces import SpoolSource, TraceRecord
+from infra.traces.conversation import WORKLOAD_HEADER
 from infra.traces.langfuse_reader import LangfuseSource
 from tasks.demo import domain
 from tests.fakes.langfuse import FakeLangfuseServer
@@ -90,7 +91,7 @@ def _send_through_gateway(settings: Settings, *, workload: str) -> None:
             resp = httpx.post(
                 f"{gw.url}/v1/chat/completions",
                 json={"model": "flywheel", "messages": MESSAGES, "user": "user-jane"},
-                headers={"X-Session-Id": "session-1", "X-Flywheel-Workload": workload},
+                headers={"X-Session-Id": "session-1", WORKLOAD_HEADER: workload},
                 timeout=30,
             )
             assert resp.status_code == 200, resp.text

@@ -79,11 +79,11 @@ def test_the_same_alert_rolls_back_the_next_release_of_the_version(tmp_path: Pat
     with start(tmp_path) as gw:
         routing = GatewayRouting(str(gw.admin_url), TOKEN)
         transitions.begin_release(routing, None, "v1", actor="flow")
-        transitions.enter_canary_step(routing, None, "v1", step=0, policy=POLICY, actor="flow")
+        transitions.canary_move(routing, None, "v1", step=0, policy=POLICY, actor="flow").or_raise()
         assert alert(str(gw.admin_url), "v1", "fp-1").json()["rolled_back"] is True
         # a person forces v1 again; the alert (same labels, same fingerprint) fires again
         transitions.begin_release(routing, None, "v1", actor="person", force=True)
-        transitions.enter_canary_step(routing, None, "v1", step=0, policy=POLICY, actor="flow")
+        transitions.canary_move(routing, None, "v1", step=0, policy=POLICY, actor="flow").or_raise()
         again = alert(str(gw.admin_url), "v1", "fp-1").json()
         assert again["rolled_back"] is True and again["duplicates"] == 0
         assert alert(str(gw.admin_url), "v1", "fp-1").json()["duplicates"] == 1
@@ -134,7 +134,7 @@ def test_an_alert_for_the_promoted_version_rolls_back_during_the_bake_period(
     with start(tmp_path, RoutingState(stable="v0")) as gw:
         routing = GatewayRouting(str(gw.admin_url), TOKEN)
         transitions.begin_release(routing, None, "v1", actor="flow")
-        transitions.enter_canary_step(routing, None, "v1", step=1, policy=POLICY, actor="flow")
+        transitions.canary_move(routing, None, "v1", step=1, policy=POLICY, actor="flow").or_raise()
         transitions.promotion(routing, None, "v1", actor="flow", reason="passed").or_raise()
         assert chat_versions(gw.url) == {"v1"}
         resp = alert(str(gw.admin_url), "v1", "fp-after")
@@ -159,7 +159,9 @@ def test_a_stale_run_through_the_gateway_changes_nothing_and_is_audited(tmp_path
         v1 = transitions.begin_release(routing, catalog, "v1", actor="flow")
         controls.abort(routing, catalog, actor="person", reason="wrong data")
         transitions.begin_release(routing, catalog, "v2", actor="flow")
-        v2 = transitions.enter_canary_step(routing, catalog, "v2", step=0, policy=POLICY, actor="f")
+        v2 = transitions.canary_move(
+            routing, catalog, "v2", step=0, policy=POLICY, actor="f"
+        ).or_raise()
         found = machine.conclude(
             routing,
             catalog,

@@ -76,7 +76,9 @@ def gateway(
 
 def in_canary(routing: GatewayRouting, version: str) -> RoutingState:
     transitions.begin_release(routing, None, version, actor="flow")
-    return transitions.enter_canary_step(routing, None, version, step=0, policy=POLICY, actor="f")
+    return transitions.canary_move(
+        routing, None, version, step=0, policy=POLICY, actor="f"
+    ).or_raise()
 
 
 def users_served(gw: GatewayHandle, n: int = 100) -> set[str]:

@@ -253,9 +253,9 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
             routing.transition(StateChange(candidate="v1", weight=5, actor="t", reason="r"))
         gating = transitions.begin_release(routing, None, "v1", actor="person", force=True)
         assert (gating.phase, gating.candidate, gating.rejected) == ("gating", "v1", [])
-        canary = transitions.enter_canary_step(
+        canary = transitions.canary_move(
             routing, None, "v1", step=0, policy=policy, actor="t"
-        )
+        ).or_raise()
         reply = httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "q"}]},

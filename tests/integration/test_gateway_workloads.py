@@ -20,6 +20,7 @@ from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.traces import SpoolSource
+from infra.traces.conversation import WORKLOAD_HEADER
 from tests.fakes.loopback import post_many
 from tests.fakes.upstream import EchoUpstream
 
@@ -84,7 +85,7 @@ def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_pat
         header = httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
-            headers={"X-Flywheel-Workload": "sql", **AUTH},
+            headers={WORKLOAD_HEADER: "sql", **AUTH},
         )
         exposition = httpx.get(f"{gw.url}/metrics").text
     assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6
@@ -147,7 +148,7 @@ def test_public_clients_name_only_released_versions_and_never_a_retired_one(
         return httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
-            headers={"X-Flywheel-Workload": workload, **(auth or {})},
+            headers={WORKLOAD_HEADER: workload, **(auth or {})},
         )
 
     with start(tmp_path, state) as gw:
@@ -172,7 +173,7 @@ def test_a_workload_that_is_not_configured_is_served_and_traced_as_the_shared_re
         return httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
-            headers={"X-Flywheel-Workload": workload, **AUTH},  # AUTH: the serving version
+            headers={WORKLOAD_HEADER: workload, **AUTH},  # AUTH: the serving version
         )
 
     with start(tmp_path, state, workloads=("sql",)) as gw:

@@ -173,7 +173,7 @@ def test_rollback_after_a_promotion_returns_to_the_previous_stable_while_it_bake
     routing = GatewayRouting(str(gateway.admin_url), TOKEN)
     transitions.begin_release(routing, None, "v2", actor="flow")
     policy = ReleaseSettings(canary_steps=(100,))
-    transitions.enter_canary_step(routing, None, "v2", step=0, policy=policy, actor="flow")
+    transitions.canary_move(routing, None, "v2", step=0, policy=policy, actor="flow").or_raise()
     transitions.promotion(routing, None, "v2", actor="flow", reason="passed").or_raise()
     assert chats(gateway) == {(200, "v2")}
     assert cli.main(["status", "--json"]) == 0

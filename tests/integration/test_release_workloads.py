@@ -17,6 +17,7 @@ from infra.gateway import GatewayHandle
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import Settings, get_settings
 from infra.store import open_store
+from infra.traces.conversation import WORKLOAD_HEADER
 from tests.fakes.upstream import start_fake_upstream
 from tests.integration.test_release_flow import ACCURACY, answerer
 
@@ -54,7 +55,7 @@ def answered_by(gw: GatewayHandle, workload: str | None) -> set[str | None]:
     """The versions that answered a few users of ``workload`` (None: no workload named),
     asked with the admin token (only its answers name the version)."""
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    headers |= {"X-Flywheel-Workload": workload} if workload else {}
+    headers |= {WORKLOAD_HEADER: workload} if workload else {}
     seen = set()
     for i in range(4):
         body = {"messages": [{"role": "user", "content": f"{i} + 1 = ?"}], "user": f"u{i}"}

@@ -89,7 +89,7 @@ def test_inconclusive_gate_holds_for_a_person_who_can_resume(routing: StoreRouti
 
 def test_pause_keeps_traffic_and_resume_returns_to_the_same_step(routing: StoreRouting) -> None:
     start(routing)
-    transitions.enter_canary_step(routing, None, "v1", step=2, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=2, policy=CFG, actor="test").or_raise()
     paused = controls.pause(routing, None, actor="person", reason="looking at dashboards")
     assert (paused.phase, paused.weight, paused.step) == ("held", 50.0, 2)
     resumed = controls.resume(routing, None, actor="person")
@@ -103,7 +103,7 @@ def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
     machine.apply_gate(
         routing, None, gate_result("v1", *BETTER), report_keys={}, policy=CFG, actor="test"
     )
-    transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=1, policy=CFG, actor="test").or_raise()
     state = controls.promote(routing, None, actor="person", versions=servable(routing))
     assert (state.stable, state.candidate, state.phase, state.weight) == ("v1", None, "promoted", 0)
     assert state.history[-1].candidate == "v1"
@@ -113,7 +113,7 @@ def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
 
 def test_abort_takes_all_traffic_away_and_rejects(routing: StoreRouting) -> None:
     start(routing)
-    transitions.enter_canary_step(routing, None, "v1", step=3, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=3, policy=CFG, actor="test").or_raise()
     state = controls.abort(routing, None, actor="person", reason="bad smell")
     assert (state.phase, state.weight, state.candidate) == ("rolled_back", 0.0, None)
     assert state.rejected == ["v1"] and "aborted: bad smell" in state.history[-1].reason
@@ -122,16 +122,16 @@ def test_abort_takes_all_traffic_away_and_rejects(routing: StoreRouting) -> None
 
 def test_a_release_never_overwrites_a_rollback_written_meanwhile(routing: StoreRouting) -> None:
     start(routing)
-    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=0, policy=CFG, actor="test").or_raise()
     routing.rollback(reason="alert", actor="alertmanager")
     with pytest.raises(ReleaseInterrupted):
-        transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+        transitions.canary_move(routing, None, "v1", step=1, policy=CFG, actor="test").or_raise()
     assert routing.load().phase == "rolled_back"
 
 
 def test_another_release_in_flight_must_be_ended_first(routing: StoreRouting) -> None:
     start(routing, "v1")
-    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=0, policy=CFG, actor="test").or_raise()
     with pytest.raises(ReleaseError, match="abort or promote it first"):
         start(routing, "v2")
     with pytest.raises(ReleaseError, match="already the stable"):
@@ -184,7 +184,7 @@ def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
     from tasks.release.rollout import PhaseResult
 
     start(routing)
-    transitions.enter_canary_step(routing, None, "v1", step=1, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=1, policy=CFG, actor="test").or_raise()
     held = machine.conclude(
         routing,
         None,
@@ -205,7 +205,7 @@ def test_a_failed_step_rolls_back_with_its_evidence(routing: StoreRouting) -> No
     from tasks.release.rollout import PhaseResult
 
     start(routing)
-    transitions.enter_canary_step(routing, None, "v1", step=0, policy=CFG, actor="test")
+    transitions.canary_move(routing, None, "v1", step=0, policy=CFG, actor="test").or_raise()
     result = PhaseResult(
         verdict="fail", reasons=["error ratio 9.00% = 9.00x stable 1.00%"], evidence={"source": "x"}
     )

@@ -36,9 +36,9 @@ def routing(store: LocalStore) -> StoreRouting:
 
 def in_canary(routing: StoreRouting, version: str, *, force: bool = False) -> RoutingState:
     transitions.begin_release(routing, None, version, actor="flow", force=force)
-    return transitions.enter_canary_step(
+    return transitions.canary_move(
         routing, None, version, step=0, policy=POLICY, actor="flow"
-    )
+    ).or_raise()
 
 
 def stale_failure(routing: StoreRouting, version: str, **kw: str | None) -> RoutingState:
