@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from infra.traces import TraceRecord
 
 if TYPE_CHECKING:
+    from infra.gateway import GatewayHandle
     from tasks.release.gate import GateResult
 
 
@@ -52,3 +54,10 @@ def gate_result(
         checks=[],
         items=[],
     )
+
+
+def wait_for_background(gw: GatewayHandle) -> None:
+    """Until the gateway's background calls (the shadow copies) have ended (bounded: 10 s)."""
+    deadline = time.monotonic() + 10
+    while gw.app.state.gateway.background and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -18,6 +18,7 @@ from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
+from tests.helpers import wait_for_background
 
 pytestmark = pytest.mark.integration
 
@@ -144,10 +145,3 @@ def test_the_public_metrics_name_no_version_no_user_was_routed_to(
     assert (window.candidate.requests, window.stable.requests) == (4, 6)
     assert 'flywheel_route_weight{model="v1"} 100.0' in public
     assert '"v2"' not in public  # still only pinned
-
-
-def wait_for_background(gw: GatewayHandle) -> None:
-    """Until the gateway's background calls (shadow copies) have ended (bounded)."""
-    deadline = time.monotonic() + 10
-    while gw.app.state.gateway.background and time.monotonic() < deadline:
-        time.sleep(0.02)

@@ -4,7 +4,6 @@ refusal only the candidate makes (stable accepts the request) stays the candidat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from tests.fakes.upstream import FakeUpstreamHandle, refuse_bad_stop, start_fake_upstream
+from tests.helpers import wait_for_background
 
 pytestmark = pytest.mark.integration
 
@@ -104,13 +104,6 @@ def test_a_refusal_only_the_canary_makes_is_the_canarys_error(
         assert count(gw, "flywheel_client_refused_total", status="400") == 0
 
 
-def wait_for_shadows(gw: GatewayHandle) -> None:
-    """Until the gateway's background calls (the shadow copies) have ended."""
-    deadline = time.monotonic() + 10
-    while gw.app.state.gateway.background and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("stable_refuses", [True, False], ids=["clients", "shadows"])
 def test_a_shadow_refusal_is_the_shadows_error_only_when_stable_answered(
     tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle], stable_refuses: bool
@@ -123,7 +116,7 @@ def test_a_shadow_refusal_is_the_shadows_error_only_when_stable_answered(
     )
     with start(tmp_path, upstreams, shadow) as gw:
         replies = [chat(gw, {"messages": MESSAGES}, f"u{i}", stream=False) for i in range(5)]
-        wait_for_shadows(gw)
+        wait_for_background(gw)
         assert upstreams["v1"].app.calls == 5
         if stable_refuses:
             assert {r.status_code for r in replies} == {400}
