@@ -46,6 +46,13 @@ RUN_ENV = {
     "FLYWHEEL_TRAIN__MIN_PAIRS": "10",
     # the shadow phase at its default 30 pairs: at 10, one run of four rolled a candidate 18
     # points better on the golden set back on 13 pairs (0.69 -> 0.56, one-sided p 0.041)
+    # this recipe is 38 epochs over ~50 answers of two or three digits, so the candidate ends up
+    # sure of its answer tokens, and how sure depends on which ~50 answers the traffic gave:
+    # KL(v1 || v0) was 0.43 nats/token on a quiet machine (twice, 51 answers) and 1.18 in a CI
+    # run under load (53 answers: v0 48 % -> v1 67 % golden, p 1e-12; held by the default
+    # 1.0). The KL check and its default are tested in test_release_gate_local and
+    # test_release; this test is about the release path through vLLM, not the threshold
+    "FLYWHEEL_RELEASE__KL_MAX": "2.5",
     # workloads a and b named by the configuration: vLLM holds 2 * (2 + 1) + 1 adapters
     "FLYWHEEL_WORKLOADS": '["a", "b"]',
 }
