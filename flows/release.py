@@ -282,7 +282,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         run.routing,
         rt.catalog,
         result,
-        report_keys=run.out.report_keys,
+        gate=run.out.gate,
         policy=run.policy,
         actor=opts.actor,
         skip_shadow=opts.skip_shadow,

@@ -88,7 +88,7 @@ def apply_gate(
     catalog: Catalog | None,
     result: GateResult,
     *,
-    report_keys: dict[str, str],
+    gate: dict[str, Any],
     policy: ReleaseSettings,
     actor: str,
     skip_shadow: bool = False,
@@ -96,11 +96,11 @@ def apply_gate(
 ) -> RoutingState:
     """PROCEED_TO_SHADOW -> shadow (or the first canary step), ROLLBACK -> rolled_back and
     rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it; each only while
-    ``result.version``'s release (``release_id`` when given) is current."""
+    ``result.version``'s release (``release_id`` when given) is current. ``gate``: the gate's
+    evidence (:func:`tasks.release.report.gate_evidence`), recorded with the transition."""
     from tasks.release.gate import Decision
-    from tasks.release.report import gate_evidence
 
-    version, evidence = result.version, {"gate": gate_evidence(result, report_keys)}
+    version, evidence = result.version, {"gate": gate}
     first = result.reasons[0] if result.reasons else ""
     direct = skip_shadow or policy.shadow_fraction <= 0
     ours: dict[str, Any] = {"release_id": release_id, "evidence": evidence, "actor": actor}

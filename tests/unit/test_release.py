@@ -4,6 +4,7 @@ no services)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from infra.settings import ReleaseSettings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions
 from tasks.release.gate import Decision
+from tasks.release.report import gate_evidence
 from tests.helpers import gate_result
 
 CFG = ReleaseSettings(canary_steps=(5, 25, 50, 100), shadow_fraction=0.2)
@@ -39,6 +41,14 @@ def start(routing: StoreRouting, version: str = "v1") -> RoutingState:
     return transitions.begin_release(routing, None, version, actor="test")
 
 
+def gated(
+    routing: StoreRouting, version: str, scores: tuple[list[float], list[float]], **kw: Any
+) -> RoutingState:
+    """``apply_gate`` on a gate result and its evidence, as the release flow hands them."""
+    result = gate_result(version, *scores)
+    return machine.apply_gate(routing, None, result, gate=gate_evidence(result, {}), **kw)
+
+
 def test_gate_pass_starts_the_shadow_with_the_gate_as_evidence(routing: StoreRouting) -> None:
     assert start(routing).phase == "gating"
     result = gate_result("v1", *BETTER)
@@ -47,7 +57,7 @@ def test_gate_pass_starts_the_shadow_with_the_gate_as_evidence(routing: StoreRou
         routing,
         None,
         result,
-        report_keys={"json": "gates/v1/report.json"},
+        gate=gate_evidence(result, {"json": "gates/v1/report.json"}),
         policy=CFG,
         actor="test",
     )
@@ -64,9 +74,7 @@ def test_gate_pass_starts_the_shadow_with_the_gate_as_evidence(routing: StoreRou
 
 def test_gate_rejection_is_recorded_and_never_released_again(routing: StoreRouting) -> None:
     start(routing)
-    state = machine.apply_gate(
-        routing, None, gate_result("v1", *WORSE), report_keys={}, policy=CFG, actor="test"
-    )
+    state = gated(routing, "v1", WORSE, policy=CFG, actor="test")
     assert state.phase == "rolled_back" and state.candidate is None and "v1" in state.rejected
     assert machine.plan_release(state, "v1") == "rejected"
     with pytest.raises(RejectedVersion):
@@ -78,9 +86,7 @@ def test_gate_rejection_is_recorded_and_never_released_again(routing: StoreRouti
 
 def test_inconclusive_gate_holds_for_a_person_who_can_resume(routing: StoreRouting) -> None:
     start(routing)
-    held = machine.apply_gate(
-        routing, None, gate_result("v1", *SAME), report_keys={}, policy=CFG, actor="test"
-    )
+    held = gated(routing, "v1", SAME, policy=CFG, actor="test")
     assert (held.phase, held.weight, held.shadow_fraction) == ("held", 0.0, 0.0)
     assert machine.plan_release(held, "v1") == "held"
     resumed = controls.resume(routing, None, actor="person")
@@ -100,9 +106,7 @@ def test_pause_keeps_traffic_and_resume_returns_to_the_same_step(routing: StoreR
 
 def test_promote_makes_the_candidate_stable(routing: StoreRouting) -> None:
     start(routing)
-    machine.apply_gate(
-        routing, None, gate_result("v1", *BETTER), report_keys={}, policy=CFG, actor="test"
-    )
+    gated(routing, "v1", BETTER, policy=CFG, actor="test")
     transitions.canary_move(routing, None, "v1", step=1, policy=CFG, actor="test").or_raise()
     state = controls.promote(routing, None, actor="person", versions=servable(routing))
     assert (state.stable, state.candidate, state.phase, state.weight) == ("v1", None, "promoted", 0)
@@ -140,9 +144,7 @@ def test_another_release_in_flight_must_be_ended_first(routing: StoreRouting) ->
 
 def test_a_held_candidate_without_traffic_is_superseded(routing: StoreRouting) -> None:
     start(routing, "v1")
-    machine.apply_gate(
-        routing, None, gate_result("v1", *SAME), report_keys={}, policy=CFG, actor="t"
-    )
+    gated(routing, "v1", SAME, policy=CFG, actor="t")
     state = start(routing, "v2")
     assert state.candidate == "v2" and state.history[-1].evidence["superseded"] == "v1"
 
@@ -156,15 +158,7 @@ def test_status_summarises_the_state(routing: StoreRouting) -> None:
 
 def test_skip_shadow_goes_to_the_first_canary_step(routing: StoreRouting) -> None:
     start(routing)
-    state = machine.apply_gate(
-        routing,
-        None,
-        gate_result("v1", *BETTER),
-        report_keys={},
-        policy=CFG,
-        actor="t",
-        skip_shadow=True,
-    )
+    state = gated(routing, "v1", BETTER, policy=CFG, actor="t", skip_shadow=True)
     assert (state.phase, state.step, state.weight) == ("canary", 0, 5.0)
 
 

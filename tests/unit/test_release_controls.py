@@ -18,6 +18,7 @@ from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, restore, transitions
 from tasks.release.gate import Decision
+from tasks.release.report import gate_evidence
 from tests.helpers import gate_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +52,9 @@ def versions(store: LocalStore, *names: str) -> ServableVersions:
 
 def gate(routing: StoreRouting, version: str, scores: tuple[list[float], list[float]]) -> None:
     result = gate_result(version, *scores, run_id="r")
-    machine.apply_gate(routing, None, result, report_keys={}, policy=CFG, actor="flow")
+    machine.apply_gate(
+        routing, None, result, gate=gate_evidence(result, {}), policy=CFG, actor="flow"
+    )
 
 
 def test_unservable_version_is_named_with_the_versions_that_exist(

@@ -23,6 +23,7 @@ from infra.settings import ReleaseSettings, get_settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions
 from tasks.release.adapters import unload_unrouted
+from tasks.release.report import gate_evidence
 from tasks.release.rollout import PhaseResult
 from tests.helpers import gate_result
 
@@ -58,7 +59,13 @@ def test_a_workload_release_runs_to_promotion_beside_the_shared_one(store: Local
     assert (begun.workload, begun.phase, begun.stable) == ("sql", "gating", "v0")
     result = gate_result("sql-1", *BETTER, run_id="r")
     state = machine.apply_gate(
-        sql, None, result, report_keys={}, policy=CFG, actor="flow", skip_shadow=True
+        sql,
+        None,
+        result,
+        gate=gate_evidence(result, {}),
+        policy=CFG,
+        actor="flow",
+        skip_shadow=True,
     )
     assert (state.phase, state.weight) == ("canary", 5)
     for step in (0, 1):
