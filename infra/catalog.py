@@ -1,4 +1,4 @@
-"""Iceberg catalog and the DESIGN tables (namespace ``flywheel``; schemas in
+"""Iceberg catalog and the flywheel tables (namespace ``flywheel``; schemas in
 :mod:`infra.catalog_schemas`).
 
 SQLite ``SqlCatalog`` with the warehouse inside the object store by default; a REST catalog by
@@ -109,7 +109,7 @@ def _s3_props(settings: Settings) -> dict[str, str]:
 
 
 def get_table(catalog: Catalog, name: str) -> Table:
-    """Load ``flywheel.<name>``, creating it (and the namespace) with its DESIGN schema; a
+    """Load ``flywheel.<name>``, creating it (and the namespace) with its schema; a
     transient failure of the warehouse's object store is retried (``catalog.read``)."""
     return retry_call(lambda: _io(lambda: _get_table(catalog, name)), operation="catalog.read")
 
@@ -171,7 +171,7 @@ def _get_table(catalog: Catalog, name: str) -> Table:
 
 
 def _evolved(table: Table, name: str) -> Table:
-    """``table`` with the columns its DESIGN schema gained since it was created (added as
+    """``table`` with the columns its schema gained since it was created (added as
     optional columns, so old rows read them as null); unchanged when nothing is missing."""
     want = SCHEMAS.get(name)
     have = {f.name for f in table.schema().fields}
@@ -188,7 +188,7 @@ def _evolved(table: Table, name: str) -> Table:
 
 
 def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows as an Arrow table with exactly the DESIGN schema of ``name`` (extra keys ignored)."""
+    """Rows as an Arrow table with exactly the schema of ``name`` (extra keys ignored)."""
     schema = SCHEMAS[name]
     columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
     return pa.Table.from_pydict(columns, schema=schema)

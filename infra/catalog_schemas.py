@@ -1,5 +1,6 @@
-"""The DESIGN tables' schemas (namespace ``flywheel``) and their day partitions: what every
-Iceberg table holds, apart from how it is opened and written (:mod:`infra.catalog`)."""
+"""The tables' schemas (namespace ``flywheel``; docs/reference/storage.md) and their day
+partitions: what every Iceberg table holds, apart from how it is opened and written
+(:mod:`infra.catalog`)."""
 
 from __future__ import annotations
 

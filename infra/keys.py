@@ -1,4 +1,5 @@
-"""Every object-store key and prefix of the DESIGN layout, and window ids, in one place.
+"""Every object-store key and prefix of the storage layout (docs/reference/storage.md),
+and window ids, in one place.
 
 ```
 traces/dt=YYYY-MM-DD/hour=HH/<writer>-<seq>.jsonl    raw spool (embedded sink)

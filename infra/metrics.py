@@ -1,4 +1,4 @@
-"""Stage metrics (DESIGN "Metrics") and their delivery to a Prometheus Pushgateway.
+"""Stage metrics (docs/operating/monitoring.md) and their delivery to a Prometheus Pushgateway.
 
 Each stage run builds a :class:`StageReport`. :func:`publish` folds it into cumulative
 counters kept in the object store (``metrics/<stage>.json``) so that ``_total`` series keep

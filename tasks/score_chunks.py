@@ -6,7 +6,7 @@ chunk computed and its counters, which the flow merges into its own scorer and c
 
 Identical items (same content key) always land in the same chunk, so an item repeated in a
 window is computed once, as on one scorer; the table written is the one a single scorer
-writes. The judge's LLM call budget (``FLYWHEEL_JUDGE__MAX_CALLS``) applies per chunk.
+writes. The judge's LLM call budget (``FLYWHEEL_JUDGE__CALL_BUDGET``) applies per chunk.
 """
 
 from __future__ import annotations

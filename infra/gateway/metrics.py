@@ -1,4 +1,5 @@
-"""Gateway metrics with the DESIGN names (the alert rules use them), on a per-app registry.
+"""Gateway metrics with the documented names (docs/operating/monitoring.md; the alert rules
+use them), on a per-app registry.
 
 Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
 has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow

@@ -88,7 +88,7 @@ class ReleaseLine(BaseModel):
 
 
 class WorkloadRelease(ReleaseLine):
-    """One workload's own release line (DESIGN "Per workload"); ``stable`` None: the shared
+    """One workload's own release line (docs/concepts.md, workloads); ``stable`` None: the shared
     stable version serves it until it promotes a version of its own."""
 
 
@@ -96,8 +96,8 @@ _RELEASE_FIELDS = set(ReleaseLine.model_fields) - {"stable"}
 
 
 class RoutingState(ReleaseLine):
-    """DESIGN "routing state": the shared release line at the top level, ``workloads`` the
-    others' own, and what is global (``retired``, the revision)."""
+    """The routing state (docs/reference/storage.md): the shared release line at the top
+    level, ``workloads`` the others' own, and what is global (``retired``, the revision)."""
 
     stable: str = "v0"
     retired: list[str] = []  # trained on erased data: never routed or released again

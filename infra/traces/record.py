@@ -1,5 +1,5 @@
-"""The trace record every source is normalised to (DESIGN "Trace record"), the feedback event
-recorded later, what a source returns for a window, and the two adapter protocols: a
+"""The trace record every source is normalised to (docs/stages/collect.md), the feedback
+event recorded later, what a source returns for a window, and the two adapter protocols: a
 :class:`TraceSource` reads a window, a :class:`TraceSink` receives what the gateway records.
 """
 
@@ -28,7 +28,7 @@ from infra.traces.conversation import (
 
 
 class TraceRecord(BaseModel):
-    """One agent interaction (DESIGN "Trace record").
+    """One agent interaction (docs/stages/collect.md).
 
     ``messages`` is exactly what the model was sent (OpenAI chat messages: system, user,
     assistant with ``tool_calls``, tool results); ``answer`` and ``tool_calls`` are what it

@@ -1,5 +1,5 @@
-"""The release state machine (DESIGN): ``idle -> gating -> shadow -> canary(step i, weight w)
--> promoted``, and from any step ``-> rolled_back`` or ``-> held``.
+"""The release state machine (docs/stages/release.md): ``idle -> gating -> shadow ->
+canary(step i, weight w) -> promoted``, and from any step ``-> rolled_back`` or ``-> held``.
 
 The release flow asks :func:`next_step` what to do (gate, shadow, or canary step ``i``), does
 it, and hands the verdict to :func:`apply_gate`, :func:`after_shadow` or
