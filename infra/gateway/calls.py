@@ -69,8 +69,11 @@ class CallRecorder:
         return DEFAULT_WORKLOAD
 
     def voter(self, req: ChatRequest) -> int | None:
-        """Who asked, as the voice series count users (:mod:`infra.gateway.voices`)."""
-        return self.metrics.ledger.voter(req.user_id, req.peer)
+        """Who asked, as the voice series count users (:mod:`infra.gateway.voices`); keyed
+        once per request."""
+        if req.voice == ():
+            req.voice = self.metrics.ledger.voter(req.user_id, req.peer)
+        return req.voice if isinstance(req.voice, int) else None
 
     def observe(
         self, *, version: str, route: str, started: float, error: bool, req: ChatRequest

@@ -86,6 +86,9 @@ class ChatRequest:
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
     peer: str | None = None  # the connection's address: the voice of a request without a user
+    # who asked, as the voice series count users: computed once per request by the gateway
+    # (``Calls.voter``); ``()``: not yet
+    voice: int | None | tuple[()] = field(default=(), repr=False, compare=False)
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -225,11 +225,10 @@ class GatewayMetrics:
             self.feedback_voices.labels(model, str(value), workload).inc()
 
     def _admit(self, line: str, epoch: Epoch, voter: int | None, model: str, kind: str) -> bool:
-        before = self.ledger.dropped
-        admitted = self.ledger.admit(line=line, epoch=epoch, voter=voter, model=model, kind=kind)
-        if self.ledger.dropped > before:
+        admission = self.ledger.admit(line=line, epoch=epoch, voter=voter, model=model, kind=kind)
+        if admission == "dropped":
             self.voices_dropped.inc()
-        return admitted
+        return admission == "counted"
 
     def set_routing(self, state: RoutingState) -> None:
         """Route weights from the state (a workload's own candidate: its share of that

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from infra.routing import RoutingState
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 MAX_KEYS = 200_000  # (user, version, kind) entries per release line and step
 
 Epoch = tuple[object, ...]
+Admission = Literal["counted", "repeat", "dropped", "anonymous"]
 
 
 def epoch_of(view: RoutingState) -> Epoch:
@@ -65,12 +66,16 @@ class VoiceLedger:
         digest = hashlib.blake2b(who.encode(), key=self._key, digest_size=8).digest()
         return int.from_bytes(digest, "big")
 
-    def admit(self, *, line: str, epoch: Epoch, voter: int | None, model: str, kind: str) -> bool:
+    def admit(
+        self, *, line: str, epoch: Epoch, voter: int | None, model: str, kind: str
+    ) -> Admission:
         """Whether this event of ``voter`` counts as a voice (``kind``: request, error or
-        feedback) for ``model`` in ``line``'s current step; counts it when it does. An event
-        without a voter never counts as a voice."""
+        feedback) for ``model`` in ``line``'s current step (``counted``); counts it when it
+        does. ``repeat``: the voter had its say in this step; ``dropped``: a new voter the
+        ledger had no room for (also counted in ``dropped``); ``anonymous``: no voter, which
+        never counts as a voice."""
         if voter is None:
-            return False
+            return "anonymous"
         current = self._lines.get(line)
         if current is None or current[0] != epoch:
             current = self._lines[line] = (epoch, {})
@@ -78,9 +83,9 @@ class VoiceLedger:
         key = (voter, model, kind)
         n = seen.get(key, 0)
         if n >= self.cap:
-            return False
+            return "repeat"
         if n == 0 and len(seen) >= self.max_keys:
             self.dropped += 1
-            return False
+            return "dropped"
         seen[key] = n + 1
-        return True
+        return "counted"

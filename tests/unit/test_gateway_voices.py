@@ -1,0 +1,49 @@
+"""One user, one voice (``infra.gateway.voices``): what the canary's error and feedback tests
+read. A user's many requests count once per step, a new step hears everyone again, a request
+without a user or peer is never a voice, and a full ledger says how many it could not count."""
+
+from __future__ import annotations
+
+from infra.gateway.metrics import GatewayMetrics
+
+
+def sample(m: GatewayMetrics, name: str, **labels: str) -> float:
+    return m.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_a_user_is_one_voice_per_step_however_often_it_asks_or_fails() -> None:
+    m = GatewayMetrics()
+    ledger = m.ledger
+    heavy, quiet = ledger.voter("heavy", None), ledger.voter("quiet", None)
+    for _ in range(50):  # one client retrying a failing request
+        m.observe(model="v1", route="canary", seconds=0.1, error=True, voter=heavy, epoch=(1,))
+    m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=quiet, epoch=(1,))
+    labels = {"model": "v1", "route": "canary", "workload": "default"}
+    assert sample(m, "agent_requests_total", **labels) == 51  # every event, for dashboards
+    assert sample(m, "agent_errors_total", **labels) == 50
+    assert sample(m, "agent_voices_total", **labels) == 2  # two users
+    assert sample(m, "agent_error_voices_total", **labels) == 1  # one of them met an error
+    # the routing state moved the line on: the next step hears the heavy user again, once
+    for _ in range(5):
+        m.observe(model="v1", route="canary", seconds=0.1, error=True, voter=heavy, epoch=(2,))
+    assert sample(m, "agent_error_voices_total", **labels) == 2
+
+
+def test_the_same_user_behind_another_connection_is_still_one_voice() -> None:
+    ledger = GatewayMetrics().ledger
+    assert ledger.voter("u-1", "10.0.0.1") == ledger.voter("u-1", "10.0.0.2")
+    assert ledger.voter(None, "10.0.0.1") != ledger.voter(None, "10.0.0.2")
+    assert ledger.voter(None, None) is None
+
+
+def test_no_voter_is_never_a_voice_and_a_full_ledger_counts_what_it_dropped() -> None:
+    m = GatewayMetrics()
+    m.ledger.max_keys = 3
+    m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=None, epoch=(1,))
+    for user in ("a", "b", "c", "d", "e"):
+        voter = m.ledger.voter(user, None)
+        m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=voter, epoch=(1,))
+    labels = {"model": "v1", "route": "canary", "workload": "default"}
+    assert sample(m, "agent_voices_total", **labels) == 3
+    assert sample(m, "flywheel_voices_dropped_total") == 2
+    assert m.ledger.dropped == 2
