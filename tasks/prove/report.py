@@ -164,9 +164,11 @@ def chart_png(ab: Ablation, path: Path) -> Path:
 
     names = [a.arm for a in ab.arms]
     means = [100 * a.interval.mean for a in ab.arms]
+    # a Wilson interval (one seed) at 0 % or 100 % ends at the mean up to rounding, and
+    # matplotlib refuses an error bar of -1e-17
     err = [
-        [100 * (a.interval.mean - a.interval.low) for a in ab.arms],
-        [100 * (a.interval.high - a.interval.mean) for a in ab.arms],
+        [max(0.0, 100 * (a.interval.mean - a.interval.low)) for a in ab.arms],
+        [max(0.0, 100 * (a.interval.high - a.interval.mean)) for a in ab.arms],
     ]
     colours = [
         "#2b8a3e" if n == "loop" else "#868e96" if n == "shuffled" else "#4c6ef5" for n in names

@@ -190,3 +190,14 @@ def test_prove_refuses_bad_arms_in_one_line_before_anything_runs(
     assert done.returncode == 2
     assert says in one_error_line(done, "flywheel prove: error: ")
     assert not (tmp_path / "fw" / "prove").exists()  # nothing trained, no report
+
+
+def test_one_seed_reports_with_wilson_intervals_even_at_0_and_100_percent(
+    tmp_path: Path,
+) -> None:
+    runs = [run("loop", 0, 100), run("shuffled", 0, 50), run("dpo_plain", 0, 0)]
+    ab = ablation(runs)
+    assert {a.interval.method for a in ab.arms} == {"Wilson over items"}
+    files = write_report(ab, tmp_path / "prove")  # `flywheel prove --seeds 1` stopped here
+    assert files["chart"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "loop" in files["report"].read_text()
