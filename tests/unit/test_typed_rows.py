@@ -1,0 +1,38 @@
+"""The typed rows of :mod:`tasks.datasets` and the schemas the stages write cannot drift: a
+row type has exactly its table's columns, and mypy rejects a key that is not one of them."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from infra.catalog_schemas import SCHEMAS
+from tasks import datasets
+from tasks.reward import RewardColumns
+
+TYPED_ROWS = {
+    "rollouts": (datasets.Rollout, datasets.ROLLOUT_SCHEMA),
+    "scores": (datasets.Score, datasets.SCORE_SCHEMA),
+    "training_examples": (datasets.TrainingExample, SCHEMAS["training_examples"]),
+    "preference_pairs": (datasets.PreferencePair, SCHEMAS["preference_pairs"]),
+    "eval_results": (datasets.EvalResult, SCHEMAS["eval_results"]),
+    "quarantine": (datasets.Quarantine, SCHEMAS["quarantine"]),
+}
+
+
+@pytest.mark.parametrize("table", sorted(TYPED_ROWS))
+def test_row_type_has_exactly_the_schema_columns(table: str) -> None:
+    row, schema = TYPED_ROWS[table]
+    assert sorted(typing.get_type_hints(row)) == sorted(schema.names)
+
+
+def test_reward_columns_and_buffer_columns_are_columns_of_their_tables() -> None:
+    assert set(typing.get_type_hints(RewardColumns)) <= set(datasets.SCORE_SCHEMA.names)
+    examples = SCHEMAS["training_examples"].names
+    assert [c for c in examples if c in datasets.BUFFER_COLUMNS] == list(datasets.BUFFER_COLUMNS)
+    assert datasets.REWARD_COLUMNS == tuple(
+        c
+        for c in datasets.SCORE_SCHEMA.names
+        if c.startswith("reward") and c != "reward_config_hash"
+    )
