@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NotRequired, TypedDict
 
@@ -293,10 +294,10 @@ def raw_line_pointer(line: RawLine) -> dict[str, Any]:
     }
 
 
-def trace_pointer(row: dict[str, Any]) -> dict[str, Any]:
-    """A rollout row's trace id and a hash of its question and answer."""
+def trace_pointer(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A rollout (or example) row's trace id and a hash of its question and answer."""
     text = f"{row.get('question')}\x00{row.get('answer')}".encode()
-    return {"trace_id": row.get("trace_id"), "sha256": hashlib.sha256(text).hexdigest()}
+    return {TRACE_ID: row.get(TRACE_ID), "sha256": hashlib.sha256(text).hexdigest()}
 
 
 def replace_quarantine(
@@ -308,7 +309,7 @@ def replace_quarantine(
 
     from infra.catalog import replace_where
 
-    where = And(EqualTo("stage", stage), EqualTo("window", window))
+    where = And(EqualTo("stage", stage), EqualTo(WINDOW, window))
     replace_where(catalog, "quarantine", where, rows)
     return len(rows)
 
