@@ -9,7 +9,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,7 +21,7 @@ from infra.privacy import user_key
 from infra.retries import IO_RETRIES
 from infra.settings.workloads import served_workload
 from infra.traces import TraceRecord, TraceSource, WindowBatch
-from tasks.datasets import ROLLOUT_SCHEMA, Rollout, quarantine_row, raw_line_pointer
+from tasks.datasets import ROLLOUT_SCHEMA, Quarantine, Rollout, quarantine_row, raw_line_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -139,7 +139,7 @@ def write_batch_task(store: ObjectStore, *, window: str, data: bytes) -> str:
     return key
 
 
-def invalid_rows(batch: WindowBatch, *, window: str) -> list[dict[str, Any]]:
+def invalid_rows(batch: WindowBatch, *, window: str) -> list[Quarantine]:
     """The ``quarantine`` rows of the lines the source could not parse, each with its reason
     and a pointer to the raw line (never its text)."""
     return [

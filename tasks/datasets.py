@@ -270,18 +270,16 @@ def read_scores(store: ObjectStore, window: str) -> pa.Table:
 # ---- quarantine -----------------------------------------------------------------------------
 
 
-def quarantine_row(
-    *, stage: str, window: str, reason: str, pointer: dict[str, Any]
-) -> dict[str, Any]:
+def quarantine_row(*, stage: str, window: str, reason: str, pointer: dict[str, Any]) -> Quarantine:
     """A ``quarantine`` table row. ``pointer`` locates the bad input (object key and line, or
     trace id) with its size and hash: never its text, which may hold personal data."""
-    return {
-        "stage": stage,
-        "window": window,
-        "reason": reason,
-        "record": json.dumps(pointer, sort_keys=True),
-        "at": datetime.now(UTC),
-    }
+    return Quarantine(
+        stage=stage,
+        window=window,
+        reason=reason,
+        record=json.dumps(pointer, sort_keys=True),
+        at=datetime.now(UTC),
+    )
 
 
 def raw_line_pointer(line: RawLine) -> dict[str, Any]:
@@ -300,9 +298,7 @@ def trace_pointer(row: Mapping[str, Any]) -> dict[str, Any]:
     return {TRACE_ID: row.get(TRACE_ID), "sha256": hashlib.sha256(text).hexdigest()}
 
 
-def replace_quarantine(
-    catalog: Catalog, *, stage: str, window: str, rows: list[dict[str, Any]]
-) -> int:
+def replace_quarantine(catalog: Catalog, *, stage: str, window: str, rows: list[Quarantine]) -> int:
     """Replace the window's quarantine rows of ``stage`` (a rerun never duplicates); returns
     how many it now holds."""
     from pyiceberg.expressions import And, EqualTo

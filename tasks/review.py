@@ -22,6 +22,7 @@ import io
 import json
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ EXPORT_FIELDS = (
 
 
 def sample_for_review(
-    rows: list[dict[str, Any]], *, window: str, policy: ReviewSettings
+    rows: Sequence[Mapping[str, Any]], *, window: str, policy: ReviewSettings
 ) -> list[dict[str, Any]]:
     """Queue rows for one curated window: a seeded random share of the eligible rows plus the
     edge cases (largest |reward - feedback| among rows with feedback)."""
@@ -86,7 +87,7 @@ def sample_for_review(
     ]
 
 
-def _queue_row(row: dict[str, Any], *, window: str, reason: str, at: datetime) -> dict[str, Any]:
+def _queue_row(row: Mapping[str, Any], *, window: str, reason: str, at: datetime) -> dict[str, Any]:
     return {
         "trace_id": row["trace_id"],
         "window": window,
@@ -291,7 +292,7 @@ def override_rewards(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
 
 @task(**IO_RETRIES)
 def queue_review_task(
-    catalog: Catalog, *, window: str, rows: list[dict[str, Any]], policy: ReviewSettings
+    catalog: Catalog, *, window: str, rows: Sequence[Mapping[str, Any]], policy: ReviewSettings
 ) -> list[dict[str, Any]]:
     """Returns the items queued for human review from a curated window."""
     items = sample_for_review(rows, window=window, policy=policy)
@@ -306,7 +307,7 @@ def push_review_task(queue: Any, trace_ids: list[str]) -> int:
 
 
 def queue_for_review(
-    rt: Runtime, report: StageReport, *, window: str, rows: list[dict[str, Any]]
+    rt: Runtime, report: StageReport, *, window: str, rows: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """Queue a curated window's sample for human review (the ``review_queue`` table, and the
     Langfuse annotation queue when one is configured), count it by reason, and return it."""
