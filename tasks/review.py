@@ -31,6 +31,7 @@ from prefect import task
 
 from infra.errors import ReviewFileError
 from infra.retries import IO_RETRIES
+from tasks.datasets import BufferedExample
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -281,7 +282,7 @@ def human_rewards(catalog: Catalog, trace_ids: list[str]) -> dict[str, float]:
     return dict(zip(*_columns(rows, "trace_id", "human_score"), strict=True))
 
 
-def override_rewards(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
+def override_rewards(catalog: Catalog, rows: list[BufferedExample]) -> int:
     """Replace the reward of every labelled row with its human score; returns how many."""
     human = human_rewards(catalog, [r["trace_id"] for r in rows])
     for row in rows:
