@@ -36,3 +36,30 @@ def test_reward_columns_and_buffer_columns_are_columns_of_their_tables() -> None
         for c in datasets.SCORE_SCHEMA.names
         if c.startswith("reward") and c != "reward_config_hash"
     )
+
+
+def test_mypy_rejects_a_key_a_row_does_not_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage that reads a column its input does not have (or a non-column like curate's
+    ``_dedup_key`` on a rollout) fails ``make lint``. Runs mypy on a small module with the
+    repository's cache, which ``make lint`` (first in CI) has filled: a few seconds then."""
+    from pathlib import Path
+
+    from mypy import api
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)  # mypy finds the project's packages from the working directory
+    snippet = (
+        "from tasks.datasets import Rollout, TrainingExample\n"
+        "def good(row: TrainingExample) -> float:\n"
+        "    return row['reward'] + 1.0\n"
+        "def bad(row: Rollout) -> str:\n"
+        "    return row['_dedup_key']\n"
+    )
+    out, _err, status = api.run(
+        ["--config-file", str(root / "pyproject.toml"), "--cache-dir", str(root / ".mypy_cache")]
+        + ["-c", snippet]
+    )
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1
+    assert len(errors) == 1
+    assert 'TypedDict "Rollout" has no key "_dedup_key"' in errors[0]
