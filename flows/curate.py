@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
@@ -16,8 +15,9 @@ from tasks.curate.commit import Curation, audit_window, commit_window
 from tasks.curate.dedup import seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
 from tasks.curate.kanon import canonical_patterns, k_anonymize, k_state_task
+from tasks.curate.rows import Candidate, CuratedExample
 from tasks.curate.summary import CurateResult, publish_curate, report_curate, window_result
-from tasks.datasets import training_exclusions
+from tasks.datasets import Quarantine, training_exclusions
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
 from tasks.pii.engine import PiiConfig
 from tasks.review import queue_for_review
@@ -77,9 +77,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     return result
 
 
-def _anonymize(
-    rt: Runtime, rows: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _anonymize(rt: Runtime, rows: list[Candidate]) -> tuple[list[CuratedExample], list[Quarantine]]:
     """Remove personal data from ``rows`` in chunks the task runner (FLYWHEEL_TASK_RUNNER:
     threads, dask, ray) spreads out; returns the anonymised rows and the quarantined ones, in
     chunk order whichever worker ran them."""

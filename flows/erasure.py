@@ -146,7 +146,7 @@ def _train(
     from tasks.datasets import training_exclusions
     from tasks.train.checkpoints import fetch_base_task
     from tasks.train.config import TrainConfig
-    from tasks.train.methods import MethodChoice
+    from tasks.train.methods import Data, MethodChoice
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select
     from tasks.train.run import TrainRun, train_selection
 
@@ -164,7 +164,7 @@ def _train(
         windows=sorted({r["window"] for r in plan.rows}),
     )
     selection.workload = recipe.workload  # a workload's adapter is replaced by one for it
-    items = {"dpo": selection.pairs, "rft": selection.sft, "grpo": selection.prompts}
+    items: Data = {"dpo": selection.pairs, "rft": selection.sft, "grpo": selection.prompts}
     method = recipe.method
     if not items.get(method):
         return None

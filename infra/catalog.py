@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -187,7 +187,7 @@ def _evolved(table: Table, name: str) -> Table:
     return table.refresh()
 
 
-def to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+def to_arrow(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows as an Arrow table with exactly the schema of ``name`` (extra keys ignored)."""
     schema = SCHEMAS[name]
     columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
@@ -226,7 +226,7 @@ def _write(name: str, write: Callable[[], None]) -> None:
     retry_call(once, operation="catalog.commit", policy=COMMIT_RETRIES)
 
 
-def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
+def append_rows(catalog: Catalog, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
     """Append rows to a table in one commit (no-op for no rows).
 
     Raises:
@@ -236,13 +236,13 @@ def append_rows(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None
         _write(name, lambda: _lease_append(catalog, name, rows))
 
 
-def _lease_append(catalog: Catalog, name: str, rows: list[dict[str, Any]]) -> None:
+def _lease_append(catalog: Catalog, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
     with table_lease_of(catalog):
         get_table(catalog, name).append(to_arrow(name, rows))
 
 
 def replace_where(
-    catalog: Catalog, name: str, row_filter: BooleanExpression, rows: list[dict[str, Any]]
+    catalog: Catalog, name: str, row_filter: BooleanExpression, rows: Sequence[Mapping[str, Any]]
 ) -> None:
     """Replace the rows matching ``row_filter`` with ``rows`` in one commit (a rerun never
     duplicates: the same filter replaces what the last run wrote).

@@ -9,7 +9,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,7 +21,7 @@ from infra.privacy import user_key
 from infra.retries import IO_RETRIES
 from infra.settings.workloads import served_workload
 from infra.traces import TraceRecord, TraceSource, WindowBatch
-from tasks.datasets import ROLLOUT_SCHEMA, quarantine_row, raw_line_pointer
+from tasks.datasets import ROLLOUT_SCHEMA, Quarantine, Rollout, quarantine_row, raw_line_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -88,19 +88,44 @@ def read_window(source: TraceSource, *, start: datetime, hours: int) -> WindowBa
 
 
 def to_parquet(records: list[TraceRecord], *, window: str, salt: str) -> bytes:
-    """The rollouts batch as Parquet bytes."""
-    rows = []
-    for r in records:
-        row = r.model_dump()
-        row["tool_calls"] = json.dumps(r.tool_calls)
-        row["messages"] = json.dumps(r.messages)
-        row["user_key"] = user_key(r.user_id, salt) if r.user_id else None
-        row["window"] = window
-        rows.append(row)
-    cols = {f.name: [row.get(f.name) for row in rows] for f in ROLLOUT_SCHEMA}
+    """The rollouts batch (:class:`~tasks.datasets.Rollout` rows) as Parquet bytes."""
+    rows = [rollout_row(r, window=window, salt=salt) for r in records]
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pydict(cols, schema=ROLLOUT_SCHEMA), sink)
+    pq.write_table(pa.Table.from_pylist(rows, schema=ROLLOUT_SCHEMA), sink)
     return sink.getvalue()
+
+
+def rollout_row(record: TraceRecord, *, window: str, salt: str) -> Rollout:
+    """A trace as the rollouts batch holds it: conversation and tool calls as JSON, the user
+    as its salted key beside the id."""
+    r = record
+    return Rollout(
+        trace_id=r.trace_id,
+        session_id=r.session_id,
+        user_id=r.user_id,
+        user_key=user_key(r.user_id, salt) if r.user_id else None,
+        workload=r.workload,
+        prompt_group=r.prompt_group,
+        messages=json.dumps(r.messages),
+        question=r.question,
+        contexts=r.contexts,
+        answer=r.answer,
+        tool_calls=json.dumps(r.tool_calls),
+        model_version=r.model_version,
+        temperature=r.temperature,
+        top_p=r.top_p,
+        latency_s=r.latency_s,
+        tokens_in=r.tokens_in,
+        tokens_out=r.tokens_out,
+        finish_reason=r.finish_reason,
+        error_count=r.error_count,
+        feedback=r.feedback,
+        created_at=r.created_at,
+        route=r.route,
+        pairing_id=r.pairing_id,
+        logprobs=r.logprobs,
+        window=window,
+    )
 
 
 read_window_task = task(**IO_RETRIES)(read_window)
@@ -114,7 +139,7 @@ def write_batch_task(store: ObjectStore, *, window: str, data: bytes) -> str:
     return key
 
 
-def invalid_rows(batch: WindowBatch, *, window: str) -> list[dict[str, Any]]:
+def invalid_rows(batch: WindowBatch, *, window: str) -> list[Quarantine]:
     """The ``quarantine`` rows of the lines the source could not parse, each with its reason
     and a pointer to the raw line (never its text)."""
     return [

@@ -22,6 +22,7 @@ import io
 import json
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from prefect import task
 
 from infra.errors import ReviewFileError
 from infra.retries import IO_RETRIES
+from tasks.datasets import BufferedExample
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -54,7 +56,7 @@ EXPORT_FIELDS = (
 
 
 def sample_for_review(
-    rows: list[dict[str, Any]], *, window: str, policy: ReviewSettings
+    rows: Sequence[Mapping[str, Any]], *, window: str, policy: ReviewSettings
 ) -> list[dict[str, Any]]:
     """Queue rows for one curated window: a seeded random share of the eligible rows plus the
     edge cases (largest |reward - feedback| among rows with feedback)."""
@@ -86,7 +88,7 @@ def sample_for_review(
     ]
 
 
-def _queue_row(row: dict[str, Any], *, window: str, reason: str, at: datetime) -> dict[str, Any]:
+def _queue_row(row: Mapping[str, Any], *, window: str, reason: str, at: datetime) -> dict[str, Any]:
     return {
         "trace_id": row["trace_id"],
         "window": window,
@@ -280,7 +282,7 @@ def human_rewards(catalog: Catalog, trace_ids: list[str]) -> dict[str, float]:
     return dict(zip(*_columns(rows, "trace_id", "human_score"), strict=True))
 
 
-def override_rewards(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
+def override_rewards(catalog: Catalog, rows: list[BufferedExample]) -> int:
     """Replace the reward of every labelled row with its human score; returns how many."""
     human = human_rewards(catalog, [r["trace_id"] for r in rows])
     for row in rows:
@@ -291,7 +293,7 @@ def override_rewards(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
 
 @task(**IO_RETRIES)
 def queue_review_task(
-    catalog: Catalog, *, window: str, rows: list[dict[str, Any]], policy: ReviewSettings
+    catalog: Catalog, *, window: str, rows: Sequence[Mapping[str, Any]], policy: ReviewSettings
 ) -> list[dict[str, Any]]:
     """Returns the items queued for human review from a curated window."""
     items = sample_for_review(rows, window=window, policy=policy)
@@ -306,7 +308,7 @@ def push_review_task(queue: Any, trace_ids: list[str]) -> int:
 
 
 def queue_for_review(
-    rt: Runtime, report: StageReport, *, window: str, rows: list[dict[str, Any]]
+    rt: Runtime, report: StageReport, *, window: str, rows: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """Queue a curated window's sample for human review (the ``review_queue`` table, and the
     Langfuse annotation queue when one is configured), count it by reason, and return it."""

@@ -18,7 +18,17 @@ from prefect.artifacts import create_markdown_artifact
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
 from infra.retries import IO_RETRIES
-from tasks.datasets import SCORE_SCHEMA, read_rollouts
+from tasks.datasets import (
+    MODEL_VERSION,
+    PROMPT_GROUP,
+    REWARD,
+    REWARD_COLUMNS,
+    SCORE_SCHEMA,
+    TRACE_ID,
+    WORKLOAD,
+    Score,
+    read_rollouts,
+)
 from tasks.feedback import clear_stale, mark_stale
 from tasks.monitors import report_gauges, window_monitors
 from tasks.reward import (
@@ -38,9 +48,6 @@ if TYPE_CHECKING:
     from infra.metrics import StageReport
     from infra.runtime import Runtime
     from infra.store import ObjectStore
-
-
-ELIGIBILITY = ("not_applicable", "eligible", "ineligible_reason", "judge_status", "judge_id")
 
 
 @dataclass(kw_only=True)
@@ -69,10 +76,10 @@ def items_from_rollouts(rollouts: pa.Table) -> list[ScoreItem]:
     cols = {n: rollouts.column(n).to_pylist() for n in ("question", "contexts", "answer")}
     feedback = rollouts.column("feedback").to_pylist()
     latency = rollouts.column("latency_s").to_pylist()
-    ids = rollouts.column("trace_id").to_pylist()
+    ids = rollouts.column(TRACE_ID).to_pylist()
     n = rollouts.num_rows
     names = rollouts.column_names
-    workloads = rollouts.column("workload").to_pylist() if "workload" in names else [None] * n
+    workloads = rollouts.column(WORKLOAD).to_pylist() if WORKLOAD in names else [None] * n
     return [
         ScoreItem(
             question=q or "",
@@ -99,21 +106,25 @@ def items_from_rollouts(rollouts: pa.Table) -> list[ScoreItem]:
 def scores_table(
     rollouts: pa.Table, rewards: list[RewardBreakdown], *, scorer: Scorer, window: str
 ) -> pa.Table:
-    """The scores of a window: one row per rollout, ``SCORE_SCHEMA``."""
-    rows = [r.as_row() for r in rewards]
-    data: dict[str, list[Any]] = {
-        "trace_id": rollouts.column("trace_id").to_pylist(),
-        "prompt_group": rollouts.column("prompt_group").to_pylist(),
-        "model_version": rollouts.column("model_version").to_pylist(),
-    }
-    for name in ("reward", *[f"reward_{c}" for c in COMPONENTS], "missing", *ELIGIBILITY):
-        data[name] = [row[name] for row in rows]
-    n = len(rows)
-    data["reward_config_hash"] = [scorer.config_hash] * n
-    data["judge_kind"] = [scorer.judge.kind] * n
-    data["ragas_mode"] = [scorer.ragas_mode] * n
-    data["window"] = [window] * n
-    return pa.Table.from_pydict(data, schema=SCORE_SCHEMA)
+    """The scores of a window: one row per rollout (:class:`~tasks.datasets.Score`),
+    ``SCORE_SCHEMA``."""
+    ids, groups, versions = (
+        rollouts.column(c).to_pylist() for c in (TRACE_ID, PROMPT_GROUP, MODEL_VERSION)
+    )
+    rows = [
+        Score(
+            **reward.as_row(),
+            trace_id=trace_id,
+            prompt_group=group,
+            model_version=version,
+            reward_config_hash=scorer.config_hash,
+            judge_kind=scorer.judge.kind,
+            ragas_mode=scorer.ragas_mode,
+            window=window,
+        )
+        for reward, trace_id, group, version in zip(rewards, ids, groups, versions, strict=True)
+    ]
+    return pa.Table.from_pylist(rows, schema=SCORE_SCHEMA)
 
 
 def summarize_run(
@@ -122,7 +133,7 @@ def summarize_run(
     """The run's result: counts, reward mean, missing components (no personal data)."""
     missing = [w for w in windows if w not in scored]
     traces = sum(t.num_rows for t in scored.values())
-    rewards = [r for t in scored.values() for r in t.column("reward").to_pylist()]
+    rewards = [r for t in scored.values() for r in t.column(REWARD).to_pylist()]
     if scored:
         message = f"scored {traces} traces in {len(scored)} window(s)"
         if missing:
@@ -184,7 +195,7 @@ def report_metrics(
 ) -> None:
     """The stage's reward histograms and judge counters (``flywheel_reward{component}``...)."""
     scores = pa.concat_tables(tables) if tables else SCORE_SCHEMA.empty_table()
-    report.observe("flywheel_reward", scores.column("reward").to_pylist(), component="total")
+    report.observe("flywheel_reward", scores.column(REWARD).to_pylist(), component="total")
     for c in COMPONENTS:
         values = [v for v in scores.column(f"reward_{c}").to_pylist() if v is not None]
         report.observe("flywheel_reward", values, component=c)
@@ -219,7 +230,7 @@ def summary_markdown(result: ScoreResult, scores: list[pa.Table]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     na = missing_counts(table, "not_applicable")
-    for c in ("reward", *[f"reward_{c}" for c in COMPONENTS]):
+    for c in REWARD_COLUMNS:
         values = sorted(v for v in table.column(c).to_pylist() if v is not None)
         if values:
             q = [values[min(len(values) - 1, int(p * len(values)))] for p in (0.1, 0.5, 0.9)]

@@ -16,22 +16,24 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.curate.gates import REWARD_COLUMNS, quarantine_record, row_messages
+from tasks.curate.gates import quarantine_record, row_messages
 from tasks.curate.kanon import placeholder_pattern
 from tasks.curate.paraphrase import scrub_identifiers
+from tasks.curate.rows import Candidate, CuratedExample
+from tasks.datasets import Quarantine
 from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
 
 _ENGINE_LOCK = threading.Lock()
 
 
-def chunked(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+def chunked(rows: list[Candidate], size: int) -> list[list[Candidate]]:
     """``rows`` in chunks of ``size`` (one empty chunk when there are none)."""
     return [rows[i : i + size] for i in range(0, len(rows), size)] or [[]]
 
 
 def anonymize_rows(
-    rows: list[dict[str, Any]], config: PiiConfig
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows: list[Candidate], config: PiiConfig
+) -> tuple[list[CuratedExample], list[Quarantine]]:
     """training_examples rows (question, answer and contexts anonymised, ``pattern`` and
     ``pii_entities`` set) and quarantine rows for traces the analyzer could not process."""
     engine = load_engine(config)
@@ -40,15 +42,16 @@ def anonymize_rows(
 
 
 def _anonymize_locked(
-    engine: Any, rows: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    engine: Any, rows: list[Candidate]
+) -> tuple[list[CuratedExample], list[Quarantine]]:
     try:
         return [
             _example(r, red) for r, red in zip(rows, _redact_rows(engine, rows), strict=True)
         ], []
     except Exception:  # noqa: BLE001 - isolate the record that breaks the batch
         pass
-    good, bad = [], []
+    good: list[CuratedExample] = []
+    bad: list[Quarantine] = []
     for row in rows:
         try:
             good.append(_example(row, _redact_rows(engine, [row])[0]))
@@ -57,7 +60,7 @@ def _anonymize_locked(
     return good, bad
 
 
-def _texts_of(row: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
+def _texts_of(row: Candidate, messages: list[dict[str, Any]]) -> list[str]:
     """Every distinct text of a row that can hold personal data, in a stable order."""
     texts = [row["question"], row["answer"], *(row.get("contexts") or [])]
     for m in messages:
@@ -72,7 +75,7 @@ def _texts_of(row: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(t for t in texts if isinstance(t, str)))
 
 
-def _redact_rows(engine: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _redact_rows(engine: Any, rows: list[Candidate]) -> list[dict[str, Any]]:
     """Per row: its messages and a text -> :class:`Redaction` map, from one batched pass."""
     per_row = []
     for row in rows:
@@ -120,12 +123,18 @@ def _user_pattern(messages: list[dict[str, Any]], red: dict[str, Any]) -> str:
     )
 
 
-def _example(row: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
+def _example(row: Candidate, redacted: dict[str, Any]) -> CuratedExample:
     red, messages = redacted["red"], redacted["messages"]
     findings = sorted(e for r in red.values() for e in r.entities)
-    example = {c: row.get(c) for c in (*REWARD_COLUMNS, "reward_config_hash")}
     clean = [_scrub_user(_redact_message(m, red)) for m in messages]
-    example.update(
+    return CuratedExample(
+        reward=row["reward"],
+        reward_judge=row.get("reward_judge"),
+        reward_faithfulness=row.get("reward_faithfulness"),
+        reward_context_recall=row.get("reward_context_recall"),
+        reward_feedback=row.get("reward_feedback"),
+        reward_latency=row.get("reward_latency"),
+        reward_config_hash=row.get("reward_config_hash"),
         trace_id=row["trace_id"],
         prompt_group=row["prompt_group"],
         user_key=row.get("user_key"),
@@ -144,17 +153,16 @@ def _example(row: dict[str, Any], redacted: dict[str, Any]) -> dict[str, Any]:
         window=row["window"],
         created_at=row["created_at"],
     )
-    return example
 
 
-def count_entities(rows: Iterable[dict[str, Any]]) -> Counter[str]:
+def count_entities(rows: Iterable[CuratedExample]) -> Counter[str]:
     """Entities removed, by type (one per finding)."""
     return Counter(e for r in rows for e in r.get("_pii_findings", r["pii_entities"]))
 
 
 @task(cache_policy=NO_CACHE)
 def anonymize_task(
-    rows: list[dict[str, Any]], config: PiiConfig
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows: list[Candidate], config: PiiConfig
+) -> tuple[list[CuratedExample], list[Quarantine]]:
     """Returns anonymised training_examples rows and quarantine rows for one chunk."""
     return anonymize_rows(rows, config)

@@ -17,7 +17,7 @@ from tasks.curate.dedup import record_kept_task
 from tasks.curate.gates import STAGE
 from tasks.curate.kanon import held_task
 from tasks.curate.trace_audit import trace_audit_rows, trace_audit_task
-from tasks.datasets import replace_quarantine_task
+from tasks.datasets import Quarantine, replace_quarantine_task
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     from infra.runtime import Runtime
     from tasks.curate.gates import Gated
     from tasks.curate.kanon import KDecision, KState
+    from tasks.curate.rows import CuratedExample
 
 
 def commit_examples(
     catalog: Catalog,
     *,
     window: str,
-    rows: list[dict[str, Any]],
+    rows: list[CuratedExample],
     released_ids: list[str],
     opted_out: set[str] | None = None,
 ) -> int | None:
@@ -88,7 +89,7 @@ def commit_task(
     catalog: Catalog,
     *,
     window: str,
-    rows: list[dict[str, Any]],
+    rows: list[CuratedExample],
     released_ids: list[str],
     opted_out: set[str],
 ) -> int | None:
@@ -117,7 +118,7 @@ class Curation:
     gated: Gated
     decision: KDecision
     state: KState
-    quarantined: list[dict[str, Any]]
+    quarantined: list[Quarantine]
     opted_out: set[str]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,21 +18,23 @@ from infra.errors import ObjectNotFound
 from infra.keys import scores_key
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import conversation_key, legacy_messages
-from tasks.datasets import quarantine_row, read_rollouts, read_scores, trace_pointer
+from tasks.curate.rows import Candidate
+from tasks.datasets import (
+    REWARD_COLUMNS,
+    TRACE_ID,
+    Quarantine,
+    Rollout,
+    quarantine_row,
+    read_rollouts,
+    read_scores,
+    trace_pointer,
+)
 
 if TYPE_CHECKING:
     from infra.settings import CurateSettings
     from infra.store import ObjectStore
 
 STAGE = "curate"
-REWARD_COLUMNS = (
-    "reward",
-    "reward_judge",
-    "reward_faithfulness",
-    "reward_context_recall",
-    "reward_feedback",
-    "reward_latency",
-)
 _PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 
 
@@ -39,7 +42,7 @@ _PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 class Gated:
     """Rows that go on to anonymisation (with ``eligible_as`` set) and drops by reason."""
 
-    kept: list[dict[str, Any]]
+    kept: list[Candidate]
     dropped: Counter[str] = field(default_factory=Counter)
     # the "reward_incomplete" drops by stage 2's reason (which names the judge)
     ineligible: Counter[str] = field(default_factory=Counter)
@@ -57,14 +60,13 @@ def read_window_scores(store: ObjectStore, window: str) -> pa.Table:
         raise ObjectNotFound(f"{scores_key(window)} (score the window before curating)") from exc
 
 
-def join_scores(
-    rollouts: pa.Table, scores: pa.Table
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def join_scores(rollouts: pa.Table, scores: pa.Table) -> tuple[list[Candidate], list[Rollout]]:
     """Rollout rows with their reward columns, and the rows that have no score row."""
-    by_id = {row["trace_id"]: row for row in scores.to_pylist()}
-    joined, unscored = [], []
+    by_id = {row[TRACE_ID]: row for row in scores.to_pylist()}
+    joined: list[Candidate] = []
+    unscored: list[Rollout] = []
     for row in rollouts.to_pylist():
-        score = by_id.get(row["trace_id"])
+        score = by_id.get(row[TRACE_ID])
         if score is None:
             unscored.append(row)
             continue
@@ -82,7 +84,7 @@ def normalise(text: str) -> str:
     return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
 
 
-def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def row_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A rollout row's conversation (JSON in the column; an old row's built from its question
     and contexts)."""
     raw = row.get("messages")
@@ -92,12 +94,12 @@ def row_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
     return legacy_messages(row.get("question") or "", list(row.get("contexts") or []))
 
 
-def dedup_key(row: dict[str, Any]) -> str:
+def dedup_key(row: Mapping[str, Any]) -> str:
     """The row's conversation and answer, folded by :func:`normalise`, as one hash."""
     return conversation_key(row_messages(row), row.get("answer") or "", fold=normalise)
 
 
-def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
+def _fail_reason(row: Candidate, cfg: CurateSettings) -> str | None:
     reward = row.get("reward")
     if reward is None or reward != reward:  # None or NaN
         return "no_reward"
@@ -115,7 +117,7 @@ def _fail_reason(row: dict[str, Any], cfg: CurateSettings) -> str | None:
 
 
 def apply_gates(
-    rows: list[dict[str, Any]],
+    rows: list[Candidate],
     cfg: CurateSettings,
     *,
     opted_out: set[str],
@@ -158,7 +160,7 @@ def apply_gates(
     return out
 
 
-def quarantine_record(row: dict[str, Any], reason: str) -> dict[str, Any]:
+def quarantine_record(row: Mapping[str, Any], reason: str) -> Quarantine:
     """A quarantine row naming the trace and a hash of its text, never the text itself."""
     return quarantine_row(
         stage=STAGE, window=row.get("window") or "", reason=reason, pointer=trace_pointer(row)

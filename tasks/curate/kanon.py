@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.store import ObjectStore
+    from tasks.curate.rows import CuratedExample
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
@@ -37,8 +38,8 @@ _SPACE = re.compile(r"\s+")
 class KDecision:
     """What k-anonymity decided: rows to write, rows to hold, held rows released now."""
 
-    release: list[dict[str, Any]]
-    hold: list[dict[str, Any]]
+    release: list[CuratedExample]
+    hold: list[CuratedExample]
     released_ids: list[str]
     patterns_held: int
 
@@ -49,7 +50,7 @@ class KState:
 
     members: dict[str, set[str]]  # pattern -> distinct users in the table (other windows)
     in_table: set[str]  # every trace id in the table
-    pending: list[dict[str, Any]]  # held rows of other windows not in the table yet
+    pending: list[CuratedExample]  # held rows of other windows not in the table yet
     withdrawn: int  # rows in the table whose user has since withdrawn consent
 
 
@@ -67,13 +68,13 @@ def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str
     return _SPACE.sub(" ", "".join(parts)).strip(" .!?")
 
 
-def _member(row: dict[str, Any]) -> str:
+def _member(row: Mapping[str, Any]) -> str:
     return row.get("user_key") or f"trace:{row['trace_id']}"
 
 
 def canonical_patterns(
-    rows: list[dict[str, Any]], state: KState, *, threshold: float
-) -> list[dict[str, Any]]:
+    rows: list[CuratedExample], state: KState, *, threshold: float
+) -> list[CuratedExample]:
     """``rows`` with each pattern replaced by its paraphrase group's canonical pattern (the
     table's and held rows' patterns first): :func:`tasks.curate.paraphrase.group_patterns`."""
     from tasks.curate.paraphrase import group_patterns
@@ -84,9 +85,9 @@ def canonical_patterns(
 
 
 def k_anonymize(
-    rows: list[dict[str, Any]],
+    rows: list[CuratedExample],
     *,
-    pending: list[dict[str, Any]],
+    pending: list[CuratedExample],
     table_members: dict[str, set[str]],
     k: int,
 ) -> KDecision:
@@ -138,7 +139,7 @@ def k_state(catalog: Catalog, store: ObjectStore, *, window: str, opted_out: set
     return KState(members=dict(members), in_table=in_table, pending=pending, withdrawn=withdrawn)
 
 
-def read_held(store: ObjectStore, *, exclude_window: str | None = None) -> list[dict[str, Any]]:
+def read_held(store: ObjectStore, *, exclude_window: str | None = None) -> list[CuratedExample]:
     """Every held row (optionally not those of one window)."""
     rows = []
     skip = held_key(exclude_window) if exclude_window else None
@@ -148,7 +149,7 @@ def read_held(store: ObjectStore, *, exclude_window: str | None = None) -> list[
     return rows
 
 
-def write_held(store: ObjectStore, *, window: str, rows: list[dict[str, Any]]) -> None:
+def write_held(store: ObjectStore, *, window: str, rows: list[CuratedExample]) -> None:
     """Replace the window's held rows (deleting the object when none are held)."""
     if rows:
         store.put(held_key(window), _parquet(sorted(rows, key=lambda r: r["trace_id"])))
@@ -169,7 +170,7 @@ def prune_held(store: ObjectStore, *, in_table: set[str], opted_out: set[str]) -
     return removed
 
 
-def _parquet(rows: list[dict[str, Any]]) -> bytes:
+def _parquet(rows: Sequence[Mapping[str, Any]]) -> bytes:
     from infra.catalog import to_arrow
 
     sink = io.BytesIO()
@@ -190,7 +191,7 @@ def held_task(
     store: ObjectStore,
     *,
     window: str,
-    hold: list[dict[str, Any]],
+    hold: list[CuratedExample],
     in_table: set[str],
     opted_out: set[str],
 ) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
@@ -33,9 +34,9 @@ def _row(window: str, trace_id: str, event_type: str, details: dict[str, Any]) -
 def trace_audit_rows(
     window: str,
     *,
-    released: list[dict[str, Any]],
-    held: list[dict[str, Any]],
-    quarantined: list[dict[str, Any]],
+    released: Sequence[Mapping[str, Any]],
+    held: Sequence[Mapping[str, Any]],
+    quarantined: Sequence[Mapping[str, Any]],
     k: int,
 ) -> list[dict[str, Any]]:
     """One row per trace: ``curate.trace_anonymised`` (``{"entities": {type: count}}``),

@@ -29,6 +29,7 @@ from tasks.reward.verifiers import DEFAULT_WORKLOAD
 from tasks.train.config import Method, TrainConfig
 from tasks.train.methods import Data
 from tasks.train.pairs import Selection, completion_text
+from tasks.train.rows import SelectedPair
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,13 +61,13 @@ ARMS: dict[str, Arm] = {
 LOOP, CONTROL = "loop", "shuffled"
 
 
-def shuffled_pairs(pairs: list[dict[str, Any]], *, seed: int) -> list[dict[str, Any]]:
+def shuffled_pairs(pairs: list[SelectedPair], *, seed: int) -> list[SelectedPair]:
     """The same pairs with chosen / rejected swapped on a seeded coin flip each."""
     rng = random.Random(seed)
     out = []
     for p in pairs:
         if rng.random() < 0.5:
-            p = {**p, "chosen": p["rejected"], "rejected": p["chosen"]}
+            p = SelectedPair(**{**p, "chosen": p["rejected"], "rejected": p["chosen"]})
             p["chosen_reward"], p["rejected_reward"] = p["rejected_reward"], p["chosen_reward"]
         out.append(p)
     return out

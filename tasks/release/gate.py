@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from infra.settings import ReleaseSettings
+    from tasks.datasets import EvalResult
     from tasks.golden import GoldenItem
     from tasks.pii.engine import PiiEngine
     from tasks.reward import Scorer
@@ -225,9 +226,9 @@ class GateResult:
             "created_at": self.created_at.isoformat(),
         }
 
-    def eval_rows(self) -> list[dict[str, Any]]:
+    def eval_rows(self) -> list[EvalResult]:
         """The ``eval_results`` rows: one per item and version, sharing ``run_id``."""
-        rows = []
+        rows: list[EvalResult] = []
         for it in self.items:
             for version, score, answer in (
                 (self.baseline, it.baseline_score, it.baseline_answer),

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from tasks.reward.judges import judge_id
 
@@ -26,6 +26,24 @@ REWARD_VERSION = "reward/v2"  # v2: required components, plug-in verifiers, veto
 CACHE_VERSION = "cache/v1"
 COMPONENTS = ("judge", "faithfulness", "context_recall", "feedback", "latency")
 CACHED = ("judge", "faithfulness", "context_recall")  # the content-dependent components
+
+
+class RewardColumns(TypedDict):
+    """The reward part of a scores row (:data:`tasks.datasets.SCORE_SCHEMA`): the total, each
+    of :data:`COMPONENTS` as ``reward_<component>`` (``None``: missing), and eligibility."""
+
+    reward: float
+    reward_judge: float | None
+    reward_faithfulness: float | None
+    reward_context_recall: float | None
+    reward_feedback: float | None
+    reward_latency: float | None
+    missing: list[str]
+    not_applicable: list[str]
+    eligible: bool
+    ineligible_reason: str | None  # names the judge
+    judge_status: str | None
+    judge_id: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,18 +67,23 @@ class RewardBreakdown:
         """Whether the trace may become training data (every required component present)."""
         return not self.unmet
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> RewardColumns:
         """The ``reward``, ``reward_<component>`` and ``missing`` columns of a scores table,
         and eligibility: ``eligible``, ``ineligible_reason`` (names the judge), ``judge_id``."""
-        row: dict[str, Any] = {"reward": self.total}
-        row.update({f"reward_{c}": getattr(self, c) for c in COMPONENTS})
-        row["missing"] = list(self.missing)
-        row["not_applicable"] = list(self.not_applicable)
-        row["eligible"] = self.eligible
-        row["ineligible_reason"] = self.ineligible_reason()
-        row["judge_status"] = self.judge_status or None
-        row["judge_id"] = self.judge_id or None
-        return row
+        return RewardColumns(
+            reward=self.total,
+            reward_judge=self.judge,
+            reward_faithfulness=self.faithfulness,
+            reward_context_recall=self.context_recall,
+            reward_feedback=self.feedback,
+            reward_latency=self.latency,
+            missing=list(self.missing),
+            not_applicable=list(self.not_applicable),
+            eligible=self.eligible,
+            ineligible_reason=self.ineligible_reason(),
+            judge_status=self.judge_status or None,
+            judge_id=self.judge_id or None,
+        )
 
     def ineligible_reason(self) -> str | None:
         """Why the trace is not eligible, in words without personal data, e.g. ``required

@@ -9,32 +9,27 @@ curated before a name was checked: the shared release's, as the gateway serves t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from infra.settings.workloads import served_workload
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.datasets import (
+    BUFFER_COLUMNS,
+    CREATED_AT,
+    MODEL_VERSION,
+    WINDOW,
+    WORKLOAD,
+    BufferedExample,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
     from pyiceberg.catalog import Catalog
 
-EXAMPLE_COLUMNS = (
-    "trace_id",
-    "prompt_group",
-    "user_key",
-    "question",
-    "contexts",
-    "answer",
-    "reward",
-    "reward_config_hash",
-    "eligible_as",
-    "window",
-    "created_at",
-    "workload",
-    "messages",
-)
+Row = TypeVar("Row", bound=Mapping[str, Any])
 
 
 def buffer_of(windows: Iterable[str], k: int) -> list[str]:
@@ -43,17 +38,17 @@ def buffer_of(windows: Iterable[str], k: int) -> list[str]:
     return ordered if k <= 0 else ordered[-k:]
 
 
-def workload_of(row: dict[str, Any], workloads: Collection[str] | None = None) -> str:
+def workload_of(row: Mapping[str, Any], workloads: Collection[str] | None = None) -> str:
     """The workload ``row`` belongs to: its own, ``default`` when it names none or, given the
     configured ``workloads``, one of none of them."""
     if workloads is None:
-        return row.get("workload") or DEFAULT_WORKLOAD
-    return served_workload(row.get("workload"), workloads)
+        return row.get(WORKLOAD) or DEFAULT_WORKLOAD
+    return served_workload(row.get(WORKLOAD), workloads)
 
 
 def of_workload(
-    rows: list[dict[str, Any]], workload: str | None, workloads: Collection[str] | None = None
-) -> list[dict[str, Any]]:
+    rows: list[Row], workload: str | None, workloads: Collection[str] | None = None
+) -> list[Row]:
     """The rows of ``workload`` (:func:`workload_of`); all rows for None."""
     if workload is None:
         return rows
@@ -69,25 +64,25 @@ def workload_filter(
 
     if workload is None:
         return AlwaysTrue()
-    if "workload" not in columns:
+    if WORKLOAD not in columns:
         return AlwaysTrue() if workload == DEFAULT_WORKLOAD else AlwaysFalse()
     if workload != DEFAULT_WORKLOAD:
-        return EqualTo("workload", workload)
+        return EqualTo(WORKLOAD, workload)
     if workloads is None:
-        return Or(IsNull("workload"), EqualTo("workload", workload))
+        return Or(IsNull(WORKLOAD), EqualTo(WORKLOAD, workload))
     if not workloads:  # no workload configured: every row is the shared release's
         return AlwaysTrue()
-    return Or(IsNull("workload"), NotIn("workload", sorted(workloads)))
+    return Or(IsNull(WORKLOAD), NotIn(WORKLOAD, sorted(workloads)))
 
 
 def in_buffer(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     *,
     buffer_days: float,
     workload_days: dict[str, float] | None = None,
     now: datetime | None = None,
     workloads: Collection[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """The rows created within their workload's buffer (``workload_days``, else
     ``buffer_days``; ``0`` keeps everything) before ``now`` (``workloads``: as
     :func:`workload_of`)."""
@@ -96,7 +91,7 @@ def in_buffer(
     out = []
     for row in rows:
         limit = days.get(workload_of(row, workloads), buffer_days)
-        if limit <= 0 or row["created_at"] >= now - timedelta(days=limit):
+        if limit <= 0 or row[CREATED_AT] >= now - timedelta(days=limit):
             out.append(row)
     return out
 
@@ -110,7 +105,7 @@ def read_examples(
     served_by: str | None = None,
     workload: str | None = None,
     workloads: Collection[str] | None = None,
-) -> tuple[list[dict[str, Any]], int | None, list[str]]:
+) -> tuple[list[BufferedExample], int | None, list[str]]:
     """Rows of the rolling buffer at the table's current snapshot: (rows, snapshot id,
     windows). The day limit is pushed into the scan (``created_at`` is the partition); with
     ``served_by``, only rows that model version answered (on-policy traffic); with
@@ -132,17 +127,17 @@ def read_examples(
     since: Any = mine
     if newest and longest > 0:
         oldest = datetime.now(UTC) - timedelta(days=longest)
-        since = And(mine, GreaterThanOrEqual("created_at", oldest.isoformat()))
-    names = table.scan(row_filter=since, selected_fields=("window",), snapshot_id=sid).to_arrow()
-    windows = buffer_of(names.column("window").to_pylist(), buffer_windows)
+        since = And(mine, GreaterThanOrEqual(CREATED_AT, oldest.isoformat()))
+    names = table.scan(row_filter=since, selected_fields=(WINDOW,), snapshot_id=sid).to_arrow()
+    windows = buffer_of(names.column(WINDOW).to_pylist(), buffer_windows)
     if not windows:
         return [], sid, []
-    fields = tuple(f for f in EXAMPLE_COLUMNS if f in columns)
-    row_filter: Any = And(mine, In("window", windows))
+    fields = tuple(f for f in BUFFER_COLUMNS if f in columns)
+    row_filter: Any = And(mine, In(WINDOW, windows))
     if served_by:
-        row_filter = And(row_filter, EqualTo("model_version", served_by))
+        row_filter = And(row_filter, EqualTo(MODEL_VERSION, served_by))
     data = table.scan(row_filter=row_filter, selected_fields=fields, snapshot_id=sid).to_arrow()
-    rows = of_workload(data.to_pylist(), workload, workloads)
+    rows: list[BufferedExample] = of_workload(data.to_pylist(), workload, workloads)
     rows = in_buffer(
         rows, buffer_days=buffer_days, workload_days=workload_days, workloads=workloads
     )

@@ -149,7 +149,7 @@ def trained_rows(selection: Selection, method: str) -> tuple[list[str], list[str
     else:
         items = selection.sft if method == "rft" else selection.prompts
         ids = {s["trace_id"] for s in items}
-        keys = {s["user_key"] for s in items if s.get("user_key")}
+        keys = {k for s in items if (k := s["user_key"])}
     return sorted(ids), sorted(keys)
 
 

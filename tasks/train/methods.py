@@ -21,7 +21,7 @@ A builder makes the method's TRL trainer from the TrainingArguments every method
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from infra.settings import RewardSettings, Settings
     from tasks.train.config import TrainConfig
 
-Data = dict[str, list[dict[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
+Data = dict[str, Sequence[Mapping[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
 
 
 @dataclass(kw_only=True)

@@ -39,7 +39,7 @@ import hashlib
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,8 +50,10 @@ from prefect import task
 from infra.local_lm import extract_question, render_prompt
 from infra.retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.datasets import WORKLOAD, PreferencePair
 from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden
 from tasks.train.buffer import read_examples
+from tasks.train.rows import PromptRow, SelectedPair, SftRow
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -101,7 +103,7 @@ class ChatRender:
         return str(text)
 
 
-def example_messages(row: dict[str, Any]) -> Messages:
+def example_messages(row: Mapping[str, Any]) -> Messages:
     """The conversation up to the answer of a training_examples row (an old row without
     messages: its question as the one user turn)."""
     raw = row.get("messages")
@@ -168,9 +170,9 @@ class GoldenFilter:
 class Selection:
     """What stage 4 will train on, and how it was chosen (counts only, no text)."""
 
-    pairs: list[dict[str, Any]]  # preference_pairs rows (train_run filled by write_pairs)
-    sft: list[dict[str, Any]]  # {"prompt", "completion", "trace_id", ...}: high-reward singles
-    prompts: list[dict[str, Any]]  # {"prompt", "question", "contexts", "trace_id"}: one per group
+    pairs: list[SelectedPair]  # train_run filled by write_pairs
+    sft: list[SftRow]  # high-reward singles
+    prompts: list[PromptRow]  # one per group
     snapshot_id: int | None  # training_examples snapshot read
     windows: list[str]  # the buffer
     counts: dict[str, int] = field(default_factory=dict)
@@ -179,11 +181,11 @@ class Selection:
     workload: str | None = None  # the one workload whose rows these are (None: every workload)
 
 
-def _best(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _best(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
     return min(rows, key=lambda r: (-float(r["reward"]), r["trace_id"]))
 
 
-def _worst(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _worst(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
     return min(rows, key=lambda r: (float(r["reward"]), r["trace_id"]))
 
 
@@ -193,7 +195,7 @@ def pair_id(chosen_trace: str, rejected_trace: str) -> str:
 
 
 def select(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     *,
     min_margin: float,
     contaminated: Callable[[str], bool],
@@ -202,11 +204,12 @@ def select(
     snapshot_id: int | None = None,
     windows: list[str] | None = None,
 ) -> Selection:
-    """Pairs, RFT singles and GRPO prompts from the buffer's rows (see the module docstring)."""
+    """Pairs, RFT singles and GRPO prompts from the buffer's rows (see the module docstring):
+    :class:`~tasks.datasets.BufferedExample` rows, or rows with at least its columns."""
     separator = getattr(render, "separator", None)  # a chat template's: "" (completion_text)
     counts: Counter[str] = Counter(read=len(rows))
     opted_out = opted_out or set()
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("reward") is None or not row.get("answer"):
             counts["dropped_unscored"] += 1
@@ -216,12 +219,12 @@ def select(
             counts["decontaminated"] += 1
         else:
             prompt = render(example_messages(row))
-            workload = row.get("workload") or DEFAULT_WORKLOAD
+            workload = row.get(WORKLOAD) or DEFAULT_WORKLOAD
             groups[(workload, row["prompt_group"], prompt)].append(row)
     now = datetime.now(UTC)
-    pairs: list[dict[str, Any]] = []
-    sft: list[dict[str, Any]] = []
-    prompts: list[dict[str, Any]] = []
+    pairs: list[SelectedPair] = []
+    sft: list[SftRow] = []
+    prompts: list[PromptRow] = []
     used: set[str] = set()
     for key in sorted(groups):
         members = groups[key]
@@ -267,59 +270,59 @@ def select(
     )
 
 
-def _sft_row(prompt: str, best: dict[str, Any], *, separator: str | None) -> dict[str, Any]:
-    return {
-        "prompt": prompt,
-        "completion": completion_text(prompt, best["answer"], separator=separator),
-        "trace_id": best["trace_id"],
-        "user_key": best.get("user_key"),
-        "reward_config_hash": best.get("reward_config_hash"),
-    }
+def _sft_row(prompt: str, best: Mapping[str, Any], *, separator: str | None) -> SftRow:
+    return SftRow(
+        prompt=prompt,
+        completion=completion_text(prompt, best["answer"], separator=separator),
+        trace_id=best["trace_id"],
+        user_key=best.get("user_key"),
+        reward_config_hash=best.get("reward_config_hash"),
+    )
 
 
-def _prompt_row(prompt: str, row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "prompt": prompt,
-        "question": row["question"],
-        "contexts": list(row.get("contexts") or []),
-        "trace_id": row["trace_id"],
-        "user_key": row.get("user_key"),
-        "workload": row.get("workload"),  # GRPO's reward picks the workload's verifier
-    }
+def _prompt_row(prompt: str, row: Mapping[str, Any]) -> PromptRow:
+    return PromptRow(
+        prompt=prompt,
+        question=row["question"],
+        contexts=list(row.get("contexts") or []),
+        trace_id=row["trace_id"],
+        user_key=row.get("user_key"),
+        workload=row.get(WORKLOAD),
+    )
 
 
 def _pair_row(
     *,
     group: str,
     prompt: str,
-    best: dict[str, Any],
-    worst: dict[str, Any],
+    best: Mapping[str, Any],
+    worst: Mapping[str, Any],
     margin: float,
     now: datetime,
     separator: str | None,
-) -> dict[str, Any]:
-    return {
-        "pair_id": pair_id(best["trace_id"], worst["trace_id"]),
-        "prompt_group": group,
-        "prompt": prompt,
-        "chosen": completion_text(prompt, best["answer"], separator=separator),
-        "rejected": completion_text(prompt, worst["answer"], separator=separator),
-        "chosen_reward": float(best["reward"]),
-        "rejected_reward": float(worst["reward"]),
-        "reward_diff": margin,
-        "windows": sorted({best["window"], worst["window"]}),
-        "user_keys": sorted({k for k in (best.get("user_key"), worst.get("user_key")) if k}),
-        "train_run": None,
-        "created_at": now,
-        "_trace_ids": [best["trace_id"], worst["trace_id"]],  # not a column: lineage only
-    }
+) -> SelectedPair:
+    return SelectedPair(
+        pair_id=pair_id(best["trace_id"], worst["trace_id"]),
+        prompt_group=group,
+        prompt=prompt,
+        chosen=completion_text(prompt, best["answer"], separator=separator),
+        rejected=completion_text(prompt, worst["answer"], separator=separator),
+        chosen_reward=float(best["reward"]),
+        rejected_reward=float(worst["reward"]),
+        reward_diff=margin,
+        windows=sorted({best["window"], worst["window"]}),
+        user_keys=sorted({k for k in (best.get("user_key"), worst.get("user_key")) if k}),
+        train_run=None,
+        created_at=now,
+        _trace_ids=[best["trace_id"], worst["trace_id"]],  # not a column: lineage only
+    )
 
 
 def write_pairs(
     catalog: Catalog,
     *,
     train_run: str,
-    pairs: list[dict[str, Any]],
+    pairs: Sequence[PreferencePair],
     published_runs: list[str] | None = None,
 ) -> int | None:
     """Replace the pairs of ``train_run`` (and, given ``published_runs``, of every run that
@@ -328,7 +331,7 @@ def write_pairs(
 
     from infra.catalog import current_snapshot_id, replace_where
 
-    rows = [{**p, "train_run": train_run} for p in pairs]
+    rows: list[PreferencePair] = [{**p, "train_run": train_run} for p in pairs]
     row_filter: Any = EqualTo("train_run", train_run)
     if published_runs is not None:
         row_filter = Or(row_filter, NotIn("train_run", published_runs or [""]))  # [""]: none
@@ -389,7 +392,7 @@ def write_pairs_task(
     catalog: Catalog,
     *,
     train_run: str,
-    pairs: list[dict[str, Any]],
+    pairs: Sequence[PreferencePair],
     published_runs: list[str] | None = None,
 ) -> int | None:
     """Returns the preference_pairs snapshot id holding this run's pairs."""

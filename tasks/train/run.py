@@ -35,7 +35,7 @@ from tasks.train.checkpoints import (
 )
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage, build_lineage, card_markdown
-from tasks.train.methods import MethodChoice
+from tasks.train.methods import Data, MethodChoice
 from tasks.train.pairs import Selection, write_pairs_task
 from tasks.train.plan import plan_training_task
 from tasks.train.trainer import TrainOutcome, progress_callback, train_task
@@ -137,7 +137,7 @@ def train_selection(
         )
     consent_sid = current_snapshot_id(rt.catalog, "consent")
     progress = progress_artifact_callback(config)
-    data = {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}
+    data: Data = {"pairs": selection.pairs, "sft": selection.sft, "prompts": selection.prompts}
     with scratch_dir(rt.settings.home_dir / "cache" / "train") as work:
         outcome = train_task(
             base_dir,
