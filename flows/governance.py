@@ -116,9 +116,9 @@ def retention(days: Days | None = None) -> Erasure:
             rt.store, expired_raw_objects(rt.store, cutoff)
         )
         if uses_langfuse(rt.settings):
-            result.add_langfuse(langfuse_expire_task(cutoff))
             for receipt in pending_receipts(rt.store):  # earlier erasures' unconfirmed deletes
                 result.add_recheck(*recheck_receipt_task(rt.store, receipt))
+            result.add_langfuse(langfuse_expire_task(cutoff))
         expired, removed = expire_task(
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )

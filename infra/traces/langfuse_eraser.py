@@ -128,8 +128,19 @@ class LangfuseEraser(LangfuseHttp):
 
     def expire(self, cutoff: datetime) -> LangfuseDeletion:
         """Delete the traces with an observation (v1: a timestamp) before ``cutoff`` (within
-        :attr:`scan_days` of it)."""
-        done = self.request_deletes(self._list_before(cutoff))
+        :attr:`scan_days` of it).
+
+        Raises:
+            SourceError: the server lists no traces (404 to both lists).
+        """
+        try:
+            old = self._list_before(cutoff)
+        except SourceUnavailable:
+            raise SourceError(
+                f"Langfuse at {self.host} answers 404 to both trace lists (v2 observations, "
+                "v1 traces): retention cannot find the traces past their age there"
+            ) from None
+        done = self.request_deletes(old)
         if self.api == "v2":
             done.confirmed = sorted(set(done.requested) - self._list_before(cutoff))
         else:
