@@ -16,7 +16,6 @@ from tasks.governance.erasure import (
     Erasure,
     check_user_key,
     delete_rows_task,
-    forget_receipt,
     scrub_objects_task,
     user_traces_task,
 )
@@ -26,6 +25,7 @@ from tasks.governance.langfuse import langfuse_expire_task, uses_langfuse
 from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task
 from tasks.governance.maintenance import expire_task, store_key
 from tasks.governance.reach import publish_gauges, reached_versions_task
+from tasks.governance.receipts import request_receipts_task
 from tasks.governance.retention import (
     audit_retention,
     delete_objects_task,
@@ -43,7 +43,8 @@ def forget_user(user_key: UserKey) -> Erasure:
     Langfuse is the trace source or sink; Langfuse queues deletes, and the daily retention
     run re-checks those a read-back could not confirm yet); then expire old table snapshots
     and delete the unreferenced files so the data is physically gone. The audit log records a receipt
-    derived from the key, not the key. Every model version that trained on the user's data
+    derived from the key, not the key: one per request, so asking again never overwrites
+    an earlier request's records. Every model version that trained on the user's data
     is recorded with the receipt; the weekly run replaces a serving one before the deadline
     (`flywheel erasure-status RECEIPT`). Do not run while curate or train is committing.
 
@@ -59,8 +60,9 @@ def forget_user(user_key: UserKey) -> Erasure:
     key = check_user_key(user_key)
     rt = Runtime.from_env()
     salt = rt.settings.salt()
-    result = Erasure(receipt=forget_receipt(key))
     with rt.reporting("forget-user"):
+        receipt, earlier = request_receipts_task(rt.store, rt.catalog, key)  # one per request
+        result = Erasure(receipt=receipt)
         trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
         reached = reached_versions_task(rt.store, rt.catalog, key)  # before the rows go
         result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
@@ -79,7 +81,7 @@ def forget_user(user_key: UserKey) -> Erasure:
                 rt.catalog, rt.store, USER_TABLES, None, rt.settings.orphan_min_age_hours * 3600
             )
             result.snapshots_expired, result.orphan_files_removed = expired, removed
-            open_case(rt, result, reached, langfuse=uses_langfuse(rt.settings))
+            open_case(rt, result, reached, langfuse=uses_langfuse(rt.settings), earlier=earlier)
         else:
             logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
     publish_forget_user(result)
@@ -114,9 +116,9 @@ def retention(days: Days | None = None) -> Erasure:
             rt.store, expired_raw_objects(rt.store, cutoff)
         )
         if uses_langfuse(rt.settings):
-            result.add_langfuse(langfuse_expire_task(cutoff))
             for receipt in pending_receipts(rt.store):  # earlier erasures' unconfirmed deletes
                 result.add_recheck(*recheck_receipt_task(rt.store, receipt))
+            result.add_langfuse(langfuse_expire_task(cutoff))
         expired, removed = expire_task(
             rt.catalog, rt.store, sorted(SCHEMAS), cutoff, rt.settings.orphan_min_age_hours * 3600
         )

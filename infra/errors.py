@@ -71,13 +71,17 @@ class SourceRateLimited(TransientSourceError):
 
 class SourceUnavailable(SourceError):
     """The source answered HTTP 404/501: the endpoint is switched off or missing on this server
-    (or the object is gone). The Langfuse reader falls back to an older API on it."""
+    (or the object is gone: ``not_found``). The Langfuse reader falls back to an older API on
+    it."""
 
     def __init__(self, what: str, status: int) -> None:
         super().__init__(
             f"Langfuse answered HTTP {status} to the {what} request (not on this server)"
         )
         self.status = status
+        # the server said the object is not there (Langfuse's 404 body names the error
+        # ``LangfuseNotFoundError``), rather than that the endpoint is off or missing
+        self.not_found = False
 
 
 class JudgeError(FlywheelError):

@@ -1,21 +1,32 @@
 """Erasure and retention in Langfuse, the production raw store, through its public API.
 
-Finding traces: ``GET /api/public/v2/observations`` (cursor pages, filtered by ``userId`` or
-``toStartTime``; the only list a Langfuse v4 server serves in its default ``events_only``
-mode), falling back to ``GET /api/public/traces`` (page-based, deprecated) where the server
-answers v2 with 404 (a v3 server). Langfuse knows users by raw id; flywheel only holds the
-salted key, so the raw id is learned from Langfuse itself: from the first trace the tables
-name whose ``userId`` hashes to the key, else from a scan of the list (stopping at the first
-match); then the user's traces are listed with the server's own ``userId`` filter.
+Finding traces: ``GET /api/public/v2/observations`` (cursor pages, filtered by ``userId``, or by
+start time; the only list a Langfuse v4 server serves in its default ``events_only`` mode),
+falling back to ``GET /api/public/traces`` (page-based, deprecated) where the server answers
+v2 with 404 (a v3 server). Every list is narrowed by an indexed id (user, trace) or a start
+time: Langfuse answers a scan of the whole project with 422 (ClickHouse's resource limit), so
+time scans go back in windows (1, 1, 2, 4 ... days, :data:`SCAN_DAYS` in all). Langfuse knows
+users by raw id; flywheel only holds the salted key, so the raw id is learned from Langfuse
+itself: from the first trace the tables name whose ``userId`` hashes to the key, else from a
+scan of the windows (stopping at the first match); then the user's traces are listed with the
+server's own ``userId`` filter.
 
-Deleting: ``DELETE /api/public/traces`` with ``{"traceIds": [...]}``, at most
-:data:`DELETE_BATCH_MAX` ids a request (the server's limit); a trace's scores go with it, so
-scores are never deleted one by one (each request counts against Langfuse Cloud's daily
-``trace-delete`` budget). ``DELETE /api/public/traces/{id}`` one by one only where the batch
-endpoint is missing. Langfuse queues deletes (answered at once, also for unknown ids; its
-worker deletes a few seconds later), so a delete is *requested* until a read-back no longer
-finds the trace (*confirmed*); :meth:`LangfuseEraser.recheck` re-checks pending ones later.
-A daily budget that runs out defers the remaining deletes (see :mod:`.langfuse_http`).
+Deleting: ``DELETE /api/public/traces`` with exactly ``{"traceIds": [...]}`` (the server's
+schema is strict), at most :data:`DELETE_BATCH_MAX` ids a request; a trace's scores go with it
+(the worker deletes scores by trace id), so scores are never deleted one by one (each request
+counts against Langfuse Cloud's daily ``trace-delete`` budget). Every trace id flywheel's
+tables know for the user is requested, listed or not: a trace without observations (a
+feedback score, its comment, is all Langfuse holds of it) is in no observation list.
+``DELETE /api/public/traces/{id}`` one by one only where the batch endpoint is missing.
+
+Confirming: Langfuse queues deletes (answered at once, also for unknown ids; its worker deletes
+a few seconds later), so a delete is *requested* until a read-back finds nothing of the trace
+(*confirmed*): no observation (v2), no trace (v1, where served: a 404 that says the trace is
+not found, never one that says the endpoint is off) and no score (v3, else v2 scores). A trace
+no served endpoint can read (a server answering 404 to both the v2 observations and the v1
+trace) is never confirmed: it stays pending and :meth:`LangfuseEraser.recheck` requests and
+reads it again later. A daily budget that runs out defers the remaining deletes (see
+:mod:`.langfuse_http`).
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import logging
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
@@ -36,9 +47,12 @@ log = logging.getLogger(__name__)
 
 DELETE_BATCH_MAX = 1000
 """The most trace ids ``DELETE /api/public/traces`` accepts in one request (400 above)."""
+SCAN_DAYS = 366
+"""How far back the time scans go (finding a user's raw id, retention): a year, in windows."""
 _PROBES = 20  # known trace ids tried to learn the user's raw id before scanning
 _V2 = "api/public/v2/observations"
 _V1 = "api/public/traces"
+_SCORES = {"v3": "api/public/v3/scores", "v2": "api/public/v2/scores"}
 
 
 @dataclass
@@ -82,42 +96,70 @@ class LangfuseEraser(LangfuseHttp):
 
     ROLE = "erasure"
 
-    def __init__(self, *, delete_batch: int = DELETE_BATCH_MAX, **connection: Any) -> None:
+    def __init__(
+        self, *, delete_batch: int = DELETE_BATCH_MAX, scan_days: int = SCAN_DAYS, **connection: Any
+    ) -> None:
         super().__init__(**connection)
         self.delete_batch = max(1, min(delete_batch, DELETE_BATCH_MAX))
+        self.scan_days = max(1, scan_days)
         self.api: str | None = None  # "v2" or "v1" once the server has told
+        self._v1_trace_served: bool | None = None  # GET /api/public/traces/{id}
+        self._scores_api: str | None = None  # "v3", "v2" or "" (none) once the server has told
 
     # -- the governance operations ---------------------------------------------------------
     def erase_user(
         self, *, key: str, salt: str, known_trace_ids: Iterable[str]
     ) -> LangfuseDeletion:
-        """Delete every trace of the user with salted ``key``: those listed under their raw
-        ``userId`` and those of ``known_trace_ids`` (named by flywheel's tables) that Langfuse
-        holds; then read back which deletes took effect."""
-        raw, present = self._user_id(key, salt, sorted(set(known_trace_ids)))
-        ids = present | (self._list(user_id=raw) if raw else set())
-        done = self.request_deletes(ids)
-        still = self._list(user_id=raw) if raw and self.api == "v2" else None
-        return self._read_back(done, still)
+        """Delete every trace of the user with salted ``key``: every id of ``known_trace_ids``
+        (named by flywheel's tables; observations or not) and those listed under their raw
+        ``userId``; then read back which deletes took effect."""
+        known = set(known_trace_ids)
+        raw = self._user_id(key, salt, sorted(known))
+        listed = self._list(user_id=raw) if raw else set()
+        done = self.request_deletes(listed | known)
+        if raw and self.api == "v2":  # a fresh listing tells for the listed ones
+            still = self._list(user_id=raw)
+            gone = (set(done.requested) & listed) - still
+            rest = [t for t in done.requested if t not in listed]
+            done.confirmed = sorted(gone | self.confirm(rest)[0])
+        else:
+            done.confirmed = sorted(self.confirm(done.requested)[0])
+        return done
 
     def expire(self, cutoff: datetime) -> LangfuseDeletion:
-        """Delete the traces with an observation (v1: a timestamp) before ``cutoff``."""
-        done = self.request_deletes(self._list(before=cutoff))
-        return self._read_back(done, self._list(before=cutoff) if self.api == "v2" else None)
+        """Delete the traces with an observation (v1: a timestamp) before ``cutoff`` (within
+        :attr:`scan_days` of it).
+
+        Raises:
+            SourceError: the server lists no traces (404 to both lists).
+        """
+        try:
+            old = self._list_before(cutoff)
+        except SourceUnavailable:
+            raise SourceError(
+                f"Langfuse at {self.host} answers 404 to both trace lists (v2 observations, "
+                "v1 traces): retention cannot find the traces past their age there"
+            ) from None
+        done = self.request_deletes(old)
+        if self.api == "v2":
+            done.confirmed = sorted(set(done.requested) - self._list_before(cutoff))
+        else:
+            done.confirmed = sorted(self.confirm(done.requested)[0])
+        return done
 
     def recheck(self, trace_ids: Iterable[str]) -> LangfuseDeletion:
-        """A later run's look at pending (or deferred) deletes: those still there are
+        """A later run's look at pending (or deferred) deletes: those not confirmed gone are
         requested again (idempotent) and read back; ``confirmed`` is every one gone now."""
         gone, still = self.confirm(trace_ids)
-        done = self._read_back(self.request_deletes(still), None)
-        done.confirmed = sorted(gone | set(done.confirmed))
+        done = self.request_deletes(still)
+        done.confirmed = sorted(gone | self.confirm(done.requested)[0])
         return done
 
     def confirm(self, trace_ids: Iterable[str]) -> tuple[set[str], set[str]]:
-        """(confirmed, pending): which of ``trace_ids`` Langfuse no longer holds, which it
-        still does (one read per trace)."""
+        """(confirmed, unconfirmed): which of ``trace_ids`` a read-back finds nothing of, and
+        which Langfuse still holds or no served endpoint can read."""
         ids = set(trace_ids)
-        still = {t for t in sorted(ids) if self._exists(t)}
+        still = {t for t in sorted(ids) if self._remains(t) is not False}
         return ids - still, still
 
     # -- deleting ---------------------------------------------------------------------------
@@ -158,77 +200,128 @@ class LangfuseEraser(LangfuseHttp):
                 except SourceUnavailable:
                     continue  # already gone
 
-    def _read_back(self, done: LangfuseDeletion, still: set[str] | None) -> LangfuseDeletion:
-        """``done`` with ``confirmed`` filled: from a fresh listing (``still``) when there is
-        one, else by reading each requested trace."""
-        if still is None:
-            confirmed, _ = self.confirm(done.requested)
-        else:
-            confirmed = set(done.requested) - still
-        done.confirmed = sorted(confirmed)
-        return done
-
     # -- finding ----------------------------------------------------------------------------
-    def _user_id(self, key: str, salt: str, known: list[str]) -> tuple[str | None, set[str]]:
-        """The user's raw id (or None) and which of the first known trace ids Langfuse holds."""
-        present: set[str] = set()
+    def _user_id(self, key: str, salt: str, known: list[str]) -> str | None:
+        """The user's raw id from the first known trace that names it, else from a scan back
+        in time; None when Langfuse holds no trace of theirs (or lists nothing)."""
         for tid in known[:_PROBES]:
             user = self._trace_user(tid)
-            if user is None:
-                continue
-            present.add(tid)
             if user and hash_user(user, salt) == key:
-                return user, present
-        for item in self._items(fields="core,basic"):
-            user = item.get("userId")
-            if user and hash_user(user, salt) == key:
-                return str(user), present
-        return None, present
+                return user
+        try:
+            for start, end in _windows(datetime.now(UTC) + timedelta(days=1), self.scan_days):
+                for item in self._items(after=start, before=end, fields="core,basic"):
+                    user = item.get("userId")
+                    if user and hash_user(user, salt) == key:
+                        return str(user)
+        except SourceUnavailable:
+            log.warning(
+                "Langfuse at %s lists no traces (v2 observations and the v1 traces list answer "
+                "404): only the traces flywheel knows are deleted, none is confirmed",
+                self.host,
+            )
+        return None
 
     def _trace_user(self, trace_id: str) -> str | None:
-        """The trace's ``userId`` ("" when it has none); None when Langfuse does not hold it."""
+        """The trace's ``userId`` ("" when it has none); None when no read finds the trace."""
         if self._v2():
             query = {"traceId": trace_id, "limit": 1, "fields": "core,basic"}
             data = self.send("v2 observations", "GET", _V2, params=query).get("data") or []
-            return str(data[0].get("userId") or "") if data else None
+            if data:
+                return str(data[0].get("userId") or "")
+        trace = self._v1_trace(trace_id)
+        return None if trace is None else str(trace.get("userId") or "")
+
+    def _v1_trace(self, trace_id: str) -> dict[str, Any] | None:
+        """The v1 trace; None when it is not found, or the endpoint is not served."""
+        return self._v1_read(trace_id)[1]
+
+    def _v1_read(self, trace_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """(whether the v1 trace endpoint answered for the trace, the trace or None)."""
+        if self._v1_trace_served is False:
+            return False, None
         try:
-            trace = self.send("v1 trace", "GET", f"{_V1}/{_q(trace_id)}", params={"fields": "core"})
-        except SourceUnavailable:
+            path = f"{_V1}/{_q(trace_id)}"
+            trace = self.send("v1 trace", "GET", path, params={"fields": "core"})
+        except SourceUnavailable as exc:  # not found, or the endpoint is off (events_only)
+            self._v1_trace_served = exc.not_found
+            return exc.not_found, None
+        self._v1_trace_served = True
+        return True, trace
+
+    def _remains(self, trace_id: str) -> bool | None:
+        """True: Langfuse still holds something of the trace (an observation, the trace, a
+        score); False: it was read and nothing is left; None: no served endpoint can read the
+        trace or its scores (never confirmed)."""
+        body_read = False
+        if self._v2():
+            query = {"traceId": trace_id, "limit": 1, "fields": "core"}
+            if self.send("v2 observations", "GET", _V2, params=query).get("data"):
+                return True
+            body_read = True
+        answered, trace = self._v1_read(trace_id)
+        if trace is not None:
+            return True
+        if not (body_read or answered):
             return None
-        return str(trace.get("userId") or "")
+        return self._has_scores(trace_id)
 
-    def _exists(self, trace_id: str) -> bool:
-        return self._trace_user(trace_id) is not None
+    def _has_scores(self, trace_id: str) -> bool | None:
+        """Whether the trace still has a score (v3, else v2 scores); None where neither is
+        served."""
+        for api in ("v3", "v2") if self._scores_api is None else (self._scores_api,):
+            if not api:
+                return None
+            query = {"traceId": trace_id, "limit": 1}
+            try:
+                body = self.send(f"{api} scores", "GET", _SCORES[api], params=query)
+            except SourceUnavailable:
+                continue
+            self._scores_api = api
+            return bool(body.get("data"))
+        self._scores_api = ""
+        return None
 
-    def _list(self, *, user_id: str | None = None, before: datetime | None = None) -> set[str]:
-        """Trace ids of the user's traces or of those before ``before``."""
-        return {str(item["traceId"]) for item in self._items(user_id=user_id, before=before)}
+    def _list(self, *, user_id: str) -> set[str]:
+        """Trace ids of the user's traces (the ``userId`` filter narrows the list)."""
+        return {str(item["traceId"]) for item in self._items(user_id=user_id)}
+
+    def _list_before(self, cutoff: datetime) -> set[str]:
+        """Trace ids with an observation (v1: a timestamp) in the :attr:`scan_days` before
+        ``cutoff``, window by window."""
+        ids: set[str] = set()
+        for start, end in _windows(cutoff, self.scan_days):
+            ids |= {str(i["traceId"]) for i in self._items(after=start, before=end)}
+        return ids
 
     def _items(
-        self, *, user_id: str | None = None, before: datetime | None = None, fields: str = "core"
+        self,
+        *,
+        user_id: str | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        fields: str = "core",
     ) -> Iterator[dict[str, Any]]:
         """Observations (v2) or traces (v1, with ``traceId`` set) matching the filters."""
         if self._v2():
             query: dict[str, Any] = {"fields": fields, "limit": self.limit(V2_OBSERVATIONS_MAX)}
-            if user_id:
-                query["userId"] = user_id
-            if before:
-                query["toStartTime"] = iso_utc(before)
+            query |= _filters(user_id, after, before, "fromStartTime", "toStartTime")
             yield from self._cursor_pages(query)
             return
         query = {"fields": "core", "limit": self.limit()}
-        if user_id:
-            query["userId"] = user_id
-        if before:
-            query["toTimestamp"] = iso_utc(before)
+        query |= _filters(user_id, after, before, "fromTimestamp", "toTimestamp")
         for trace in self._numbered_pages(query):
             yield {**trace, "traceId": trace["id"]}
 
     def _v2(self) -> bool:
-        """Whether the server lists v2 observations (asked once, then remembered)."""
+        """Whether the server lists v2 observations (asked once, with a query narrow enough
+        for any project, then remembered)."""
         if self.api is None:
+            since = iso_utc(datetime.now(UTC) - timedelta(minutes=1))
             try:
-                self.send("v2 observations", "GET", _V2, params={"limit": 1})
+                self.send(
+                    "v2 observations", "GET", _V2, params={"limit": 1, "fromStartTime": since}
+                )
                 self.api = "v2"
             except SourceUnavailable:
                 log.warning("Langfuse v2 observations unavailable; using the v1 traces list")
@@ -262,3 +355,25 @@ class LangfuseEraser(LangfuseHttp):
 
 def _q(value: str) -> str:
     return urllib.parse.quote(value, safe="")
+
+
+def _filters(
+    user_id: str | None, after: datetime | None, before: datetime | None, lo: str, hi: str
+) -> dict[str, str]:
+    """The list's ``userId`` and time filters (``lo``/``hi``: the API's names for them)."""
+    query = {"userId": user_id} if user_id else {}
+    if after:
+        query[lo] = iso_utc(after)
+    if before:
+        query[hi] = iso_utc(before)
+    return query
+
+
+def _windows(end: datetime, days: int) -> Iterator[tuple[datetime, datetime]]:
+    """``[start, end)`` spans going back from ``end``, 1, 1, 2, 4 ... days long, ``days`` in
+    all: each narrow enough for Langfuse, the recent past (where traces are) finely."""
+    covered = 0
+    while covered < days:
+        step = min(max(covered, 1), days - covered)
+        yield end - timedelta(days=covered + step), end - timedelta(days=covered)
+        covered += step

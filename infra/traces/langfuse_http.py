@@ -233,6 +233,8 @@ class LangfuseHttp(LangfuseClient):
                 f"{self.host}; check FLYWHEEL_LANGFUSE__HOST"
             ) from None
         error = translate_status(resp.status_code, resp.headers, what=what, host=self.host)
+        if isinstance(error, SourceUnavailable):
+            error.not_found = _says_not_found(resp)
         if error is not None:
             raise error
         try:
@@ -240,3 +242,14 @@ class LangfuseHttp(LangfuseClient):
         except ValueError:
             answer = {}
         return answer if isinstance(answer, dict) else {}
+
+
+def _says_not_found(resp: httpx.Response) -> bool:
+    """Whether a 404 says the object is not there (Langfuse's JSON error
+    ``LangfuseNotFoundError``), not that the endpoint is off (Langfuse v4's events_only answer
+    has no ``error``) or missing (a page, not JSON)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("error") == "LangfuseNotFoundError"

@@ -1,9 +1,9 @@
 """Forget a user: find their traces, delete their rows in every table, and scrub every object
 of the store of their data (deletes are made physical by :mod:`.maintenance`).
 
-A user is named only by their salted key. The audit trail records a *receipt*
-(``sha256("flywheel-forget:" + key)``), so after erasure no table, object or data file holds
-the key, yet a person holding the key can prove the erasure happened.
+A user is named only by their salted key. The audit trail records a *receipt* per request
+(:mod:`.receipts`: derived from the key, never the key), so after erasure no table, object or
+data file holds the key, yet a person holding the key can prove the erasure happened.
 """
 
 from __future__ import annotations
@@ -119,11 +119,6 @@ def check_user_key(value: str) -> str:
     return value
 
 
-def forget_receipt(key: str) -> str:
-    """The id an erasure is audited under (not the key itself)."""
-    return erasure_receipt(key)
-
-
 # --- tables ------------------------------------------------------------------------------
 
 
@@ -232,7 +227,7 @@ def scrub_objects(
             new = _scrub_parquet(data, key, salt, trace_ids)
         else:
             text = data.decode("utf-8", "replace")
-            marker = f"forgotten-{forget_receipt(key)[:16]}"
+            marker = f"forgotten-{erasure_receipt(key)[:16]}"
             new = text.replace(key, marker).encode() if key in text else data
         if new == data:
             continue

@@ -129,10 +129,16 @@ def record_step(
 
 
 def open_case(
-    rt: Runtime, result: Erasure, reached: dict[str, tuple[str, str | None]], *, langfuse: bool
+    rt: Runtime,
+    result: Erasure,
+    reached: dict[str, tuple[str, str | None]],
+    *,
+    langfuse: bool,
+    earlier: list[str] | None = None,
 ) -> ErasureCase:
     """Record the model side of a forget-user that erased data (its receipt, the versions its
-    data reached and their roles, what each store reported); versions that saw the user but
+    data reached and their roles, what each store reported, the receipts of the same person's
+    ``earlier`` requests, whose cases are left as they are); versions that saw the user but
     serve nothing are retired at once."""
     routing = open_routing(rt.settings, rt.store, catalog=rt.catalog)
     stores: dict[str, dict[str, object]] = {
@@ -160,6 +166,8 @@ def open_case(
         deadline_days=rt.settings.erasure.deadline_days,
         stores=stores,
     )
+    for receipt in earlier or []:
+        case.add("earlier request", "receipt", f"{receipt[:16]}... (same person; kept as it is)")
     idle = {v for v, e in case.versions.items() if e.role != "retired"}
     if case.status == "done" and idle:
         case.status = "pending"  # until retired: the weekly run retires them if this fails

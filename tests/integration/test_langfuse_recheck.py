@@ -104,6 +104,40 @@ def _at(event: dict[str, Any]) -> Any:
     return event["at"]
 
 
+def test_a_server_no_read_reaches_keeps_every_delete_pending(
+    prefect_api: None, langfuse: FakeLangfuseServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43, item 6: a v4 server without the v2 read path answers 404 to the v2
+    observations and to the v1 trace alike; forget-user still deletes every trace flywheel
+    knows (a feedback comment on a trace without observations included) and never calls one
+    confirmed, and the daily re-check keeps them pending."""
+    from infra.traces import SpoolWriter
+    from tests.fakes.langfuse import FakeScore, FakeTrace
+    from tests.helpers import make_trace
+
+    alice = seed(langfuse)
+    feedback = "alice-feedback"  # nothing but her score and its comment
+    langfuse.add_trace(FakeTrace(id=feedback, timestamp=NOW, observations=[], user_id="alice"))
+    langfuse.add_score(FakeScore("fb", feedback, 0.0, NOW, comment="call me on 010-2345-6789"))
+    langfuse.v2_observations_status = 404
+    store = open_store(get_settings())
+    writer = SpoolWriter(store, writer_id="test")  # the traces flywheel's raw spool holds
+    for i, tid in enumerate(sorted({*alice, feedback})):
+        writer.write_trace(make_trace(i, NOW, user_id="alice", trace_id=tid))
+    writer.flush()
+
+    out = cli(capsys, "forget-user", "alice")
+    assert out["langfuse_traces_deleted"] == 5 == out["langfuse_traces_pending"]
+    assert out["langfuse_traces_confirmed"] == 0
+    langfuse.process_deletions()  # gone, but no read on this server can tell
+    assert not [s for s in langfuse.scores if s.trace_id == feedback]
+    from tasks.governance.langfuse_pending import recheck_receipt
+
+    assert recheck_receipt(get_settings(), store, out["receipt"]) == (0, 5)  # the daily re-check
+    status = cli(capsys, "erasure-status", out["receipt"])
+    assert status["langfuse"] == "requested 5 / confirmed 0 (read-back pending)"
+
+
 def test_a_recheck_keeps_what_is_still_there_and_needs_no_case(tmp_path: Path) -> None:
     from tasks.governance.langfuse_pending import (
         load_pending,

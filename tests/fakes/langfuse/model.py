@@ -1,12 +1,16 @@
 """The fake Langfuse's data (traces, observations, scores) and the request checks every
-endpoint shares: known query parameters, ISO 8601 timestamps with a timezone, page limits,
-cursors, Langfuse's wire format for timestamps."""
+endpoint shares: known query parameters, timestamps as zod's ``z.iso.datetime({offset: true})``
+takes them (``T`` between date and time, ``Z`` or an offset: no space, which is also what an
+unencoded ``+`` in a query string becomes), page limits, cursors, scans narrowed enough for
+ClickHouse (else 422, as the real server answers a query past its resource limits),
+Langfuse's wire format for timestamps."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -60,14 +64,43 @@ class FakeScore:
     timestamp: datetime
     name: str = "user_feedback"
     data_type: str = "NUMERIC"
+    comment: str | None = None  # what the user typed with their feedback
 
 
 class HTTPError(Exception):
-    """An error answer: ``status`` and Langfuse's ``{"message": ...}`` body."""
+    """An error answer: ``status`` and Langfuse's ``{"message": ..., "error": ...}`` body
+    (``error``: the server's error class, e.g. ``LangfuseNotFoundError`` for an object that is
+    not there; absent where the real server sends none, as its events_only 404)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        error: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
+        self.error = error
+
+    def body(self) -> dict[str, str]:
+        """The JSON body of the answer."""
+        return {"message": self.message, **({"error": self.error} if self.error else {})}
+
+
+NOT_FOUND = "LangfuseNotFoundError"
+"""The ``error`` of Langfuse's 404 for an object that is not there (not for a missing route)."""
+RESOURCE_LIMIT = (
+    "Your query could not be completed. Please narrow your request by adding more specific "
+    "filters (e.g., a shorter date range)."
+)
+"""The message of Langfuse's 422 for a ClickHouse query past its memory or time limits."""
+# zod 4's z.iso.datetime({offset: true}): date "T" time (seconds and fraction optional), then
+# Z or an offset (+02:00, +0200, +02)
+_ISO_DATETIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)"
+)
 
 
 def ts(at: datetime | None) -> str | None:
@@ -77,15 +110,22 @@ def ts(at: datetime | None) -> str | None:
     return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_TIMES = {"fromStartTime", "toStartTime", "fromTimestamp", "toTimestamp"}
+
+
 def params(q: dict[str, list[str]], allowed: set[str]) -> dict[str, str]:
-    """The query as single values; 400 on an unknown or repeated parameter."""
+    """The query as single values; 400 on an unknown or repeated parameter, or a time filter
+    zod would refuse."""
     unknown = sorted(set(q) - allowed)
     if unknown:
         raise HTTPError(400, f"Invalid request data: unknown query parameters {unknown}")
     repeated = [k for k, v in q.items() if len(v) > 1 and k not in ("tags", "environment")]
     if repeated:
         raise HTTPError(400, f"Invalid request data: repeated query parameters {repeated}")
-    return {k: v[-1] for k, v in q.items()}
+    p = {k: v[-1] for k, v in q.items()}
+    for key in _TIMES & set(p):  # validated up front, as zod parses the whole query
+        when(p, key)
+    return p
 
 
 def integer(p: dict[str, str], key: str, default: int, lo: int, hi: int) -> int:
@@ -100,16 +140,22 @@ def integer(p: dict[str, str], key: str, default: int, lo: int, hi: int) -> int:
 
 
 def when(p: dict[str, str], key: str) -> datetime | None:
-    """A timestamp parameter; 400 unless ISO 8601 with a timezone."""
+    """A timestamp parameter; 400 unless ISO 8601 as zod takes it (``T``, a timezone)."""
     if key not in p:
         return None
+    if not _ISO_DATETIME.fullmatch(p[key]):
+        raise HTTPError(400, f"Invalid request data: {key}: Invalid ISO datetime")
     try:
-        at = datetime.fromisoformat(p[key])
+        return datetime.fromisoformat(p[key])
     except ValueError:
-        raise HTTPError(400, f"Invalid request data: {key} is not ISO 8601") from None
-    if at.tzinfo is None:
-        raise HTTPError(400, f"Invalid request data: {key} needs a timezone")
-    return at
+        raise HTTPError(400, f"Invalid request data: {key}: Invalid ISO datetime") from None
+
+
+def narrowed(p: dict[str, str], ids: tuple[str, ...], start: str) -> None:
+    """422 (the real server's ClickHouse resource limit) for a list that would read the whole
+    project: neither an id filter (indexed: trace, user, session) nor a start time bounds it."""
+    if not any(p.get(k) for k in ids) and not p.get(start):
+        raise HTTPError(422, RESOURCE_LIMIT, error="Request timed out")
 
 
 def in_range(at: datetime, p: dict[str, str], lo_key: str, hi_key: str) -> bool:

@@ -3,7 +3,10 @@
 metadata truncated at 200 characters unless expanded, filters by user, trace, type, root and
 start time), ``/api/public/v3/scores`` (cursor pages, ``subject`` field group), and the
 deprecated page-based ``/api/public/traces``, ``/api/public/traces/{id}`` and
-``/api/public/v2/scores``."""
+``/api/public/v2/scores``. A list that no id filter nor start time narrows answers 422 (see
+:func:`~tests.fakes.langfuse.model.narrowed`); a trace that is not there answers 404 with
+``error: LangfuseNotFoundError``; a trace may have no observations (a score on it is all
+Langfuse holds)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import json
 from typing import Any
 
 from tests.fakes.langfuse.model import (
+    NOT_FOUND,
     PAGE_MAX,
     V2_OBSERVATIONS_MAX,
     FakeObservation,
@@ -20,6 +24,7 @@ from tests.fakes.langfuse.model import (
     in_range,
     integer,
     keyset_page,
+    narrowed,
     numbered_page,
     params,
     ts,
@@ -130,6 +135,7 @@ V1_TRACE_PARAMS = {
 def observations_v2(q: dict[str, list[str]], traces: list[FakeTrace]) -> dict[str, Any]:
     """``GET /api/public/v2/observations``."""
     p = params(q, V2_OBS_PARAMS)
+    narrowed(p, ("traceId", "userId", "sessionId"), "fromStartTime")
     groups = {"core", *(g for g in p.get("fields", "core,basic").split(",") if g)}
     if groups - set(V2_GROUPS):
         raise HTTPError(
@@ -216,15 +222,16 @@ def _obs_v1(o: FakeObservation) -> dict[str, Any]:
 
 
 def _trace_v1(t: FakeTrace, scores: list[FakeScore], *, full: bool) -> dict[str, Any]:
-    root = next((o for o in t.observations if o.parent_id is None), t.observations[0])
-    end = max((o.end_time or o.start_time) for o in t.observations)
+    root = next((o for o in t.observations if o.parent_id is None), None)
+    root = root or (t.observations[0] if t.observations else None)
+    end = max((o.end_time or o.start_time for o in t.observations), default=t.timestamp)
     own = [s for s in scores if s.trace_id == t.id]
     return {
         "id": t.id,
         "timestamp": ts(t.timestamp),
-        "name": root.name,
-        "input": root.input,
-        "output": root.output,
+        "name": root.name if root else None,
+        "input": root.input if root else None,
+        "output": root.output if root else None,
         "sessionId": t.session_id,
         "userId": t.user_id,
         "metadata": t.metadata,
@@ -250,7 +257,7 @@ def trace_v1(
     params(q, {"fields"})
     match = [t for t in traces if t.id == tid]
     if not match:
-        raise HTTPError(404, "Trace not found within authorized project")
+        raise HTTPError(404, f"Trace {tid} not found within authorized project", error=NOT_FOUND)
     return _trace_v1(match[0], scores, full=True)
 
 
@@ -259,6 +266,7 @@ def traces_v1(
 ) -> dict[str, Any]:
     """``GET /api/public/traces`` (page-based, ``limit`` at most 100)."""
     p = params(q, V1_TRACE_PARAMS)
+    narrowed(p, ("userId", "sessionId"), "fromTimestamp")
     if p.get("orderBy", "timestamp.desc") not in ("timestamp.asc", "timestamp.desc"):
         raise HTTPError(400, "Invalid request data: orderBy")
     rows = sorted(
@@ -292,7 +300,7 @@ def _score_core(s: FakeScore) -> dict[str, Any]:
 
 
 def _score_v2(s: FakeScore) -> dict[str, Any]:
-    body = {**_score_core(s), "traceId": s.trace_id, "observationId": None, "comment": None}
+    body = {**_score_core(s), "traceId": s.trace_id, "observationId": None, "comment": s.comment}
     if s.data_type == "BOOLEAN":
         body.update(value=1.0 if s.value else 0.0, stringValue="True" if s.value else "False")
     return body
@@ -324,7 +332,7 @@ def scores_v3(q: dict[str, list[str]], scores: list[FakeScore]) -> dict[str, Any
         if "subject" in groups:
             item["subject"] = {"kind": "trace", "id": s.trace_id}
         if "details" in groups:
-            item.update(comment=None, configId=None, metadata={})
+            item.update(comment=s.comment, configId=None, metadata={})
         data.append(item)
     return {"data": data, "meta": {"limit": limit, **({"cursor": cursor} if cursor else {})}}
 

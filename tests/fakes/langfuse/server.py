@@ -13,7 +13,13 @@ It follows the real server (Langfuse v4, read from its source) where clients tri
 - :meth:`FakeLangfuseServer.rate_limit`: a budget per resource (``public-api``,
   ``public-api-legacy``, ``trace-delete``) answered with 429 and ``Retry-After``.
 - Deletes are queued (200 at once, also for unknown ids) and take effect later
-  (:attr:`deletes`; a trace's scores go with it).
+  (:attr:`deletes`; a trace's scores go with it, also when no trace was ever ingested for its
+  id, as the worker deletes scores by trace id). The batch body is zod-strict: exactly
+  ``{"traceIds": [...]}``, any other field is a 400.
+- Lists no id filter nor start time narrows answer 422 (ClickHouse's resource limit);
+  timestamps must be ISO 8601 with ``T`` and a timezone (400 otherwise).
+- 404s say why: ``error: LangfuseNotFoundError`` for a trace that is not there, no ``error``
+  where the endpoint is off (events_only, a missing route).
 
 Knobs kept from earlier tests: :meth:`fail`, and ``v2_observations_status`` /
 ``v3_scores_status`` / ``v1_traces_status`` / ``batch_delete_status`` to switch one API off.
@@ -200,7 +206,7 @@ class FakeLangfuseServer(Seeding, AnnotationQueues):
             route, groups = _match(method, path)
             return 200, self._serve(route, groups, path, query, body, auth), {}
         except HTTPError as exc:
-            return exc.status, {"message": exc.message}, exc.headers
+            return exc.status, exc.body(), exc.headers
 
     def _serve(
         self, route: Route, groups: tuple[str, ...], path: str, q: Any, body: Any, auth: Any
@@ -267,6 +273,9 @@ class FakeLangfuseServer(Seeding, AnnotationQueues):
     def delete_traces(self, q: Any, body: Any) -> dict[str, Any]:
         """``DELETE /api/public/traces`` with ``{"traceIds": [...]}`` (1..1000 ids): queued."""
         ids = body.get("traceIds") if isinstance(body, dict) else None
+        extra = sorted(set(body) - {"traceIds"}) if isinstance(body, dict) else []
+        if extra:  # DeleteTracesV1Body is z.object({...}).strict()
+            raise HTTPError(400, f"Invalid request data: unrecognized keys {extra}")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise HTTPError(400, "Invalid request data: traceIds")
         if not ids:
@@ -292,7 +301,9 @@ class FakeLangfuseServer(Seeding, AnnotationQueues):
         """Delete the traces and their scores (the lock is held)."""
         gone = set(trace_ids)
         for tid in trace_ids:
-            if self.traces.pop(tid, None) is not None:
+            if self.traces.pop(tid, None) is not None or any(
+                s.trace_id == tid for s in self.scores
+            ):
                 self.deleted_traces.append(tid)
         if gone:
             self.scores = [s for s in self.scores if s.trace_id not in gone]
