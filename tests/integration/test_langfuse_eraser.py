@@ -22,7 +22,9 @@ from tests.fakes.langfuse import FakeLangfuseServer, FakeObservation, FakeScore,
 pytestmark = pytest.mark.integration
 
 SALT = "test-salt"
-START = datetime(2026, 11, 1, 9, tzinfo=UTC)
+# four weeks ago, on the hour: the eraser's search for a user's traces looks back a year at
+# most (SCAN_DAYS), so a fixed date would age out of it
+START = (datetime.now(UTC) - timedelta(days=28)).replace(minute=0, second=0, microsecond=0)
 V2 = "/api/public/v2/observations"
 V1 = "/api/public/traces"
 
