@@ -9,6 +9,7 @@ import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
+from tasks.pii.structured import scan
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
 _HEADER = re.compile(
@@ -95,8 +96,11 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     spans = []
     for regex in (_HEADER, _BEFORE_MAIL, _WROTE):
         spans += [(m.start(1), m.end(1)) for m in regex.finditer(text)]
+    tables = [(r.start, r.end) for r in scan(text).regions]
     for m in _KEYED.finditer(text):
         key, value = m.group("key").lower(), m.group("value")
+        if any(s <= m.start("value") < e for s, e in tables):
+            continue  # JSON and tables: tasks.pii.structured reads their fields
         if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
             continue
         if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):

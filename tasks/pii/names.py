@@ -64,6 +64,11 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
+_CALENDAR = frozenset(
+    "jan january feb february mar march apr april may jun june jul july aug august sep sept "
+    "september oct october nov november dec december mon monday tue tues tuesday wed "
+    "wednesday thu thur thurs thursday fri friday sat saturday sun sunday to".split()
+)
 _DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
 _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
@@ -171,6 +176,8 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     span = text[start:end]
     if any(c.isdigit() or c in "_@/#" for c in span) or EPONYMS.match(span.strip()):
         return False
+    if all(w in _CALENDAR for w in _words(span)):
+        return False  # "Jan–Mar", "May to June": months and days are no one's name
     if span.split()[0].lower() in _DETERMINERS:
         return False  # "the Ray-Ban Meta", "my Netflix Premium"
     after = text[end : end + 30]

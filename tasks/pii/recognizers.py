@@ -15,6 +15,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
+from tasks.pii.name_cues import cued_name_spans
 from tasks.pii.name_spans import structured_name_spans
 from tasks.pii.names import corroborated, has_cue, lexicon_support
 from tasks.pii.shapes import identifier_recognizers
@@ -123,6 +124,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             score=0.6,
             spans=structured_name_spans,
             doc="Names in mail headers, JSON/form fields, airline style, romanised Korean.",
+        )(**lang),
+        person_recognizer(
+            name="CuedNameRecognizer",
+            score=0.55,
+            spans=cued_name_spans,
+            doc="Names after role words and vocatives, in capitals (see tasks.pii.name_cues).",
         )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
