@@ -11,6 +11,7 @@ identifier holds digits, a phone 7-15 of them.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import regex as re
@@ -53,7 +54,8 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "PHONE_NUMBER",
-            rf"(?:phone|mobile|tel|telephone|cell|cellphone|fax|msisdn|whatsapp|landline){_ID}|"
+            rf"(?:phone|mobile|tel|telephone|telefon|telefono|cell|cellphone|fax|msisdn|whatsapp|"
+            rf"landline|handy|portable){_ID}|"
             r"contact_(?:no|number)",
         ),
         (
@@ -82,8 +84,12 @@ WEAK_ROLES = frozenset(
 _NAME_KEYS = frozenset(
     "name full_name first_name last_name given_name given_names family_name middle_name "
     "maiden_name legal_name surname sur_name forename display_name preferred_name "
-    "name_on_account name_on_card name_on_file".split()
+    "name_on_account name_on_card name_on_file "
+    # the same fields in the languages of the other configured locales' records
+    "nom prenom nom_de_famille nombre apellido apellidos vorname nachname familienname "
+    "cognome nome voornaam achternaam sobrenome imie nazwisko".split()
 )
+_NOT_PERSON_KEYS = frozenset("user_agent http_user_agent agent_version user_type".split())
 _GENERIC_NAME = frozenset("name first last given family full".split())
 _GENERIC_ID = frozenset("number no nr num id value code".split())
 _ADDRESS_PARENTS = frozenset(
@@ -97,6 +103,11 @@ _THING_PARENTS = frozenset(
     "restaurant venue location file project app device model category tag event course sku "
     "variant offer coupon promotion field column queue channel repo tool function city "
     "country region property room flight route station airport".split()
+)
+# keys beside a "name" that make its record a product's ("Harper Desk Lamp", price 34.00)
+_THING_SIBLINGS = frozenset(
+    "price sku stock qty quantity total amount category brand model version size colour "
+    "color weight url rating unit_price currency variant isbn upc ean asin".split()
 )
 _NULLISH = frozenset(
     {"n/a", "na", "none", "null", "nil", "unknown", "tbd", "tba", "redacted", "anonymous"}
@@ -125,8 +136,11 @@ class Field:
 
 
 def norm_key(key: str) -> str:
-    """``dateOfBirth`` -> ``date_of_birth``, ``Hospital Number`` -> ``hospital_number``."""
-    key = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key.strip())
+    """``dateOfBirth`` -> ``date_of_birth``, ``Hospital Number`` -> ``hospital_number``,
+    ``Prénom`` -> ``prenom``."""
+    key = unicodedata.normalize("NFKD", key.strip())
+    key = "".join(c for c in key if not unicodedata.combining(c))
+    key = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)
     return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").lower()
 
 
@@ -152,6 +166,8 @@ def key_type(key: str) -> str | None:
 
 
 def _person_key(k: str) -> bool:
+    if k in _NOT_PERSON_KEYS:
+        return False
     if k in ROLES or k.removesuffix("_name") in ROLES or k.removesuffix("_names") in ROLES:
         return True
     base = k.removesuffix("_name")
@@ -193,7 +209,12 @@ def field_type(field: Field) -> str | None:
     if own is None and key in _GENERIC_NAME:
         if _person_context(key, parent, field.siblings):
             own = "PERSON"
-        elif key == "name" and parent not in _THING_PARENTS and lexicon_support(field.value) == 2:
+        elif (
+            key == "name"
+            and parent not in _THING_PARENTS
+            and not {norm_key(s) for s in field.siblings} & _THING_SIBLINGS
+            and lexicon_support(field.value) == 2
+        ):
             own = "PERSON"  # a record of someone, by the look of its value
     return own
 
@@ -265,6 +286,9 @@ def name_value(value: str, *, strong: bool = True) -> bool:
 
 
 def name_part(value: str) -> tuple[int, int]:
-    """The leading name of a form value (``Jonas Krüger (+49 170 5558812)`` -> the name)."""
-    m = re.match(r"[\s\"']*(\p{L}[\p{L}'’.,/\- ]*?)[\s,;\-–]*(?=[(<\[@\d]|$)", value)
-    return (m.start(1), m.end(1)) if m else (0, 0)
+    """The leading name of a form value (``Jonas Krüger (+49 170 5558812)`` -> the name);
+    ``(0, 0)`` when a digit is glued to it (``Mozilla/5.0`` is no name)."""
+    m = re.match(r"[\s\"']*(\p{L}[\p{L}'’.,/\- ]*?)[\s,;\-–/.]*(?=[(<\[@\d]|$)", value)
+    if not m or (m.end() < len(value) and value[m.end()].isdigit() and m.end(1) == m.end()):
+        return (0, 0)
+    return m.start(1), m.end(1)

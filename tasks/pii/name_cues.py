@@ -8,7 +8,7 @@
   company, product or place (``tell Alexa`` stays);
 - in text written in capitals (``PLEASE CALL BERNADETTE VOSS``): a known given name and the
   word after it;
-- airline order in title case (``Dupont/Marie``) when the lexicon knows one of its parts.
+- airline order in title case (``Dupont/Marie``) when the lexicon knows both parts.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ _ROLE_CUE = re.compile(
 _VOCATIVE_CUE = re.compile(
     r"(?<![\p{L}])(?i:tell|ask\s+for|ask|ok|okay|thanks|thank\s+you|thx|ty|hey|hi|"
     r"hello|cc|ping|message|text|email)[ \t]*,?[ \t]+(?=\p{Lu})"
+    # a sign-off on its own line: "- Matt", "— Ines"
+    r"|(?m:^[ \t]*[-–—~][ \t]*)(?=\p{Lu}[\p{L}'’-]*(?:[ \t]+\p{Lu}[\p{L}'’-]*)?[ \t]*$)"
 )
 _TITLE_AIRLINE = re.compile(
     r"(?<![\p{L}/])(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)/(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)"
@@ -55,7 +57,8 @@ _MENTION = re.compile(r"(?<![\w.])@(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)(?![
 _MODEL_AFTER = re.compile(r"[-/]?[A-Za-z]*\d")
 _CAPS_LINE = re.compile(r"[^\n]+")
 _CAPS_WORD = re.compile(r"(?<![\p{L}'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}'’])")
-_NOT_A_NAME = frozenset(
+# capitalised words that follow "ask for", "customer" or "thanks" and are no one's name
+NOT_A_NAME = frozenset(
     "service support care team desk portal account number id app card billing sales "
     "refund order delivery shipping help customer manager agent premium plus pro basic "
     "gold silver platinum business economy first class priority express standard".split()
@@ -81,7 +84,7 @@ def _capitalised(tok: Any) -> bool:
         text[:1].isupper()
         and text.replace("'", "").replace("’", "").replace("-", "").isalpha()
         and tok.lower_ not in STOP_WORDS
-        and tok.lower_ not in _NOT_A_NAME
+        and tok.lower_ not in NOT_A_NAME
     )
 
 
@@ -158,11 +161,13 @@ def caps_name_spans(text: str) -> list[tuple[int, int]]:
 def cued_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
     """The names of the module docstring in ``text`` (token rules need spaCy's tokens)."""
     spans = caps_name_spans(text)
-    for m in _TITLE_AIRLINE.finditer(text):
-        if _known(m.group(1)) or _known(m.group(2)):
+    firsts, lasts = lexicon()
+    for m in _TITLE_AIRLINE.finditer(text):  # "Dupont/Marie", not "Europe/London"
+        surname, given = fold(m.group(1)), fold(m.group(2))
+        if (surname in lasts or surname in firsts) and given in firsts and _known(m.group(2)):
             spans.append(m.span())
     for m in _MENTION.finditer(text):
-        if m.group(1).lower() not in _NOT_A_NAME and m.group(1).lower() not in STOP_WORDS:
+        if m.group(1).lower() not in NOT_A_NAME and m.group(1).lower() not in STOP_WORDS:
             spans.append(m.span(1))
     doc = getattr(nlp_artifacts, "tokens", None)
     if doc is None or not len(doc):

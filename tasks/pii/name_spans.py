@@ -8,6 +8,7 @@ from __future__ import annotations
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.name_cues import NOT_A_NAME
 from tasks.pii.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
 from tasks.pii.structured import scan
 
@@ -47,7 +48,7 @@ _ADDRESS_KEY = re.compile(
     rf"|(?im)^[ \t]*(?:{_ADDRESS_WORDS})[ \t]*[:=][ \t]*(?P<line>[^\n]*\d[^\n]*?)[ \t]*$"
 )
 _AIRLINE = re.compile(
-    r"(?<![A-Za-z/])([A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?/[A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?)"
+    r"(?<![\p{L}/])(\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?/\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?)"
     r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
 )
 _PAIR = re.compile(
@@ -110,7 +111,8 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             spans.append((m.start(), m.end()))
     spans += [(m.start(1), m.end(1)) for m in _SIGNED.finditer(text)]
     for m in _RELATION.finditer(text):
-        spans.append((m.start(1), m.end(1)))
+        if m.group(1).split()[0].lower() not in NOT_A_NAME:  # "ask for Premium support"
+            spans.append((m.start(1), m.end(1)))
     for m in _WEAK_CUE.finditer(text):
         if corroborated(text, *m.span("name")):
             spans.append((m.start("name"), m.end("name")))

@@ -133,7 +133,8 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
-        lower_name_recognizer(keep=corroborated)(**lang),
+        # a capitalised word there is the model's and the cue rules' to judge ("thanks Amazon")
+        lower_name_recognizer(keep=_lower_or_known)(**lang),
         pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
         pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
         pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
@@ -147,6 +148,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )(**lang),
     ]
     return recognizers
+
+
+def _lower_or_known(text: str, start: int, end: int) -> bool:
+    return corroborated(text, start, end) and (
+        text[start].islower() or lexicon_support(text[start:end]) > 0
+    )
 
 
 def _corroborated_ner(base: type) -> type:

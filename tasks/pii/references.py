@@ -1,7 +1,7 @@
 """Numbers that are references, not people: order, tracking, invoice and part numbers read
-as phone, card or account numbers, and dates read as phone numbers.
+as phone or card numbers, and dates read as phone numbers.
 
-A phone, card or account finding is dropped when an order/tracking/reference word stands
+A phone or card finding is dropped when an order/tracking/reference word stands
 right before it (only fillers such as "number is" between), when it is written like a date
 (``03.04.2025``), or when it has the exact shape of a number dropped so in the same text
 ("part no. 1500-2231-88 replaced by 1500-2231-90"). Values under record keys such as ``sku``,
@@ -20,7 +20,9 @@ from tasks.pii.fields import norm_key
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
 
-NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD", "BANK_ACCOUNT"})
+# account numbers are left alone: "Ref 123-45-678901" may well be one (the account rules
+# have their own cue words), and so are the user's custom patterns (settings)
+NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
 _WORDS = (
     r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
     r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
@@ -49,8 +51,8 @@ def _shape(value: str) -> str:
 def drop_references(
     text: str, findings: Sequence[RecognizerResult], protected: Sequence[tuple[int, int]] = ()
 ) -> list[RecognizerResult]:
-    """``findings`` without the phone, card and account numbers that are references (see
-    the module); ``protected``: spans of values under reference keys."""
+    """``findings`` without the phone and card numbers that are references (see the
+    module); ``protected``: spans of values under reference keys."""
     dropped: set[str] = set()
     kept = []
     for r in findings:
