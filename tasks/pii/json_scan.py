@@ -20,7 +20,7 @@ _ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n":
 _ESCAPES.update(r="\r", t="\t")
 _LITERALS = ("true", "false", "null", "True", "False", "None")
 _NUMBER_CHARS = frozenset("0123456789+-.eE")
-MAX_DEPTH = 64
+MAX_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class _Parser:
         self.text = text
         self.doc = JsonDoc(start, start)
         self.objects = 0
+        self.steps = 0
 
     def ws(self, i: int) -> int:
         while i < len(self.text) and self.text[i] in _WS:
@@ -135,6 +136,7 @@ class _Parser:
 
     def value(self, i: int, path: tuple[str, ...], depth: int) -> tuple[int, JsonValue | None]:
         """The end of the value at ``i`` and, for a scalar, the value itself."""
+        self.steps += 1
         if i >= len(self.text):
             raise _Fail
         char = self.text[i]
@@ -198,9 +200,13 @@ def _is_hex(chars: str) -> bool:
 
 
 def json_docs(text: str) -> Iterator[JsonDoc]:
-    """Every outermost object, or array holding an object, that parses, left to right."""
+    """Every outermost object, or array holding an object, that parses, left to right.
+
+    Failed attempts are bounded (a truncated tool result re-parses from each brace): past a
+    budget proportional to the text, the rest is left as free text."""
     i = 0
-    while True:
+    budget = 4 * len(text) + 1000
+    while budget > 0:
         starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
         if not starts:
             return
@@ -209,6 +215,7 @@ def json_docs(text: str) -> Iterator[JsonDoc]:
         try:
             end = parser.parse(start, (), 0)
         except (_Fail, RecursionError):
+            budget -= parser.steps
             i = start + 1
             continue
         if parser.objects:

@@ -116,7 +116,7 @@ def _mapped(inner: Structure, string: JsonString, path: tuple[str, ...]) -> Stru
     return Structure(tuple(regions), tuple(fields))
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def scan(text: str, depth: int = 0) -> Structure:
     """The JSON documents, tables and key/value records of ``text``."""
     regions: list[Region] = []
