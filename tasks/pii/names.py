@@ -16,6 +16,7 @@ Fargo") are never a person.
 from __future__ import annotations
 
 import importlib
+import unicodedata
 from functools import lru_cache
 
 import regex as re
@@ -103,7 +104,8 @@ _CUE_AFTER = re.compile(
 
 @lru_cache(maxsize=1)
 def lexicon() -> tuple[frozenset[str], frozenset[str]]:
-    """Known given names and surnames, lower-cased (Faker's person lists, Latin script)."""
+    """Known given names and surnames, lower-cased without diacritics (Faker's person lists,
+    Latin script)."""
     firsts: set[str] = set()
     lasts: set[str] = set()
     for locale in _LOCALES:
@@ -121,7 +123,8 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_romanized_names", lasts),
         ):
             names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
-            into.update(n.lower() for n in names if n.isascii() and n.isalpha())
+            folded = (_fold(n) for n in names)  # "Aurélie" -> "aurelie", "Çelik" -> "celik"
+            into.update(n for n in folded if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
     from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -145,8 +148,14 @@ def _latin(name: str) -> str:
     return "".join(_CYRILLIC.get(c, c) for c in name.lower()).replace("_", "")
 
 
+def _fold(word: str) -> str:
+    """A word without diacritics, lower-cased (the lexicon's and its look-ups' form)."""
+    decomposed = unicodedata.normalize("NFKD", word)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
 def _words(span: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+    return [_fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
 
 
 def lexicon_support(span: str) -> int:
