@@ -22,6 +22,7 @@ from tasks.pii.identifiers import date_after_name
 from tasks.pii.korean import has_hangul
 from tasks.pii.normalize import Normalized, normalize
 from tasks.pii.recognizers import build_recognizers
+from tasks.pii.structured import QUOTED, apply_structure
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, RecognizerResult
@@ -146,7 +147,9 @@ def _operators(config: PiiConfig) -> dict[str, Any]:
         if config.operator == "replace":
             return OperatorConfig("replace", {"new_value": f"<{entity}>"})
         if config.operator == "mask":
-            return OperatorConfig("mask", {"masking_char": "*", "chars_to_mask": 64})
+            return OperatorConfig(
+                "mask", {"masking_char": "*", "chars_to_mask": 64, "from_end": False}
+            )
         if config.operator == "hash":
             return OperatorConfig("hash", {"hash_type": "sha256"})
         return OperatorConfig("redact", {})
@@ -271,6 +274,8 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 found[text].extend(
                     engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 )
+    for text in unique:  # personal fields of tool results; findings kept inside their cells
+        found[text] = apply_structure(text, found[text], config.entities)
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
     return [mapped[t] for t in texts]
 
@@ -302,14 +307,39 @@ def anonymize_texts(engine: PiiEngine, texts: Sequence[str]) -> list[Redaction]:
 def _redact(engine: PiiEngine, text: str, found: list[RecognizerResult]) -> Redaction:
     if not found:
         return Redaction(text=text, entities=(), spans=())
+    operators = dict(engine.operators)
+    results = []
+    for r in _copies(found):  # the anonymizer moves the ends of the results it is given
+        if (r.recognition_metadata or {}).get(QUOTED):
+            # a bare JSON number: its replacement is written as a JSON string
+            r.entity_type = f"{QUOTED}:{r.entity_type}"
+            operators.setdefault(r.entity_type, _quoted_operator(engine, r.entity_type))
+        results.append(r)
     result = engine.anonymizer.anonymize(
         text=text,
-        analyzer_results=found,  # type: ignore[arg-type]  # analyzer vs anonymizer result type
-        operators=engine.operators,
+        analyzer_results=results,  # type: ignore[arg-type]  # analyzer vs anonymizer result type
+        operators=operators,
     )
     spans = _merge_spans([(r.start, r.end, r.entity_type) for r in found])
     return Redaction(
         text=result.text, entities=tuple(sorted(t for _s, _e, t in spans)), spans=tuple(spans)
+    )
+
+
+def _quoted_operator(engine: PiiEngine, quoted_type: str) -> Any:
+    """The configured operator of an entity, its output written as a JSON string."""
+    import json
+
+    from presidio_anonymizer.entities import OperatorConfig
+    from presidio_anonymizer.operators import OperatorsFactory, OperatorType
+
+    entity = quoted_type.split(":", 1)[1]
+    config = engine.operators.get(entity, engine.operators["DEFAULT"])
+    operator = OperatorsFactory().create_operator_class(
+        config.operator_name, OperatorType.Anonymize
+    )
+    return OperatorConfig(
+        "custom", {"lambda": lambda value: json.dumps(operator.operate(value, config.params))}
     )
 
 

@@ -72,9 +72,12 @@ class ContextRule:
     valid: Callable[[str], bool]
     window: int = 32
     fillers: int = 1  # words allowed between cue and value that are not in _FILLER
+    topic: re.Pattern[str] | None = None  # the rule applies only to texts that mention it
 
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
         """The values this rule finds in ``text``."""
+        if self.topic is not None and not self.topic.search(text):
+            return
         for cue in self.cue.finditer(text):
             yield from self._after(text, cue.end())
 
@@ -130,9 +133,27 @@ RULES: tuple[ContextRule, ...] = (
         "PASSPORT",
         _cue(r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?"),
         _ID_RE,
-        _id_of(5, 6, 12),
+        _id_of(4, 6, 12),
         window=40,
         fillers=2,
+    ),
+    # in a text about a passport: "my old number was C01X00T47", "new one K7745216", "mine is"
+    ContextRule(
+        "PASSPORT",
+        _cue(
+            r"(?:old|new|current|previous|other|my|the|its|it's)\s+(?:number|no|one)|"
+            r"mine\s+is|mine:|it'?s"
+        ),
+        _ID_RE,
+        lambda value: (
+            _id_of(4, 6, 12)(value)
+            and any(c.isalpha() for c in value)
+            or _id_of(8, 8, 10)(value)
+            and value.isdigit()
+        ),
+        window=20,
+        fillers=1,
+        topic=_cue(r"passports?|여권"),
     ),
     ContextRule(
         "DRIVER_LICENSE",
@@ -152,6 +173,7 @@ RULES: tuple[ContextRule, ...] = (
             r"member[\s_-]*(?:id|no|number|#)|insurance[\s_-]*(?:id|no|number|#|card)|"
             r"policy[\s_-]*(?:id|no|number|#)|subscriber[\s_-]*(?:id|no|number)|health[\s_-]+(?:card|insurance)|"
             r"nhs(?:[\s_-]*(?:no|number))?|medicare|medicaid|beneficiary[\s_-]*id|chart[\s_-]*(?:no|number|#)|"
+            r"hospital[\s_-]*(?:no|number|#|id|record)|hosp\.?[\s_-]*(?:no|number|#|id)|"
             r"건강보험증?(?:번호)?|환자번호|진료번호"
         ),
         _ID_RE,

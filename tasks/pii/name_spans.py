@@ -8,7 +8,9 @@ from __future__ import annotations
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.name_cues import NOT_A_NAME
 from tasks.pii.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
+from tasks.pii.structured import scan
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
 _HEADER = re.compile(
@@ -46,7 +48,7 @@ _ADDRESS_KEY = re.compile(
     rf"|(?im)^[ \t]*(?:{_ADDRESS_WORDS})[ \t]*[:=][ \t]*(?P<line>[^\n]*\d[^\n]*?)[ \t]*$"
 )
 _AIRLINE = re.compile(
-    r"(?<![A-Za-z/])([A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?/[A-Z][A-Z'-]+(?:\s[A-Z][A-Z'-]+)?)"
+    r"(?<![\p{L}/])(\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?/\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?)"
     r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
 )
 _PAIR = re.compile(
@@ -95,8 +97,11 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     spans = []
     for regex in (_HEADER, _BEFORE_MAIL, _WROTE):
         spans += [(m.start(1), m.end(1)) for m in regex.finditer(text)]
+    tables = [(r.start, r.end) for r in scan(text).regions]
     for m in _KEYED.finditer(text):
         key, value = m.group("key").lower(), m.group("value")
+        if any(s <= m.start("value") < e for s, e in tables):
+            continue  # JSON and tables: tasks.pii.structured reads their fields
         if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
             continue
         if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):
@@ -106,7 +111,8 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             spans.append((m.start(), m.end()))
     spans += [(m.start(1), m.end(1)) for m in _SIGNED.finditer(text)]
     for m in _RELATION.finditer(text):
-        spans.append((m.start(1), m.end(1)))
+        if m.group(1).split()[0].lower() not in NOT_A_NAME:  # "ask for Premium support"
+            spans.append((m.start(1), m.end(1)))
     for m in _WEAK_CUE.finditer(text):
         if corroborated(text, *m.span("name")):
             spans.append((m.start("name"), m.end("name")))

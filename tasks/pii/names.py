@@ -16,6 +16,7 @@ Fargo") are never a person.
 from __future__ import annotations
 
 import importlib
+import unicodedata
 from functools import lru_cache
 
 import regex as re
@@ -64,6 +65,11 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
+_CALENDAR = frozenset(
+    "jan january feb february mar march apr april may jun june jul july aug august sep sept "
+    "september oct october nov november dec december mon monday tue tues tuesday wed "
+    "wednesday thu thur thurs thursday fri friday sat saturday sun sunday to".split()
+)
 _DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
 _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
@@ -98,7 +104,8 @@ _CUE_AFTER = re.compile(
 
 @lru_cache(maxsize=1)
 def lexicon() -> tuple[frozenset[str], frozenset[str]]:
-    """Known given names and surnames, lower-cased (Faker's person lists, Latin script)."""
+    """Known given names and surnames, lower-cased without diacritics (Faker's person lists,
+    Latin script)."""
     firsts: set[str] = set()
     lasts: set[str] = set()
     for locale in _LOCALES:
@@ -116,7 +123,8 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_romanized_names", lasts),
         ):
             names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
-            into.update(n.lower() for n in names if n.isascii() and n.isalpha())
+            folded = (_fold(n) for n in names)  # "Aurélie" -> "aurelie", "Çelik" -> "celik"
+            into.update(n for n in folded if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
     from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -140,8 +148,14 @@ def _latin(name: str) -> str:
     return "".join(_CYRILLIC.get(c, c) for c in name.lower()).replace("_", "")
 
 
+def _fold(word: str) -> str:
+    """A word without diacritics, lower-cased (the lexicon's and its look-ups' form)."""
+    decomposed = unicodedata.normalize("NFKD", word)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
 def _words(span: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+    return [_fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
 
 
 def lexicon_support(span: str) -> int:
@@ -171,6 +185,8 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     span = text[start:end]
     if any(c.isdigit() or c in "_@/#" for c in span) or EPONYMS.match(span.strip()):
         return False
+    if all(w in _CALENDAR for w in _words(span)):
+        return False  # "Jan–Mar", "May to June": months and days are no one's name
     if span.split()[0].lower() in _DETERMINERS:
         return False  # "the Ray-Ban Meta", "my Netflix Premium"
     after = text[end : end + 30]

@@ -15,6 +15,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
+from tasks.pii.name_cues import cued_name_spans
 from tasks.pii.name_spans import structured_name_spans
 from tasks.pii.names import corroborated, has_cue, lexicon_support
 from tasks.pii.shapes import identifier_recognizers
@@ -124,9 +125,16 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             spans=structured_name_spans,
             doc="Names in mail headers, JSON/form fields, airline style, romanised Korean.",
         )(**lang),
+        person_recognizer(
+            name="CuedNameRecognizer",
+            score=0.55,
+            spans=cued_name_spans,
+            doc="Names after role words and vocatives, in capitals (see tasks.pii.name_cues).",
+        )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
-        lower_name_recognizer(keep=corroborated)(**lang),
+        # a capitalised word there is the model's and the cue rules' to judge ("thanks Amazon")
+        lower_name_recognizer(keep=_lower_or_known)(**lang),
         pattern("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
         pattern("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
         pattern("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
@@ -140,6 +148,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
         )(**lang),
     ]
     return recognizers
+
+
+def _lower_or_known(text: str, start: int, end: int) -> bool:
+    return corroborated(text, start, end) and (
+        text[start].islower() or lexicon_support(text[start:end]) > 0
+    )
 
 
 def _corroborated_ner(base: type) -> type:

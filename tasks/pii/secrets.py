@@ -1,5 +1,6 @@
 """Secrets users paste into chat: cloud and SaaS keys by their published prefixes, JWTs,
-private-key blocks, and whatever follows "password is" / "api key:" / "token=".
+private-key blocks, an AWS secret key beside its access key id, whatever follows "password
+is" / "api key:" / "token=", and a password-shaped value after "the new one is".
 
 A keyed value ("password: hunter2") is a secret when the key is explicit (``:``, ``=``, "is",
 quotes) and the value looks like one (a digit or a symbol, or it was quoted or given after
@@ -43,6 +44,16 @@ _KEYED = re.compile(
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
 )
 _PIN = re.compile(r"(?i)(?:pin|passcode|pass\s*code|비밀번호)")
+# a gift card's or voucher's PIN unlocks a balance, not a person's account
+_GIFT = re.compile(r"(?i)(?:gift|voucher|e-?gift|store\s+credit|reward|prepaid)[\w\s-]{0,20}$")
+# an AWS secret access key: 40 characters of base64, next to an access key id in the text
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
+# "the new one is kettle-Marsh-91", "temp pw was ...": a password without the word password
+_NEW_ONE = re.compile(
+    r"(?i)(?<![a-z])(?:(?:the|my)\s+)?(?:new|old|temp|temporary)\s+one\s*(?:is|was|:|=)\s*"
+    r"[\"'`“‘]?(?P<value>[^\s\"'`”’]{6,64})"
+)
 _STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
 _TRAILING = ".,;:!?)]}>"
 _COMMON = frozenset(
@@ -64,14 +75,37 @@ def _looks_secret(value: str, quoted: bool, sep: str) -> bool:
     return symbolic or quoted or "=" in sep or ":" in sep
 
 
+def _password_shape(value: str) -> bool:
+    """Letters and digits and a symbol or mixed case: how a chosen password looks."""
+    letters = [c for c in value if c.isalpha()]
+    digits = any(c.isdigit() for c in value)
+    symbol = any(not c.isalnum() for c in value)
+    mixed = any(c.isupper() for c in letters) and any(c.islower() for c in letters)
+    return bool(letters) and digits and (symbol or mixed)
+
+
 def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
     """Spans of pasted secrets in ``text``."""
     for m in _TOKENS.finditer(text):
         yield m.start(), m.end()
+    if _AWS_KEY_ID.search(text):
+        for m in _AWS_SECRET.finditer(text):
+            value = m.group(0)
+            if (
+                sum(c.isdigit() for c in value)
+                and any(c.isupper() for c in value)
+                and any(c.islower() for c in value)
+            ):
+                yield m.span()
+    for m in _NEW_ONE.finditer(text):
+        value = m.group("value").rstrip(_TRAILING)
+        if _password_shape(value):
+            yield m.start("value"), m.start("value") + len(value)
     for m in _KEYED.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
         if _PIN.match(m.group(0)) and value.isdigit() and 4 <= len(value) <= 8:
-            yield m.start("value"), m.start("value") + len(value)
+            if not _GIFT.search(text[max(0, m.start() - 30) : m.start()]):
+                yield m.start("value"), m.start("value") + len(value)
             continue
         if len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q"):
             if not any(c.isdigit() for c in value) or len(value) < 6:

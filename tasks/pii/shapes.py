@@ -14,8 +14,9 @@ from tasks.pii.span_recognizer import pattern_recognizer, span_recognizer
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
-# four groups of four digits is how cards are written, even one that fails Luhn (mistyped)
-_CARD_GROUPS = r"(?<![\d-])\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?![\d-])"
+# four groups of four digits is how cards are written, even one that fails Luhn (mistyped);
+# a fifth group makes it a tracking number
+_CARD_GROUPS = r"(?<![\d-])\d{4}([ -])\d{4}\1\d{4}\1\d{4}(?![\d-])(?!\1\d)"
 # an SSN written with its hyphens, whatever Presidio's validator thinks of its digits
 _SSN_SHAPE = r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])"
 # "jane dot doe at gmail dot com", "jane(at)example(dot)org"

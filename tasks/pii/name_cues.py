@@ -1,0 +1,177 @@
+"""Names in free text found by the words around them, whatever the NER says.
+
+- after a role or relation word: ``customer Dana Whitfield``, ``the tenant is Jean-Baptiste
+  Lefèvre``, ``emergency contact is ...``, ``name on the account is ...``, ``booked under
+  Abernethy``, ``my son jayden`` (a lower-case name only when the name lexicon knows it);
+- after a request or vocative: ``tell Rosalind``, ``ask for Desmond``, ``ok Maribel,``,
+  ``@Rosa`` (a chat mention): a known name, or a proper noun (spaCy's tagger) the NER does not call a
+  company, product or place (``tell Alexa`` stays);
+- in text written in capitals (``PLEASE CALL BERNADETTE VOSS``): a known given name and the
+  word after it;
+- airline order in title case (``Dupont/Marie``) when the lexicon knows both parts.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+import regex as re
+from spacy.lang.en.stop_words import STOP_WORDS
+
+from tasks.pii.names import AMBIGUOUS, lexicon
+
+_ROLE = (
+    r"customer|client|passenger|pax|driver|manager|supervisor|parent|child|kid|son|daughter|"
+    r"wife|husband|partner|mom|mum|mother|dad|father|brother|sister|grandson|granddaughter|"
+    r"grandma|grandpa|aunt|uncle|niece|nephew|guardian\s+of|tenant|landlord|patient|guest|"
+    r"agent|rep|technician|nurse|emergency\s+contact|contact\s+person|next\s+of\s+kin|"
+    r"name\s+on\s+the\s+(?:account|card|booking|ticket|reservation)|account\s+holder|"
+    r"card\s?holder|policy\s?holder|booked\s+under|under\s+the\s+name(?:\s+of)?|"
+    r"reservation\s+(?:is\s+)?(?:under|for)|issued\s+to|in\s+the\s+name\s+of|"
+    r"on\s+behalf\s+of|beneficiary|recipient|spouse|fianc[eé]e?|boss|co-?worker|colleague|"
+    r"friend|neighbou?r|room-?mate|flatmate|teacher|coach|care-?giver|carer|nanny|"
+    r"executor\s+of|step-?(?:son|daughter|mother|father)|user|surname|"
+    r"(?:first|last|given|family|middle|maiden)\s+names?|given"
+)
+# the word after these is a name by definition ("surname LEE", "given SEOYEON")
+_NAME_FIELD_CUE = re.compile(
+    r"(?i)(?<![\p{L}])(?:surname|(?:first|last|given|family|middle|maiden)\s+names?|given)"
+    r"\s*[:=]?\s*$"
+)
+_ROLE_CUE = re.compile(
+    rf"(?i)(?<![\p{{L}}])(?:{_ROLE})(?:\s*[:,-]\s*|\s+(?:is|was|named|called|here)\s*[:,]?\s*"
+    r"|\s+)(?=\S)"
+)
+_VOCATIVE_CUE = re.compile(
+    r"(?<![\p{L}])(?i:tell|ask\s+for|ask|ok|okay|thanks|thank\s+you|thx|ty|hey|hi|"
+    r"hello|cc|ping|message|text|email)[ \t]*,?[ \t]+(?=\p{Lu})"
+    # a sign-off on its own line: "- Matt", "— Ines"
+    r"|(?m:^[ \t]*[-–—~][ \t]*)(?=\p{Lu}[\p{L}'’-]*(?:[ \t]+\p{Lu}[\p{L}'’-]*)?[ \t]*$)"
+)
+_TITLE_AIRLINE = re.compile(
+    r"(?<![\p{L}/])(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)/(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)"
+    r"(?![\p{L}/])"
+)
+_MENTION = re.compile(r"(?<![\w.])@(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)(?![\p{L}\d_.@-])")
+_MODEL_AFTER = re.compile(r"[-/]?[A-Za-z]*\d")
+_CAPS_LINE = re.compile(r"[^\n]+")
+_CAPS_WORD = re.compile(r"(?<![\p{L}'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}'’])")
+# capitalised words that follow "ask for", "customer" or "thanks" and are no one's name
+NOT_A_NAME = frozenset(
+    "service support care team desk portal account number id app card billing sales "
+    "refund order delivery shipping help customer manager agent premium plus pro basic "
+    "gold silver platinum business economy first class priority express standard".split()
+)
+_NOT_PERSON_ENT = frozenset("ORG PRODUCT GPE LOC FAC NORP WORK_OF_ART EVENT LAW LANGUAGE".split())
+
+
+def fold(word: str) -> str:
+    """A word without its diacritics, lower-cased (``Lefèvre`` -> ``lefevre``)."""
+    decomposed = unicodedata.normalize("NFKD", word)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def _known(word: str) -> bool:
+    firsts, lasts = lexicon()
+    w = fold(word.strip("'’-"))
+    return (w in firsts or w in lasts) and w not in AMBIGUOUS and w not in STOP_WORDS
+
+
+def _capitalised(tok: Any) -> bool:
+    text = tok.text
+    return bool(
+        text[:1].isupper()
+        and text.replace("'", "").replace("’", "").replace("-", "").isalpha()
+        and tok.lower_ not in STOP_WORDS
+        and tok.lower_ not in NOT_A_NAME
+    )
+
+
+def _name_end(doc: Any, i: int, *, strong: bool) -> int:
+    """The end of the name starting at token ``i`` (``i``: none)."""
+    first = doc[i]
+    if not _capitalised(first):
+        if strong and first.is_lower and _known(first.text):
+            nxt = i + 1
+            return (
+                nxt + 1 if nxt < len(doc) and doc[nxt].is_lower and _known(doc[nxt].text) else nxt
+            )
+        return i
+    proper = first.tag_ in ("NNP", "NNPS") or first.text.isupper()
+    acronym = first.text.isupper() and len(first.text) <= 3
+    if not _known(first.text) and (
+        acronym or not (proper and (strong or first.ent_type_ not in _NOT_PERSON_ENT))
+    ):
+        return i
+    j = i + 1
+    while j < len(doc) and j - i < 5:
+        tok = doc[j]
+        glued = not doc[j - 1].whitespace_
+        if _capitalised(tok) and (tok.tag_ in ("NNP", "NNPS") or _known(tok.text) or glued):
+            j += 1
+        elif (
+            tok.text in ("-", "'", "’") and glued and j + 1 < len(doc) and _capitalised(doc[j + 1])
+        ):
+            j += 2
+        else:
+            break
+    return j
+
+
+def _spans_after(
+    doc: Any, cues: re.Pattern[str], text: str, *, strong: bool
+) -> list[tuple[int, int]]:
+    starts = {tok.idx: tok.i for tok in doc}
+    spans = []
+    for m in cues.finditer(text):
+        i = starts.get(m.end())
+        j = _name_end(doc, i, strong=strong) if i is not None else 0
+        if i is not None and j == i and _NAME_FIELD_CUE.search(text, 0, m.end()):
+            j = i + 1 if doc[i].is_alpha and doc[i].text[:1].isupper() else i
+        if i is not None and j > i:
+            end = doc[j - 1].idx + len(doc[j - 1].text)
+            if not _MODEL_AFTER.match(text, end):  # "my Brother HL-L2350DW" is a printer
+                spans.append((doc[i].idx, end))
+    return spans
+
+
+def caps_name_spans(text: str) -> list[tuple[int, int]]:
+    """In a line written in capitals: a known given name and the capitalised word after it."""
+    firsts, lasts = lexicon()
+    spans = []
+    for line in _CAPS_LINE.finditer(text):
+        letters = [c for c in line.group(0) if c.isalpha()]
+        if len(letters) < 8 or sum(c.isupper() for c in letters) < 0.8 * len(letters):
+            continue
+        words = list(_CAPS_WORD.finditer(text, line.start(), line.end()))
+        for k, w in enumerate(words):
+            low = fold(w.group(0))
+            if low not in firsts or low in AMBIGUOUS or low in STOP_WORDS or len(low) < 3:
+                continue
+            end = w.end()
+            if k + 1 < len(words) and text[w.end() : words[k + 1].start()] == " ":
+                nxt = fold(words[k + 1].group(0))
+                if nxt not in STOP_WORDS and (nxt in lasts or len(nxt) >= 3):
+                    end = words[k + 1].end()
+            spans.append((w.start(), end))
+    return spans
+
+
+def cued_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
+    """The names of the module docstring in ``text`` (token rules need spaCy's tokens)."""
+    spans = caps_name_spans(text)
+    firsts, lasts = lexicon()
+    for m in _TITLE_AIRLINE.finditer(text):  # "Dupont/Marie", not "Europe/London"
+        surname, given = fold(m.group(1)), fold(m.group(2))
+        if (surname in lasts or surname in firsts) and given in firsts and _known(m.group(2)):
+            spans.append(m.span())
+    for m in _MENTION.finditer(text):
+        if m.group(1).lower() not in NOT_A_NAME and m.group(1).lower() not in STOP_WORDS:
+            spans.append(m.span(1))
+    doc = getattr(nlp_artifacts, "tokens", None)
+    if doc is None or not len(doc):
+        return spans
+    spans += _spans_after(doc, _ROLE_CUE, text, strong=True)
+    spans += _spans_after(doc, _VOCATIVE_CUE, text, strong=False)
+    return spans
