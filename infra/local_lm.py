@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,7 @@ class Generation:
     tokens_out: int
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" (end of answer) or "length" (max_new_tokens reached)
+    compute_s: float | None = None  # this row's share of its batch's generation time
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -275,13 +277,18 @@ class LocalLM:
                     prompt_width=max(len(ids[i]) for i in group),
                     eos_token_id=self.tokenizer.eos_token_id,
                 )
-                out += self._run(
+                started = time.perf_counter()  # the lock is held: compute only, no queueing
+                gens = self._run(
                     [prompts[i] for i in group],
                     [ids[i] for i in group],
                     [budgets[i] for i in group],
                     do_sample=False,
                     logits_processor=LogitsProcessorList([sampler]),
                 )
+                share = (time.perf_counter() - started) / max(1, len(gens))
+                for gen in gens:  # the measured cost of serving each row (infra.cost)
+                    gen.compute_s = share
+                out += gens
         return out
 
     def _encode(self, prompts: list[str], budget: int) -> list[list[int]]:

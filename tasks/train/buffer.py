@@ -28,6 +28,7 @@ EXAMPLE_COLUMNS = (
     "contexts",
     "answer",
     "reward",
+    "reward_judge",  # the judge's (verifier's) verdict: distillation keeps passed answers
     "reward_config_hash",
     "eligible_as",
     "window",

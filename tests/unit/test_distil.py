@@ -1,0 +1,77 @@
+"""Distillation's pure parts: the embedded student profiles are each at most a quarter of their
+teacher, and the non-inferiority test passes an A/A comparison and fails a student five
+points worse at a margin of two."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from infra.settings.distil import DEFAULT_STUDENTS, PROFILE_STUDENT
+from tasks.release.noninferiority import GateCost, decide_noninferior, noninferiority_test
+
+
+@pytest.mark.parametrize("profile", ["demo", "llama"])
+def test_each_embedded_student_is_at_most_a_quarter_of_its_teacher(profile: str) -> None:
+    from tasks.demo.pretrain import BootstrapConfig, fresh_model
+    from tasks.demo.workloads import CALCULATOR, CLOCK
+    from tasks.distil.student import parameter_count, student_config
+
+    tok, teacher = fresh_model(BootstrapConfig.for_profile(profile, (CALCULATOR, CLOCK)), 0)
+    student = DEFAULT_STUDENTS[PROFILE_STUDENT[profile]]
+    cfg = student_config(teacher.config, student, vocab_size=len(tok))
+    teacher_n = sum(p.numel() for p in teacher.parameters())
+    assert parameter_count(cfg) <= teacher_n / 4
+    assert cfg.model_type == teacher.config.model_type  # the same family, served the same way
+
+
+def _items(n: int, accuracy: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [1.0 if rng.random() < accuracy else 0.0 for _ in range(n)]
+
+
+def test_an_identical_student_is_non_inferior() -> None:
+    scores = _items(400, 0.7, seed=1)
+    ni = noninferiority_test(scores, list(scores), margin=2.0)
+    assert ni.non_inferior and not ni.inferior
+    assert ni.p_value == 0.0 and ni.ci_low == ni.ci_high == 0.0
+
+
+def test_a_student_as_good_on_other_items_is_non_inferior() -> None:
+    """As accurate, but right on other items: 8 answers lost and 8 won of 400."""
+    teacher = _items(400, 0.7, seed=2)
+    right = [i for i, s in enumerate(teacher) if s == 1.0][:8]
+    wrong = [i for i, s in enumerate(teacher) if s == 0.0][:8]
+    student = [1.0 - s if i in right + wrong else s for i, s in enumerate(teacher)]
+    ni = noninferiority_test(teacher, student, margin=2.0)
+    assert ni.mean_diff == 0.0 and ni.non_inferior, ni.line()
+    assert ni.ci_low < 0 < ni.ci_high
+
+
+def test_a_student_five_points_worse_fails_at_margin_two() -> None:
+    teacher = [1.0] * 300 + [0.0] * 100  # 75 %
+    student = list(teacher)
+    for i in range(0, 300, 15):  # 20 of 400 right answers lost: 5 points
+        student[i] = 0.0
+    ni = noninferiority_test(teacher, student, margin=2.0)
+    assert ni.mean_diff == pytest.approx(-5.0)
+    assert not ni.non_inferior and ni.p_value > 0.05
+    assert ni.ci_low < -2.0  # the interval in the report says why
+
+
+def test_the_gate_promotes_only_non_inferior_and_cheaper() -> None:
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import Decision
+
+    policy = ReleaseSettings()
+    same = _items(200, 0.8, seed=3)
+    ok = noninferiority_test(same, list(same), margin=2.0)
+    cheaper = GateCost(baseline_s=0.01, candidate_s=0.002)
+    dearer = GateCost(baseline_s=0.01, candidate_s=0.012)
+    assert decide_noninferior(ok, cheaper, policy)[0] == Decision.PROCEED
+    decision, reasons = decide_noninferior(ok, dearer, policy)
+    assert decision == Decision.ROLLBACK and "not cheaper" in reasons[0]
+    worse = noninferiority_test(same, [0.0] * 200, margin=2.0)
+    assert worse.inferior
+    assert decide_noninferior(worse, cheaper, policy)[0] == Decision.ROLLBACK
