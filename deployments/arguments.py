@@ -264,3 +264,9 @@ def run_args(p: argparse.ArgumentParser) -> None:
         default=0,
         help="seed of the base model and the simulated users (default 0)",
     )
+    p.add_argument(
+        "--distil",
+        action="store_true",
+        help="after the cycles, distil each workload's new stable version into a smaller "
+        "student and release it when no worse (FLYWHEEL_DISTIL__MARGIN) and cheaper",
+    )

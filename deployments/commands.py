@@ -271,7 +271,12 @@ def run(ns: argparse.Namespace) -> int:
     from flows.loop import LoopOptions, run_loop
     from tasks.demo.loop_summary import loop_report, not_promoted
 
-    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
+    opts = LoopOptions(
+        cycles=ns.cycles,
+        seed=ns.seed,
+        server=getattr(ns, "server", "local"),
+        distil=getattr(ns, "distil", False),
+    )
     if opts.server == "vllm":
         from tasks.demo.serving import LLAMA_METHOD
 
