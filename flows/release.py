@@ -173,6 +173,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             pii=_pii_engine(rt, run.policy),
             workload=opts.workload,
             margin=opts.gate_margin(rt.settings.distil.margin),
+            cheaper=opts.cheaper,
         )
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]

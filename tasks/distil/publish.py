@@ -19,10 +19,17 @@ if TYPE_CHECKING:
     from infra.runtime import Runtime
 
 
-def distil_and_publish(rt: Runtime, plan: DistilPlan, *, max_steps: int | None) -> DistilResult:
-    """Train the plan's student, evaluate it beside its teacher on the workload's golden set,
-    and publish it as the next version with its lineage and model card."""
-    config = DistilConfig.from_settings(rt.settings.distil, steps=max_steps)
+def distil_and_publish(
+    rt: Runtime,
+    plan: DistilPlan,
+    *,
+    max_steps: int | None = None,
+    config: DistilConfig | None = None,
+) -> DistilResult:
+    """Train the plan's student (``config``: the settings', ``max_steps`` when given),
+    evaluate it beside its teacher on the workload's golden set, and publish it as the next
+    version with its lineage and model card."""
+    config = config or DistilConfig.from_settings(rt.settings.distil, steps=max_steps)
     with scratch_dir(rt.settings.home_dir / "cache" / "distil") as work:
         outcome = train_student(rt, plan, config, work)
         evaluation = evaluate_golden_dirs(

@@ -279,10 +279,12 @@ def run_gate(
     pii: PiiEngine | None = None,
     workload: str | None = None,
     margin: float | None = None,
+    cheaper: bool = True,
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
     the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's);
-    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`)."""
+    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
+    ``cheaper``: it must also be cheaper)."""
     requests = [it.prompt() for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
@@ -342,6 +344,7 @@ def run_gate(
             reward=scorer.settings.reward,
             policy=policy,
             margin=margin,
+            cheaper=cheaper,
             slices=slices,
             checks=checks,
         )

@@ -186,8 +186,10 @@ def decide_noninferior(
     *,
     slices: Sequence[SliceResult] = (),
     checks: Sequence[Check] = (),
+    require_cheaper: bool = True,
 ) -> tuple[Decision, list[str]]:
-    """The decision (see the module docstring) and the reasons a reader sees."""
+    """The decision (see the module docstring) and the reasons a reader sees
+    (``require_cheaper`` off: the cost is reported, not required)."""
     from tasks.release.gate import Decision
 
     leaks = [f"{c.name} check failed: {c.detail}" for c in checks if c.name == "pii_leak"]
@@ -208,9 +210,9 @@ def decide_noninferior(
         f"compute {1000 * cost.candidate_s:.2f} ms per request vs stable's "
         f"{1000 * cost.baseline_s:.2f} ms ({cost.ratio:.2f}x)"
     )
-    if not cost.cheaper:
+    if require_cheaper and not cost.cheaper:
         return Decision.ROLLBACK, [f"non-inferior ({ni.line()}) but not cheaper: {dearer}"]
-    ok = f"non-inferior ({ni.line()}) and cheaper: {dearer}"
+    ok = f"non-inferior ({ni.line()}) and {'cheaper' if cost.cheaper else 'not cheaper'}: {dearer}"
     blockers = [
         f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
         for s in slices
@@ -236,6 +238,7 @@ def noninferior_gate(
     margin: float,
     slices: Sequence[SliceResult],
     checks: Sequence[Check],
+    cheaper: bool = True,
 ) -> NonInferiorGate:
     """Score, test, measure and decide a non-inferiority release on the gate's answers."""
     b, scale = golden_scores(items, [a.text for a in base], rewards[0], reward=reward)
@@ -244,7 +247,9 @@ def noninferior_gate(
         b, c, scale = list(rewards[0]), list(rewards[1]), "reward"
     ni = noninferiority_test(b, c, margin=margin, alpha=policy.alpha, scale=scale)
     cost = gate_cost(base, cand)
-    decision, reasons = decide_noninferior(ni, cost, policy, slices=slices, checks=checks)
+    decision, reasons = decide_noninferior(
+        ni, cost, policy, slices=slices, checks=checks, require_cheaper=cheaper
+    )
     kl = [c for c in checks if c.name == "kl" and c.status == "fail"]
     if kl:
         reasons.append(f"kl reported, not a blocker for a student: {kl[0].detail}")

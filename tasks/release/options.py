@@ -85,6 +85,11 @@ class ReleaseOptions(BaseModel):
         le=100,
         description="non-inferiority margin in points (default: FLYWHEEL_DISTIL__MARGIN)",
     )
+    cheaper: bool = Field(
+        default=True,
+        description="a non-inferiority release must also be cheaper, at the gate and in the "
+        "canary (off: an erasure's replacement of a student, of the same shape)",
+    )
 
     @field_validator("canary_steps")
     @classmethod
@@ -99,7 +104,7 @@ class ReleaseOptions(BaseModel):
         update = self.model_dump(include=POLICY_FIELDS, exclude_none=True)
         if "canary_steps" in update:
             update["canary_steps"] = tuple(update["canary_steps"])
-        if self.non_inferior:
+        if self.non_inferior and self.cheaper:
             update["cost_ratio_max"] = cost_ratio_max
         return release.model_copy(update=update)
 

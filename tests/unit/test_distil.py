@@ -75,3 +75,56 @@ def test_the_gate_promotes_only_non_inferior_and_cheaper() -> None:
     worse = noninferiority_test(same, [0.0] * 200, margin=2.0)
     assert worse.inferior
     assert decide_noninferior(worse, cheaper, policy)[0] == Decision.ROLLBACK
+
+
+def test_an_erasure_replacement_of_a_student_need_not_be_cheaper() -> None:
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import Decision
+
+    same = _items(200, 0.8, seed=4)
+    ok = noninferiority_test(same, list(same), margin=2.0)
+    dearer = GateCost(baseline_s=0.010, candidate_s=0.011)
+    decision, reasons = decide_noninferior(ok, dearer, ReleaseSettings(), require_cheaper=False)
+    assert decision == Decision.PROCEED and "not cheaper" in reasons[0]
+
+
+def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
+    from infra.cost import CostStats
+    from tasks.demo.distil_summary import DistilSummary, distil_lines
+    from tasks.demo.loop_summary import CycleSummary, LoopSummary, not_promoted
+    from tasks.release.outcome import ReleaseOutcome
+
+    d = DistilSummary(
+        workload="calculator",
+        teacher="v1",
+        status="trained",
+        message="",
+        student="v3",
+        student_profile="demo-small",
+        examples=900,
+        teacher_accuracy=0.64,
+        student_accuracy=0.71,
+        teacher_parameters=822_400,
+        student_parameters=171_936,
+    )
+    test = {"margin": 2.0, "p_value": 1e-6, "mean_diff": 7.0, "ci_low": 4.1, "ci_high": 9.9}
+    gate = {"decision": "PROCEED_TO_SHADOW", "noninferiority": {"test": test}}
+    released = ReleaseOutcome(version="v3", workload="calculator", outcome="promoted", gate=gate)
+    d.add_release(
+        released,
+        teacher=CostStats(requests=100, tokens_in=2000, tokens_out=300, compute_s=1.2),
+        student=CostStats(requests=50, tokens_in=1000, tokens_out=150, compute_s=0.2),
+    )
+    text = "\n".join(distil_lines([d]))
+    assert "teacher v1 64.0%, student 71.0%" in text
+    assert "margin 2, one-sided p = 1e-06 (PROCEED_TO_SHADOW)" in text
+    assert "teacher 12.00 s compute" in text and "student 4.00 s compute" in text
+    assert d.cost_ratio == pytest.approx(1 / 3)
+    cycle = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="promoted")
+    summary = LoopSummary(
+        base_version="v0", base_accuracy=0.5, bootstrap_cached=True, cycles=[cycle], wall_s=1.0
+    )
+    summary.distilled = [d]
+    assert not_promoted(summary) is None
+    d.outcome = "rolled_back"
+    assert "no student was promoted (v3: rolled_back)" in (not_promoted(summary) or "")
