@@ -139,3 +139,37 @@ def test_a_too_small_student_is_rolled_back_and_a_lean_one_passes_the_gate(
     test, cost = gate.noninferiority["test"], gate.noninferiority["cost"]
     assert test["non_inferior"] and test["p_value"] < 0.05 and test["ci_low"] > -2.0
     assert cost["cheaper"] and cost["ratio"] < 1.0
+
+
+def test_an_erasure_replacement_of_a_student_is_distilled_again_without_the_user(
+    prefect_api: None, teacher_home: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replacement of a serving student keeps its profile and teacher, learns from the
+    rows left once one user's are out, and names no such row or key in its lineage."""
+    from infra.runtime import Runtime
+    from tasks.distil.replace import redistil
+    from tasks.governance.replacement import ReplacementPlan
+    from tasks.train.erasures import reproduce_training_rows
+    from tasks.train.lineage import read_lineage
+
+    lean = _distil("lean", monkeypatch, steps="1", learning_rate="1e-9", kd_weight="0")
+    rt = Runtime.from_env()
+    recipe = read_lineage(rt.store, lean.version)
+    assert recipe.method == "distil" and recipe.student is not None
+    assert "key-0" in recipe.data.user_keys
+    trained = reproduce_training_rows(rt.catalog, rt.store, recipe).rows.to_pylist()
+    left = [r for r in trained if r["user_key"] != "key-0"]
+    plan = ReplacementPlan(
+        serving=lean.version, base="v1", recipe=recipe, chain=[lean.version], rows=left
+    )
+
+    version = redistil(rt, plan, max_steps=1)
+
+    assert version is not None and version != lean.version
+    again = read_lineage(rt.store, version)
+    assert again.method == "distil" and again.base_version == "v1"
+    assert again.student is not None and again.student["shape"] == recipe.student["shape"]
+    assert "key-0" not in again.data.user_keys and again.data.user_keys
+    erased = {r["trace_id"] for r in trained if r["user_key"] == "key-0"}
+    assert erased and not erased & set(again.data.training_examples.trace_ids)
+    assert again.hyperparameters["steps"] == 1
