@@ -6,10 +6,10 @@ The gateway's series (:class:`infra.gateway.metrics.GatewayMetrics`), each with 
 ``route`` and ``workload``: ``agent_cost_requests_total`` (answered requests),
 ``agent_tokens_total{direction="in"|"out"}`` and ``agent_compute_seconds_total``. Compute is
 what the model server measured for the answer: the in-process model's share of the batch that
-generated it (the lock held, no queueing); for an HTTP upstream (vLLM), which reports no
-compute time, the seconds of the call itself. A price per 1,000 tokens
-(``FLYWHEEL_COST__PRICE_PER_1K_TOKENS``, per version) turns tokens into money where one is
-configured; the release's "cheaper" is the measured compute.
+generated it (the lock held, no queueing; its thread's CPU time when it generates on one CPU
+thread); for an HTTP upstream (vLLM), which reports no compute time, the seconds of the call.
+A price per 1,000 tokens (``FLYWHEEL_COST__PRICE_PER_1K_TOKENS``, per version) turns tokens
+into money where one is configured; the release's "cheaper" is the measured compute.
 
 :class:`CostReader` is read like the canary's :class:`~infra.promql.CanaryMetrics`:
 :class:`PrometheusCost` queries ``increase`` over the window, :class:`EmbeddedCost` scrapes the
