@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import os
 import random
+import secrets
 import sys
 import tempfile
 import time
@@ -35,6 +36,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["FLYWHEEL_HOME"] = str(HOME / "home")
+# naming a version that is not released (the student) takes the operator's token
+ADMIN_TOKEN = os.environ.setdefault("FLYWHEEL_GATEWAY__ADMIN_TOKEN", secrets.token_hex(20))
 
 
 def accepted_answers(teacher_dir: Path, n: int) -> list[dict[str, str]]:
@@ -62,7 +65,7 @@ def distil_student(teacher_dir: Path, args: argparse.Namespace) -> tuple[Path, i
     """The student's directory, and the student's and the teacher's parameter counts."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from infra.settings import DEFAULT_STUDENTS
+    from infra.settings.distil import DEFAULT_STUDENTS
     from tasks.distil.trainer import DistilConfig, distil_model
 
     teacher = AutoModelForCausalLM.from_pretrained(str(teacher_dir))
@@ -86,12 +89,13 @@ async def ask_all(url: str, version: str, items: list[Any], concurrency: int) ->
     import httpx
 
     gate = asyncio.Semaphore(concurrency)
-    headers = {"Authorization": "Bearer sk-flywheel-bench"}
+    root = url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
     async def one(http: httpx.AsyncClient, item: Any) -> str:
         body = {"model": version, "messages": item.prompt(), "temperature": 0, "max_tokens": 8}
         async with gate:
-            r = await http.post(f"{url}/v1/chat/completions", json=body)
+            r = await http.post(f"{root}/v1/chat/completions", json=body)
         r.raise_for_status()
         return str(r.json()["choices"][0]["message"]["content"] or "")
 
