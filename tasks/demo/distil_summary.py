@@ -41,6 +41,7 @@ class DistilSummary:
     reasons: list[str] = dataclass_field(default_factory=list)
     teacher_cost: dict[str, Any] | None = None  # CostStats.as_dict over the release
     student_cost: dict[str, Any] | None = None
+    gate_cost_ratio: float | None = None  # student's compute per golden answer / teacher's
 
     @classmethod
     def of(cls, result: DistilResult) -> DistilSummary:
@@ -64,7 +65,9 @@ class DistilSummary:
     ) -> None:
         """Take the release's non-inferiority test, outcome, and both measured costs."""
         gate = released.gate or {}
-        test = (gate.get("noninferiority") or {}).get("test") or {}
+        ni = gate.get("noninferiority") or {}
+        test = ni.get("test") or {}
+        self.gate_cost_ratio = (ni.get("cost") or {}).get("ratio")
         self.decision = gate.get("decision")
         self.margin, self.p_value = test.get("margin"), test.get("p_value")
         self.mean_diff = test.get("mean_diff")
@@ -140,6 +143,11 @@ def distil_lines(summaries: list[DistilSummary]) -> list[str]:
                 f"{d.margin:g}, one-sided p = {d.p_value:.2g} ({d.decision})"
             )
         ratio = d.cost_ratio
+        if d.gate_cost_ratio is not None:
+            lines.append(
+                f"{pad}cost at the gate      student {d.gate_cost_ratio:.2f}x the teacher's "
+                "compute per golden answer"
+            )
         lines += [
             f"{pad}cost per 1k requests  teacher {_cost(d.teacher_cost)}; "
             f"student {_cost(d.student_cost)}"

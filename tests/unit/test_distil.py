@@ -108,7 +108,8 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
         student_parameters=171_936,
     )
     test = {"margin": 2.0, "p_value": 1e-6, "mean_diff": 7.0, "ci_low": 4.1, "ci_high": 9.9}
-    gate = {"decision": "PROCEED_TO_SHADOW", "noninferiority": {"test": test}}
+    ni = {"test": test, "cost": {"ratio": 0.31}}
+    gate = {"decision": "PROCEED_TO_SHADOW", "noninferiority": ni}
     released = ReleaseOutcome(version="v3", workload="calculator", outcome="promoted", gate=gate)
     d.add_release(
         released,
@@ -118,6 +119,7 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
     text = "\n".join(distil_lines([d]))
     assert "teacher v1 64.0%, student 71.0%" in text
     assert "margin 2, one-sided p = 1e-06 (PROCEED_TO_SHADOW)" in text
+    assert "student 0.31x the teacher's compute per golden answer" in text
     assert "teacher 12.00 s compute" in text and "student 4.00 s compute" in text
     assert d.cost_ratio == pytest.approx(1 / 3)
     cycle = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="promoted")
