@@ -148,6 +148,19 @@ def workload_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def margin_points(text: str) -> float | str:
+    """A non-inferiority margin in points, 0-100 (``default``: the settings')."""
+    if text == "default":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of points: {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"a margin is 0-100 points, not {text}")
+    return value
+
+
 def release_args(p: argparse.ArgumentParser) -> None:
     """The version to release and how."""
     p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
@@ -157,6 +170,41 @@ def release_args(p: argparse.ArgumentParser) -> None:
         "--skip-shadow",
         action="store_true",
         help="go from the golden gate straight to the canary steps (no shadow traffic)",
+    )
+    p.add_argument(
+        "--non-inferior",
+        type=margin_points,
+        nargs="?",
+        const="default",
+        default=None,
+        metavar="MARGIN",
+        help="release a cheaper model (a distilled student): the gate tests that it is no "
+        "worse than stable by more than MARGIN points (default: FLYWHEEL_DISTIL__MARGIN, 2) "
+        "and measurably cheaper, instead of better",
+    )
+
+
+def distil_args(p: argparse.ArgumentParser) -> None:
+    """The workload and student profile of a distillation run."""
+    p.add_argument(
+        "--workload",
+        type=workload,
+        default=None,
+        metavar="W",
+        help="distil this workload's stable version on its accepted traffic (default: the "
+        "shared release's)",
+    )
+    p.add_argument(
+        "--student",
+        default=None,
+        metavar="PROFILE",
+        help="a student profile of FLYWHEEL_DISTIL__STUDENTS (default: the profile's own)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=whole_number(1),
+        default=None,
+        help="optimizer steps (default: FLYWHEEL_DISTIL__STEPS)",
     )
 
 
@@ -215,4 +263,10 @@ def run_args(p: argparse.ArgumentParser) -> None:
         type=whole_number(0),
         default=0,
         help="seed of the base model and the simulated users (default 0)",
+    )
+    p.add_argument(
+        "--distil",
+        action="store_true",
+        help="after the cycles, distil each workload's new stable version into a smaller "
+        "student and release it when no worse (FLYWHEEL_DISTIL__MARGIN) and cheaper",
     )

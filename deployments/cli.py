@@ -127,6 +127,12 @@ COMMANDS: tuple[Command, ...] = (
         commands.train,
     ),
     Command(
+        "distil",
+        "a smaller student of a workload's stable version, from its accepted traffic",
+        arguments.distil_args,
+        commands.distil,
+    ),
+    Command(
         "release",
         "stage 5: gate -> shadow -> canary -> promote / roll back",
         arguments.release_args,

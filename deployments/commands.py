@@ -197,6 +197,29 @@ def train(ns: argparse.Namespace) -> int:
     return 0
 
 
+def distil(ns: argparse.Namespace) -> int:
+    """flywheel distil: a student of a workload's stable version."""
+    from flows.distil import distil as distil_flow
+
+    r = distil_flow(workload=ns.workload, student=ns.student, max_steps=ns.max_steps)
+    fields = {
+        **({"workload": r.workload} if r.workload else {}),
+        "status": r.status,
+        "message": r.message,
+        "version": r.version,
+        "teacher": r.teacher,
+        "student_profile": r.student_profile,
+        "accepted_answers": r.examples,
+        "parameters": f"{r.student_parameters:,} of {r.teacher_parameters:,}"
+        if r.student_parameters and r.teacher_parameters
+        else None,
+        "golden_accuracy_teacher": percent_or_none(r.teacher_accuracy),
+        "golden_accuracy_student": percent_or_none(r.student_accuracy),
+    }
+    emit(ns, "distil", fields)
+    return 0
+
+
 def check_release(ns: argparse.Namespace) -> None:
     """The version must be servable: checked before a flow run starts (one line, routing
     untouched); the flow checks again for runs started from the UI."""
@@ -217,7 +240,14 @@ def release(ns: argparse.Namespace) -> int:
     from flows.release import ReleaseOptions
     from flows.release import release as release_flow
 
-    options = ReleaseOptions(force=ns.force, skip_shadow=ns.skip_shadow, workload=ns.workload)
+    margin = getattr(ns, "non_inferior", None)
+    options = ReleaseOptions(
+        force=ns.force,
+        skip_shadow=ns.skip_shadow,
+        workload=ns.workload,
+        non_inferior=margin is not None,
+        margin=margin if isinstance(margin, float) else None,
+    )
     r = release_flow(ns.version, options)
     emit(ns, "release", release_fields(r))
     return 0 if r.outcome in ("promoted", "held", "stable") else 1
@@ -241,7 +271,12 @@ def run(ns: argparse.Namespace) -> int:
     from flows.loop import LoopOptions, run_loop
     from tasks.demo.loop_summary import loop_report, not_promoted
 
-    opts = LoopOptions(cycles=ns.cycles, seed=ns.seed, server=getattr(ns, "server", "local"))
+    opts = LoopOptions(
+        cycles=ns.cycles,
+        seed=ns.seed,
+        server=getattr(ns, "server", "local"),
+        distil=getattr(ns, "distil", False),
+    )
     if opts.server == "vllm":
         from tasks.demo.serving import LLAMA_METHOD
 

@@ -26,6 +26,7 @@ def status(ns: argparse.Namespace) -> int:
     fields = release_status(routing, bake_s=rt.settings.model_server.bake_s)
     if why := unservable_stable(rt.settings, rt.store, str(fields.get("stable"))):
         fields = {**fields, "warning": why}
+    fields |= cost_fields(rt, fields["workloads"])
     if getattr(ns, "json", False):
         emit(ns, "status", fields)
         return 0
@@ -34,6 +35,35 @@ def status(ns: argparse.Namespace) -> int:
     if len(rows) > 1:  # a line per workload once any has a release of its own
         print(render("workloads", {row["workload"] or "(shared)": row_text(row) for row in rows}))
     return 0
+
+
+def cost_fields(rt: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Cost per 1,000 requests of each line's stable and candidate over the last
+    ``FLYWHEEL_COST__WINDOW_S`` (embedded: since the gateway started), as the gateway measured
+    it (:mod:`infra.cost`); nothing when no gateway or Prometheus is configured."""
+    import time
+
+    from infra.cost import describe, open_cost_reader
+    from infra.errors import MetricsError
+
+    reader = open_cost_reader(
+        prometheus_url=rt.settings.release.prometheus_url, gateway_url=rt.settings.gateway.url
+    )
+    if reader is None:
+        return {}
+    since, out = time.time() - rt.settings.cost.window_s, {}
+    for row in rows:
+        for role in ("stable", "candidate"):
+            if not (version := row.get(role)):
+                continue
+            try:
+                stats = reader.read_cost(version, since=since, workload=row["workload"])
+            except MetricsError as exc:
+                return {"cost": f"unavailable: {exc}"}
+            stats.price_per_1k_tokens = rt.settings.cost.price(version)
+            line = f" ({row['workload']})" if row["workload"] else ""
+            out[f"cost {role} {version}{line}"] = describe(stats)
+    return out
 
 
 def row_text(row: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from infra.parameters import Steps
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.distil.replace import redistil
 from tasks.governance.erasure_steps import (
     ACTOR,
     ReplacementResult,
@@ -118,7 +119,8 @@ def _replace_line(
     line = _line_name(workload)
     plan = plan_replacement(rt.store, rt.catalog, serving=stable, cases=cases)
     record_step(rt, cases, "replacement planned", plan.serving, f"{line}: {_plan_text(plan)}")
-    version = _train(rt, plan, cases, max_steps)
+    student = plan.recipe.method == "distil"  # a student is distilled again, not trained
+    version = redistil(rt, plan, max_steps=max_steps) if student else _train(rt, plan, max_steps)
     if version is None:
         why = "no training data left without the erased rows"
         return "", fail_cases(rt, cases, None, why, line=line)
@@ -129,7 +131,9 @@ def _replace_line(
     detail = f"{line}: recipe of {plan.serving}, from {plan.base}"
     record_step(rt, cases, "replacement trained", version, detail)
     run = release.with_options(flow_run_name=f"release-erasure-{line}-{version}")
-    out = run(version, ReleaseOptions(actor=ACTOR, workload=workload))
+    # a student's replacement need not beat it, only be no worse (it is no cheaper: same shape)
+    options = ReleaseOptions(actor=ACTOR, workload=workload, non_inferior=student, cheaper=False)
+    out = run(version, options)
     if out.outcome != "promoted":
         why = f"{line}: release {out.outcome}: {'; '.join(out.reasons) or out.outcome}"
         return version, fail_cases(rt, cases, version, why, line=line, outcome=out.outcome)
@@ -137,9 +141,7 @@ def _replace_line(
     return version, None
 
 
-def _train(
-    rt: Runtime, plan: ReplacementPlan, cases: list[ErasureCase], max_steps: int | None
-) -> str | None:
+def _train(rt: Runtime, plan: ReplacementPlan, max_steps: int | None) -> str | None:
     """Train and publish the replacement; None when nothing is left to train on."""
     from infra.catalog import current_snapshot_id
     from infra.models import model_cache_root

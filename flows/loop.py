@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from flows.collect import collect
 from flows.curate import curate
+from flows.distil import distil
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
@@ -23,6 +24,7 @@ from infra.parameters import LOOP_REQUESTS, TrainMethod
 from infra.routing import load_state
 from infra.runtime import Runtime
 from tasks.demo.bootstrap import bootstrap_base_model
+from tasks.demo.distil_summary import DistilSummary, cost_meter, read_costs
 from tasks.demo.loop import (
     Steps,
     background_traffic,
@@ -94,6 +96,14 @@ class LoopOptions(BaseModel):
         default=True,
         description="train each cycle only on traffic its baseline served (not older versions')",
     )
+    distil: bool = Field(
+        default=False,
+        description="after the cycles, distil each workload's stable version into a smaller "
+        "student and release it when it is no worse (non-inferiority) and cheaper",
+    )
+    distil_steps: int | None = Field(
+        default=None, ge=1, description="optimizer steps per student (FLYWHEEL_DISTIL__STEPS)"
+    )
 
 
 @flow(name="run", log_prints=False)
@@ -115,7 +125,8 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         rt = Runtime.from_env()
         workloads = of_settings(rt.settings)
         lines: list[str | None] = list(workloads) if tagged(workloads) else [None]
-        steps = Steps(total=2 + (2 + 2 * len(lines)) * opts.cycles)
+        distils = lines if opts.distil else []
+        steps = Steps(total=2 + (2 + 2 * len(lines)) * opts.cycles + 2 * len(distils))
         steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
         boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
         cycles: list[CycleSummary] = []
@@ -130,6 +141,9 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         ):
             for cycle in range(1, opts.cycles + 1):
                 cycles += _cycle(cycle, lines, gateway_url=gateway_url, opts=opts, steps=steps)
+            distilled = [
+                _distil(w, gateway_url=gateway_url, opts=opts, steps=steps) for w in distils
+            ]
     steps.finish()
     return LoopSummary(
         base_version=boot.version,
@@ -138,6 +152,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         cycles=cycles,
         wall_s=time.monotonic() - started,
         base_accuracy_by_workload=boot.accuracy_by_workload,
+        distilled=distilled,
     )
 
 
@@ -186,7 +201,50 @@ def _train_and_release(
     if trained.status != "trained" or not trained.version:
         return summary
     steps.start(f"cycle {cycle}: release {trained.version}{of} (golden gate, shadow, canary)")
-    release_opts = ReleaseOptions(
+    with background_traffic(
+        gateway_url,
+        requests=opts.release_traffic_batch,
+        concurrency=min(4, opts.concurrency),
+        seed=opts.seed * 1000 + cycle * 100,
+    ):
+        released = release(trained.version, _release_options(workload, gateway_url, opts))
+    summary.add_release(released)
+    return summary
+
+
+def _distil(
+    workload: str | None, *, gateway_url: str, opts: LoopOptions, steps: Steps
+) -> DistilSummary:
+    """Distil ``workload``'s stable version into a student and release it as a cheaper model
+    (non-inferiority gate, shadow, canary with the cost rail), its cost metered meanwhile."""
+    of = f" for {workload}" if workload else ""
+    steps.start(f"distil a smaller student{of} from its stable version's accepted traffic")
+    result = distil(workload=workload, max_steps=opts.distil_steps)
+    summary = DistilSummary.of(result)
+    if result.status != "trained" or not result.version:
+        return summary
+    steps.start(f"release student {result.version}{of} (non-inferiority gate, shadow, canary)")
+    meter, since = cost_meter(gateway_url)
+    with background_traffic(
+        gateway_url,
+        requests=opts.release_traffic_batch,
+        concurrency=min(4, opts.concurrency),
+        seed=opts.seed * 1000 + 999,
+    ):
+        options = _release_options(workload, gateway_url, opts, non_inferior=True)
+        released = release(result.version, options)
+    teacher, student = read_costs(
+        meter, teacher=result.teacher, student=result.version, since=since, workload=workload
+    )
+    summary.add_release(released, teacher=teacher, student=student)
+    return summary
+
+
+def _release_options(
+    workload: str | None, gateway_url: str, opts: LoopOptions, *, non_inferior: bool = False
+) -> ReleaseOptions:
+    """The loop's release of a candidate (or, ``non_inferior``, of a student) for ``workload``."""
+    return ReleaseOptions(
         workload=workload,
         canary_steps=opts.canary_steps,
         analysis_interval_s=opts.analysis_interval_s,
@@ -195,13 +253,5 @@ def _train_and_release(
         # generous: on a busy small machine shadow pairs come slowly
         step_deadline_s=max(240.0, 10 * opts.analysis_interval_s),
         actor="flywheel-run",
+        non_inferior=non_inferior,
     )
-    with background_traffic(
-        gateway_url,
-        requests=opts.release_traffic_batch,
-        concurrency=min(4, opts.concurrency),
-        seed=opts.seed * 1000 + cycle * 100,
-    ):
-        released = release(trained.version, release_opts)
-    summary.add_release(released)
-    return summary

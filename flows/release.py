@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from pydantic import BaseModel, Field, field_validator
 
 from infra.answers import open_answer_source
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
@@ -19,14 +18,15 @@ from infra.models import ServableVersions
 from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
-from infra.settings.workloads import WORKLOAD_PATTERN, configured_workload
+from infra.settings.workloads import configured_workload
 from tasks.golden import GoldenItem, load_golden, settings_golden
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
 from tasks.release.canary import watch_step_task
 from tasks.release.card import update_card
-from tasks.release.gate import golden_gate_task, write_eval_results_task
+from tasks.release.eval_rows import write_eval_results_task
+from tasks.release.gate import golden_gate_task
 from tasks.release.machine import (
     after_canary_step_task,
     after_shadow_task,
@@ -36,6 +36,7 @@ from tasks.release.machine import (
     next_step,
     plan_release,
 )
+from tasks.release.options import ReleaseOptions
 from tasks.release.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
 from tasks.release.report import gate_evidence, report_markdown, write_report_task
 from tasks.release.rollout import Clock, watch_shadow_task
@@ -45,84 +46,6 @@ if TYPE_CHECKING:
     from infra.model_server import ModelServer
     from infra.promql import CanaryMetrics
     from infra.settings import ReleaseSettings
-
-POLICY_FIELDS = {
-    "shadow_fraction",
-    "canary_steps",
-    "analysis_interval_s",
-    "step_deadline_s",
-    "min_requests_per_step",
-    "min_shadow_pairs",
-    "no_data_action",
-    "embeddings",
-}
-
-
-class ReleaseOptions(BaseModel):
-    """Per-run knobs of a release; the policy fields left unset come from settings
-    (FLYWHEEL_RELEASE__*)."""
-
-    workload: str | None = Field(
-        default=None,
-        pattern=WORKLOAD_PATTERN,  # the run's body checks that it is configured
-        description="release for this workload alone (default: the shared release)",
-    )
-    baseline: str | None = Field(
-        default=None, description="version to beat (default: the stable one)"
-    )
-    force: bool = Field(default=False, description="release a version that was rejected before")
-    skip_shadow: bool = Field(default=False, description="go from the gate straight to canary")
-    golden_path: str | None = Field(
-        default=None,
-        description="golden jsonl file or folder (default: the workload's golden set, else "
-        "FLYWHEEL_REWARD__GOLDEN)",
-    )
-    max_golden_items: int | None = Field(
-        default=None, ge=1, description="gate on the first N golden items only (default: all)"
-    )
-    gateway_url: str | None = Field(
-        default=None, description="where canary metrics are read (default: FLYWHEEL_GATEWAY__URL)"
-    )
-    actor: str = Field(default="release-flow", description="who is recorded in the audit log")
-    # overrides of ReleaseSettings for this run (empty: FLYWHEEL_RELEASE__<NAME>)
-    shadow_fraction: float | None = Field(
-        default=None, ge=0, le=1, description="share of requests copied to the candidate"
-    )
-    canary_steps: list[int] | None = Field(
-        default=None, description="candidate's share of traffic (%) at each canary step"
-    )
-    analysis_interval_s: float | None = Field(
-        default=None, gt=0, description="seconds each step runs before its verdict"
-    )
-    step_deadline_s: float | None = Field(
-        default=None, gt=0, description="seconds a step may wait for enough traffic"
-    )
-    min_requests_per_step: int | None = Field(
-        default=None, ge=1, description="candidate requests a canary step needs"
-    )
-    min_shadow_pairs: int | None = Field(
-        default=None, ge=2, description="scored shadow pairs the shadow phase needs"
-    )
-    no_data_action: Literal["hold", "rollback"] | None = Field(
-        default=None, description="what a step without enough traffic by its deadline does"
-    )
-    embeddings: bool | None = Field(
-        default=None, description="also compare answer embeddings (MiniLM)"
-    )
-
-    @field_validator("canary_steps")
-    @classmethod
-    def _percentages(cls, steps: list[int] | None) -> list[int] | None:
-        if steps is not None and (not steps or any(not 0 < w <= 100 for w in steps)):
-            raise ValueError("canary steps are percentages of traffic in (0, 100]")
-        return steps
-
-    def policy(self, release: ReleaseSettings) -> ReleaseSettings:
-        """``release`` with this run's overrides applied."""
-        update = self.model_dump(include=POLICY_FIELDS, exclude_none=True)
-        if "canary_steps" in update:
-            update["canary_steps"] = tuple(update["canary_steps"])
-        return release.model_copy(update=update)
 
 
 @dataclass(kw_only=True)
@@ -204,7 +127,7 @@ def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
         whole=whole,
         version=version,
         opts=opts,
-        policy=opts.policy(rt.settings.release),
+        policy=opts.policy(rt.settings.release, rt.settings.cost.ratio_max),
         out=ReleaseOutcome(version=version, workload=opts.workload),
         server=open_model_server(rt.settings.model_server),
     )
@@ -249,6 +172,8 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
             max_tokens=rt.settings.gateway.max_new_tokens,
             pii=_pii_engine(rt, run.policy),
             workload=opts.workload,
+            margin=opts.gate_margin(rt.settings.distil.margin),
+            cheaper=opts.cheaper,
         )
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]

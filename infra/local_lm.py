@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,7 @@ class Generation:
     tokens_out: int
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" (end of answer) or "length" (max_new_tokens reached)
+    compute_s: float | None = None  # this row's share of its batch's generation time
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -143,6 +145,10 @@ class LocalLM:
         self.max_context = max_context
         self.threads = threads
         self._lock = threading.Lock()
+        # one intra-op thread on the CPU: the generating thread does all the work, so its CPU
+        # time is the compute (unmoved by other processes on the machine); else wall time
+        on_cpu = str(getattr(model, "device", "cpu")) == "cpu"
+        self._compute_clock = time.thread_time if threads == 1 and on_cpu else time.perf_counter
 
     @classmethod
     def load(
@@ -275,13 +281,18 @@ class LocalLM:
                     prompt_width=max(len(ids[i]) for i in group),
                     eos_token_id=self.tokenizer.eos_token_id,
                 )
-                out += self._run(
+                started = self._compute_clock()  # the lock is held: no queueing counted
+                gens = self._run(
                     [prompts[i] for i in group],
                     [ids[i] for i in group],
                     [budgets[i] for i in group],
                     do_sample=False,
                     logits_processor=LogitsProcessorList([sampler]),
                 )
+                share = (self._compute_clock() - started) / max(1, len(gens))
+                for gen in gens:  # the measured cost of serving each row (infra.cost)
+                    gen.compute_s = share
+                out += gens
         return out
 
     def _encode(self, prompts: list[str], budget: int) -> list[list[int]]:

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from infra.cost import CostStats, cost_from
 from infra.errors import ConfigError, MetricsError
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class RouteStats:
     latency_buckets: dict[float, float] = field(default_factory=dict)
     users: float = math.nan  # users served (the voice series); unset: one user per request
     error_users: float = math.nan  # users who met an error; unset: one per error
+    cost: CostStats | None = None  # what its answered requests cost (infra.cost)
 
     def __post_init__(self) -> None:
         if math.isnan(self.users):
@@ -227,8 +229,11 @@ class PrometheusMetrics:
         fb_sel = f'model="{_escape(model)}"{mine}'
         feedback = q(f"sum by (value) (increase({FEEDBACK}{{{fb_sel}}}{rng}))", now)
 
-        def total(name: str) -> float:
-            return sum(v for _, v in q(f"sum(increase({name}{{{sel}}}{rng}))", now))
+        def total(name: str, extra: str = "") -> float:
+            return sum(v for _, v in q(f"sum(increase({name}{{{sel}{extra}}}{rng}))", now))
+
+        def cost_total(name: str, extra: dict[str, str]) -> float:
+            return total(name, "".join(f',{k}="{v}"' for k, v in extra.items()))
 
         return RouteStats(
             requests=total(REQUESTS),
@@ -238,6 +243,7 @@ class PrometheusMetrics:
             p99_s=histogram_quantile(QUANTILE, buckets),
             feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
             latency_buckets=buckets,
+            cost=cost_from(cost_total),
         )
 
 
@@ -349,8 +355,9 @@ def route_stats(
         value = int(dict(labels)["value"])
         feedback[value] = feedback.get(value, 0.0) + delta
 
-    def total(name: str) -> float:
-        return sum(_deltas(now, base, name, model=model, route=route, **mine).values())
+    def total(name: str, extra: dict[str, str] | None = None) -> float:
+        match = {**mine, **(extra or {})}
+        return sum(_deltas(now, base, name, model=model, route=route, **match).values())
 
     return RouteStats(
         requests=total(REQUESTS),
@@ -360,6 +367,7 @@ def route_stats(
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
         latency_buckets=buckets,
+        cost=cost_from(total),
     )
 
 

@@ -182,6 +182,7 @@ class BufferedExample(TypedDict):
     contexts: list[str]
     answer: str
     reward: float
+    reward_judge: float | None  # the judge's (verifier's) verdict: distillation keeps passed
     reward_config_hash: str | None
     eligible_as: str
     window: str

@@ -76,12 +76,29 @@ class CallRecorder:
         return req.voice if isinstance(req.voice, int) else None
 
     def observe(
-        self, *, version: str, route: str, started: float, error: bool, req: ChatRequest
+        self,
+        *,
+        version: str,
+        route: str,
+        started: float,
+        error: bool,
+        req: ChatRequest,
+        done: Completion | None = None,
     ) -> None:
         """Count one call of ``req`` and its latency since ``started`` (a ``perf_counter``
-        value), and its user as a voice of the release line's current step."""
+        value), and its user as a voice of the release line's current step; ``done``: the
+        answer, metered (tokens, and the model server's compute or else the call's seconds)."""
         seconds = time.perf_counter() - started
         line = self.line(req.workload)
+        if done is not None and not error:
+            self.metrics.cost(
+                model=version,
+                route=route,
+                workload=line,
+                tokens_in=done.tokens_in,
+                tokens_out=done.tokens_out,
+                compute_s=seconds if done.compute_s is None else done.compute_s,
+            )
         self.metrics.observe(
             model=version,
             route=route,

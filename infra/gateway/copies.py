@@ -77,7 +77,9 @@ async def run_shadow(
         t0 = time.perf_counter() - took
     except UpstreamError as exc:
         log.debug("shadow on %s failed: %s", version, exc)
-    recorder.observe(version=version, route="shadow", started=t0, error=done is None, req=req)
+    recorder.observe(
+        version=version, route="shadow", started=t0, error=done is None, req=req, done=done
+    )
     recorder.trace(
         req,
         trace_id=recorder.new_trace_id(),

@@ -57,7 +57,9 @@ class GatewayMetrics:
     ``flywheel_workload_unconfigured_total`` (requests naming a workload that is not configured;
     the name is never a label),
     ``flywheel_client_refused_total{status}``,
-    ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render).
+    ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render),
+    ``agent_cost_requests_total``, ``agent_tokens_total{direction}`` and
+    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.cost`).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
@@ -126,6 +128,23 @@ class GatewayMetrics:
             "user_feedback_total",
             "User feedback events.",
             ["model", "value", "workload"],
+            registry=r,
+        )
+        # serving cost, measured (infra.cost): answered requests, tokens, compute seconds
+        self.cost_requests = Counter(
+            "agent_cost_requests_total", "Requests answered and metered.", labels, registry=r
+        )
+        self.tokens = Counter(
+            "agent_tokens_total",
+            "Tokens of answered requests: prompt (direction=in) and answer (out).",
+            [*labels, "direction"],
+            registry=r,
+        )
+        self.compute = Counter(
+            "agent_compute_seconds_total",
+            "Model-server compute seconds of answered requests (in process: the answer's share "
+            "of its batch; HTTP upstreams: the call's seconds).",
+            labels,
             registry=r,
         )
         self.route_weight = Gauge(
@@ -214,6 +233,23 @@ class GatewayMetrics:
             self.voices.labels(*key).inc()
         if error and self._admit(workload, epoch, voter, model, "error:" + route):
             self.error_voices.labels(*key).inc()
+
+    def cost(
+        self,
+        *,
+        model: str,
+        route: str,
+        workload: str,
+        tokens_in: int | None,
+        tokens_out: int | None,
+        compute_s: float,
+    ) -> None:
+        """Meter one answered request of ``model`` (see :mod:`infra.cost`)."""
+        key = (model, route, workload)
+        self.cost_requests.labels(*key).inc()
+        self.tokens.labels(*key, "in").inc(tokens_in or 0)
+        self.tokens.labels(*key, "out").inc(tokens_out or 0)
+        self.compute.labels(*key).inc(max(0.0, compute_s))
 
     def vote(
         self, *, model: str, value: int, workload: str, voter: int | None, epoch: Epoch

@@ -286,6 +286,7 @@ class Gateway:
             started=served.started,
             error=False,
             req=req,
+            done=served.value,
         )
         trace_id = self.recorder.new_trace_id()
         self.recorder.trace(

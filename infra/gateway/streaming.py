@@ -162,7 +162,14 @@ async def _relay(
         if aclose is not None:
             await aclose()
         total.text = "".join(texts)
-        recorder.observe(version=version, route=route, started=started, error=failed, req=req)
+        recorder.observe(
+            version=version,
+            route=route,
+            started=started,
+            error=failed,
+            req=req,
+            done=total if ok else None,
+        )
         recorder.trace(
             req,
             trace_id=trace_id,

@@ -9,6 +9,7 @@ concept (``store``, ``langfuse``, ``reward``, ``curate``, ``train``, ``release``
 from __future__ import annotations
 
 from infra.settings.curate import CurateSettings, ReviewSettings
+from infra.settings.distil import CostSettings, DistilSettings, StudentProfile
 from infra.settings.gateway import GatewaySettings, UpstreamSettings
 from infra.settings.governance import ErasureSettings
 from infra.settings.langfuse import LangfuseSettings
@@ -26,7 +27,9 @@ from infra.settings.train import TrainSettings
 
 __all__ = [
     "COMPONENT_NAMES",
+    "CostSettings",
     "CurateSettings",
+    "DistilSettings",
     "ErasureSettings",
     "FeedbackSettings",
     "GatewaySettings",
@@ -37,6 +40,7 @@ __all__ = [
     "ReviewSettings",
     "RewardSettings",
     "Settings",
+    "StudentProfile",
     "TrainSettings",
     "UpstreamSettings",
     "check_store_url",

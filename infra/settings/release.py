@@ -52,6 +52,9 @@ class ReleaseSettings(BaseModel):
     # judges a step at its horizon by the guard rails above only
     sequential_alpha: float | None = Field(default=0.05, gt=0, lt=1)
     sequential_min_requests: int = Field(default=10, ge=1)  # before the first sequential look
+    # the cost rail (a non-inferiority release sets it, FLYWHEEL_COST__RATIO_MAX): the
+    # candidate's measured compute per request above this multiple of stable's fails a step
+    cost_ratio_max: float | None = Field(default=None, gt=0)
     pii_leak_check: bool = True  # candidate answers with identifiers not in the prompt fail
     # how the phases wait
     max_poll_s: float = 5.0

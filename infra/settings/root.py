@@ -28,6 +28,7 @@ from pydantic_settings.exceptions import SettingsError
 from infra import OFFLINE_ENV
 from infra.errors import ConfigError
 from infra.settings.curate import CurateSettings, ReviewSettings
+from infra.settings.distil import CostSettings, DistilSettings
 from infra.settings.errors import describe_settings_error, describe_validation_error
 from infra.settings.gateway import GatewaySettings
 from infra.settings.governance import ErasureSettings
@@ -104,6 +105,8 @@ class Settings(BaseSettings):
     gateway: GatewaySettings = GatewaySettings()
     model_server: ModelServerSettings = ModelServerSettings()
     erasure: ErasureSettings = ErasureSettings()
+    distil: DistilSettings = DistilSettings()
+    cost: CostSettings = CostSettings()
 
     @field_validator("store_url")
     @classmethod

@@ -41,6 +41,9 @@ class Completion:
     finish_reason: str | None = "stop"
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
+    # the model server's measured compute seconds for this answer (the in-process model's
+    # share of its batch); None: the gateway counts the call's own seconds (infra.cost)
+    compute_s: float | None = None
 
 
 def logprob_values(tokens: list[Any] | None) -> list[float] | None:
@@ -126,6 +129,8 @@ def merge_meta(into: Completion, piece: Completion) -> Completion:
         into.tokens_in = piece.tokens_in
     if piece.tokens_out is not None:
         into.tokens_out = piece.tokens_out
+    if piece.compute_s is not None:
+        into.compute_s = piece.compute_s
     if piece.logprobs:
         if into.logprobs is None:
             into.logprobs = list(piece.logprobs)

@@ -100,6 +100,7 @@ class LocalUpstream:
             tokens_out=gen.tokens_out,
             logprobs=list(gen.logprobs) or None,
             finish_reason=getattr(gen, "finish_reason", "stop"),
+            compute_s=getattr(gen, "compute_s", None),
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:

@@ -9,6 +9,7 @@ from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING
 
 from tasks.demo.cycles import cycles_report, percent
+from tasks.demo.distil_summary import DistilSummary, distil_lines
 
 if TYPE_CHECKING:
     from tasks.collect import CollectResult
@@ -75,6 +76,7 @@ class LoopSummary:
     cycles: list[CycleSummary]
     wall_s: float
     base_accuracy_by_workload: dict[str, float] = dataclass_field(default_factory=dict)
+    distilled: list[DistilSummary] = dataclass_field(default_factory=list)  # run --distil
 
 
 def loop_report(summary: LoopSummary) -> str:
@@ -105,7 +107,7 @@ def loop_report(summary: LoopSummary) -> str:
             mine = [c for c in s.cycles if c.workload == w]
             lines += [f"workload {w}:"] if w else []
             lines += cycles_report(replace(s, base_accuracy=base, cycles=mine))
-    return "\n".join(lines)
+    return "\n".join(lines + distil_lines(s.distilled))
 
 
 def _release_lines(c: CycleSummary) -> list[str]:
@@ -130,7 +132,8 @@ def _release_lines(c: CycleSummary) -> list[str]:
 
 def not_promoted(summary: LoopSummary) -> str | None:
     """Why the loop did not work, or ``None`` (``flywheel run`` then exits 0): every cycle must
-    train a candidate and the first must promote it. A later candidate held or rolled back is
+    train a candidate and the first must promote it; with ``--distil`` a student must be
+    promoted for at least one workload. A later candidate held or rolled back is
     the release doing its job at the plateau the cycles report shows, not a failure."""
     for c in summary.cycles:
         if not c.candidate:
@@ -144,6 +147,9 @@ def not_promoted(summary: LoopSummary) -> str | None:
                 f"cycle {first.cycle}{_of(first)}: candidate {first.candidate} was not "
                 f"promoted: {first.outcome}{why}"
             )
+    if summary.distilled and not any(d.outcome == "promoted" for d in summary.distilled):
+        why = "; ".join(f"{d.student or 'no student'}: {d.outcome}" for d in summary.distilled)
+        return f"--distil: no student was promoted ({why})"
     return None
 
 

@@ -14,6 +14,9 @@ What is compared (users, not events, for errors and feedback: :mod:`infra.gatewa
   requests than the candidate's share of all requests (:mod:`tasks.release.latency`);
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
   users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
+- cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
+  per request (:mod:`infra.cost`) above ``cost_ratio_max`` x stable's fails the step: the
+  saving a cheaper model was promoted for must hold in traffic;
 - an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
   every poll: a step fails at once when the candidate is beyond a rail and clearly worse, and
   passes early when clearly better (at ``sequential_alpha``) with the rails holding.
@@ -77,7 +80,12 @@ def analyse_step(
         return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
     failures: list[str] = []
     notes: list[str] = []
-    judged = [judge_errors(c, s, policy), judge_p99(c, s, policy), judge_feedback(c, s, policy)]
+    judged = [
+        judge_errors(c, s, policy),
+        judge_p99(c, s, policy),
+        judge_feedback(c, s, policy),
+        judge_cost(c, s, policy),
+    ]
     for rail in judged:
         if rail is None:
             continue
@@ -107,6 +115,23 @@ def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judge
         failed = p < canary_test_alpha(policy)
         line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged higher")
     return Judged(line=line, failed=failed, evidence=evidence)
+
+
+def judge_cost(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged | None:
+    """The cost rail (None when off, or when either side has no metered request): the
+    candidate's measured compute per request against stable's, over the same window."""
+    if policy.cost_ratio_max is None or c.cost is None or s.cost is None:
+        return None
+    cand, stable = c.cost.compute_per_request_s, s.cost.compute_per_request_s
+    if cand is None or not stable:
+        return None
+    ratio = cand / stable
+    line = (
+        f"cost: {1000 * cand:.2f} ms compute per request = {ratio:.2f}x stable "
+        f"{1000 * stable:.2f} ms (max {policy.cost_ratio_max:g}x)"
+    )
+    evidence = {"cost_ratio_vs_stable": ratio}
+    return Judged(line=line, failed=ratio > policy.cost_ratio_max, evidence=evidence)
 
 
 def more_errors_p(c: RouteStats, s: RouteStats) -> float:

@@ -36,7 +36,6 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.answers import Answer, AnswerSource, Messages
-from infra.retries import IO_RETRIES
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
@@ -46,8 +45,6 @@ __all__ = ["Decision", "GateResult", "PairedTest", "decide", "paired_test", "run
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from pyiceberg.catalog import Catalog
 
     from infra.settings import ReleaseSettings
     from tasks.datasets import EvalResult
@@ -209,6 +206,7 @@ class GateResult:
     errors: dict[str, int] = field(default_factory=dict)  # generation failures per version
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     workload: str | None = None  # the workload whose release this gated (None: the shared)
+    noninferiority: dict[str, Any] | None = None  # a cheaper model's test and cost
 
     def summary(self) -> dict[str, Any]:
         """Everything but the per-item rows, JSON-ready (the report and the audit evidence)."""
@@ -224,6 +222,7 @@ class GateResult:
             "checks": [c.as_dict() for c in self.checks],
             "errors": self.errors,
             "created_at": self.created_at.isoformat(),
+            **({"noninferiority": self.noninferiority} if self.noninferiority else {}),
         }
 
     def eval_rows(self) -> list[EvalResult]:
@@ -280,9 +279,13 @@ def run_gate(
     run_id: str | None = None,
     pii: PiiEngine | None = None,
     workload: str | None = None,
+    margin: float | None = None,
+    cheaper: bool = True,
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
-    the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's)."""
+    the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's);
+    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
+    ``cheaper``: it must also be cheaper)."""
     requests = [it.prompt() for it in items]
     base = baseline.answer(requests, max_tokens=max_tokens)
     cand = candidate.answer(requests, max_tokens=max_tokens)
@@ -330,6 +333,23 @@ def run_gate(
             )
         )
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
+    ni = None
+    if margin is not None:  # no worse by more than the margin, and cheaper: not "better"
+        from tasks.release.noninferiority import noninferior_gate
+
+        ni = noninferior_gate(
+            items,
+            base=base,
+            cand=cand,
+            rewards=(b_scores, c_scores),
+            reward=scorer.settings.reward,
+            policy=policy,
+            margin=margin,
+            cheaper=cheaper,
+            slices=slices,
+            checks=checks,
+        )
+        decision, reasons = ni.decision, ni.reasons
     reasons = reasons + [  # a check that did not run is said, never silently passed
         f"{c.name} check skipped: {c.detail}" for c in checks if c.status == "skipped"
     ]
@@ -361,27 +381,11 @@ def run_gate(
         items=pairs,
         errors=errors,
         workload=workload,
+        noninferiority=ni.summary() if ni else None,
     )
-
-
-def write_eval_results(catalog: Catalog, result: GateResult) -> int:
-    """Replace this run's rows in ``eval_results`` (a rerun of a run id never duplicates)."""
-    from pyiceberg.expressions import EqualTo
-
-    from infra.catalog import replace_where
-
-    rows = result.eval_rows()
-    replace_where(catalog, "eval_results", EqualTo("run_id", result.run_id), rows)
-    return len(rows)
 
 
 @task(cache_policy=NO_CACHE)
 def golden_gate_task(items: list[GoldenItem], **kwargs: Any) -> GateResult:
     """Returns the gate's result for the candidate against the baseline on the golden items."""
     return run_gate(items, **kwargs)
-
-
-@task(**IO_RETRIES)
-def write_eval_results_task(catalog: Catalog, result: GateResult) -> int:
-    """Returns how many eval_results rows the gate run wrote."""
-    return write_eval_results(catalog, result)

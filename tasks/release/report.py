@@ -66,6 +66,7 @@ def gate_evidence(result: GateResult, report_keys: dict[str, str]) -> dict[str, 
         "run_id": result.run_id,
         "report": report_keys.get("json"),
         **({"workload": result.workload} if result.workload else {}),
+        **({"noninferiority": result.noninferiority} if result.noninferiority else {}),
     }
     return dict(json_safe(evidence))
 
@@ -117,10 +118,35 @@ def report_markdown(result: GateResult) -> str:
             for c in result.checks
         ],
         "",
+        *noninferiority_lines(result.noninferiority),
         f"Generation failures: {result.errors or 'none'}. Per-item scores: table "
         f"`flywheel.eval_results`, run_id `{result.run_id}`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def noninferiority_lines(ni: dict[str, Any] | None) -> list[str]:
+    """The report's section of a non-inferiority release (none for one that must be better):
+    the one-sided test with its interval, and the measured compute per request."""
+    if not ni:
+        return []
+    t, c = ni["test"], ni["cost"]
+    verdict = "non-inferior" if t["non_inferior"] else "inferior" if t["inferior"] else "not shown"
+    return [
+        f"## Non-inferiority (margin {t['margin']:g} points of {t['scale']})",
+        "",
+        "| | value |",
+        "|---|---|",
+        f"| items | {t['n']} |",
+        f"| baseline / candidate | {t['mean_baseline']:.1f} / {t['mean_candidate']:.1f} |",
+        f"| difference (points) | {t['mean_diff']:+.2f} |",
+        f"| {t['confidence']:.0%} CI | [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] |",
+        f"| one-sided p (H0: worse by >= margin) | {t['p_value']:.3g} ({verdict}) |",
+        f"| compute per request, baseline | {1000 * c['baseline_s']:.2f} ms |",
+        f"| compute per request, candidate | {1000 * c['candidate_s']:.2f} ms "
+        f"({c['ratio']:.2f}x) |",
+        "",
+    ]
 
 
 def report_plot(result: GateResult) -> bytes:

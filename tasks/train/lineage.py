@@ -134,6 +134,9 @@ class Lineage(BaseModel):
     finished_at: datetime
     base_model: str | None = None  # a LoRA adapter: the full version it applies to
     workload: str | None = None  # trained on this workload's rows only (None: every workload)
+    # a distilled student (tasks/distil): its profile, shape and size beside the teacher's
+    # (``base_version`` is the teacher: an erasure reaching it reaches the student too)
+    student: dict[str, Any] | None = None
 
     @field_serializer("started_at", "finished_at")
     def _isoformat(self, value: datetime) -> str:
@@ -261,13 +264,21 @@ def model_card(lineage: Lineage) -> dict[str, Any]:
     if lineage.base_model:  # served as a LoRA adapter on this full version
         card["artifact"] = "lora-adapter"
         card["base_model"] = lineage.base_model
+    if lineage.student:  # a smaller model of its own, distilled from the teacher
+        card["model"] = "flywheel distilled student"
+        card["distillation"] = {
+            "teacher": lineage.base_version,
+            "traffic_windows": examples.windows,
+            **lineage.student,
+        }
+        card["intended_use"] = "cheaper stand-in for its teacher; released if non-inferior"
     return card
 
 
 def lineage_files(lineage: Lineage) -> dict[str, str]:
     """The text of ``lineage.json`` and ``model_card.yaml``, by file name."""
     record = lineage.model_dump()
-    for optional in ("base_model", "workload"):  # unset: the file as it always was
+    for optional in ("base_model", "workload", "student"):  # unset: the file as it always was
         if record[optional] is None:
             del record[optional]
     as_json = json.dumps(record, indent=2, sort_keys=True, default=str)

@@ -29,7 +29,7 @@ HANDLER_MODULES = {
 }
 DESIGN_COMMANDS = set(
     "run bootstrap gateway simulate collect score curate train release status promote pause "
-    "resume abort rollback forget-user retention lineage erasure-status pii-eval".split()
+    "resume abort rollback forget-user retention lineage erasure-status pii-eval distil".split()
 ) | {"review", "prove", "consent", "erasure-resolve", "report"}  # not in DESIGN.md's list yet
 
 

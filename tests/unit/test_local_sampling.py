@@ -87,3 +87,13 @@ def test_the_local_upstream_answers_concurrent_callers_in_batches(
         for m in messages
     ]
     assert texts == alone * 2
+
+
+def test_each_row_carries_its_share_of_the_batch_compute(tiny_lm: LocalLM) -> None:
+    """What the gateway meters as a request's serving cost (infra.cost): the batch's compute,
+    split evenly, and more of it for a batch that generates more tokens."""
+    short = tiny_lm.generate_rows(PROMPTS, [RowParams(max_new_tokens=1)] * len(PROMPTS))
+    long = tiny_lm.generate_rows(PROMPTS, [RowParams(max_new_tokens=40)] * len(PROMPTS))
+    assert len({g.compute_s for g in long}) == 1
+    assert all(g.compute_s is not None and g.compute_s > 0 for g in short + long)
+    assert sum(g.compute_s or 0 for g in long) > sum(g.compute_s or 0 for g in short)

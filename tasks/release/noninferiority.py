@@ -1,0 +1,256 @@
+"""The non-inferiority gate of a cheaper model (``flywheel release V --non-inferior MARGIN``): a
+distilled student does not have to be better than stable, only no worse by more than a margin,
+and cheaper. The question is one-sided, so is the test.
+
+The score is the golden set's verified accuracy (each item's verifier, 0 or 1) when every item
+has a verifier, else the gate's reward; both are read in points (x 100), so a margin of 2 means
+two points of accuracy. With d = candidate - baseline per item, in points:
+
+- H0: mean(d) <= -margin (worse by the margin or more), H1: mean(d) > -margin;
+  one-sided paired t-test, p = P(T >= (mean(d) + margin) / se) with n - 1 degrees of freedom
+  (every difference equal: p = 0 when that difference is above -margin, else 1);
+- the interval is the two-sided ``1 - 2 alpha`` confidence interval of mean(d) (90 % for
+  alpha 0.05): non-inferior exactly when its lower end lies above -margin (p < alpha);
+  *inferior* when its upper end lies below -margin (worse by more than the margin, shown).
+
+The decision, in order: a PII leak -> ``ROLLBACK``; fewer than ``min_samples`` pairs ->
+``MANUAL_REVIEW`` (``ROLLBACK`` when already shown inferior); inferior -> ``ROLLBACK``; not
+shown non-inferior -> ``MANUAL_REVIEW``; not cheaper (measured compute per request at the
+gate at least stable's) -> ``ROLLBACK``; a slice worse by more than ``slice_tolerance`` or a
+failed check -> ``MANUAL_REVIEW``; else ``PROCEED_TO_SHADOW``. The KL check is reported but
+decides nothing here: a student is its own base model, and its distance from the teacher is
+what distillation minimised, not drift of a tuned policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from infra.answers import Answer
+    from infra.settings import ReleaseSettings, RewardSettings
+    from tasks.golden import GoldenItem
+    from tasks.release.drift import Check
+    from tasks.release.gate import Decision, SliceResult
+
+
+@dataclass(kw_only=True)
+class NonInferiority:
+    """A one-sided paired non-inferiority test, in points (see the module docstring)."""
+
+    n: int
+    margin: float
+    alpha: float
+    mean_baseline: float
+    mean_candidate: float
+    mean_diff: float
+    t_statistic: float | None
+    p_value: float
+    ci_low: float
+    ci_high: float
+    confidence: float  # of the two-sided interval: 1 - 2 alpha
+    non_inferior: bool
+    inferior: bool
+    scale: str = "verified accuracy"
+
+    def line(self) -> str:
+        """The test in one line, for reasons and summaries."""
+        return (
+            f"{self.scale} {self.mean_baseline:.1f} -> {self.mean_candidate:.1f} "
+            f"({self.mean_diff:+.1f} points, {self.confidence:.0%} CI "
+            f"[{self.ci_low:+.1f}, {self.ci_high:+.1f}]; margin {self.margin:g}, "
+            f"one-sided p={self.p_value:.3g})"
+        )
+
+
+def noninferiority_test(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    margin: float,
+    alpha: float = 0.05,
+    scale: str = "verified accuracy",
+) -> NonInferiority:
+    """The test of candidate vs baseline scores (0-1 each, paired by item), ``margin`` in
+    points.
+
+    Raises:
+        ValueError: the samples differ in length or are empty.
+    """
+    import numpy as np
+    from scipy import stats
+
+    b = np.asarray(baseline, dtype=float) * 100
+    c = np.asarray(candidate, dtype=float) * 100
+    if b.shape != c.shape or b.size == 0:
+        raise ValueError(f"paired samples must be non-empty and equal ({b.size}, {c.size})")
+    d = c - b
+    n, mean = int(d.size), float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else 0.0
+    if sd > 0:
+        se = sd / math.sqrt(n)
+        t_stat = (mean + margin) / se
+        p = float(stats.t.sf(t_stat, n - 1))
+        half = float(stats.t.ppf(1 - alpha, n - 1)) * se
+        lo, hi = mean - half, mean + half
+    else:  # every difference the same: no doubt left about the mean
+        t_stat = None
+        p = 0.0 if mean > -margin else 1.0
+        lo = hi = mean
+    return NonInferiority(
+        n=n,
+        margin=margin,
+        alpha=alpha,
+        mean_baseline=float(b.mean()),
+        mean_candidate=float(c.mean()),
+        mean_diff=mean,
+        t_statistic=t_stat,
+        p_value=p,
+        ci_low=lo,
+        ci_high=hi,
+        confidence=1 - 2 * alpha,
+        non_inferior=p < alpha,
+        inferior=hi < -margin,
+        scale=scale,
+    )
+
+
+@dataclass(kw_only=True)
+class GateCost:
+    """Measured compute per request of both versions while they answered the golden set."""
+
+    baseline_s: float
+    candidate_s: float
+
+    @property
+    def ratio(self) -> float:
+        """Candidate's compute per request over stable's (below 1: cheaper)."""
+        return self.candidate_s / self.baseline_s if self.baseline_s > 0 else math.inf
+
+    @property
+    def cheaper(self) -> bool:
+        """Whether the candidate took less compute per request than the baseline."""
+        return self.candidate_s < self.baseline_s
+
+
+def gate_cost(base: Sequence[Answer], cand: Sequence[Answer]) -> GateCost:
+    """Mean seconds of generation per answered request of each version."""
+
+    def mean(answers: Sequence[Answer]) -> float:
+        ok = [a.latency_s for a in answers if not a.error]
+        return sum(ok) / len(ok) if ok else math.inf
+
+    return GateCost(baseline_s=mean(base), candidate_s=mean(cand))
+
+
+def golden_scores(
+    items: Sequence[GoldenItem],
+    answers: Sequence[str],
+    rewards: Sequence[float],
+    *,
+    reward: RewardSettings,
+) -> tuple[list[float], str]:
+    """Each item's verified score when every item has a verdict, else its gate reward; and
+    which of the two it is."""
+    from tasks.golden import verified_scores
+
+    verified = verified_scores(items, answers, reward=reward)
+    if verified and all(v is not None for v in verified):
+        return [float(v) for v in verified if v is not None], "verified accuracy"
+    return list(rewards), "reward"
+
+
+@dataclass(kw_only=True)
+class NonInferiorGate:
+    """The non-inferiority gate's decision, its reasons, its test and its cost."""
+
+    decision: Decision
+    reasons: list[str]
+    test: NonInferiority
+    cost: GateCost
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: the test and the cost (the report's ``noninferiority``)."""
+        cost = {**asdict(self.cost), "ratio": self.cost.ratio, "cheaper": self.cost.cheaper}
+        return {"test": asdict(self.test), "cost": cost}
+
+
+def decide_noninferior(
+    ni: NonInferiority,
+    cost: GateCost,
+    policy: ReleaseSettings,
+    *,
+    slices: Sequence[SliceResult] = (),
+    checks: Sequence[Check] = (),
+    require_cheaper: bool = True,
+) -> tuple[Decision, list[str]]:
+    """The decision (see the module docstring) and the reasons a reader sees
+    (``require_cheaper`` off: the cost is reported, not required)."""
+    from tasks.release.gate import Decision
+
+    leaks = [f"{c.name} check failed: {c.detail}" for c in checks if c.name == "pii_leak"]
+    if leaks and any(c.status == "fail" for c in checks if c.name == "pii_leak"):
+        return Decision.ROLLBACK, leaks
+    worse = f"worse than stable by more than the margin: {ni.line()}"
+    if ni.n < policy.min_samples:
+        if ni.inferior:
+            return Decision.ROLLBACK, [worse]
+        return Decision.MANUAL_REVIEW, [f"only {ni.n} paired samples (< {policy.min_samples})"]
+    if ni.inferior:
+        return Decision.ROLLBACK, [worse]
+    if not ni.non_inferior:
+        return Decision.MANUAL_REVIEW, [
+            f"non-inferiority not shown at alpha {ni.alpha:g}: {ni.line()}"
+        ]
+    dearer = (
+        f"compute {1000 * cost.candidate_s:.2f} ms per request vs stable's "
+        f"{1000 * cost.baseline_s:.2f} ms ({cost.ratio:.2f}x)"
+    )
+    if require_cheaper and not cost.cheaper:
+        return Decision.ROLLBACK, [f"non-inferior ({ni.line()}) but not cheaper: {dearer}"]
+    ok = f"non-inferior ({ni.line()}) and {'cheaper' if cost.cheaper else 'not cheaper'}: {dearer}"
+    blockers = [
+        f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
+        for s in slices
+        if s.regressed
+    ] + [
+        f"{c.name} check failed: {c.detail}"
+        for c in checks
+        if c.status == "fail" and c.name != "kl"
+    ]
+    if blockers:
+        return Decision.MANUAL_REVIEW, [f"{ok}, but:", *blockers]
+    return Decision.PROCEED, [ok]
+
+
+def noninferior_gate(
+    items: Sequence[GoldenItem],
+    *,
+    base: Sequence[Answer],
+    cand: Sequence[Answer],
+    rewards: tuple[Sequence[float], Sequence[float]],
+    reward: RewardSettings,
+    policy: ReleaseSettings,
+    margin: float,
+    slices: Sequence[SliceResult],
+    checks: Sequence[Check],
+    cheaper: bool = True,
+) -> NonInferiorGate:
+    """Score, test, measure and decide a non-inferiority release on the gate's answers."""
+    b, scale = golden_scores(items, [a.text for a in base], rewards[0], reward=reward)
+    c, other = golden_scores(items, [a.text for a in cand], rewards[1], reward=reward)
+    if "reward" in (scale, other):  # one scale for both
+        b, c, scale = list(rewards[0]), list(rewards[1]), "reward"
+    ni = noninferiority_test(b, c, margin=margin, alpha=policy.alpha, scale=scale)
+    cost = gate_cost(base, cand)
+    decision, reasons = decide_noninferior(
+        ni, cost, policy, slices=slices, checks=checks, require_cheaper=cheaper
+    )
+    kl = [c for c in checks if c.name == "kl" and c.status == "fail"]
+    if kl:
+        reasons.append(f"kl reported, not a blocker for a student: {kl[0].detail}")
+    return NonInferiorGate(decision=decision, reasons=reasons, test=ni, cost=cost)

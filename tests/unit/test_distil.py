@@ -1,0 +1,132 @@
+"""Distillation's pure parts: the embedded student profiles are each at most a quarter of their
+teacher, and the non-inferiority test passes an A/A comparison and fails a student five
+points worse at a margin of two."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from infra.settings.distil import DEFAULT_STUDENTS, PROFILE_STUDENT
+from tasks.release.noninferiority import GateCost, decide_noninferior, noninferiority_test
+
+
+@pytest.mark.parametrize("profile", ["demo", "llama"])
+def test_each_embedded_student_is_at_most_a_quarter_of_its_teacher(profile: str) -> None:
+    from tasks.demo.pretrain import BootstrapConfig, fresh_model
+    from tasks.demo.workloads import CALCULATOR, CLOCK
+    from tasks.distil.student import parameter_count, student_config
+
+    tok, teacher = fresh_model(BootstrapConfig.for_profile(profile, (CALCULATOR, CLOCK)), 0)
+    student = DEFAULT_STUDENTS[PROFILE_STUDENT[profile]]
+    cfg = student_config(teacher.config, student, vocab_size=len(tok))
+    teacher_n = sum(p.numel() for p in teacher.parameters())
+    assert parameter_count(cfg) <= teacher_n / 4
+    assert cfg.model_type == teacher.config.model_type  # the same family, served the same way
+
+
+def _items(n: int, accuracy: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [1.0 if rng.random() < accuracy else 0.0 for _ in range(n)]
+
+
+def test_an_identical_student_is_non_inferior() -> None:
+    scores = _items(400, 0.7, seed=1)
+    ni = noninferiority_test(scores, list(scores), margin=2.0)
+    assert ni.non_inferior and not ni.inferior
+    assert ni.p_value == 0.0 and ni.ci_low == ni.ci_high == 0.0
+
+
+def test_a_student_as_good_on_other_items_is_non_inferior() -> None:
+    """As accurate, but right on other items: 8 answers lost and 8 won of 400."""
+    teacher = _items(400, 0.7, seed=2)
+    right = [i for i, s in enumerate(teacher) if s == 1.0][:8]
+    wrong = [i for i, s in enumerate(teacher) if s == 0.0][:8]
+    student = [1.0 - s if i in right + wrong else s for i, s in enumerate(teacher)]
+    ni = noninferiority_test(teacher, student, margin=2.0)
+    assert ni.mean_diff == 0.0 and ni.non_inferior, ni.line()
+    assert ni.ci_low < 0 < ni.ci_high
+
+
+def test_a_student_five_points_worse_fails_at_margin_two() -> None:
+    teacher = [1.0] * 300 + [0.0] * 100  # 75 %
+    student = list(teacher)
+    for i in range(0, 300, 15):  # 20 of 400 right answers lost: 5 points
+        student[i] = 0.0
+    ni = noninferiority_test(teacher, student, margin=2.0)
+    assert ni.mean_diff == pytest.approx(-5.0)
+    assert not ni.non_inferior and ni.p_value > 0.05
+    assert ni.ci_low < -2.0  # the interval in the report says why
+
+
+def test_the_gate_promotes_only_non_inferior_and_cheaper() -> None:
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import Decision
+
+    policy = ReleaseSettings()
+    same = _items(200, 0.8, seed=3)
+    ok = noninferiority_test(same, list(same), margin=2.0)
+    cheaper = GateCost(baseline_s=0.01, candidate_s=0.002)
+    dearer = GateCost(baseline_s=0.01, candidate_s=0.012)
+    assert decide_noninferior(ok, cheaper, policy)[0] == Decision.PROCEED
+    decision, reasons = decide_noninferior(ok, dearer, policy)
+    assert decision == Decision.ROLLBACK and "not cheaper" in reasons[0]
+    worse = noninferiority_test(same, [0.0] * 200, margin=2.0)
+    assert worse.inferior
+    assert decide_noninferior(worse, cheaper, policy)[0] == Decision.ROLLBACK
+
+
+def test_an_erasure_replacement_of_a_student_need_not_be_cheaper() -> None:
+    from infra.settings import ReleaseSettings
+    from tasks.release.gate import Decision
+
+    same = _items(200, 0.8, seed=4)
+    ok = noninferiority_test(same, list(same), margin=2.0)
+    dearer = GateCost(baseline_s=0.010, candidate_s=0.011)
+    decision, reasons = decide_noninferior(ok, dearer, ReleaseSettings(), require_cheaper=False)
+    assert decision == Decision.PROCEED and "not cheaper" in reasons[0]
+
+
+def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
+    from infra.cost import CostStats
+    from tasks.demo.distil_summary import DistilSummary, distil_lines
+    from tasks.demo.loop_summary import CycleSummary, LoopSummary, not_promoted
+    from tasks.release.outcome import ReleaseOutcome
+
+    d = DistilSummary(
+        workload="calculator",
+        teacher="v1",
+        status="trained",
+        message="",
+        student="v3",
+        student_profile="demo-small",
+        examples=900,
+        teacher_accuracy=0.64,
+        student_accuracy=0.71,
+        teacher_parameters=822_400,
+        student_parameters=171_936,
+    )
+    test = {"margin": 2.0, "p_value": 1e-6, "mean_diff": 7.0, "ci_low": 4.1, "ci_high": 9.9}
+    ni = {"test": test, "cost": {"ratio": 0.31}}
+    gate = {"decision": "PROCEED_TO_SHADOW", "noninferiority": ni}
+    released = ReleaseOutcome(version="v3", workload="calculator", outcome="promoted", gate=gate)
+    d.add_release(
+        released,
+        teacher=CostStats(requests=100, tokens_in=2000, tokens_out=300, compute_s=1.2),
+        student=CostStats(requests=50, tokens_in=1000, tokens_out=150, compute_s=0.2),
+    )
+    text = "\n".join(distil_lines([d]))
+    assert "teacher v1 64.0%, student 71.0%" in text
+    assert "margin 2, one-sided p = 1e-06 (PROCEED_TO_SHADOW)" in text
+    assert "student 0.31x the teacher's compute per golden answer" in text
+    assert "teacher 12.00 s compute" in text and "student 4.00 s compute" in text
+    assert d.cost_ratio == pytest.approx(1 / 3)
+    cycle = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="promoted")
+    summary = LoopSummary(
+        base_version="v0", base_accuracy=0.5, bootstrap_cached=True, cycles=[cycle], wall_s=1.0
+    )
+    summary.distilled = [d]
+    assert not_promoted(summary) is None
+    d.outcome = "rolled_back"
+    assert "no student was promoted (v3: rolled_back)" in (not_promoted(summary) or "")
