@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from infra.errors import ConfigError
 from tasks.train.lineage import (
@@ -30,10 +30,14 @@ from tasks.train.lineage import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from infra.runtime import Runtime
     from infra.settings import Settings, StudentProfile
     from tasks.distil.trainer import DistilConfig, DistilOutcome
     from tasks.train.pairs import Selection
+
+Row = TypeVar("Row", bound="Mapping[str, Any]")
 
 
 @dataclass(kw_only=True)
@@ -69,13 +73,11 @@ class DistilResult:
     lineage: Lineage | None = None
 
 
-def accepted(
-    rows: list[dict[str, Any]], settings: Settings
-) -> tuple[list[dict[str, Any]], Counter[str]]:
+def accepted(rows: Sequence[Row], settings: Settings) -> tuple[list[Row], Counter[str]]:
     """The rows distillation learns from (see the module docstring) and the drops, counted."""
     cfg = settings.distil
     counts: Counter[str] = Counter()
-    out = []
+    out: list[Row] = []
     for row in rows:
         judge = row.get("reward_judge")
         if row.get("eligible_as") != "train":

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from infra.settings import DistilSettings, StudentProfile
 
 
@@ -66,7 +68,7 @@ class DistilOutcome:
     losses: list[float] = field(default_factory=list)
 
 
-def _rows(tok: Any, examples: list[dict[str, Any]]) -> list[tuple[list[int], list[int]]]:
+def _rows(tok: Any, examples: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], list[int]]]:
     """(ids, labels) of each example: prompt masked out of the loss, EOS closing the answer."""
     out = []
     for ex in examples:
@@ -104,7 +106,7 @@ def distil_model(
     teacher_tok: Any,
     out_dir: Path,
     *,
-    examples: list[dict[str, Any]],
+    examples: Sequence[Mapping[str, Any]],
     profile: StudentProfile,
     config: DistilConfig,
     device: str = "cpu",
