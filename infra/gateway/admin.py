@@ -21,6 +21,7 @@ import asyncio
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -229,6 +230,20 @@ class Admin:
         thread = threading.Thread(target=run, name="gateway-rollback-bg", daemon=True)
         thread.start()
         self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+
+    def finish_background(self, timeout_s: float = 10.0) -> list[str]:
+        """Wait (at most ``timeout_s`` in all) for the background steps of earlier rollbacks
+        (their audit events, the request to Prefect): a gateway stopped right after a
+        rollback must not drop them with its daemon threads. Returns the names of the steps
+        still running at the deadline (logged)."""
+        deadline = time.monotonic() + timeout_s
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        left = [t.name for t in self.threads if t.is_alive()]
+        if left:
+            log.warning("%d background rollback step(s) still running at shutdown", len(left))
+        self.threads = [t for t in self.threads if t.is_alive()]
+        return left
 
     async def alerts(self, payload: Any) -> dict[str, Any]:
         """Handle an Alertmanager webhook (v4): firing alerts naming the candidate (or, during

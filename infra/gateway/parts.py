@@ -140,6 +140,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         preload.cancel()
         poller.cancel()
         await p.gateway.drain()
+        await asyncio.to_thread(p.admin.finish_background)
         await p.dispatcher.stop()
         await p.pool.aclose()
 

@@ -154,6 +154,22 @@ def test_rollback_does_not_wait_for_an_unreachable_prefect(tmp_path: Path) -> No
         assert len(rollback_events(tmp_path, 1)) == 1
 
 
+def test_a_gateway_stopped_right_after_a_rollback_finishes_its_background_steps(
+    tmp_path: Path,
+) -> None:
+    done = threading.Event()
+
+    def slow_prefect(reason: str, **release: str) -> None:
+        time.sleep(1.5)  # a Prefect API that takes its time
+        done.set()
+
+    with start(tmp_path, canary_state(), on_rollback=slow_prefect) as gw:
+        resp = httpx.post(f"{gw.admin_url}/admin/rollback", json={"reason": "x"}, headers=AUTH)
+        assert resp.json()["rolled_back"] is True
+    assert done.is_set()  # stopped at once: its daemon thread was not dropped mid-request
+    assert len(rollback_events(tmp_path, 1)) == 1
+
+
 def test_rollback_asks_prefect_to_run_the_rollback_deployment(tmp_path: Path, prefect_api) -> None:
     from prefect import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
@@ -186,7 +202,9 @@ def test_rollback_without_the_deployment_says_so_in_one_warning(
     )
     with caplog.at_level(logging.WARNING, logger="infra.gateway.admin"):
         trigger_prefect_rollback(settings, "drill")  # no exception: the state is rolled back
-    [record] = [r for r in caplog.records if r.name == "infra.gateway.admin"]
+    # this call's records: a gateway of an earlier test may still log from its own threads
+    ours = threading.get_ident()
+    [record] = [r for r in caplog.records if r.name == "infra.gateway.admin" and r.thread == ours]
     assert record.levelname == "WARNING" and "flywheel deploy" in record.getMessage()
 
 
