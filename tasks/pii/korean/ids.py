@@ -200,6 +200,10 @@ _PHONE_SPECS = [
 ]
 
 _BANK_CTX = compile_v1(rf"(?i:{_BANKS})")
+# "2024061298765 주문 건 환불": the word after the number says it is an order's
+_ORDER_NEXT = compile_v1(
+    r"\s*(?:번\s*)?(?:주문|송장|운송장|접수|예약|영수증|결제번호|거래번호|반품)"
+)
 _ACCOUNT_SPECS = [
     IdSpec(  # after a bank's name or 계좌: groups split by dashes, spaces or nothing
         "BANK_ACCOUNT",
@@ -210,6 +214,7 @@ _ACCOUNT_SPECS = [
         window=20,
         after=12,
         valid=_digit_count(10, 16),
+        veto_after=_ORDER_NEXT,
     ),
     IdSpec(  # hyphenated groups as banks print them, unless an order/tracking number
         "BANK_ACCOUNT",
@@ -217,6 +222,7 @@ _ACCOUNT_SPECS = [
         0.45,
         veto=_ORDER,
         valid=_digit_count(10, 16),
+        veto_after=_ORDER_NEXT,
     ),
 ]
 
