@@ -161,9 +161,7 @@ _LICENCE_SPECS = [
     ),
 ]
 
-_DOB_CTX = compile_v1(
-    r"(?i:생년월일|생일|생신|출생|태어|생년|d\.?o\.?b|date of birth|birth\s?date|born|birthday)"
-)
+_DOB_CTX = compile_v1(r"(?i:생년월일|생일|생신|출생|태어|생년|d\.?o\.?b|date of birth|birth|born)")
 _DATE_FORMS = (
     r"(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
     rf"|(?<![\d.])\d{{2,4}}\s?(?:[./]|{HY})\s?\d{{1,2}}\s?(?:[./]|{HY})\s?\d{{1,2}}(?!\d)\.?"
@@ -173,10 +171,11 @@ _DATE_FORMS = (
 )
 _DOB_SPECS = [
     IdSpec("DATE_OF_BIRTH", compile_v1(_DATE_FORMS), 0.7, context=_DOB_CTX, window=40, after=16),
-    IdSpec(  # "1990년 3월 5일생", "90.03.05생": the suffix says birth
+    IdSpec(  # "1990년 3월 5일생", "90.03.05생", "1990-03-14 생이에요": the suffix says birth
         "DATE_OF_BIRTH",
         compile_v1(
-            r"(?<!\d)(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일|\d{2,4}[./]\d{1,2}[./]\d{1,2})"
+            r"(?<!\d)(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
+            rf"|\d{{2,4}}(?:[./]|{HY})\d{{1,2}}(?:[./]|{HY})\d{{1,2}})"
             r"(?=\s?생(?![\p{Hangul}&&[^은이의으]]))"
         ),
         0.7,
