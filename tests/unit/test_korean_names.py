@@ -34,6 +34,7 @@ def _names(text: str) -> list[str]:
         ("남궁선 님께 전달했어요", ["남궁선"]),
         ("류하람 주임한테 넘겼습니다", ["류하람"]),
         ("양지수(jisu@example.com)님 초대", ["양지수"]),
+        ("아들 송지환 계정이에요", ["송지환"]),
         # romanised and Latin-script names in Korean text
         ("통역은 Nguyen Thi Lan 씨가 해요", ["Nguyen Thi Lan"]),
         ("탑승객 JUNG/HANEUL 좌석 변경", ["JUNG/HANEUL"]),
@@ -69,6 +70,7 @@ def test_names_in_tool_results_under_a_name_field_or_column(text: str, names: li
         ("딸 이서윤 계정인데 서윤이 폰이 고장났어요", ["이서윤", "서윤"]),
         ("Kim Jiho 님 체크인. Jiho 님 조식 포함", ["Kim Jiho", "Jiho"]),
         ("담당 최도현 과장입니다. 최 과장님께 연락 주세요", ["최도현", "최"]),
+        ("지환이가 비번을 잊었대요. 송지환 계정이에요", ["지환", "송지환"]),
     ],
 )
 def test_a_name_found_once_is_replaced_everywhere_in_the_text(text: str, names: list[str]) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import regex as re
 
 from tasks.pii.korean.name_lists import SURNAMES, surname_split
+from tasks.pii.korean.romanised import romanised_spans
 
 _H = r"\p{Hangul}"
 _TITLES = (
@@ -44,10 +45,11 @@ _SPACED_ONE = re.compile(
 _PERSON_KEY = (
     r"(?i:full_?name|first_?name|last_?name|given_?name|family_?name|sur_?name|"
     r"[a-z_]*(?:customer|client|passenger|guest|holder|owner|requester|requestor|recipient|"
-    r"receiver|sender|patient|member|employee|contact|applicant|traveller|traveler)"
-    r"(?:_?name)?|name_ko|name_en|user_?name|이름|성명|성함|고객명?|예금주|소유자|수령인|수취인|"
+    r"receiver|sender|patient|employee|applicant|traveller|traveler)"
+    r"(?:_?name)?|name_ko|name_en|이름|성명|성함|고객명?|예금주|소유자|수령인|수취인|"
     r"신청인|보호자|환자명?|예약자명?|주문자명?|받는\s?분|보내는\s?분|담당자명?|탑승객|승객)"
 )
+_USER_KEY = re.compile(r"(?i)(?:user|member|account|kor?|display)_?name|name_?ko")
 _NAME_KEY = r"(?i:[a-z_]*name[a-z_]*)"  # a product has a name too: the value must look like one
 _VALUE = r"(?P<v>[\p{L}][\p{L} .'/-]{0,40}?)"
 _JSON_NAME = re.compile(rf"[\"'](?P<k>{_PERSON_KEY}|{_NAME_KEY})[\"']\s*:\s*[\"']{_VALUE}[\"']")
@@ -99,17 +101,19 @@ def _person_value(key: str, value: str, common_word: Callable[[str], bool]) -> b
         return False
     if re.fullmatch(_PERSON_KEY, key):
         return True
+    if _USER_KEY.fullmatch(key) and re.fullmatch(rf"[{_H} ]+", value):
+        return True  # a user's or member's name in Hangul ("admin" under user_name is not)
     return _name_shaped(value, common_word)
 
 
 def _name_shaped(value: str, common_word: Callable[[str], bool]) -> bool:
     """A bare ``name`` field's value that reads as a person: a Hangul full name kiwi does not
-    know as a word, or Latin words in name case (``Park Seoyeon``, ``KIM/MINSEO``)."""
+    know as a word, or a romanised Korean name (``Park Seoyeon``, ``KIM/MINSEO``), not
+    ``"name": "Premium"``."""
     compact = value.replace(" ", "")
     if re.fullmatch(rf"[{_H}]+", compact):
         return 2 <= len(compact) <= 5 and compact[0] in SURNAMES and not common_word(compact)
-    words = re.split(r"[\s/]+", value)
-    return 1 <= len(words) <= 4 and all(w[:1].isupper() for w in words)
+    return any(e - s == len(value) for s, e in romanised_spans(value))
 
 
 def _table_spans(text: str, common_word: Callable[[str], bool]) -> list[tuple[int, int]]:

@@ -70,8 +70,13 @@ _BEFORE_CUE = re.compile(
     r"환자명?|담당자|상담원|명의자|대표자|작성자|가입자|피보험자|계약자|소유자|주문자|발신인|위임인|"
     r"수임인|입금자명?|예약자명?|탑승객|From|To|Cc|name)\s*[:：]?\s*[\"']?$"
 )
+# a relative before the name: "아들 송지환 계정", "딸 서윤이가"
+_KIN_BEFORE = re.compile(
+    r"(?<![가-힣])(?:아들|딸|남편|아내|와이프|동생|조카|손자|손녀|엄마|아빠|어머니|아버지|언니|오빠|"
+    r"누나|형|사촌|삼촌|이모|고모)\s$"
+)
 # a predicate or adverb right after a bare given name ("윤호 찾으시는데", "시우 오늘 조퇴")
-_AFTER_BARE = ("VV", "VA", "VX", "MAG", "VCP")
+_AFTER_BARE = ("VV", "VA", "MAG", "VCP")
 
 
 def _given_shaped(word: str) -> bool:
@@ -91,7 +96,10 @@ def _full_name_shape(stem: str) -> bool:
 
 
 def _cued(text: str, start: int, end: int) -> bool:
-    return bool(_NEXT_CUE.match(text, end) or _BEFORE_CUE.search(text[max(0, start - 16) : start]))
+    before = text[max(0, start - 16) : start]
+    return bool(
+        _NEXT_CUE.match(text, end) or _BEFORE_CUE.search(before) or _KIN_BEFORE.search(before)
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -148,9 +156,16 @@ class _Kiwi:
             for t in self.tokens
         )
 
-    def proper(self, start: int) -> bool:
-        """kiwi reads a proper noun starting at ``start``."""
-        return any(t.start == start and t.tag == "NNP" for t in self.tokens)
+    def proper(self, start: int, end: int | None = None) -> bool:
+        """kiwi reads a proper noun starting at ``start`` (and ending at ``end``, if given)."""
+        return any(
+            t.start == start and t.tag == "NNP" and (end is None or t.start + t.len == end)
+            for t in self.tokens
+        )
+
+    def compound(self, start: int) -> bool:
+        """An ordinary noun of two syllables or more starts at ``start`` (``배송``기사)."""
+        return any(t.start == start and t.tag in ("NNG", "NNB") and t.len >= 2 for t in self.tokens)
 
     def tag_at(self, pos: int) -> str:
         """The tag of the token starting at ``pos`` (empty when none)."""
@@ -197,17 +212,16 @@ def _full_name(
         # (a verb kiwi reads at the start is its misreading: 한승우 as 하/VV ㄴ/ETM 승우)
         if (strong and (proper or not kiwi.predicate(start, end, lead=False))) or plain:
             return True
-    # "조은비 님의", "김솔잎님이": any surname + two syllables before an honorific, unless kiwi
-    # reads one ordinary word or a role noun ("간호사님", "구매자님")
-    titled = ending[:1] in ("님", "씨", "께") or bool(_HONORIFIC.match(text, end + len(ending)))
-    return (
-        titled
-        and surname_split(stem) is not None
-        and not known
-        and not kiwi.role(start, end)
-        and not kiwi.predicate(start, end)
-        and (proper or not kiwi.longer(start, end))
-    )
+    # "조은비 님의", "김솔잎님이": a surname + two syllables right before an honorific, unless
+    # kiwi reads an ordinary word, a compound ("배송기사님"), a role noun ("간호사님") or a
+    # predicate ("고마워요 기사님")
+    titled = ending[:1] in ("님", "씨", "께") or (not ending and bool(_HONORIFIC.match(text, end)))
+    split = surname_split(stem)
+    if not titled or split is None or len(split[1]) != 2 or known:
+        return False
+    if kiwi.role(start, end) or kiwi.predicate(start, end) or kiwi.compound(start):
+        return False
+    return kiwi.proper(start, end) or not kiwi.longer(start, end)
 
 
 def _given_alone(
@@ -238,12 +252,15 @@ def _given_alone(
 
 
 def _bare_name(text: str, kiwi: _Kiwi, end: int, *, listed: bool) -> bool:
-    """A given name with nothing glued to it: a listed name (Faker's) anywhere, any other
-    only right before a predicate or an adverb, where a place or product name would take a
-    particle or a noun."""
+    """A given name with nothing glued to it: only right before a predicate or an adverb
+    (``윤호 찾으시는데``, ``시우 오늘 조퇴``), where a place or a shop's name would take a
+    particle or a noun (``양재 매장``, ``준호 반점``); a listed (Faker) name also at the end
+    of a clause (``수고하세요~ 재원``)."""
     if end < len(text) and not (text[end].isspace() or text[end] in ",.!?~"):
         return False
-    return listed or kiwi.next_tag(end) in _AFTER_BARE
+    if listed and re.match(r"\s*(?:[,.!?~]|$)", text[end:]):
+        return True
+    return kiwi.next_tag(end) in _AFTER_BARE
 
 
 def _particle_after(kiwi: _Kiwi, end: int) -> bool:
@@ -329,7 +346,9 @@ def _propagated(text: str, found: list[tuple[int, int]]) -> list[tuple[int, int]
     ends = "|".join(_ENDINGS)
     spans = []
     for name in hangul:
-        pattern = rf"(?<![가-힣]){re.escape(name)}(?=(?:{ends})?(?![가-힣]))"
+        # the name, and a given name found alone with its surname ("지환이가 ... 송지환")
+        surname = rf"(?:{SURNAMES})?" if len(name) == 2 else ""
+        pattern = rf"(?<![가-힣]){surname}{re.escape(name)}(?=(?:{ends})?(?![가-힣]))"
         spans += [m.span() for m in re.finditer(pattern, text)]
     for surname in surnames:
         pattern = rf"(?<![가-힣]){surname}(?=\s?(?:{_TITLES}))"
