@@ -20,6 +20,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 from infra.errors import MissingDependencyError
 from tasks.pii.identifiers import date_after_name
 from tasks.pii.korean import has_hangul
+from tasks.pii.korean.not_personal import not_personal
 from tasks.pii.normalize import Normalized, normalize
 from tasks.pii.recognizers import build_recognizers
 from tasks.pii.structured import QUOTED, apply_structure
@@ -211,7 +212,10 @@ def _applies(language: str, text: str) -> bool:
 
 def _keep(language: str, text: str, result: RecognizerResult) -> bool:
     """A model-based name or place from a non-Korean pipeline is never Hangul (spaCy's English
-    model calls 안녕하세요 a PERSON); the Korean pipeline owns those."""
+    model calls 안녕하세요 a PERSON); the Korean pipeline owns those. Service lines and order
+    numbers (:func:`~tasks.pii.korean.not_personal.not_personal`) are no one's."""
+    if not_personal(text, result.start, result.end, result.entity_type):
+        return False
     if language == "ko" or result.entity_type not in ("PERSON", "LOCATION"):
         return True
     return not has_hangul(text[result.start : result.end])
@@ -271,9 +275,8 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
         empty = _empty_artifacts(engine, lang)
         for text in unique:
             if text and not _HAS_LETTER.search(text):
-                found[text].extend(
-                    engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
-                )
+                res = engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
+                found[text].extend(r for r in res if _keep(lang, text, r))
     for text in unique:  # personal fields of tool results; findings kept inside their cells
         found[text] = apply_structure(text, found[text], config.entities)
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}

@@ -76,6 +76,29 @@ def test_glued_particles_and_masked_rrn() -> None:
     assert "456789" not in out[1]
 
 
+def test_service_lines_and_order_numbers_stay_and_the_orderers_phone_goes() -> None:
+    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
+    clean = [
+        "AS 접수는 1600-7788 로 해주세요",  # Latin letters: the English pipeline runs too
+        "대표전화 1644-8282 말고 다른 번호는 없나요?",
+        "광고 문자 무료수신거부 080-870-1234 눌렀는데 또 와요",
+        "CJ대한통운 송장 567812349012 조회가 안 돼요",
+        "2024061298765 주문 건 환불 처리됐는지 확인해주세요",
+        "1588-3366",
+    ]
+    out = anonymize_texts(engine, [*clean, "주문자 연락처 010-2345-6789 입니다"])
+    assert [r.text for r in out[:-1]] == clean
+    assert out[-1].text == "주문자 연락처 <PHONE_NUMBER> 입니다"
+
+
+def test_a_name_in_a_tool_result_goes_everywhere_in_the_text() -> None:
+    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
+    text = '조회 결과 {"customer": "최하린", "tier": "gold"} 하린이 폰이 고장났대요'
+    red = anonymize_texts(engine, [text])[0].text
+    assert "하린" not in red and red.endswith("<PERSON>이 폰이 고장났대요"), red
+    assert '"tier": "gold"' in red
+
+
 def test_missing_korean_pipeline_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 

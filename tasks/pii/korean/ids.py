@@ -161,9 +161,7 @@ _LICENCE_SPECS = [
     ),
 ]
 
-_DOB_CTX = compile_v1(
-    r"(?i:생년월일|생일|생신|출생|태어|생년|d\.?o\.?b|date of birth|birth\s?date|born|birthday)"
-)
+_DOB_CTX = compile_v1(r"(?i:생년월일|생일|생신|출생|태어|생년|d\.?o\.?b|date of birth|birth|born)")
 _DATE_FORMS = (
     r"(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
     rf"|(?<![\d.])\d{{2,4}}\s?(?:[./]|{HY})\s?\d{{1,2}}\s?(?:[./]|{HY})\s?\d{{1,2}}(?!\d)\.?"
@@ -173,10 +171,11 @@ _DATE_FORMS = (
 )
 _DOB_SPECS = [
     IdSpec("DATE_OF_BIRTH", compile_v1(_DATE_FORMS), 0.7, context=_DOB_CTX, window=40, after=16),
-    IdSpec(  # "1990년 3월 5일생", "90.03.05생": the suffix says birth
+    IdSpec(  # "1990년 3월 5일생", "90.03.05생", "1990-03-14 생이에요": the suffix says birth
         "DATE_OF_BIRTH",
         compile_v1(
-            r"(?<!\d)(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일|\d{2,4}[./]\d{1,2}[./]\d{1,2})"
+            r"(?<!\d)(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
+            rf"|\d{{2,4}}(?:[./]|{HY})\d{{1,2}}(?:[./]|{HY})\d{{1,2}})"
             r"(?=\s?생(?![\p{Hangul}&&[^은이의으]]))"
         ),
         0.7,
@@ -200,6 +199,10 @@ _PHONE_SPECS = [
 ]
 
 _BANK_CTX = compile_v1(rf"(?i:{_BANKS})")
+# "2024061298765 주문 건 환불": the word after the number says it is an order's
+_ORDER_NEXT = compile_v1(
+    r"\s*(?:번\s*)?(?:주문|송장|운송장|접수|예약|영수증|결제번호|거래번호|반품)"
+)
 _ACCOUNT_SPECS = [
     IdSpec(  # after a bank's name or 계좌: groups split by dashes, spaces or nothing
         "BANK_ACCOUNT",
@@ -210,6 +213,7 @@ _ACCOUNT_SPECS = [
         window=20,
         after=12,
         valid=_digit_count(10, 16),
+        veto_after=_ORDER_NEXT,
     ),
     IdSpec(  # hyphenated groups as banks print them, unless an order/tracking number
         "BANK_ACCOUNT",
@@ -217,6 +221,7 @@ _ACCOUNT_SPECS = [
         0.45,
         veto=_ORDER,
         valid=_digit_count(10, 16),
+        veto_after=_ORDER_NEXT,
     ),
 ]
 

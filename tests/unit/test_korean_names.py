@@ -1,0 +1,128 @@
+"""Korean names in the shapes issue 43 saw survive (given names alone, names before honorifics
+and particles, romanised names, names in tool results, a name repeated later in the text),
+and the Korean text that must stay as it is (adjectives before 고객님, what people call each
+other, product names in a ``name`` field, service lines and order numbers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.pii.korean import load_kiwi
+from tasks.pii.korean.address import address_spans
+from tasks.pii.korean.ids import id_spans
+from tasks.pii.korean.names import korean_name_spans
+from tasks.pii.korean.not_personal import not_personal
+
+
+def _names(text: str) -> list[str]:
+    return [text[s:e] for s, e in korean_name_spans(text, load_kiwi().tokenize)]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        # given names alone, before a vocative, the familiar 이, a particle, or nothing at all
+        ("서진아 택배 왔어", ["서진"]),
+        ("조카 다솜이한테 선물로 보냈어요", ["다솜"]),
+        ("하윤이랑 시우랑 같이 가요", ["하윤", "시우"]),
+        ("어제 윤호 봤어?", ["윤호"]),
+        ("한결 씨가 전화했어요", ["한결"]),
+        ("하늘 씨 오늘 출근하셨어요?", ["하늘"]),
+        # names before honorifics and particles kiwi does not read as one word
+        ("조은비 님의 문의 건입니다", ["조은비"]),
+        ("김솔잎님이 남긴 후기", ["김솔잎"]),
+        ("남궁선 님께 전달했어요", ["남궁선"]),
+        ("류하람 주임한테 넘겼습니다", ["류하람"]),
+        ("양지수(jisu@example.com)님 초대", ["양지수"]),
+        ("아들 송지환 계정이에요", ["송지환"]),
+        # romanised and Latin-script names in Korean text
+        ("통역은 Nguyen Thi Lan 씨가 해요", ["Nguyen Thi Lan"]),
+        ("탑승객 JUNG/HANEUL 좌석 변경", ["JUNG/HANEUL"]),
+    ],
+)
+def test_names_in_the_shapes_issue_43_saw_survive(text: str, names: list[str]) -> None:
+    assert _names(text) == names
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("로그 customer_name=장이안 channel=kakao", ["장이안"]),
+        ('{"guest": {"last_name": "CHO", "first_name": "HAYOON"}} 확인', ["CHO", "HAYOON"]),
+        ('{"passenger": "KIM/MINSEO", "seat": "32A"} 좌석', ["KIM/MINSEO"]),
+        ('{"ship_to": {"name": "박서진", "zip": "04524"}} 배송지', ["박서진"]),
+        (
+            "회원 목록\n이름,등급\n문서후,골드\n남도하,일반\n누가 더 오래됐나요?",
+            ["문서후", "남도하"],
+        ),
+        ("| 이름 | 등급 |\n|---|---|\n| 오태양 | 실버 |", ["오태양"]),
+        ("CSV: 이름,연락처\n전가온,x", ["전가온"]),
+    ],
+)
+def test_names_in_tool_results_under_a_name_field_or_column(text: str, names: list[str]) -> None:
+    assert _names(text) == names
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("김민지 고객님 주문입니다. 민지 님께 문자 드렸어요", ["김민지", "민지"]),
+        ("딸 이서윤 계정인데 서윤이 폰이 고장났어요", ["이서윤", "서윤"]),
+        ("Kim Jiho 님 체크인. Jiho 님 조식 포함", ["Kim Jiho", "Jiho"]),
+        ("담당 최도현 과장입니다. 최 과장님께 연락 주세요", ["최도현", "최"]),
+        ("지환이가 비번을 잊었대요. 송지환 계정이에요", ["지환", "송지환"]),
+    ],
+)
+def test_a_name_found_once_is_replaced_everywhere_in_the_text(text: str, names: list[str]) -> None:
+    assert _names(text) == names
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "소중한 고객님께 드리는 혜택",
+        "여보야 오늘 저녁 뭐 먹을까",
+        "수박 씨 빼고 잘라 주세요",
+        '{"name": "무선 이어폰", "qty": 1}',
+        "상품명,수량\n무선 마우스,2\n네, 확인했어요",
+        "신라면 Shin Ramyun 멀티팩",
+        "학교 선배 결혼식 선물",
+    ],
+)
+def test_adjectives_address_terms_and_products_are_not_names(text: str) -> None:
+    assert _names(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "entity"),
+    [
+        ("고객센터 1670-0876 으로 전화", "1670-0876", "PHONE_NUMBER"),
+        ("대표전화 1644-8282 말고", "1644-8282", "PHONE_NUMBER"),
+        ("1577 1255 로 전화했더니", "1577 1255", "PHONE_NUMBER"),
+        ("무료수신거부 080-870-1234", "080-870-1234", "BANK_ACCOUNT"),
+        ("CJ대한통운 송장 567812349012 조회", "567812349012", "PHONE_NUMBER"),
+        ("2024061298765 주문 건 환불", "2024061298765", "BANK_ACCOUNT"),
+        ("v1.10.2.3 업데이트 후", "1.10.2.3", "IP_ADDRESS"),
+    ],
+)
+def test_service_lines_order_numbers_and_versions_are_no_ones(
+    text: str, value: str, entity: str
+) -> None:
+    start = text.index(value)
+    assert not_personal(text, start, start + len(value), entity)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("주문자 연락처 010-2345-6789", "010-2345-6789"), ("고객 번호 02-555-1234", "02-555-1234")],
+)
+def test_a_personal_phone_after_an_order_word_stays_a_phone(text: str, value: str) -> None:
+    start = text.index(value)
+    assert not not_personal(text, start, start + len(value), "PHONE_NUMBER")
+
+
+def test_an_order_number_is_not_an_account_nor_an_address() -> None:
+    assert id_spans("2024061298765 주문 건 환불 처리됐나요") == []
+    assert address_spans("주문 번호가 1234-5678-9012 인데") == []
+    street = "경기도 고양시 일산동구 중앙로 1275번길 38-10"
+    assert street in [street[s:e] for s, e, _ in address_spans(street)]
