@@ -78,12 +78,21 @@ def run_seed(configured: int | None) -> int:
     return configured if configured is not None else random.SystemRandom().randrange(2**63)
 
 
-def _faker(locale: str, seed: int) -> Any:
-    from faker import Faker
+class _Fakers:
+    """One Faker per locale for one run's planting (building one costs more than a record),
+    reseeded for each person."""
 
-    fake = Faker(locale)
-    fake.seed_instance(seed)
-    return fake
+    def __init__(self) -> None:
+        self._by_locale: dict[str, Any] = {}
+
+    def __call__(self, locale: str, seed: int) -> Any:
+        from faker import Faker
+
+        fake = self._by_locale.get(locale)
+        if fake is None:
+            fake = self._by_locale[locale] = Faker(locale)
+        fake.seed_instance(seed)
+        return fake
 
 
 def _dob(fake: Any, style: int) -> str:
@@ -91,10 +100,10 @@ def _dob(fake: Any, style: int) -> str:
     return born.strftime(("%Y-%m-%d", "%d.%m.%Y", "%m/%d/%Y")[style % 3])
 
 
-def _english_person(rng: random.Random, seed: int) -> Person:
-    names = _faker(rng.choice(EN_NAME_LOCALES), seed)
-    fake = _faker("en_US", seed)
+def _english_person(rng: random.Random, seed: int, fakers: _Fakers) -> Person:
+    names = fakers(rng.choice(EN_NAME_LOCALES), seed)
     first, last = names.first_name(), names.last_name()
+    fake = fakers("en_US", seed)
     area = f"{rng.randint(2, 9)}{rng.randint(0, 8)}{rng.randint(0, 9)}"
     exchange, line = f"{rng.randint(2, 9)}{rng.randint(10, 99)}", f"{rng.randint(0, 9999):04d}"
     phone = rng.choice(
@@ -115,8 +124,8 @@ def _english_person(rng: random.Random, seed: int) -> Person:
     return Person(fields=fields, name_parts=(first, last))
 
 
-def _korean_person(rng: random.Random, seed: int) -> Person:
-    fake = _faker("ko_KR", seed)
+def _korean_person(rng: random.Random, seed: int, fakers: _Fakers) -> Person:
+    fake = fakers("ko_KR", seed)
     last, first = fake.last_name(), fake.first_name()
     fields = {
         "name": ("PERSON", f"{last}{first}"),
@@ -210,12 +219,14 @@ def _texts(language: str, index: int, person: Person, rng: random.Random) -> dic
     return {"user": USER_ASKS[language], "result": result, "answer": answer}
 
 
-def _record(language: str, index: int, rng: random.Random, window: str, at: Any) -> Canary:
+def _record(
+    language: str, index: int, rng: random.Random, fakers: _Fakers, *, window: str, at: Any
+) -> Canary:
     """Record ``index`` of ``language``: a person drawn until no word of the name occurs in
     the record's own words (so only the planted value can survive)."""
     make = _english_person if language == "en" else _korean_person
     while True:
-        person = make(rng, rng.randrange(2**63))
+        person = make(rng, rng.randrange(2**63), fakers)
         texts = _texts(language, index, person, rng)
         fields = {k: v for k, (_t, v) in person.fields.items()}
         user = texts["user"].format(**fields)
@@ -299,13 +310,13 @@ def plant(
 ) -> list[Canary]:
     """``per_language`` canary records per configured language that has canaries (``en``,
     ``ko``), the shapes taken in turn, drawn from ``seed``."""
-    rng = random.Random(seed)
+    rng, fakers = random.Random(seed), _Fakers()
     out = []
     for language in languages:
         if language not in TEXT_TEMPLATES:
             continue
         for i in range(per_language):
-            out.append(_record(language, i, rng, window, at))
+            out.append(_record(language, i, rng, fakers, window=window, at=at))
     return out
 
 
