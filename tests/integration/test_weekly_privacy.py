@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,21 @@ from infra.errors import PrivacyCheckFailed
 from infra.routing import load_state
 from infra.runtime import Runtime
 from infra.settings import get_settings
-from tests.integration.test_weekly_workloads import _plant, weekly  # noqa: F401 - the fixture
+from tests.integration.test_weekly_workloads import _plant, fake_release, fake_train
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def weekly(prefect_api: None, flywheel_home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The weekly flow with the stand-in train and release, a minimum of 4 examples."""
+    import flows.weekly as weekly_flow
+
+    monkeypatch.setenv("FLYWHEEL_TRAIN__MIN_PAIRS", "4")
+    get_settings.cache_clear()
+    monkeypatch.setattr(weekly_flow, "train", fake_train)
+    monkeypatch.setattr(weekly_flow, "release", fake_release)
+    return weekly_flow.weekly
 
 
 def _checks(*runs: tuple[float, int], hours_ago: float = 1) -> None:
