@@ -13,7 +13,7 @@ from prefect.utilities.annotations import quote
 from flows.erasure import replace_erased
 from flows.release import ReleaseOptions, release
 from flows.train import train
-from infra.parameters import TrainMethod
+from infra.parameters import OverrideReason, TrainMethod
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.reach import erasure_pending
@@ -29,7 +29,7 @@ def release_run_name(workload: str, version: str) -> str:
 
 @flow(name="train-and-release", log_prints=False)
 def weekly(
-    method: TrainMethod | None = None, privacy_override: str | None = None
+    method: TrainMethod | None = None, privacy_override: OverrideReason | None = None
 ) -> dict[str, object]:
     """Weekly: for every workload with enough new curated traffic (at least
     FLYWHEEL_TRAIN__MIN_PAIRS examples in its buffer), preference-tune its candidate on its
