@@ -1,7 +1,10 @@
-"""``flywheel pii-eval FILE.jsonl``: the anonymiser on a labelled file, before trusting the
-platform with one's traffic. Prints recall per type, every leak by line and type, the texts
-without personal data that came back altered, and throughput. Leaked values are personal
-data: they are printed only with ``--show-values`` (to the terminal, never to a log)."""
+"""``flywheel pii-eval FILE.jsonl [--clean CLEAN.jsonl]``: the anonymiser on a labelled file,
+before trusting the platform with one's traffic. Prints recall per type, every leak by line
+and type, the texts without personal data that came back altered, precision per type (which
+types fired on the ``--clean`` texts, and how often) and throughput. Labels may use
+Presidio's entity names; other types are measured as identifiers that must not survive.
+Leaked values are personal data: they are printed only with ``--show-values`` (to the
+terminal, never to a log)."""
 
 from __future__ import annotations
 
@@ -10,14 +13,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deployments.output import FAILED, emit
+from infra.errors import ConfigError
 
 if TYPE_CHECKING:
     from tasks.pii.evaluation import EvalReport
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    """``FILE``, ``--language``, ``--fail-on-leak [structured|any]``, ``--show-values``."""
-    p.add_argument("file", type=Path, help='JSONL: {"text": ..., "entities": [{"type", "value"}]}')
+    """``FILE``, ``--clean FILE``, ``--language``, ``--fail-on-leak [structured|any]``,
+    ``--show-values``."""
+    p.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help='JSONL: {"text": ..., "entities": [{"type", "value"}]} (types: ours, Presidio\'s, '
+        "or any other, measured as an identifier)",
+    )
+    p.add_argument(
+        "--clean",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help='JSONL of texts without personal data ({"text": ...}): precision per type, '
+        "which types fired on them and how often",
+    )
     p.add_argument(
         "--language",
         choices=["auto", "en", "ko"],
@@ -40,26 +59,33 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Evaluate the file; 1 with ``--fail-on-leak`` when something leaked."""
-    report = evaluate_file(ns.file, ns.language)
+    """Evaluate the file(s); 1 with ``--fail-on-leak`` when something leaked."""
+    if ns.file is None and ns.clean is None:
+        raise ConfigError("pii-eval needs a labelled FILE, a --clean FILE, or both")
+    report = evaluate_file(ns.file, ns.language, clean=ns.clean)
     fields = report.summary(show_values=ns.show_values)
+    names = {"file": str(ns.file) if ns.file else None, "clean": str(ns.clean or "") or None}
     if ns.json:
-        emit(ns, "pii-eval", {"file": str(ns.file), **fields})
+        emit(ns, "pii-eval", {**names, **fields})
     else:
-        print(_text(str(ns.file), fields))
+        print(_text(" + ".join(str(p) for p in (ns.file, ns.clean) if p), fields))
     return exit_code(report, ns.fail_on_leak)
 
 
-def evaluate_file(path: Path, language: str = "auto") -> EvalReport:
-    """The configured anonymiser (built once per process) on the labelled file ``path``;
-    ``language`` other than ``auto`` evaluates that language's pipeline alone."""
+def evaluate_file(
+    path: Path | None, language: str = "auto", *, clean: Path | None = None
+) -> EvalReport:
+    """The configured anonymiser (built once per process) on the labelled file ``path`` and
+    the texts without personal data of ``clean``; ``language`` other than ``auto`` evaluates
+    that language's pipeline alone."""
     from dataclasses import replace
 
     from infra.settings import get_settings
     from tasks.pii.engine import PiiConfig, load_engine
-    from tasks.pii.evaluation import evaluate, load_labelled
+    from tasks.pii.evaluation import evaluate, load_clean, load_labelled
 
-    items = load_labelled(path)
+    items = load_labelled(path) if path is not None else []
+    clean_items = load_clean(clean) if clean is not None else []
     config = PiiConfig.from_settings(get_settings().curate)
     if language != "auto":
         models = dict(config.spacy_models)
@@ -68,7 +94,7 @@ def evaluate_file(path: Path, language: str = "auto") -> EvalReport:
             languages=(language,),
             spacy_models=((language, models.get(language, "")),),
         )
-    return evaluate(load_engine(config), items)
+    return evaluate(load_engine(config), items, clean_items)
 
 
 def exit_code(report: EvalReport, fail_on_leak: str | None) -> int:
@@ -95,5 +121,24 @@ def _text(path: str, f: dict[str, Any]) -> str:
     )
     if f["clean_altered_lines"]:
         lines.append("    lines " + ", ".join(str(n) for n in f["clean_altered_lines"]))
+    for theirs, ours in f["label_types_mapped"].items():
+        lines.append(f"  label {theirs} counted as {ours}")
+    if f["measured_as_identifier"]:
+        lines.append(
+            "  measured as identifiers that must not survive: "
+            + ", ".join(f["measured_as_identifier"])
+        )
+    if f["clean_file_texts"]:
+        altered = f["clean_file_altered_lines"]
+        lines.append(
+            f"  --clean: {len(altered)} of {f['clean_file_texts']} texts altered"
+            + (f" (lines {', '.join(map(str, altered))})" if altered else "")
+        )
+    for etype, fired in f["clean_fired_by_type"].items():
+        lines.append(
+            f"  fired on clean text {etype:<15} {fired['findings']} times in {fired['texts']} texts"
+        )
+    for etype, precision in f["precision_by_type"].items():
+        lines.append(f"  precision {etype:<12} {precision:.3f}")
     lines.append(f"  throughput {f['texts_per_s']} texts/s, {f['chars_per_s']} chars/s")
     return "\n".join(lines)

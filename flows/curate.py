@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
 from infra.errors import ObjectNotFound
 from infra.keys import parse_window_start, window_id
+from infra.metrics import StageReport
 from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.curate.anonymize import anonymize_task, chunked, count_entities
+from tasks.curate.canaries import plant_canaries
+from tasks.curate.canary_check import check_canaries, enforce_canaries
 from tasks.curate.commit import Curation, audit_window, commit_window
 from tasks.curate.dedup import seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
@@ -38,7 +42,10 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     window replaces it. Runs on the window collect and score wrote (default: last closed hour),
     then re-curates earlier windows that late user feedback made score redo. Traces missing a
     required reward component (e.g. no judge verdict and no user feedback) are dropped, and
-    the run says how many and why.
+    the run says how many and why. Every run plants synthetic canary records (fresh people
+    and identifiers, English and Korean) in its batch: if one of their values survives
+    anonymisation (below FLYWHEEL_CURATE__CANARY_MIN_RECALL), the run commits nothing, fails
+    with the types that leaked, and the window is curated again by the next run.
 
     Args:
         window_start: The hour to curate, on the hour in UTC (e.g. 2026-11-22T10:00:00Z), as
@@ -57,7 +64,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         opted_out = training_exclusions(rt.catalog, mode=rt.settings.consent_mode)
         earlier = seen_before_task(rt.store, window=window, horizon_days=cfg.dedup_days)
         gated = apply_gates(rows, cfg, opted_out=opted_out, seen_before=earlier)
-        examples, broken = _anonymize(rt, gated.kept)
+        examples, broken, canary = _anonymize(rt, report, gated.kept, windows=[*stale, window])
         bad = [quarantine_record(r, "no score row for this trace") for r in unscored] + broken
         state = k_state_task(rt.catalog, rt.store, window=window, opted_out=opted_out)
         if cfg.pattern_grouping == "embedding":  # paraphrases share a pattern
@@ -65,7 +72,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         decision = k_anonymize(
             examples, pending=state.pending, table_members=state.members, k=cfg.k_anonymity
         )
-        done = Curation(window, gated, decision, state, quarantined=bad, opted_out=opted_out)
+        done = Curation(window, gated, decision, state, bad, opted_out, canary)
         snapshot, per_trace = commit_window(rt, done)
         review = queue_for_review(rt, report, window=window, rows=decision.release)
         pii = count_entities(examples)
@@ -77,12 +84,17 @@ def curate(window_start: datetime | None = None) -> CurateResult:
     return result
 
 
-def _anonymize(rt: Runtime, rows: list[Candidate]) -> tuple[list[CuratedExample], list[Quarantine]]:
-    """Remove personal data from ``rows`` in chunks the task runner (FLYWHEEL_TASK_RUNNER:
-    threads, dask, ray) spreads out; returns the anonymised rows and the quarantined ones, in
-    chunk order whichever worker ran them."""
+def _anonymize(
+    rt: Runtime, report: StageReport, rows: list[Candidate], *, windows: list[str]
+) -> tuple[list[CuratedExample], list[Quarantine], dict[str, Any] | None]:
+    """Remove personal data from ``rows`` and the run's canaries in chunks the task runner
+    (FLYWHEEL_TASK_RUNNER: threads, dask, ray) spreads out, then check the canaries and take
+    them out; returns the anonymised rows, the quarantined ones (in chunk order whichever
+    worker ran them) and the canary check's audit details. Canaries that leak stop the run
+    before anything is written (``windows``, this one last, are curated again next run)."""
     cfg = rt.settings.curate
-    chunks = chunked(rows, cfg.batch_size * CHUNK_BATCHES)
+    batch = plant_canaries(cfg, window=windows[-1])
+    chunks = chunked([*rows, *batch.rows()], cfg.batch_size * CHUNK_BATCHES)
     config = PiiConfig.from_settings(cfg)  # plain data: each worker loads its own engine
     with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
         # the base TaskRunner.map types its task as returning R | Coroutine[R], which a
@@ -94,7 +106,14 @@ def _anonymize(rt: Runtime, rows: list[Candidate]) -> tuple[list[CuratedExample]
         )
         parts = futures.result()  # in chunk order, whichever worker ran them
     examples = [row for good, _bad in parts for row in good]
-    return examples, [q for _good, broken in parts for q in broken]
+    broken = [q for _good, bad in parts for q in bad]
+    if not batch.canaries:
+        return examples, broken, None
+    check, examples, broken = check_canaries(
+        batch, examples, broken, min_recall=cfg.canary_min_recall
+    )
+    enforce_canaries(rt, report, check, windows=windows, rows=len(examples))
+    return examples, broken, check.details()
 
 
 def _recurate(rt: Runtime, windows: list[str]) -> list[str]:
@@ -108,7 +127,8 @@ def _recurate(rt: Runtime, windows: list[str]) -> list[str]:
             get_run_logger().warning("curate: window %s is gone, not re-curated", w)
             continue
         except Exception:
-            mark_stale(rt.store, stage="curate", window=w)
+            for left in windows[windows.index(w) :]:  # this one and those not reached yet
+                mark_stale(rt.store, stage="curate", window=left)
             raise
         done.append(w)
     return done

@@ -13,10 +13,11 @@ from prefect.utilities.annotations import quote
 from flows.erasure import replace_erased
 from flows.release import ReleaseOptions, release
 from flows.train import train
-from infra.parameters import TrainMethod
+from infra.parameters import OverrideReason, TrainMethod
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.reach import erasure_pending
+from tasks.train.privacy import check_training_privacy_task
 from tasks.train.readiness import WorkloadCounts, count_by_workload_task
 from tasks.train.weekly import WorkloadRun, skipped_runs, weekly_summary
 
@@ -27,7 +28,9 @@ def release_run_name(workload: str, version: str) -> str:
 
 
 @flow(name="train-and-release", log_prints=False)
-def weekly(method: TrainMethod | None = None) -> dict[str, object]:
+def weekly(
+    method: TrainMethod | None = None, privacy_override: OverrideReason | None = None
+) -> dict[str, object]:
     """Weekly: for every workload with enough new curated traffic (at least
     FLYWHEEL_TRAIN__MIN_PAIRS examples in its buffer), preference-tune its candidate on its
     own rows and release it on its own line (golden gate on its golden set -> shadow ->
@@ -39,14 +42,23 @@ def weekly(method: TrainMethod | None = None) -> dict[str, object]:
     (a serving version trained on the user's data), this week's run is the erasure
     replacement instead: every pending erasure batched into one retrain per reached release
     line of its stable version's recipe without the erased rows, released the same way.
+    Otherwise it does not train when the last day's curate runs let canary values through
+    anonymisation (recall below FLYWHEEL_CURATE__CANARY_MIN_RECALL): the run fails saying
+    which types, unless a privacy override gives the reason to train anyway (audited).
 
     Args:
         method: Training method: dpo, rft or grpo, or auto to pick by data size. Empty:
             FLYWHEEL_TRAIN__METHOD.
+        privacy_override: Why to train although the last day's canary recall is below the
+            bar (recorded in the audit log). Empty: such a day is not trained on.
     """
     rt = Runtime.from_env()
     if erasure_pending(rt.store):
         return {"train": None, "release": None, "erasure": replace_erased()}
+    privacy = check_training_privacy_task(
+        rt.catalog, min_recall=rt.settings.curate.canary_min_recall, override=privacy_override
+    )
+    get_run_logger().info(privacy)
     counts = count_by_workload_task(rt.catalog, cast(Any, quote(rt.settings)))
     if not counts.labelled():  # one shared release, as before workloads existed
         trained = train(method=method)

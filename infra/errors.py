@@ -146,3 +146,10 @@ class ReviewFileError(FlywheelError, ValueError):
 class ModelServerError(ReleaseError):
     """A model server (vLLM) refused or failed to load, unload or list an adapter: the release
     is held with this message as its reason."""
+
+
+class PrivacyCheckFailed(FlywheelError):
+    """A privacy check stopped a run before it wrote or trained anything: a curate run whose
+    canary values survived anonymisation (nothing committed), or a weekly run whose last
+    day's canary recall is below the bar (nothing trained). The message says which types
+    and how far below; a failed run (the CLI exits 1)."""

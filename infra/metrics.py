@@ -59,6 +59,7 @@ HELP = {
     "flywheel_erasure_oldest_pending_seconds": "Age of the oldest open erasure (0: none).",
     "flywheel_erasure_deadline_seconds": "FLYWHEEL_ERASURE__DEADLINE_DAYS in seconds.",
     "flywheel_erasure_replacement_failed": "Erasures whose replacement failed the gate.",
+    "flywheel_pii_canary_recall": "Planted canary values removed / planted, last curate run.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,
@@ -82,6 +83,8 @@ class StageReport:
     observations: dict[str, dict[Labels, list[float]]] = field(
         default_factory=lambda: defaultdict(dict)
     )
+    # gauges whose every series this run replaces (a label set it does not set again goes)
+    replaced: set[str] = field(default_factory=set)
 
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
         """Add ``value`` to the counter ``name`` with ``labels``."""
@@ -96,6 +99,11 @@ class StageReport:
     def gauge(self, name: str, value: float, **labels: str) -> None:
         """Set the gauge ``name`` with ``labels`` to ``value``."""
         self.gauges[name][_labels(labels)] = value
+
+    def replace(self, name: str) -> None:
+        """Publish the gauge ``name`` with only the series this run sets (none: the family
+        goes), instead of updating them among the earlier runs' series."""
+        self.replaced.add(name)
 
     def observe(self, name: str, values: Iterable[float], **labels: str) -> None:
         """Add ``values`` to the histogram observations of ``name`` with ``labels``."""
@@ -115,6 +123,8 @@ def _fold(state: dict[str, Any], report: StageReport) -> dict[str, Any]:
         for labels, value in series.items():
             key = json.dumps(labels)
             dest[key] = dest.get(key, 0.0) + value
+    for name in report.replaced:
+        state["gauges"].pop(name, None)
     for name, series in report.gauges.items():
         dest = state["gauges"].setdefault(name, {})
         for labels, value in series.items():

@@ -48,3 +48,7 @@ Workload = Annotated[str, Field(json_schema_extra={"pattern": WORKLOAD_PATTERN, 
 # a version or release id a rollback names (infra.gateway.admin.RollbackRequest's bounds): not
 # a pattern, so the gateway's run is never refused for a name it routed
 ReleaseName = Annotated[str, Field(min_length=1, max_length=200)]
+# why a person overrides a check (audited): a sentence, not a document; blank is no reason
+OverrideReason = Annotated[
+    str, Field(json_schema_extra={"pattern": r"\S", "minLength": 1, "maxLength": 500})
+]

@@ -55,6 +55,17 @@ class CurateSettings(BaseModel):
     n_process: int = 1
     pii_filter_version: str = "presidio-2.2.366/v1"
     drop_thumbs_down: bool = True  # a thumbs-down answer is not kept even as a rejected side
+    # the privacy check of every run: synthetic records per configured language with
+    # canaries (en, ko), drawn fresh each run, planted in the batch, checked after
+    # anonymisation and never written (0: no check, and no canary evidence for training)
+    canary_records: int = Field(default=16, ge=0)
+    # the canary recall every (language, entity type) needs: a run below it commits nothing,
+    # the CanaryRecallLow alert fires below it (infra/prometheus/rules.yml: change both
+    # together) and the weekly run does not train on a day below it
+    canary_min_recall: float = Field(default=1.0, ge=0, le=1)
+    # Faker seed of the canaries (empty: a fresh one every run); set it to replay the run
+    # whose seed its curate.canary_check audit event names
+    canary_seed: int | None = None
 
 
 class ReviewSettings(BaseModel):

@@ -112,7 +112,7 @@ def audit_task(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
 class Curation:
     """What curate decided for one window, which its commit, audit and counts read: the gates'
     drops, k-anonymity's decision and the state it read, the quarantined rows, and the users
-    excluded from training."""
+    excluded from training, and what the run's canaries showed."""
 
     window: str
     gated: Gated
@@ -120,6 +120,7 @@ class Curation:
     state: KState
     quarantined: list[Quarantine]
     opted_out: set[str]
+    canary: dict[str, Any] | None = None  # the canary check's audit details (no values)
 
 
 def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[dict[str, Any]]]:
@@ -160,8 +161,8 @@ def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[dict[st
 def audit_window(
     rt: Runtime, done: Curation, *, pii: Counter[str], per_trace: list[dict[str, Any]]
 ) -> None:
-    """Append the run's audit events (counts only: :func:`audit_events`) and replace the
-    window's per-trace audit rows."""
+    """Append the run's audit events (counts only: :func:`audit_events`, and its canary check)
+    and replace the window's per-trace audit rows."""
     audit = audit_events(
         done.window,
         dropped=done.gated.dropped,
@@ -171,5 +172,14 @@ def audit_window(
         written=len(done.decision.release),
         withdrawn=done.state.withdrawn,
     )
+    if done.canary is not None:  # the check the weekly run reads (a failed one audits itself)
+        audit.append(
+            audit_row(
+                event_type="curate.canary_check",
+                actor=STAGE,
+                subject=done.window,
+                details=done.canary,
+            )
+        )
     audit_task(rt.catalog, audit)
     trace_audit_task(rt.catalog, done.window, per_trace)

@@ -35,6 +35,8 @@ class CurateResult:
     # traces dropped as "reward_incomplete", by why (stage 2's words, naming the judge)
     ineligible: dict[str, int] | None = None
     recurated: list[str] | None = None  # earlier windows redone for late feedback
+    # the run's canary recall per "language/entity_type" (empty: no canaries planted)
+    canary_recall: dict[str, float] | None = None
 
 
 def curate_result(
@@ -72,8 +74,8 @@ def window_result(
     done: Curation, *, read: int, pii: Counter[str], snapshot_id: int | None
 ) -> CurateResult:
     """:func:`curate_result` of a window's curation: ``read`` traces, the PII entities removed
-    by type, the table's snapshot after the commit."""
-    return curate_result(
+    by type, the table's snapshot after the commit, the canary recall of the run."""
+    result = curate_result(
         window=done.window,
         read=read,
         decision=done.decision,
@@ -84,6 +86,9 @@ def window_result(
         withdrawn=done.state.withdrawn,
         ineligible=done.gated.ineligible,
     )
+    checked = (done.canary or {}).get("recall", [])
+    result.canary_recall = {f"{c['language']}/{c['entity_type']}": c["recall"] for c in checked}
+    return result
 
 
 def summary_markdown(result: CurateResult) -> str:
@@ -109,6 +114,9 @@ def summary_markdown(result: CurateResult) -> str:
             "|---|---:|",
         ]
         lines += [f"| {why} | {n} |" for why, n in result.ineligible.items()]
+    if result.canary_recall:
+        lines += ["", "| canary (language/type) | recall |", "|---|---:|"]
+        lines += [f"| {key} | {r:.2f} |" for key, r in result.canary_recall.items()]
     lines += ["", "| PII entity type | removed |", "|---|---:|"]
     lines += [f"| {etype} | {n} |" for etype, n in result.pii_entities.items()] or ["| none | 0 |"]
     lines += [
@@ -153,5 +161,12 @@ def publish_curate(result: CurateResult, *, queued: int) -> None:
         result.quarantined,
         result.dropped,
     )
+    if result.canary_recall:
+        logger.info(
+            "curate %s: canary recall %.2f at the lowest (%d language/type pairs)",
+            window,
+            min(result.canary_recall.values()),
+            len(result.canary_recall),
+        )
     for why, n in (result.ineligible or {}).items():
         logger.warning("curate %s: %d trace(s) not training-eligible: %s", window, n, why)

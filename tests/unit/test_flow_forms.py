@@ -58,7 +58,7 @@ def test_the_forms_that_have_fields_show_them() -> None:
     assert fields["forget-user"] == {"user_key"}
     assert fields["release"] == {"version", "options"}
     assert fields["train"] == {"method", "max_steps", "base_version", "workload"}
-    assert fields["train-and-release"] == {"method"}
+    assert fields["train-and-release"] == {"method", "privacy_override"}
     assert {"ReleaseOptions"} <= set(SCHEMAS["release-control"]["definitions"])
     assert {"LoopOptions"} <= set(SCHEMAS["run"]["definitions"])
 
@@ -125,6 +125,13 @@ def test_train_steps_and_methods() -> None:
     assert not accepts("train", {"max_steps": 0}) and accepts("train", {"max_steps": 2})
     assert not accepts("train", {"method": "ppo"}) and accepts("train", {"method": "auto"})
     assert not accepts("train-and-release", {"method": "ppo"})
+
+
+def test_a_privacy_override_needs_a_reason() -> None:
+    assert accepts("train-and-release", {"privacy_override": "INC-12: test tenant, fixed"})
+    assert accepts("train-and-release", {"privacy_override": None})
+    for blank in ("", "   ", "x" * 501):
+        assert not accepts("train-and-release", {"privacy_override": blank}), blank
 
 
 def test_release_options_refuse_bad_policy_values() -> None:

@@ -43,6 +43,7 @@ ALSO_IN_USE = {"flywheel_reward_missing_total"}
 ALSO_IN_USE |= {  # issue 29: erasure reaching the models (tasks/governance/reach.py)
     f"flywheel_erasure_{n}" for n in ("oldest_pending_seconds", "deadline_seconds")
 } | {"flywheel_erasure_replacement_failed"}
+ALSO_IN_USE |= {"flywheel_pii_canary_recall"}  # issue 43: the canary check of every curate run
 DESIGN_METRICS |= {  # issue 16: human review and monitors (tasks/review.py, tasks/monitors.py)
     f"flywheel_{n}"
     for n in "reward_human_spearman reward_human_samples review_queued_total train_entropy "
