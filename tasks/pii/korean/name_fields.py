@@ -60,6 +60,13 @@ _NOT_PERSON_KEY = re.compile(
     r"(?i)(?:file|host|domain|product|item|store|shop|brand|company|"
     r"bank|app|device|model|plan|event|course|menu|server|project)"
 )
+_PERSONAL_COLUMN = re.compile(
+    r"(?i)e-?mail|phone|mobile|tel\b|rrn|ssn|birth|dob|address|주민|전화|연락처|휴대폰|주소|생년"
+)
+_PERSONAL_JSON_KEY = re.compile(
+    r"[\"'](?i:e-?mail|phone|mobile|tel|rrn|ssn|birth_?date|dob|address|주민번호|전화번호|"
+    r"연락처|휴대폰|주소|생년월일)[\"']\s*:"
+)
 _HEADER_NAME = re.compile(
     rf"^(?:{_PERSON_KEY}|name|고객|예약자|주문자|회원명?|직원명?|담당)$", re.IGNORECASE
 )
@@ -76,9 +83,14 @@ def field_spans(text: str, common_word: Callable[[str], bool]) -> list[tuple[int
         if len(value.replace(" ", "")) == 4 and value[-1] in "님씨은는이가을를도":
             cut = len(value) - 1  # "김민수님": the title is not part of the name
         spans.append((m.start(1), m.start(1) + cut))
+    # a record that carries e-mails, phones or ids: its bare "name" is a person's
+    record = _PERSONAL_JSON_KEY.search(text) is not None
     for pattern in (_JSON_NAME, _KEY_VALUE):
         for m in pattern.finditer(text):
-            if _person_value(m.group("k"), m.group("v").strip(), common_word):
+            key = m.group("k")
+            if record and pattern is _JSON_NAME and key.lower() == "name":
+                key = "full_name"
+            if _person_value(key, m.group("v").strip(), common_word):
                 spans.append((m.start("v"), m.start("v") + len(m.group("v").rstrip())))
     spans += _table_spans(text, common_word)
     spans += [m.span() for m in _SPACED_ONE.finditer(text)]
@@ -148,6 +160,10 @@ def _header(line: str) -> tuple[str, int, list[tuple[int, str]]]:
             names = [
                 (i, _last(v)) for i, (_s, v) in enumerate(cells) if _HEADER_NAME.match(_last(v))
             ]
+            if names and any(_PERSONAL_COLUMN.search(_last(v)) for _s, v in cells):
+                # a customer table (its rows carry e-mails, phones, ids): a bare "name" column
+                # is a person's, whatever kiwi reads it as ("황미정": 미정 is also a word)
+                names = [(i, "full_name" if k.lower() == "name" else k) for i, k in names]
             if names:
                 return sep, len(cells), names
     return "", 0, []
