@@ -97,7 +97,7 @@ def planted(prefect_api: None, flywheel_home: Path, monkeypatch: pytest.MonkeyPa
         seen["plans"].append(serving)
         return ReplacementPlan(serving=serving, base="v1", recipe=recipe, chain=[serving])  # type: ignore[arg-type]
 
-    def train(rt: Any, plan: ReplacementPlan, cases: Any, max_steps: Any) -> str:
+    def train(rt: Any, plan: ReplacementPlan, max_steps: Any) -> str:
         return "v9"
 
     monkeypatch.setattr(erasure_flow, "plan_replacement", plan)
