@@ -139,3 +139,11 @@ def test_a_bare_name_field_of_a_customer_record_is_a_person_even_when_it_reads_a
     assert [doc[s:e] for s, e in field_spans(doc, lambda w: True)] == ["최미정"]
     product = '{"name": "미정", "sku": "B-77"}'  # no record around it: a word stays a word
     assert field_spans(product, lambda w: True) == []
+
+
+def test_a_ten_digit_phone_starting_with_82_is_not_a_korean_service_line() -> None:
+    """``Call me on 8216210432``: read as +82 1621-0432 (a business line) and kept."""
+    from tasks.pii.korean.not_personal import service_line
+
+    assert not service_line("8216210432")
+    assert service_line("1588-1234") and service_line("+82 1588-1234")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import regex as re
 
 # 전국대표번호: 15xx, 16xx and 18xx, eight digits, assigned to businesses only; 080: toll-free
-_SERVICE_LINE = re.compile(r"^(?:(?:\+?82)?1[568]\d{6}|(?:\+?82|0)80\d{7,8})$")
+# (a country code only with its "+": "8216210432" is a ten-digit phone)
+_SERVICE_LINE = re.compile(r"^(?:(?:\+82)?1[568]\d{6}|(?:\+82|0)80\d{7,8})$")
 _ORDER_WORD = (
     r"주문|송장|운송장|택배|배송조회|접수|예약|시리얼|일련|상품|품번|사건|티켓|쿠폰|영수증|승인|"
     r"결제|거래|문의|관리|바코드|반품|교환|환불\s?접수"
