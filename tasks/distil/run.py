@@ -19,15 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from infra.errors import ConfigError
-from tasks.train.lineage import (
-    Evaluation,
-    Lineage,
-    Privacy,
-    TrainingData,
-    TrainingExamples,
-    digest,
-    trained_rows,
-)
+from tasks.train.lineage import Evaluation, Lineage, Privacy, training_data
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -198,31 +190,9 @@ def student_lineage(
 ) -> Lineage:
     """The student's lineage: the teacher as its base version, the rows and salted user keys
     it learned from (so erasure and ``flywheel lineage`` reach it), its profile and size."""
-    sel, cur = plan.selection, rt.settings.curate
-    ids, keys = trained_rows(sel, "rft")  # the accepted answers, one per conversation
-    data = TrainingData(
-        training_examples=TrainingExamples(
-            snapshot_ids=[] if sel.snapshot_id is None else [sel.snapshot_id],
-            windows=sel.windows,
-            trace_ids=ids,
-            trace_ids_sha256=digest(ids),
-            rows=len(ids),
-        ),
-        preference_pairs=None,
-        pairs=0,
-        selection=sel.counts,
-        decontaminated=sel.counts.get("decontaminated", 0),
-        reward_config_hashes=sel.reward_config_hashes,
-        user_keys=keys,
-    )
-    privacy = Privacy(
-        pii_filter_version=cur.pii_filter_version,
-        pii_entities=list(cur.entities),
-        pii_operator=cur.operator,
-        pii_score_threshold=cur.score_threshold,
-        k_anonymity=cur.k_anonymity,
-        consent_snapshot_id=consent_snapshot_id,
-    )
+    # the accepted answers, one per conversation, as an rft run reads its rows
+    data = training_data(plan.selection, "rft", preference_pairs=None, pairs=0)
+    privacy = Privacy.of(rt.settings.curate, consent_snapshot_id)
     how = "SFT + KL to the teacher's logits" if outcome.token_level else "SFT (own vocabulary)"
     ratio = outcome.student_parameters / max(1, outcome.teacher_parameters)
     return Lineage(

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
 
-    from infra.settings import Settings
+    from infra.settings import CurateSettings, Settings
     from infra.store import ObjectStore
     from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
@@ -101,6 +101,18 @@ class Privacy(BaseModel):
     k_anonymity: int
     consent_snapshot_id: int | None
 
+    @classmethod
+    def of(cls, curate: CurateSettings, consent_snapshot_id: int | None) -> Privacy:
+        """The stage-3 settings ``curate`` as the lineage records them."""
+        return cls(
+            pii_filter_version=curate.pii_filter_version,
+            pii_entities=list(curate.entities),
+            pii_operator=curate.operator,
+            pii_score_threshold=curate.score_threshold,
+            k_anonymity=curate.k_anonymity,
+            consent_snapshot_id=consent_snapshot_id,
+        )
+
 
 class Evaluation(BaseModel):
     """``evaluation``: greedy golden accuracy of the base and the trained model."""
@@ -161,6 +173,33 @@ def digest(ids: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
+def training_data(
+    selection: Selection,
+    method: str,
+    *,
+    preference_pairs: PairsSnapshot | None,
+    pairs: int,
+) -> TrainingData:
+    """``data``: the rows (and user keys) ``method`` learned from in ``selection``."""
+    ids, keys = trained_rows(selection, method)
+    return TrainingData(
+        training_examples=TrainingExamples(
+            # no snapshot means an empty table: nothing to train on, so never reached in a run
+            snapshot_ids=[] if selection.snapshot_id is None else [selection.snapshot_id],
+            windows=selection.windows,
+            trace_ids=ids,
+            trace_ids_sha256=digest(ids),
+            rows=len(ids),
+        ),
+        preference_pairs=preference_pairs,
+        pairs=pairs,
+        selection=selection.counts,
+        decontaminated=selection.counts.get("decontaminated", 0),
+        reward_config_hashes=selection.reward_config_hashes,
+        user_keys=keys,
+    )
+
+
 def build_lineage(
     *,
     base_version: str,
@@ -176,37 +215,15 @@ def build_lineage(
     started_at: datetime,
 ) -> Lineage:
     """The lineage of a trained checkpoint, before it is published (``version`` unset)."""
-    ids, keys = trained_rows(selection, config.method)
-    cur = settings.curate
     pairs = None
     if pairs_snapshot_id is not None:
         pairs = PairsSnapshot(
             snapshot_id=pairs_snapshot_id, train_run=train_run, pairs=len(selection.pairs)
         )
-    data = TrainingData(
-        training_examples=TrainingExamples(
-            # no snapshot means an empty table: nothing to train on, so never reached in a run
-            snapshot_ids=[] if selection.snapshot_id is None else [selection.snapshot_id],
-            windows=selection.windows,
-            trace_ids=ids,
-            trace_ids_sha256=digest(ids),
-            rows=len(ids),
-        ),
-        preference_pairs=pairs,
-        pairs=len(selection.pairs),
-        selection=selection.counts,
-        decontaminated=selection.counts.get("decontaminated", 0),
-        reward_config_hashes=selection.reward_config_hashes,
-        user_keys=keys,
+    data = training_data(
+        selection, config.method, preference_pairs=pairs, pairs=len(selection.pairs)
     )
-    privacy = Privacy(
-        pii_filter_version=cur.pii_filter_version,
-        pii_entities=list(cur.entities),
-        pii_operator=cur.operator,
-        pii_score_threshold=cur.score_threshold,
-        k_anonymity=cur.k_anonymity,
-        consent_snapshot_id=consent_snapshot_id,
-    )
+    privacy = Privacy.of(settings.curate, consent_snapshot_id)
     return Lineage(
         version=None,
         base_version=base_version,
