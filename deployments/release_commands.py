@@ -43,7 +43,8 @@ def cost_fields(rt: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
     it (:mod:`infra.cost`); nothing when no gateway or Prometheus is configured."""
     import time
 
-    from infra.cost import describe, open_cost_reader
+    from infra.cost import describe
+    from infra.cost_readers import open_cost_reader
     from infra.errors import MetricsError
 
     reader = open_cost_reader(

@@ -11,15 +11,13 @@ thread); for an HTTP upstream (vLLM), which reports no compute time, the seconds
 A price per 1,000 tokens (``FLYWHEEL_COST__PRICE_PER_1K_TOKENS``, per version) turns tokens
 into money where one is configured; the release's "cheaper" is the measured compute.
 
-:class:`CostReader` is read like the canary's :class:`~infra.promql.CanaryMetrics`:
-:class:`PrometheusCost` queries ``increase`` over the window, :class:`EmbeddedCost` scrapes the
-gateway (its counters since the gateway started, or since a :meth:`~EmbeddedCost.mark`).
+:class:`CostReader` is read like the canary's :class:`~infra.promql.CanaryMetrics`, which
+reads the same series for both versions of a step; the standalone readers (Prometheus, or the
+gateway's ``/metrics``) are in :mod:`infra.cost_readers`.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -99,83 +97,3 @@ class CostReader(Protocol):
             MetricsError: the metrics could not be read.
         """
         ...
-
-
-class PrometheusCost:
-    """Cost from Prometheus (``increase`` over the window)."""
-
-    source = "prometheus"
-
-    def __init__(self, client: Any, *, clock: Callable[[], float] = time.time) -> None:
-        self.client = client  # infra.promql.PrometheusClient
-        self.clock = clock
-
-    def read_cost(
-        self, version: str, *, since: float, workload: str | None = None, route: str | None = None
-    ) -> CostStats:
-        """Sums of ``increase`` over the window of each cost series of ``version``."""
-        now = self.clock()
-        rng = f"[{max(1, math.ceil(now - since))}s]"
-        labels = {"model": version, **({"workload": workload} if workload else {})}
-        labels |= {"route": route} if route else {}
-
-        def total(name: str, extra: dict[str, str]) -> float:
-            sel = ",".join(f'{k}="{_escape(v)}"' for k, v in (labels | extra).items())
-            return sum(v for _, v in self.client.query(f"sum(increase({name}{{{sel}}}{rng}))", now))
-
-        return cost_from(total)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-class EmbeddedCost:
-    """Cost from the gateway's ``/metrics`` (no Prometheus): a scrape now minus the scrape at
-    the last :meth:`mark` at or before the window start, or the counters since the gateway
-    started when no mark precedes it."""
-
-    source = "embedded"
-
-    def __init__(self, scrape: Callable[[], str], *, clock: Callable[[], float] = time.time):
-        self.scrape = scrape
-        self.clock = clock
-        self.marks: list[tuple[float, Any]] = []
-
-    def mark(self) -> float:
-        """Scrape now and keep it as a window start; returns that time."""
-        from infra.promql import parse_exposition
-
-        at = self.clock()
-        self.marks.append((at, parse_exposition(self.scrape())))
-        return at
-
-    def read_cost(
-        self, version: str, *, since: float, workload: str | None = None, route: str | None = None
-    ) -> CostStats:
-        """The deltas of ``version``'s cost series since the window start."""
-        from infra.promql import _deltas, parse_exposition
-
-        now = parse_exposition(self.scrape())
-        before = [s for t, s in self.marks if t <= since]
-        base = before[-1] if before else {}
-        match = {"model": version, **({"workload": workload} if workload else {})}
-        match |= {"route": route} if route else {}
-
-        def total(name: str, extra: dict[str, str]) -> float:
-            return sum(_deltas(now, base, name, **match, **extra).values())
-
-        return cost_from(total)
-
-
-def open_cost_reader(*, prometheus_url: str | None, gateway_url: str | None) -> CostReader | None:
-    """Prometheus when its URL is set, else the gateway's ``/metrics``; None with neither."""
-    if prometheus_url:
-        from infra.promql import PrometheusClient
-
-        return PrometheusCost(PrometheusClient(prometheus_url))
-    if gateway_url:
-        from infra.promql import EmbeddedMetrics
-
-        return EmbeddedCost(EmbeddedMetrics.from_url(gateway_url).scrape)
-    return None

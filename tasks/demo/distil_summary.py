@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from tasks.demo.cycles import percent
 
 if TYPE_CHECKING:
-    from infra.cost import CostReader, CostStats, EmbeddedCost
+    from infra.cost import CostReader, CostStats
+    from infra.cost_readers import EmbeddedCost
     from tasks.distil.run import DistilResult
     from tasks.release.outcome import ReleaseOutcome
 
@@ -92,7 +93,7 @@ def _per_request(cost: dict[str, Any] | None) -> float | None:
 
 def cost_meter(gateway_url: str) -> tuple[EmbeddedCost, float]:
     """A reader of the gateway's cost counters, and the mark its window starts at (now)."""
-    from infra.cost import EmbeddedCost
+    from infra.cost_readers import EmbeddedCost
     from infra.promql import EmbeddedMetrics
 
     meter = EmbeddedCost(EmbeddedMetrics.from_url(gateway_url).scrape)

@@ -29,7 +29,6 @@ import logging
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
@@ -40,8 +39,17 @@ from tasks.release.drift import Check, diversity_check, kl_check, length_bias_ch
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
 from tasks.release.stats import PairedTest, paired_test
+from tasks.release.verdict import Decision, SliceResult
 
-__all__ = ["Decision", "GateResult", "PairedTest", "decide", "paired_test", "run_gate"]
+__all__ = [
+    "Decision",
+    "GateResult",
+    "PairedTest",
+    "SliceResult",
+    "decide",
+    "paired_test",
+    "run_gate",
+]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,26 +61,6 @@ if TYPE_CHECKING:
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
-
-
-class Decision(StrEnum):
-    """The gate's three outcomes."""
-
-    PROCEED = "PROCEED_TO_SHADOW"
-    MANUAL_REVIEW = "MANUAL_REVIEW"
-    ROLLBACK = "ROLLBACK"
-
-
-@dataclass(kw_only=True)
-class SliceResult:
-    """One golden slice: its size, both means and whether it regressed."""
-
-    name: str
-    n: int
-    mean_baseline: float
-    mean_candidate: float
-    diff: float
-    regressed: bool
 
 
 def slice_results(

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
     from tasks.release.drift import Check
-    from tasks.release.gate import Decision, SliceResult
+    from tasks.release.verdict import Decision, SliceResult
 
 
 @dataclass(kw_only=True)
@@ -190,7 +190,7 @@ def decide_noninferior(
 ) -> tuple[Decision, list[str]]:
     """The decision (see the module docstring) and the reasons a reader sees
     (``require_cheaper`` off: the cost is reported, not required)."""
-    from tasks.release.gate import Decision
+    from tasks.release.verdict import Decision
 
     leaks = [f"{c.name} check failed: {c.detail}" for c in checks if c.name == "pii_leak"]
     if leaks and any(c.status == "fail" for c in checks if c.name == "pii_leak"):

@@ -113,7 +113,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads while distilling")
     args = p.parse_args()
 
-    from infra.cost import EmbeddedCost
+    from infra.cost_readers import EmbeddedCost
     from infra.gateway.serve import start_background_gateway
     from infra.models import publish_model_dir
     from infra.promql import EmbeddedMetrics

@@ -1,0 +1,27 @@
+"""What the release gate decides, shared by the golden gate (:mod:`tasks.release.gate`) and
+the non-inferiority gate of a cheaper model (:mod:`tasks.release.noninferiority`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Decision(StrEnum):
+    """The gate's three outcomes."""
+
+    PROCEED = "PROCEED_TO_SHADOW"
+    MANUAL_REVIEW = "MANUAL_REVIEW"
+    ROLLBACK = "ROLLBACK"
+
+
+@dataclass(kw_only=True)
+class SliceResult:
+    """One golden slice: its size, both means and whether it regressed."""
+
+    name: str
+    n: int
+    mean_baseline: float
+    mean_candidate: float
+    diff: float
+    regressed: bool
