@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -131,3 +133,16 @@ def load_causal_lm(
         model = model.to(where.device)
     log.info("loaded %s on %s (%s)", path.name, where.device, where.dtype)
     return model
+
+
+def warmup_cosine(warmup_steps: int, steps: int) -> Callable[[int], float]:
+    """The learning-rate factor of step ``step`` (from 0) for ``torch``'s ``LambdaLR``: linear
+    warm-up over ``warmup_steps``, then cosine decay to 10 % at ``steps``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        done = (step - warmup_steps) / max(1, steps - warmup_steps)
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
+
+    return factor

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.causal_lm import warmup_cosine
 from infra.errors import ConfigError
 from infra.local_lm import LocalLM, render_prompt
 from infra.progress import report_progress
@@ -232,7 +233,6 @@ class PretrainLog:
 
 def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> PretrainLog:
     """SFT on random non-golden items until the dev accuracy reaches the target."""
-    import math
 
     import torch
 
@@ -244,13 +244,7 @@ def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> 
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
 
-    def lr_at(step: int) -> float:  # linear warm-up, cosine decay to 10 %
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        done = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(config.warmup_steps, config.steps))
     log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
     doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
     every = config.eval_every

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra.causal_lm import warmup_cosine
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -159,13 +161,7 @@ def _train(
     rng = random.Random(config.seed)
     opt = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.01)
 
-    def lr_at(step: int) -> float:  # linear warm-up, cosine decay to 10 %
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        done = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(config.warmup_steps, config.steps))
     device = next(student.parameters()).device
     weight = config.kd_weight if token_level else 0.0
     losses: list[float] = []
