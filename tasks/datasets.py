@@ -24,7 +24,7 @@ from prefect import task
 from infra.catalog_schemas import SCHEMAS
 from infra.keys import rollouts_key, scores_key
 from infra.retries import IO_RETRIES
-from tasks.reward import COMPONENTS, RewardColumns
+from tasks.reward import COMPONENTS, RewardColumns, RewardValues
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -145,7 +145,7 @@ class Score(RewardColumns):
     window: str
 
 
-class TrainingExample(TypedDict):
+class TrainingExample(RewardValues):
     """A ``training_examples`` row (stage 3's output): an anonymised trace with its reward."""
 
     trace_id: str
@@ -154,12 +154,6 @@ class TrainingExample(TypedDict):
     question: str
     contexts: list[str]
     answer: str
-    reward: float
-    reward_judge: float | None
-    reward_faithfulness: float | None
-    reward_context_recall: float | None
-    reward_feedback: float | None
-    reward_latency: float | None
     reward_config_hash: str | None
     model_version: str
     pattern: str  # the k-anonymity key

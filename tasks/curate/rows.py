@@ -7,19 +7,15 @@ from __future__ import annotations
 from typing import NotRequired
 
 from tasks.datasets import Rollout, TrainingExample
+from tasks.reward import RewardValues
 
 
-class Candidate(Rollout):
+class Candidate(Rollout, RewardValues):
     """A :class:`~tasks.datasets.Rollout` with its score row's reward columns
     (:func:`~tasks.curate.gates.join_scores`); the gates set ``eligible_as`` and dedup the
     ``_dedup_key`` (not a column: the dedup index's key) of every row they keep."""
 
-    reward: float  # None or NaN in a score written without one: dropped as no_reward
-    reward_judge: float | None
-    reward_faithfulness: float | None
-    reward_context_recall: float | None
-    reward_feedback: float | None
-    reward_latency: float | None
+    # reward: None or NaN in a score written without one, dropped as no_reward
     reward_config_hash: str | None
     reward_eligible: bool  # every component reward.required asks for is present
     reward_ineligible_reason: str | None

@@ -28,9 +28,9 @@ COMPONENTS = ("judge", "faithfulness", "context_recall", "feedback", "latency")
 CACHED = ("judge", "faithfulness", "context_recall")  # the content-dependent components
 
 
-class RewardColumns(TypedDict):
-    """The reward part of a scores row (:data:`tasks.datasets.SCORE_SCHEMA`): the total, each
-    of :data:`COMPONENTS` as ``reward_<component>`` (``None``: missing), and eligibility."""
+class RewardValues(TypedDict):
+    """The reward a row carries from stage 2 on (:data:`tasks.datasets.REWARD_COLUMNS`): the
+    total and each of :data:`COMPONENTS` as ``reward_<component>`` (``None``: missing)."""
 
     reward: float
     reward_judge: float | None
@@ -38,6 +38,12 @@ class RewardColumns(TypedDict):
     reward_context_recall: float | None
     reward_feedback: float | None
     reward_latency: float | None
+
+
+class RewardColumns(RewardValues):
+    """The reward part of a scores row (:data:`tasks.datasets.SCORE_SCHEMA`): the reward
+    values and eligibility."""
+
     missing: list[str]
     not_applicable: list[str]
     eligible: bool
