@@ -19,7 +19,7 @@ from typing import Any
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.pii.names import AMBIGUOUS, lexicon
+from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, lexicon
 
 _ROLE = (
     r"customer|client|passenger|pax|driver|manager|supervisor|parent|child|kid|son|daughter|"
@@ -114,9 +114,34 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
             tok.text in ("-", "'", "’") and glued and j + 1 < len(doc) and _capitalised(doc[j + 1])
         ):
             j += 2
+        elif _particles_then_name(doc, j):  # "Hugo van der Dussen", "Ana de Lacy"
+            while doc[j].lower_ in NAME_PARTICLES:
+                j += 1
+            j += 1
         else:
             break
     return j
+
+
+def _particles_then_name(doc: Any, j: int) -> bool:
+    """Whether one or two name particles start at ``j`` and a capitalised word follows."""
+    k = j
+    while k < len(doc) and k - j < 2 and doc[k].lower_ in NAME_PARTICLES and doc[k].is_lower:
+        k += 1
+    return j < k < len(doc) and _capitalised(doc[k])
+
+
+def _form_value_end(doc: Any, j: int) -> int:
+    """After a form label (``Name on the account: Grzegorz auch Schlauchin, ...``) the value
+    runs to the field's end: up to two more lower-case words and a capitalised one, when a
+    comma, semicolon, full stop or line end closes them; else ``j``."""
+    k = j
+    while k < len(doc) and k - j < 2 and doc[k].is_lower and doc[k].is_alpha:
+        k += 1
+    if k == j or k >= len(doc) or not _capitalised(doc[k]):
+        return j
+    closed = k + 1 == len(doc) or doc[k + 1].text in (",", ";", ".") or doc[k + 1].is_space
+    return k + 1 if closed else j
 
 
 def _spans_after(
@@ -129,6 +154,8 @@ def _spans_after(
         j = _name_end(doc, i, strong=strong) if i is not None else 0
         if i is not None and j == i and _NAME_FIELD_CUE.search(text, 0, m.end()):
             j = i + 1 if doc[i].is_alpha and doc[i].text[:1].isupper() else i
+        if i is not None and j > i and strong and m.group(0).rstrip().endswith((":", "=")):
+            j = _form_value_end(doc, j)
         if i is not None and j > i:
             end = doc[j - 1].idx + len(doc[j - 1].text)
             if not _MODEL_AFTER.match(text, end):  # "my Brother HL-L2350DW" is a printer

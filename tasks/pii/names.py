@@ -33,6 +33,10 @@ KOREAN_SURNAMES = frozenset(
     "seol ma gil yeon pyo myung ban ra la wang geum kum yook tak kook eun go ko kho maeng".split()
 )
 # given names that are also ordinary words, places or brands: a name only with support
+# lower-case words inside a name ("van der Dussen", "de Lacy", "Dos Santos", "bin Salman")
+NAME_PARTICLES = frozenset(
+    "van von der den de del della di da dos das du la le het ten ter zu und y e bin al el".split()
+)
 AMBIGUOUS = frozenset(
     "chase grant bill will mark rose june april may august summer dawn joy hope faith grace "
     "amber ruby crystal jordan austin paris victoria florence georgia virginia carolina dallas "

@@ -17,7 +17,7 @@ from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
 from tasks.pii.name_cues import cued_name_spans
 from tasks.pii.name_spans import structured_name_spans
-from tasks.pii.names import corroborated, has_cue, lexicon_support
+from tasks.pii.names import NAME_PARTICLES, corroborated, has_cue, lexicon_support
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
@@ -37,8 +37,6 @@ _NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shap
 PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL", "KR")
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
-_PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "dos", "das", "du"}
-_PARTICLES |= {"la", "le", "het", "ten", "ter", "zu", "und", "y", "e", "bin", "al", "el"}
 _NAME_CUE = re.compile(
     r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
     r"|\bcheers,|\bsincerely,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
@@ -266,7 +264,7 @@ def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
             end += 1
             continue
         k = end
-        while k < len(doc) and (doc[k].lower_ in _PARTICLES or _joiner(doc, k)):
+        while k < len(doc) and (doc[k].lower_ in NAME_PARTICLES or _joiner(doc, k)):
             k += 1
         if end < k < len(doc) and doc[k].is_alpha and doc[k].text[:1].isupper():
             end = k + 1
