@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the helper's start (imports: seconds of CPU) pays off over this many steps; fewer (the tests'
+# tiny configs) run on one process, with the same result
+HELPER_MIN_STEPS = 100
 REPLY_TIMEOUT_S = 600.0  # the first reply waits for the helper's imports (seconds, more if busy)
 
 
@@ -264,12 +267,15 @@ class PretrainLog:
 
 
 def pretrain(
-    model: Any, tokenizer: Any, config: BootstrapConfig, seed: int, *, helper: bool = True
+    model: Any, tokenizer: Any, config: BootstrapConfig, seed: int, *, helper: bool | None = None
 ) -> PretrainLog:
     """SFT on random non-golden items until the dev accuracy reaches the target; with
-    ``helper``, on two processes where there are two CPUs (:class:`PairedSteps`: the same
-    model, sooner)."""
+    ``helper`` (default: from ``HELPER_MIN_STEPS`` steps on), on two processes where there are
+    two CPUs (:class:`PairedSteps`: the same model, sooner)."""
     import torch
+
+    if helper is None:
+        helper = config.steps >= HELPER_MIN_STEPS
 
     rng = random.Random(seed)
     dev_rng = random.Random(seed + 1_000_003)
