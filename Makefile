@@ -1,9 +1,15 @@
 # flywheel — `make run` (the whole loop, embedded) and `make test` (the tests) each set up
 # their own .venv. torch is installed first from the CPU wheel so no resolver pulls CUDA torch.
+# `make run` installs the project alone (.venv/.installed); the test, lint and docs tools (the
+# `dev` extra: .venv/.installed-dev) only the targets that use them. --no-compile: otherwise pip
+# byte-compiles every module it installs (about 70 CPU-s for some 35,000 files, most never
+# imported); Python compiles what is imported, once, on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+PIP_INSTALL := $(BIN)/pip install -q --no-compile
 WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 export RAGAS_DO_NOT_TRACK := true
@@ -14,14 +20,18 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 
 .PHONY: run test test-fast lint docs bench prove setup clean vllm s3rver
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
-	$(BIN)/pip install -q $(FIND_LINKS) torch==2.13.0
-	$(BIN)/pip install -q $(FIND_LINKS) -e '.[dev]'
+	$(PIP_INSTALL) $(FIND_LINKS) torch==2.13.0
+	$(PIP_INSTALL) $(FIND_LINKS) -e .
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PIP_INSTALL) $(FIND_LINKS) -e '.[dev]'
+	touch $(DEV_STAMP)
 
 # vLLM (CPU build) in its own venv: it pins transformers<5.20, and the CUDA builds of
 # torchvision/torchaudio/torchcodec it pulls in break `import transformers` on CPU torch.
@@ -81,7 +91,7 @@ PYTEST = $(BIN)/pytest --durations=20
 # a test that needs one still being built waits on its lock.
 TEST_BOOTSTRAP := $(CURDIR)/.test-bootstrap
 BOOT_LOG := .test-bootstrap.log
-test: $(STAMP)
+test: $(DEV_STAMP)
 	@echo "pre-training the tests' base models beside the set-up (log: $(BOOT_LOG))"; \
 	$(BIN)/python -m tests.prebuild_bootstrap $(TEST_BOOTSTRAP) >$(BOOT_LOG) 2>&1 & boot=$$!; \
 	trap 'kill $$boot 2>/dev/null' INT TERM; \
@@ -99,17 +109,17 @@ test: $(STAMP)
 	[ $$tests -eq 0 ] || exit $$tests; exit $$serial_rc
 
 # unit and integration without the tests marked slow (each > ~30 s) and the end-to-end ones
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(PYTEST) -m "not bench and not slow and not e2e" $(XDIST) --timeout=600
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check flows tasks infra deployments tests docs
 	$(BIN)/ruff format --check flows tasks infra deployments tests docs
 	$(BIN)/mypy flows tasks infra deployments docs
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor, or a
 # page left out of the nav, fails. docs/hooks.py generates the reference pages from the code.
-docs: $(STAMP)
+docs: $(DEV_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # the ablation (a benchmark, not a CI test): the loop vs a shuffled-reward control, RFT, GRPO,
@@ -118,7 +128,7 @@ docs: $(STAMP)
 prove: $(STAMP)
 	$(BIN)/flywheel prove $(PROVE_ARGS)
 
-bench: $(STAMP) $(VLLM_STAMP)
+bench: $(DEV_STAMP) $(VLLM_STAMP)
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 	$(BIN)/pytest -m bench -s --timeout=3600 tests
 

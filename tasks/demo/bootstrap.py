@@ -33,14 +33,8 @@ from infra.errors import ConfigError, ObjectNotFound
 from infra.local_lm import LocalLM, intra_op_threads
 from tasks import golden
 from tasks.demo import clock, domain
-from tasks.demo.pretrain import (
-    BootstrapConfig,
-    PretrainLog,
-    evaluate_golden,
-    fresh_model,
-    pretrain,
-    progress,
-)
+from tasks.demo.pretrain import BootstrapConfig, evaluate_golden, fresh_model, progress
+from tasks.demo.pretrain_loop import PretrainLog, pretrain
 from tasks.demo.workloads import CALCULATOR, CLOCK, golden_dir, golden_items, of_settings
 
 if TYPE_CHECKING:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from infra.causal_lm import warmup_cosine
 from infra.errors import ConfigError
 from infra.local_lm import LocalLM, render_prompt
 from infra.progress import report_progress
@@ -84,6 +82,35 @@ def _batch(
     return ids, labels
 
 
+def step_batches(
+    tokenizer: Any,
+    rng: random.Random,
+    size: int,
+    *,
+    hedge_share: float = 0.0,
+    workloads: tuple[str, ...] = (CALCULATOR,),
+    weights: list[float] | None = None,
+) -> list[tuple[Any, Any, int, int]]:
+    """One step's ``size`` fresh questions of ``workloads`` (a share hedged: see module) as two
+    length buckets (little padding): (input ids, labels, bucket size, step size) each."""
+    items = [sample_question(rng, workloads, weights) for _ in range(size)]
+    items.sort(key=lambda it: len(it.question))
+    half = size // 2
+    out = []
+    for chunk in (items[:half], items[half:]):
+        ids, labels = _batch(tokenizer, chunk, hedge_answers(chunk, rng, share=hedge_share))
+        out.append((ids, labels, len(chunk), size))
+    return out
+
+
+def chunk_backward(model: Any, ids: Any, labels: Any, n: int, size: int) -> float:
+    """Forward and backward of one bucket of ``n`` of the step's ``size`` questions, its loss
+    weighted by that share (gradients add up in ``.grad``); that weighted loss."""
+    loss = model(input_ids=ids, labels=labels).loss * n / size
+    loss.backward()
+    return float(loss.detach())
+
+
 def train_step(
     model: Any,
     tokenizer: Any,
@@ -95,20 +122,17 @@ def train_step(
     workloads: tuple[str, ...] = (CALCULATOR,),
     weights: list[float] | None = None,
 ) -> float:
-    """One AdamW step on ``size`` fresh questions of ``workloads`` (a share hedged: see
-    module); the loss."""
+    """One AdamW step on ``size`` fresh questions of ``workloads`` (:func:`step_batches`); the
+    loss. :class:`tasks.demo.pretrain_pair.PairedSteps` takes the same step on two processes."""
     import torch
 
-    items = [sample_question(rng, workloads, weights) for _ in range(size)]
-    items.sort(key=lambda it: len(it.question))  # two length buckets: little padding
+    batches = step_batches(
+        tokenizer, rng, size, hedge_share=hedge_share, workloads=workloads, weights=weights
+    )
     opt.zero_grad(set_to_none=True)
     total = 0.0
-    half = size // 2
-    for chunk in (items[:half], items[half:]):
-        ids, labels = _batch(tokenizer, chunk, hedge_answers(chunk, rng, share=hedge_share))
-        loss = model(input_ids=ids, labels=labels).loss * len(chunk) / size
-        loss.backward()
-        total += float(loss.detach())
+    for batch in batches:
+        total += chunk_backward(model, *batch)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return total
@@ -220,70 +244,6 @@ def build_model(config: BootstrapConfig, tokenizer: Any) -> Any:
     model = GPT2LMHeadModel(cfg)
     model.loss_type = "ForCausalLM"  # transformers cannot infer it from "GPT2LMHeadModel"
     return model
-
-
-@dataclass
-class PretrainLog:
-    """Pre-training's losses, its dev-accuracy curve and whether it stopped at the target."""
-
-    losses: list[float]
-    curve: list[tuple[int, float]]  # (step, dev accuracy)
-    stopped_early: bool
-
-
-def pretrain(model: Any, tokenizer: Any, config: BootstrapConfig, seed: int) -> PretrainLog:
-    """SFT on random non-golden items until the dev accuracy reaches the target."""
-
-    import torch
-
-    rng = random.Random(seed)
-    dev_rng = random.Random(seed + 1_000_003)
-    dev = [sample_question(dev_rng, config.workloads) for _ in range(config.dev_items)]
-    probe = LocalLM(model, tokenizer, path=Path("."), max_context=config.n_positions)
-    opt = torch.optim.AdamW(
-        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
-    )
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(config.warmup_steps, config.steps))
-    log_ = PretrainLog(losses=[], curve=[], stopped_early=False)
-    doing = f"pre-train on the demo domain (until dev accuracy {config.target_accuracy:.0%})"
-    every = config.eval_every
-    weights: list[float] | None = None  # several workloads: the weaker gets more questions
-    for step in range(1, config.steps + 1):
-        if step % PROGRESS_EVERY == 1:
-            progress(doing, config, done=step - 1)
-        model.train()
-        log_.losses.append(
-            train_step(
-                model,
-                tokenizer,
-                opt,
-                rng,
-                config.batch_size,
-                hedge_share=config.hedge_share,
-                workloads=config.workloads,
-                weights=weights,
-            )
-        )
-        sched.step()
-        if step >= config.min_steps and step % every == 0:
-            model.eval()
-            accuracy, scores = evaluate_golden(probe, dev, batch_size=config.eval_batch_size)
-            if len(config.workloads) > 1:
-                by = accuracy_by_workload(dev, scores)
-                accuracy, weights = min(by.values()), balance(by, config.workloads)
-                log.info("pre-training step %d: dev accuracy by workload %s", step, by)
-            log_.curve.append((step, accuracy))
-            log.info("pre-training step %d: dev accuracy %.3f", step, accuracy)
-            if accuracy >= config.target_accuracy:
-                log_.stopped_early = step < config.steps
-                break
-            if accuracy >= NEAR_TARGET * config.target_accuracy:
-                # the jump can pass the target within one interval (0.48 -> 0.69 in 25
-                # steps): look five times as often once close, so the base stays weak
-                every = max(1, config.eval_every // 5)
-    model.eval()
-    return log_
 
 
 def evaluate_golden(
