@@ -259,6 +259,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
     refused, and the promotion recorded under the released version (``subject``)."""
     from infra.errors import RejectedVersion, StateConflict
+    from infra.gateway.routing import bucket
     from infra.models import ServableVersions
     from infra.routing import GatewayRouting, StateChange
     from infra.settings import ReleaseSettings
@@ -274,11 +275,15 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
         canary = transitions.canary_move(
             routing, None, "v1", step=0, policy=policy, actor="t"
         ).or_raise()
+        # the last step leaves stable its holdback (10 %): a user in the candidate's buckets
+        # (an anonymous request lands in the holdback one time in ten)
+        user = next(f"u{i}" for i in range(100) if bucket(f"u{i}", salt="v1") < 8_000)
         reply = httpx.post(
             f"{gw.url}/v1/chat/completions",
-            json={"messages": [{"role": "user", "content": "q"}]},
+            json={"messages": [{"role": "user", "content": "q"}], "user": user},
             headers=AUTH,  # only an answer to the admin names its version
         )
+        assert canary.weight == 90.0
         assert reply.headers["x-flywheel-model"] == "v1"  # in effect at once
         stale = StateChange(weight=5, expected_revision=gating.revision, actor="t", reason="r")
         with pytest.raises(StateConflict):
