@@ -31,6 +31,9 @@ def _names(text: str) -> list[str]:
         # names before honorifics and particles kiwi does not read as one word
         ("조은비 님의 문의 건입니다", ["조은비"]),
         ("김솔잎님이 남긴 후기", ["김솔잎"]),
+        # a CI run's canary: kiwi reads 남은지 as 남/VV 은/ETM 지/NNB ("whether left")
+        ("남은지님, 주문하신 상품이 발송되었습니다.", ["남은지"]),
+        ("남은지 님, 문의하신 내용 확인했습니다", ["남은지"]),
         ("남궁선 님께 전달했어요", ["남궁선"]),
         ("류하람 주임한테 넘겼습니다", ["류하람"]),
         ("양지수(jisu@example.com)님 초대", ["양지수"]),

@@ -167,6 +167,15 @@ class _Kiwi:
         """An ordinary noun of two syllables or more starts at ``start`` (``배송``기사)."""
         return any(t.start == start and t.tag in ("NNG", "NNB") and t.len >= 2 for t in self.tokens)
 
+    def bound_noun_before_title(self, end: int) -> bool:
+        """The stretch ending at ``end`` ends in a bound noun (``지``, ``수``) and 님 or 씨
+        follows: kiwi's reading of a name as a verb, an ending and a bound noun (``남은지``
+        as 남/VV 은/ETM 지/NNB), since no bound noun takes an honorific."""
+        last = any(t.tag == "NNB" and t.start + t.len == end for t in self.tokens)
+        return last and any(
+            t.start in (end, end + 1) and t.form in ("님", "씨") for t in self.tokens
+        )
+
     def tag_at(self, pos: int) -> str:
         """The tag of the token starting at ``pos`` (empty when none)."""
         return next((t.tag for t in self.tokens if t.start == pos), "")
@@ -219,6 +228,8 @@ def _full_name(
     split = surname_split(stem)
     if not titled or split is None or len(split[1]) != 2 or known:
         return False
+    if kiwi.bound_noun_before_title(end):
+        return True  # "남은지님,": kiwi's 남/VV 은/ETM 지/NNB, but a bound noun takes no 님
     if kiwi.role(start, end) or kiwi.predicate(start, end) or kiwi.compound(start):
         return False
     return kiwi.proper(start, end) or not kiwi.longer(start, end)
