@@ -46,9 +46,15 @@ _ROLE_CUE = re.compile(
 _VOCATIVE_CUE = re.compile(
     r"(?<![\p{L}])(?i:tell|ask\s+for|ask|ok|okay|thanks|thank\s+you|thx|ty|hey|hi|"
     r"hello|cc|ping|message|text|email)[ \t]*,?[ \t]+(?=\p{Lu})"
-    # a sign-off on its own line: "- Matt", "— Ines"
-    r"|(?m:^[ \t]*[-–—~][ \t]*)(?=\p{Lu}[\p{L}'’-]*(?:[ \t]+\p{Lu}[\p{L}'’-]*)?[ \t]*$)"
 )
+# a sign-off, the message's last line: "- Matt", "— Ines Moreau" (the line is the name; a
+# bulleted list's "- Store Credit" is not last, or follows another bullet)
+_SIGN_OFF = re.compile(
+    r"(?m:(?<!^[ \t]*[-–—~*•][^\n]*\n)^[ \t]*[-–—~][ \t]*)"
+    r"(?=\p{Lu}[\p{L}'’-]*(?:[ \t]+\p{Lu}[\p{L}'’-]*)?[ \t]*\s*\Z)"
+)
+_LINE_REST = re.compile(r"[ \t]+\p{Lu}[\p{L}'’-]*(?=[ \t]*$)", re.M)
+_INITIAL = re.compile(r"\p{Lu}\.")
 _TITLE_AIRLINE = re.compile(
     r"(?<![\p{L}/])(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)/(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)"
     r"(?![\p{L}/])"
@@ -111,9 +117,14 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
         if _capitalised(tok) and (tok.tag_ in ("NNP", "NNPS") or _known(tok.text) or glued):
             j += 1
         elif (
-            tok.text in ("-", "'", "’") and glued and j + 1 < len(doc) and _capitalised(doc[j + 1])
+            tok.text in ("-", "'", "’")
+            and glued
+            and j + 1 < len(doc)
+            and (_capitalised(doc[j + 1]) or _initial_then_name(doc, j + 1))
         ):
             j += 2
+        elif _initial_then_name(doc, j):  # "John F. Kennedy", "Klaus-D. Ebert"
+            j += 1
         elif _particles_then_name(doc, j):  # "Hugo van der Dussen", "Ana de Lacy"
             while doc[j].lower_ in NAME_PARTICLES:
                 j += 1
@@ -121,6 +132,11 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
         else:
             break
     return j
+
+
+def _initial_then_name(doc: Any, j: int) -> bool:
+    """Whether an initial (``D.``) is at ``j`` and a capitalised word follows it."""
+    return bool(_INITIAL.fullmatch(doc[j].text) and j + 1 < len(doc) and _capitalised(doc[j + 1]))
 
 
 def _particles_then_name(doc: Any, j: int) -> bool:
@@ -145,8 +161,10 @@ def _form_value_end(doc: Any, j: int) -> int:
 
 
 def _spans_after(
-    doc: Any, cues: re.Pattern[str], text: str, *, strong: bool
+    doc: Any, cues: re.Pattern[str], text: str, *, strong: bool, line: bool = False
 ) -> list[tuple[int, int]]:
+    """The names right after ``cues``' matches (``strong``: a lower-case lexicon name too;
+    ``line``: a name found runs to the end of its line, which the cue says is the name)."""
     starts = {tok.idx: tok.i for tok in doc}
     spans = []
     for m in cues.finditer(text):
@@ -158,6 +176,8 @@ def _spans_after(
             j = _form_value_end(doc, j)
         if i is not None and j > i:
             end = doc[j - 1].idx + len(doc[j - 1].text)
+            if line and (rest := _LINE_REST.match(text, end)):
+                end = rest.end()
             if not _MODEL_AFTER.match(text, end):  # "my Brother HL-L2350DW" is a printer
                 spans.append((doc[i].idx, end))
     return spans
@@ -201,4 +221,5 @@ def cued_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
         return spans
     spans += _spans_after(doc, _ROLE_CUE, text, strong=True)
     spans += _spans_after(doc, _VOCATIVE_CUE, text, strong=False)
+    spans += _spans_after(doc, _SIGN_OFF, text, strong=False, line=True)
     return spans

@@ -96,8 +96,11 @@ _CUE_BEFORE = re.compile(
     r"wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|friend|"
     r"aunt|uncle|grandma|grandpa|grandmother|grandfather|neighbou?r|fianc[eé]e?|"
     r"spoke\s+(?:to|with)|talked\s+to)"
-    r"\.?[\s,:]*[\"'(]?|[-–—]\s*|(?:from|to|cc|bcc)\s*:\s*[\"']?)$"
+    r"\.?[\s,:]*[\"'(]?|(?:from|to|cc|bcc)\s*:\s*[\"']?)$"
 )
+# a dash before a name is a sign-off when the name ends the message, not a bullet's dash
+_DASH_BEFORE = re.compile(r"[-–—]\s*$")
+_BULLET_LINE = re.compile(r"(?m)^[ \t]*[-–—*•][^\n]*\n[ \t]*[-–—*•][^\n]*$")
 _CUE_AFTER = re.compile(
     r"(?i)^(?:\s*<[^>\s]+@|\s*\([^)]*@|\s+here\b|\s+speaking\b|\s+wrote\b|\s+said\b|"
     r"\s+told\b|\s+asked\b|\s+called\b|\s+(?:is|was)\s+(?:my|our|the)\s+\w+|"
@@ -180,7 +183,18 @@ def has_cue(text: str, start: int, end: int) -> bool:
     """A title, greeting, introduction, header or relation word before the span, or a
     sign-off, address or verb of speech after it."""
     before = text[max(0, start - 40) : start]
-    return bool(_CUE_BEFORE.search(before) or _CUE_AFTER.match(text[end : end + 40]))
+    if _CUE_BEFORE.search(before) or _CUE_AFTER.match(text[end : end + 40]):
+        return True
+    return bool(_DASH_BEFORE.search(before)) and _signs_off(text, start, end)
+
+
+def _signs_off(text: str, start: int, end: int) -> bool:
+    """The span ends the message and its line is not the last of a bulleted list."""
+    if text[end:].strip():
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    previous = text.rfind("\n", 0, max(0, line_start - 1)) + 1
+    return not _BULLET_LINE.fullmatch(text, previous, len(text.rstrip()))
 
 
 def corroborated(text: str, start: int, end: int, *, model: bool = False) -> bool:

@@ -1,6 +1,8 @@
-"""Names with lower-case words inside them (``van der``, ``de``, ``dos``) and form values
-(``Name on the account: ...``) are replaced whole: no surname is left behind after a role
-word or a form label. The precision side: a company after a name in running text stays."""
+"""Names with lower-case words or initials inside them (``van der``, ``de``, ``dos``,
+``Klaus-D.``), form values (``Name on the account: ...``) and two-word sign-offs are replaced
+whole: no surname is left behind after a role word, a form label or a dash. (Each shape was a
+canary value that survived, in CI or in a 1,000-seed sweep of the canaries.) The precision
+side: a company after a name in running text, and a bulleted list, stay."""
 
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ def _one(text: str) -> str:
         ("the emergency contact is Inès de Lacy and she is my aunt", ["Inès", "Lacy"]),
         ("passenger Maria dos Santos missed the connection", ["Maria", "Santos"]),
         ("Card holder: Siobhán Ó Corra\nexpiry 04/29", ["Siobhán", "Corra"]),
+        ("Name on the account: Klaus-D. Ebert, date of birth 1971-05-02", ["Klaus", "Ebert"]),
+        ("the patient is John F. Whitcombe, room 12", ["John", "Whitcombe"]),
+        ("Please refund to my card when it is done.\n— Rhys King", ["Rhys", "King"]),
     ],
 )
 def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]) -> None:
@@ -44,6 +49,7 @@ def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]
     [
         ("customer Dana Whitfield at Walmart wants a refund for the blender", "Walmart"),
         ("passenger Maria Santos, flying to Rio de Janeiro on Friday", "Rio de Janeiro"),
+        ("Dana asked what we cover:\n- Refunds\n- Returns\n- Store Credit", "- Store Credit"),
     ],
 )
 def test_what_follows_a_name_in_running_text_stays(text: str, kept: str) -> None:

@@ -228,9 +228,14 @@ def _full_name(
     split = surname_split(stem)
     if not titled or split is None or len(split[1]) != 2 or known:
         return False
-    if kiwi.bound_noun_before_title(end):
-        return True  # "남은지님,": kiwi's 남/VV 은/ETM 지/NNB, but a bound noun takes no 님
-    if kiwi.role(start, end) or kiwi.predicate(start, end) or kiwi.compound(start):
+    if kiwi.role(start, end):
+        return False
+    if kiwi.bound_noun_before_title(end) or split[1] in faker_given_names():
+        # kiwi reads some names before a title as a verb, an ending and a noun ("남은지님":
+        # 남/VV 은/ETM 지/NNB; "손수빈 고객님": 손수/MAG 비/VA ㄴ/ETM): a bound noun takes no
+        # 님, and a listed given name after a surname before a title is a person
+        return True
+    if kiwi.predicate(start, end) or kiwi.compound(start):
         return False
     return kiwi.proper(start, end) or not kiwi.longer(start, end)
 
