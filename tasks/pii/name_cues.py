@@ -55,6 +55,7 @@ _SIGN_OFF = re.compile(
 )
 _LINE_REST = re.compile(r"[ \t]+\p{Lu}[\p{L}'’-]*(?=[ \t]*$)", re.M)
 _INITIAL = re.compile(r"\p{Lu}\.")
+_LEADING_INITIAL = re.compile(r"\p{Lu}\.(?:-\p{Lu}\p{Ll}+)?")  # "J.", "H.-Dieter"
 _TITLE_AIRLINE = re.compile(
     r"(?<![\p{L}/])(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)/(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)"
     r"(?![\p{L}/])"
@@ -97,6 +98,14 @@ def _capitalised(tok: Any) -> bool:
 def _name_end(doc: Any, i: int, *, strong: bool) -> int:
     """The end of the name starting at token ``i`` (``i``: none)."""
     first = doc[i]
+    if (
+        strong
+        and _LEADING_INITIAL.fullmatch(first.text)
+        and i + 1 < len(doc)
+        and (_capitalised(doc[i + 1]) or _INITIAL.fullmatch(doc[i + 1].text))
+    ):  # "customer J. R. Hartley", "customer H.-Dieter Barth"
+        rest = _name_end(doc, i + 1, strong=True)
+        return rest if rest > i + 1 else i
     if not _capitalised(first):
         if strong and first.is_lower and _known(first.text):
             nxt = i + 1

@@ -35,6 +35,8 @@ def _one(text: str) -> str:
         ("Card holder: Siobhán Ó Corra\nexpiry 04/29", ["Siobhán", "Corra"]),
         ("Name on the account: Klaus-D. Ebert, date of birth 1971-05-02", ["Klaus", "Ebert"]),
         ("the patient is John F. Whitcombe, room 12", ["John", "Whitcombe"]),
+        ("check the order for the customer H.-Dieter Barth? Reach them", ["Dieter", "Barth"]),
+        ("customer J. R. Hartley called about the book", ["Hartley"]),
         ("Please refund to my card when it is done.\n— Rhys King", ["Rhys", "King"]),
     ],
 )
