@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 import regex as re
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.pii.names import NAME_PARTICLES
 
 if TYPE_CHECKING:
     from infra.settings import CurateSettings
@@ -101,9 +102,17 @@ def _dob(fake: Any, style: int) -> str:
     return born.strftime(("%Y-%m-%d", "%d.%m.%Y", "%m/%d/%Y")[style % 3])
 
 
+def _real_shaped(name: str) -> bool:
+    """Whether a Faker name is shaped as people's are: every lower-case word a particle
+    (``van der``, ``de``); Faker's ``de_DE`` list has entries like ``auch Schlauchin``."""
+    return all(w in NAME_PARTICLES for w in name.split() if w[:1].islower())
+
+
 def _english_person(rng: random.Random, seed: int, fakers: _Fakers) -> Person:
     names = fakers(rng.choice(EN_NAME_LOCALES), seed)
     first, last = names.first_name(), names.last_name()
+    while not _real_shaped(f"{first} {last}"):
+        first, last = names.first_name(), names.last_name()
     fake = fakers("en_US", seed)
     area = f"{rng.randint(2, 9)}{rng.randint(0, 8)}{rng.randint(0, 9)}"
     exchange, line = f"{rng.randint(2, 9)}{rng.randint(10, 99)}", f"{rng.randint(0, 9999):04d}"

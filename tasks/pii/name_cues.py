@@ -49,11 +49,13 @@ _VOCATIVE_CUE = re.compile(
 )
 # a sign-off, the message's last line: "- Matt", "— Ines Moreau" (the line is the name; a
 # bulleted list's "- Store Credit" is not last, or follows another bullet)
+_PARTICLE = "(?:" + "|".join(sorted(NAME_PARTICLES, key=len, reverse=True)) + r")[ \t]+"
+_NAME_REST = rf"(?:[ \t]+(?:{_PARTICLE}){{0,2}}\p{{Lu}}[\p{{L}}'’.-]*){{1,3}}"
 _SIGN_OFF = re.compile(
     r"(?m:(?<!^[ \t]*[-–—~*•][^\n]*\n)^[ \t]*[-–—~][ \t]*)"
-    r"(?=\p{Lu}[\p{L}'’-]*(?:[ \t]+\p{Lu}[\p{L}'’-]*)?[ \t]*\s*\Z)"
+    rf"(?=\p{{Lu}}[\p{{L}}'’.-]*(?:{_NAME_REST})?[ \t]*\s*\Z)"
 )
-_LINE_REST = re.compile(r"[ \t]+\p{Lu}[\p{L}'’-]*(?=[ \t]*$)", re.M)
+_LINE_REST = re.compile(rf"{_NAME_REST}(?=[ \t]*$)", re.M)
 _INITIAL = re.compile(r"\p{Lu}\.")
 _LEADING_INITIAL = re.compile(r"\p{Lu}\.(?:-\p{Lu}\p{Ll}+)?")  # "J.", "H.-Dieter"
 _TITLE_AIRLINE = re.compile(

@@ -38,6 +38,7 @@ def _one(text: str) -> str:
         ("check the order for the customer H.-Dieter Barth? Reach them", ["Dieter", "Barth"]),
         ("customer J. R. Hartley called about the book", ["Hartley"]),
         ("Please refund to my card when it is done.\n— Rhys King", ["Rhys", "King"]),
+        ("write to me when it is done.\n— Karl Heinz van der Dussen", ["Karl", "Dussen"]),
     ],
 )
 def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]) -> None:
