@@ -69,6 +69,11 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
+# a person naming themselves or being addressed right before the span
+_SELF_INTRO = re.compile(
+    r"(?i)(?:\bmy\s+name\s+is|\bthis\s+is|\bi'?m|\bi\s+am|\bcall\s+me|\bdear|"
+    r"\bmr|\bmrs|\bms|\bdr)\.?[ \t]*[:,]?[ \t]*$"
+)
 _CALENDAR = frozenset(
     "jan january feb february mar march apr april may jun june jul july aug august sep sept "
     "september oct october nov november dec december mon monday tue tues tuesday wed "
@@ -201,7 +206,10 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module);
     ``model``: the NER model itself called it a person (a full-name shape then suffices)."""
     span = text[start:end]
-    if any(c.isdigit() or c in "_@/#" for c in span) or EPONYMS.match(span.strip()):
+    if EPONYMS.match(span.strip()):
+        # "Hi, this is Raymond James": a person introducing themselves by a brand's name
+        return len(span.split()) >= 2 and bool(_SELF_INTRO.search(text, 0, start))
+    if any(c.isdigit() or c in "_@/#" for c in span):
         return False
     if all(w in _CALENDAR for w in _words(span)):
         return False  # "Jan–Mar", "May to June": months and days are no one's name

@@ -39,6 +39,8 @@ def _one(text: str) -> str:
         ("customer J. R. Hartley called about the book", ["Hartley"]),
         ("Please refund to my card when it is done.\n— Rhys King", ["Rhys", "King"]),
         ("write to me when it is done.\n— Karl Heinz van der Dussen", ["Karl", "Dussen"]),
+        # a person who shares a brand's name, introducing themselves
+        ("Hi, this is Raymond James. My card was charged twice.", ["Raymond", "James"]),
     ],
 )
 def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]) -> None:
@@ -53,6 +55,7 @@ def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]
         ("customer Dana Whitfield at Walmart wants a refund for the blender", "Walmart"),
         ("passenger Maria Santos, flying to Rio de Janeiro on Friday", "Rio de Janeiro"),
         ("Dana asked what we cover:\n- Refunds\n- Returns\n- Store Credit", "- Store Credit"),
+        ("Dana moved her IRA to Raymond James last year", "Raymond James"),
     ],
 )
 def test_what_follows_a_name_in_running_text_stays(text: str, kept: str) -> None:
