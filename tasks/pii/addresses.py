@@ -1,7 +1,10 @@
 """Street addresses as people type them: house number, street name in any case, a street
 suffix, then what follows it (unit, city, state and ZIP or a UK postcode), PO boxes, and
 unit-first forms ("Flat 3, 12 Baker Street"). A street name is at most four words, none an
-English stop word ("3 kids in the park" is no address)."""
+English stop word ("3 kids in the park" is no address). A full postcode that points at a
+handful of doors (UK ``M20 2XY``, Irish Eircode ``D04 E6P2``, Canadian ``H3B 1H7``) is an
+address with the comma-separated place, street and unit parts written before it ("Unit 3B,
+Riverside Business Park, Cork T12 W8CX")."""
 
 from __future__ import annotations
 
@@ -52,6 +55,19 @@ _TAILED = re.compile(
     rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
     rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?)(?![\w])"
 )
+# full postcodes, written with their space: UK, Irish Eircode (routing key + unique
+# identifier: one dwelling), Canadian
+_FINE_POSTCODE = re.compile(
+    r"(?<![\w-])(?:[A-Z]{1,2}\d[A-Z\d]?\s(?![1-9][GMKT]B)\d[ABD-HJLNP-UW-Z]{2}"
+    r"|(?:[AC-FHKNPRTV-Y]\d{2}|D6W)\s[0-9AC-FHKNPRTV-Y]{4}"
+    r"|[ABCEGHJ-NPRSTVXY]\d[ABCEGHJ-NPRSTV-Z]\s\d[ABCEGHJ-NPRSTV-Z]\d)(?![\w-])"
+)
+# one comma-separated part before a postcode: "Co. Clare", "Dublin 4", "Unit 3B", "5 Ash Grove"
+_PART_BEFORE = re.compile(
+    r"(?:(?<=^|[\s,:;(-])(?:\d{1,5}[a-z]?\s+)?(?:\p{Lu}[\p{L}'.-]*|\d{1,3}[A-Z]?)"
+    r"(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,5}[A-Z]?|of|the|upon|on))*"
+    r"|(?i:apt|apartment|unit|suite|flat|floor)\.?\s*#?\s*[\w-]{1,6})[,\s]*$"
+)
 _PO_BOX = re.compile(r"(?i)(?<![\w])p\.?\s?o\.?\s+box\s+\d{1,6}(?![\w])")
 
 
@@ -69,7 +85,25 @@ def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]
         street = m.group(0).split(",")[0]
         if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
             spans.append((m.start(), m.end()))
-    return spans + _cued_spans(text)
+    return spans + _cued_spans(text) + _postcode_spans(text)
+
+
+def _postcode_spans(text: str) -> list[tuple[int, int]]:
+    """A full postcode with up to four comma-separated parts before it on its line (the last
+    part, with the town, is the postcode's own line: "Cork T12 W8CX")."""
+    spans = []
+    for m in _FINE_POSTCODE.finditer(text):
+        start = m.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        for _ in range(4):
+            part = _PART_BEFORE.search(text, line_start, start)
+            if part is None or part.start() == start:
+                break
+            start = part.start()
+            if text[line_start:start].rstrip()[-1:] != ",":
+                break
+        spans.append((start, m.end()))
+    return spans
 
 
 def _cued_spans(text: str) -> list[tuple[int, int]]:
