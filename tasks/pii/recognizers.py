@@ -15,9 +15,9 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
-from tasks.pii.name_cues import cued_name_spans
+from tasks.pii.name_cues import cued_name_spans, fold
 from tasks.pii.name_spans import structured_name_spans
-from tasks.pii.names import NAME_PARTICLES, corroborated, has_cue, lexicon_support
+from tasks.pii.names import NAME_PARTICLES, ORG_WORD, corroborated, has_cue, lexicon_support
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
@@ -235,17 +235,45 @@ def _org_names(text: str, entities: list[Any]) -> list[tuple[int, int]]:
     the lexicon knows as a name (a clear given name, or a name with a cue beside it)."""
     spans = []
     for ent in entities:
-        if ent.label_ != "ORG" or not 1 <= len(ent) <= 3:
+        # Presidio's artefacts carry the mapped label (ORGANIZATION), a bare Doc spaCy's
+        words = ent.text.replace("-", " ").split()  # "Jean-Baptiste N'Diaye": three
+        if ent.label_ not in ("ORG", "ORGANIZATION") or not 1 <= len(words) <= 3:
             continue
         start, end = ent.start_char, ent.end_char
+        if not _name_words_only(ent.text):
+            continue  # "Bank of America", "Delta Air Lines"
         support = lexicon_support(ent.text)
-        if (support == 2 and len(ent) > 1) or (support and has_cue(text, start, end)):
+        if (support == 2 and len(words) > 1) or (support and has_cue(text, start, end)):
             spans.append((start, end))
     return spans
 
 
+def _name_words_only(span: str) -> bool:
+    """Capitalised words (lower-case only as a name particle), none naming an organisation
+    or what it sells ("Bank", "Airlines", "Store")."""
+    words = span.replace("-", " ").split()
+    return all(
+        (w[:1].isupper() or w.lower() in NAME_PARTICLES) and not ORG_WORD.match(w) for w in words
+    )
+
+
 def _is_name_token(token: Any) -> bool:
     return bool(token.tag_ in ("NNP", "NNPS") and token.text[:1].isupper() and token.is_alpha)
+
+
+def _known_word(token: Any) -> bool:
+    """A capitalised word the lexicon clearly knows as a name, whatever its tag (the tagger
+    reads "Nguyễn" before "Thị Lan" as an adverb)."""
+    return bool(
+        token.text[:1].isupper() and token.is_alpha and lexicon_support(token.text) == 2
+    ) or bool(token.text[:1].isupper() and token.is_alpha and _clear_surname(token.text))
+
+
+def _clear_surname(word: str) -> bool:
+    from tasks.pii.names import AMBIGUOUS, lexicon
+
+    w = fold(word)
+    return w in lexicon()[1] and w not in AMBIGUOUS
 
 
 def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
@@ -253,7 +281,7 @@ def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
     hyphens and proper nouns after it."""
     while start > 0:
         before = doc[start - 1].text
-        if _is_name_token(doc[start - 1]) or _TITLE.match(before):
+        if _is_name_token(doc[start - 1]) or _TITLE.match(before) or _known_word(doc[start - 1]):
             start -= 1
         elif before == "." and start > 1 and _TITLE.match(doc[start - 2].text + "."):
             start -= 2  # "Ing" "." tokenised apart
