@@ -1,16 +1,16 @@
-"""Numbers that are references, not people: order, tracking, invoice, case and part numbers
-read as phone or card numbers, dates and timestamps read as phone numbers, version numbers
-read as IP addresses, and businesses' toll-free lines.
+"""Numbers that are references, not people: order, tracking, invoice, case, barcode and part
+numbers read as phone or card numbers, dates and timestamps read as phone numbers, version
+numbers read as IP addresses, and businesses' toll-free lines.
 
-A phone or card finding is dropped when an order/tracking/reference word stands
-right before it (only fillers such as "number is" between), when it is written like a date
+A phone or card finding is dropped when an order/tracking/reference word stands right before
+it (only fillers such as "number is" between), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
-when it has fewer than seven digits, when it is a toll-free number (``1-800-…``, UK
-``0800``/``0808``: a company's line, no one's own), or when it has the exact shape of a number
-dropped so in the same text ("part no. 1500-2231-88 replaced by 1500-2231-90"). A dotted quad
-after "firmware", "version" or "build" is a version, not an IP address. Values under record
-keys such as ``sku``, ``order_id`` or ``tracking_number`` are references too (see
-:func:`reference_key`).
+when it has fewer than seven digits or more than E.164's fifteen, when it is a toll-free
+number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own), or when it has
+the exact shape of a number dropped so in the same text ("part no. 1500-2231-88 replaced by
+1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
+address. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+references too (see :func:`reference_key`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
 _WORDS = (
     r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
     r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
-    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma"
+    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
+    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?"
 )
 _BEFORE = re.compile(
     rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"
@@ -96,11 +97,11 @@ def drop_references(
 
 
 def _not_a_line(text: str, start: int, value: str) -> bool:
-    """A phone finding that cannot be a person's line: too few digits, a timestamp, the tail
-    of a code, or a toll-free number."""
+    """A phone finding that cannot be a person's line: too few or too many digits, a
+    timestamp, the tail of a code, or a toll-free number."""
     digits = sum(c.isdigit() for c in value)
     return (
-        digits < 7
+        not 7 <= digits <= 15  # E.164: at most 15 digits with the country code
         or bool(_DATE_TIME.match(value))
         or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
         or bool(_TOLL_FREE.match(value.strip()))

@@ -35,7 +35,8 @@ _TOKENS = re.compile(
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
 )
 _KEYED = re.compile(
-    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)?|pwd|pw|pin(?:\s*code)?|"
+    # a bare "pass" only as a key ("pass: x", "pass=x"): a boarding or day pass is no secret
+    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)|pass(?=\s*[:=])|pwd|pw|pin(?:\s*code)?|"
     r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
     r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
     r"비밀번호|비번|암호)(?![a-z])"

@@ -109,3 +109,50 @@ def test_postcode_unit_and_identity_document_fields() -> None:
     assert _field(("doc_number",), "doc_number total due_date", "INV-7781") is None
     assert _field(("pp_number",), "pp_number name", "K4471902") == "PASSPORT"
     assert _field(("name",), "name nationality", "Tendai Moyo") == "PERSON"
+
+
+def _passports(text: str) -> list[str]:
+    import regex as re
+
+    from tasks.pii.identifiers import RULES
+    from tasks.pii.shapes import SHAPES
+
+    spans = [span for rule in RULES if rule.entity == "PASSPORT" for span in rule.spans(text)]
+    mrz = next(regex for entity, regex, _s, _n in SHAPES if entity == "PASSPORT")
+    spans += [m.span() for m in re.finditer(mrz, text)]
+    return [text[s:e] for s, e in spans]
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        (
+            "scan: P<IRLMURPHY<<AOIFE<MARY<<<<<<<<<<<<<<<<<<<<<\n"
+            "PX11223346IRL9203157F3104219<<<<<<<<<<<<<<02",
+            ["P<IRLMURPHY<<AOIFE<MARY<<<<<<<<<<<<<<<<<<<<<", "PX11223346IRL9203157F3104219"],
+        ),
+        ("Document no. 704412983 - it's the passport I renewed", ["704412983"]),
+        ("Reisepass-Nr. C7LL0T2H9 für die Buchung", ["C7LL0T2H9"]),
+        ("número de pasaporte PAE881204", ["PAE881204"]),
+    ],
+)
+def test_passports_as_scans_and_in_other_languages(text: str, values: list[str]) -> None:
+    found = _passports(text)
+    assert all(any(v in f for f in found) for v in values), found
+
+
+def test_a_boarding_pass_is_no_passport_and_no_secret() -> None:
+    text = "my boarding pass 448120937 wont scan at the gate"
+    assert _passports(text) == [] and list(secret_spans(text)) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("GTIN 04006381333931 is on the label", "04006381333931"),
+        ("SSCC 003401234500000000 on the pallet", "003401234500000000"),
+        ("the crate id 00340123450000000017 is unreadable", "00340123450000000017"),
+    ],
+)
+def test_barcodes_and_over_long_digit_runs_are_no_phones(text: str, value: str) -> None:
+    assert not _kept(text, value, "PHONE_NUMBER")
