@@ -15,21 +15,33 @@ _SUFFIX = (
     r"street|st|avenue|ave|av|road|rd|lane|ln|drive|dr|court|ct|boulevard|blvd|way|place|pl|"
     r"square|sq|terrace|ter|parkway|pkwy|highway|hwy|circle|cir|trail|trl|loop|crescent|cres|"
     r"close|row|gardens|gdns|mews|walk|grove|rise|plaza|pike|turnpike|alley|aly|expressway|"
-    r"freeway|fwy|route|rte|broadway|"
+    r"freeway|fwy|route|rte|broadway|parade|pde|esplanade|circuit|cct|quay|strand|"
     r"(?-i:Heights|Hills|Vista|Causeway|Coves?|Crossing|Estates|Glen|Harbou?r|Junction|Knoll|"
     r"Landing|Manor|Meadows?|Mills?|Orchard|Pines|Point|Ridge|Springs|Summit|Valley|Village|"
     r"Ways|Wells|Forges?|Garden|Mountains?|Falls?|Dam|Land|Coves|Shores?|Trace|Run|Path)"
 )
 _UNIT = (
-    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|#)\.?\s*#?\s*[\w-]{1,6}"
+    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|blk|block|tower|"
+    # its number holds a digit or is one letter ("Flat 3B", "Block C"; not "flat is")
+    r"level|lvl|#)\.?\s*#?\s*(?:(?=[\w/-]{0,5}\d)[\w/-]{1,6}|[A-Za-z](?![\w]))"
 )
-_CITY = r"\p{Lu}[\p{L}'.-]*(?:\s\p{Lu}[\p{L}'.-]*){0,2}"
+# Australian states before their four-digit postcode ("Fitzroy VIC 3065")
+_AU_STATE = r"(?:NSW|VIC|QLD|WA|SA|TAS|ACT|NT)"
+# a city of up to three words; a state's letters before a postcode are not one of them
+_CITY = r"\p{Lu}[\p{L}'.-]*(?:\s(?![A-Z]{2,3}\s+\d)\p{Lu}[\p{L}'.-]*){0,2}"
 _POSTCODE = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d)"
+# the place after a street: a city (Dublin's with its postal district, "Dublin 2"), a state
+# or province, a postcode; or, all in lower case, an Australian suburb, state and postcode
+_PLACE = (
+    r"(?i:\s+\p{L}+(?:\s\p{L}+)?\s+(?:nsw|vic|qld|tas|act)\s+\d{4}(?!\w))"
+    rf"|(?-i:(?:,?\s+{_CITY}(?:\s\d{{1,2}}W?(?=[,\n]|\s*$))?)?"
+    rf"(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+{_POSTCODE})?(?![\w]))"
+)
 _STREET = re.compile(
-    rf"(?i)(?:(?:{_UNIT}),?\s+)?(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:-\d{{1,5}})?)\s+"
-    rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?(?:\s+(?:ne|nw|se|sw|n|s|e|w)\.?(?![\w]))?"
-    rf"(?:,?\s*{_UNIT}(?![\w]))?"
-    rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+[A-Z]{{2}})?(?:,?\s+{_POSTCODE})?(?![\w]))?"
+    rf"(?i)(?:(?:{_UNIT}),?\s+){{0,2}}(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:[-/]\d{{1,5}}[a-z]?)?)\s+"
+    rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?"
+    rf"(?:\s+(?:ne|nw|se|sw|n|s|e|w|east|west|north|south)\.?(?![\w]))?"
+    rf"(?:,?\s*{_UNIT}(?![\w]))?(?:{_PLACE})?"
 )
 # words that introduce an address; the address runs to the end of the sentence or line
 _CUE = re.compile(
@@ -52,8 +64,11 @@ _NOT_ADDRESS = re.compile(
 _WORD = r"\p{L}[\p{L}'.-]*"
 _TAILED = re.compile(
     rf"(?<![\w-])(?:\d{{1,5}}[a-z]?\s+(?:{_WORD}\s){{0,3}}{_WORD}|(?:{_WORD}\s){{0,3}}{_WORD}\s\d{{1,5}}[a-z]?(?:/\d+)?)"
+    rf"(?:,\s*\d{{1,2}}\s?[º°ªoa]\s?[A-Za-z]?\.?)?"  # a Spanish floor and door: "3º B" (NFKC: "3o B")
     rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
-    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?)(?![\w])"
+    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?"
+    # an Irish county: "3 The Green, Bray, Co. Wicklow"
+    rf"|(?:,\s*(?:{_WORD}\s?){{1,3}})?,\s*Co\.?\s+\p{{Lu}}\p{{L}}+)(?![\w])"
 )
 # full postcodes, written with their space: UK, Irish Eircode (routing key + unique
 # identifier: one dwelling), Canadian
@@ -68,7 +83,13 @@ _PART_BEFORE = re.compile(
     r"(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,5}[A-Z]?|of|the|upon|on))*"
     r"|(?i:apt|apartment|unit|suite|flat|floor)\.?\s*#?\s*[\w-]{1,6})[,\s]*$"
 )
-_PO_BOX = re.compile(r"(?i)(?<![\w])p\.?\s?o\.?\s+box\s+\d{1,6}(?![\w])")
+# PO boxes and their kin (GPO Box, Locked/Private Bag, a rural route's box) with their place
+_PO_BOX = re.compile(
+    r"(?i)(?<![\w])(?:(?:g\.?\s?p\.?\s?o\.?|p\.?\s?o\.?|post\s+office|locked|private)\s+(?:box|bag)"
+    r"|rr\s?\d{1,3}\s+box)\s+\d{1,6}(?![\w])"
+    rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+(?:{_POSTCODE}|\d{{4}}))?(?![\w]))?"
+)
+_UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 
 
 def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
@@ -117,7 +138,8 @@ def _cued_spans(text: str) -> list[tuple[int, int]]:
         value = text[start:end].rstrip(" ,")
         if not 6 <= len(value) <= 120 or not any(c.isdigit() for c in value):
             continue
-        if _NOT_ADDRESS.search(value) or not ("," in value or value[:1].isdigit()):
+        leading = value[:1].isdigit() or _UNIT_START.match(value)  # "flat 4 22 hill road"
+        if _NOT_ADDRESS.search(value) or not ("," in value or leading):
             continue
         spans.append((start, start + len(value)))
     return spans

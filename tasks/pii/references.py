@@ -5,10 +5,10 @@ numbers read as IP addresses, and businesses' toll-free lines.
 A phone or card finding is dropped when an order/tracking/reference word stands right before
 it (only fillers such as "number is" between), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
-when it has fewer than seven digits or more than E.164's fifteen, when it is a toll-free
-number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own), or when it has
-the exact shape of a number dropped so in the same text ("part no. 1500-2231-88 replaced by
-1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
+when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
+is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own), or
+when it has the exact shape of a number dropped so in the same text ("part no. 1500-2231-88
+replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
 address. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
 """
@@ -41,6 +41,7 @@ _BEFORE = re.compile(
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
 _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
+_EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
 _TOLL_FREE = re.compile(
     r"^(?:\+?1[ .-]?)?\(?8(?:00|33|44|55|66|77|88)\)?[ .-]?\d{3}[ .-]?\d{4}$"
@@ -99,9 +100,10 @@ def drop_references(
 def _not_a_line(text: str, start: int, value: str) -> bool:
     """A phone finding that cannot be a person's line: too few or too many digits, a
     timestamp, the tail of a code, or a toll-free number."""
-    digits = sum(c.isdigit() for c in value)
+    number = _EXTENSION.split(value, maxsplit=1)[0]  # "…-9722x32708": an extension's digits
+    digits = sum(c.isdigit() for c in number)
     return (
-        not 7 <= digits <= 15  # E.164: at most 15 digits with the country code
+        not 7 <= digits <= 17  # E.164's 15 with the country code, and an "00" exit prefix
         or bool(_DATE_TIME.match(value))
         or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
         or bool(_TOLL_FREE.match(value.strip()))

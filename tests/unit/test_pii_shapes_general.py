@@ -42,6 +42,7 @@ def test_references_and_business_lines_are_no_one_s(text: str, value: str, entit
     [
         ("my mobile is (415) 555-0172 after 6", "(415) 555-0172", "PHONE_NUMBER"),
         ("call me on 020 7946 0958 please", "020 7946 0958", "PHONE_NUMBER"),
+        ("desk 001-415-555-0172x33018 after 5", "001-415-555-0172x33018", "PHONE_NUMBER"),
         ("the login came from 203.0.113.77 at night", "203.0.113.77", "IP_ADDRESS"),
     ],
 )
@@ -82,6 +83,13 @@ def test_url_password_placeholders_stay() -> None:
             "home is 40 Rue Principale, Gatineau QC J8Y 3B5 since May",
             "40 Rue Principale, Gatineau QC J8Y 3B5",
         ),
+        ("unit is 7/31 Ocean Pde, Coogee NSW 2034 ok", "7/31 Ocean Pde, Coogee NSW 2034"),
+        ("mail goes to Locked Bag 7, Parramatta NSW 2124", "Locked Bag 7, Parramatta NSW 2124"),
+        ("we're in 14 The Crescent, Ballina, Co. Mayo now", "14 The Crescent, Ballina, Co. Mayo"),
+        ("office: 2 Merrion Sq. North, Dublin 2", "2 Merrion Sq. North, Dublin 2"),
+        ("Rm 12, Block B, 40 Queen's Road, Central", "Rm 12, Block B, 40 Queen's Road, Central"),
+        ("my address is unit 2 9 birch ave bendigo", "unit 2 9 birch ave bendigo"),
+        ("Avenida de Roma 7, 2o A, 08011 Barcelona", "Avenida de Roma 7, 2o A, 08011 Barcelona"),
     ],
 )
 def test_full_postcodes_carry_their_address(text: str, address: str) -> None:
@@ -90,7 +98,14 @@ def test_full_postcodes_carry_their_address(text: str, address: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["the Galaxy S24 5GB plan", "order SW1 2TB ssd", "meet at gate B12 at 10:30"]
+    "text",
+    [
+        "the Galaxy S24 5GB plan",
+        "order SW1 2TB ssd",
+        "meet at gate B12 at 10:30",
+        "the block 5 meeting is at level 3 of tower 2",
+        "take bus 22 to Main Street then walk 5 minutes",
+    ],
 )
 def test_storage_sizes_and_gates_are_no_postcodes(text: str) -> None:
     assert street_address_spans(text) == []
