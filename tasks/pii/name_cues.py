@@ -154,6 +154,16 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
     return j
 
 
+def _and_name(doc: Any, j: int) -> list[tuple[int, int]]:
+    """A second name joined by "and", "or" or "&" to a cued one ("my wife Rosalind and
+    Jamie"), read as after a vocative: a known name or a proper noun no company ("customer
+    Adaora Nwankwo and Amazon": Amazon stays)."""
+    if j + 1 >= len(doc) or doc[j].lower_ not in ("and", "or", "&"):
+        return []
+    k = _name_end(doc, j + 1, strong=False) if doc[j + 1].text[:1].isupper() else j + 1
+    return [(doc[j + 1].idx, doc[k - 1].idx + len(doc[k - 1].text))] if k > j + 1 else []
+
+
 def _caps_given_after_comma(doc: Any, j: int) -> bool:
     """Whether ``, GIVEN`` follows (capitals, not a stop word, and nothing name-like after
     it): the surname-first order of clinical and airline records."""
@@ -222,6 +232,7 @@ def _spans_after(
                 end = rest.end()
             if not _MODEL_AFTER.match(text, end):  # "my Brother HL-L2350DW" is a printer
                 spans.append((doc[i].idx, end))
+                spans += _and_name(doc, j)
     return spans
 
 

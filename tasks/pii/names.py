@@ -90,7 +90,8 @@ _ORG_AFTER = re.compile(
 ORG_WORD = re.compile(r"(?i)^(?:" + _ORG_AFTER.pattern.split("(?:", 1)[1] + "$")
 _CUE_BEFORE = re.compile(
     r"(?i)(?:\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mister|dear|hi|hello|hey|hiya|thanks|"
-    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|attn|attention|c/o|"
+    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|faithfully|"
+    r"respectfully|attn|attention|c/o|"
     r"name(?:'s|\s+is|d)?|named|called|i'?m|i\s+am|this\s+is|it'?s|call\s+me|"
     r"passenger|traveller|traveler|patient|customer|client|holder|cardholder|beneficiary|"
     r"recipient|sender|guest|tenant|employee|applicant|contact|agent|rep|representative|"

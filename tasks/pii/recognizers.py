@@ -39,7 +39,8 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
 _NAME_CUE = re.compile(
     r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
-    r"|\bcheers,|\bsincerely,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
+    r"|\bcheers,|\bsincerely,|\byours(?: truly| sincerely| faithfully)?,|\bbest(?: wishes)?,"
+    r"|\bwarmly,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
     r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
 )
 # national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
@@ -257,6 +258,21 @@ def _name_words_only(span: str) -> bool:
     )
 
 
+def _coordinated(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
+    """A proper noun joined to a person by "and", "or" or "&" ("ask Siddharth or Ananya"),
+    when no other entity claims it (the fallback still wants it corroborated)."""
+    claimed = {i for ent in entities if ent.label_ != "PERSON" for i in range(ent.start, ent.end)}
+    spans = []
+    for ent in entities:
+        k = ent.end
+        if ent.label_ != "PERSON" or k + 1 >= len(doc) or doc[k].lower_ not in ("and", "or", "&"):
+            continue
+        if _is_name_token(doc[k + 1]) and k + 1 not in claimed:
+            start, end = _grow(doc, k + 1, k + 2)
+            spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
+    return spans
+
+
 def _is_name_token(token: Any) -> bool:
     return bool(token.tag_ in ("NNP", "NNPS") and token.text[:1].isupper() and token.is_alpha)
 
@@ -320,6 +336,7 @@ def _propn_spans(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
             start, end = _grow(doc, ent.start, ent.end)
             if (start, end) != (ent.start, ent.end):
                 spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
+    spans += _coordinated(doc, entities)
     covered = {i for ent in entities for i in range(ent.start, ent.end)}
     i = 0
     while i < len(doc):  # runs of >= 2 capitalised proper nouns nobody else claimed

@@ -2,7 +2,8 @@
 the same shapes through the whole engine: a lower-case "<name> here again", a name the
 tagger half misses ("Nguyễn" read as an adverb), capitals after "order for", a clinical
 "SURNAME, GIVEN", initials with a surname, apostrophes (``D'Arcy``), hyphenated given names
-the model calls a company, and a full name the lexicon half knows. The precision side: a
+the model calls a company, a full name the lexicon half knows, a "Yours faithfully," sign-off
+and a second name joined by "and". The precision side: a
 role word before a verb ("rep said") and organisations ("Bank of America") stay."""
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ CASES = [
     ("Would O'Shaughnessy be able to sign? D'Angelo Russo said yes", ["D'Angelo", "Russo"]),
     ("Marie-Claire Dubois is the holder of this card", ["Marie", "Claire", "Dubois"]),
     ("please call Lakshmi Iyer before noon", ["Lakshmi", "Iyer"]),
+    ("ok that helps.\nYours faithfully, Ekow", ["Ekow"]),
+    ("my husband Tobias and Greta will both sign", ["Tobias", "Greta"]),
 ]
 
 
@@ -46,4 +49,7 @@ def test_verbs_after_role_words_and_organisations_stay() -> None:
         "I was charged twice by Bank of America this week",
         "the order for Tuesday is ready at the Grafton Street shop",
     ]
-    assert _texts(clean) == clean
+    mixed = "customer Joan Okafor and Amazon both say it was delivered"
+    out = _texts([*clean, mixed])
+    assert out[:-1] == clean
+    assert out[-1] == "customer <PERSON> and Amazon both say it was delivered", out[-1]
