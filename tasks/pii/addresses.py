@@ -1,7 +1,10 @@
 """Street addresses as people type them: house number, street name in any case, a street
 suffix, then what follows it (unit, city, state and ZIP or a UK postcode), PO boxes, and
 unit-first forms ("Flat 3, 12 Baker Street"). A street name is at most four words, none an
-English stop word ("3 kids in the park" is no address)."""
+English stop word ("3 kids in the park" is no address). A full postcode that points at a
+handful of doors (UK ``M20 2XY``, Irish Eircode ``D04 E6P2``, Canadian ``H3B 1H7``) is an
+address with the comma-separated place, street and unit parts written before it ("Unit 3B,
+Riverside Business Park, Cork T12 W8CX")."""
 
 from __future__ import annotations
 
@@ -12,21 +15,33 @@ _SUFFIX = (
     r"street|st|avenue|ave|av|road|rd|lane|ln|drive|dr|court|ct|boulevard|blvd|way|place|pl|"
     r"square|sq|terrace|ter|parkway|pkwy|highway|hwy|circle|cir|trail|trl|loop|crescent|cres|"
     r"close|row|gardens|gdns|mews|walk|grove|rise|plaza|pike|turnpike|alley|aly|expressway|"
-    r"freeway|fwy|route|rte|broadway|"
+    r"freeway|fwy|route|rte|broadway|parade|pde|esplanade|circuit|cct|quay|strand|"
     r"(?-i:Heights|Hills|Vista|Causeway|Coves?|Crossing|Estates|Glen|Harbou?r|Junction|Knoll|"
     r"Landing|Manor|Meadows?|Mills?|Orchard|Pines|Point|Ridge|Springs|Summit|Valley|Village|"
     r"Ways|Wells|Forges?|Garden|Mountains?|Falls?|Dam|Land|Coves|Shores?|Trace|Run|Path)"
 )
 _UNIT = (
-    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|#)\.?\s*#?\s*[\w-]{1,6}"
+    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|blk|block|tower|"
+    # its number holds a digit or is one letter ("Flat 3B", "Block C"; not "flat is")
+    r"level|lvl|#)\.?\s*#?\s*(?:(?=[\w/-]{0,5}\d)[\w/-]{1,6}|[A-Za-z](?![\w]))"
 )
-_CITY = r"\p{Lu}[\p{L}'.-]*(?:\s\p{Lu}[\p{L}'.-]*){0,2}"
+# Australian states before their four-digit postcode ("Fitzroy VIC 3065")
+_AU_STATE = r"(?:NSW|VIC|QLD|WA|SA|TAS|ACT|NT)"
+# a city of up to three words; a state's letters before a postcode are not one of them
+_CITY = r"\p{Lu}[\p{L}'.-]*(?:\s(?![A-Z]{2,3}\s+\d)\p{Lu}[\p{L}'.-]*){0,2}"
 _POSTCODE = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d)"
+# the place after a street: a city (Dublin's with its postal district, "Dublin 2"), a state
+# or province, a postcode; or, all in lower case, an Australian suburb, state and postcode
+_PLACE = (
+    r"(?i:\s+\p{L}+(?:\s\p{L}+)?\s+(?:nsw|vic|qld|tas|act)\s+\d{4}(?!\w))"
+    rf"|(?-i:(?:,?\s+{_CITY}(?:\s\d{{1,2}}W?(?=[,\n]|\s*$))?)?"
+    rf"(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+{_POSTCODE})?(?![\w]))"
+)
 _STREET = re.compile(
-    rf"(?i)(?:(?:{_UNIT}),?\s+)?(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:-\d{{1,5}})?)\s+"
-    rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?(?:\s+(?:ne|nw|se|sw|n|s|e|w)\.?(?![\w]))?"
-    rf"(?:,?\s*{_UNIT}(?![\w]))?"
-    rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+[A-Z]{{2}})?(?:,?\s+{_POSTCODE})?(?![\w]))?"
+    rf"(?i)(?:(?:{_UNIT}),?\s+){{0,2}}(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:[-/]\d{{1,5}}[a-z]?)?)\s+"
+    rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?"
+    rf"(?:\s+(?:ne|nw|se|sw|n|s|e|w|east|west|north|south)\.?(?![\w]))?"
+    rf"(?:,?\s*{_UNIT}(?![\w]))?(?:{_PLACE})?"
 )
 # words that introduce an address; the address runs to the end of the sentence or line
 _CUE = re.compile(
@@ -49,10 +64,32 @@ _NOT_ADDRESS = re.compile(
 _WORD = r"\p{L}[\p{L}'.-]*"
 _TAILED = re.compile(
     rf"(?<![\w-])(?:\d{{1,5}}[a-z]?\s+(?:{_WORD}\s){{0,3}}{_WORD}|(?:{_WORD}\s){{0,3}}{_WORD}\s\d{{1,5}}[a-z]?(?:/\d+)?)"
+    rf"(?:,\s*\d{{1,2}}\s?[º°ªoa]\s?[A-Za-z]?\.?)?"  # a Spanish floor and door: "3º B" (NFKC: "3o B")
     rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
-    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?)(?![\w])"
+    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?"
+    # an Irish county: "3 The Green, Bray, Co. Wicklow"
+    rf"|(?:,\s*(?:{_WORD}\s?){{1,3}})?,\s*Co\.?\s+\p{{Lu}}\p{{L}}+)(?![\w])"
 )
-_PO_BOX = re.compile(r"(?i)(?<![\w])p\.?\s?o\.?\s+box\s+\d{1,6}(?![\w])")
+# full postcodes, written with their space: UK, Irish Eircode (routing key + unique
+# identifier: one dwelling), Canadian
+_FINE_POSTCODE = re.compile(
+    r"(?<![\w-])(?:[A-Z]{1,2}\d[A-Z\d]?\s(?![1-9][GMKT]B)\d[ABD-HJLNP-UW-Z]{2}"
+    r"|(?:[AC-FHKNPRTV-Y]\d{2}|D6W)\s[0-9AC-FHKNPRTV-Y]{4}"
+    r"|[ABCEGHJ-NPRSTVXY]\d[ABCEGHJ-NPRSTV-Z]\s\d[ABCEGHJ-NPRSTV-Z]\d)(?![\w-])"
+)
+# one comma-separated part before a postcode: "Co. Clare", "Dublin 4", "Unit 3B", "5 Ash Grove"
+_PART_BEFORE = re.compile(
+    r"(?:(?<=^|[\s,:;(-])(?:\d{1,5}[a-z]?\s+)?(?:\p{Lu}[\p{L}'.-]*|\d{1,3}[A-Z]?)"
+    r"(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,5}[A-Z]?|of|the|upon|on))*"
+    r"|(?i:apt|apartment|unit|suite|flat|floor)\.?\s*#?\s*[\w-]{1,6})[,\s]*$"
+)
+# PO boxes and their kin (GPO Box, Locked/Private Bag, a rural route's box) with their place
+_PO_BOX = re.compile(
+    r"(?i)(?<![\w])(?:(?:g\.?\s?p\.?\s?o\.?|p\.?\s?o\.?|post\s+office|locked|private)\s+(?:box|bag)"
+    r"|rr\s?\d{1,3}\s+box)\s+\d{1,6}(?![\w])"
+    rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+(?:{_POSTCODE}|\d{{4}}))?(?![\w]))?"
+)
+_UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 
 
 def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
@@ -69,7 +106,25 @@ def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]
         street = m.group(0).split(",")[0]
         if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
             spans.append((m.start(), m.end()))
-    return spans + _cued_spans(text)
+    return spans + _cued_spans(text) + _postcode_spans(text)
+
+
+def _postcode_spans(text: str) -> list[tuple[int, int]]:
+    """A full postcode with up to four comma-separated parts before it on its line (the last
+    part, with the town, is the postcode's own line: "Cork T12 W8CX")."""
+    spans = []
+    for m in _FINE_POSTCODE.finditer(text):
+        start = m.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        for _ in range(4):
+            part = _PART_BEFORE.search(text, line_start, start)
+            if part is None or part.start() == start:
+                break
+            start = part.start()
+            if text[line_start:start].rstrip()[-1:] != ",":
+                break
+        spans.append((start, m.end()))
+    return spans
 
 
 def _cued_spans(text: str) -> list[tuple[int, int]]:
@@ -83,7 +138,8 @@ def _cued_spans(text: str) -> list[tuple[int, int]]:
         value = text[start:end].rstrip(" ,")
         if not 6 <= len(value) <= 120 or not any(c.isdigit() for c in value):
             continue
-        if _NOT_ADDRESS.search(value) or not ("," in value or value[:1].isdigit()):
+        leading = value[:1].isdigit() or _UNIT_START.match(value)  # "flat 4 22 hill road"
+        if _NOT_ADDRESS.search(value) or not ("," in value or leading):
             continue
         spans.append((start, start + len(value)))
     return spans

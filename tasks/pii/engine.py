@@ -221,10 +221,15 @@ def _keep(language: str, text: str, result: RecognizerResult) -> bool:
     return not has_hangul(text[result.start : result.end])
 
 
-def _birth_dates(text: str, results: list[RecognizerResult]) -> list[RecognizerResult]:
-    """A full date written right after a person's name is that person's date of birth."""
+def _birth_dates(
+    text: str, results: list[RecognizerResult], entities: Sequence[str]
+) -> list[RecognizerResult]:
+    """A full date written right after a person's name is that person's date of birth (when
+    dates of birth are among the configured entities)."""
     from presidio_analyzer import RecognizerResult
 
+    if "DATE_OF_BIRTH" not in entities:
+        return []
     out = []
     for r in results:
         span = date_after_name(text, r.end) if r.entity_type == "PERSON" else None
@@ -258,9 +263,11 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
     }
     batch = BatchAnalyzerEngine(engine.analyzer)
     for lang in config.languages:
-        mine = [t for t in with_nlp if _applies(lang, t)]
         supported = set(engine.analyzer.get_supported_entities(lang))
         kwargs["entities"] = [e for e in config.entities if e in supported]
+        if not kwargs["entities"]:
+            continue  # Presidio reads an empty list as "every entity it supports"
+        mine = [t for t in with_nlp if _applies(lang, t)]
         if mine:
             results = batch.analyze_iterator(
                 mine,
@@ -271,7 +278,7 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
             )
             for text, res in zip(mine, results, strict=True):
                 kept = [r for r in res if _keep(lang, text, r)]
-                found[text].extend(kept + _birth_dates(text, kept))
+                found[text].extend(kept + _birth_dates(text, kept, config.entities))
         empty = _empty_artifacts(engine, lang)
         for text in unique:
             if text and not _HAS_LETTER.search(text):

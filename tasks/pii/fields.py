@@ -27,7 +27,7 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("EMAIL_ADDRESS", r"e_?mail(?:_addr(?:ess)?|_id)?"),
         ("IP_ADDRESS", r"ip(?:_addr(?:ess)?|_v[46])?"),
         ("DATE_OF_BIRTH", r"dob|d_o_b|date_of_birth|birth_?date|birth_?day|bday|born(?:_on)?"),
-        ("PASSPORT", rf"passport{_ID}|travel_doc(?:ument)?{_ID}"),
+        ("PASSPORT", rf"passport{_ID}|travel_doc(?:ument)?{_ID}|pp_(?:no|nr|num|number)"),
         (
             "DRIVER_LICENSE",
             rf"(?:drivers?_?|driving_)licen[cs]e{_ID}|licen[cs]e_(?:no|nr|num|number)|dl{_ID}",
@@ -61,10 +61,23 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "ADDRESS",
             r"address(?:_?line)?(?:_?\d)?|addr(?:_?\d)?|street(?:_address)?|"
-            r"ship_to|bill_to|deliver_to|mail_to",
+            r"ship_to|bill_to|deliver_to|mail_to|"
+            # postcodes: a value needs a letter (valid_value), so a US ZIP (a town's worth of
+            # doors) stays and a UK, Irish or Canadian one (a street's) goes
+            r"post_?code|postal(?:_code)?|zip(?:_?code)?|eircode",
         ),
     )
 )
+# an address's unit ("unit": "Suite 1410") under an address key
+_UNIT_KEYS = frozenset("unit apt apartment suite flat house_number building line3 line_3".split())
+# an identity document's number: what the keys beside it say ("doc_type", "issuing_country")
+_DOC_NUMBER_KEYS = frozenset("doc_number document_number doc_no document_no doc_num".split())
+_DOC_SIBLINGS = frozenset(
+    "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
+    "nationality expiry expiry_date date_of_expiry expires issuing_authority".split()
+)
+# keys that only a person's record has: a "name" beside them is a person's
+_PERSON_SIBLINGS = frozenset("nationality citizenship gender sex marital_status".split())
 _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 # keys that name whoever a record is about (a value under them is a person's name)
 ROLES = frozenset(
@@ -203,6 +216,10 @@ def field_type(field: Field) -> str | None:
         own = None
     if key in ("line1", "line_1", "line2", "line_2", "street") and parent in _ADDRESS_PARENTS:
         own = "ADDRESS"
+    if key in _UNIT_KEYS and (parent in _ADDRESS_PARENTS or key_type(parent) == "ADDRESS"):
+        own = "ADDRESS"
+    if key in _DOC_NUMBER_KEYS and {norm_key(s) for s in field.siblings} & _DOC_SIBLINGS:
+        own = "PASSPORT"
     if own is None and key in _GENERIC_ID and parent:
         parent_type = key_type(parent)
         own = parent_type if parent_type not in (None, "PERSON") else None
@@ -230,6 +247,8 @@ def _person_context(key: str, parent: str, siblings: frozenset[str]) -> bool:
     if key != "name":
         return False
     keys.discard("name")
+    if keys & _PERSON_SIBLINGS:
+        return True
     return any(key_type(s) not in (None, "PERSON") or s in _NAME_KEYS for s in keys)
 
 

@@ -1,5 +1,6 @@
 """English names where people write them without capitals: after a greeting or
-self-introduction ("hey its diane metcalfe again", "im john and ...") and in a sign-off
+self-introduction ("hey its diane metcalfe again", "im john and ...", "..., adaeze okonkwo
+here again") and in a sign-off
 ("thanks, diane", "regards john pritchard", "- renee carter", "Thanks so much! Donna").
 
 A candidate is one or two words right after the cue; a word is a name word unless it is an
@@ -21,6 +22,11 @@ _CUE = re.compile(
     r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
     r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
+)
+# a self-identification after a clause or at the start: "..., adaeze okonkwo here again"
+_HERE = re.compile(
+    r"(?:^|(?<=[,.!?;:\n])[ \t]*)(\p{L}[\p{L}'’-]*)(?:[ \t]+(\p{L}[\p{L}'’-]*))?"
+    r"[ \t]+here(?:[ \t]+(?:again|from|with)\b|[ \t]*[,.!–—-]|[ \t]*$)"
 )
 _DASH = re.compile(r"(?m)^\s*[-–—~]\s*(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*$")
 _FINAL = re.compile(
@@ -128,6 +134,9 @@ _NOT_NAMES = {
     "kindly",
     "truly",
     "sincerely",
+    "faithfully",
+    "respectfully",
+    "cordially",
     "warmly",
     "me",
     "us",
@@ -151,7 +160,7 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
 
     stop = frozenset(STOP_WORDS)
     spans = []
-    for regex in (_CUE, _DASH, _FINAL):
+    for regex in (_CUE, _DASH, _FINAL, _HERE):
         for m in regex.finditer(text, overlapped=True):
             if not m.group(1) or not _is_name_word(m.group(1), stop):
                 continue

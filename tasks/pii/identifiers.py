@@ -131,7 +131,11 @@ _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "PASSPORT",
-        _cue(r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?"),
+        _cue(
+            r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?|"
+            # the word in the languages of the name lexicon's locales
+            r"reisepass|passeport|pasaporte|passaporto|passaporte|paszport|paspoort"
+        ),
         _ID_RE,
         _id_of(4, 6, 12),
         window=40,
@@ -142,7 +146,7 @@ RULES: tuple[ContextRule, ...] = (
         "PASSPORT",
         _cue(
             r"(?:old|new|current|previous|other|my|the|its|it's)\s+(?:number|no|one)|"
-            r"mine\s+is|mine:|it'?s"
+            r"mine\s+is|mine:|it'?s|(?:document|doc)[\s_-]*(?:no|number|#|num|nr)\.?"
         ),
         _ID_RE,
         lambda value: (

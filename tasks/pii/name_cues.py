@@ -3,6 +3,8 @@
 - after a role or relation word: ``customer Dana Whitfield``, ``the tenant is Jean-Baptiste
   Lefèvre``, ``emergency contact is ...``, ``name on the account is ...``, ``booked under
   Abernethy``, ``my son jayden`` (a lower-case name only when the name lexicon knows it);
+- after what is for someone (``ORDER FOR CHIDI NWOSU``, ``booking for Anh Vo``): as a
+  vocative, below;
 - after a request or vocative: ``tell Rosalind``, ``ask for Desmond``, ``ok Maribel,``,
   ``@Rosa`` (a chat mention): a known name, or a proper noun (spaCy's tagger) the NER does not call a
   company, product or place (``tell Alexa`` stays);
@@ -43,6 +45,11 @@ _ROLE_CUE = re.compile(
     rf"(?i)(?<![\p{{L}}])(?:{_ROLE})(?:\s*[:,-]\s*|\s+(?:is|was|named|called|here)\s*[:,]?\s*"
     r"|\s+)(?=\S)"
 )
+# what is for someone: a name, or a day, a place, a product (checked by the weak rule)
+_FOR_CUE = re.compile(
+    r"(?i)(?<![\p{L}])(?:order|booking|parcel|package|delivery|ticket|table|appointment|"
+    r"room|refund|invoice)s?\s+(?:is\s+)?for[ \t]+(?=\p{Lu})"
+)
 _VOCATIVE_CUE = re.compile(
     r"(?<![\p{L}])(?i:tell|ask\s+for|ask|ok|okay|thanks|thank\s+you|thx|ty|hey|hi|"
     r"hello|cc|ping|message|text|email)[ \t]*,?[ \t]+(?=\p{Lu})"
@@ -72,7 +79,9 @@ NOT_A_NAME = frozenset(
     "refund order delivery shipping help customer manager agent premium plus pro basic "
     "gold silver platinum business economy first class priority express standard".split()
 )
-_NOT_PERSON_ENT = frozenset("ORG PRODUCT GPE LOC FAC NORP WORK_OF_ART EVENT LAW LANGUAGE".split())
+_NOT_PERSON_ENT = frozenset(
+    "ORG PRODUCT GPE LOC FAC NORP WORK_OF_ART EVENT LAW LANGUAGE DATE TIME MONEY".split()
+)
 
 
 def fold(word: str) -> str:
@@ -109,7 +118,7 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
         rest = _name_end(doc, i + 1, strong=True)
         return rest if rest > i + 1 else i
     if not _capitalised(first):
-        if strong and first.is_lower and _known(first.text):
+        if strong and first.is_lower and _known(first.text) and _nominal(first):
             nxt = i + 1
             return (
                 nxt + 1 if nxt < len(doc) and doc[nxt].is_lower and _known(doc[nxt].text) else nxt
@@ -142,7 +151,41 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
             j += 1
         else:
             break
+    if j == i + 1 and first.text.isupper() and _caps_given_after_comma(doc, j):
+        j += 2  # "PATIENT OKAFOR, NNAMDI": surname, comma, given name
     return j
+
+
+def _and_name(doc: Any, j: int) -> list[tuple[int, int]]:
+    """A second name joined by "and", "or" or "&" to a cued one ("my wife Rosalind and
+    Jamie"), read as after a vocative: a known name or a proper noun no company ("customer
+    Adaora Nwankwo and Amazon": Amazon stays)."""
+    if j + 1 >= len(doc) or doc[j].lower_ not in ("and", "or", "&"):
+        return []
+    k = _name_end(doc, j + 1, strong=False) if doc[j + 1].text[:1].isupper() else j + 1
+    return [(doc[j + 1].idx, doc[k - 1].idx + len(doc[k - 1].text))] if k > j + 1 else []
+
+
+def _caps_given_after_comma(doc: Any, j: int) -> bool:
+    """Whether ``, GIVEN`` follows (capitals, not a stop word, and nothing name-like after
+    it): the surname-first order of clinical and airline records."""
+    if j + 1 >= len(doc) or doc[j].text != ",":
+        return False
+    given = doc[j + 1]
+    return bool(
+        given.text.isupper()
+        and given.is_alpha
+        and len(given.text) >= 3
+        and _capitalised(given)
+        and (j + 2 >= len(doc) or not doc[j + 2].text == ",")
+    )
+
+
+def _nominal(tok: Any) -> bool:
+    """Whether the tagger reads a token as a noun or unknown word, not a verb, adverb or
+    function word: "rep said", "the agent will" are no names, however many people are
+    called Said or Will."""
+    return not tok.tag_.startswith(("VB", "MD", "IN", "RB", "DT", "PRP", "CC", "TO", "W"))
 
 
 def _initial_then_name(doc: Any, j: int) -> bool:
@@ -191,6 +234,7 @@ def _spans_after(
                 end = rest.end()
             if not _MODEL_AFTER.match(text, end):  # "my Brother HL-L2350DW" is a printer
                 spans.append((doc[i].idx, end))
+                spans += _and_name(doc, j)
     return spans
 
 
@@ -232,5 +276,6 @@ def cued_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
         return spans
     spans += _spans_after(doc, _ROLE_CUE, text, strong=True)
     spans += _spans_after(doc, _VOCATIVE_CUE, text, strong=False)
+    spans += _spans_after(doc, _FOR_CUE, text, strong=False)
     spans += _spans_after(doc, _SIGN_OFF, text, strong=False, line=True)
     return spans

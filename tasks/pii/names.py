@@ -56,7 +56,7 @@ AMBIGUOUS = frozenset(
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
-    r"(?i)^(?:charles\s+schwab|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"
+    r"(?i)^(?:charles\s+schwab|j\.\s?p\.\s?morgan|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"
     r"ernst\s*&\s*young|price\s*waterhouse|smith\s+barney|dean\s+witter|papa\s+john'?s|"
     r"jimmy\s+john'?s|dick'?s|lincoln\s+financial|jp\s?morgan(?:\s+chase)?|j\.?\s?crew|"
     r"merrill(?:\s+lynch)?|edward\s+jones|morgan\s+stanley|"
@@ -91,9 +91,12 @@ _ORG_AFTER = re.compile(
     r"gift|wallet|credit|debit|checking|savings|loan|mortgage|rental|refund|order|"
     r"delivery|support|customer\s+service)"
 )
+# one word of an organisation's name ("Bank" of "Bank of America")
+ORG_WORD = re.compile(r"(?i)^(?:" + _ORG_AFTER.pattern.split("(?:", 1)[1] + "$")
 _CUE_BEFORE = re.compile(
     r"(?i)(?:\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mister|dear|hi|hello|hey|hiya|thanks|"
-    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|attn|attention|c/o|"
+    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|faithfully|"
+    r"respectfully|attn|attention|c/o|"
     r"name(?:'s|\s+is|d)?|named|called|i'?m|i\s+am|this\s+is|it'?s|call\s+me|"
     r"passenger|traveller|traveler|patient|customer|client|holder|cardholder|beneficiary|"
     r"recipient|sender|guest|tenant|employee|applicant|contact|agent|rep|representative|"
@@ -112,6 +115,9 @@ _CUE_AFTER = re.compile(
     r",\s*(?:the\s+)?(?:customer|manager|agent|patient|passenger|ceo|cto|cfo|director|"
     r"engineer|nurse|doctor|md|phd|jr|sr)\b)"
 )
+
+
+_INITIALS_SURNAME = re.compile(r"^(?:\p{Lu}\.[ \t]?){1,3}\p{Lu}[\p{L}'’-]+$")
 
 
 @lru_cache(maxsize=1)
@@ -135,7 +141,8 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_romanized_names", lasts),
         ):
             names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
-            folded = (_fold(n) for n in names)  # "Aurélie" -> "aurelie", "Çelik" -> "celik"
+            # "Aurélie" -> "aurelie", "Çelik" -> "celik", "O'Connor" -> "oconnor"
+            folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
     from spacy.lang.en.stop_words import STOP_WORDS
@@ -167,7 +174,9 @@ def _fold(word: str) -> str:
 
 
 def _words(span: str) -> list[str]:
-    return [_fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+    """The span's words as the lexicon holds them (``D'Arcy`` -> ``darcy``)."""
+    words = [_fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+    return [w.replace("'", "").replace("’", "") if w[-2:] not in ("'s", "’s") else w for w in words]
 
 
 def lexicon_support(span: str) -> int:
@@ -181,6 +190,8 @@ def lexicon_support(span: str) -> int:
         return 2
     if any(w in lasts for w in clear) and any(w in firsts for w in words):
         return 2  # a clear surname beside a given name ("Ray Okafor"; not "Ray-Ban Meta")
+    if clear and _INITIALS_SURNAME.match(span.strip()) and _words(span)[-1] in clear:
+        return 2  # initials and a clear surname ("K. Venkataraman", "J.P. Dunleavy")
     return 1 if known else 0
 
 
@@ -221,9 +232,10 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
-    # two or three capitalised words, none a stop word ("Zainab Abubakar"; not "the Ray-Ban
-    # Meta", "Cancel my Netflix Premium"): the shape of a full name the lexicon lacks
-    return support == 0 and model and _full_name_shape(span)
+    # two or three capitalised words, none a stop word nor an ambiguous name word ("Zainab
+    # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
+    # shape of a full name the lexicon lacks or half knows
+    return model and _full_name_shape(span)
 
 
 def _full_name_shape(span: str) -> bool:

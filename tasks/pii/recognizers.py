@@ -15,9 +15,9 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
-from tasks.pii.name_cues import cued_name_spans
+from tasks.pii.name_cues import cued_name_spans, fold
 from tasks.pii.name_spans import structured_name_spans
-from tasks.pii.names import NAME_PARTICLES, corroborated, has_cue, lexicon_support
+from tasks.pii.names import NAME_PARTICLES, ORG_WORD, corroborated, has_cue, lexicon_support
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
@@ -39,7 +39,8 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
 _NAME_CUE = re.compile(
     r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
-    r"|\bcheers,|\bsincerely,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
+    r"|\bcheers,|\bsincerely,|\byours(?: truly| sincerely| faithfully)?,|\bbest(?: wishes)?,"
+    r"|\bwarmly,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
     r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
 )
 # national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
@@ -235,12 +236,40 @@ def _org_names(text: str, entities: list[Any]) -> list[tuple[int, int]]:
     the lexicon knows as a name (a clear given name, or a name with a cue beside it)."""
     spans = []
     for ent in entities:
-        if ent.label_ != "ORG" or not 1 <= len(ent) <= 3:
+        # Presidio's artefacts carry the mapped label (ORGANIZATION), a bare Doc spaCy's
+        words = ent.text.replace("-", " ").split()  # "Jean-Baptiste N'Diaye": three
+        if ent.label_ not in ("ORG", "ORGANIZATION") or not 1 <= len(words) <= 3:
             continue
         start, end = ent.start_char, ent.end_char
+        if not _name_words_only(ent.text):
+            continue  # "Bank of America", "Delta Air Lines"
         support = lexicon_support(ent.text)
-        if (support == 2 and len(ent) > 1) or (support and has_cue(text, start, end)):
+        if (support == 2 and len(words) > 1) or (support and has_cue(text, start, end)):
             spans.append((start, end))
+    return spans
+
+
+def _name_words_only(span: str) -> bool:
+    """Capitalised words (lower-case only as a name particle), none naming an organisation
+    or what it sells ("Bank", "Airlines", "Store")."""
+    words = span.replace("-", " ").split()
+    return all(
+        (w[:1].isupper() or w.lower() in NAME_PARTICLES) and not ORG_WORD.match(w) for w in words
+    )
+
+
+def _coordinated(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
+    """A proper noun joined to a person by "and", "or" or "&" ("ask Siddharth or Ananya"),
+    when no other entity claims it (the fallback still wants it corroborated)."""
+    claimed = {i for ent in entities if ent.label_ != "PERSON" for i in range(ent.start, ent.end)}
+    spans = []
+    for ent in entities:
+        k = ent.end
+        if ent.label_ != "PERSON" or k + 1 >= len(doc) or doc[k].lower_ not in ("and", "or", "&"):
+            continue
+        if _is_name_token(doc[k + 1]) and k + 1 not in claimed:
+            start, end = _grow(doc, k + 1, k + 2)
+            spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
     return spans
 
 
@@ -248,12 +277,27 @@ def _is_name_token(token: Any) -> bool:
     return bool(token.tag_ in ("NNP", "NNPS") and token.text[:1].isupper() and token.is_alpha)
 
 
+def _known_word(token: Any) -> bool:
+    """A capitalised word the lexicon clearly knows as a name, whatever its tag (the tagger
+    reads "Nguyễn" before "Thị Lan" as an adverb)."""
+    return bool(
+        token.text[:1].isupper() and token.is_alpha and lexicon_support(token.text) == 2
+    ) or bool(token.text[:1].isupper() and token.is_alpha and _clear_surname(token.text))
+
+
+def _clear_surname(word: str) -> bool:
+    from tasks.pii.names import AMBIGUOUS, lexicon
+
+    w = fold(word)
+    return w in lexicon()[1] and w not in AMBIGUOUS
+
+
 def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
     """Extend a name over titles before it and over particles ("van der", "de la"),
     hyphens and proper nouns after it."""
     while start > 0:
         before = doc[start - 1].text
-        if _is_name_token(doc[start - 1]) or _TITLE.match(before):
+        if _is_name_token(doc[start - 1]) or _TITLE.match(before) or _known_word(doc[start - 1]):
             start -= 1
         elif before == "." and start > 1 and _TITLE.match(doc[start - 2].text + "."):
             start -= 2  # "Ing" "." tokenised apart
@@ -292,6 +336,7 @@ def _propn_spans(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
             start, end = _grow(doc, ent.start, ent.end)
             if (start, end) != (ent.start, ent.end):
                 spans.append((doc[start].idx, doc[end - 1].idx + len(doc[end - 1])))
+    spans += _coordinated(doc, entities)
     covered = {i for ent in entities for i in range(ent.start, ent.end)}
     i = 0
     while i < len(doc):  # runs of >= 2 capitalised proper nouns nobody else claimed

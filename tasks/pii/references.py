@@ -1,11 +1,16 @@
-"""Numbers that are references, not people: order, tracking, invoice and part numbers read
-as phone or card numbers, and dates read as phone numbers.
+"""Numbers that are references, not people: order, tracking, invoice, case, barcode and part
+numbers read as phone or card numbers, dates and timestamps read as phone numbers, version
+numbers read as IP addresses, and businesses' toll-free lines.
 
-A phone or card finding is dropped when an order/tracking/reference word stands
-right before it (only fillers such as "number is" between), when it is written like a date
-(``03.04.2025``), or when it has the exact shape of a number dropped so in the same text
-("part no. 1500-2231-88 replaced by 1500-2231-90"). Values under record keys such as ``sku``,
-``order_id`` or ``tracking_number`` are references too (see :func:`reference_key`).
+A phone or card finding is dropped when an order/tracking/reference word stands right before
+it (only fillers such as "number is" between), when it is written like a date
+(``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
+when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
+is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own), or
+when it has the exact shape of a number dropped so in the same text ("part no. 1500-2231-88
+replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
+address. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+references too (see :func:`reference_key`).
 """
 
 from __future__ import annotations
@@ -26,13 +31,26 @@ NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
 _WORDS = (
     r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
     r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
-    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma"
+    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
+    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?"
 )
 _BEFORE = re.compile(
-    rf"(?i)(?<![a-z])(?:{_WORDS})(?![a-z])"
+    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"
     r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*[\s:#.=-]*$"
 )
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
+# a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
+_DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
+_EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
+_CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
+_TOLL_FREE = re.compile(
+    r"^(?:\+?1[ .-]?)?\(?8(?:00|33|44|55|66|77|88)\)?[ .-]?\d{3}[ .-]?\d{4}$"
+    r"|^(?:\+44[ -]?|0)80[08][ -]?\d{3}[ -]?\d{3,4}$"
+)
+_VERSION_BEFORE = re.compile(
+    r"(?i)(?<![a-z])(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
+    r"(?:\s*(?:is|was|no\.?|number|:|=|#))*[\s:#=]*v?$"
+)
 _KEY = re.compile(
     rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin)"
     r"(?:_(?:id|no|nr|num|number|ref|code|key))?"
@@ -56,11 +74,17 @@ def drop_references(
     dropped: set[str] = set()
     kept = []
     for r in findings:
+        if r.entity_type == "IP_ADDRESS" and _VERSION_BEFORE.search(
+            text[max(0, r.start - 20) : r.start]
+        ):
+            continue
         if r.entity_type not in NUMBER_TYPES:
             kept.append(r)
             continue
         value = text[r.start : r.end]
         inside = any(s <= r.start and r.end <= e for s, e in protected)
+        if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
+            continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
         if inside or date or _BEFORE.search(text[max(0, r.start - 40) : r.start]):
             dropped.add(_shape(value))
@@ -71,3 +95,16 @@ def drop_references(
         for r in kept
         if r.entity_type not in NUMBER_TYPES or _shape(text[r.start : r.end]) not in dropped
     ]
+
+
+def _not_a_line(text: str, start: int, value: str) -> bool:
+    """A phone finding that cannot be a person's line: too few or too many digits, a
+    timestamp, the tail of a code, or a toll-free number."""
+    number = _EXTENSION.split(value, maxsplit=1)[0]  # "…-9722x32708": an extension's digits
+    digits = sum(c.isdigit() for c in number)
+    return (
+        not 7 <= digits <= 17  # E.164's 15 with the country code, and an "00" exit prefix
+        or bool(_DATE_TIME.match(value))
+        or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
+        or bool(_TOLL_FREE.match(value.strip()))
+    )

@@ -1,6 +1,8 @@
 """Secrets users paste into chat: cloud and SaaS keys by their published prefixes, JWTs,
 private-key blocks, an AWS secret key beside its access key id, whatever follows "password
-is" / "api key:" / "token=", and a password-shaped value after "the new one is".
+is" / "password for the portal:" / "api key:" / "token=", the password of a connection string
+(``postgres://user:PASSWORD@host``, placeholders such as ``${DB_PASS}`` stay), and a
+password-shaped value after "the new one is".
 
 A keyed value ("password: hunter2") is a secret when the key is explicit (``:``, ``=``, "is",
 quotes) and the value looks like one (a digit or a symbol, or it was quoted or given after
@@ -33,12 +35,14 @@ _TOKENS = re.compile(
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
 )
 _KEYED = re.compile(
-    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)?|pwd|pw|pin(?:\s*code)?|"
+    # a bare "pass" only as a key ("pass: x", "pass=x"): a boarding or day pass is no secret
+    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)|pass(?=\s*[:=])|pwd|pw|pin(?:\s*code)?|"
     r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
     r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
     r"비밀번호|비번|암호)(?![a-z])"
     # "the password for the shared box is ...": a few words naming what it opens
-    r"(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?(?=\s+(?:is|was)\s))?"
+    r"(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
+    r"(?=\s+(?:is|was)\s|\s*[:=]\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
@@ -53,6 +57,15 @@ _AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
 _NEW_ONE = re.compile(
     r"(?i)(?<![a-z])(?:(?:the|my)\s+)?(?:new|old|temp|temporary)\s+one\s*(?:is|was|:|=)\s*"
     r"[\"'`“‘]?(?P<value>[^\s\"'`”’]{6,64})"
+)
+# the password of a connection string or URL: scheme://user:PASSWORD@host
+_URL_PASSWORD = re.compile(
+    r"(?i)(?<![\w+.-])[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'`]{1,64}:(?P<value>[^\s@/\"'`]{3,128})@"
+    r"(?=[\w\[])"
+)
+# what documentation writes there instead of a password
+_PLACEHOLDER = re.compile(
+    r"(?i)^(?:\*+|x+|\.+|password|pass|passwd|pwd|secret|changeme|<.*>|\$\{?.*|%.*|\{.*)$"
 )
 _STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
 _TRAILING = ".,;:!?)]}>"
@@ -97,6 +110,9 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
                 and any(c.islower() for c in value)
             ):
                 yield m.span()
+    for m in _URL_PASSWORD.finditer(text):
+        if not _PLACEHOLDER.match(m.group("value")):
+            yield m.span("value")
     for m in _NEW_ONE.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
         if _password_shape(value):

@@ -34,6 +34,13 @@ _IPV6 = (
     r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?(?![\w:])"
     r"|(?<![\w:])::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4}(?![\w:])"
 )
+# a passport's machine-readable zone (ICAO 9303 TD3), pasted from a scan: the name line
+# ("P<GBRSMITH<<JOHN<<<...") and the number line (number, check digit, nationality, birth
+# date, sex, expiry), each taken whole, however many fillers the OCR kept
+_MRZ = (
+    r"(?<![A-Z0-9<])P[A-Z<][A-Z]{3}[A-Z]+(?:<[A-Z]+)*<<[A-Z<]+(?![A-Z0-9<])"
+    r"|(?<![A-Z0-9<])[A-Z0-9<]{9}\d[A-Z]{3}\d{6}\d[MFX<]\d{6}\d[A-Z0-9<]*(?![A-Z0-9<])"
+)
 
 # (entity, regex, score, recogniser name); tasks.pii.korean leaves Ipv4Recognizer out by name
 SHAPES: tuple[tuple[str, str, float, str], ...] = (
@@ -44,6 +51,7 @@ SHAPES: tuple[tuple[str, str, float, str], ...] = (
     ("KR_RRN", _RRN, 0.6, "RrnShapeAnyRecognizer"),
     ("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer"),
     ("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer"),
+    ("PASSPORT", _MRZ, 0.6, "PassportMrzRecognizer"),
 )
 
 

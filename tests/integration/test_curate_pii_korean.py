@@ -119,3 +119,26 @@ def test_missing_korean_pipeline_names_the_package(monkeypatch: pytest.MonkeyPat
     finally:
         monkeypatch.undo()
         korean.load_kiwi.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("entities", "kept", "gone"),
+    [
+        # Korean-only types: the English pipeline, which has none of them, must not run all
+        (["KR_CAR_PLATE", "ADDRESS"], ["김민수", "010-1234-5678", "Jane Roe"], ["12가3456"]),
+        # a date after a name is a date of birth only when dates of birth are configured
+        (["PERSON"], ["1984.05.12", "010-1234-5678", "12가3456"], ["김민수", "Jane Roe"]),
+    ],
+)
+def test_configured_entities_limit_both_languages(
+    entities: list[str], kept: list[str], gone: list[str]
+) -> None:
+    settings = CurateSettings(entities=entities, custom_patterns={})
+    engine = load_engine(PiiConfig.from_settings(settings))
+    text = (
+        "김민수 1984.05.12 고객님 차량 12가3456, 전화 010-1234-5678, 주소 서울 강남구 "
+        "테헤란로 123. My colleague Jane Roe will call."
+    )
+    red = anonymize_texts(engine, [text])[0]
+    assert set(red.entities) <= {*entities, "LOCATION"}, red.text
+    assert all(v in red.text for v in kept) and not any(v in red.text for v in gone), red.text

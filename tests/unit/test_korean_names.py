@@ -109,6 +109,10 @@ def test_adjectives_address_terms_and_products_are_not_names(text: str) -> None:
         ("CJ대한통운 송장 567812349012 조회", "567812349012", "PHONE_NUMBER"),
         ("2024061298765 주문 건 환불", "2024061298765", "BANK_ACCOUNT"),
         ("v1.10.2.3 업데이트 후", "1.10.2.3", "IP_ADDRESS"),
+        # a company's line by the word before it, whatever its prefix
+        ("본사 대표번호 031-8765-4321 로 문의", "031-8765-4321", "PHONE_NUMBER"),
+        ("서비스센터: 02-3210-9876", "02-3210-9876", "PHONE_NUMBER"),
+        ("택배 배송 조회 번호 3456-7890-1234", "3456-7890-1234", "BANK_ACCOUNT"),
     ],
 )
 def test_service_lines_order_numbers_and_versions_are_no_ones(
@@ -120,7 +124,11 @@ def test_service_lines_order_numbers_and_versions_are_no_ones(
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("주문자 연락처 010-2345-6789", "010-2345-6789"), ("고객 번호 02-555-1234", "02-555-1234")],
+    [
+        ("주문자 연락처 010-2345-6789", "010-2345-6789"),
+        ("고객 번호 02-555-1234", "02-555-1234"),
+        ("고객센터 상담원이 010-7788-1234 로 전화 달래요", "010-7788-1234"),
+    ],
 )
 def test_a_personal_phone_after_an_order_word_stays_a_phone(text: str, value: str) -> None:
     start = text.index(value)

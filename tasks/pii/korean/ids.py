@@ -24,7 +24,7 @@ from tasks.pii.korean.net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECR
 __all__ = ["ID_SPECS", "IdSpec", "id_spans", "rrn_checksum_ok"]
 
 _ORDER_WORDS = (
-    r"주문|송장|운송장|택배|배송조회|접수|예약|모델|시리얼|일련|제품|상품|품번|사건|티켓|쿠폰|"
+    r"주문|송장|운송장|택배|배송\s?조회|조회\s?번호|접수|예약|모델|시리얼|일련|제품|상품|품번|사건|티켓|쿠폰|"
     r"영수증|승인|결제번호|거래번호|문의번호|관리번호|바코드|"
     r"(?<![A-Za-z])(?:order|tracking|invoice|sku|serial|model|ticket|ref|case|awb|s/n)(?![a-z])"
 )

@@ -1,6 +1,7 @@
 """Numbers in Korean text that look like a phone, an account or an IP address and identify
 nobody: companies' nationwide service lines (``1588-xxxx``, ``1670-xxxx``, ``1544-xxxx``: only
-a business can hold one) and toll-free ``080`` lines, order, tracking and receipt numbers
+a business can hold one), toll-free ``080`` lines and any number right after the words that
+name a company's line (``대표번호 02-1234-5678``, ``고객센터``), order, tracking and receipt numbers
 written right beside the word that says so (``송장 567812349012``, ``2024061298765 주문 건``),
 and version numbers (``v1.10.2.3``).
 
@@ -16,11 +17,17 @@ import regex as re
 # (a country code only with its "+": "8216210432" is a ten-digit phone)
 _SERVICE_LINE = re.compile(r"^(?:(?:\+82)?1[568]\d{6}|(?:\+82|0)80\d{7,8})$")
 _ORDER_WORD = (
-    r"주문|송장|운송장|택배|배송조회|접수|예약|시리얼|일련|상품|품번|사건|티켓|쿠폰|영수증|승인|"
+    r"주문|송장|운송장|택배|배송\s?조회|조회\s?번호|접수|예약|시리얼|일련|상품|품번|사건|티켓|쿠폰|영수증|승인|"
     r"결제|거래|문의|관리|바코드|반품|교환|환불\s?접수"
 )
 _ORDER_BEFORE = re.compile(
     rf"(?:{_ORDER_WORD})\s*(?:번호|no\.?|#)?\s*(?:는|은|가|이|:|：)?\s*$", re.IGNORECASE
+)
+# a company's line by the word before it: main number, customer/call/service centre
+_BUSINESS_BEFORE = re.compile(
+    r"(?:대표\s?(?:번호|전화)|(?:고객|콜|상담|서비스|AS|A/S)\s?센터|고객\s?상담실)"
+    r"\s*(?:번호)?\s*(?:는|은|:|：)?\s*$",
+    re.IGNORECASE,
 )
 _ORDER_AFTER = re.compile(rf"^\s*(?:번\s*)?(?:{_ORDER_WORD})")
 _NUMBER_TYPES = ("PHONE_NUMBER", "BANK_ACCOUNT")
@@ -45,6 +52,8 @@ def not_personal(text: str, start: int, end: int, entity: str) -> bool:
         return False
     value = text[start:end]
     if service_line(value):
+        return True
+    if _BUSINESS_BEFORE.search(text[max(0, start - 20) : start]):
         return True
     if entity == "PHONE_NUMBER" and re.match(r"\s*(?:\+|0)", value):
         return False
