@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from tasks.curate.rows import Candidate
 
 SHAPES = ("text", "json", "csv", "kv")
+TOLL_FREE_AREAS = frozenset({"800", "833", "844", "855", "866", "877", "888"})
 # Latin-script locales of the English canaries' names (diacritics, hyphens and apostrophes
 # come with them); values other than names are en_US's
 EN_NAME_LOCALES = ("en_US", "en_GB", "en_IE", "fr_FR", "de_DE", "es_ES")
@@ -115,6 +116,8 @@ def _english_person(rng: random.Random, seed: int, fakers: _Fakers) -> Person:
         first, last = names.first_name(), names.last_name()
     fake = fakers("en_US", seed)
     area = f"{rng.randint(2, 9)}{rng.randint(0, 8)}{rng.randint(0, 9)}"
+    while area in TOLL_FREE_AREAS:  # a business's line, not a person's
+        area = f"{rng.randint(2, 9)}{rng.randint(0, 8)}{rng.randint(0, 9)}"
     exchange, line = f"{rng.randint(2, 9)}{rng.randint(10, 99)}", f"{rng.randint(0, 9999):04d}"
     phone = rng.choice(
         [f"({area}) {exchange}-{line}", f"{area}-{exchange}-{line}", f"+1 {area} {exchange} {line}"]

@@ -6,7 +6,8 @@ A phone or card finding is dropped when an order/tracking/reference word stands 
 it (only fillers such as "number is" between), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
 when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
-is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own), or
+is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
+unless the writer calls it theirs: "call me on", "my cell is"), or
 when it has the exact shape of a number dropped so in the same text ("part no. 1500-2231-88
 replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
 address. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
@@ -46,6 +47,12 @@ _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
 _TOLL_FREE = re.compile(
     r"^(?:\+?1[ .-]?)?\(?8(?:00|33|44|55|66|77|88)\)?[ .-]?\d{3}[ .-]?\d{4}$"
     r"|^(?:\+44[ -]?|0)80[08][ -]?\d{3}[ -]?\d{3,4}$"
+)
+# "call me on", "my cell is": the number after is the writer's, whatever its shape
+_MINE_BEFORE = re.compile(
+    r"(?i)(?:\b(?:call|text|ring|reach|phone|contact|message|whatsapp)\s+me|"
+    r"\bmy\s+(?:phone|number|cell|mobile|line|home\s+phone|work\s+phone))"
+    r"\b[^.\n\d]{0,20}$"
 )
 _VERSION_BEFORE = re.compile(
     r"(?i)(?<![a-z])(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
@@ -106,5 +113,5 @@ def _not_a_line(text: str, start: int, value: str) -> bool:
         not 7 <= digits <= 17  # E.164's 15 with the country code, and an "00" exit prefix
         or bool(_DATE_TIME.match(value))
         or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
-        or bool(_TOLL_FREE.match(value.strip()))
+        or (bool(_TOLL_FREE.match(value.strip())) and not _MINE_BEFORE.search(text, 0, start))
     )

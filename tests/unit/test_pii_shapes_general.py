@@ -44,6 +44,9 @@ def test_references_and_business_lines_are_no_one_s(text: str, value: str, entit
         ("call me on 020 7946 0958 please", "020 7946 0958", "PHONE_NUMBER"),
         ("desk 001-415-555-0172x33018 after 5", "001-415-555-0172x33018", "PHONE_NUMBER"),
         ("the login came from 203.0.113.77 at night", "203.0.113.77", "IP_ADDRESS"),
+        # a toll-free shape the writer calls theirs (a canary of a CI sweep: "+1 833 ...")
+        ("charged twice; call me on +1 833 264 3541.", "+1 833 264 3541", "PHONE_NUMBER"),
+        ("my cell is (866) 652-6143", "(866) 652-6143", "PHONE_NUMBER"),
     ],
 )
 def test_a_person_s_line_and_ip_stay_found(text: str, value: str, entity: str) -> None:
