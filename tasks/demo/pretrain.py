@@ -123,7 +123,7 @@ def train_step(
     weights: list[float] | None = None,
 ) -> float:
     """One AdamW step on ``size`` fresh questions of ``workloads`` (:func:`step_batches`); the
-    loss. :class:`tasks.demo.pretrain_pair.PairedSteps` takes the same step on two processes."""
+    loss. :class:`tasks.demo.pretrain_loop.PairedSteps` takes the same step on two processes."""
     import torch
 
     batches = step_batches(
