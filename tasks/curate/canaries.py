@@ -31,13 +31,13 @@ import regex as re
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.pii.names import NAME_PARTICLES
+from tasks.pii.references import TOLL_FREE_AREAS
 
 if TYPE_CHECKING:
     from infra.settings import CurateSettings
     from tasks.curate.rows import Candidate
 
 SHAPES = ("text", "json", "csv", "kv")
-TOLL_FREE_AREAS = frozenset({"800", "833", "844", "855", "866", "877", "888"})
 # Latin-script locales of the English canaries' names (diacritics, hyphens and apostrophes
 # come with them); values other than names are en_US's
 EN_NAME_LOCALES = ("en_US", "en_GB", "en_IE", "fr_FR", "de_DE", "es_ES")

@@ -44,8 +44,10 @@ _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2
 _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
 _EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
+# North America's toll-free area codes: a business's line, never a person's
+TOLL_FREE_AREAS = frozenset({"800", "833", "844", "855", "866", "877", "888"})
 _TOLL_FREE = re.compile(
-    r"^(?:\+?1[ .-]?)?\(?8(?:00|33|44|55|66|77|88)\)?[ .-]?\d{3}[ .-]?\d{4}$"
+    rf"^(?:\+?1[ .-]?)?\(?(?:{'|'.join(sorted(TOLL_FREE_AREAS))})\)?[ .-]?\d{{3}}[ .-]?\d{{4}}$"
     r"|^(?:\+44[ -]?|0)80[08][ -]?\d{3}[ -]?\d{3,4}$"
 )
 # "call me on", "my cell is": the number after is the writer's, whatever its shape
