@@ -10,6 +10,7 @@ the NLP pipeline. Results carry entity *types* and spans, never the values.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -158,6 +159,23 @@ def _operators(config: PiiConfig) -> dict[str, Any]:
     return {entity: one(entity) for entity in [*config.entities, "DEFAULT"]}
 
 
+def _import_presidio() -> None:
+    """Import Presidio's analyzer without Hugging Face's pipelines. Presidio imports
+    ``transformers.pipeline`` for its optional Hugging Face NER engine, which flywheel never
+    uses (its NER is spaCy's); that import is about 2 CPU-s (image processors, the modelling
+    utilities) in every process that loads the engine: each curate or release run started as a
+    process. Presidio takes an ``ImportError`` there as "not installed", which this forces for
+    the length of the import only; where the pipelines are already loaded, nothing changes."""
+    if "presidio_analyzer" in sys.modules or "transformers.pipelines" in sys.modules:
+        return
+    sys.modules["transformers.pipelines"] = None  # type: ignore[assignment]
+    try:
+        import presidio_analyzer  # noqa: F401
+    finally:
+        if sys.modules.get("transformers.pipelines", False) is None:
+            del sys.modules["transformers.pipelines"]
+
+
 @lru_cache(maxsize=4)
 def load_engine(config: PiiConfig) -> PiiEngine:
     """The analyzer/anonymizer for ``config`` (built once per process and configuration).
@@ -165,6 +183,7 @@ def load_engine(config: PiiConfig) -> PiiEngine:
     Raises:
         MissingDependencyError: a configured spaCy pipeline is not installed.
     """
+    _import_presidio()
     from presidio_analyzer import AnalyzerEngine
     from presidio_analyzer.recognizer_registry import RecognizerRegistry
     from presidio_anonymizer import AnonymizerEngine

@@ -45,3 +45,30 @@ def test_pattern_replaces_entities_and_numbers_and_normalises() -> None:
     assert pattern == "hi, i'm <PERSON>. what is <NUM> + <NUM>"
     other = "HI, I'M John Smith-Jones.   What is 7 + 1234?"
     assert placeholder_pattern(other, span(other, "John Smith-Jones")) == pattern
+
+
+def test_a_process_that_loads_the_engine_skips_hugging_faces_pipelines() -> None:
+    """Each curate or release run started as a process loads the engine; Presidio's optional
+    Hugging Face NER engine (never used here) would import ``transformers.pipelines`` there:
+    about 2 CPU-s a process. The engine still finds a name, and the pipelines still import
+    afterwards for whoever needs them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from infra.settings import CurateSettings\n"
+        "from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine\n"
+        "config = PiiConfig.from_settings(CurateSettings(languages=['en']))\n"
+        "text = anonymize_texts(load_engine(config), ['Please ask for Maria Gonzalez.'])[0].text\n"
+        "print(text, 'transformers.pipelines' in sys.modules)\n"
+        "from transformers import pipeline\n"
+        "print(callable(pipeline))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["Please ask for <PERSON>. False", "True"], done.stdout
