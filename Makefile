@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: run test test-fast lint docs bench prove setup clean vllm s3rver
+.PHONY: run test test-fast test-setup prebuild lint docs bench prove setup clean vllm s3rver
 
 setup: $(DEV_STAMP)
 
@@ -75,30 +75,39 @@ run: $(STAMP)
 # core once the serial tests end; a lower nice would starve the other workers, and their
 # in-process canaries, beside the serial tests). Four workers on two cores:
 # fewer left CPU idle (tests waiting on sockets, subprocesses, retry back-offs and rate limits).
-# The serial run's output follows the other run's (log: .test-serial.log). .venv-vllm is set-up,
-# built before either run starts (about a minute and 65 CPU-s when not built; log:
-# .venv-vllm-install.log): built beside the tests, it took that CPU from them.
+# The serial run's output follows the other run's (log: .test-serial.log); `test-setup` (below)
+# is done before either starts.
 TEST_WORKERS ?= 4
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
 SERIAL_LOG := .test-serial.log
 PYTEST = $(BIN)/pytest --durations=20
 
-# .ci/test-deps first (Debian binaries, node and npm when root), then what the tests start.
-# Beside that set-up (mostly waiting on disks and package indexes) the base models the end-to-end
-# tests bootstrap are pre-trained into their shared build cache (tests/prebuild_bootstrap.py,
-# about five minutes of one core; log: .test-bootstrap.log), which the tests find by input hash;
-# a test that needs one still being built waits on its lock.
+# What the tests start, set up before them: the Debian binaries (.ci/test-deps), s3rver and
+# .venv-vllm (about a minute and 65 CPU-s when not built; log: .venv-vllm-install.log): built
+# beside the tests, it took that CPU from them. Mostly waiting on disks and package indexes, so
+# .ci/run runs it beside lint and docs.
+test-setup: $(DEV_STAMP)
+	@.ci/test-deps && $(MAKE) --no-print-directory s3rver
+	@echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"; \
+	$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
+	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
+
+# The base models the end-to-end tests bootstrap, pre-trained into the tests' shared build cache
+# (tests/prebuild_bootstrap.py: about six minutes of one core), which the tests find by input
+# hash; a test that needs one still being built waits on its lock, and so does a second
+# prebuild. `make test` runs it beside its set-up; .ci/run starts it earlier, beside lint and
+# docs (one core each), so that it is done, or nearly, when the tests start.
 TEST_BOOTSTRAP := $(CURDIR)/.test-bootstrap
 BOOT_LOG := .test-bootstrap.log
+prebuild: $(DEV_STAMP)
+	$(BIN)/python -m tests.prebuild_bootstrap $(TEST_BOOTSTRAP)
+
 test: $(DEV_STAMP)
 	@echo "pre-training the tests' base models beside the set-up (log: $(BOOT_LOG))"; \
 	$(BIN)/python -m tests.prebuild_bootstrap $(TEST_BOOTSTRAP) >$(BOOT_LOG) 2>&1 & boot=$$!; \
 	trap 'kill $$boot 2>/dev/null' INT TERM; \
-	.ci/test-deps && $(MAKE) --no-print-directory s3rver || { kill $$boot; exit 1; }; \
-	echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"; \
-	$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
-	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; kill $$boot; exit 1; }; \
+	$(MAKE) --no-print-directory test-setup || { kill $$boot; exit 1; }; \
 	export FLYWHEEL_TEST_BOOTSTRAP_CACHE=$(TEST_BOOTSTRAP); \
 	echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"; \
 	$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
