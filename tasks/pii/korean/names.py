@@ -176,6 +176,21 @@ class _Kiwi:
             t.start in (end, end + 1) and t.form in ("님", "씨") for t in self.tokens
         )
 
+    def modifier_misreading(self, start: int, end: int) -> bool:
+        """kiwi reads the one written word ``start:end`` as a verb, its modifier ending and a
+        one-syllable noun (``남은서``: 남/VV 은/ETM 서/NNG). Korean spaces a modifier from its
+        noun (``남은 서류``), so glued into one word after a strong cue it is a surname and a
+        given name."""
+        inside = [t for t in self.tokens if start <= t.start < end]
+        return (
+            len(inside) == 3
+            and inside[0].tag.startswith(("VV", "VA"))
+            and inside[1].tag == "ETM"
+            and inside[2].tag.startswith("NN")
+            and inside[2].len == 1
+            and inside[2].start + inside[2].len == end
+        )
+
     def tag_at(self, pos: int) -> str:
         """The tag of the token starting at ``pos`` (empty when none)."""
         return next((t.tag for t in self.tokens if t.start == pos), "")
@@ -219,7 +234,10 @@ def _full_name(
         plain = proper and not known and not stem.endswith(_PLACE_END)
         # "소중한 고객님": an adjective kiwi reads, not a surname and a given name
         # (a verb kiwi reads at the start is its misreading: 한승우 as 하/VV ㄴ/ETM 승우)
-        if (strong and (proper or not kiwi.predicate(start, end, lead=False))) or plain:
+        # (and a verb, its modifier ending and a noun glued into one word is a misreading
+        # too: 남은서 as 남/VV 은/ETM 서/NNG)
+        readable = not kiwi.predicate(start, end, lead=False)
+        if strong and (proper or readable or kiwi.modifier_misreading(start, end)) or plain:
             return True
     # "조은비 님의", "김솔잎님이": a surname + two syllables right before an honorific, unless
     # kiwi reads an ordinary word, a compound ("배송기사님"), a role noun ("간호사님") or a
