@@ -10,6 +10,7 @@ from typing import Any
 from tasks.pii.identifiers import RULES, context_spans
 from tasks.pii.name_spans import address_field_spans
 from tasks.pii.secrets import secret_spans
+from tasks.pii.travel_documents import travel_document_spans
 from tasks.pii.span_recognizer import pattern_recognizer, span_recognizer
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
@@ -77,6 +78,15 @@ def identifier_recognizers(language: str) -> list[Any]:
             score=0.7,
             spans=lambda text, nlp: list(secret_spans(text, nlp)),
             doc="Pasted keys, tokens and passwords (see tasks.pii.secrets).",
+        )(**lang)
+    )
+    found.append(
+        span_recognizer(
+            entity="PASSPORT",
+            name="TravelDocumentRecognizer",
+            score=0.6,
+            spans=travel_document_spans,
+            doc="Passport numbers beside a nationality, expiry or issuing country.",
         )(**lang)
     )
     found.append(
