@@ -202,8 +202,8 @@ def thing_name(field: Field) -> bool:
     no person, whatever a model says of its value."""
     key = norm_key(field.path[-1]) if field.path else ""
     parent = _singular(norm_key(field.path[-2])) if len(field.path) > 1 else ""
-    if key in ("name", "title") and parent in _THING_PARENTS:
-        return True
+    if key in ("name", "title") and parent in _THING_PARENTS or key in _THING_PARENTS:
+        return True  # "store": {"name": ...}, or "product": "Kenneth Cole Reaction"
     return key.endswith("_name") and key.removesuffix("_name").split("_")[-1] in _THING_PARENTS
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import regex as re
 
@@ -229,6 +230,9 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     after = text[end : end + 30]
     if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
+    last = span.split()[-1]
+    if len(span.split()) > 1 and ORG_WORD.match(last) and not _given_first(span, last):
+        return False  # the model took the street in ("Nguyen Hue Street"; "Minji Park" stays)
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
@@ -236,6 +240,46 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
     # shape of a full name the lexicon lacks or half knows
     return model and _full_name_shape(span)
+
+
+def _given_first(span: str, last: str) -> bool:
+    """Whether the span opens with a clear given name ("Lois Lane") or ends with a Korean
+    surname ("Minji Park")."""
+    first = _words(span)[:1]
+    return _fold(last) in KOREAN_SURNAMES or (
+        first[0] in lexicon()[0] and first[0] not in AMBIGUOUS
+    )
+
+
+_TIME_ENTS = frozenset({"DATE", "TIME"})
+
+
+def product_modifier(doc: Any, start: int, end: int) -> bool:
+    """Whether the name-like span ``start:end`` of spaCy's ``doc`` modifies a common noun
+    after it - a brand before what it sells ("the Paul Mitchell shampoo", "my Kenneth Cole
+    watch", "Bajaj Pulsar spare parts are ...") - rather than naming a person. It does when
+    a determiner or possessive comes before it, or it opens its sentence and the noun phrase
+    it opens is the subject of a verb; "Ngozi today said" is no noun phrase (a date)."""
+    span = doc.char_span(start, end, alignment_mode="expand") if doc is not None else None
+    if span is None or span.end >= len(doc):
+        return False
+    k = span.end
+    while k < len(doc) and doc[k].tag_ == "JJ" and doc[k].is_lower:
+        k += 1
+    if not (k < len(doc) and _common_noun(doc[k])):
+        return False
+    before = doc[span.start - 1] if span.start > 0 else None
+    if before is not None and before.tag_ in ("DT", "PRP$"):
+        return True
+    if before is not None and not (before.is_space or before.text in (".", "!", "?", ":")):
+        return False
+    while k < len(doc) and _common_noun(doc[k]):
+        k += 1
+    return k < len(doc) and doc[k].tag_.startswith(("VB", "MD"))
+
+
+def _common_noun(tok: Any) -> bool:
+    return bool(tok.tag_ in ("NN", "NNS") and tok.is_lower and tok.ent_type_ not in _TIME_ENTS)
 
 
 def _full_name_shape(span: str) -> bool:

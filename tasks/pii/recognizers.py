@@ -17,7 +17,14 @@ from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
 from tasks.pii.name_cues import cued_name_spans, fold
 from tasks.pii.name_spans import structured_name_spans
-from tasks.pii.names import NAME_PARTICLES, ORG_WORD, corroborated, has_cue, lexicon_support
+from tasks.pii.names import (
+    NAME_PARTICLES,
+    ORG_WORD,
+    corroborated,
+    has_cue,
+    lexicon_support,
+    product_modifier,
+)
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
@@ -31,7 +38,8 @@ _NANP = (
 _NANP_ANY = r"(?<![\w+])(?:\(\d{3}\)\s?|\d{3}[.-])\d{3}[ .-]\d{4}(?![\d-])"
 # UK National Insurance numbers, reserved prefixes (ZZ, the test prefix) and any suffix too
 _NINO = r"(?<![\w-])[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?![\w-])"
-_INTL = r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
+# after "00" at least eight more digits: "case 00418227" is a zero-padded reference
+_INTL = r"(?<![\w+])(?:\+|00(?=(?:[ .()-]?\d){8}))[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
 _PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
 _NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
 PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL", "KR")
@@ -163,10 +171,13 @@ def _corroborated_ner(base: type) -> type:
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
             found = super().analyze(text, entities, nlp_artifacts)
+            doc = getattr(nlp_artifacts, "tokens", None)
             return [
                 r
                 for r in found
-                if r.entity_type == "PERSON" and corroborated(text, r.start, r.end, model=True)
+                if r.entity_type == "PERSON"
+                and corroborated(text, r.start, r.end, model=True)
+                and not product_modifier(doc, r.start, r.end)
             ]
 
     CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
