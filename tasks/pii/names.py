@@ -6,8 +6,8 @@ spaCy's small English model calls brands, products and brokers PERSON ("my Pixel
 "Flight UA 1432", "from Schwab"). A model or proper-noun hit is kept only when something
 corroborates it (:func:`corroborated`): a cue before or after it (a title, "my name is",
 "From:", "Dear", "passenger", "my wife"), or a known given name or surname in it. The
-lexicon is Faker's name lists (a runtime dependency already, ~9,000 given names and ~10,000
-surnames over 24 locales, no download) plus the common romanised Korean surnames. A word
+lexicon is Faker's name lists (a runtime dependency already, ~10,000 given names and ~12,000
+surnames over 44 locales, no download) plus the common romanised Korean surnames. A word
 that is also an ordinary word, a place or a brand ("Chase", "Jordan", "Will") counts only
 with a cue or beside another name word; eponymous companies ("Charles Schwab", "Wells
 Fargo") are never a person.
@@ -24,7 +24,12 @@ import regex as re
 
 _LOCALES = (
     "en_US en_GB en_IE en_IN en_NZ de_DE fr_FR es_ES es_MX it_IT nl_NL pt_BR pl_PL sv_SE "
-    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR"
+    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR "
+    # Nigerian, Kenyan, Ghanaian, South African, Pakistani, Indian, Indonesian, Portuguese,
+    # Romanian, Czech, Hungarian and South American names (not the locales whose lists hold
+    # English words: "en" has "Friend", "Sister"; is_IS "Visa"; fr_CA "Carrier")
+    "en_NG ig_NG ha_NG en_KE sw tw_GH zu_ZA en_PK ta_IN mr_IN gu_IN or_IN id_ID pt_PT ro_RO "
+    "cs_CZ hu_HU es_AR es_CL es_CO"
 ).split()
 KOREAN_SURNAMES = frozenset(
     "kim lee yi rhee park pak bak choi choe jung jeong chung cheong kang cho jo yoon yun jang "
@@ -53,7 +58,7 @@ AMBIGUOUS = frozenset(
     "orlando jackson madison charlotte savannah regina adelaide hamilton kent york chester "
     "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
     "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
-    "santander barclays lloyds halifax nationwide visa amex discover".split()
+    "santander barclays lloyds halifax nationwide visa amex discover lagos".split()
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
@@ -141,7 +146,10 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_names", lasts),
             ("last_romanized_names", lasts),
         ):
-            names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
+            listed = getattr(provider, attr, None)
+            if not isinstance(listed, (list, tuple, dict)):
+                continue  # absent, or a property some locales compute
+            names = [_latin(n) if cyrillic else n for n in listed]
             # "Aurélie" -> "aurelie", "Çelik" -> "celik", "O'Connor" -> "oconnor"
             folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
@@ -231,8 +239,10 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
     last = span.split()[-1]
-    if len(span.split()) > 1 and ORG_WORD.match(last) and not _given_first(span, last):
-        return False  # the model took the street in ("Nguyen Hue Street"; "Minji Park" stays)
+    if len(span.split()) > 1 and ORG_WORD.match(last):
+        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
+        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
+            return False
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
@@ -240,6 +250,9 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
     # shape of a full name the lexicon lacks or half knows
     return model and _full_name_shape(span)
+
+
+_PLACE_BEFORE = re.compile(r"(?i)(?<![a-z])(?:the|at|on|in|near|along|off|via)\s+$")
 
 
 def _given_first(span: str, last: str) -> bool:
