@@ -27,6 +27,7 @@ from tasks.pii.names import (
 )
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
+from tasks.pii.subjects import subject_name_spans
 
 _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
@@ -137,6 +138,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             score=0.55,
             spans=cued_name_spans,
             doc="Names after role words and vocatives, in capitals (see tasks.pii.name_cues).",
+        )(**lang),
+        person_recognizer(
+            name="SubjectNameRecognizer",
+            score=0.5,
+            spans=subject_name_spans,
+            doc="Names as a clause's subject, lower-case names (see tasks.pii.subjects).",
         )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
