@@ -5,8 +5,9 @@ K8120457, issued by Vietnam").
 
 A passport number's usual shape - one or two capital letters then six to eight digits - is
 also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
-a travel document's facts within the same line (:data:`_FACTS`) and no order, tracking or
-product word right before it (:data:`tasks.pii.identifiers._VETO`).
+a travel document's facts within the same line (:data:`_FACTS`; an expiry date only beside a
+document word: updates and warranties expire too) and no order, tracking or product word
+right before it (:data:`tasks.pii.identifiers._VETO`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ _SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,2}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
 _FACTS = re.compile(
     r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
     r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
-    r"expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through)|date\s+of\s+expiry|"
     r"visa|apis|embassy|consulate|check-?in|immigration|border)(?![a-z])"
 )
+# an expiry date counts beside a document word only: updates and warranties expire too
+_EXPIRY = re.compile(
+    r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
+)
+_DOCUMENT = re.compile(r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel)(?![a-z])")
 # a document word right before the value: then a nine-digit number counts too
 _DOC_WORD = re.compile(
     r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
@@ -46,6 +51,7 @@ def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             continue  # "order A1234567, expires...", "invoice 123456789"
         if m.group(0).isdigit() and not _DOC_WORD.search(before):
             continue
-        if _FACTS.search(before) or _FACTS.search(after):
+        expiry = _EXPIRY.search(before) or _EXPIRY.search(after)
+        if _FACTS.search(before) or _FACTS.search(after) or expiry and _DOCUMENT.search(before):
             spans.append(m.span())
     return spans
