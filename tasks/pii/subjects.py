@@ -45,7 +45,11 @@ def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
             if k + 1 < len(doc) and doc[k].lower_ in ("and", "&") and (m := _name_run(doc, k + 1)):
                 names.append((k + 1, m))
                 k = m
-            if _finite_verb_at(doc, k) and all(_person_like(doc, a, b) for a, b in names):
+            if (
+                _finite_verb_at(doc, k)
+                and _person_like(doc, i, j)
+                and all(_person_like(doc, a, b) or _beside_person(doc, a, b) for a, b in names[1:])
+            ):
                 spans += [(doc[a].idx, doc[b - 1].idx + len(doc[b - 1])) for a, b in names]
             i = k
             continue
@@ -103,6 +107,15 @@ def _person_like(doc: Any, a: int, b: int) -> bool:
     # with a word the lexicon knows ("Mercado Libre", "Google Pay" stay)
     unclaimed = all(t.ent_type_ not in _NOT_PERSON_ENT for t in doc[a:b])
     return support > 0 and unclaimed and all(t.tag_ in ("NNP", "NNPS") for t in doc[a:b])
+
+
+def _beside_person(doc: Any, a: int, b: int) -> bool:
+    """A proper noun joined to a person's name ("Kwame and Adjoa share ..."), that the model
+    does not call a company or a place ("Kwame and Amazon")."""
+    words = [fold(t.text) for t in doc[a:b]]
+    return not any(w in AMBIGUOUS for w in words) and all(
+        t.tag_ in ("NNP", "NNPS") and t.ent_type_ not in _NOT_PERSON_ENT for t in doc[a:b]
+    )
 
 
 def _lower_names(doc: Any) -> list[tuple[int, int]]:
