@@ -7,7 +7,8 @@ A clause's subject is also a company or a place ("Jumia said", "Lagos is flooded
 subject rule needs a given name the lexicon clearly knows, or two or three capitalised words,
 none ambiguous, one of them known to the lexicon, that the model does not call an
 organisation, place or product ("Sao Paulo has a depot", "Mercado Libre shipped it" stay);
-and a finite verb after it (the tagger's), maybe after an adverb ("never").
+and a finite verb after it (the tagger's), maybe after an adverb ("never"). A one-word name
+the lexicon lacks counts when the words after it call it "he" or "she".
 A lower-case run needs every word known to the name lexicon and none an English stop word
 or an ambiguous name word ("to grace and hope").
 """
@@ -28,6 +29,7 @@ _OPENERS = frozenset(
 )
 _NOT_PERSON_ENT = frozenset("ORG GPE LOC FAC NORP PRODUCT WORK_OF_ART EVENT LAW".split())
 _PREPOSITIONS = frozenset("to for from with by cc".split())
+_PERSONAL_PRONOUNS = frozenset("he she him her his hers himself herself".split())
 
 
 def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
@@ -47,7 +49,7 @@ def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
                 k = m
             if (
                 _finite_verb_at(doc, k)
-                and _person_like(doc, i, j)
+                and (_person_like(doc, i, j) or _referred_to_as_person(doc, i, j, k))
                 and all(_person_like(doc, a, b) or _beside_person(doc, a, b) for a, b in names[1:])
             ):
                 spans += [(doc[a].idx, doc[b - 1].idx + len(doc[b - 1])) for a, b in names]
@@ -107,6 +109,20 @@ def _person_like(doc: Any, a: int, b: int) -> bool:
     # with a word the lexicon knows ("Mercado Libre", "Google Pay" stay)
     unclaimed = all(t.ent_type_ not in _NOT_PERSON_ENT for t in doc[a:b])
     return support > 0 and unclaimed and all(t.tag_ in ("NNP", "NNPS") for t in doc[a:b])
+
+
+def _referred_to_as_person(doc: Any, a: int, b: int, k: int) -> bool:
+    """A one-word proper noun the next words call "he" or "she" ("when Oyinkansola calls,
+    tell her ..."): a person, though the lexicon lacks the name; companies are "it", "they"."""
+    words = [fold(t.text) for t in doc[a:b]]
+    if b - a != 1 or any(w in AMBIGUOUS for w in words) or doc[a].tag_ not in ("NNP", "NNPS"):
+        return False
+    for tok in doc[k : min(len(doc), k + 12)]:
+        if tok.lower_ in _PERSONAL_PRONOUNS:
+            return True
+        if tok.tag_ == "PRP$":
+            return False  # "Konga delivered it to my neighbour, he signed": his or hers
+    return False
 
 
 def _beside_person(doc: Any, a: int, b: int) -> bool:
