@@ -85,6 +85,11 @@ _CALENDAR = frozenset(
     "september oct october nov november dec december mon monday tue tues tuesday wed "
     "wednesday thu thur thurs thursday fri friday sat saturday sun sunday to".split()
 )
+# the word for "street" or "square" before a street's name, in the lexicon's languages
+STREET_FIRST = frozenset(
+    "rua calle carrer via viale rue avenida avenue av piazza praca plaza largo travessa "
+    "ulica ul aleja plac jalan jl duong pho strada".split()
+)
 _DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
 _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
@@ -233,8 +238,8 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         return False
     if all(w in _CALENDAR for w in _words(span)):
         return False  # "Jan–Mar", "May to June": months and days are no one's name
-    if span.split()[0].lower() in _DETERMINERS:
-        return False  # "the Ray-Ban Meta", "my Netflix Premium"
+    if span.split()[0].lower() in _DETERMINERS or _fold(span.split()[0]) in STREET_FIRST:
+        return False  # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
     after = text[end : end + 30]
     if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"

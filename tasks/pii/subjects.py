@@ -20,7 +20,7 @@ from typing import Any
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.name_cues import fold
-from tasks.pii.names import AMBIGUOUS, EPONYMS, lexicon, lexicon_support
+from tasks.pii.names import AMBIGUOUS, EPONYMS, STREET_FIRST, lexicon, lexicon_support
 
 # what opens a clause before its subject
 _OPENERS = frozenset(
@@ -100,8 +100,8 @@ def _finite_verb_at(doc: Any, k: int) -> bool:
 def _person_like(doc: Any, a: int, b: int) -> bool:
     words = [fold(t.text) for t in doc[a:b]]
     span = doc[a:b].text
-    if any(w in AMBIGUOUS for w in words) or EPONYMS.match(span):
-        return False  # "Jordan said", "Calvin Klein announced"
+    if any(w in AMBIGUOUS for w in words) or EPONYMS.match(span) or words[0] in STREET_FIRST:
+        return False  # "Jordan said", "Calvin Klein announced", "Rua Augusta is closed"
     support = lexicon_support(span)
     if b - a == 1:
         return support == 2  # a clear given name, whatever the model calls it ("Ngozi": ORG)

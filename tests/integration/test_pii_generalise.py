@@ -49,6 +49,7 @@ def test_brands_places_and_codes_stay() -> None:
         "when Zalando ships, they send a text",
         "Konga delivered it to my neighbour, he signed for it",
         "the courier is stuck on Nguyen Trai Street",
+        "Rua Oscar Freire is closed for roadworks",
         "update KB5031356 expires with the next release",
         "case 00521174 was closed yesterday",
         '{"product": "Helena Rubinstein Lash Queen", "sku": "HR-2201", "stock": 3}',
