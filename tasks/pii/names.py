@@ -75,11 +75,10 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
-# a person naming themselves or being addressed right before the span
-_SELF_INTRO = re.compile(
-    r"(?i)(?:\bmy\s+name\s+is|\bthis\s+is|\bi'?m|\bi\s+am|\bcall\s+me|\bdear|"
-    r"\bmr|\bmrs|\bms|\bdr)\.?[ \t]*[:,]?[ \t]*$"
-)
+# the words of a self-introduction or an address before a name (also the fallback's cue,
+# tasks.pii.recognizers._NAME_CUE)
+SELF_INTRODUCTION = r"my\s+name\s+is|this\s+is|i'?m|i\s+am|call\s+me|dear"
+_SELF_INTRO = re.compile(rf"(?i)\b(?:{SELF_INTRODUCTION}|mr|mrs|ms|dr)\.?[ \t]*[:,]?[ \t]*$")
 _CALENDAR = frozenset(
     "jan january feb february mar march apr april may jun june jul july aug august sep sept "
     "september oct october nov november dec december mon monday tue tues tuesday wed "

@@ -15,11 +15,12 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
-from tasks.pii.name_cues import cued_name_spans, fold
+from tasks.pii.name_cues import cued_name_spans, fold, particles_end
 from tasks.pii.name_spans import structured_name_spans
 from tasks.pii.names import (
     NAME_PARTICLES,
     ORG_WORD,
+    SELF_INTRODUCTION,
     corroborated,
     has_cue,
     lexicon_support,
@@ -47,9 +48,9 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
 _NAME_CUE = re.compile(
-    r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
-    r"|\bcheers,|\bsincerely,|\byours(?: truly| sincerely| faithfully)?,|\bbest(?: wishes)?,"
-    r"|\bwarmly,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
+    rf"(?i:\b(?:{SELF_INTRODUCTION}|it's|regards,|thanks,|cheers,|sincerely,"
+    r"|yours(?: truly| sincerely| faithfully)?,|best(?: wishes)?,|warmly,|hello,|hi,?|ask"
+    r"|colleague))\s+"
     r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
 )
 # national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
@@ -325,9 +326,7 @@ def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
         if _is_name_token(doc[end]):
             end += 1
             continue
-        k = end
-        while k < len(doc) and (doc[k].lower_ in NAME_PARTICLES or _joiner(doc, k)):
-            k += 1
+        k = particles_end(doc, end, limit=None, joiners=True)
         if end < k < len(doc) and doc[k].is_alpha and doc[k].text[:1].isupper():
             end = k + 1
             continue
@@ -341,10 +340,6 @@ def _grow_chars(doc: Any, start: int, end: int) -> tuple[int, int]:
         return start, end
     first, last = _grow(doc, span.start, span.end)
     return min(start, doc[first].idx), max(end, doc[last - 1].idx + len(doc[last - 1]))
-
-
-def _joiner(doc: Any, k: int) -> bool:
-    return bool(doc[k].text == "-" and k > 0 and not doc[k - 1].whitespace_)
 
 
 def _propn_spans(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:
