@@ -46,6 +46,8 @@ def test_brands_places_and_codes_stay() -> None:
         "the Paul Smith scarf arrived with a pulled thread",
         "is my Michael Kors watch still under warranty?",
         "Sao Paulo has a second depot now",
+        "Santiago and its suburbs get next-day delivery",
+        "Marcus pays 4.4% on easy access savings",
         "when Zalando ships, they send a text",
         "Konga delivered it to my neighbour, he signed for it",
         "the courier is stuck on Nguyen Trai Street",
