@@ -165,7 +165,13 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
     return recognizers
 
 
+# "its" without its apostrophe is also the possessive: "Santiago and its suburbs"
+_ITS = re.compile(r"(?i)(?<![\w'’])its\s+$")
+
+
 def _lower_or_known(text: str, start: int, end: int) -> bool:
+    if _ITS.search(text, max(0, start - 8), start) and not lexicon_support(text[start:end]):
+        return False
     return corroborated(text, start, end) and (
         text[start].islower() or lexicon_support(text[start:end]) > 0
     )
