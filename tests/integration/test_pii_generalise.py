@@ -30,6 +30,11 @@ GONE = [
     ("please hand the parcel to nguyen van long at the desk", ["nguyen", "van"]),
     ("seat 22A, nationality GHA, document G1841177, expires 2031-05-02", ["G1841177"]),
     ("online check-in asks for the number: RT5520318 (issued in Ankara)", ["RT5520318"]),
+    (
+        '{\n  "traveller": {\n    "document": "K4410928",\n    "nationality": "GHA"\n  }\n}',
+        ["K4410928"],
+    ),
+    ('{"doc": {"number": "MZ8812045", "issuing_country": "TUR"}}', ["MZ8812045"]),
     ("ftp login is backup / Zq#7tLm!20x, change it soon", ["Zq#7tLm!20x"]),
     ("the wifi key in the flat is Larch-Otter-4471", ["Larch-Otter-4471"]),
     ("my new place is ul. Piotrkowska 112 m. 4, 90-006 Łódź", ["Piotrkowska 112", "90-006"]),
@@ -57,5 +62,6 @@ def test_brands_places_and_codes_stay() -> None:
         "update KB5031356 expires with the next release",
         "case 00521174 was closed yesterday",
         '{"product": "Helena Rubinstein Lash Queen", "sku": "HR-2201", "stock": 3}',
+        '{"card": {"number": "ending 0002", "expiry": "12/27"}, "doc_count": 2}',
     ]
     assert _texts(clean) == clean
