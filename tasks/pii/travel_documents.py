@@ -35,6 +35,11 @@ _DOC_WORD = re.compile(
     r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
     r"[\s:=#]*$"
 )
+# the other numbers a traveller gives at check-in: loyalty, membership, vouchers
+_NOT_DOCUMENT = re.compile(
+    r"(?i)(?<![a-z])(?:loyalty|frequent\s+fl[yi]er|member(?:ship)?|rewards?|miles|account|"
+    r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
+)
 _WINDOW = 60
 
 
@@ -47,8 +52,8 @@ def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         line_end = len(text) if line_end < 0 else line_end
         before = text[max(line_start, m.start() - _WINDOW) : m.start()]
         after = text[m.end() : min(line_end, m.end() + _WINDOW)]
-        if _VETO.search(before[-20:]):
-            continue  # "order A1234567, expires...", "invoice 123456789"
+        if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
+            continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         if m.group(0).isdigit() and not _DOC_WORD.search(before):
             continue
         expiry = _EXPIRY.search(before) or _EXPIRY.search(after)

@@ -61,6 +61,7 @@ def test_brands_places_and_codes_stay() -> None:
         "Rua Oscar Freire is closed for roadworks",
         "update KB5031356 expires with the next release",
         "case 00521174 was closed yesterday",
+        "add frequent flyer BA4471209 at check-in please",
         '{"product": "Helena Rubinstein Lash Queen", "sku": "HR-2201", "stock": 3}',
         '{"card": {"number": "ending 0002", "expiry": "12/27"}, "doc_count": 2}',
     ]
