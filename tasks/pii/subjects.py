@@ -145,21 +145,20 @@ def _beside_person(doc: Any, a: int, b: int) -> bool:
 def _lower_names(doc: Any) -> list[tuple[int, int]]:
     """Two or three lower-case words the name lexicon knows, after a preposition."""
     firsts, lasts = lexicon()
-    known = firsts | lasts
     spans = []
     for tok in doc:
         if tok.lower_ not in _PREPOSITIONS:
             continue
         j = tok.i + 1
-        while j < len(doc) and j - tok.i <= 3 and _lower_name_word(doc[j], known):
+        while j < len(doc) and j - tok.i <= 3 and _lower_name_word(doc[j], firsts, lasts):
             j += 1
         if j - tok.i - 1 >= 2 and any(fold(t.text) in firsts for t in doc[tok.i + 1 : j]):
             spans.append((doc[tok.i + 1].idx, doc[j - 1].idx + len(doc[j - 1])))
     return spans
 
 
-def _lower_name_word(tok: Any, known: frozenset[str] | set[str]) -> bool:
+def _lower_name_word(tok: Any, firsts: frozenset[str], lasts: frozenset[str]) -> bool:
+    if not (tok.is_lower and tok.is_alpha):
+        return False
     w = fold(tok.text)
-    return bool(
-        tok.is_lower and tok.is_alpha and w in known and w not in AMBIGUOUS and w not in STOP_WORDS
-    )
+    return (w in firsts or w in lasts) and w not in AMBIGUOUS and w not in STOP_WORDS
