@@ -48,7 +48,7 @@ _CUE = re.compile(
     r"(?i)(?<![a-z])(?:live[sd]?\s+at|living\s+at|reside\s+at|(?:home|street|mailing|postal|"
     r"shipping|billing|delivery|new|my)\s+address(?:\s+is)?|address\s*(?:is|:)|"
     r"(?:ship|deliver|send|mail|post|forward)(?:ed)?\s+(?:it\s+|this\s+|them\s+|the\s+\w+\s+)?to|"
-    r"located\s+at|moved\s+to|staying\s+at|my\s+place\s+is|c/o)\s*:?\s*"
+    r"located\s+at|moved\s+to|staying\s+at|my\s+(?:new\s+|old\s+)?place\s+is|c/o)\s*:?\s*"
 )
 _SENTENCE_END = re.compile(
     r"\n|[!?;]|(?<!\b(?:St|Ave|Rd|Dr|Apt|No|Ste|Blvd|Ln|Ct|Pl|Fl|Mt|Ft|Sq|[A-Z]))\.(?=\s|$)"
@@ -64,9 +64,12 @@ _NOT_ADDRESS = re.compile(
 _WORD = r"\p{L}[\p{L}'.-]*"
 _TAILED = re.compile(
     rf"(?<![\w-])(?:\d{{1,5}}[a-z]?\s+(?:{_WORD}\s){{0,3}}{_WORD}|(?:{_WORD}\s){{0,3}}{_WORD}\s\d{{1,5}}[a-z]?(?:/\d+)?)"
+    # a Polish flat after the house number: "Marszałkowska 84/92 m. 15"
+    rf"(?:\s+(?:m|lok)\.\s?\d{{1,4}})?"
     rf"(?:,\s*\d{{1,2}}\s?[º°ªoa]\s?[A-Za-z]?\.?)?"  # a Spanish floor and door: "3º B" (NFKC: "3o B")
     rf"(?:,\s*(?:{_WORD}\s?){{1,3}},?\s+[A-Z]{{2}}\s+\d{{5}}(?:-\d{{4}})?"
-    rf"|,\s*(?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?"
+    # a postcode then the town: "16124 Genova", "9447 VR Assen", Polish "00-514 Warszawa"
+    rf"|,\s*(?:[A-Z]{{1,2}}-)?(?:\d{{4,5}}|\d{{2}}-\d{{3}})(?:\s?[A-Z]{{2}})?,?\s+\p{{Lu}}[\p{{L}}-]+(?:\s\p{{Lu}}[\p{{L}}-]+)?"
     # an Irish county: "3 The Green, Bray, Co. Wicklow"
     rf"|(?:,\s*(?:{_WORD}\s?){{1,3}})?,\s*Co\.?\s+\p{{Lu}}\p{{L}}+)(?![\w])"
 )

@@ -71,7 +71,15 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 # an address's unit ("unit": "Suite 1410") under an address key
 _UNIT_KEYS = frozenset("unit apt apartment suite flat house_number building line3 line_3".split())
 # an identity document's number: what the keys beside it say ("doc_type", "issuing_country")
-_DOC_NUMBER_KEYS = frozenset("doc_number document_number doc_no document_no doc_num".split())
+_DOC_NUMBER_KEYS = frozenset(
+    "doc_number document_number doc_no document_no doc_num document doc document_id "
+    "id_number".split()
+)
+# a bare "number" is a document's beside what only a document has (a card has an expiry too)
+_DOC_ONLY_SIBLINGS = frozenset(
+    "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
+    "nationality issuing_authority".split()
+)
 _DOC_SIBLINGS = frozenset(
     "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
     "nationality expiry expiry_date date_of_expiry expires issuing_authority".split()
@@ -202,8 +210,8 @@ def thing_name(field: Field) -> bool:
     no person, whatever a model says of its value."""
     key = norm_key(field.path[-1]) if field.path else ""
     parent = _singular(norm_key(field.path[-2])) if len(field.path) > 1 else ""
-    if key in ("name", "title") and parent in _THING_PARENTS:
-        return True
+    if key in ("name", "title") and parent in _THING_PARENTS or key in _THING_PARENTS:
+        return True  # "store": {"name": ...}, or "product": "Kenneth Cole Reaction"
     return key.endswith("_name") and key.removesuffix("_name").split("_")[-1] in _THING_PARENTS
 
 
@@ -218,8 +226,11 @@ def field_type(field: Field) -> str | None:
         own = "ADDRESS"
     if key in _UNIT_KEYS and (parent in _ADDRESS_PARENTS or key_type(parent) == "ADDRESS"):
         own = "ADDRESS"
-    if key in _DOC_NUMBER_KEYS and {norm_key(s) for s in field.siblings} & _DOC_SIBLINGS:
+    siblings = {norm_key(s) for s in field.siblings}
+    if key in _DOC_NUMBER_KEYS and siblings & _DOC_SIBLINGS:
         own = "PASSPORT"
+    if key in ("number", "no") and (siblings & _DOC_ONLY_SIBLINGS or parent in ("doc", "document")):
+        own = "PASSPORT"  # "doc": {"number": ..., "issuing_country": ...}
     if own is None and key in _GENERIC_ID and parent:
         parent_type = key_type(parent)
         own = parent_type if parent_type not in (None, "PERSON") else None

@@ -146,9 +146,7 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
         elif _initial_then_name(doc, j):  # "John F. Kennedy", "Klaus-D. Ebert"
             j += 1
         elif _particles_then_name(doc, j):  # "Hugo van der Dussen", "Ana de Lacy"
-            while doc[j].lower_ in NAME_PARTICLES:
-                j += 1
-            j += 1
+            j = particles_end(doc, j) + 1
         else:
             break
     if j == i + 1 and first.text.isupper() and _caps_given_after_comma(doc, j):
@@ -195,10 +193,23 @@ def _initial_then_name(doc: Any, j: int) -> bool:
 
 def _particles_then_name(doc: Any, j: int) -> bool:
     """Whether one or two name particles start at ``j`` and a capitalised word follows."""
-    k = j
-    while k < len(doc) and k - j < 2 and doc[k].lower_ in NAME_PARTICLES and doc[k].is_lower:
-        k += 1
+    k = particles_end(doc, j)
     return j < k < len(doc) and _capitalised(doc[k])
+
+
+def particles_end(doc: Any, j: int, *, limit: int | None = 2, joiners: bool = False) -> int:
+    """The index after the name particles starting at token ``j`` ("van der", "de la"; ``j``:
+    none): at most ``limit`` of them, in lower case; or any number in any case and hyphens
+    glued to the word before ("Ibn-") with ``joiners``, as a proper-noun run is grown."""
+    k = j
+    while k < len(doc) and (limit is None or k - j < limit):
+        tok = doc[k]
+        particle = tok.lower_ in NAME_PARTICLES and (joiners or tok.is_lower)
+        glued_hyphen = joiners and tok.text == "-" and k > 0 and not doc[k - 1].whitespace_
+        if not (particle or glued_hyphen):
+            break
+        k += 1
+    return k
 
 
 def _form_value_end(doc: Any, j: int) -> int:

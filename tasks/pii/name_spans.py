@@ -5,6 +5,8 @@ Korean names (``HONG GILDONG``, ``Gil-dong Hong``, ``park jisoo``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -113,12 +115,28 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     for m in _RELATION.finditer(text):
         if m.group(1).split()[0].lower() not in NOT_A_NAME:  # "ask for Premium support"
             spans.append((m.start(1), m.end(1)))
+    doc = getattr(_nlp, "tokens", None)
     for m in _WEAK_CUE.finditer(text):
-        if corroborated(text, *m.span("name")):
+        if corroborated(text, *m.span("name")) and not _company_speaking(doc, *m.span("name")):
             spans.append((m.start("name"), m.end("name")))
     spans += romanised_korean_spans(text)
     spans += [m.span() for m in _PAIR.finditer(text, overlapped=True) if _known_pair(text, m)]
     return spans
+
+
+_COMPANY_ENTS = frozenset("ORG GPE FAC PRODUCT NORP".split())
+
+
+def _company_speaking(doc: Any, start: int, end: int) -> bool:
+    """One word the lexicon does not know as a given name, that the model calls a company or
+    place: "Jumia said", "Asda says" (a shop or a city speaks through its staff)."""
+    span = doc.char_span(start, end, alignment_mode="expand") if doc is not None else None
+    return bool(
+        span is not None
+        and len(span) == 1
+        and lexicon_support(span.text) < 2
+        and span[0].ent_type_ in _COMPANY_ENTS
+    )
 
 
 def _known_pair(text: str, m: re.Match[str]) -> bool:

@@ -6,8 +6,8 @@ spaCy's small English model calls brands, products and brokers PERSON ("my Pixel
 "Flight UA 1432", "from Schwab"). A model or proper-noun hit is kept only when something
 corroborates it (:func:`corroborated`): a cue before or after it (a title, "my name is",
 "From:", "Dear", "passenger", "my wife"), or a known given name or surname in it. The
-lexicon is Faker's name lists (a runtime dependency already, ~9,000 given names and ~10,000
-surnames over 24 locales, no download) plus the common romanised Korean surnames. A word
+lexicon is Faker's name lists (a runtime dependency already, ~10,000 given names and ~12,000
+surnames over 44 locales, no download) plus the common romanised Korean surnames. A word
 that is also an ordinary word, a place or a brand ("Chase", "Jordan", "Will") counts only
 with a cue or beside another name word; eponymous companies ("Charles Schwab", "Wells
 Fargo") are never a person.
@@ -18,12 +18,18 @@ from __future__ import annotations
 import importlib
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import regex as re
 
 _LOCALES = (
     "en_US en_GB en_IE en_IN en_NZ de_DE fr_FR es_ES es_MX it_IT nl_NL pt_BR pl_PL sv_SE "
-    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR"
+    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR "
+    # Nigerian, Kenyan, Ghanaian, South African, Pakistani, Indian, Indonesian, Portuguese,
+    # Romanian, Czech, Hungarian and South American names (not the locales whose lists hold
+    # English words: "en" has "Friend", "Sister"; is_IS "Visa"; fr_CA "Carrier")
+    "en_NG ig_NG ha_NG en_KE sw tw_GH zu_ZA en_PK ta_IN mr_IN gu_IN or_IN id_ID pt_PT ro_RO "
+    "cs_CZ hu_HU es_AR es_CL es_CO"
 ).split()
 KOREAN_SURNAMES = frozenset(
     "kim lee yi rhee park pak bak choi choe jung jeong chung cheong kang cho jo yoon yun jang "
@@ -52,7 +58,7 @@ AMBIGUOUS = frozenset(
     "orlando jackson madison charlotte savannah regina adelaide hamilton kent york chester "
     "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
     "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
-    "santander barclays lloyds halifax nationwide visa amex discover".split()
+    "santander barclays lloyds halifax nationwide visa amex discover lagos".split()
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
@@ -69,15 +75,19 @@ EPONYMS = re.compile(
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
     r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
 )
-# a person naming themselves or being addressed right before the span
-_SELF_INTRO = re.compile(
-    r"(?i)(?:\bmy\s+name\s+is|\bthis\s+is|\bi'?m|\bi\s+am|\bcall\s+me|\bdear|"
-    r"\bmr|\bmrs|\bms|\bdr)\.?[ \t]*[:,]?[ \t]*$"
-)
+# the words of a self-introduction or an address before a name (also the fallback's cue,
+# tasks.pii.recognizers._NAME_CUE)
+SELF_INTRODUCTION = r"my\s+name\s+is|this\s+is|i'?m|i\s+am|call\s+me|dear"
+_SELF_INTRO = re.compile(rf"(?i)\b(?:{SELF_INTRODUCTION}|mr|mrs|ms|dr)\.?[ \t]*[:,]?[ \t]*$")
 _CALENDAR = frozenset(
     "jan january feb february mar march apr april may jun june jul july aug august sep sept "
     "september oct october nov november dec december mon monday tue tues tuesday wed "
     "wednesday thu thur thurs thursday fri friday sat saturday sun sunday to".split()
+)
+# the word for "street" or "square" before a street's name, in the lexicon's languages
+STREET_FIRST = frozenset(
+    "rua calle carrer via viale rue avenida avenue av piazza praca plaza largo travessa "
+    "ulica ul aleja plac jalan jl duong pho strada".split()
 )
 _DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
 _ORG_AFTER = re.compile(
@@ -140,7 +150,10 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             ("last_names", lasts),
             ("last_romanized_names", lasts),
         ):
-            names = [_latin(n) if cyrillic else n for n in getattr(provider, attr, None) or ()]
+            listed = getattr(provider, attr, None)
+            if not isinstance(listed, (list, tuple, dict)):
+                continue  # absent, or a property some locales compute
+            names = [_latin(n) if cyrillic else n for n in listed]
             # "Aurélie" -> "aurelie", "Çelik" -> "celik", "O'Connor" -> "oconnor"
             folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
@@ -224,11 +237,16 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         return False
     if all(w in _CALENDAR for w in _words(span)):
         return False  # "Jan–Mar", "May to June": months and days are no one's name
-    if span.split()[0].lower() in _DETERMINERS:
-        return False  # "the Ray-Ban Meta", "my Netflix Premium"
+    if span.split()[0].lower() in _DETERMINERS or _fold(span.split()[0]) in STREET_FIRST:
+        return False  # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
     after = text[end : end + 30]
     if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
+    last = span.split()[-1]
+    if len(span.split()) > 1 and ORG_WORD.match(last):
+        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
+        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
+            return False
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
@@ -236,6 +254,49 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
     # shape of a full name the lexicon lacks or half knows
     return model and _full_name_shape(span)
+
+
+_PLACE_BEFORE = re.compile(r"(?i)(?<![a-z])(?:the|at|on|in|near|along|off|via)\s+$")
+
+
+def _given_first(span: str, last: str) -> bool:
+    """Whether the span opens with a clear given name ("Lois Lane") or ends with a Korean
+    surname ("Minji Park")."""
+    first = _words(span)[:1]
+    return _fold(last) in KOREAN_SURNAMES or (
+        first[0] in lexicon()[0] and first[0] not in AMBIGUOUS
+    )
+
+
+_TIME_ENTS = frozenset({"DATE", "TIME"})
+
+
+def product_modifier(doc: Any, start: int, end: int) -> bool:
+    """Whether the name-like span ``start:end`` of spaCy's ``doc`` modifies a common noun
+    after it - a brand before what it sells ("the Paul Mitchell shampoo", "my Kenneth Cole
+    watch", "Bajaj Pulsar spare parts are ...") - rather than naming a person. It does when
+    a determiner or possessive comes before it, or it opens its sentence and the noun phrase
+    it opens is the subject of a verb; "Ngozi today said" is no noun phrase (a date)."""
+    span = doc.char_span(start, end, alignment_mode="expand") if doc is not None else None
+    if span is None or span.end >= len(doc):
+        return False
+    k = span.end
+    while k < len(doc) and doc[k].tag_ == "JJ" and doc[k].is_lower:
+        k += 1
+    if not (k < len(doc) and _common_noun(doc[k])):
+        return False
+    before = doc[span.start - 1] if span.start > 0 else None
+    if before is not None and before.tag_ in ("DT", "PRP$"):
+        return True
+    if before is not None and not (before.is_space or before.text in (".", "!", "?", ":")):
+        return False
+    while k < len(doc) and _common_noun(doc[k]):
+        k += 1
+    return k < len(doc) and doc[k].tag_.startswith(("VB", "MD"))
+
+
+def _common_noun(tok: Any) -> bool:
+    return bool(tok.tag_ in ("NN", "NNS") and tok.is_lower and tok.ent_type_ not in _TIME_ENTS)
 
 
 def _full_name_shape(span: str) -> bool:

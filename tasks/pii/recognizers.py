@@ -15,11 +15,20 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
-from tasks.pii.name_cues import cued_name_spans, fold
+from tasks.pii.name_cues import cued_name_spans, fold, particles_end
 from tasks.pii.name_spans import structured_name_spans
-from tasks.pii.names import NAME_PARTICLES, ORG_WORD, corroborated, has_cue, lexicon_support
+from tasks.pii.names import (
+    NAME_PARTICLES,
+    ORG_WORD,
+    SELF_INTRODUCTION,
+    corroborated,
+    has_cue,
+    lexicon_support,
+    product_modifier,
+)
 from tasks.pii.shapes import identifier_recognizers
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
+from tasks.pii.subjects import subject_name_spans
 
 _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
@@ -31,16 +40,17 @@ _NANP = (
 _NANP_ANY = r"(?<![\w+])(?:\(\d{3}\)\s?|\d{3}[.-])\d{3}[ .-]\d{4}(?![\d-])"
 # UK National Insurance numbers, reserved prefixes (ZZ, the test prefix) and any suffix too
 _NINO = r"(?<![\w-])[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?![\w-])"
-_INTL = r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
+# after "00" at least eight more digits: "case 00418227" is a zero-padded reference
+_INTL = r"(?<![\w+])(?:\+|00(?=(?:[ .()-]?\d){8}))[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
 _PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
 _NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
 PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL", "KR")
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
 _NAME_CUE = re.compile(
-    r"(?i:\bmy name is|\bi'm|\bi am|\bthis is|\bit's|\bcall me|\bregards,|\bthanks,"
-    r"|\bcheers,|\bsincerely,|\byours(?: truly| sincerely| faithfully)?,|\bbest(?: wishes)?,"
-    r"|\bwarmly,|\bdear|\bhello,|\bhi,?|\bask|\bcolleague)\s+"
+    rf"(?i:\b(?:{SELF_INTRODUCTION}|it's|regards,|thanks,|cheers,|sincerely,"
+    r"|yours(?: truly| sincerely| faithfully)?,|best(?: wishes)?,|warmly,|hello,|hi,?|ask"
+    r"|colleague))\s+"
     r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
 )
 # national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
@@ -130,6 +140,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             spans=cued_name_spans,
             doc="Names after role words and vocatives, in capitals (see tasks.pii.name_cues).",
         )(**lang),
+        person_recognizer(
+            name="SubjectNameRecognizer",
+            score=0.5,
+            spans=subject_name_spans,
+            doc="Names as a clause's subject, lower-case names (see tasks.pii.subjects).",
+        )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
         # a capitalised word there is the model's and the cue rules' to judge ("thanks Amazon")
@@ -149,7 +165,13 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
     return recognizers
 
 
+# "its" without its apostrophe is also the possessive: "Santiago and its suburbs"
+_ITS = re.compile(r"(?i)(?<![\w'’])its\s+$")
+
+
 def _lower_or_known(text: str, start: int, end: int) -> bool:
+    if _ITS.search(text, max(0, start - 8), start) and not lexicon_support(text[start:end]):
+        return False
     return corroborated(text, start, end) and (
         text[start].islower() or lexicon_support(text[start:end]) > 0
     )
@@ -163,10 +185,13 @@ def _corroborated_ner(base: type) -> type:
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
             found = super().analyze(text, entities, nlp_artifacts)
+            doc = getattr(nlp_artifacts, "tokens", None)
             return [
                 r
                 for r in found
-                if r.entity_type == "PERSON" and corroborated(text, r.start, r.end, model=True)
+                if r.entity_type == "PERSON"
+                and corroborated(text, r.start, r.end, model=True)
+                and not product_modifier(doc, r.start, r.end)
             ]
 
     CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
@@ -307,9 +332,7 @@ def _grow(doc: Any, start: int, end: int) -> tuple[int, int]:
         if _is_name_token(doc[end]):
             end += 1
             continue
-        k = end
-        while k < len(doc) and (doc[k].lower_ in NAME_PARTICLES or _joiner(doc, k)):
-            k += 1
+        k = particles_end(doc, end, limit=None, joiners=True)
         if end < k < len(doc) and doc[k].is_alpha and doc[k].text[:1].isupper():
             end = k + 1
             continue
@@ -323,10 +346,6 @@ def _grow_chars(doc: Any, start: int, end: int) -> tuple[int, int]:
         return start, end
     first, last = _grow(doc, span.start, span.end)
     return min(start, doc[first].idx), max(end, doc[last - 1].idx + len(doc[last - 1]))
-
-
-def _joiner(doc: Any, k: int) -> bool:
-    return bool(doc[k].text == "-" and k > 0 and not doc[k - 1].whitespace_)
 
 
 def _propn_spans(doc: Any, entities: list[Any]) -> list[tuple[int, int]]:

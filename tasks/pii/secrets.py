@@ -39,9 +39,11 @@ _KEYED = re.compile(
     r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)|pass(?=\s*[:=])|pwd|pw|pin(?:\s*code)?|"
     r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
     r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
+    # what opens a network: "the wifi key is ...", "WPA2 passphrase: ..."
+    r"(?:wi-?fi|wpa2?|wpa3|network|wireless)[\s_-]?key|"
     r"비밀번호|비번|암호)(?![a-z])"
     # "the password for the shared box is ...": a few words naming what it opens
-    r"(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
+    r"(?:\s+(?:for|of|to|on|at|in)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
     r"(?=\s+(?:is|was)\s|\s*[:=]\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
@@ -57,6 +59,12 @@ _AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
 _NEW_ONE = re.compile(
     r"(?i)(?<![a-z])(?:(?:the|my)\s+)?(?:new|old|temp|temporary)\s+one\s*(?:is|was|:|=)\s*"
     r"[\"'`“‘]?(?P<value>[^\s\"'`”’]{6,64})"
+)
+# a login given as a pair, user then password: "ssh login is deploy / Qw!8zLp#44vN",
+# "creds: admin:Hunter#22" (the password-shaped second value is the secret)
+_LOGIN_PAIR = re.compile(
+    r"(?i)(?<![a-z])(?:log-?in|credentials|creds|user(?:name)?\s*/\s*pass(?:word)?)"
+    r"\s*(?:is|are|:|=)?\s*[^\s/:]{2,64}\s*[/:]\s*(?P<value>[^\s\"'`]{6,64})"
 )
 # the password of a connection string or URL: scheme://user:PASSWORD@host
 _URL_PASSWORD = re.compile(
@@ -113,6 +121,10 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
     for m in _URL_PASSWORD.finditer(text):
         if not _PLACEHOLDER.match(m.group("value")):
             yield m.span("value")
+    for m in _LOGIN_PAIR.finditer(text):
+        value = m.group("value").rstrip(_TRAILING)
+        if _password_shape(value):
+            yield m.start("value"), m.start("value") + len(value)
     for m in _NEW_ONE.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
         if _password_shape(value):

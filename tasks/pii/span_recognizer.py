@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tasks.pii.names import product_modifier
+
 Spans = Callable[[str, Any], Iterable[tuple[int, int]]]  # (text, nlp_artifacts) -> spans
 
 
@@ -48,6 +50,10 @@ def span_recognizer(*, entity: str, name: str, score: float, spans: Spans, doc: 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
             if entity not in entities:
                 return []
+            found = spans(text, nlp_artifacts)
+            if entity == "PERSON":  # "the Paul Mitchell shampoo": a brand, whoever finds it
+                doc = getattr(nlp_artifacts, "tokens", None)
+                found = [(s, e) for s, e in found if not product_modifier(doc, s, e)]
             return [
                 RecognizerResult(
                     entity,
@@ -59,7 +65,7 @@ def span_recognizer(*, entity: str, name: str, score: float, spans: Spans, doc: 
                         RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
                     },
                 )
-                for start, end in spans(text, nlp_artifacts)
+                for start, end in found
             ]
 
     SpanRecognizer.__name__ = SpanRecognizer.__qualname__ = name

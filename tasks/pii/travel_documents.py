@@ -1,0 +1,62 @@
+"""Passport numbers written without the word "passport": the number a traveller gives for a
+booking, a check-in, a visa form or an APIS record, with its nationality, expiry or issuing
+country beside it ("nationality NGA, doc A05512873, expiry 2032-01-14", "travel ID
+K8120457, issued by Vietnam").
+
+A passport number's usual shape - one or two capital letters then six to eight digits - is
+also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
+a travel document's facts within the same line (:data:`_FACTS`; an expiry date only beside a
+document word: updates and warranties expire too) and no order, tracking or product word
+right before it (:data:`tasks.pii.identifiers._VETO`).
+"""
+
+from __future__ import annotations
+
+import regex as re
+
+from tasks.pii.identifiers import _VETO
+
+# one or two capitals, six to eight digits, one optional check letter or digit ("C8817265",
+# "EY3390215", "L898902C3"); a nine-digit number (US, UK) only right after a document word
+_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,2}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
+# what is written beside a travel document's number and beside nothing else
+_FACTS = re.compile(
+    r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
+    r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
+    r"visa|apis|embassy|consulate|check-?in|immigration|border)(?![a-z])"
+)
+# an expiry date counts beside a document word only: updates and warranties expire too
+_EXPIRY = re.compile(
+    r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
+)
+_DOCUMENT = re.compile(r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel)(?![a-z])")
+# a document word right before the value: then a nine-digit number counts too
+_DOC_WORD = re.compile(
+    r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
+    r"[\s:=#]*$"
+)
+# the other numbers a traveller gives at check-in: loyalty, membership, vouchers
+_NOT_DOCUMENT = re.compile(
+    r"(?i)(?<![a-z])(?:loyalty|frequent\s+fl[yi]er|member(?:ship)?|rewards?|miles|account|"
+    r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
+)
+_WINDOW = 60
+
+
+def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """Passport-shaped values with a travel document's facts on their line (see module)."""
+    spans = []
+    for m in _SHAPE.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
+        before = text[max(line_start, m.start() - _WINDOW) : m.start()]
+        after = text[m.end() : min(line_end, m.end() + _WINDOW)]
+        if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
+            continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
+        if m.group(0).isdigit() and not _DOC_WORD.search(before):
+            continue
+        expiry = _EXPIRY.search(before) or _EXPIRY.search(after)
+        if _FACTS.search(before) or _FACTS.search(after) or expiry and _DOCUMENT.search(before):
+            spans.append(m.span())
+    return spans
