@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: run test test-fast test-setup prebuild lint docs bench prove setup clean vllm s3rver
+.PHONY: run v0 test test-fast test-setup prebuild lint docs bench prove setup clean vllm s3rver
 
 setup: $(DEV_STAMP)
 
@@ -58,6 +58,12 @@ $(S3RVER_STAMP):
 	node .tools/s3rver/node_modules/s3rver/bin/s3rver.js --version
 	touch $(S3RVER_STAMP)
 
+# v0 of the default configuration, pre-trained from scratch (about five minutes of one core) into
+# tasks/demo/shipped_v0/<hash>, where `make run` and the tests find it instead of pre-training.
+# After changing the pre-training recipe: bump tasks.demo.bootstrap.CODE_VERSION, then this.
+v0: $(STAMP)
+	$(BIN)/python -m tasks.demo.ship_v0
+
 # progress on stderr (a bar in a terminal, timestamped lines in CI); exits 1, with the reason
 # in the last line, when the loop's candidate is not promoted. RUN_ARGS="--cycles 2 --json"
 run: $(STAMP)
@@ -94,7 +100,8 @@ test-setup: $(DEV_STAMP)
 	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
 
 # The base models the end-to-end tests bootstrap, pre-trained into the tests' shared build cache
-# (tests/prebuild_bootstrap.py: about six minutes of one core), which the tests find by input
+# (tests/prebuild_bootstrap.py: the loop's v0 is copied from tasks/demo/shipped_v0, the judge
+# test's small one is pre-trained, under a minute of one core), which the tests find by input
 # hash; a test that needs one still being built waits on its lock, and so does a second
 # prebuild. `make test` runs it beside its set-up; .ci/run starts it earlier, beside lint and
 # docs (one core each), so that it is done, or nearly, when the tests start.

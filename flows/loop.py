@@ -127,7 +127,7 @@ def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008
         lines: list[str | None] = list(workloads) if tagged(workloads) else [None]
         distils = lines if opts.distil else []
         steps = Steps(total=2 + (2 + 2 * len(lines)) * opts.cycles + 2 * len(distils))
-        steps.start("bootstrap the base model v0 (minutes the first time, then cached)")
+        steps.start("bootstrap the base model v0 (shipped for the default workloads, else minutes)")
         boot = bootstrap_base_model(rt.store, settings=rt.settings, seed=opts.seed)
         cycles: list[CycleSummary] = []
         steps.start(f"start the gateway on loopback (models served by {opts.server})")

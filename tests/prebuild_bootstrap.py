@@ -1,9 +1,10 @@
 """Pre-train the base models the tests bootstrap into the tests' shared build cache, before the
 tests start: ``make test`` runs this beside its set-up (system packages, the S3 server, the vLLM
 environment: mostly waiting on disks and the package index) and ``.ci/run`` beside lint and
-docs, so the six minutes of one core that pre-training takes overlap that waiting instead of
-running inside the end-to-end loop test beside the other test workers (where it pushed the loop
-test past its timeout).
+docs, so the pre-training overlaps that waiting instead of running inside the end-to-end tests
+beside the other test workers. The loop's v0 (the default configuration) is copied from the
+build shipped in ``tasks/demo/shipped_v0``; the exploitable-judge test's small v0 is
+pre-trained (under a minute of one core).
 
     python -m tests.prebuild_bootstrap DIR
 

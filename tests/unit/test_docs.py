@@ -37,6 +37,7 @@ ENV_ONLY = {
     "FLYWHEEL_TEST_BOOTSTRAP_CACHE",  # the tests' shared base models
     "FLYWHEEL_TEST_S3RVER_OBJECT_MIB",
     "FLYWHEEL_TEST_BIG_OBJECT_MIB",
+    "FLYWHEEL_TEST_CPU_REPORT",  # tests/cpu_report.py: CPU seconds per test
 }
 OUTSIDE = re.compile(r"DESIGN|\.\./shared|shared folder|design article", re.I)
 
