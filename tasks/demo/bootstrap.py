@@ -7,8 +7,9 @@ version, golden manifest, code version): a second call with the same inputs find
 store (or the trained directory under ``$FLYWHEEL_HOME/cache/bootstrap/<hash>``, or
 ``$FLYWHEEL_BOOTSTRAP_CACHE_DIR/<hash>``) and returns at
 once. The default configuration's build ships in ``tasks/demo/shipped_v0/<hash>``
-(:data:`SHIPPED`), so the first call copies it instead of pre-training. With ``FLYWHEEL_BASE_MODEL_PATH`` set, that Hugging Face causal LM is registered as ``v0``
-instead of training one.
+(:data:`SHIPPED`), so the first call copies it instead of pre-training. With
+``FLYWHEEL_BASE_MODEL_PATH`` set, that Hugging Face causal LM is registered as ``v0`` instead of
+training one.
 """
 
 from __future__ import annotations
@@ -152,13 +153,26 @@ def _copy_shipped(key: str, work: Path) -> bool:
     src = SHIPPED / key
     if not (src / "result.json").is_file():
         return False
-    partial = work.with_name(f"{work.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    partial = _partial(work)
     shutil.copytree(src, partial)
-    shutil.rmtree(work, ignore_errors=True)
-    partial.rename(work)
+    _complete(partial, work)
     log.info("bootstrap: v0 %s from the build shipped in %s", key, SHIPPED)
     return True
+
+
+def _partial(work: Path) -> Path:
+    """An empty path beside the cache entry ``work`` to build it in: built there and renamed
+    when complete (:func:`_complete`), a build cache that several processes share never shows
+    another one a half-written model."""
+    partial = work.with_name(f"{work.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    return partial
+
+
+def _complete(partial: Path, work: Path) -> None:
+    """Put the finished build ``partial`` in place as the cache entry ``work``."""
+    shutil.rmtree(work, ignore_errors=True)
+    partial.rename(work)
 
 
 @contextmanager
@@ -216,10 +230,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     import torch
 
     t0 = time.perf_counter()
-    # built beside ``work`` and renamed when complete: a build cache that several processes
-    # share never shows another one a half-written model
-    partial = work.with_name(f"{work.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    partial = _partial(work)
     out = partial / "model"
     out.mkdir(parents=True)
     items = domain.load_golden()
@@ -285,8 +296,7 @@ def _build(work: Path, *, config: BootstrapConfig, seed: int, settings: Settings
     (out / "lineage.json").write_text(json.dumps(info, indent=2, sort_keys=True))
     (out / "model_card.yaml").write_text(yaml.safe_dump(base_model_card(info), sort_keys=False))
     (partial / "result.json").write_text(json.dumps(info, sort_keys=True))
-    shutil.rmtree(work, ignore_errors=True)
-    partial.rename(work)
+    _complete(partial, work)
     log.info("bootstrapped v0 (%s): golden accuracy %.3f in %.0f s", source, accuracy, wall)
 
 
