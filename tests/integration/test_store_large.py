@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -205,6 +206,14 @@ def test_a_6_gib_checkpoint_publishes_to_a_disk_backed_s3_server(tmp_path: Path)
     """The 6 GiB case against s3rver, which stores parts and objects as files and assembles a
     completed multipart upload by streaming its parts from disk, so neither side holds it."""
     size = S3RVER_MIB * 1024 * 1024
+    # s3rver keeps the parts until the assembled object is written: twice the object on disk
+    # at the peak. Short of that it dies mid-upload and the publisher sees only a refused
+    # connection (this machine's disk is shared with whatever else runs on it)
+    need, free = 2 * size + 2**30, shutil.disk_usage(tmp_path).free
+    assert free >= need, (
+        f"{S3RVER_MIB} MiB to s3rver needs {need / 2**30:.1f} GiB free under {tmp_path}, "
+        f"has {free / 2**30:.1f} GiB: free disk or set FLYWHEEL_TEST_S3RVER_OBJECT_MIB"
+    )
     model_dir, markers = _big_model_dir(tmp_path, size)
     weights = model_dir / "model-00001-of-00001.safetensors"
     started = time.monotonic()
@@ -213,9 +222,16 @@ def test_a_6_gib_checkpoint_publishes_to_a_disk_backed_s3_server(tmp_path: Path)
         # CompleteMultipartUpload, sending nothing meanwhile (S3 and MinIO send keep-alive
         # whitespace): that outlasts botocore's 60 s read timeout here, and the retry then
         # fails because the upload is already complete
-        report = _publish_in_child(
-            server.endpoint, "s3://models/big", model_dir, S3RVER_CREDS, read_timeout="900"
-        )
+        try:
+            report = _publish_in_child(
+                server.endpoint, "s3://models/big", model_dir, S3RVER_CREDS, read_timeout="900"
+            )
+        except AssertionError as exc:  # what the server said, and the disk, beside the client
+            log = server.log.read_text(errors="replace")[-2000:]
+            free_gib = shutil.disk_usage(tmp_path).free / 2**30
+            raise AssertionError(
+                f"{exc}\n--- s3rver log ({free_gib:.1f} GiB free) ---\n{log}"
+            ) from None
         publish_s = time.monotonic() - started
         # the publisher (python, boto3) stays bounded: parts are read from disk as they are sent
         peak_mib = report["peak_kib"] / 1024
