@@ -94,7 +94,7 @@ _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
     r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
     r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
-    r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
+    r"center|centre|store|shop|museum|stadium|park\b|house\b|street|st\b|avenue|ave\b|road|rd\b|"
     r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building|"
     # a product or service after a brand ("Marriott Bonvoy card", "Sapphire Reserve app")
     r"cards?\b|app\b|plans?\b|membership|rewards|points|subscription|account|outlet|"
@@ -230,6 +230,9 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module);
     ``model``: the NER model itself called it a person (a full-name shape then suffices)."""
     span = text[start:end]
+    title = _TITLE_BEFORE.search(text, max(0, start - 6), start)
+    if title and EPONYMS.match(title.group(0) + span.strip()):
+        return False  # "the Dr. Martens boots": the model took the title off a brand
     if EPONYMS.match(span.strip()):
         # "Hi, this is Raymond James": a person introducing themselves by a brand's name
         return len(span.split()) >= 2 and bool(_SELF_INTRO.search(text, 0, start))
@@ -247,6 +250,8 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
         if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
             return False
+        if len(span.split()) > 2 and not _known(span.split()[-2]):
+            return False  # "Queen Elizabeth Olympic Park", "Mary Seacole Memorial Hall"
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
@@ -254,6 +259,16 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
     # shape of a full name the lexicon lacks or half knows
     return model and _full_name_shape(span)
+
+
+_TITLE_BEFORE = re.compile(r"\b\p{Lu}\p{Ll}{0,3}\.?[ \t]+$")
+
+
+def _known(word: str) -> bool:
+    """Whether the lexicon holds the word as a given name or a surname."""
+    folded = _words(word)
+    firsts, lasts = lexicon()
+    return bool(folded) and (folded[0] in firsts or folded[0] in lasts)
 
 
 _PLACE_BEFORE = re.compile(r"(?i)(?<![a-z])(?:the|at|on|in|near|along|off|via)\s+$")
@@ -281,6 +296,8 @@ def product_modifier(doc: Any, start: int, end: int) -> bool:
     if span is None or span.end >= len(doc):
         return False
     k = span.end
+    possessive = doc[k].tag_ == "POS"  # "my Levi's jeans", "a McDonald's burger"
+    k += possessive
     while k < len(doc) and doc[k].tag_ == "JJ" and doc[k].is_lower:
         k += 1
     if not (k < len(doc) and _common_noun(doc[k])):
@@ -288,7 +305,12 @@ def product_modifier(doc: Any, start: int, end: int) -> bool:
     before = doc[span.start - 1] if span.start > 0 else None
     if before is not None and before.tag_ in ("DT", "PRP$"):
         return True
-    if before is not None and not (before.is_space or before.text in (".", "!", "?", ":")):
+    # a measure of it: "a case of Sam Adams lager", "two bottles of Jack Daniel's whiskey"
+    if before is not None and before.lower_ == "of" and span.start > 1:
+        return bool(doc[span.start - 2].tag_ in ("NN", "NNS") and doc[span.start - 2].is_lower)
+    if possessive or (
+        before is not None and not (before.is_space or before.text in (".", "!", "?", ":"))
+    ):
         return False
     while k < len(doc) and _common_noun(doc[k]):
         k += 1

@@ -16,6 +16,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
 from tasks.pii.name_cues import cued_name_spans, fold, particles_end
+from tasks.pii.name_objects import object_name_spans
 from tasks.pii.name_spans import structured_name_spans
 from tasks.pii.names import (
     NAME_PARTICLES,
@@ -145,6 +146,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             score=0.5,
             spans=subject_name_spans,
             doc="Names as a clause's subject, lower-case names (see tasks.pii.subjects).",
+        )(**lang),
+        person_recognizer(
+            name="ObjectNameRecognizer",
+            score=0.5,
+            spans=object_name_spans,
+            doc="Names beside a name or in a person's slot (see tasks.pii.name_objects).",
         )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
