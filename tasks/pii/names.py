@@ -73,7 +73,16 @@ EPONYMS = re.compile(
     r"est[eé]e\s+lauder|hugo\s+boss|ted\s+baker|john\s+lewis|john\s+deere|jack\s+daniel'?s|"
     r"ben\s*&\s*jerry'?s|mary\s+kay|martha\s+stewart|sherwin[\s-]+williams|dolce\s*&\s*gabbana|"
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
-    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
+    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein|"
+    # fashion, beauty, food and drink houses that carry their founder's full name
+    r"tom\s+ford|marc\s+jacobs|stella\s+mccartney|alexander\s+mcqueen|victoria\s+beckham|"
+    r"yves\s+saint\s+laurent|christian\s+(?:dior|louboutin)|jean\s+paul\s+gaultier|"
+    r"vivienne\s+westwood|kenneth\s+cole|steve\s+madden|stuart\s+weitzman|sam\s+edelman|"
+    r"vera\s+bradley|carolina\s+herrera|ben\s+sherman|fred\s+perry|tommy\s+(?:bahama|hilfiger)|"
+    r"paul\s+mitchell|jo\s+malone|bobbi\s+brown|charlotte\s+tilbury|laura\s+mercier|"
+    r"betty\s+crocker|sara\s+lee|johnnie\s+walker|jim\s+beam|captain\s+morgan|"
+    r"sam(?:uel)?\s+adams|jose\s+cuervo|george\s+foreman|levi\s+strauss|"
+    r"wolfgang\s+puck|lord\s*&\s*taylor)$"
 )
 # the words of a self-introduction or an address before a name (also the fallback's cue,
 # tasks.pii.recognizers._NAME_CUE)
@@ -94,7 +103,7 @@ _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
     r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
     r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
-    r"center|centre|store|shop|museum|stadium|park\b|house\b|street|st\b|avenue|ave\b|road|rd\b|"
+    r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
     r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building|"
     # a product or service after a brand ("Marriott Bonvoy card", "Sapphire Reserve app")
     r"cards?\b|app\b|plans?\b|membership|rewards|points|subscription|account|outlet|"
@@ -250,8 +259,13 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
         if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
             return False
-        if len(span.split()) > 2 and not _known(span.split()[-2]):
-            return False  # "Queen Elizabeth Olympic Park", "Mary Seacole Memorial Hall"
+        if len(span.split()) > 2 and not _known(span.split()[-2]) or not _known(last):
+            # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also
+            # a place word stays ("Lois Lane", "Minji Park"), and so does a cued name
+            if not _person_cue(text, start, end):
+                return False
+    if _named_place(span, after) and not _person_cue(text, start, end):
+        return False  # "Lenin Square is", "Reagan National flights", "Ruth's Chris Steak House"
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
@@ -259,6 +273,34 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
     # shape of a full name the lexicon lacks or half knows
     return model and _full_name_shape(span)
+
+
+# a building's or a place's word after a person's name ("Lenin Square", "Reagan National",
+# "Prince Charles Cinema"); these are surnames too ("Shirley Temple"), so a cue or a surname
+# the lexicon knows keeps a person
+PLACE_WORD = re.compile(
+    r"(?i)^(?:cinema|theat(?:re|er)|mausoleum|memorial|monument|cathedral|church|mosque|temple|"
+    r"library|arena|hall|house|square|sq|(?:inter)?national)$"
+)
+
+
+_SPEECH_AFTER = re.compile(r"(?i)\s+(?:here|speaking|wrote|said|told|asked|called)\b")
+
+
+def _person_cue(text: str, start: int, end: int) -> bool:
+    """A title, greeting or role before the span, or a verb of speech after it ("is the"
+    after it is no cue here: "Lenin Square is the meeting point")."""
+    before = text[max(0, start - 40) : start]
+    return bool(_CUE_BEFORE.search(before) or _SPEECH_AFTER.match(text, end))
+
+
+def _named_place(span: str, after: str) -> bool:
+    """Whether the span ends in a place word it is not a surname in, or one follows it."""
+    words = span.split()
+    following = re.match(r"[ \t]+([\p{L}]+)", after)
+    if following and PLACE_WORD.match(following.group(1)):
+        return True
+    return len(words) > 1 and bool(PLACE_WORD.match(words[-1])) and not _known(words[-1])
 
 
 _TITLE_BEFORE = re.compile(r"\b\p{Lu}\p{Ll}{0,3}\.?[ \t]+$")
@@ -298,6 +340,10 @@ def product_modifier(doc: Any, start: int, end: int) -> bool:
     k = span.end
     possessive = doc[k].tag_ == "POS"  # "my Levi's jeans", "a McDonald's burger"
     k += possessive
+    determined = span.start > 0 and doc[span.start - 1].tag_ in ("DT", "PRP$")
+    line = k
+    while determined and k < len(doc) and k - line < 2 and doc[k].tag_ in ("NNP", "CD"):
+        k += 1  # a product line between them: "the Marc Jacobs Daisy perfume"
     while k < len(doc) and doc[k].tag_ == "JJ" and doc[k].is_lower:
         k += 1
     if not (k < len(doc) and _common_noun(doc[k])):

@@ -192,6 +192,8 @@ def _corroborated_ner(base: type) -> type:
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
             found = super().analyze(text, entities, nlp_artifacts)
+            for r in found:  # "Mary Kay foundation": the model ran on into a common noun
+                r.end = _without_lower_tail(text, r.start, r.end)
             doc = getattr(nlp_artifacts, "tokens", None)
             return [
                 r
@@ -203,6 +205,19 @@ def _corroborated_ner(base: type) -> type:
 
     CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
     return CorroboratedSpacyRecognizer
+
+
+def _without_lower_tail(text: str, start: int, end: int) -> int:
+    """The end of a capitalised name span without the lower-case words the model ran on
+    into ("Mary Kay foundation"); a name typed all in lower case keeps its words."""
+    words = list(re.finditer(r"\S+", text[start:end]))
+    if not words or not words[0].group(0)[:1].isupper():
+        return end
+    while len(words) > 1 and words[-1].group(0).isalpha() and words[-1].group(0).islower():
+        if words[-1].group(0) in NAME_PARTICLES:
+            break
+        words.pop()
+    return start + words[-1].end()
 
 
 def _candidate_phone_recognizer(base: type) -> type:

@@ -5,8 +5,9 @@ calls ORG), full names whose words are also places or words ("Sydney Price"), lo
 names typed in a hurry, passport numbers in an identity check (KYC) without travel words,
 addresses that open with the house or plot and name a landmark, and passwords on a command
 line. The precision side: companies and places joined by "and", brands named after people
-before what they sell (behind a possessive, a title or a measure), a park named after a
-queen, codes and tickets in a KYC text, command-line flags."""
+before what they sell (behind a possessive, a title, a measure or a product line), squares,
+airports and parks named after people (a surname that is also a place word stays a name
+after a title or before "called"), codes and tickets in a KYC text, command-line flags."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ GONE = [
         ["Aminu Kano Crescent", "Wuse", "Abuja"],
     ),
     ("curl -u deploy:Tz9kLq2Wm7 https://ci.example.org/api returns 403", ["Tz9kLq2Wm7"]),
+    # a surname that is also a place word, with a cue: still a person
+    ("Shirley Temple called about the invoice", ["Shirley", "Temple"]),
+    ("Dear Ms Church, your order shipped", ["Church"]),
 ]
 
 
@@ -61,5 +65,9 @@ def test_companies_brands_places_codes_and_flags_stay() -> None:
         "see No. 5, Chapter 2, Section 4 in the manual",
         "spoke to support earlier, they will call back",
         "docker run -p8080:80 nginx",
+        "Lenin Square is the meeting point",
+        "Reagan National flights are delayed again",
+        "the Marc Jacobs Daisy perfume leaked in the box",
+        "Mary Kay foundation arrived broken",
     ]
     assert _texts(clean) == clean
