@@ -21,6 +21,7 @@ from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.name_cues import fold
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
+from tasks.pii.vocabulary import unseen
 
 _JOINERS = frozenset("and & or".split())
 # verbs done to a person: the proper noun after them is one ("refunded Dallas Price")
@@ -42,7 +43,7 @@ def object_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
     doc = getattr(nlp_artifacts, "tokens", None)
     if doc is None or not len(doc):
         return []
-    spans = _coordinated(doc) + _both_known(doc) + _lower_slot_names(doc)
+    spans = _coordinated(doc) + _both_known(doc) + _lower_slot_names(doc) + _unseen_runs(doc)
     return [(doc[a].idx, doc[b - 1].idx + len(doc[b - 1])) for a, b in spans]
 
 
@@ -173,11 +174,27 @@ def _lower_slot_names(doc: Any) -> list[tuple[int, int]]:
         if j < len(doc) and _lower_word(doc[j]) and not _lower_word_at(doc, j + 1):
             j += 1
         words = [fold(t.text) for t in doc[i:j]]
-        if not any(w in firsts or (j - i == 2 and w in lasts) for w in words):
-            continue
-        slot = i > 0 and (doc[i - 1].lower_ in _LOWER_SLOT or doc[i - 1].lower_ in _PERSON_VERBS)
+        strange = [_unseen_name(t) for t in doc[i:j]]
+        pair = j - i == 2
+        if not any(w in firsts or (pair and w in lasts) for w in words):
+            # words the model never met ("tendai moyo"): a pair both of them, or one alone
+            # where only a person stands
+            # and the tagger reads one as a proper noun ("doorbell firmware" stays)
+            proper = any(t.tag_ in ("NNP", "NNPS", "FW") for t in doc[i:j])
+            if not proper or not (
+                all(strange)
+                if pair
+                else strange[0] and _strong_slot(doc, i) and _called_person(doc, j)
+            ):
+                continue
+        before = doc[i - 1] if i > 0 else None
+        slot = (
+            before is not None
+            and before.is_lower  # "my Ring doorbell" is a brand's
+            and (before.lower_ in _LOWER_SLOT or before.lower_ in _PERSON_VERBS)
+        )
         speech = j < len(doc) and doc[j].lower_ in _SPEECH and (i == 0 or not doc[i - 1].is_alpha)
-        if j - i == 1 and not (words[0] in firsts and (slot or speech)):
+        if j - i == 1 and not ((words[0] in firsts or strange[0]) and (slot or speech)):
             continue
         if j - i == 2 and not (slot and _boundary_after(doc, j)):
             continue
@@ -196,7 +213,9 @@ def _lower_word(tok: Any) -> bool:
         and w not in STOP_WORDS
         and fold(w) not in AMBIGUOUS
         and not w.endswith(("ing", "ed", "ly"))
-        and tok.tag_ in ("NN", "NNS", "NNP", "NNPS", "JJ", "FW")
+        and (
+            tok.tag_ in ("NN", "NNS", "NNP", "NNPS", "JJ", "FW") or tok.tag_ == "VB" and unseen(tok)
+        )
         and w not in _LOWER_SLOT
         and tok.ent_type_ not in _NOT_PERSON_ENT
     )
@@ -217,3 +236,76 @@ def _boundary_after(doc: Any, k: int) -> bool:
         or tok.lower_ in STOP_WORDS
         or tok.tag_[:2] in ("VB", "RB", "MD")
     )
+
+
+# where only a person stands: "spoke to ...", "tell ...", "cc ...", "refund ..."
+_TALKED = frozenset("spoke talked speak talk spoken chatted chat".split())
+
+
+def _strong_slot(doc: Any, i: int) -> bool:
+    if i == 0 or not doc[i - 1].is_lower:
+        return False
+    before = doc[i - 1].lower_
+    if before in _PERSON_VERBS or before in ("tell", "ask", "cc"):
+        return True
+    return before in ("to", "with") and i > 1 and doc[i - 2].lower_ in _TALKED
+
+
+def _unseen_name(tok: Any) -> bool:
+    """A word the model never met that could be a name: letters with a vowel, no
+    abbreviation ("pls", "thx")."""
+    w = tok.text
+    return bool(unseen(tok) and len(w) >= 3 and any(c in "aeiouy" for c in w.lower()))
+
+
+# a place's preposition before a run ("in Osu Badu", "near Ikota Ajah"): a place, not a name
+_PLACE_PREPOSITIONS = frozenset("in at on near around via off along into opposite behind".split())
+
+
+def _unseen_runs(doc: Any) -> list[tuple[int, int]]:
+    """Two or three capitalised words the model never met, or the lexicon's names among
+    them ("Priyanka Jayawardena needs a copy", "Folake Adeyinka rang"), that the model does
+    not call a place, product or date and no place preposition or company word frames."""
+    firsts, lasts = lexicon()
+    found = []
+    i = 0
+    while i < len(doc):
+        j = _run(doc, i)
+        if j - i < 2:
+            i = max(j, i + 1)
+            continue
+        run = doc[i:j]
+        strange = [_unseen_name(t) for t in run]
+        known = [fold(t.text) in firsts or fold(t.text) in lasts for t in run]
+        if (
+            any(strange)
+            and all(s or k for s, k in zip(strange, known, strict=True))
+            and all(t.tag_ in ("NNP", "NNPS", "NN") for t in run)
+            and not any(t.ent_type_ in _NOT_PERSON_ENT for t in run)
+            and not (i > 0 and doc[i - 1].lower_ in _PLACE_PREPOSITIONS)
+            and not (i > 0 and fold(doc[i - 1].text) in STREET_FIRST)  # "Rua Oscar Freire"
+            and not (j < len(doc) and (_name_like_after(doc[j]) or _common_noun(doc[j])))
+            # the model calls it a company: only where a person stands ("cc Wanjiru Kamau",
+            # "Ama Serwaa said she ..."; "Supabase Auth rejects the link" stays)
+            and (
+                not any(t.ent_type_ == "ORG" for t in run)
+                or _strong_slot(doc, i)
+                or _called_person(doc, j)
+            )
+            and not EPONYMS.match(run.text)
+        ):
+            found.append((i, j))
+        i = j
+    return found
+
+
+def _common_noun(tok: Any) -> bool:
+    """A lower-case noun after a run makes the run its modifier ("Injera Tibs platter")."""
+    return bool(tok.tag_ in ("NN", "NNS") and tok.is_lower)
+
+
+def _called_person(doc: Any, k: int) -> bool:
+    """The words after ``k`` call someone "he" or "she", or speak ("says", "said")."""
+    if k < len(doc) and doc[k].lower_ in _SPEECH:
+        return True
+    return any(t.lower_ in ("he", "she", "him", "her") for t in doc[k : k + 12])
