@@ -100,7 +100,7 @@ _UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 # Nairobi", "No. 45/2, 3rd Cross, Indiranagar, Bengaluru 560038", "Blk 5 Lot 12, Mabuhay
 # St., Brgy. San Isidro, Quezon City 1103", "Plot 27, Admiralty Way, Lekki Phase 1, Lagos")
 _HOUSE = (
-    r"(?i:(?:house|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot)\.?\s*"
+    r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok)\.?\s*"
     r"(?:no\.?\s*)?#?\s*|no\.\s*)"
     r"(?:\d[\w/-]{0,6}|(?-i:[A-Z])(?![\w]))"
 )
