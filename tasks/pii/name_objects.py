@@ -194,10 +194,16 @@ def _lower_slot_names(doc: Any) -> list[tuple[int, int]]:
             and (before.lower_ in _LOWER_SLOT or before.lower_ in _PERSON_VERBS)
         )
         speech = j < len(doc) and doc[j].lower_ in _SPEECH and (i == 0 or not doc[i - 1].is_alpha)
-        if j - i == 1 and not ((words[0] in firsts or strange[0]) and (slot or speech)):
+        # a given name that is also a word ("apply for job", "donate for charity") counts
+        # after "to"/"for" only when the model never met it or tags it a proper noun
+        plain = not (strange[0] or doc[i].tag_ in ("NNP", "NNPS")) and not _strong_slot(doc, i)
+        if j - i == 1 and not (
+            (words[0] in firsts or strange[0]) and (speech or slot and not plain)
+        ):
             continue
-        if j - i == 2 and not (slot and _boundary_after(doc, j)):
-            continue
+        named = all(w in firsts or w in lasts or x for w, x in zip(words, strange, strict=True))
+        if j - i == 2 and not (slot and named and _boundary_after(doc, j)):
+            continue  # "apply for job openings" stays
         found.append((i, j))
     return found
 
