@@ -290,6 +290,7 @@ def _unseen_runs(doc: Any) -> list[tuple[int, int]]:
             and not any(t.ent_type_ in _NOT_PERSON_ENT for t in run)
             and not (i > 0 and doc[i - 1].lower_ in _PLACE_PREPOSITIONS)
             and not (i > 0 and fold(doc[i - 1].text) in STREET_FIRST)  # "Rua Oscar Freire"
+            and not (i > 0 and doc[i - 1].tag_ in ("DT", "PRP$"))  # "my Oneplus Nord"
             and not (j < len(doc) and (_name_like_after(doc[j]) or _common_noun(doc[j])))
             # the model calls it a company: only where a person stands ("cc Wanjiru Kamau",
             # "Ama Serwaa said she ..."; "Supabase Auth rejects the link" stays)

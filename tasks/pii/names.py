@@ -271,8 +271,13 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         return True
     # two or three capitalised words, none a stop word nor an ambiguous name word ("Zainab
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
-    # shape of a full name the lexicon lacks or half knows
-    return model and _full_name_shape(span)
+    # shape of a full name the lexicon lacks or half knows; after "my" or "the" a thing's
+    # ("my Oneplus Nord keeps rebooting")
+    owned = _OWNED.search(text, max(0, start - 8), start)
+    return model and _full_name_shape(span) and not owned
+
+
+_OWNED = re.compile(r"(?i)(?<![a-z])(?:my|our|your|the|a|an|this|that)[ \t]+$")
 
 
 # a building's or a place's word after a person's name ("Lenin Square", "Reagan National",

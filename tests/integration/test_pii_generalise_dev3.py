@@ -81,5 +81,6 @@ def test_companies_brands_places_codes_and_flags_stay() -> None:
         "refund for doorbell firmware issue",
         "apply for job openings on the site",
         "donate for charity at checkout",
+        "my Oneplus Nord keeps rebooting",
     ]
     assert _texts(clean) == clean
