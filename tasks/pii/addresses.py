@@ -1,6 +1,8 @@
 """Street addresses as people type them: house number, street name in any case, a street
 suffix, then what follows it (unit, city, state and ZIP or a UK postcode), PO boxes, and
-unit-first forms ("Flat 3, 12 Baker Street"). A street name is at most four words, none an
+unit-first forms ("Flat 3, 12 Baker Street"), and addresses that open with the house or plot and
+run through locality, landmark and city ("House No. 112, Ngong Road, opposite the petrol
+station, Nairobi"). A street name is at most four words, none an
 English stop word ("3 kids in the park" is no address). A full postcode that points at a
 handful of doors (UK ``M20 2XY``, Irish Eircode ``D04 E6P2``, Canadian ``H3B 1H7``) is an
 address with the comma-separated place, street and unit parts written before it ("Unit 3B,
@@ -93,6 +95,31 @@ _PO_BOX = re.compile(
     rf"(?-i:(?:,?\s+{_CITY})?(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+(?:{_POSTCODE}|\d{{4}}))?(?![\w]))?"
 )
 _UNIT_START = re.compile(rf"(?i){_UNIT}\s")
+# an address that opens with its house, plot or flat and runs through comma-separated parts:
+# locality, landmark, city, PIN ("House No. 112, Ngong Road, opposite Total petrol station,
+# Nairobi", "No. 45/2, 3rd Cross, Indiranagar, Bengaluru 560038", "Blk 5 Lot 12, Mabuhay
+# St., Brgy. San Isidro, Quezon City 1103", "Plot 27, Admiralty Way, Lekki Phase 1, Lagos")
+_HOUSE = (
+    r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok)\.?\s*"
+    r"(?:no\.?\s*)?#?\s*|no\.\s*)"
+    r"(?:\d[\w/-]{0,6}|(?-i:[A-Z])(?![\w]))"
+)
+_PART = (
+    r"(?:(?i:opposite|opp\.|near|behind|beside|off|next\s+to|close\s+to)\s+"
+    r"(?:[\p{L}\d'&.-]+\s?){1,5}"
+    r"|(?:\d{1,4}(?:st|nd|rd|th)?\s+)?\p{Lu}[\p{L}'.-]*(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,6}|of))*"
+    r"|\d{4,6})"
+)
+_MARKED = re.compile(
+    rf"(?<![\w-]){_HOUSE}(?:,?\s+(?i:lot|blk|block|flat|floor|wing)\s*[\w-]{{1,5}})*"
+    rf"(?:,\s*{_PART}){{2,6}}"
+)
+# a street or a locality word in one of those parts: they name a place, not a product
+_LOCALITY = re.compile(
+    r"(?i)(?<![a-z])(?:road|rd|street|st|avenue|ave|cross|main|way|lane|close|crescent|drive|"
+    r"court|brgy|barangay|purok|sitio|nagar|estate|layout|sector|colony|extension|"
+    r"market|junction|petrol|station|church|mosque|school|bus\s+stop)(?![a-z])"
+)
 
 
 def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
@@ -109,6 +136,7 @@ def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]
         street = m.group(0).split(",")[0]
         if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
             spans.append((m.start(), m.end()))
+    spans += [m.span() for m in _MARKED.finditer(text) if _LOCALITY.search(m.group(0))]
     return spans + _cued_spans(text) + _postcode_spans(text)
 
 

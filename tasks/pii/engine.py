@@ -25,6 +25,7 @@ from tasks.pii.korean.not_personal import not_personal
 from tasks.pii.normalize import Normalized, normalize
 from tasks.pii.recognizers import build_recognizers
 from tasks.pii.structured import QUOTED, apply_structure
+from tasks.pii.vocabulary import remember
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, RecognizerResult
@@ -112,7 +113,9 @@ def load_spacy(model: str) -> Any:
     # NER plus the tagger (NNP/NNPS for the name fallback). The parser, attribute ruler and
     # lemmatizer cost ~15 % and only feed Presidio's context boost, which no finding needs to
     # pass the threshold (validated patterns score high on their own)
-    return spacy.load(model, exclude=["parser", "attribute_ruler", "lemmatizer"])
+    nlp = spacy.load(model, exclude=["parser", "attribute_ruler", "lemmatizer"])
+    remember(nlp)  # the words it met in training, before any text adds to its vocabulary
+    return nlp
 
 
 def _nlp_engine(config: PiiConfig) -> Any:

@@ -80,6 +80,8 @@ _DOC_ONLY_SIBLINGS = frozenset(
     "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
     "nationality issuing_authority".split()
 )
+# a record of an identity document ("kyc": {"type": "passport", "number": ...})
+_DOC_PARENTS = frozenset("doc document kyc identity id_doc id_document identity_document".split())
 _DOC_SIBLINGS = frozenset(
     "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
     "nationality expiry expiry_date date_of_expiry expires issuing_authority".split()
@@ -229,7 +231,7 @@ def field_type(field: Field) -> str | None:
     siblings = {norm_key(s) for s in field.siblings}
     if key in _DOC_NUMBER_KEYS and siblings & _DOC_SIBLINGS:
         own = "PASSPORT"
-    if key in ("number", "no") and (siblings & _DOC_ONLY_SIBLINGS or parent in ("doc", "document")):
+    if key in ("number", "no") and (siblings & _DOC_ONLY_SIBLINGS or parent in _DOC_PARENTS):
         own = "PASSPORT"  # "doc": {"number": ..., "issuing_country": ...}
     if own is None and key in _GENERIC_ID and parent:
         parent_type = key_type(parent)

@@ -146,7 +146,7 @@ RULES: tuple[ContextRule, ...] = (
         "PASSPORT",
         _cue(
             r"(?:old|new|current|previous|other|my|the|its|it's)\s+(?:number|no|one)|"
-            r"mine\s+is|mine:|it'?s|(?:document|doc)[\s_-]*(?:no|number|#|num|nr)\.?"
+            r"mine\s+is|mine:|it'?s|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?"
         ),
         _ID_RE,
         lambda value: (

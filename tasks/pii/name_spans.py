@@ -11,7 +11,14 @@ import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.name_cues import NOT_A_NAME
-from tasks.pii.names import AMBIGUOUS, KOREAN_SURNAMES, corroborated, lexicon, lexicon_support
+from tasks.pii.names import (
+    AMBIGUOUS,
+    KOREAN_SURNAMES,
+    corroborated,
+    lexicon,
+    lexicon_support,
+    product_modifier,
+)
 from tasks.pii.structured import scan
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
@@ -120,7 +127,11 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         if corroborated(text, *m.span("name")) and not _company_speaking(doc, *m.span("name")):
             spans.append((m.start("name"), m.end("name")))
     spans += romanised_korean_spans(text)
-    spans += [m.span() for m in _PAIR.finditer(text, overlapped=True) if _known_pair(text, m)]
+    spans += [
+        m.span()
+        for m in _PAIR.finditer(text, overlapped=True)
+        if _known_pair(text, m) and not product_modifier(doc, *m.span())
+    ]
     return spans
 
 

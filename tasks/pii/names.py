@@ -73,7 +73,16 @@ EPONYMS = re.compile(
     r"est[eé]e\s+lauder|hugo\s+boss|ted\s+baker|john\s+lewis|john\s+deere|jack\s+daniel'?s|"
     r"ben\s*&\s*jerry'?s|mary\s+kay|martha\s+stewart|sherwin[\s-]+williams|dolce\s*&\s*gabbana|"
     r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
-    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein)$"
+    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein|"
+    # fashion, beauty, food and drink houses that carry their founder's full name
+    r"tom\s+ford|marc\s+jacobs|stella\s+mccartney|alexander\s+mcqueen|victoria\s+beckham|"
+    r"yves\s+saint\s+laurent|christian\s+(?:dior|louboutin)|jean\s+paul\s+gaultier|"
+    r"vivienne\s+westwood|kenneth\s+cole|steve\s+madden|stuart\s+weitzman|sam\s+edelman|"
+    r"vera\s+bradley|carolina\s+herrera|ben\s+sherman|fred\s+perry|tommy\s+(?:bahama|hilfiger)|"
+    r"paul\s+mitchell|jo\s+malone|bobbi\s+brown|charlotte\s+tilbury|laura\s+mercier|"
+    r"betty\s+crocker|sara\s+lee|johnnie\s+walker|jim\s+beam|captain\s+morgan|"
+    r"sam(?:uel)?\s+adams|jose\s+cuervo|george\s+foreman|levi\s+strauss|"
+    r"wolfgang\s+puck|lord\s*&\s*taylor)$"
 )
 # the words of a self-introduction or an address before a name (also the fallback's cue,
 # tasks.pii.recognizers._NAME_CUE)
@@ -230,6 +239,9 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     """Whether a model or proper-noun name hit ``text[start:end]`` is kept (see module);
     ``model``: the NER model itself called it a person (a full-name shape then suffices)."""
     span = text[start:end]
+    title = _TITLE_BEFORE.search(text, max(0, start - 6), start)
+    if title and EPONYMS.match(title.group(0) + span.strip()):
+        return False  # "the Dr. Martens boots": the model took the title off a brand
     if EPONYMS.match(span.strip()):
         # "Hi, this is Raymond James": a person introducing themselves by a brand's name
         return len(span.split()) >= 2 and bool(_SELF_INTRO.search(text, 0, start))
@@ -247,13 +259,63 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
         if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
             return False
+        if len(span.split()) > 2 and not _known(span.split()[-2]) or not _known(last):
+            # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also
+            # a place word stays ("Lois Lane", "Minji Park"), and so does a cued name
+            if not _person_cue(text, start, end):
+                return False
+    if _named_place(span, after) and not _person_cue(text, start, end):
+        return False  # "Lenin Square is", "Reagan National flights", "Ruth's Chris Steak House"
     support = lexicon_support(span)
     if support == 2 or has_cue(text, start, end):
         return True
     # two or three capitalised words, none a stop word nor an ambiguous name word ("Zainab
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
-    # shape of a full name the lexicon lacks or half knows
-    return model and _full_name_shape(span)
+    # shape of a full name the lexicon lacks or half knows; after "my" or "the" a thing's
+    # ("my Oneplus Nord keeps rebooting")
+    owned = _OWNED.search(text, max(0, start - 8), start)
+    return model and _full_name_shape(span) and not owned
+
+
+_OWNED = re.compile(r"(?i)(?<![a-z])(?:my|our|your|the|a|an|this|that)[ \t]+$")
+
+
+# a building's or a place's word after a person's name ("Lenin Square", "Reagan National",
+# "Prince Charles Cinema"); these are surnames too ("Shirley Temple"), so a cue or a surname
+# the lexicon knows keeps a person
+PLACE_WORD = re.compile(
+    r"(?i)^(?:cinema|theat(?:re|er)|mausoleum|memorial|monument|cathedral|church|mosque|temple|"
+    r"library|arena|hall|house|square|sq|(?:inter)?national)$"
+)
+
+
+_SPEECH_AFTER = re.compile(r"(?i)\s+(?:here|speaking|wrote|said|told|asked|called)\b")
+
+
+def _person_cue(text: str, start: int, end: int) -> bool:
+    """A title, greeting or role before the span, or a verb of speech after it ("is the"
+    after it is no cue here: "Lenin Square is the meeting point")."""
+    before = text[max(0, start - 40) : start]
+    return bool(_CUE_BEFORE.search(before) or _SPEECH_AFTER.match(text, end))
+
+
+def _named_place(span: str, after: str) -> bool:
+    """Whether the span ends in a place word it is not a surname in, or one follows it."""
+    words = span.split()
+    following = re.match(r"[ \t]+([\p{L}]+)", after)
+    if following and PLACE_WORD.match(following.group(1)):
+        return True
+    return len(words) > 1 and bool(PLACE_WORD.match(words[-1])) and not _known(words[-1])
+
+
+_TITLE_BEFORE = re.compile(r"\b\p{Lu}\p{Ll}{0,3}\.?[ \t]+$")
+
+
+def _known(word: str) -> bool:
+    """Whether the lexicon holds the word as a given name or a surname."""
+    folded = _words(word)
+    firsts, lasts = lexicon()
+    return bool(folded) and (folded[0] in firsts or folded[0] in lasts)
 
 
 _PLACE_BEFORE = re.compile(r"(?i)(?<![a-z])(?:the|at|on|in|near|along|off|via)\s+$")
@@ -281,6 +343,12 @@ def product_modifier(doc: Any, start: int, end: int) -> bool:
     if span is None or span.end >= len(doc):
         return False
     k = span.end
+    possessive = doc[k].tag_ == "POS"  # "my Levi's jeans", "a McDonald's burger"
+    k += possessive
+    determined = span.start > 0 and doc[span.start - 1].tag_ in ("DT", "PRP$")
+    line = k
+    while determined and k < len(doc) and k - line < 2 and doc[k].tag_ in ("NNP", "CD"):
+        k += 1  # a product line between them: "the Marc Jacobs Daisy perfume"
     while k < len(doc) and doc[k].tag_ == "JJ" and doc[k].is_lower:
         k += 1
     if not (k < len(doc) and _common_noun(doc[k])):
@@ -288,7 +356,12 @@ def product_modifier(doc: Any, start: int, end: int) -> bool:
     before = doc[span.start - 1] if span.start > 0 else None
     if before is not None and before.tag_ in ("DT", "PRP$"):
         return True
-    if before is not None and not (before.is_space or before.text in (".", "!", "?", ":")):
+    # a measure of it: "a case of Sam Adams lager", "two bottles of Jack Daniel's whiskey"
+    if before is not None and before.lower_ == "of" and span.start > 1:
+        return bool(doc[span.start - 2].tag_ in ("NN", "NNS") and doc[span.start - 2].is_lower)
+    if possessive or (
+        before is not None and not (before.is_space or before.text in (".", "!", "?", ":"))
+    ):
         return False
     while k < len(doc) and _common_noun(doc[k]):
         k += 1

@@ -16,6 +16,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 from tasks.pii.addresses import street_address_spans
 from tasks.pii.greetings import lower_name_recognizer
 from tasks.pii.name_cues import cued_name_spans, fold, particles_end
+from tasks.pii.name_objects import object_name_spans
 from tasks.pii.name_spans import structured_name_spans
 from tasks.pii.names import (
     NAME_PARTICLES,
@@ -146,6 +147,12 @@ def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[An
             spans=subject_name_spans,
             doc="Names as a clause's subject, lower-case names (see tasks.pii.subjects).",
         )(**lang),
+        person_recognizer(
+            name="ObjectNameRecognizer",
+            score=0.5,
+            spans=object_name_spans,
+            doc="Names beside a name or in a person's slot (see tasks.pii.name_objects).",
+        )(**lang),
         pattern("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer"),
         pattern("UK_NINO", _NINO, 0.5, "UkNinoRecognizer"),
         # a capitalised word there is the model's and the cue rules' to judge ("thanks Amazon")
@@ -185,6 +192,8 @@ def _corroborated_ner(base: type) -> type:
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
             found = super().analyze(text, entities, nlp_artifacts)
+            for r in found:  # "Mary Kay foundation": the model ran on into a common noun
+                r.end = _without_lower_tail(text, r.start, r.end)
             doc = getattr(nlp_artifacts, "tokens", None)
             return [
                 r
@@ -196,6 +205,19 @@ def _corroborated_ner(base: type) -> type:
 
     CorroboratedSpacyRecognizer.__name__ = "SpacyRecognizer"
     return CorroboratedSpacyRecognizer
+
+
+def _without_lower_tail(text: str, start: int, end: int) -> int:
+    """The end of a capitalised name span without the lower-case words the model ran on
+    into ("Mary Kay foundation"); a name typed all in lower case keeps its words."""
+    words = list(re.finditer(r"\S+", text[start:end]))
+    if not words or not words[0].group(0)[:1].isupper():
+        return end
+    while len(words) > 1 and words[-1].group(0).isalpha() and words[-1].group(0).islower():
+        if words[-1].group(0) in NAME_PARTICLES:
+            break
+        words.pop()
+    return start + words[-1].end()
 
 
 def _candidate_phone_recognizer(base: type) -> type:

@@ -1,7 +1,8 @@
 """Secrets users paste into chat: cloud and SaaS keys by their published prefixes, JWTs,
 private-key blocks, an AWS secret key beside its access key id, whatever follows "password
 is" / "password for the portal:" / "api key:" / "token=", the password of a connection string
-(``postgres://user:PASSWORD@host``, placeholders such as ``${DB_PASS}`` stay), and a
+(``postgres://user:PASSWORD@host``, placeholders such as ``${DB_PASS}`` stay) or of a command
+line (``curl -u user:PASSWORD``, ``--password=...``, ``Authorization: Basic ...``), and a
 password-shaped value after "the new one is".
 
 A keyed value ("password: hunter2") is a secret when the key is explicit (``:``, ``=``, "is",
@@ -29,6 +30,10 @@ _TOKENS = re.compile(
     r"|\d{8,10}:AA[A-Za-z0-9_-]{30,}"
     r"|SK[0-9a-f]{32}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
     r"|npm_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+    # Slack app-level, Shopify, Hugging Face, DigitalOcean, Google OAuth, Square, Brevo, Groq
+    r"|xapp-[A-Za-z0-9-]{10,}|shp(?:at|ss|ca|pa)_[A-Fa-f0-9]{32}|hf_[A-Za-z0-9]{30,}"
+    r"|do[opr]_v1_[a-f0-9]{64}|ya29\.[A-Za-z0-9_-]{20,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{20,}"
+    r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|gsk_[A-Za-z0-9]{40,}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r")(?![\w])"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
@@ -38,7 +43,7 @@ _KEYED = re.compile(
     # a bare "pass" only as a key ("pass: x", "pass=x"): a boarding or day pass is no secret
     r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)|pass(?=\s*[:=])|pwd|pw|pin(?:\s*code)?|"
     r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
-    r"client[\s_-]?secret|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
+    r"client[\s_-]?secret|account[\s_-]?key|shared[\s_-]?access[\s_-]?key|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
     # what opens a network: "the wifi key is ...", "WPA2 passphrase: ..."
     r"(?:wi-?fi|wpa2?|wpa3|network|wireless)[\s_-]?key|"
     r"비밀번호|비번|암호)(?![a-z])"
@@ -65,6 +70,14 @@ _NEW_ONE = re.compile(
 _LOGIN_PAIR = re.compile(
     r"(?i)(?<![a-z])(?:log-?in|credentials|creds|user(?:name)?\s*/\s*pass(?:word)?)"
     r"\s*(?:is|are|:|=)?\s*[^\s/:]{2,64}\s*[/:]\s*(?P<value>[^\s\"'`]{6,64})"
+)
+# a password given to a command line: "curl -u admin:PASSWORD", "wget --password=...",
+# "mysql -u root -pPASSWORD", "Authorization: Basic dXNlcjpwYXNz" (user:password in base64)
+_COMMAND_LINE = re.compile(
+    r"(?<![\w-])(?:(?:-u|--user|--proxy-user)[\s=]+[\"']?[^\s:\"']{1,64}:"
+    r"|--(?:http-|ftp-)?password[\s=]+[\"']?|-p(?=[^\s\"']*\d)[\"']?"
+    r"|(?i:authorization:\s*basic)\s+)"
+    r"(?P<value>[^\s\"'`]{4,200})"
 )
 # the password of a connection string or URL: scheme://user:PASSWORD@host
 _URL_PASSWORD = re.compile(
@@ -118,6 +131,10 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
                 and any(c.islower() for c in value)
             ):
                 yield m.span()
+    for m in _COMMAND_LINE.finditer(text):
+        value = m.group("value").rstrip(_TRAILING)
+        if not _PLACEHOLDER.match(value) and (_password_shape(value) or len(value) >= 12):
+            yield m.start("value"), m.start("value") + len(value)
     for m in _URL_PASSWORD.finditer(text):
         if not _PLACEHOLDER.match(m.group("value")):
             yield m.span("value")

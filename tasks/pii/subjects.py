@@ -21,7 +21,15 @@ from typing import Any
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.name_cues import fold
-from tasks.pii.names import AMBIGUOUS, EPONYMS, STREET_FIRST, lexicon, lexicon_support
+from tasks.pii.names import (
+    AMBIGUOUS,
+    EPONYMS,
+    ORG_WORD,
+    PLACE_WORD,
+    STREET_FIRST,
+    lexicon,
+    lexicon_support,
+)
 
 # what opens a clause before its subject
 _OPENERS = frozenset(
@@ -107,6 +115,10 @@ def _person_like(doc: Any, a: int, b: int, *, claimed: bool = False) -> bool:
     span = doc[a:b].text
     if any(w in AMBIGUOUS for w in words) or EPONYMS.match(span) or words[0] in STREET_FIRST:
         return False  # "Jordan said", "Calvin Klein announced", "Rua Augusta is closed"
+    last = words[-1]
+    place = ORG_WORD.match(doc[b - 1].text) or PLACE_WORD.match(doc[b - 1].text)
+    if b - a > 1 and place and last not in lexicon()[1]:
+        return False  # "Lenin Square is", "Elizabeth Hospital has" ("Lois Lane is" stays)
     support = lexicon_support(span)
     if b - a == 1:
         # a clear given name the model does not call a company or place ("Santiago is

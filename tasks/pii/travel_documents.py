@@ -5,8 +5,9 @@ K8120457, issued by Vietnam").
 
 A passport number's usual shape - one or two capital letters then six to eight digits - is
 also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
-a travel document's facts within the same line (:data:`_FACTS`; an expiry date only beside a
-document word: updates and warranties expire too) and no order, tracking or product word
+a travel document's facts within the same line (:data:`_FACTS`; an expiry date, or an
+identity check in the text ("KYC", "identity verification"), only beside a document word:
+updates and warranties expire too, and a KYC ticket has a number of its own) and no order, tracking or product word
 right before it (:data:`tasks.pii.identifiers._VETO`).
 """
 
@@ -28,6 +29,11 @@ _FACTS = re.compile(
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
     r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
+)
+# an identity check (know-your-customer, anti-money-laundering) asks for the same document
+_IDENTITY_CHECK = re.compile(
+    r"(?i)(?<![a-z])(?:kyc|know\s+your\s+customer|aml|identity\s+(?:check|verification)|"
+    r"id\s+verification|verify\s+(?:your|the|their)\s+identity|proof\s+of\s+identity)(?![a-z])"
 )
 _DOCUMENT = re.compile(r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel)(?![a-z])")
 # a document word right before the value: then a nine-digit number counts too
@@ -56,7 +62,12 @@ def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         if m.group(0).isdigit() and not _DOC_WORD.search(before):
             continue
-        expiry = _EXPIRY.search(before) or _EXPIRY.search(after)
-        if _FACTS.search(before) or _FACTS.search(after) or expiry and _DOCUMENT.search(before):
+        cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
+        if _FACTS.search(before) or _FACTS.search(after) or cited and _DOCUMENT.search(before):
             spans.append(m.span())
     return spans
+
+
+def _identity_check(text: str, m: re.Match[str]) -> bool:
+    """An identity check is what the text is about (within a few lines of the value)."""
+    return bool(_IDENTITY_CHECK.search(text, max(0, m.start() - 200), m.end() + 200))
