@@ -60,6 +60,9 @@ class FakeUpstream:
     # a request body -> the message of a 400 refusing it (as vLLM refuses a bad field), or None
     refuse: Callable[[dict[str, Any]], str | None] | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # while set, each request waits until the event is set (``released`` counts those let go)
+    hold: threading.Event | None = None
+    released: int = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -81,6 +84,9 @@ class FakeUpstream:
             self.bodies.append(body)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.hold is not None:
+            await asyncio.to_thread(self.hold.wait)
+            self.released += 1
         if self.refuse is not None and (why := self.refuse(body)) is not None:
             error = {"message": why, "type": "BadRequestError", "param": None, "code": 400}
             await _send_json(send, 400, {"error": error})

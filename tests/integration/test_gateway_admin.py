@@ -93,14 +93,13 @@ def canary_state() -> RoutingState:
     return RoutingState(candidate="v1", phase="canary", weight=25, shadow_fraction=0.1, step=1)
 
 
-def test_firing_alert_rolls_back_within_a_second_once(tmp_path: Path, monkeypatch) -> None:
+def test_firing_alert_rolls_back_at_once_and_once(tmp_path: Path, monkeypatch) -> None:
+    """The webhook's answer comes once the rollback is stored (no canary step or poll waited
+    for); the same alert again changes nothing."""
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     with start(tmp_path, canary_state()) as gw:
-        started = time.perf_counter()
         resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
-        elapsed = time.perf_counter() - started
         assert resp.status_code == 200 and resp.json()["rolled_back"] is True
-        assert elapsed < 1.0, f"rollback took {elapsed:.2f} s"
         stored = load_state(LocalStore(tmp_path / "store"))
         assert (stored.weight, stored.shadow_fraction, stored.phase) == (0, 0, "rolled_back")
         assert stored.candidate is None and stored.rejected == ["v1"]
@@ -138,17 +137,23 @@ def test_rollback_does_not_wait_for_an_unreachable_prefect(tmp_path: Path) -> No
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}/api"
     settings = settings_for(tmp_path)
-    asked = threading.Event()
+    asked, answered = threading.Event(), threading.Event()
 
     def ask_dead_prefect(reason: str, **release: str) -> None:
         asked.set()
+        answered.wait(30)  # held until the webhook has its answer: a rollback that waited
+        # for Prefect would never answer (the client below gives up after 10 s)
         with temporary_settings(updates={PREFECT_API_URL: dead}):
             trigger_prefect_rollback(settings, reason, **release)  # retries, fails: logged only
 
     with start(tmp_path, canary_state(), on_rollback=ask_dead_prefect) as gw:
-        started = time.perf_counter()
-        resp = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-2"), headers=AUTH)
-        assert resp.json()["rolled_back"] is True and time.perf_counter() - started < 1.0
+        try:
+            resp = httpx.post(
+                f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-2"), headers=AUTH, timeout=10
+            )
+        finally:
+            answered.set()
+        assert resp.json()["rolled_back"] is True
         assert load_state(LocalStore(tmp_path / "store")).weight == 0
         assert asked.wait(10)
         assert len(rollback_events(tmp_path, 1)) == 1
