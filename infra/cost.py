@@ -11,6 +11,12 @@ thread); for an HTTP upstream (vLLM), which reports no compute time, the seconds
 A price per 1,000 tokens (``FLYWHEEL_COST__PRICE_PER_1K_TOKENS``, per version) turns tokens
 into money where one is configured; the release's "cheaper" is the measured compute.
 
+A model server that batches makes each answer cheaper the more answers share its batch, and a
+version serving a tenth of the traffic forms smaller batches than one serving the rest: its
+compute per request is higher for that alone. Requests and compute are therefore also counted
+by ``batch`` (:func:`batch_bucket`: how many answers were generated together), and a candidate
+is compared with stable at the same batch sizes (:func:`matched_compute_ratio`).
+
 :class:`CostReader` is read like the canary's :class:`~infra.promql.CanaryMetrics`, which
 reads the same series for both versions of a step; the standalone readers (Prometheus, or the
 gateway's ``/metrics``) are in :mod:`infra.cost_readers`.
@@ -19,12 +25,22 @@ gateway's ``/metrics``) are in :mod:`infra.cost_readers`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 COST_REQUESTS = "agent_cost_requests_total"
 TOKENS = "agent_tokens_total"
 COMPUTE = "agent_compute_seconds_total"
+# the ``batch`` label's buckets (answers generated together); "none": the server did not say
+BATCH_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"), (16, "9-16"))
+NO_BATCH = "none"
+
+
+def batch_bucket(size: int | None) -> str:
+    """The ``batch`` label of an answer generated with ``size - 1`` others."""
+    if size is None or size < 1:
+        return NO_BATCH
+    return next((name for top, name in BATCH_BUCKETS if size <= top), "17+")
 
 
 @dataclass
@@ -36,6 +52,8 @@ class CostStats:
     tokens_out: float = 0.0
     compute_s: float = 0.0
     price_per_1k_tokens: float | None = None
+    # batch bucket -> (requests, compute seconds); "none" (no batch reported) left out
+    by_batch: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def per_1k_requests(self) -> dict[str, float | None]:
         """Tokens, compute seconds and (priced) money per 1,000 requests; None without
@@ -61,14 +79,66 @@ class CostStats:
         return {**asdict(self), "per_1k_requests": self.per_1k_requests()}
 
 
-def cost_from(total: Callable[[str, dict[str, str]], float]) -> CostStats:
-    """The stats from ``total(series, extra labels)``: one reader's sum over a window."""
+def cost_from(
+    total: Callable[[str, dict[str, str]], float],
+    by_batch: Callable[[str], dict[str, float]] | None = None,
+) -> CostStats:
+    """The stats from ``total(series, extra labels)``, one reader's sum over a window, and
+    ``by_batch(series)``, its sums by ``batch`` label."""
+    batches: dict[str, tuple[float, float]] = {}
+    if by_batch is not None:
+        requests, compute = by_batch(COST_REQUESTS), by_batch(COMPUTE)
+        batches = {
+            b: (n, compute.get(b, 0.0)) for b, n in requests.items() if b != NO_BATCH and n > 0
+        }
     return CostStats(
         requests=total(COST_REQUESTS, {}),
         tokens_in=total(TOKENS, {"direction": "in"}),
         tokens_out=total(TOKENS, {"direction": "out"}),
         compute_s=total(COMPUTE, {}),
+        by_batch=batches,
     )
+
+
+def sum_by(deltas: dict[tuple[tuple[str, str], ...], float], label: str) -> dict[str, float]:
+    """``deltas`` summed by the value of ``label`` (series without it left out)."""
+    out: dict[str, float] = {}
+    for labels, delta in deltas.items():
+        if (value := dict(labels).get(label)) is not None:
+            out[value] = out.get(value, 0.0) + delta
+    return out
+
+
+@dataclass(frozen=True)
+class MatchedCompute:
+    """A candidate's compute per request against stable's at the same batch sizes."""
+
+    ratio: float  # candidate / stable, each batch bucket weighted by the candidate's requests
+    candidate_s: float  # the candidate's compute per request in the matched buckets
+    stable_s: float  # stable's, reweighted to the candidate's mix of batch sizes
+    coverage: float  # the share of the candidate's requests in buckets stable also has
+
+
+def matched_compute_ratio(candidate: CostStats, stable: CostStats) -> MatchedCompute | None:
+    """The candidate's compute per request over stable's, bucket by bucket of batch size
+    (stable's per-request compute in each bucket weighted by the candidate's requests there),
+    so neither side is charged for the batches its share of the traffic forms. None when no
+    bucket has requests on both sides."""
+    shared = [b for b in candidate.by_batch if b in stable.by_batch and stable.by_batch[b][0] > 0]
+    n = sum(candidate.by_batch[b][0] for b in shared)
+    if n <= 0:
+        return None
+    cand = sum(candidate.by_batch[b][1] for b in shared) / n
+    stab = (
+        sum(
+            candidate.by_batch[b][0] * stable.by_batch[b][1] / stable.by_batch[b][0] for b in shared
+        )
+        / n
+    )
+    if stab <= 0:
+        return None
+    total = sum(r for r, _ in candidate.by_batch.values())
+    return MatchedCompute(ratio=cand / stab, candidate_s=cand, stable_s=stab, coverage=n / total)
 
 
 def describe(stats: CostStats | None) -> str:

@@ -9,8 +9,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infra.cost import CostReader, CostStats, cost_from
-from infra.promql import EmbeddedMetrics, PrometheusClient, _deltas, _escape, parse_exposition
+from infra.cost import CostReader, CostStats, cost_from, sum_by
+from infra.promql import (
+    EmbeddedMetrics,
+    PrometheusClient,
+    _deltas,
+    _escape,
+    parse_exposition,
+)
 
 
 class PrometheusCost:
@@ -35,7 +41,12 @@ class PrometheusCost:
             sel = ",".join(f'{k}="{_escape(v)}"' for k, v in (labels | extra).items())
             return sum(v for _, v in self.client.query(f"sum(increase({name}{{{sel}}}{rng}))", now))
 
-        return cost_from(total)
+        def by_batch(name: str) -> dict[str, float]:
+            sel = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            rows = self.client.query(f"sum by (batch) (increase({name}{{{sel}}}{rng}))", now)
+            return {lab["batch"]: v for lab, v in rows if "batch" in lab}
+
+        return cost_from(total, by_batch)
 
 
 class EmbeddedCost:
@@ -69,7 +80,10 @@ class EmbeddedCost:
         def total(name: str, extra: dict[str, str]) -> float:
             return sum(_deltas(now, base, name, **match, **extra).values())
 
-        return cost_from(total)
+        def by_batch(name: str) -> dict[str, float]:
+            return sum_by(_deltas(now, base, name, **match), "batch")
+
+        return cost_from(total, by_batch)
 
 
 def open_cost_reader(*, prometheus_url: str | None, gateway_url: str | None) -> CostReader | None:

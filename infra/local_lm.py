@@ -66,6 +66,7 @@ class Generation:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" (end of answer) or "length" (max_new_tokens reached)
     compute_s: float | None = None  # this row's share of its batch's generation time
+    batch_size: int | None = None  # the rows generated together with it (itself included)
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -291,7 +292,7 @@ class LocalLM:
                 )
                 share = (self._compute_clock() - started) / max(1, len(gens))
                 for gen in gens:  # the measured cost of serving each row (infra.cost)
-                    gen.compute_s = share
+                    gen.compute_s, gen.batch_size = share, len(gens)
                 out += gens
         return out
 

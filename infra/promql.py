@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from infra.cost import CostStats, cost_from
+from infra.cost import CostStats, cost_from, sum_by
 from infra.errors import ConfigError, MetricsError
 
 log = logging.getLogger(__name__)
@@ -235,6 +235,10 @@ class PrometheusMetrics:
         def cost_total(name: str, extra: dict[str, str]) -> float:
             return total(name, "".join(f',{k}="{v}"' for k, v in extra.items()))
 
+        def by_batch(name: str) -> dict[str, float]:
+            rows = q(f"sum by (batch) (increase({name}{{{sel}}}{rng}))", now)
+            return {labels["batch"]: v for labels, v in rows if "batch" in labels}
+
         return RouteStats(
             requests=total(REQUESTS),
             errors=total(ERRORS),
@@ -243,7 +247,7 @@ class PrometheusMetrics:
             p99_s=histogram_quantile(QUANTILE, buckets),
             feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
             latency_buckets=buckets,
-            cost=cost_from(cost_total),
+            cost=cost_from(cost_total, by_batch),
         )
 
 
@@ -359,6 +363,9 @@ def route_stats(
         match = {**mine, **(extra or {})}
         return sum(_deltas(now, base, name, model=model, route=route, **match).values())
 
+    def by_batch(name: str) -> dict[str, float]:
+        return sum_by(_deltas(now, base, name, model=model, route=route, **mine), "batch")
+
     return RouteStats(
         requests=total(REQUESTS),
         errors=total(ERRORS),
@@ -367,7 +374,7 @@ def route_stats(
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
         latency_buckets=buckets,
-        cost=cost_from(total),
+        cost=cost_from(total, by_batch),
     )
 
 

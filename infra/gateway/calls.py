@@ -98,6 +98,7 @@ class CallRecorder:
                 tokens_in=done.tokens_in,
                 tokens_out=done.tokens_out,
                 compute_s=seconds if done.compute_s is None else done.compute_s,
+                batch_size=done.batch_size,
             )
         self.metrics.observe(
             model=version,

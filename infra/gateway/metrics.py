@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from infra.cost import batch_bucket
 from infra.gateway.voices import Epoch, VoiceLedger
 from infra.retries import RETRIES
 from infra.routing import RoutingState
@@ -59,7 +60,8 @@ class GatewayMetrics:
     ``flywheel_client_refused_total{status}``,
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render),
     ``agent_cost_requests_total``, ``agent_tokens_total{direction}`` and
-    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.cost`).
+    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.cost`;
+    requests and compute also by ``batch``, the bucket of answers generated together).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
@@ -130,9 +132,13 @@ class GatewayMetrics:
             ["model", "value", "workload"],
             registry=r,
         )
-        # serving cost, measured (infra.cost): answered requests, tokens, compute seconds
+        # serving cost, measured (infra.cost): answered requests, tokens, compute seconds;
+        # requests and compute by the batch the answer was generated in (infra.cost.batch_bucket)
         self.cost_requests = Counter(
-            "agent_cost_requests_total", "Requests answered and metered.", labels, registry=r
+            "agent_cost_requests_total",
+            "Requests answered and metered.",
+            [*labels, "batch"],
+            registry=r,
         )
         self.tokens = Counter(
             "agent_tokens_total",
@@ -144,7 +150,7 @@ class GatewayMetrics:
             "agent_compute_seconds_total",
             "Model-server compute seconds of answered requests (in process: the answer's share "
             "of its batch; HTTP upstreams: the call's seconds).",
-            labels,
+            [*labels, "batch"],
             registry=r,
         )
         self.route_weight = Gauge(
@@ -243,13 +249,16 @@ class GatewayMetrics:
         tokens_in: int | None,
         tokens_out: int | None,
         compute_s: float,
+        batch_size: int | None = None,
     ) -> None:
-        """Meter one answered request of ``model`` (see :mod:`infra.cost`)."""
+        """Meter one answered request of ``model`` (see :mod:`infra.cost`), its requests and
+        compute under the bucket of ``batch_size`` (the answers generated with it)."""
         key = (model, route, workload)
-        self.cost_requests.labels(*key).inc()
+        batch = batch_bucket(batch_size)
+        self.cost_requests.labels(*key, batch).inc()
         self.tokens.labels(*key, "in").inc(tokens_in or 0)
         self.tokens.labels(*key, "out").inc(tokens_out or 0)
-        self.compute.labels(*key).inc(max(0.0, compute_s))
+        self.compute.labels(*key, batch).inc(max(0.0, compute_s))
 
     def vote(
         self, *, model: str, value: int, workload: str, voter: int | None, epoch: Epoch

@@ -44,6 +44,9 @@ class Completion:
     # the model server's measured compute seconds for this answer (the in-process model's
     # share of its batch); None: the gateway counts the call's own seconds (infra.cost)
     compute_s: float | None = None
+    # how many answers the model server generated together with this one (its batch), where it
+    # says; per-request compute falls with the batch, so cost is compared at equal batch sizes
+    batch_size: int | None = None
 
 
 def logprob_values(tokens: list[Any] | None) -> list[float] | None:
@@ -131,6 +134,8 @@ def merge_meta(into: Completion, piece: Completion) -> Completion:
         into.tokens_out = piece.tokens_out
     if piece.compute_s is not None:
         into.compute_s = piece.compute_s
+    if piece.batch_size is not None:
+        into.batch_size = piece.batch_size
     if piece.logprobs:
         if into.logprobs is None:
             into.logprobs = list(piece.logprobs)

@@ -101,6 +101,7 @@ class LocalUpstream:
             logprobs=list(gen.logprobs) or None,
             finish_reason=getattr(gen, "finish_reason", "stop"),
             compute_s=getattr(gen, "compute_s", None),
+            batch_size=getattr(gen, "batch_size", None),
         )
 
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 class DistilConfig:
     """How a student is trained (from ``FLYWHEEL_DISTIL__*``)."""
 
-    steps: int = 600
+    steps: int = 1000
     batch_size: int = 32
     learning_rate: float = 2e-3
     warmup_steps: int = 20
-    kd_weight: float = 0.5
+    kd_weight: float = 0.2
     temperature: float = 2.0
     seed: int = 0
     threads: int | None = None

@@ -16,7 +16,10 @@ What is compared (users, not events, for errors and feedback: :mod:`infra.gatewa
   users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
   per request (:mod:`infra.cost`) above ``cost_ratio_max`` x stable's fails the step: the
-  saving a cheaper model was promoted for must hold in traffic;
+  saving a cheaper model was promoted for must hold in traffic. Where the model server says
+  how many answers it generated together, both are compared at the same batch sizes
+  (:func:`infra.cost.matched_compute_ratio`): the candidate's small share of the traffic
+  forms smaller batches, which alone would make each of its answers dearer;
 - an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
   every poll: a step fails at once when the candidate is beyond a rail and clearly worse, and
   passes early when clearly better (at ``sequential_alpha``) with the rails holding.
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
+from infra.cost import matched_compute_ratio
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
 from tasks.release.feedback_rail import judge_feedback
@@ -126,11 +130,21 @@ def judge_cost(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged 
     if cand is None or not stable:
         return None
     ratio = cand / stable
+    evidence: dict[str, Any] = {"cost_ratio_vs_stable": ratio}
     line = (
         f"cost: {1000 * cand:.2f} ms compute per request = {ratio:.2f}x stable "
         f"{1000 * stable:.2f} ms (max {policy.cost_ratio_max:g}x)"
     )
-    evidence = {"cost_ratio_vs_stable": ratio}
+    matched = matched_compute_ratio(c.cost, s.cost)
+    if matched is not None and matched.coverage >= 0.5:
+        ratio = matched.ratio
+        evidence |= {"cost_ratio_matched_batches": ratio, "matched_coverage": matched.coverage}
+        line = (
+            f"cost: {1000 * matched.candidate_s:.2f} ms compute per request = {ratio:.2f}x "
+            f"stable {1000 * matched.stable_s:.2f} ms at the same batch sizes "
+            f"({matched.coverage:.0%} of its requests; unmatched {evidence['cost_ratio_vs_stable']:.2f}x) "
+            f"(max {policy.cost_ratio_max:g}x)"
+        )
     return Judged(line=line, failed=ratio > policy.cost_ratio_max, evidence=evidence)
 
 

@@ -11,7 +11,7 @@ drift). Accuracy is each answer's verifier verdict; cost is what the gateway met
 (``agent_compute_seconds_total``, ``agent_tokens_total``, ``agent_cost_requests_total``).
 The ratio printed is the student's over the teacher's, measured in this run.
 
-    python tests/benchmarks/bench_distil.py [--steps 600] [--answers 1000] [--rounds 2]
+    python tests/benchmarks/bench_distil.py [--steps 1000] [--answers 1000] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def ask_all(url: str, version: str, items: list[Any], concurrency: int) ->
 def main() -> int:
     """Distil, serve both, measure, print side by side."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=600, help="student optimizer steps")
+    p.add_argument("--steps", type=int, default=1000, help="student optimizer steps")
     p.add_argument("--answers", type=int, default=1000, help="accepted answers to learn from")
     p.add_argument("--rounds", type=int, default=2, help="golden passes per model")
     p.add_argument("--concurrency", type=int, default=8)

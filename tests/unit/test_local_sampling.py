@@ -97,3 +97,7 @@ def test_each_row_carries_its_share_of_the_batch_compute(tiny_lm: LocalLM) -> No
     assert len({g.compute_s for g in long}) == 1
     assert all(g.compute_s is not None and g.compute_s > 0 for g in short + long)
     assert sum(g.compute_s or 0 for g in long) > sum(g.compute_s or 0 for g in short)
+    # and the batch it shared (the cost rail compares versions at equal batch sizes)
+    assert {g.batch_size for g in short + long} == {len(PROMPTS)}
+    [alone] = tiny_lm.generate_rows(PROMPTS[:1], [RowParams(max_new_tokens=1)])
+    assert alone.batch_size == 1
