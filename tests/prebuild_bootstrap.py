@@ -16,40 +16,26 @@ settings a test starts from (no ``FLYWHEEL_*`` variable of the caller, no ``.env
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 
 def _build(cache: Path, env: dict[str, str], small: bool) -> None:
-    """Bootstrap in a fresh home with ``env`` (over a clean FLYWHEEL_* environment)."""
+    """Bootstrap in a fresh home with ``env`` (over a clean FLYWHEEL_* environment); the
+    build stays in ``cache``."""
     from dataclasses import replace
 
-    from infra.settings import get_settings
     from infra.store import open_store
     from tasks.demo.bootstrap import bootstrap_base_model
+    from tasks.demo.ship_v0 import scratch_home
 
-    for name in [n for n in os.environ if n.startswith("FLYWHEEL_")]:
-        del os.environ[name]
-    home = Path(tempfile.mkdtemp(prefix="prebuild-"))
-    os.chdir(home)  # no .env of the caller's
-    os.environ.update(
-        {"FLYWHEEL_HOME": str(home / "home"), "FLYWHEEL_BOOTSTRAP_CACHE_DIR": str(cache), **env}
-    )
-    get_settings.cache_clear()
-    settings = get_settings()
-    config = None
-    if small:
-        from tests.e2e.test_exploitable_judge import SMALL
+    with scratch_home("prebuild-", {"FLYWHEEL_BOOTSTRAP_CACHE_DIR": str(cache), **env}) as s:
+        config = None
+        if small:
+            from tests.e2e.test_exploitable_judge import SMALL
 
-        config = replace(SMALL, hedge_share=settings.bootstrap_hedge_share)
-    try:
-        result = bootstrap_base_model(open_store(settings), settings=settings, config=config)
-    finally:
-        os.chdir(cache)
-        shutil.rmtree(home, ignore_errors=True)  # the build stays in ``cache``
+            config = replace(SMALL, hedge_share=s.bootstrap_hedge_share)
+        result = bootstrap_base_model(open_store(s), settings=s, config=config)
     print(f"prebuilt {result.input_hash}: {result.describe()}", flush=True)
 
 
