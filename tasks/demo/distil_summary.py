@@ -84,6 +84,21 @@ class DistilSummary:
         t, s = (_per_request(c) for c in (self.teacher_cost, self.student_cost))
         return s / t if t and s is not None else None
 
+    @property
+    def matched_cost_ratio(self) -> float | None:
+        """The same at equal batch sizes (:func:`infra.cost.matched_compute_ratio`): what the
+        student's smaller share of the traffic does not skew (None: not measured)."""
+        from infra.cost import CostStats, matched_compute_ratio
+
+        if not self.teacher_cost or not self.student_cost:
+            return None
+        t, s = (
+            CostStats(by_batch={b: (n, c) for b, (n, c) in (cost.get("by_batch") or {}).items()})
+            for cost in (self.teacher_cost, self.student_cost)
+        )
+        matched = matched_compute_ratio(s, t)
+        return matched.ratio if matched is not None and matched.coverage >= 0.5 else None
+
 
 def _per_request(cost: dict[str, Any] | None) -> float | None:
     if not cost or not cost.get("requests"):
@@ -143,7 +158,8 @@ def distil_lines(summaries: list[DistilSummary]) -> list[str]:
                 f"{pad}non-inferiority       {d.mean_diff:+.1f} points{ci}, margin "
                 f"{d.margin:g}, one-sided p = {d.p_value:.2g} ({d.decision})"
             )
-        ratio = d.cost_ratio
+        ratio, matched = d.cost_ratio, d.matched_cost_ratio
+        at = f", {matched:.2f}x at the same batch sizes" if matched is not None else ""
         if d.gate_cost_ratio is not None:
             lines.append(
                 f"{pad}cost at the gate      student {d.gate_cost_ratio:.2f}x the teacher's "
@@ -152,7 +168,7 @@ def distil_lines(summaries: list[DistilSummary]) -> list[str]:
         lines += [
             f"{pad}cost per 1k requests  teacher {_cost(d.teacher_cost)}; "
             f"student {_cost(d.student_cost)}"
-            + (f" ({ratio:.2f}x the teacher's compute)" if ratio else ""),
+            + (f" ({ratio:.2f}x the teacher's compute{at})" if ratio else ""),
             f"{pad}release               {d.outcome}"
             + (f" ({'; '.join(d.reasons)})" if d.reasons else ""),
         ]

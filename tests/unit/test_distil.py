@@ -113,8 +113,17 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
     released = ReleaseOutcome(version="v3", workload="calculator", outcome="promoted", gate=gate)
     d.add_release(
         released,
-        teacher=CostStats(requests=100, tokens_in=2000, tokens_out=300, compute_s=1.2),
-        student=CostStats(requests=50, tokens_in=1000, tokens_out=150, compute_s=0.2),
+        # the teacher's answers mostly shared batches of 5-8, the student's came alone
+        teacher=CostStats(
+            requests=100,
+            tokens_in=2000,
+            tokens_out=300,
+            compute_s=1.2,
+            by_batch={"1": (10, 0.1), "5-8": (90, 1.1)},
+        ),
+        student=CostStats(
+            requests=50, tokens_in=1000, tokens_out=150, compute_s=0.2, by_batch={"1": (50, 0.2)}
+        ),
     )
     text = "\n".join(distil_lines([d]))
     assert "teacher v1 64.0%, student 71.0%" in text
@@ -122,6 +131,7 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
     assert "student 0.31x the teacher's compute per golden answer" in text
     assert "teacher 12.00 s compute" in text and "student 4.00 s compute" in text
     assert d.cost_ratio == pytest.approx(1 / 3)
+    assert "(0.33x the teacher's compute, 0.40x at the same batch sizes)" in text
     cycle = CycleSummary(cycle=1, baseline="v0", candidate="v1", outcome="promoted")
     summary = LoopSummary(
         base_version="v0", base_accuracy=0.5, bootstrap_cached=True, cycles=[cycle], wall_s=1.0
