@@ -212,6 +212,19 @@ def particles_end(doc: Any, j: int, *, limit: int | None = 2, joiners: bool = Fa
     return k
 
 
+def _word_then_name(doc: Any, i: int) -> bool:
+    """Whether a form value opens with a given name that is also a common word (``Else``,
+    ``Will``, ``May``: capitalised, alphabetic) and a name follows it."""
+    first = doc[i]
+    return bool(
+        first.is_alpha
+        and first.text[:1].isupper()
+        and first.text[1:].islower()
+        and i + 1 < len(doc)
+        and _name_end(doc, i + 1, strong=True) > i + 1
+    )
+
+
 def _form_value_end(doc: Any, j: int) -> int:
     """After a form label (``Name on the account: Grzegorz auch Schlauchin, ...``) the value
     runs to the field's end: up to two more lower-case words and a capitalised one, when a
@@ -237,7 +250,10 @@ def _spans_after(
         j = _name_end(doc, i, strong=strong) if i is not None else 0
         if i is not None and j == i and _NAME_FIELD_CUE.search(text, 0, m.end()):
             j = i + 1 if doc[i].is_alpha and doc[i].text[:1].isupper() else i
-        if i is not None and j > i and strong and m.group(0).rstrip().endswith((":", "=")):
+        form = strong and m.group(0).rstrip().endswith((":", "="))
+        if i is not None and j == i and form and _word_then_name(doc, i):
+            j = _name_end(doc, i + 1, strong=True)  # "Name on the account: Else Budig,"
+        if i is not None and j > i and form:
             j = _form_value_end(doc, j)
         if i is not None and j > i:
             end = doc[j - 1].idx + len(doc[j - 1].text)

@@ -30,6 +30,12 @@ def _one(text: str) -> str:
             ["Grzegorz", "Schlauchin"],
         ),
         ("Name on the account: Hugo van der Dussen, please check.", ["Hugo", "Dussen"]),
+        # a canary of a 2,000-seed sweep: a given name that is also a word ("else")
+        (
+            "Please update my profile. Name on the account: Else Budig, date of birth 1980-01-02.",
+            ["Else", "Budig"],
+        ),
+        ("Account holder: Will Okafor\nsort code 20-00-00", ["Will", "Okafor"]),
         ("the emergency contact is Inès de Lacy and she is my aunt", ["Inès", "Lacy"]),
         ("passenger Maria dos Santos missed the connection", ["Maria", "Santos"]),
         ("Card holder: Siobhán Ó Corra\nexpiry 04/29", ["Siobhán", "Corra"]),
