@@ -225,6 +225,21 @@ def _word_then_name(doc: Any, i: int) -> bool:
     )
 
 
+def _word_surname(doc: Any, j: int) -> bool:
+    """Whether the name before ``j`` ends in a surname that is also a common word (``May``,
+    ``Will``: capitalised mid-sentence) closed by punctuation or the end of the text."""
+    tok = doc[j] if j < len(doc) else None
+    return bool(
+        tok is not None
+        and tok.is_alpha
+        and tok.text[:1].isupper()
+        and tok.text[1:].islower()
+        and tok.lower_ in STOP_WORDS
+        and doc[j - 1].whitespace_
+        and (j + 1 == len(doc) or doc[j + 1].is_punct)
+    )
+
+
 def _form_value_end(doc: Any, j: int) -> int:
     """After a form label (``Name on the account: Grzegorz auch Schlauchin, ...``) the value
     runs to the field's end: up to two more lower-case words and a capitalised one, when a
@@ -255,6 +270,8 @@ def _spans_after(
             j = _name_end(doc, i + 1, strong=True)  # "Name on the account: Else Budig,"
         if i is not None and j > i and form:
             j = _form_value_end(doc, j)
+        if i is not None and j > i and strong and _word_surname(doc, j):
+            j += 1  # "for the customer Blanaid May?"
         if i is not None and j > i:
             end = doc[j - 1].idx + len(doc[j - 1].text)
             if line and (rest := _LINE_REST.match(text, end)):

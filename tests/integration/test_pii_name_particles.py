@@ -36,6 +36,9 @@ def _one(text: str) -> str:
             ["Else", "Budig"],
         ),
         ("Account holder: Will Okafor\nsort code 20-00-00", ["Will", "Okafor"]),
+        # and a surname that is one (a canary of the same sweep)
+        ("Can you check the order for the customer Blanaid May? Reach them", ["Blanaid", "May"]),
+        ("the passenger Tomasz Will, seat 14C, asked again", ["Tomasz", "Will"]),
         ("the emergency contact is Inès de Lacy and she is my aunt", ["Inès", "Lacy"]),
         ("passenger Maria dos Santos missed the connection", ["Maria", "Santos"]),
         ("Card holder: Siobhán Ó Corra\nexpiry 04/29", ["Siobhán", "Corra"]),
