@@ -66,7 +66,8 @@ class CanaryCheck:
         return sum(self.planted.values()) - sum(self.removed.values())
 
     def message(self, window: str) -> str:
-        """One line: what leaked and that nothing was committed (types and rates only)."""
+        """One line: what leaked (types and rates only, never a value), the seed that drew the
+        canaries (synthetic: replaying it finds the value), and that nothing was committed."""
         worst = ", ".join(f"{lang} {etype} {r:.2f}" for (lang, etype), r in self.below().items())
         broken = f"; {self.unprocessed} canary record(s) failed anonymisation" * bool(
             self.unprocessed
@@ -74,7 +75,8 @@ class CanaryCheck:
         return (
             f"curate {window}: {self.survived()} of {sum(self.planted.values())} canary values "
             f"survived anonymisation (recall {worst} < FLYWHEEL_CURATE__CANARY_MIN_RECALL "
-            f"{self.min_recall}{broken}); nothing committed"
+            f"{self.min_recall}{broken}; FLYWHEEL_CURATE__CANARY_SEED={self.seed} draws the "
+            "same canaries again); nothing committed"
         )
 
     def details(self) -> dict[str, Any]:

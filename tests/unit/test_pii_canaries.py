@@ -145,6 +145,7 @@ def test_the_check_measures_per_type_and_takes_the_canaries_out() -> None:
     assert not check.passed
     line = check.message("2026-11-22T10:00:00Z")
     assert "\n" not in line and "nothing committed" in line and "en PHONE_NUMBER 0.00" in line
+    assert f"FLYWHEEL_CURATE__CANARY_SEED={planted.seed} " in line  # to replay the leak
     assert all(
         v.value not in line + json.dumps(check.details())
         for c in planted.canaries
