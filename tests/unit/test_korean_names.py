@@ -167,3 +167,14 @@ def test_a_ten_digit_phone_starting_with_82_is_not_a_korean_service_line() -> No
 
     assert not service_line("8216210432")
     assert service_line("1588-1234") and service_line("+82 1588-1234")
+
+
+def test_a_name_that_is_also_a_place_is_a_name_after_a_self_introduction() -> None:
+    """A canary of a 2,000-seed sweep: 조지아 (조 + 지아) is also Georgia."""
+    from infra.settings import CurateSettings
+    from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
+
+    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
+    texts = ["안녕하세요, 저는 조지아입니다. 연락처 알려드릴게요", "제 이름은 조지아예요"]
+    for out in anonymize_texts(engine, texts):
+        assert "조지아" not in out.text and "<PERSON>" in out.text, out.text

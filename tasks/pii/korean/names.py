@@ -6,10 +6,8 @@ romanised names (:mod:`tasks.pii.korean.romanised`), and propagation: a name fou
 replaced everywhere in the text, its given name alone (``김민지 ... 민지 님``) and its
 surname before a title (``김 과장님``) included.
 
-A proper noun is not a name on its own: kiwi tags unknown common words as NNP too (``배송지``,
-``이체``, ``태블릿``), and a surname syllable starts thousands of ordinary words (``고객``,
-``이체``), so every kiwi hit needs a cue or a given-name-shaped body.
-"""
+Kiwi tags unknown words NNP too (``배송지``) and a surname syllable starts thousands of words
+(``고객``): every kiwi hit needs a cue or a given-name-shaped body."""
 
 from __future__ import annotations
 
@@ -70,6 +68,7 @@ _BEFORE_CUE = re.compile(
     r"환자명?|담당자|상담원|명의자|대표자|작성자|가입자|피보험자|계약자|소유자|주문자|발신인|위임인|"
     r"수임인|입금자명?|예약자명?|탑승객|From|To|Cc|name)\s*[:：]?\s*[\"']?$"
 )
+_INTRO = re.compile(r"(?<![가-힣])(?:저는|제\s?이름은|이름은|성함은)\s*[:：]?\s*$")  # "저는 ..."
 # a relative before the name: "아들 송지환 계정", "딸 서윤이가"
 _KIN_BEFORE = re.compile(
     r"(?<![가-힣])(?:아들|딸|남편|아내|와이프|동생|조카|손자|손녀|엄마|아빠|어머니|아버지|언니|오빠|"
@@ -103,9 +102,9 @@ def _cued(text: str, start: int, end: int) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _stems(word: str) -> tuple[tuple[str, str], ...]:
-    """The ``(stem, ending)`` readings of a Hangul word worth asking kiwi about: the word
-    itself and the word without each ending it carries, longest ending first."""
+def _stems(word: str, cued: bool = False) -> tuple[tuple[str, str], ...]:
+    """The ``(stem, ending)`` readings of a Hangul word worth asking kiwi about, longest
+    ending first (a place name only ``cued`` and full-name shaped: "저는 조지아입니다")."""
     out = [(word, "")]
     for ending in _ENDINGS:
         if word.endswith(ending) and 2 <= len(word) - len(ending) <= 4:
@@ -115,7 +114,7 @@ def _stems(word: str) -> tuple[tuple[str, str], ...]:
         (stem, ending)
         for stem, ending in out
         if 2 <= len(stem) <= 4
-        and stem not in places
+        and (stem not in places or (cued and _full_name_shape(stem)))
         and (
             _full_name_shape(stem)
             or _given_like(stem)
@@ -208,7 +207,8 @@ class _Kiwi:
 
 def _word_name(text: str, kiwi: _Kiwi, start: int, word: str) -> int:
     """How many leading characters of the Hangul ``word`` at ``start`` are a name (0: none)."""
-    readings = _stems(word) or ((word, ""),)  # "이슬 씨": _kiwi_spans let it through
+    intro = bool(_INTRO.search(text, max(0, start - 12), start))
+    readings = _stems(word, intro) or ((word, ""),)  # "이슬 씨": _kiwi_spans let it through
     for stem, ending in readings:
         end = start + len(stem)
         vocative = kiwi.tag_at(end) == "JKV"
@@ -312,12 +312,15 @@ def _familiar(stem: str, ending: str) -> bool:
 
 def _kiwi_spans(text: str, tokenize: Tokenize) -> list[tuple[int, int]]:
     """Names among the Hangul words (kiwi runs only on texts with a candidate word)."""
-    words = [
-        (m.start(), m.group(0))
+    words = [  # "공항대로 247" is a street, not a name before 로
+        (m.start(), w)
         for m in _WORD.finditer(text)
-        if (_stems(m.group(0)) or (len(m.group(0)) in (2, 3) and text.startswith(" 씨", m.end())))
-        and not (_ROAD_AHEAD.match(text, m.end()) and m.group(0).endswith(("로", "길")))
-    ]  # "공항대로 247" is a street, not a name before 로
+        if (
+            _stems(w := m.group(0), bool(_INTRO.search(text, max(0, m.start() - 12), m.start())))
+            or (len(w) in (2, 3) and text.startswith(" 씨", m.end()))
+        )
+        and not (_ROAD_AHEAD.match(text, m.end()) and w.endswith(("로", "길")))
+    ]
     if not words:
         return []
     tokens = tokenize(text)
