@@ -21,6 +21,7 @@ from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.name_cues import fold
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
+from tasks.pii.subjects import name_run
 from tasks.pii.vocabulary import unseen
 
 _JOINERS = frozenset("and & or".split())
@@ -48,23 +49,14 @@ def object_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
 
 
 def _run(doc: Any, i: int) -> int:
-    """The end of one to three capitalised alphabetic words at ``i`` (``i``: none)."""
-    j = i
-    while j < len(doc) and j - i < 3 and _name_word(doc[j]):
-        j += 1
-    return j
+    """The end of one to three capitalised name words at ``i`` (``i``: none)."""
+    return name_run(doc, i, _name_word)
 
 
-def _name_word(tok: Any) -> bool:
+def _name_word(tok: Any) -> bool:  # beyond capitalised: no ambiguous, firm or street word
     text = tok.text
-    return bool(
-        text[:1].isupper()
-        and not text.isupper()
-        and text.replace("-", "").replace("'", "").isalpha()
-        and tok.lower_ not in STOP_WORDS
-        and fold(text) not in AMBIGUOUS
-        and not ORG_WORD.match(text)
-        and fold(text) not in STREET_FIRST
+    return (
+        fold(text) not in AMBIGUOUS and not ORG_WORD.match(text) and fold(text) not in STREET_FIRST
     )
 
 

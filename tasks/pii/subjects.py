@@ -16,6 +16,7 @@ or an ambiguous name word ("to grace and hope").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from spacy.lang.en.stop_words import STOP_WORDS
@@ -49,11 +50,11 @@ def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
     spans = []
     i = 0
     while i < len(doc):
-        j = _name_run(doc, i)
+        j = name_run(doc, i)
         if j > i and _clause_start(doc, i):
             names = [(i, j)]
             k = j
-            m = _name_run(doc, k + 1) if k + 1 < len(doc) and doc[k].lower_ in ("and", "&") else k
+            m = name_run(doc, k + 1) if k + 1 < len(doc) and doc[k].lower_ in ("and", "&") else k
             if m > k + 1:  # "Ngozi and Emeka"
                 names.append((k + 1, m))
                 k = m
@@ -70,15 +71,18 @@ def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
     return spans + _lower_names(doc)
 
 
-def _name_run(doc: Any, i: int) -> int:
-    """The end of a run of one to three capitalised alphabetic words at ``i`` (``i``: none)."""
+def name_run(doc: Any, i: int, word: Callable[[Any], bool] | None = None) -> int:
+    """The end of a run of one to three capitalised alphabetic words at ``i`` (``i``: none);
+    ``word``: what else each word must be."""
     j = i
-    while j < len(doc) and j - i < 3 and _capitalised(doc[j]):
+    while j < len(doc) and j - i < 3 and capitalised(doc[j]) and (word is None or word(doc[j])):
         j += 1
     return j
 
 
-def _capitalised(tok: Any) -> bool:
+def capitalised(tok: Any) -> bool:
+    """Title-case alphabetic (hyphens and apostrophes allowed), not all capitals, no stop
+    word."""
     text = tok.text
     return bool(
         text[:1].isupper()

@@ -16,27 +16,9 @@ CFG = ReleaseSettings(analysis_interval_s=60, min_requests_per_step=20)
 
 
 def _window(student_compute_s: float, stable_compute_s: float = 0.010):
-    """A step of 30 student and 90 stable requests, each metered at the given compute."""
-    metrics = GatewayMetrics()
-    t = [100.0]
-    reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: t[0])
-    since = reader.mark()
-    for model, route, n, compute in (
-        ("v2", "canary", 30, student_compute_s),
-        ("v1", "stable", 90, stable_compute_s),
-    ):
-        for _ in range(n):
-            metrics.observe(model=model, route=route, seconds=0.05, error=False)
-            metrics.cost(
-                model=model,
-                route=route,
-                workload="default",
-                tokens_in=12,
-                tokens_out=3,
-                compute_s=compute,
-            )
-    t[0] = 160.0
-    return reader.read(candidate="v2", stable="v1", since=since)
+    """A step of 30 student and 90 stable requests, each metered at the given compute (by a
+    server that does not say its batches)."""
+    return _batched_window([(0, student_compute_s)] * 30, [(0, stable_compute_s)] * 90)
 
 
 def test_a_student_dearer_in_traffic_than_stable_fails_the_step() -> None:
