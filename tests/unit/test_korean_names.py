@@ -178,3 +178,19 @@ def test_a_name_that_is_also_a_place_is_a_name_after_a_self_introduction() -> No
     texts = ["안녕하세요, 저는 조지아입니다. 연락처 알려드릴게요", "제 이름은 조지아예요"]
     for out in anonymize_texts(engine, texts):
         assert "조지아" not in out.text and "<PERSON>" in out.text, out.text
+
+
+def test_a_surname_kiwi_reads_as_an_adverb_is_a_name_after_a_self_introduction() -> None:
+    """A canary of a 2,000-seed sweep: 안선영 read as 안/MAG 서/VV ㄴ/ETM 영/NNG."""
+    from infra.settings import CurateSettings
+    from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
+
+    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
+    texts = [
+        "안녕하세요, 저는 안선영입니다. 연락처는 아래에",
+        "저는 안선영이에요",
+        "저는 안 간 곳이 없어요",
+    ]
+    got = [r.text for r in anonymize_texts(engine, texts)]
+    assert "안선영" not in got[0] + got[1] and got[0].count("<PERSON>") == 1
+    assert got[2] == texts[2]  # a spaced 안 is the adverb

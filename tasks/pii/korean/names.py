@@ -177,10 +177,10 @@ class _Kiwi:
 
     def modifier_misreading(self, start: int, end: int) -> bool:
         """kiwi reads the one written word ``start:end`` as a verb, its modifier ending and a
-        one-syllable noun (``남은서``: 남/VV 은/ETM 서/NNG). Korean spaces a modifier from its
-        noun (``남은 서류``), so glued into one word after a strong cue it is a surname and a
-        given name."""
+        one-syllable noun (``남은서``: 남/VV 은/ETM 서/NNG; ``안선영``: 안/MAG first). Korean
+        spaces a modifier from its noun (``남은 서류``): glued, after a strong cue, a name."""
         inside = [t for t in self.tokens if start <= t.start < end]
+        inside = inside[1:] if len(inside) == 4 and inside[0].len == 1 else inside
         return (
             len(inside) == 3
             and inside[0].tag.startswith(("VV", "VA"))
