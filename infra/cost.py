@@ -119,11 +119,14 @@ class MatchedCompute:
     coverage: float  # the share of the candidate's requests in buckets stable also has
 
 
-def matched_compute_ratio(candidate: CostStats, stable: CostStats) -> MatchedCompute | None:
+def matched_compute_ratio(
+    candidate: CostStats, stable: CostStats, *, min_coverage: float = 0.5
+) -> MatchedCompute | None:
     """The candidate's compute per request over stable's, bucket by bucket of batch size
     (stable's per-request compute in each bucket weighted by the candidate's requests there),
-    so neither side is charged for the batches its share of the traffic forms. None when no
-    bucket has requests on both sides."""
+    so neither side is charged for the batches its share of the traffic forms. None when the
+    buckets with requests on both sides hold less than ``min_coverage`` of the candidate's
+    requests (then only the comparison over all requests is fair to make)."""
     shared = [b for b in candidate.by_batch if b in stable.by_batch and stable.by_batch[b][0] > 0]
     n = sum(candidate.by_batch[b][0] for b in shared)
     if n <= 0:
@@ -137,8 +140,10 @@ def matched_compute_ratio(candidate: CostStats, stable: CostStats) -> MatchedCom
     )
     if stab <= 0:
         return None
-    total = sum(r for r, _ in candidate.by_batch.values())
-    return MatchedCompute(ratio=cand / stab, candidate_s=cand, stable_s=stab, coverage=n / total)
+    coverage = n / sum(r for r, _ in candidate.by_batch.values())
+    if coverage < min_coverage:
+        return None
+    return MatchedCompute(ratio=cand / stab, candidate_s=cand, stable_s=stab, coverage=coverage)
 
 
 def describe(stats: CostStats | None) -> str:

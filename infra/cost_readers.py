@@ -15,6 +15,7 @@ from infra.promql import (
     PrometheusClient,
     _deltas,
     _escape,
+    increase_by,
     parse_exposition,
 )
 
@@ -43,8 +44,7 @@ class PrometheusCost:
 
         def by_batch(name: str) -> dict[str, float]:
             sel = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            rows = self.client.query(f"sum by (batch) (increase({name}{{{sel}}}{rng}))", now)
-            return {lab["batch"]: v for lab, v in rows if "batch" in lab}
+            return increase_by(self.client, "batch", name, sel, rng, now)
 
         return cost_from(total, by_batch)
 

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import httpx
@@ -187,6 +188,14 @@ class PrometheusClient:
         return [(labels, v) for labels, v in rows if not math.isnan(v)]
 
 
+def increase_by(
+    client: PrometheusClient, label: str, name: str, sel: str, rng: str, at: float
+) -> dict[str, float]:
+    """``increase`` of ``name{sel}`` over ``rng`` summed by ``label``'s values."""
+    rows = client.query(f"sum by ({label}) (increase({name}{{{sel}}}{rng}))", at)
+    return {labels[label]: v for labels, v in rows if label in labels}
+
+
 class PrometheusMetrics:
     """Canary stats from Prometheus queries (``increase`` over each window)."""
 
@@ -227,7 +236,7 @@ class PrometheusMetrics:
             if "le" in labels and math.isfinite(v)
         }  # PromQL's histogram_quantile over these is histogram_quantile below
         fb_sel = f'model="{_escape(model)}"{mine}'
-        feedback = q(f"sum by (value) (increase({FEEDBACK}{{{fb_sel}}}{rng}))", now)
+        feedback = increase_by(self.client, "value", FEEDBACK, fb_sel, rng, now)
 
         def total(name: str, extra: str = "") -> float:
             return sum(v for _, v in q(f"sum(increase({name}{{{sel}{extra}}}{rng}))", now))
@@ -235,19 +244,17 @@ class PrometheusMetrics:
         def cost_total(name: str, extra: dict[str, str]) -> float:
             return total(name, "".join(f',{k}="{v}"' for k, v in extra.items()))
 
-        def by_batch(name: str) -> dict[str, float]:
-            rows = q(f"sum by (batch) (increase({name}{{{sel}}}{rng}))", now)
-            return {labels["batch"]: v for labels, v in rows if "batch" in labels}
-
         return RouteStats(
             requests=total(REQUESTS),
             errors=total(ERRORS),
             users=total(USERS),
             error_users=total(ERROR_USERS),
             p99_s=histogram_quantile(QUANTILE, buckets),
-            feedback={int(labels["value"]): v for labels, v in feedback if "value" in labels},
+            feedback={int(value): v for value, v in feedback.items()},
             latency_buckets=buckets,
-            cost=cost_from(cost_total, by_batch),
+            cost=cost_from(
+                cost_total, partial(increase_by, self.client, "batch", sel=sel, rng=rng, at=now)
+            ),
         )
 
 
@@ -348,16 +355,10 @@ def route_stats(
     """The deltas between two scrapes for one version on one route (``workload``: the series
     of that workload's release line only)."""
     mine = {"workload": workload} if workload else {}
-    buckets: dict[float, float] = {}
-    for labels, delta in _deltas(
-        now, base, LATENCY_BUCKETS, model=model, route=route, **mine
-    ).items():
-        le = float(dict(labels)["le"])
-        buckets[le] = buckets.get(le, 0.0) + delta
-    feedback: dict[int, float] = {}
-    for labels, delta in _deltas(now, base, FEEDBACK, model=model, **mine).items():
-        value = int(dict(labels)["value"])
-        feedback[value] = feedback.get(value, 0.0) + delta
+    latency = _deltas(now, base, LATENCY_BUCKETS, model=model, route=route, **mine)
+    buckets = {float(le): n for le, n in sum_by(latency, "le").items()}
+    votes = sum_by(_deltas(now, base, FEEDBACK, model=model, **mine), "value")
+    feedback = {int(value): n for value, n in votes.items()}
 
     def total(name: str, extra: dict[str, str] | None = None) -> float:
         match = {**mine, **(extra or {})}

@@ -97,7 +97,7 @@ class DistilSummary:
             for cost in (self.teacher_cost, self.student_cost)
         )
         matched = matched_compute_ratio(s, t)
-        return matched.ratio if matched is not None and matched.coverage >= 0.5 else None
+        return matched.ratio if matched is not None else None
 
 
 def _per_request(cost: dict[str, Any] | None) -> float | None:

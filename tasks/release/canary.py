@@ -136,7 +136,7 @@ def judge_cost(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged 
         f"{1000 * stable:.2f} ms (max {policy.cost_ratio_max:g}x)"
     )
     matched = matched_compute_ratio(c.cost, s.cost)
-    if matched is not None and matched.coverage >= 0.5:
+    if matched is not None:
         ratio = matched.ratio
         evidence |= {"cost_ratio_matched_batches": ratio, "matched_coverage": matched.coverage}
         line = (
