@@ -212,29 +212,24 @@ def particles_end(doc: Any, j: int, *, limit: int | None = 2, joiners: bool = Fa
     return k
 
 
+def _title_word(tok: Any) -> bool:
+    """Alphabetic in title case (``Else``, ``May``), stop word or not."""
+    return bool(tok.is_alpha and tok.text[:1].isupper() and tok.text[1:].islower())
+
+
 def _word_then_name(doc: Any, i: int) -> bool:
     """Whether a form value opens with a given name that is also a common word (``Else``,
-    ``Will``, ``May``: capitalised, alphabetic) and a name follows it."""
-    first = doc[i]
-    return bool(
-        first.is_alpha
-        and first.text[:1].isupper()
-        and first.text[1:].islower()
-        and i + 1 < len(doc)
-        and _name_end(doc, i + 1, strong=True) > i + 1
-    )
+    ``Will``, ``May``) and a name follows it."""
+    return _title_word(doc[i]) and i + 1 < len(doc) and _name_end(doc, i + 1, strong=True) > i + 1
 
 
 def _word_surname(doc: Any, j: int) -> bool:
     """Whether the name before ``j`` ends in a surname that is also a common word (``May``,
     ``Will``: capitalised mid-sentence) closed by punctuation or the end of the text."""
-    tok = doc[j] if j < len(doc) else None
     return bool(
-        tok is not None
-        and tok.is_alpha
-        and tok.text[:1].isupper()
-        and tok.text[1:].islower()
-        and tok.lower_ in STOP_WORDS
+        j < len(doc)
+        and _title_word(doc[j])
+        and doc[j].lower_ in STOP_WORDS
         and doc[j - 1].whitespace_
         and (j + 1 == len(doc) or doc[j + 1].is_punct)
     )

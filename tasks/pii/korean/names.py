@@ -205,9 +205,9 @@ class _Kiwi:
         )
 
 
-def _word_name(text: str, kiwi: _Kiwi, start: int, word: str) -> int:
-    """How many leading characters of the Hangul ``word`` at ``start`` are a name (0: none)."""
-    intro = bool(_INTRO.search(text, max(0, start - 12), start))
+def _word_name(text: str, kiwi: _Kiwi, start: int, word: str, intro: bool) -> int:
+    """How many leading characters of the Hangul ``word`` at ``start`` are a name (0: none;
+    ``intro``: a self-introduction or a name label right before it)."""
     readings = _stems(word, intro) or ((word, ""),)  # "이슬 씨": _kiwi_spans let it through
     for stem, ending in readings:
         end = start + len(stem)
@@ -312,23 +312,21 @@ def _familiar(stem: str, ending: str) -> bool:
 
 def _kiwi_spans(text: str, tokenize: Tokenize) -> list[tuple[int, int]]:
     """Names among the Hangul words (kiwi runs only on texts with a candidate word)."""
-    words = [  # "공항대로 247" is a street, not a name before 로
-        (m.start(), w)
-        for m in _WORD.finditer(text)
-        if (
-            _stems(w := m.group(0), bool(_INTRO.search(text, max(0, m.start() - 12), m.start())))
-            or (len(w) in (2, 3) and text.startswith(" 씨", m.end()))
-        )
-        and not (_ROAD_AHEAD.match(text, m.end()) and w.endswith(("로", "길")))
-    ]
+    words = []
+    for m in _WORD.finditer(text):
+        w, intro = m.group(0), bool(_INTRO.search(text, max(0, m.start() - 12), m.start()))
+        if _ROAD_AHEAD.match(text, m.end()) and w.endswith(("로", "길")):
+            continue  # "공항대로 247" is a street, not a name before 로
+        if _stems(w, intro) or (len(w) in (2, 3) and text.startswith(" 씨", m.end())):
+            words.append((m.start(), w, intro))
     if not words:
         return []
     tokens = tokenize(text)
     starts = [t.start for t in tokens]
     spans = []
-    for start, word in words:
+    for start, word, intro in words:
         near = tokens[bisect_left(starts, start) : bisect_right(starts, start + len(word) + 2)]
-        n = _word_name(text, _Kiwi(near), start, word)
+        n = _word_name(text, _Kiwi(near), start, word, intro)
         if n:
             spans.append((start, start + n))
     return spans
