@@ -40,6 +40,12 @@ def _names(text: str) -> list[str]:
         # a CI canary (seed 6170): after 저는, kiwi reads 남은서 as 남/VV 은/ETM 서/NNG
         ("안녕하세요, 저는 남은서입니다. 연락처는 010-1234-5678이고", ["남은서"]),
         ("저는 남은주입니다.", ["남은주"]),
+        # canaries of 2,000-seed sweeps: 조지아 (조 + 지아) is also Georgia; kiwi reads 안선영
+        # as 안/MAG 서/VV ㄴ/ETM 영/NNG
+        ("안녕하세요, 저는 조지아입니다. 연락처 알려드릴게요", ["조지아"]),
+        ("제 이름은 조지아예요", ["조지아"]),
+        ("안녕하세요, 저는 안선영입니다. 연락처는 아래에", ["안선영"]),
+        ("저는 안선영이에요", ["안선영"]),
         ("남궁선 님께 전달했어요", ["남궁선"]),
         ("류하람 주임한테 넘겼습니다", ["류하람"]),
         ("양지수(jisu@example.com)님 초대", ["양지수"]),
@@ -99,6 +105,9 @@ def test_a_name_found_once_is_replaced_everywhere_in_the_text(text: str, names: 
         # a modifier glued to its noun as a word of its own stays
         "저희 집에서 제일 작은방입니다.",
         "이건 남은거예요.",
+        # a spaced 안 is the adverb; the 전 of 대전 is no self-introduction before a district
+        "저는 안 간 곳이 없어요",
+        "대전 유성구 쪽 AS 센터 있나요",
     ],
 )
 def test_adjectives_address_terms_and_products_are_not_names(text: str) -> None:
@@ -167,30 +176,3 @@ def test_a_ten_digit_phone_starting_with_82_is_not_a_korean_service_line() -> No
 
     assert not service_line("8216210432")
     assert service_line("1588-1234") and service_line("+82 1588-1234")
-
-
-def test_a_name_that_is_also_a_place_is_a_name_after_a_self_introduction() -> None:
-    """A canary of a 2,000-seed sweep: 조지아 (조 + 지아) is also Georgia."""
-    from infra.settings import CurateSettings
-    from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
-
-    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
-    texts = ["안녕하세요, 저는 조지아입니다. 연락처 알려드릴게요", "제 이름은 조지아예요"]
-    for out in anonymize_texts(engine, texts):
-        assert "조지아" not in out.text and "<PERSON>" in out.text, out.text
-
-
-def test_a_surname_kiwi_reads_as_an_adverb_is_a_name_after_a_self_introduction() -> None:
-    """A canary of a 2,000-seed sweep: 안선영 read as 안/MAG 서/VV ㄴ/ETM 영/NNG."""
-    from infra.settings import CurateSettings
-    from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
-
-    engine = load_engine(PiiConfig.from_settings(CurateSettings()))
-    texts = [
-        "안녕하세요, 저는 안선영입니다. 연락처는 아래에",
-        "저는 안선영이에요",
-        "저는 안 간 곳이 없어요",
-    ]
-    got = [r.text for r in anonymize_texts(engine, texts)]
-    assert "안선영" not in got[0] + got[1] and got[0].count("<PERSON>") == 1
-    assert got[2] == texts[2]  # a spaced 안 is the adverb
