@@ -11,7 +11,7 @@ drift). Accuracy is each answer's verifier verdict; cost is what the gateway met
 (``agent_compute_seconds_total``, ``agent_tokens_total``, ``agent_cost_requests_total``).
 The ratio printed is the student's over the teacher's, measured in this run.
 
-    python tests/benchmarks/bench_distil.py [--steps 1000] [--answers 1000] [--rounds 2]
+    python tests/benchmarks/bench_distil.py [--steps N] [--answers 1000] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -63,10 +63,17 @@ def accepted_answers(teacher_dir: Path, n: int) -> list[dict[str, str]]:
 
 def distil_student(teacher_dir: Path, args: argparse.Namespace) -> tuple[Path, int, int]:
     """The student's directory, and the student's and the teacher's parameter counts."""
+    from dataclasses import replace
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from infra.settings import get_settings
     from infra.settings.distil import DEFAULT_STUDENTS
     from tasks.distil.trainer import DistilConfig, distil_model
+
+    # the settings' training (FLYWHEEL_DISTIL__*), with the steps and threads asked for
+    config = DistilConfig.from_settings(get_settings().distil, steps=args.steps)
+    config = replace(config, threads=args.threads if args.threads is not None else config.threads)
 
     teacher = AutoModelForCausalLM.from_pretrained(str(teacher_dir))
     tok = AutoTokenizer.from_pretrained(str(teacher_dir))
@@ -76,10 +83,11 @@ def distil_student(teacher_dir: Path, args: argparse.Namespace) -> tuple[Path, i
         HOME / "student",
         examples=accepted_answers(teacher_dir, args.answers),
         profile=DEFAULT_STUDENTS["demo-small"],
-        config=DistilConfig(steps=args.steps, threads=args.threads),
+        config=config,
     )
     print(
-        f"distilled in {out.wall_s:.0f} s ({args.steps} steps), final loss {out.metrics['loss']:.3f}"
+        f"distilled in {out.wall_s:.0f} s ({config.steps} steps), final loss "
+        f"{out.metrics['loss']:.3f}"
     )
     return out.output_dir, out.student_parameters, out.teacher_parameters
 
@@ -106,7 +114,9 @@ async def ask_all(url: str, version: str, items: list[Any], concurrency: int) ->
 def main() -> int:
     """Distil, serve both, measure, print side by side."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=1000, help="student optimizer steps")
+    p.add_argument(
+        "--steps", type=int, default=None, help="student optimizer steps (FLYWHEEL_DISTIL__STEPS)"
+    )
     p.add_argument("--answers", type=int, default=1000, help="accepted answers to learn from")
     p.add_argument("--rounds", type=int, default=2, help="golden passes per model")
     p.add_argument("--concurrency", type=int, default=8)
