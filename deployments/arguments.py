@@ -241,9 +241,10 @@ def run_args(p: argparse.ArgumentParser) -> None:
     """Cycles, server, traffic and seed of the whole loop."""
     p.add_argument(
         "--cycles",
-        type=whole_number(1, 20),
+        type=whole_number(0, 20),
         default=1,
-        help="improvement cycles, 1-20, each train -> release on new traffic (default 1)",
+        help="improvement cycles, 0-20, each train -> release on new traffic (default 1; 0 "
+        "with --distil: distil the stable versions on the traffic curated already)",
     )
     p.add_argument(
         "--server",

@@ -257,8 +257,12 @@ def release(ns: argparse.Namespace) -> int:
 
 
 def check_run(ns: argparse.Namespace) -> None:
-    """``--server vllm`` needs the vLLM environment (``make vllm``): refused before anything
-    starts."""
+    """``--cycles 0`` is for ``--distil`` alone, and ``--server vllm`` needs the vLLM
+    environment (``make vllm``): refused before anything starts."""
+    from infra.errors import ConfigError
+
+    if ns.cycles == 0 and not getattr(ns, "distil", False):
+        raise ConfigError("--cycles 0 runs nothing: it distils what is curated (add --distil)")
     if getattr(ns, "server", "local") == "vllm":
         from infra.vllm_process import vllm_python
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from flows.collect import collect
 from flows.curate import curate
@@ -61,7 +61,12 @@ def hourly(window_start: datetime | None = None) -> dict[str, object]:
 class LoopOptions(BaseModel):
     """Knobs of the embedded demo loop (flywheel run); stage settings come from FLYWHEEL_*."""
 
-    cycles: int = Field(default=1, ge=1, le=20, description="improvement cycles to run")
+    cycles: int = Field(
+        default=1,
+        ge=0,
+        le=20,
+        description="improvement cycles to run (0 with distil: distil what is curated already)",
+    )
     requests: int = Field(
         default=LOOP_REQUESTS,
         ge=10,
@@ -104,6 +109,12 @@ class LoopOptions(BaseModel):
     distil_steps: int | None = Field(
         default=None, ge=1, description="optimizer steps per student (FLYWHEEL_DISTIL__STEPS)"
     )
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> LoopOptions:
+        if self.cycles == 0 and not self.distil:
+            raise ValueError("cycles 0 runs nothing: it is for distil alone (--distil)")
+        return self
 
 
 @flow(name="run", log_prints=False)

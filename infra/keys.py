@@ -11,6 +11,7 @@ curate/dedup/index.parquet                          recent (conversation + answe
 models/<version>/                                   weights, tokenizer, model card, lineage
 gates/<version>/                                    release gate evidence
 deploy/state.json                                   routing state
+deploy/servers.json                                 versions served on other bases' servers
 metrics/<stage>.json                                cumulative stage counters
 feedback/watermark.json                             late feedback read up to here
 feedback/stale/<stage>/window=<ISO start>           windows to redo: feedback changed
@@ -37,6 +38,8 @@ MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
+# where versions on another base model's server (a distilled student's) are served
+SERVERS_KEY = "deploy/servers.json"
 FEEDBACK_WATERMARK_KEY = "feedback/watermark.json"
 STALE_PREFIX = "feedback/stale/"
 ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)

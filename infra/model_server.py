@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infra.errors import ModelServerError
 
 if TYPE_CHECKING:
+    from infra.base_servers import BaseServers
     from infra.settings import ModelServerSettings
     from infra.store import ObjectStore
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class ModelServer(Protocol):
     """A server that serves ``base_version`` and loads or unloads LoRA adapters as model
-    versions."""
+    versions (:class:`infra.base_servers.BaseServers`: one such server per base model)."""
 
     base_version: str
 
@@ -42,6 +43,9 @@ class ModelServer(Protocol):
 
     def health(self) -> str | None:
         """None when the server is healthy, else why not."""
+
+    def refusal(self, version: str, max_loras: int) -> str | None:
+        """Why loading ``version`` would exceed ``max_loras`` adapters (None: it has room)."""
 
 
 def _where(url: str) -> str:
@@ -153,6 +157,10 @@ class VLLMServer:
                 return f"model server {_where(url)} is unreachable ({type(exc).__name__})"
         return None
 
+    def refusal(self, version: str, max_loras: int) -> str | None:
+        """:func:`capacity_refusal` of this server."""
+        return capacity_refusal(self, version, max_loras)
+
 
 def capacity_refusal(server: ModelServer, version: str, max_loras: int) -> str | None:
     """Why ``server`` cannot load ``version`` without exceeding ``max_loras`` adapters (what
@@ -171,16 +179,21 @@ def capacity_refusal(server: ModelServer, version: str, max_loras: int) -> str |
     )
 
 
-def open_model_server(settings: ModelServerSettings) -> ModelServer | None:
-    """The configured model server, or None (``kind`` none: versions are served in process)."""
+def open_model_server(settings: ModelServerSettings, store: ObjectStore) -> BaseServers | None:
+    """The configured model servers, one per base model (:mod:`infra.base_servers`; the
+    launcher of this process's ``flywheel run --server vllm``, if any), or None (``kind``
+    none: versions are served in process)."""
+    from infra.base_servers import BaseServers, current_launcher
+
     if not settings.enabled:
         return None
-    return VLLMServer(
+    primary = VLLMServer(
         settings.urls,
         base_version=settings.base_version,
         timeout_s=settings.timeout_s,
         max_loras=settings.max_loras,
     )
+    return BaseServers(primary, store=store, bases=settings.bases, launcher=current_launcher())
 
 
 def adapter_path(

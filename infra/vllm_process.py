@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from infra.errors import ConfigError, ModelServerError
@@ -126,3 +126,64 @@ def local_vllm(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class LocalLaunchers:
+    """The :class:`~infra.base_servers.Launcher` of ``flywheel run --server vllm``: one local
+    vLLM per base model this process's releases load (a distilled student), each started by
+    :func:`local_vllm` with the configured server's LoRA settings, all ended by :meth:`close`
+    (or when the block of ``with LocalLaunchers(...)`` exits)."""
+
+    def __init__(
+        self,
+        *,
+        log_dir: Path,
+        max_loras: int,
+        max_lora_rank: int,
+        venv: str | Path | None = None,
+        timeout_s: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self.log_dir = log_dir
+        self.max_loras, self.max_lora_rank = max_loras, max_lora_rank
+        self.venv, self.timeout_s = venv, timeout_s
+        self._servers: dict[str, tuple[ExitStack, list[str]]] = {}
+
+    def start(self, base: str, model_dir: str) -> list[str]:
+        """Serve ``model_dir`` as ``base`` (its URL; the running one when it is up already)."""
+        if base in self._servers:
+            return list(self._servers[base][1])
+        stack = ExitStack()
+        url = stack.enter_context(
+            local_vllm(
+                model_dir,
+                served_name=base,
+                max_loras=self.max_loras,
+                max_lora_rank=self.max_lora_rank,
+                log_path=self.log_dir / f"vllm-{base}.log",
+                venv=self.venv,
+                timeout_s=self.timeout_s,
+            )
+        )
+        self._servers[base] = (stack, [url])
+        return [url]
+
+    def stop(self, base: str) -> None:
+        """End ``base``'s server (nothing when none runs)."""
+        entry = self._servers.pop(base, None)
+        if entry is not None:
+            entry[0].close()
+
+    def running(self) -> dict[str, list[str]]:
+        """The bases served now, with their URLs."""
+        return {base: list(urls) for base, (_, urls) in self._servers.items()}
+
+    def close(self) -> None:
+        """End every server this launcher started."""
+        for base in list(self._servers):
+            self.stop(base)
+
+    def __enter__(self) -> LocalLaunchers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

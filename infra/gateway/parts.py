@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 from fastapi import Depends, Request
 
 from infra.gateway.admin import Admin
+from infra.gateway.aio import run_in_daemon_thread
 from infra.gateway.fastpath import ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
@@ -131,6 +132,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     p: GatewayParts = app.state.parts
     await asyncio.to_thread(p.watcher.refresh)
     poller = asyncio.create_task(p.watcher.run(), name="routing-state")
+    await asyncio.to_thread(p.pool.refresh_served)
+    servers = asyncio.create_task(_watch_served(p), name="model-servers")
     p.dispatcher.start()
     p.admin.warm_up()
     preload = asyncio.create_task(p.pool.preload(p.watcher.state.stable), name="preload")
@@ -139,10 +142,21 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         preload.cancel()
         poller.cancel()
+        servers.cancel()
         await p.gateway.drain()
         await asyncio.to_thread(p.admin.finish_background)
         await p.dispatcher.stop()
         await p.pool.aclose()
+
+
+async def _watch_served(p: GatewayParts) -> None:
+    """Re-read where versions on other bases' model servers are served (a release that starts
+    a student's server records it there), as often as the routing state."""
+    if not p.pool.settings.model_server.enabled:
+        return
+    while True:
+        await asyncio.sleep(p.watcher.interval_s)
+        await run_in_daemon_thread(p.pool.refresh_served)
 
 
 def attach(app: FastAPI, p: GatewayParts) -> None:

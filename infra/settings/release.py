@@ -85,6 +85,9 @@ class ModelServerSettings(BaseModel):
     kind: Literal["none", "vllm"] = "none"
     urls: list[str] = []  # replica base URLs (http://host:port), loaded and unloaded together
     base_version: str = "v0"  # vLLM --served-model-name of the base model
+    # servers of other base models (a distilled student is a base of its own): base version ->
+    # replica URLs, run by the operator; `flywheel run --server vllm` starts its own
+    bases: dict[str, list[str]] = {}
     adapter_dir: Path | None = None  # where adapters from S3 are synced (default: model cache)
     server_path: str | None = None  # adapter_dir (or the local store) as the server sees it
     bake_s: float = Field(default=600.0, ge=0)  # old stable stays loaded after a promotion

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from infra.base_servers import ServedAt, read_served
 from infra.errors import ConfigError, UpstreamError
 from infra.upstream.completion import (
     Completion,
@@ -228,10 +229,18 @@ class ReplicaUpstream:
         return self._pick().stream(messages, params)
 
 
-def model_server_upstream(version: str, settings: Settings, session: SessionFactory) -> Upstream:
-    """``version`` on the model server (``FLYWHEEL_MODEL_SERVER__URLS``): the base model under
-    its served name, an adapter under its version name (both are the version itself)."""
-    urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in settings.model_server.urls]
+def model_server_upstream(
+    version: str,
+    settings: Settings,
+    session: SessionFactory,
+    *,
+    urls: list[str] | tuple[str, ...] | None = None,
+) -> Upstream:
+    """``version`` on the model server of its base (``urls``: its replicas; default the
+    configured server, ``FLYWHEEL_MODEL_SERVER__URLS``): the base model under its served name,
+    an adapter under its version name (both are the version itself)."""
+    roots = settings.model_server.urls if urls is None else urls
+    urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in roots]
     timeout_s = settings.gateway.upstream_timeout_s
     replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
@@ -264,15 +273,36 @@ class UpstreamPool:
                 api_key=entry.api_key(),
                 timeout_s=gw.upstream_timeout_s,
             )
+        self._explicit = frozenset(self._upstreams)
         self._local: dict[str, LocalUpstream] = {}
         self._checks: dict[str, tuple[float, str | None]] = {}
+        # versions on other bases' model servers (deploy/servers.json, :mod:`infra.base_servers`)
+        self._served: dict[str, ServedAt] = {}
+        self._on_bases: dict[str, tuple[tuple[str, ...], Upstream]] = {}
 
     def configured(self) -> list[str]:
         """Versions with an explicitly configured (HTTP or injected) upstream."""
         return sorted(self._upstreams)
 
+    def refresh_served(self) -> None:
+        """Read where versions on other bases' model servers are served (blocking; a failed
+        read keeps the last map)."""
+        if not self.settings.model_server.enabled:
+            return
+        try:
+            self._served = read_served(self.store)
+        except Exception as exc:  # noqa: BLE001 - keep routing on the last good map
+            log.warning("cannot read where model versions are served: %s", exc)
+
     def get(self, version: str) -> Upstream:
-        """The upstream of ``version``: configured, else on the model server, else in process."""
+        """The upstream of ``version``: configured, else on the model server of its base (its
+        own where one is recorded), else in process."""
+        if version not in self._explicit and (at := self._served.get(version)) is not None:
+            cached = self._on_bases.get(version)
+            if cached is None or cached[0] != at.urls:
+                on_base = model_server_upstream(version, self.settings, self.session, urls=at.urls)
+                cached = self._on_bases[version] = (at.urls, on_base)
+            return cached[1]
         upstream = self._upstreams.get(version) or self._local.get(version)
         if upstream is None and self.settings.model_server.enabled:
             upstream = model_server_upstream(version, self.settings, self.session)

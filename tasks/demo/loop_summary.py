@@ -132,13 +132,13 @@ def _release_lines(c: CycleSummary) -> list[str]:
 
 def not_promoted(summary: LoopSummary) -> str | None:
     """Why the loop did not work, or ``None`` (``flywheel run`` then exits 0): every cycle must
-    train a candidate and the first must promote it; with ``--distil`` a student must be
-    promoted for at least one workload. A later candidate held or rolled back is
+    train a candidate and the first must promote it (``--cycles 0``: none ran); with
+    ``--distil`` a student must be promoted for at least one workload. A later candidate held or rolled back is
     the release doing its job at the plateau the cycles report shows, not a failure."""
     for c in summary.cycles:
         if not c.candidate:
             return f"cycle {c.cycle}{_of(c)}: no candidate to release ({c.train_status})"
-    if not summary.cycles:
+    if not summary.cycles and not summary.distilled:
         return "no cycle ran"
     for first in [c for c in summary.cycles if c.cycle == summary.cycles[0].cycle]:
         if first.outcome != "promoted":

@@ -58,13 +58,16 @@ def profile_environment(server: Server) -> dict[str, str]:
 def serving(server: Server, *, base_version: str) -> Iterator[None]:
     """For ``vllm``: start vLLM on the base version (ended at exit; unless the model-server
     settings already name a running one), point the model-server settings at it, and load the
-    stable version's adapter when the stable is not the base."""
+    stable version's adapter when the stable is not the base. Releases in the block start a
+    vLLM of their own for a base model the configured server does not serve (a distilled
+    student), ended at exit too."""
     if server != "vllm":
         yield
         return
     if (rt := Runtime.from_env()).settings.model_server.enabled:  # a server already running
-        _load_stable(rt, base_version)
-        yield
+        with _launchers(rt):
+            _load_stable(rt, base_version)
+            yield
         return
     from infra.models import fetch_model
     from infra.vllm_process import local_vllm
@@ -84,14 +87,56 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
             "FLYWHEEL_MODEL_SERVER__URLS": json.dumps([url]),
             "FLYWHEEL_MODEL_SERVER__BASE_VERSION": base_version,
         }
-        with environment(**env):
-            _load_stable(Runtime.from_env(), base_version)
+        with environment(**env), _launchers(rt := Runtime.from_env()):
+            _load_stable(rt, base_version)
             yield
 
 
+@contextmanager
+def _launchers(rt: Runtime) -> Iterator[None]:
+    """A launcher for other bases' vLLM servers in the block; at exit they are ended and
+    forgotten in the store's map of where versions are served."""
+    from infra.base_servers import launching, read_served, record_served
+    from infra.vllm_process import LocalLaunchers
+
+    ms = rt.settings.model_server
+    _forget_dead(rt)
+    with LocalLaunchers(
+        log_dir=rt.settings.home_dir / "logs",
+        max_loras=ms.max_loras or 1,
+        max_lora_rank=ms.max_lora_rank,
+    ) as launchers:
+        try:
+            with launching(launchers):
+                yield
+        finally:
+            ended = {tuple(urls) for urls in launchers.running().values()}
+            launchers.close()
+            gone = [v for v, at in read_served(rt.store).items() if at.urls in ended]
+            if gone:
+                record_served(rt.store, dict.fromkeys(gone))
+
+
+def _forget_dead(rt: Runtime) -> None:
+    """Forget the recorded servers of other bases that do not answer (a run that ended without
+    its clean-up left them): a release then starts them again instead of routing to nothing."""
+    from infra.base_servers import read_served, record_served
+    from infra.model_server import VLLMServer
+
+    dead = {
+        v
+        for v, at in read_served(rt.store).items()
+        if at.base not in rt.settings.model_server.bases
+        and VLLMServer(list(at.urls), base_version=at.base, timeout_s=5.0).health() is not None
+    }
+    if dead:
+        record_served(rt.store, dict.fromkeys(dead))
+
+
 def _load_stable(rt: Runtime, base_version: str) -> None:
-    """A stable version that is an adapter is loaded (a fresh server serves the base only)."""
-    server = open_model_server(rt.settings.model_server)
+    """A stable version that is not the base (an adapter, or a student on a server of its own,
+    started here) is loaded: a fresh server serves the base only."""
+    server = open_model_server(rt.settings.model_server, rt.store)
     stable = load_state(rt.store).stable
     if server is not None and stable != base_version:
         load_candidate(

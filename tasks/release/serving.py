@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger
 
 from infra.errors import ControlRefused, ModelServerError
-from infra.model_server import capacity_refusal
 from tasks.release.adapters import unload_unrouted_task
 from tasks.release.machine import hold_task
 
@@ -75,5 +74,5 @@ def require_room(rt: Runtime, server: ModelServer, state: RoutingState, version:
     """
     unload_unrouted(rt, server, state)
     limit = rt.settings.model_server.max_loras
-    if limit is not None and (why := capacity_refusal(server, version, limit)):
+    if limit is not None and (why := server.refusal(version, limit)):
         raise ControlRefused(why)

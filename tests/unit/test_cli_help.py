@@ -50,7 +50,7 @@ def test_help_says_what_the_options_new_users_asked_about_do() -> None:
         "straight to the canary" in helps["release"]
         and "candidate model version" in helps["release"]
     )
-    assert "improvement cycles, 1-20" in helps["run"] and "seed of the base model" in helps["run"]
+    assert "improvement cycles, 0-20" in helps["run"] and "seed of the base model" in helps["run"]
     assert "grant: the user's traces may train" in helps["consent"]
     assert f"1-{MAX_HOURS}" in helps["collect"]
 

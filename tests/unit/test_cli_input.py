@@ -46,7 +46,7 @@ BAD_ARGUMENTS = [
     (["score", "--hours", "0"], "--hours: expected a whole number from 1"),
     (["simulate", "--requests", "-5"], "--requests: expected a whole number of at least 1"),
     (["run", "--requests", "0"], "--requests: expected a whole number of at least 10"),
-    (["run", "--cycles", "0"], "--cycles: expected a whole number from 1 to 20"),
+    (["run", "--cycles", "21"], "--cycles: expected a whole number from 0 to 20"),
     (["train", "--max-steps", "-1"], "--max-steps: expected a whole number of at least 1"),
     (["retention", "--days", "-2"], "--days: expected a whole number of at least 1"),
     (["forget-user", " "], "user_id: must not be empty"),
@@ -86,6 +86,14 @@ def test_a_bad_argument_from_the_shell_is_one_line_exit_2_and_no_flow_run(
 
     assert done.returncode == 2
     assert says in one_error_line(done, f"flywheel {args[0]}: error: argument ")
+    assert not (tmp_path / "fw" / "prefect").exists()  # no Prefect API started, no run
+
+
+def test_zero_cycles_without_distil_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = flywheel("run", "--cycles", "0", home=tmp_path)
+
+    assert done.returncode == 2
+    assert "add --distil" in one_error_line(done, "flywheel run: error: --cycles 0 runs nothing")
     assert not (tmp_path / "fw" / "prefect").exists()  # no Prefect API started, no run
 
 

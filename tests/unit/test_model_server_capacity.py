@@ -11,6 +11,7 @@ import pytest
 from infra.errors import ModelServerError
 from infra.model_server import VLLMServer, capacity_refusal
 from infra.settings import ModelServerSettings, RewardSettings, Settings, TrainSettings
+from infra.store import LocalStore
 from tests.fakes.lora_server import start_lora_server
 
 
@@ -54,5 +55,5 @@ def test_the_settings_limit_reaches_the_server(tmp_path: Path) -> None:
 
     with start_lora_server() as fake:
         settings = ModelServerSettings(kind="vllm", urls=[fake.url], max_loras=4)
-        server = open_model_server(settings)
-        assert isinstance(server, VLLMServer) and server.max_loras == 4
+        server = open_model_server(settings, LocalStore(tmp_path / "store"))
+        assert server is not None and server.primary.max_loras == 4
