@@ -12,8 +12,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from infra.answers import open_answer_source
+from infra.base_servers import open_model_server
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
-from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped

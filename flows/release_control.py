@@ -8,8 +8,8 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger
 
 from flows.release import ReleaseOptions, release
+from infra.base_servers import open_model_server
 from infra.errors import ControlRefused
-from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.routing import RoutingBackend, open_routing, scoped
 from infra.runtime import Runtime

@@ -28,7 +28,7 @@ from infra.keys import SERVERS_KEY
 
 if TYPE_CHECKING:
     from infra.model_server import VLLMServer
-    from infra.settings import Settings
+    from infra.settings import ModelServerSettings, Settings
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -257,3 +257,20 @@ class BaseServers:
             if (why := self._server(base, urls).health()) is not None:
                 return why
         return None
+
+
+def open_model_server(settings: ModelServerSettings, store: ObjectStore) -> BaseServers | None:
+    """The configured model servers, one per base model (:mod:`infra.base_servers`; the
+    launcher of this process's ``flywheel run --server vllm``, if any), or None (``kind``
+    none: versions are served in process)."""
+    from infra.model_server import VLLMServer
+
+    if not settings.enabled:
+        return None
+    primary = VLLMServer(
+        settings.urls,
+        base_version=settings.base_version,
+        timeout_s=settings.timeout_s,
+        max_loras=settings.max_loras,
+    )
+    return BaseServers(primary, store=store, bases=settings.bases, launcher=current_launcher())

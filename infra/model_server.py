@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infra.errors import ModelServerError
 
 if TYPE_CHECKING:
-    from infra.base_servers import BaseServers
     from infra.settings import ModelServerSettings
     from infra.store import ObjectStore
 
@@ -177,23 +176,6 @@ def capacity_refusal(server: ModelServer, version: str, max_loras: int) -> str |
         f"(FLYWHEEL_MODEL_SERVER__MAX_LORAS, vLLM --max-loras): {', '.join(adapters)}; "
         f"{version} not loaded (finish or roll back a release, or raise the limit on both)"
     )
-
-
-def open_model_server(settings: ModelServerSettings, store: ObjectStore) -> BaseServers | None:
-    """The configured model servers, one per base model (:mod:`infra.base_servers`; the
-    launcher of this process's ``flywheel run --server vllm``, if any), or None (``kind``
-    none: versions are served in process)."""
-    from infra.base_servers import BaseServers, current_launcher
-
-    if not settings.enabled:
-        return None
-    primary = VLLMServer(
-        settings.urls,
-        base_version=settings.base_version,
-        timeout_s=settings.timeout_s,
-        max_loras=settings.max_loras,
-    )
-    return BaseServers(primary, store=store, bases=settings.bases, launcher=current_launcher())
 
 
 def adapter_path(

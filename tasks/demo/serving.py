@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from infra.model_server import open_model_server
+from infra.base_servers import open_model_server
 from infra.models import model_cache_root
 from infra.routing import load_state
 from infra.runtime import Runtime

@@ -11,8 +11,8 @@ from typing import Any, Literal
 from prefect import get_run_logger
 
 from infra.audit import record_event
+from infra.base_servers import open_model_server
 from infra.errors import TransientError
-from infra.model_server import open_model_server
 from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger, task
 
 from infra.audit import record_event
+from infra.base_servers import open_model_server
 from infra.errors import UnservableVersion
-from infra.model_server import open_model_server
 from infra.models import ServableVersions
 from infra.retries import IO_RETRIES
 from tasks.release.card import update_card

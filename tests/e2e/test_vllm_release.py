@@ -7,8 +7,11 @@ promotion; then two workloads each put a candidate in canary on the same vLLM: A
 adapter made worse) is rolled back by one of the repo's candidate alert rules (Prometheus and
 Alertmanager binaries: latency, errors or thumbs-down) carrying ``workload="a"`` through
 Alertmanager's webhook and the gateway, and unloaded by the rollback flow, while B's (a copy of
-the trained adapter) goes on to promotion, and no user request fails; and the prompt the
-trainer sees is token for token what vLLM is sent."""
+the trained adapter) goes on to promotion, and no user request fails; the prompt the trainer
+sees is token for token what vLLM is sent; and ``flywheel run --cycles 0 --distil`` distils the
+stable version into the Llama profile's student, a full model that the release serves on a
+second vLLM of its own, started before the gate, sent shadow traffic by the gateway and
+stopped at the end."""
 
 from __future__ import annotations
 
@@ -57,6 +60,19 @@ RUN_ENV = {
     "FLYWHEEL_WORKLOADS": '["a", "b"]',
 }
 
+# the distillation of the last test: the stable LoRA version is the teacher; the first test's
+# 240 requests give ~44 accepted answers, fewer than the default 50 a student needs. A student
+# of 44 answers is ~10 points below its teacher and makes up digit strings: the real gate rolls
+# it back (measured: -10.8 points, CI [-14.2, -7.3]; pii_leak 9 of 400 answers). This test is
+# about serving a student on a vLLM of its own (gate, shadow and canary through the gateway),
+# not about those thresholds (tested in test_distil_release and test_release_pii_leak)
+DISTIL_ENV = {
+    "FLYWHEEL_DISTIL__MIN_EXAMPLES": "20",
+    "FLYWHEEL_DISTIL__STEPS": "150",
+    "FLYWHEEL_DISTIL__MARGIN": "40",
+    "FLYWHEEL_RELEASE__PII_LEAK_CHECK": "false",
+}
+
 
 @dataclass
 class Served:
@@ -72,7 +88,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> Iterator[Served]:
     """``v0`` of the Llama profile bootstrapped into a fresh home and served by one vLLM."""
-    from infra.model_server import open_model_server
+    from infra.base_servers import open_model_server
     from infra.runtime import Runtime
     from infra.vllm_process import local_vllm
     from tasks.demo.bootstrap import bootstrap_base_model
@@ -100,7 +116,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
             mp.setenv("FLYWHEEL_MODEL_SERVER__KIND", "vllm")
             mp.setenv("FLYWHEEL_MODEL_SERVER__URLS", json.dumps([url]))
             get_settings.cache_clear()
-            server = open_model_server(get_settings().model_server)
+            server = open_model_server(get_settings().model_server, rt.store)
             assert server is not None and server.health() is None
             yield Served(home=tmp / "home", url=url, env=env)
     get_settings.cache_clear()
@@ -157,8 +173,8 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     canary steps to promotion; A's users are back on A's stable, and no request fails."""
     from flows.release import ReleaseOptions, release
     from flows.rollback import rollback
+    from infra.base_servers import open_model_server
     from infra.gateway.serve import start_background_gateway
-    from infra.model_server import open_model_server
     from infra.models import model_cache_root
     from infra.routing import WorkloadRelease, new_release_id
     from infra.runtime import Runtime
@@ -172,7 +188,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     worse, good = "v9", "v10"
     publish_adapter(store, stable, worse, scale_b=50)  # A's candidate
     publish_adapter(store, stable, good)  # B's candidate: the trained adapter again
-    server = open_model_server(rt.settings.model_server)
+    server = open_model_server(rt.settings.model_server, rt.store)
     assert server is not None
     for version in (worse, good):
         load_candidate(
@@ -322,3 +338,70 @@ def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Se
     assert resp.status_code == 200, resp.text
     assert resp.json()["tokens"] == trainer_ids
     assert "<|tool|>calculator: 23 + 58 = 81" in prompt and prompt.endswith("<|assistant|>")
+
+
+def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
+    prefect_api: None, served_env: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flywheel run --server vllm --cycles 0 --distil`` on the first test's curated traffic:
+    the stable LoRA version (the teacher) is distilled into the Llama profile's student, a full
+    model of its own base, which the release serves on a second vLLM it starts before the gate;
+    the gate asks both vLLM servers, the gateway sends the student's shadow and canary traffic
+    to the student's server (the teacher's server never serves it), and at the end the
+    student's server is stopped and forgotten."""
+    from flows.loop import LoopOptions, run_loop
+    from infra.base_servers import read_served
+    from infra.vllm_process import LocalLaunchers
+    from tasks.demo.loop_summary import loop_report
+
+    for key, value in DISTIL_ENV.items():
+        monkeypatch.setenv(key, value)
+    started: list[tuple[str, str]] = []  # (base, URL) of each server the release started
+    launch = LocalLaunchers.start
+
+    def start(self: LocalLaunchers, base: str, model_dir: str) -> list[str]:
+        urls = launch(self, base, model_dir)
+        started.extend((base, url) for url in urls)
+        return urls
+
+    monkeypatch.setattr(LocalLaunchers, "start", start)
+    get_settings.cache_clear()
+    store = LocalStore(get_settings().resolved_store_url)
+    teacher = load_state(store).stable
+    summary = run_loop(
+        LoopOptions(
+            server="vllm",
+            cycles=0,
+            distil=True,
+            canary_steps=[50, 100],
+            analysis_interval_s=2.0,
+            min_requests_per_step=5,
+        )
+    )
+    print(loop_report(summary))
+    (d,) = summary.distilled
+    assert (d.teacher, d.status) == (teacher, "trained"), d.message
+    student = d.student
+    assert student is not None and d.student_parameters and d.teacher_parameters
+    assert d.student_parameters <= d.teacher_parameters / 4
+    config = json.loads(store.get(f"models/{student}/config.json"))  # a base of its own
+    assert config["hidden_size"] == 64 and not store.exists(f"models/{student}/adapter_config.json")
+    # the gate decided on answers the student's own vLLM gave (the teacher's never serves it)
+    assert d.decision is not None and d.margin is not None
+    assert [base for base, _ in started] == [student]
+    log = (served_env.home / "logs" / f"vllm-{student}.log").read_text(errors="replace")
+    asked = log.count("POST /v1/chat/completions")
+    gate_items = len(json.loads(store.get(f"gates/{student}/report.json"))["items"])
+    assert asked >= gate_items > 0, log[-2000:]
+    assert student not in served_env.models()
+    phases = [e.to_phase for e in load_state(store).history if e.candidate == student]
+    assert d.decision == "PROCEED_TO_SHADOW" and "shadow" in phases, (d.decision, d.reasons)
+    # the gateway sent the student's shadow copies (and canary users) to the student's server
+    assert asked > gate_items, (asked, gate_items)
+    if d.outcome == "promoted":
+        assert {"canary", "promoted"} <= set(phases), phases
+        assert d.student_cost is not None and d.student_cost["requests"] > 0, d
+    # the run is over: the student's server is stopped and forgotten
+    assert read_served(store) == {}
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{started[0][1]}/health", timeout=5)

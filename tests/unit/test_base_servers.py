@@ -19,12 +19,13 @@ from infra.base_servers import (
     BaseServers,
     ServedAt,
     launching,
+    open_model_server,
     read_served,
     record_served,
     version_urls,
 )
 from infra.errors import ModelServerError
-from infra.model_server import VLLMServer, open_model_server
+from infra.model_server import VLLMServer
 from infra.settings import ModelServerSettings, Settings
 from infra.store import LocalStore
 from tests.fakes.lora_server import LoraServer, start_lora_server

@@ -51,7 +51,7 @@ def test_a_load_beyond_the_limit_is_refused_naming_the_limit_and_the_adapters() 
 
 
 def test_the_settings_limit_reaches_the_server(tmp_path: Path) -> None:
-    from infra.model_server import open_model_server
+    from infra.base_servers import open_model_server
 
     with start_lora_server() as fake:
         settings = ModelServerSettings(kind="vllm", urls=[fake.url], max_loras=4)
