@@ -275,8 +275,13 @@ def run_gate(
     ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
     ``cheaper``: it must also be cheaper)."""
     requests = [it.prompt() for it in items]
-    base = baseline.answer(requests, max_tokens=max_tokens)
-    cand = candidate.answer(requests, max_tokens=max_tokens)
+    if margin is not None:  # its cost is compared too: the versions take turns
+        from tasks.release.noninferiority import answer_alternating
+
+        base, cand = answer_alternating(baseline, candidate, requests, max_tokens=max_tokens)
+    else:
+        base = baseline.answer(requests, max_tokens=max_tokens)
+        cand = candidate.answer(requests, max_tokens=max_tokens)
     scores = score_answers([*items, *items], [*base, *cand], scorer=scorer)
     b_scores, c_scores = scores[: len(items)], scores[len(items) :]
     test = paired_test(
@@ -323,7 +328,7 @@ def run_gate(
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
     ni = None
     if margin is not None:  # no worse by more than the margin, and cheaper: not "better"
-        from tasks.release.noninferiority import noninferior_gate
+        from tasks.release.noninferiority import noninferior_gate, turn_size
 
         ni = noninferior_gate(
             items,
@@ -336,6 +341,7 @@ def run_gate(
             cheaper=cheaper,
             slices=slices,
             checks=checks,
+            turn=turn_size(len(items)),
         )
         decision, reasons = ni.decision, ni.reasons
     reasons = reasons + [  # a check that did not run is said, never silently passed

@@ -15,8 +15,8 @@ two points of accuracy. With d = candidate - baseline per item, in points:
 
 The decision, in order: a PII leak -> ``ROLLBACK``; fewer than ``min_samples`` pairs ->
 ``MANUAL_REVIEW`` (``ROLLBACK`` when already shown inferior); inferior -> ``ROLLBACK``; not
-shown non-inferior -> ``MANUAL_REVIEW``; not cheaper (measured compute per request at the
-gate at least stable's) -> ``ROLLBACK``; a slice worse by more than ``slice_tolerance`` or a
+shown non-inferior -> ``MANUAL_REVIEW``; not shown cheaper (:class:`GateCost`: the one-sided
+sign test over the gate's turns) -> ``ROLLBACK``; a slice worse by more than ``slice_tolerance`` or a
 failed check -> ``MANUAL_REVIEW``; else ``PROCEED_TO_SHADOW``. The KL check is reported but
 decides nothing here: a student is its own base model, and its distance from the teacher is
 what distillation minimised, not drift of a tuned policy.
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from infra.answers import Answer
+    from infra.answers import Answer, AnswerSource, Messages
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
     from tasks.release.drift import Check
@@ -121,10 +121,22 @@ def noninferiority_test(
 
 @dataclass(kw_only=True)
 class GateCost:
-    """Measured compute per request of both versions while they answered the golden set."""
+    """Measured compute per request of both versions while they answered the golden set, and
+    whether the candidate is cheaper with confidence. The gate asks both versions in turns
+    (:func:`tasks.release.gate.answer_alternating`); each turn's seconds compare the two on
+    the same items at about the same moment. Cheaper: the candidate took less in more turns
+    than chance explains (one-sided sign test, ``p_value`` below ``alpha``). Two versions that
+    cost the same are then called cheaper in at most ``alpha`` of gates, not in half of them
+    as a comparison of two means would, and a slow spell of the machine over a few turns moves
+    a few signs, not the verdict."""
 
     baseline_s: float
     candidate_s: float
+    turns: int = 0  # turns both versions answered
+    cheaper_turns: int = 0  # of which the candidate took less time
+    median_ratio: float | None = None  # the turns' median of candidate over stable
+    p_value: float | None = None  # None: no turns (the means compared)
+    alpha: float = 0.05
 
     @property
     def ratio(self) -> float:
@@ -133,18 +145,67 @@ class GateCost:
 
     @property
     def cheaper(self) -> bool:
-        """Whether the candidate took less compute per request than the baseline."""
+        """Whether the candidate is shown cheaper (no turns: the means compared)."""
+        if self.p_value is not None:
+            return self.p_value < self.alpha
         return self.candidate_s < self.baseline_s
 
 
-def gate_cost(base: Sequence[Answer], cand: Sequence[Answer]) -> GateCost:
-    """Mean seconds of generation per answered request of each version."""
+ALTERNATE_EVERY = 16  # golden items per turn of each version at most (ten turns at least)
+
+
+def turn_size(items: int) -> int:
+    """Golden items per turn: ``ALTERNATE_EVERY``, fewer so that there are ten turns."""
+    return max(1, min(ALTERNATE_EVERY, items // 10))
+
+
+def answer_alternating(
+    baseline: AnswerSource, candidate: AnswerSource, requests: list[Messages], *, max_tokens: int
+) -> tuple[list[Answer], list[Answer]]:
+    """Both versions' answers, asked in turns of :func:`turn_size` items (who goes first
+    alternating too), so a slow minute of the machine falls on both alike: the seconds each
+    answer took are the cost the non-inferiority gate compares turn by turn."""
+    base: list[Answer] = []
+    cand: list[Answer] = []
+    size = turn_size(len(requests))
+    for turn, start in enumerate(range(0, len(requests), size)):
+        part = requests[start : start + size]
+        order = [(baseline, base), (candidate, cand)]
+        for source, into in order if turn % 2 == 0 else order[::-1]:
+            into.extend(source.answer(part, max_tokens=max_tokens))
+    return base, cand
+
+
+def gate_cost(
+    base: Sequence[Answer], cand: Sequence[Answer], *, alpha: float = 0.05, turn: int = 16
+) -> GateCost:
+    """Mean seconds of generation per answered request of each version, and the sign test
+    over the turns (``turn`` golden items each, in order) of the candidate taking less time
+    than stable on the items both answered. Turns, not items, are the samples: the items of a
+    turn share its batch and its moment of the machine's load."""
+    from scipy import stats
 
     def mean(answers: Sequence[Answer]) -> float:
         ok = [a.latency_s for a in answers if not a.error]
         return sum(ok) / len(ok) if ok else math.inf
 
-    return GateCost(baseline_s=mean(base), candidate_s=mean(cand))
+    ratios = []
+    for start in range(0, min(len(base), len(cand)), turn):
+        pairs = [
+            (b.latency_s, c.latency_s)
+            for b, c in zip(base[start : start + turn], cand[start : start + turn], strict=False)
+            if not (b.error or c.error)
+        ]
+        b_s, c_s = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+        if b_s > 0 and c_s > 0 and b_s != c_s:
+            ratios.append(c_s / b_s)
+    cost = GateCost(baseline_s=mean(base), candidate_s=mean(cand), alpha=alpha)
+    if ratios:
+        cost.turns = len(ratios)
+        cost.cheaper_turns = sum(r < 1 for r in ratios)
+        cost.median_ratio = float(sorted(ratios)[len(ratios) // 2])
+        cost.p_value = float(stats.binom.sf(cost.cheaper_turns - 1, cost.turns, 0.5))
+    return cost
 
 
 def golden_scores(
@@ -206,9 +267,14 @@ def decide_noninferior(
         return Decision.MANUAL_REVIEW, [
             f"non-inferiority not shown at alpha {ni.alpha:g}: {ni.line()}"
         ]
+    bound = (
+        f"; cheaper in {cost.cheaper_turns} of {cost.turns} turns, sign test p={cost.p_value:.3g}"
+        if cost.p_value is not None
+        else ""
+    )
     dearer = (
         f"compute {1000 * cost.candidate_s:.2f} ms per request vs stable's "
-        f"{1000 * cost.baseline_s:.2f} ms ({cost.ratio:.2f}x)"
+        f"{1000 * cost.baseline_s:.2f} ms ({cost.ratio:.2f}x{bound})"
     )
     if require_cheaper and not cost.cheaper:
         return Decision.ROLLBACK, [f"non-inferior ({ni.line()}) but not cheaper: {dearer}"]
@@ -239,14 +305,16 @@ def noninferior_gate(
     slices: Sequence[SliceResult],
     checks: Sequence[Check],
     cheaper: bool = True,
+    turn: int = 16,
 ) -> NonInferiorGate:
-    """Score, test, measure and decide a non-inferiority release on the gate's answers."""
+    """Score, test, measure and decide a non-inferiority release on the gate's answers
+    (``turn``: golden items each version answered at a time, :func:`gate_cost`)."""
     b, scale = golden_scores(items, [a.text for a in base], rewards[0], reward=reward)
     c, other = golden_scores(items, [a.text for a in cand], rewards[1], reward=reward)
     if "reward" in (scale, other):  # one scale for both
         b, c, scale = list(rewards[0]), list(rewards[1]), "reward"
     ni = noninferiority_test(b, c, margin=margin, alpha=policy.alpha, scale=scale)
-    cost = gate_cost(base, cand)
+    cost = gate_cost(base, cand, alpha=policy.alpha, turn=turn)
     decision, reasons = decide_noninferior(
         ni, cost, policy, slices=slices, checks=checks, require_cheaper=cheaper
     )
