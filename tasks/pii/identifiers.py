@@ -145,8 +145,10 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "PASSPORT",
         _cue(
-            r"(?:old|new|current|previous|other|my|the|its|it's)\s+(?:number|no|one)|"
-            r"mine\s+is|mine:|it'?s|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?"
+            r"(?:old|new|current|previous|other|expired|my|the|its|it's)\s+(?:number|no|one)|"
+            r"mine\s+is|mine:|it'?s|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?|"
+            # another traveller's: "my son's is ..."
+            r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
         ),
         _ID_RE,
         lambda value: (
@@ -157,7 +159,12 @@ RULES: tuple[ContextRule, ...] = (
         ),
         window=20,
         fillers=1,
-        topic=_cue(r"passports?|여권"),
+        # a passport, or a renewal in a text about a booking or a flight: what is renewed
+        # for a trip is the passport ("I renewed it, the old number was ...")
+        topic=_cue(
+            r"passports?|여권|renew(?:ed|al)[\s\S]{0,200}(?:booking|flight|check-?in|airline)|"
+            r"(?:booking|flight|check-?in|airline)[\s\S]{0,200}renew(?:ed|al)"
+        ),
     ),
     ContextRule(
         "DRIVER_LICENSE",

@@ -1,7 +1,8 @@
 """Passport numbers written without the word "passport": the number a traveller gives for a
 booking, a check-in, a visa form or an APIS record, with its nationality, expiry or issuing
 country beside it ("nationality NGA, doc A05512873, expiry 2032-01-14", "travel ID
-K8120457, issued by Vietnam").
+K8120457, issued by Vietnam"), and the number of an airline's passenger record
+(``DOCS: P/NOR/31874592/NOR/...``).
 
 A passport number's usual shape - one or two capital letters then six to eight digits - is
 also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
@@ -47,11 +48,18 @@ _NOT_DOCUMENT = re.compile(
     r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
 )
 _WINDOW = 60
+# an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
+# number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
+# after the record's capital DOCS ("| DOCS PAB482913")
+_APIS = re.compile(
+    r"(?<![A-Za-z0-9/])P/[A-Z]{3}/(?P<value>[A-Z0-9]{5,15})/[A-Z]{3}(?![A-Za-z0-9])"
+    r"|(?<![A-Za-z])DOCS[ \t]*:?[ \t]*(?P<value>(?=[A-Z]*\d)[A-Z0-9]{6,12})(?![A-Za-z0-9/])"
+)
 
 
 def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
     """Passport-shaped values with a travel document's facts on their line (see module)."""
-    spans = []
+    spans = [m.span("value") for m in _APIS.finditer(text)]
     for m in _SHAPE.finditer(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())
