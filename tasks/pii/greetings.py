@@ -19,7 +19,9 @@ from tasks.pii.names import NOT_GREETED
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
-    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|its|it's|it’s|im|i'm|i’m|i am|this is|"
+    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|im|i'm|i’m|i am|this is|"
+    # "its" opening the message or after a greeting, not the possessive ("on its way")
+    r"(?:(?<=^|[,.!?;:][ \t]*|(?:hey|hi|hello|yo|oh|ok)[,!]?[ \t]+)(?:its|it's|it’s))|"
     r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
     r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"

@@ -35,7 +35,9 @@ _WORDS = (
     r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
     r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
     r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
-    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?"
+    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?|"
+    # a carrier's name right before the number: "FedEx 771428903365", "DHL 4930228155"
+    r"fedex|ups|usps|dhl|royal\s+mail|parcelforce|evri|hermes|tnt|aramex|yamato|sagawa"
 )
 _BEFORE = re.compile(
     rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"

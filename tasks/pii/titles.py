@@ -16,8 +16,8 @@ _LIST = re.compile(rf"(?<![\p{{L}}'’-]){_ITEM}(?:,[ \t]*{_ITEM})*,?[ \t]+(?:an
 # what the list is: "are on the bundle", "are in the 4K box set", "are all 50% off"
 _SOLD = re.compile(
     r"(?i)[ \t]+(?:are|were|is)[ \t]+[^.\n!?]{0,30}?(?<![\p{L}])"
-    r"(?:bundles?|box[ \t]?sets?|collection|%[ \t]?off|on[ \t]+sale|half[ \t]+price|"
-    r"discs?|dvds?|blu-?rays?|editions?|dlcs?|catalog(?:ue)?)(?![\p{L}])"
+    r"(?:bundles?|box[ \t]?sets?|%[ \t]?off|on[ \t]+sale|half[ \t]+price|"
+    r"discs?|dvds?|blu-?rays?|editions?|dlcs?)(?![\p{L}])"
 )
 
 

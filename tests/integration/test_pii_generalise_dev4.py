@@ -7,8 +7,8 @@ the lexicon lacks in a letter's greeting, Greek names; passwords after a relativ
 ("the passphrase we picked was ..."); Japanese block addresses and Chinese room-first
 addresses. The precision side: PNRs and ticket numbers in a renewal, carriers' tracking
 numbers written in groups, four-part versions after "roll back to" or "update to", lists of
-titles sold together, "the password I set is too short", role words a letter greets and
-product codes with dashes."""
+titles sold together, "the password I set is too short", role words a letter greets, "its"
+as a possessive ("on its way") and product codes with dashes."""
 
 from __future__ import annotations
 
@@ -57,6 +57,8 @@ def test_tracking_numbers_versions_titles_and_codes_stay() -> None:
         "the UPS number is 1Z 58F 2W1 03 5520 1184, it says delivered",
         "USPS 9361 2898 7650 0141 9238 77 was delivered to the wrong porch",
         "the shop wants my order number? it's 5502-1187-40",
+        "FedEx 771428903365 arrived with a dent",
+        "the replacement is on its way, tracking to follow",
         "the update to 5.1.20.3 fixed the fan noise",
         "rolled back to 3.0.0.12 and the scanner works",
         "Dune, Blade Runner and Arrival are in the sci-fi box set",
