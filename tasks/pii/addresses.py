@@ -103,7 +103,7 @@ _UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 # St., Brgy. San Isidro, Quezon City 1103", "Plot 27, Admiralty Way, Lekki Phase 1, Lagos")
 _HOUSE = (
     r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok|"
-    r"room|rm)\.?\s*"
+    r"room|rm|building|bldg)\.?\s*"
     r"(?:no\.?\s*)?#?\s*|no\.\s*)"
     r"(?:\d[\w/-]{0,6}|(?-i:[A-Z])(?![\w]))"
 )
@@ -129,6 +129,10 @@ _JAPANESE = re.compile(
     r"(?<![\w-])\d{1,2}-\d{1,3}(?:-\d{1,4})?,?\s+\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*"
     r",\s*\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura)"
     r"(?:,?\s+\p{Lu}\p{Ll}+(?:-(?:shi|to|fu|ken))?){0,2}(?:,?\s+(?:〒\s?)?\d{3}-\d{4})?(?![\w-])"
+    # or from the postcode down: "〒106-0044 Tokyo, Minato-ku, Higashi-Azabu 2-14-7"
+    r"|(?<![\w-])(?:(?:〒\s?)?\d{3}-\d{4},?\s+)?(?:\p{Lu}\p{Ll}+(?:-(?:to|fu|ken))?,\s*)?"
+    r"\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura),\s*\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*,?\s+"
+    r"\d{1,2}-\d{1,3}(?:-\d{1,4})?(?![\w-])"
 )
 
 

@@ -148,8 +148,10 @@ _NOT_NAMES = {
 
 
 # a letter's greeting: "Hi Eleftheria," opening the message or a line, one word, a comma
-_LETTER_GREETING = re.compile(r"(?i)(?:^|\n)[ \t]*(?:hi|hello|hey|hiya|dear)[ \t]+$")
-_LETTER_COMMA = re.compile(r"[ \t]*,")
+_LETTER_GREETING = re.compile(
+    r"(?i)(?:^|\n)[ \t]*(?:hi|hello|hey|hiya|dear|good[ \t]+(?:morning|afternoon|evening))[ \t]+$"
+)
+_LETTER_COMMA = re.compile(r"[ \t]*(?:[,!]|[-–—][ \t]|$)", re.M)
 
 
 def greeted_name(text: str, start: int, end: int) -> bool:

@@ -278,9 +278,11 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
 
 
 def _owner(span: str) -> bool:
-    """A full name in the possessive with a given name the lexicon clearly knows ("Declan
-    Whitfield's account"): a person who owns the account or card after it, not a brand."""
-    return span.endswith(("'s", "’s")) and len(span.split()) >= 2 and lexicon_support(span) == 2
+    """A full name in the possessive ("Declan Whitfield's account", "Tendai Moyo's card"): a
+    person who owns the account or card after it, not a brand (brands named after people,
+    :data:`EPONYMS`, are out before)."""
+    owner = span[:-2]
+    return span.endswith(("'s", "’s")) and (lexicon_support(span) == 2 or _full_name_shape(owner))
 
 
 _OWNED = re.compile(r"(?i)(?<![a-z])(?:my|our|your|the|a|an|this|that)[ \t]+$")

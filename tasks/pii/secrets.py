@@ -54,7 +54,7 @@ _KEYED = re.compile(
     r"(?=\s+(?:is|was)\s|\s*[:=]\s))?"
     # "the password I set is ...", "the pin we agreed on was ...", "my password that I reset
     # yesterday is ...": a relative clause of a person and a few words before "is"/"was"
-    r"(?:\s+(?:that\s+|which\s+)?(?:i|we|you|they|he|she)(?:\s+[\w']+){1,3}?"
+    r"(?:\s+(?:that\s+|which\s+)?(?:i|we|you|they|he|she)(?:\s+[\w']+){1,4}?"
     r"(?=\s+(?:is|was)\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"

@@ -21,6 +21,13 @@ _SOLD = re.compile(
 )
 
 
+# or what holds it, before it: "the bundle includes X, Y and Z", "box set: X, Y and Z"
+_SOLD_BEFORE = re.compile(
+    r"(?i)(?<![\p{L}])(?:bundles?|box[ \t]?sets?|pack|collection)[ \t]*"
+    r"(?:(?:has|have|includes?|including|contains?|with|of)[ \t]*|:[ \t]*)$"
+)
+
+
 def in_title_list(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` is one item of a list of titles sold together (see the
     module)."""
@@ -28,6 +35,7 @@ def in_title_list(text: str, start: int, end: int) -> bool:
     line_end = text.find("\n", end)
     line_end = len(text) if line_end < 0 else line_end
     for m in _LIST.finditer(text, line_start, line_end):
-        if m.start() <= start and end <= m.end() and _SOLD.match(text, m.end()):
+        sold = _SOLD.match(text, m.end()) or _SOLD_BEFORE.search(text, line_start, m.start())
+        if m.start() <= start and end <= m.end() and sold:
             return True
     return False

@@ -52,7 +52,7 @@ _WINDOW = 60
 # number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
 # after the record's capital DOCS ("| DOCS PAB482913")
 _APIS = re.compile(
-    r"(?<![A-Za-z0-9/])P/[A-Z]{3}/(?P<value>[A-Z0-9]{5,15})/[A-Z]{3}(?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])P/[A-Z]{3}/(?P<value>[A-Z0-9]{5,15})/[A-Z]{3}(?![A-Za-z0-9])"
     r"|(?<![A-Za-z])DOCS[ \t]*:?[ \t]*(?P<value>[A-Z]{0,3}\d{6,9}[A-Z0-9]?)(?![A-Za-z0-9/])"
 )
 

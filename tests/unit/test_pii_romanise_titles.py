@@ -28,6 +28,8 @@ def test_greek_names_read_as_they_are_typed(written: str, typed: str) -> None:
         ("Mad Max, Rambo III and Total Recall are in the 4K box set", "Mad Max", True),
         ("Anna Berg, Tom Lind and Eva Holm are on the team", "Anna Berg", False),
         ("Anna Berg and Tom Lind got the bundle yesterday", "Tom Lind", False),
+        ("the bundle includes Hollow Knight, Celeste and Stardew Valley", "Hollow Knight", True),
+        ("the collection team includes Anna Berg and Tom Lind", "Anna Berg", False),
     ],
 )
 def test_a_list_is_titles_only_when_it_is_sold_together(text: str, item: str, titles: bool) -> None:
