@@ -28,7 +28,7 @@ def _texts(texts: list[str]) -> list[str]:
 
 GONE = [
     ("SSR DOCS HK1 P/FRA/19AV52318/FRA/02APR90/F/14AUG30", ["19AV52318"]),
-    ("SSR DOCS AF HK1/P/BEL/EM774201/BEL/08SEP85/M/17MAY29", ["EM774201"]),
+    ("SSR DOCS AF HK1/P/BEL/EM774201/BEL/08SEP85/M/17MAY29", ["EM774201", "08SEP85"]),
     ("need my passport? here: KJ4409188", ["KJ4409188"]),
     ("PASSENGER NAME: OKAFOR/CHINEDU MR | DOCS TR8851042 | SEAT 22A", ["TR8851042"]),
     ("renewed it before the flight: old number 812200457, new number 812945130", ["812200457"]),
