@@ -1,12 +1,14 @@
 """Street addresses as people type them: house number, street name in any case, a street
 suffix, then what follows it (unit, city, state and ZIP or a UK postcode), PO boxes, and
-unit-first forms ("Flat 3, 12 Baker Street"), and addresses that open with the house or plot and
-run through locality, landmark and city ("House No. 112, Ngong Road, opposite the petrol
-station, Nairobi"). A street name is at most four words, none an
-English stop word ("3 kids in the park" is no address). A full postcode that points at a
-handful of doors (UK ``M20 2XY``, Irish Eircode ``D04 E6P2``, Canadian ``H3B 1H7``) is an
-address with the comma-separated place, street and unit parts written before it ("Unit 3B,
-Riverside Business Park, Cork T12 W8CX")."""
+unit-first forms ("Flat 3, 12 Baker Street"), and addresses that open with the house, plot
+or room and run through locality, landmark and city ("House No. 112, Ngong Road, opposite
+the petrol station, Nairobi", "Room 1203, No. 88 Century Avenue, Pudong New District,
+Shanghai"), and Japanese block addresses ("2-14-7 Higashi-Azabu, Minato-ku, Tokyo
+106-0044"). A street name is at most four words, none an English stop word ("3 kids in the
+park" is no address). A full postcode that points at a handful of doors (UK ``M20 2XY``,
+Irish Eircode ``D04 E6P2``, Canadian ``H3B 1H7``) is an address with the comma-separated
+place, street and unit parts written before it ("Unit 3B, Riverside Business Park, Cork T12
+W8CX")."""
 
 from __future__ import annotations
 
@@ -100,7 +102,8 @@ _UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 # Nairobi", "No. 45/2, 3rd Cross, Indiranagar, Bengaluru 560038", "Blk 5 Lot 12, Mabuhay
 # St., Brgy. San Isidro, Quezon City 1103", "Plot 27, Admiralty Way, Lekki Phase 1, Lagos")
 _HOUSE = (
-    r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok)\.?\s*"
+    r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok|"
+    r"room|rm|building|bldg)\.?\s*"
     r"(?:no\.?\s*)?#?\s*|no\.\s*)"
     r"(?:\d[\w/-]{0,6}|(?-i:[A-Z])(?![\w]))"
 )
@@ -118,7 +121,18 @@ _MARKED = re.compile(
 _LOCALITY = re.compile(
     r"(?i)(?<![a-z])(?:road|rd|street|st|avenue|ave|cross|main|way|lane|close|crescent|drive|"
     r"court|brgy|barangay|purok|sitio|nagar|estate|layout|sector|colony|extension|"
-    r"market|junction|petrol|station|church|mosque|school|bus\s+stop)(?![a-z])"
+    r"market|junction|petrol|station|church|mosque|school|bus\s+stop|district|sec)(?![a-z])"
+)
+# a Japanese block address: chome-ban-go, the district, the ward (-ku) or town (-shi, -cho,
+# -machi, -gun), the city and a postcode ("2-14-7 Higashi-Azabu, Minato-ku, Tokyo 106-0044")
+_JAPANESE = re.compile(
+    r"(?<![\w-])\d{1,2}-\d{1,3}(?:-\d{1,4})?,?\s+\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*"
+    r",\s*\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura)"
+    r"(?:,?\s+\p{Lu}\p{Ll}+(?:-(?:shi|to|fu|ken))?){0,2}(?:,?\s+(?:〒\s?)?\d{3}-\d{4})?(?![\w-])"
+    # or from the postcode down: "〒106-0044 Tokyo, Minato-ku, Higashi-Azabu 2-14-7"
+    r"|(?<![\w-])(?:(?:〒\s?)?\d{3}-\d{4},?\s+)?(?:\p{Lu}\p{Ll}+(?:-(?:to|fu|ken))?,\s*)?"
+    r"\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura),\s*\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*,?\s+"
+    r"\d{1,2}-\d{1,3}(?:-\d{1,4})?(?![\w-])"
 )
 
 
@@ -137,6 +151,7 @@ def street_address_spans(text: str, _nlp: object = None) -> list[tuple[int, int]
         if any(w[:1].isupper() for w in street.split() if not w[:1].isdigit()):
             spans.append((m.start(), m.end()))
     spans += [m.span() for m in _MARKED.finditer(text) if _LOCALITY.search(m.group(0))]
+    spans += [m.span() for m in _JAPANESE.finditer(text)]
     return spans + _cued_spans(text) + _postcode_spans(text)
 
 

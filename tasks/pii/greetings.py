@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 import regex as re
 
+from tasks.pii.names import NOT_GREETED
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
-    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|its|it's|it’s|im|i'm|i’m|i am|this is|"
+    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|im|i'm|i’m|i am|this is|"
+    # "its" opening the message or after a greeting, not the possessive ("on its way")
+    r"(?:(?<=^|[,.!?;:][ \t]*|(?:hey|hi|hello|yo|oh|ok)[,!]?[ \t]+)(?:its|it's|it’s))|"
     r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
     r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
@@ -30,7 +33,8 @@ _HERE = re.compile(
 )
 _DASH = re.compile(r"(?m)^\s*[-–—~]\s*(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*$")
 _FINAL = re.compile(
-    r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?[,.!]\s+"
+    # the name after a comma, a stop or a dash ("thanks — Henrietta")
+    r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?(?:[,.!]|[ \t]-+)\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
 )
 _NOT_NAMES = {
@@ -143,6 +147,26 @@ _NOT_NAMES = {
 }
 
 
+# a letter's greeting: "Hi Eleftheria," opening the message or a line, one word, a comma
+_LETTER_GREETING = re.compile(
+    r"(?i)(?:^|\n)[ \t]*(?:hi|hello|hey|hiya|dear|good[ \t]+(?:morning|afternoon|evening))[ \t]+$"
+)
+_LETTER_COMMA = re.compile(r"[ \t]*(?:[,!]|[-–—][ \t]|$)", re.M)
+
+
+def greeted_name(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is one capitalised word a letter greets ("Hi Eleftheria,\n"): a
+    name, whether or not the lexicon knows it (Greek, Māori, Japanese given names)."""
+    word = text[start:end]
+    return (
+        word[:1].isupper()
+        and word.isalpha()
+        and word.lower() not in NOT_GREETED
+        and bool(_LETTER_GREETING.search(text, max(0, start - 12), start))
+        and bool(_LETTER_COMMA.match(text, end))
+    )
+
+
 def _is_name_word(word: str, stop: frozenset[str]) -> bool:
     w = word.lower().strip("'’-")
     return (
@@ -150,7 +174,8 @@ def _is_name_word(word: str, stop: frozenset[str]) -> bool:
         and w not in stop
         and w not in _NOT_NAMES
         and not w.endswith(("ing", "ed", "n't", "’t"))
-        and w.isalpha()
+        # a hyphenated or elided given name or surname ("jean-luc", "o'brien")
+        and bool(re.fullmatch(r"\p{L}+(?:['’-]\p{L}+)*", w))
     )
 
 
@@ -173,12 +198,15 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
 
 def lower_name_recognizer(keep: Callable[[str, int, int], bool] | None = None) -> type:
     """The recogniser of :func:`lower_case_name_spans`; ``keep(text, start, end)`` filters
-    its spans (the English engine checks that something corroborates each name)."""
+    its spans (the English engine checks that something corroborates each name), a name a
+    letter greets (:func:`greeted_name`) passes."""
     return person_recognizer(
         name="LowerCaseNameRecognizer",
         score=0.45,
         spans=lambda text, _nlp: [
-            (s, e) for s, e in lower_case_name_spans(text) if keep is None or keep(text, s, e)
+            (s, e)
+            for s, e in lower_case_name_spans(text)
+            if keep is None or keep(text, s, e) or greeted_name(text, s, e)
         ],
         doc="Names in greeting and sign-off positions, any case (see the module).",
     )

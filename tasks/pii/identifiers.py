@@ -125,6 +125,8 @@ def _any(_value: str) -> bool:
 
 
 _DATE_RE = re.compile(_DATE)
+# what a passport is renewed for
+_TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
 _ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
@@ -145,8 +147,10 @@ RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "PASSPORT",
         _cue(
-            r"(?:old|new|current|previous|other|my|the|its|it's)\s+(?:number|no|one)|"
-            r"mine\s+is|mine:|it'?s|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?"
+            r"(?:old|new|current|previous|other|expired|my|the|its|it's)\s+(?:number|no|one)|"
+            r"mine\s+is|mine:|it'?s|here(?:\s+it\s+is)?\s*:|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?|"
+            # another traveller's: "my son's is ..."
+            r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
         ),
         _ID_RE,
         lambda value: (
@@ -157,7 +161,11 @@ RULES: tuple[ContextRule, ...] = (
         ),
         window=20,
         fillers=1,
-        topic=_cue(r"passports?|여권"),
+        # a passport, or a renewal in a text about a booking or a flight: what is renewed
+        # for a trip is the passport ("I renewed it, the old number was ...")
+        topic=_cue(
+            rf"passports?|여권|renew(?:ed|al)[\s\S]{{0,200}}(?:{_TRIP})|(?:{_TRIP})[\s\S]{{0,200}}renew(?:ed|al)"
+        ),
     ),
     ContextRule(
         "DRIVER_LICENSE",

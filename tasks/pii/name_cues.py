@@ -72,7 +72,8 @@ _TITLE_AIRLINE = re.compile(
 _MENTION = re.compile(r"(?<![\w.])@(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)(?![\p{L}\d_.@-])")
 _MODEL_AFTER = re.compile(r"[-/]?[A-Za-z]*\d")
 _CAPS_LINE = re.compile(r"[^\n]+")
-_CAPS_WORD = re.compile(r"(?<![\p{L}'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}'’])")
+# a capital word not glued to digits: "01MAR30" of an airline record is a date, not "Mar"
+_CAPS_WORD = re.compile(r"(?<![\p{L}\d'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}\d'’])")
 # capitalised words that follow "ask for", "customer" or "thanks" and are no one's name
 NOT_A_NAME = frozenset(
     "service support care team desk portal account number id app card billing sales "

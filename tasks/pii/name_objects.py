@@ -22,6 +22,7 @@ from spacy.lang.en.stop_words import STOP_WORDS
 from tasks.pii.name_cues import fold
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
 from tasks.pii.subjects import name_run
+from tasks.pii.titles import in_title_list
 from tasks.pii.vocabulary import unseen
 
 _JOINERS = frozenset("and & or".split())
@@ -45,7 +46,8 @@ def object_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
     if doc is None or not len(doc):
         return []
     spans = _coordinated(doc) + _both_known(doc) + _lower_slot_names(doc) + _unseen_runs(doc)
-    return [(doc[a].idx, doc[b - 1].idx + len(doc[b - 1])) for a, b in spans]
+    found = [(doc[a].idx, doc[b - 1].idx + len(doc[b - 1])) for a, b in spans]
+    return [(s, e) for s, e in found if not in_title_list(text, s, e)]
 
 
 def _run(doc: Any, i: int) -> int:

@@ -22,6 +22,9 @@ from typing import Any
 
 import regex as re
 
+from tasks.pii.romanise import greek, latin
+from tasks.pii.titles import in_title_list
+
 _LOCALES = (
     "en_US en_GB en_IE en_IN en_NZ de_DE fr_FR es_ES es_MX it_IT nl_NL pt_BR pl_PL sv_SE "
     "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR "
@@ -29,7 +32,9 @@ _LOCALES = (
     # Romanian, Czech, Hungarian and South American names (not the locales whose lists hold
     # English words: "en" has "Friend", "Sister"; is_IS "Visa"; fr_CA "Carrier")
     "en_NG ig_NG ha_NG en_KE sw tw_GH zu_ZA en_PK ta_IN mr_IN gu_IN or_IN id_ID pt_PT ro_RO "
-    "cs_CZ hu_HU es_AR es_CL es_CO"
+    "cs_CZ hu_HU es_AR es_CL es_CO "
+    # Greek names, romanised as people type them ("Ελευθερία" -> "eleftheria")
+    "el_GR"
 ).split()
 KOREAN_SURNAMES = frozenset(
     "kim lee yi rhee park pak bak choi choe jung jeong chung cheong kang cho jo yoon yun jang "
@@ -59,6 +64,12 @@ AMBIGUOUS = frozenset(
     "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
     "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
     "santander barclays lloyds halifax nationwide visa amex discover lagos".split()
+)
+# who a letter greets when it greets no one by name
+NOT_GREETED = frozenset(
+    "customer customers sir madam sirs colleague colleagues member members user users admin "
+    "world friend friends valued manager team all everyone there support sales billing hr it "
+    "people folks guys reader applicant partner partners".split()
 )
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
@@ -162,7 +173,7 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             listed = getattr(provider, attr, None)
             if not isinstance(listed, (list, tuple, dict)):
                 continue  # absent, or a property some locales compute
-            names = [_latin(n) if cyrillic else n for n in listed]
+            names = [latin(n) if cyrillic else greek(n) if locale == "el_GR" else n for n in listed]
             # "Aurélie" -> "aurelie", "Çelik" -> "celik", "O'Connor" -> "oconnor"
             folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
@@ -172,21 +183,6 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
     # romanised Vietnamese and Chinese given names include "My", "An", "Do": not names here
     common = {w for w in STOP_WORDS} | {w for w in firsts | lasts if len(w) < 3}
     return frozenset(firsts - common), frozenset(lasts - common)
-
-
-_CYRILLIC = dict(
-    zip(
-        "абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґ",
-        "a b v g d e e zh z i y k l m n o p r s t u f kh ts ch sh shch _ y _ e yu ya i yi ye g".split(),
-        strict=True,
-    )
-)
-
-
-def _latin(name: str) -> str:
-    """A Russian, Ukrainian or Bulgarian name as people romanise it ("Александр" ->
-    "aleksandr"), so the romanised forms users type are in the lexicon."""
-    return "".join(_CYRILLIC.get(c, c) for c in name.lower()).replace("_", "")
 
 
 def _fold(word: str) -> str:
@@ -245,14 +241,18 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     if EPONYMS.match(span.strip()):
         # "Hi, this is Raymond James": a person introducing themselves by a brand's name
         return len(span.split()) >= 2 and bool(_SELF_INTRO.search(text, 0, start))
-    if any(c.isdigit() or c in "_@/#" for c in span):
-        return False
+    if any(c.isdigit() or c in "_@/#" for c in span) or in_title_list(text, start, end):
+        return False  # "Forza Horizon II, ... are on the bundle": titles, not people
+    if span.strip().lower() in NOT_GREETED:
+        return False  # "Hi Team,", "Dear Customer,": whom a letter greets when no one by name
     if all(w in _CALENDAR for w in _words(span)):
         return False  # "Jan–Mar", "May to June": months and days are no one's name
     if span.split()[0].lower() in _DETERMINERS or _fold(span.split()[0]) in STREET_FIRST:
         return False  # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
     after = text[end : end + 30]
-    if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or _ORG_AFTER.match(after):
+    if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or (
+        _ORG_AFTER.match(after) and not _owner(span)
+    ):
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
     last = span.split()[-1]
     if len(span.split()) > 1 and ORG_WORD.match(last):
@@ -275,6 +275,14 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # ("my Oneplus Nord keeps rebooting")
     owned = _OWNED.search(text, max(0, start - 8), start)
     return model and _full_name_shape(span) and not owned
+
+
+def _owner(span: str) -> bool:
+    """A full name in the possessive ("Declan Whitfield's account", "Tendai Moyo's card"): a
+    person who owns the account or card after it, not a brand (brands named after people,
+    :data:`EPONYMS`, are out before)."""
+    owner = span[:-2]
+    return span.endswith(("'s", "’s")) and (lexicon_support(span) == 2 or _full_name_shape(owner))
 
 
 _OWNED = re.compile(r"(?i)(?<![a-z])(?:my|our|your|the|a|an|this|that)[ \t]+$")

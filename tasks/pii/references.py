@@ -9,8 +9,10 @@ when it has fewer than seven digits or more than E.164 allows (an extension asid
 is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
 unless the writer calls it theirs: "call me on", "my cell is"), or
 when it has the exact shape of a number dropped so in the same text ("part no. 1500-2231-88
-replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build" is a version, not an IP
-address. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build", or after "roll back to" or "update to",
+is a version, not an IP address. A phone or card finding inside a carrier's tracking number
+(UPS ``1Z`` and sixteen characters, a run of digit groups longer than any phone or card
+number) is part of that number. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
 """
 
@@ -33,11 +35,16 @@ _WORDS = (
     r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
     r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
     r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
-    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?"
+    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?|"
+    # a carrier's name right before the number: "FedEx 771428903365", "DHL 4930228155"
+    r"fedex|ups|usps|dhl|royal\s+mail|parcelforce|evri|hermes|tnt|aramex|yamato|sagawa"
 )
 _BEFORE = re.compile(
     rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"
-    r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*[\s:#.=-]*$"
+    r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*"
+    # the reply to a question that named it: "your order number? sure, mine is ..."
+    r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
+    r"[\s:#.=-]*$"
 )
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
@@ -57,9 +64,18 @@ _MINE_BEFORE = re.compile(
     r"\b[^.\n\d]{0,20}$"
 )
 _VERSION_BEFORE = re.compile(
-    r"(?i)(?<![a-z])(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
-    r"(?:\s*(?:is|was|no\.?|number|:|=|#))*[\s:#=]*v?$"
+    r"(?i)(?<![a-z])(?:(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
+    r"(?:\s*(?:is|was|no\.?|number|:|=|#))*"
+    # what is done to software: "roll back to 4.2.9.7", "after the update to 2.4.3.12"
+    r"|(?:roll(?:ed|ing)?[\s-]*back|revert(?:ed|ing)?|downgrad(?:e|ed|ing)|upgrad(?:e|ed|ing)|"
+    r"updat(?:e|ed|ing)|flash(?:ed|ing)?)\s+(?:it\s+|back\s+)?(?:to|from))[\s:#=]*v?$"
 )
+# a carrier's tracking number written in groups: UPS ("1Z 999 AA1 01 2345 6784"), or a run
+# of digit groups longer than any phone or card number (USPS's 20 to 22 digits): a phone or
+# card finding inside one is part of it
+_UPS = re.compile(r"(?i)(?<![a-z0-9])1Z(?:[ -]?[A-Z0-9]){16}(?![a-z0-9])")
+_DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)+(?![\w-])")
+_LONGEST_NUMBER = 19
 _KEY = re.compile(
     rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin)"
     r"(?:_(?:id|no|nr|num|number|ref|code|key))?"
@@ -82,6 +98,7 @@ def drop_references(
     module); ``protected``: spans of values under reference keys."""
     dropped: set[str] = set()
     kept = []
+    tracking = _tracking_spans(text)
     for r in findings:
         if r.entity_type == "IP_ADDRESS" and _VERSION_BEFORE.search(
             text[max(0, r.start - 20) : r.start]
@@ -91,6 +108,8 @@ def drop_references(
             kept.append(r)
             continue
         value = text[r.start : r.end]
+        if any(s <= r.start and r.end <= e for s, e in tracking):
+            continue
         inside = any(s <= r.start and r.end <= e for s, e in protected)
         if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
             continue
@@ -117,3 +136,13 @@ def _not_a_line(text: str, start: int, value: str) -> bool:
         or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
         or (bool(_TOLL_FREE.match(value.strip())) and not _MINE_BEFORE.search(text, 0, start))
     )
+
+
+def _tracking_spans(text: str) -> list[tuple[int, int]]:
+    """UPS tracking numbers, and runs of digit groups with more digits than a phone or card
+    number has (a USPS tracking number)."""
+    spans = [m.span() for m in _UPS.finditer(text)]
+    for m in _DIGIT_RUN.finditer(text):
+        if sum(c.isdigit() for c in m.group(0)) > _LONGEST_NUMBER:
+            spans.append(m.span())
+    return spans

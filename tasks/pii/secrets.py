@@ -3,7 +3,9 @@ private-key blocks, an AWS secret key beside its access key id, whatever follows
 is" / "password for the portal:" / "api key:" / "token=", the password of a connection string
 (``postgres://user:PASSWORD@host``, placeholders such as ``${DB_PASS}`` stay) or of a command
 line (``curl -u user:PASSWORD``, ``--password=...``, ``Authorization: Basic ...``), and a
-password-shaped value after "the new one is".
+password-shaped value after "the new one is" (not a code of capitals and digits such as
+"WR-22817"). A relative clause may stand between the word and the value ("the password I set
+is ...", "the pin we agreed on was ...").
 
 A keyed value ("password: hunter2") is a secret when the key is explicit (``:``, ``=``, "is",
 quotes) and the value looks like one (a digit or a symbol, or it was quoted or given after
@@ -50,6 +52,10 @@ _KEYED = re.compile(
     # "the password for the shared box is ...": a few words naming what it opens
     r"(?:\s+(?:for|of|to|on|at|in)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
     r"(?=\s+(?:is|was)\s|\s*[:=]\s))?"
+    # "the password I set is ...", "the pin we agreed on was ...", "my password that I reset
+    # yesterday is ...": a relative clause of a person and a few words before "is"/"was"
+    r"(?:\s+(?:that\s+|which\s+)?(?:i|we|you|they|he|she)(?:\s+[\w']+){1,4}?"
+    r"(?=\s+(?:is|was)\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
     r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
@@ -65,6 +71,9 @@ _NEW_ONE = re.compile(
     r"(?i)(?<![a-z])(?:(?:the|my)\s+)?(?:new|old|temp|temporary)\s+one\s*(?:is|was|:|=)\s*"
     r"[\"'`“‘]?(?P<value>[^\s\"'`”’]{6,64})"
 )
+# capitals and digits in dash-joined groups ("WR-22817"): a reference number's shape, which
+# "the new one is" gives as often as a password without the word password
+_REFERENCE_CODE = re.compile(r"[A-Z0-9]+(?:[-/][A-Z0-9]+)+")
 # a login given as a pair, user then password: "ssh login is deploy / Qw!8zLp#44vN",
 # "creds: admin:Hunter#22" (the password-shaped second value is the secret)
 _LOGIN_PAIR = re.compile(
@@ -144,7 +153,7 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
             yield m.start("value"), m.start("value") + len(value)
     for m in _NEW_ONE.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
-        if _password_shape(value):
+        if _password_shape(value) and not _REFERENCE_CODE.fullmatch(value):
             yield m.start("value"), m.start("value") + len(value)
     for m in _KEYED.finditer(text):
         value = m.group("value").rstrip(_TRAILING)

@@ -11,7 +11,7 @@ from tasks.pii.identifiers import RULES, context_spans
 from tasks.pii.name_spans import address_field_spans
 from tasks.pii.secrets import secret_spans
 from tasks.pii.span_recognizer import pattern_recognizer, span_recognizer
-from tasks.pii.travel_documents import travel_document_spans
+from tasks.pii.travel_documents import apis_birth_date_spans, travel_document_spans
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
@@ -87,6 +87,15 @@ def identifier_recognizers(language: str) -> list[Any]:
             score=0.6,
             spans=travel_document_spans,
             doc="Passport numbers beside a nationality, expiry or issuing country.",
+        )(**lang)
+    )
+    found.append(
+        span_recognizer(
+            entity="DATE_OF_BIRTH",
+            name="TravelRecordBirthDateRecognizer",
+            score=0.6,
+            spans=apis_birth_date_spans,
+            doc="The date of birth in an airline passenger record (DOCS element).",
         )(**lang)
     )
     found.append(

@@ -1,7 +1,8 @@
 """Passport numbers written without the word "passport": the number a traveller gives for a
 booking, a check-in, a visa form or an APIS record, with its nationality, expiry or issuing
 country beside it ("nationality NGA, doc A05512873, expiry 2032-01-14", "travel ID
-K8120457, issued by Vietnam").
+K8120457, issued by Vietnam"), and the number of an airline's passenger record
+(``DOCS: P/NOR/31874592/NOR/...``) with the date of birth after it.
 
 A passport number's usual shape - one or two capital letters then six to eight digits - is
 also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
@@ -47,11 +48,20 @@ _NOT_DOCUMENT = re.compile(
     r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
 )
 _WINDOW = 60
+# an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
+# number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
+# after the record's capital DOCS ("| DOCS PAB482913")
+_APIS = re.compile(
+    r"(?<![A-Za-z0-9])P/[A-Z]{3}/(?P<value>[A-Z0-9]{5,15})/[A-Z]{3}(?![A-Za-z0-9])"
+    # the traveller's date of birth and sex follow ("/12MAR88/F/")
+    r"(?:/(?P<birth>\d{2}[A-Z]{3}\d{2,4})(?=/[MFXU](?![A-Za-z0-9])))?"
+    r"|(?<![A-Za-z])DOCS[ \t]*:?[ \t]*(?P<value>[A-Z]{0,3}\d{6,9}[A-Z0-9]?)(?![A-Za-z0-9/])"
+)
 
 
 def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
     """Passport-shaped values with a travel document's facts on their line (see module)."""
-    spans = []
+    spans = [m.span("value") for m in _APIS.finditer(text)]
     for m in _SHAPE.finditer(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())
@@ -66,6 +76,11 @@ def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         if _FACTS.search(before) or _FACTS.search(after) or cited and _DOCUMENT.search(before):
             spans.append(m.span())
     return spans
+
+
+def apis_birth_date_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """The traveller's date of birth in an airline passenger record's DOCS element."""
+    return [m.span("birth") for m in _APIS.finditer(text) if m.group("birth")]
 
 
 def _identity_check(text: str, m: re.Match[str]) -> bool:
