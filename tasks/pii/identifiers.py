@@ -120,6 +120,12 @@ def _digits_between(low: int, high: int) -> Callable[[str], bool]:
     return lambda value: low <= _counts(value)[0] <= high
 
 
+def _icao_number(value: str) -> bool:
+    """A passport's document number as ICAO 9303 writes it: nine capitals and digits, at least
+    one of each (the Dutch and German ones carry as few as one or two digits)."""
+    return len(value) == 9 and value.isalnum() and value.isupper() and _counts(value)[0] >= 1
+
+
 def _any(_value: str) -> bool:
     return True
 
@@ -158,6 +164,7 @@ RULES: tuple[ContextRule, ...] = (
             and any(c.isalpha() for c in value)
             or _id_of(8, 8, 10)(value)
             and value.isdigit()
+            or _icao_number(value)
         ),
         window=20,
         fillers=1,

@@ -178,6 +178,9 @@ def test_names_in_capitals_and_airline_order_without_the_model() -> None:
         ("my old number was C01X00T47, the new passport number is C5M8RT2K1", "C01X00T47"),
         ("passport changed - old number K2211830, new one K7745216", "K7745216"),
         ("they asked for the passport, mine is LX4921837", "LX4921837"),
+        # ICAO's nine characters, with as few as one digit (Dutch, German document numbers)
+        ("is a passport needed? mine is NWKR8HQDT, I'm Dutch", "NWKR8HQDT"),
+        ("passport renewed in Berlin, my number is CFXJ7LRT2", "CFXJ7LRT2"),
     ],
 )
 def test_a_passport_after_number_or_mine_is_in_a_text_about_a_passport(
@@ -185,6 +188,18 @@ def test_a_passport_after_number_or_mine_is_in_a_text_about_a_passport(
 ) -> None:
     found = {text[s:e] for r in RULES if r.entity == "PASSPORT" for s, e in r.spans(text)}
     assert value in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the passport office said mine is READY, no number yet",  # no digit
+        "passport fine, mine is LUFTHANSA1 no wait the flight is LH401",  # ten characters
+        "passport photo booth: my number is tkrwqbm7z in the queue",  # not capitals
+    ],
+)
+def test_no_icao_number_without_its_shape(text: str) -> None:
+    assert not [text[s:e] for r in RULES if r.entity == "PASSPORT" for s, e in r.spans(text)]
 
 
 def test_hospital_numbers_after_their_cue() -> None:
