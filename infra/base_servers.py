@@ -42,15 +42,18 @@ class ServedAt:
     urls: tuple[str, ...]
 
 
-def base_of(store: ObjectStore, version: str) -> str:
-    """The full version ``version`` runs on: the base an adapter names, else itself."""
-    from infra.causal_lm import BASE_MODEL_FILE
+def base_of(store: ObjectStore, version: str, *, default: str) -> str:
+    """The full version ``version`` runs on: the base an adapter names, ``default`` (the
+    configured server's base) for an adapter that names none, else ``version`` itself (a full
+    model: a base of its own)."""
+    from infra.causal_lm import ADAPTER_CONFIG, BASE_MODEL_FILE
     from infra.keys import model_prefix
 
+    prefix = model_prefix(version)
     try:
-        raw = store.get(model_prefix(version) + BASE_MODEL_FILE)
+        raw = store.get(prefix + BASE_MODEL_FILE)
     except ObjectNotFound:
-        return version
+        return default if store.exists(prefix + ADAPTER_CONFIG) else version
     return str(json.loads(raw)["version"])
 
 
@@ -185,7 +188,7 @@ class BaseServers:
             ModelServerError: no server serves its base and none can be started, or the
                 server did not load it.
         """
-        base = base_of(self.store, version)
+        base = base_of(self.store, version, default=self.base_version)
         if base == self.base_version:
             self.primary.load(version, path)
             return
@@ -241,7 +244,7 @@ class BaseServers:
         (a base of its own takes no adapter slot); None when it can."""
         from infra.model_server import capacity_refusal
 
-        base = base_of(self.store, version)
+        base = base_of(self.store, version, default=self.base_version)
         if base == version and version != self.base_version:
             return None
         if base == self.base_version:

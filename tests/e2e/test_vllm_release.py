@@ -62,8 +62,12 @@ RUN_ENV = {
 }
 
 # the distillation of the last test: the stable LoRA version is the teacher; the first test's
-# 240 requests give ~44-54 accepted answers, fewer than the default 50 a student needs
-DISTIL_ENV = {"FLYWHEEL_DISTIL__MIN_EXAMPLES": "20", "FLYWHEEL_DISTIL__STEPS": "150"}
+# 240 requests give ~36-54 accepted answers, fewer than the default 50 a student needs. The
+# gate rejects a student of so few answers whatever its steps (-10 to -14 points at 150 and
+# 300 steps), so it trains briefly and is gated on a quarter of the golden set: this test is
+# about where a student is served, and it runs in CI's serial lane beside every other test
+DISTIL_ENV = {"FLYWHEEL_DISTIL__MIN_EXAMPLES": "20", "FLYWHEEL_DISTIL__STEPS": "40"}
+DISTIL_GATE_ITEMS = 100
 
 
 @dataclass
@@ -344,8 +348,10 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     does not let it through (measured: -10.8 points, CI [-14.2, -7.3]; a student of 364 answers
     reached 98.8 % against 64.5 %): what is asserted is where it was served, and that the gate
     decided."""
+    from flows import loop as loop_flow
     from flows import release as release_flow
     from flows.loop import LoopOptions, run_loop
+    from flows.release import ReleaseOptions
     from infra.base_servers import read_served
     from infra.vllm_process import LocalLaunchers
     from tasks.demo.loop_summary import loop_report
@@ -384,6 +390,12 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
         return result
 
     monkeypatch.setattr(release_flow, "golden_gate_task", gate_then_ask)
+    options = loop_flow._release_options
+
+    def fewer_items(*args: Any, **kwargs: Any) -> ReleaseOptions:
+        return options(*args, **kwargs).model_copy(update={"max_golden_items": DISTIL_GATE_ITEMS})
+
+    monkeypatch.setattr(loop_flow, "_release_options", fewer_items)
     get_settings.cache_clear()
     store = LocalStore(get_settings().resolved_store_url)
     teacher = load_state(store).stable
@@ -410,7 +422,7 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     assert d.decision is not None and d.margin == 2.0, d
     log = (served_env.home / "logs" / f"vllm-{student}.log").read_text(errors="replace")
     gate_items = len(json.loads(store.get(f"gates/{student}/report.json"))["items"])
-    assert log.count("POST /v1/chat/completions") >= gate_items > 0, log[-2000:]
+    assert log.count("POST /v1/chat/completions") >= gate_items == DISTIL_GATE_ITEMS, log[-2000:]
     # the gateway sent the student's request to the student's server, and the teacher's
     # server never served the student
     assert pinned == [(200, student)], pinned

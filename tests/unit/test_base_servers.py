@@ -151,6 +151,9 @@ def test_a_student_takes_no_adapter_slot_and_its_adapters_count_on_its_own_serve
         assert server.refusal("v5", 1) is None  # the student's server is empty
         server.load("v5", "/m/v5")
         assert server.refusal("v3", 1) is not None  # and now it is full
+        store.put("models/v6/adapter_config.json", b"{}")  # an adapter naming no base
+        why = server.refusal("v6", 1)  # counted on v0's server, which holds v1
+        assert why is not None and "1 of at most 1 adapters" in why and "v1;" in why
 
 
 def test_the_gateway_routes_a_recorded_version_to_its_base_and_the_rest_to_the_configured(
