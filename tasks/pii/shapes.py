@@ -56,6 +56,39 @@ SHAPES: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
+# the identifiers found by a function of the text (entity, name, score, spans, doc)
+SPAN_RECOGNIZERS: tuple[tuple[str, str, float, Any, str], ...] = (
+    (
+        "SECRET",
+        "SecretRecognizer",
+        0.7,
+        lambda text, nlp: list(secret_spans(text, nlp)),
+        "Pasted keys, tokens and passwords (see tasks.pii.secrets).",
+    ),
+    (
+        "PASSPORT",
+        "TravelDocumentRecognizer",
+        0.6,
+        travel_document_spans,
+        "Passport numbers beside a nationality, expiry or issuing country.",
+    ),
+    (
+        "DATE_OF_BIRTH",
+        "TravelRecordBirthDateRecognizer",
+        0.6,
+        apis_birth_date_spans,
+        "The date of birth in an airline passenger record (DOCS element).",
+    ),
+    (
+        "LOCATION",
+        "AddressFieldRecognizer",
+        0.6,
+        address_field_spans,
+        "Values of address fields in JSON and forms.",
+    ),
+)
+
+
 def identifier_recognizers(language: str) -> list[Any]:
     """Language-neutral identifiers: context-cued ones (passport, licence, medical id, date of
     birth, account, SSN, card, NINO, phone), pasted secrets, IPv4/IPv6 without ``\\b`` and
@@ -71,41 +104,9 @@ def identifier_recognizers(language: str) -> list[Any]:
         )(**lang)
         for rule in RULES
     ]
-    found.append(
-        span_recognizer(
-            entity="SECRET",
-            name="SecretRecognizer",
-            score=0.7,
-            spans=lambda text, nlp: list(secret_spans(text, nlp)),
-            doc="Pasted keys, tokens and passwords (see tasks.pii.secrets).",
-        )(**lang)
-    )
-    found.append(
-        span_recognizer(
-            entity="PASSPORT",
-            name="TravelDocumentRecognizer",
-            score=0.6,
-            spans=travel_document_spans,
-            doc="Passport numbers beside a nationality, expiry or issuing country.",
-        )(**lang)
-    )
-    found.append(
-        span_recognizer(
-            entity="DATE_OF_BIRTH",
-            name="TravelRecordBirthDateRecognizer",
-            score=0.6,
-            spans=apis_birth_date_spans,
-            doc="The date of birth in an airline passenger record (DOCS element).",
-        )(**lang)
-    )
-    found.append(
-        span_recognizer(
-            entity="LOCATION",
-            name="AddressFieldRecognizer",
-            score=0.6,
-            spans=address_field_spans,
-            doc="Values of address fields in JSON and forms.",
-        )(**lang)
-    )
+    found += [
+        span_recognizer(entity=entity, name=name, score=score, spans=spans, doc=doc)(**lang)
+        for entity, name, score, spans, doc in SPAN_RECOGNIZERS
+    ]
     found += [pattern_recognizer(*shape, language=language) for shape in SHAPES]
     return found
