@@ -125,14 +125,14 @@ class HttpAnswers:
 
 def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:
     """HTTP when the version has a configured upstream, else the in-process model from the store."""
-    from infra.base_servers import version_urls
+    from infra.base_servers import openai_base, version_urls
     from infra.local_lm import LocalLM
     from infra.models import fetch_model, model_cache_root, version_exists
 
     entry = settings.gateway.upstream(version)
     url, key = (entry.url, entry.api_key()) if entry is not None else (None, None)
     if not url and (urls := version_urls(version, settings, store)):  # on its base's server
-        url = urls[0].rstrip("/").removesuffix("/v1") + "/v1"
+        url = openai_base(urls[0])
     if url:
         http = HttpAnswers(version, url, api_key=key)
         if version_exists(store, version):  # the KL check evaluates its weights in process

@@ -72,9 +72,8 @@ def read_served(store: ObjectStore) -> dict[str, ServedAt]:
         return {}
 
 
-def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> dict[str, ServedAt]:
-    """Record (``ServedAt``) or forget (None) where versions are served; returns the map after.
-    Concurrent writers (two workloads' releases) both land: the write is conditional on the
+def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> None:
+    """Record (``ServedAt``) or forget (None) where versions are served. Concurrent writers (two workloads' releases) both land: the write is conditional on the
     map read, and a lost race reads again."""
     from infra.cas import compare_and_swap
 
@@ -99,11 +98,13 @@ def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> di
         data = json.dumps({"versions": body}, indent=1).encode()
         store.put_if(SERVERS_KEY, data, etag=found[1])
 
-    found, _ = compare_and_swap(
-        read, decide, write, operation="model_servers", retry_on=(PreconditionFailed,)
-    )
-    after = decide(found)
-    return found[0] if after is None else after
+    compare_and_swap(read, decide, write, operation="model_servers", retry_on=(PreconditionFailed,))
+
+
+def openai_base(url: str) -> str:
+    """A model server's URL (``http://host:port``, with or without ``/v1``) as the ``openai``
+    client takes it (``.../v1``)."""
+    return url.rstrip("/").removesuffix("/v1") + "/v1"
 
 
 def version_urls(version: str, settings: Settings, store: ObjectStore) -> list[str] | None:

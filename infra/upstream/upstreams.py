@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from infra.base_servers import ServedAt, read_served
+from infra.base_servers import ServedAt, openai_base, read_served
 from infra.errors import ConfigError, UpstreamError
 from infra.upstream.completion import (
     Completion,
@@ -240,7 +240,7 @@ def model_server_upstream(
     configured server, ``FLYWHEEL_MODEL_SERVER__URLS``): the base model under its served name,
     an adapter under its version name (both are the version itself)."""
     roots = settings.model_server.urls if urls is None else urls
-    urls = [u.rstrip("/").removesuffix("/v1") + "/v1" for u in roots]
+    urls = [openai_base(u) for u in roots]
     timeout_s = settings.gateway.upstream_timeout_s
     replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)

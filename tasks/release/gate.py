@@ -328,7 +328,7 @@ def run_gate(
     decision, reasons = decide(test, policy, slices=slices, checks=checks)
     ni = None
     if margin is not None:  # no worse by more than the margin, and cheaper: not "better"
-        from tasks.release.noninferiority import noninferior_gate, turn_size
+        from tasks.release.noninferiority import noninferior_gate
 
         ni = noninferior_gate(
             items,
@@ -341,7 +341,6 @@ def run_gate(
             cheaper=cheaper,
             slices=slices,
             checks=checks,
-            turn=turn_size(len(items)),
         )
         decision, reasons = ni.decision, ni.reasons
     reasons = reasons + [  # a check that did not run is said, never silently passed

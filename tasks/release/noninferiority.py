@@ -305,16 +305,15 @@ def noninferior_gate(
     slices: Sequence[SliceResult],
     checks: Sequence[Check],
     cheaper: bool = True,
-    turn: int = 16,
 ) -> NonInferiorGate:
-    """Score, test, measure and decide a non-inferiority release on the gate's answers
-    (``turn``: golden items each version answered at a time, :func:`gate_cost`)."""
+    """Score, test, measure and decide a non-inferiority release on the gate's answers (asked
+    by :func:`answer_alternating`, whose turns :func:`gate_cost` compares)."""
     b, scale = golden_scores(items, [a.text for a in base], rewards[0], reward=reward)
     c, other = golden_scores(items, [a.text for a in cand], rewards[1], reward=reward)
     if "reward" in (scale, other):  # one scale for both
         b, c, scale = list(rewards[0]), list(rewards[1]), "reward"
     ni = noninferiority_test(b, c, margin=margin, alpha=policy.alpha, scale=scale)
-    cost = gate_cost(base, cand, alpha=policy.alpha, turn=turn)
+    cost = gate_cost(base, cand, alpha=policy.alpha, turn=turn_size(len(items)))
     decision, reasons = decide_noninferior(
         ni, cost, policy, slices=slices, checks=checks, require_cheaper=cheaper
     )
