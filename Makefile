@@ -99,11 +99,11 @@ test-setup: $(DEV_STAMP)
 	$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
 	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
 
-# The base models the end-to-end tests bootstrap, pre-trained into the tests' shared build cache
-# (tests/prebuild_bootstrap.py: the loop's v0 is copied from tasks/demo/shipped_v0, the judge
-# test's small one is pre-trained, under a minute of one core), which the tests find by input
-# hash; a test that needs one still being built waits on its lock, and so does a second
-# prebuild. `make test` runs it beside its set-up; .ci/run starts it earlier, beside lint and
+# The base models the end-to-end tests bootstrap, put in the tests' shared build cache
+# (tests/prebuild_bootstrap.py: the loop's v0 copied from tasks/demo/shipped_v0, the judge
+# test's small one from tests/data/shipped_v0; either pre-trained where the code asks for other
+# inputs than the shipped build's), which the tests find by input hash; a test that needs one
+# still being built waits on its lock, and so does a second prebuild. `make test` runs it beside its set-up; .ci/run starts it earlier, beside lint and
 # docs (one core each), so that it is done, or nearly, when the tests start.
 TEST_BOOTSTRAP := $(CURDIR)/.test-bootstrap
 BOOT_LOG := .test-bootstrap.log

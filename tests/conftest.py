@@ -86,10 +86,13 @@ def _no_flywheel_env_leaks() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def prefect_api() -> Iterator[None]:
-    """A real Prefect ephemeral API for the whole session (starting one takes ~30 s here)."""
+    """A real Prefect ephemeral API for the whole session. Starting one takes about 10 CPU
+    seconds, but a worker's server starts at nice 19 (``pytest_runtest_setup``) beside vLLM
+    starting at normal priority in the serial run, where it has waited minutes for the CPU:
+    Prefect's harness counts wall seconds, so it is given the test timeout's worth of them."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_test_harness(server_startup_timeout=600):
         yield
 
 

@@ -25,7 +25,8 @@ from tests.procs import background, free_port, wait_http
 
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 RUN_TIMEOUT = 240.0
-STARTUP_TIMEOUT = 180.0  # the first start migrates a fresh SQLite database (~30 s here)
+STARTUP_TIMEOUT = 180.0  # CPU seconds (tests.procs.wait_http): the first start migrates a fresh
+# SQLite database, about 15 CPU seconds here
 
 
 def prefect_cli() -> list[str]:
@@ -73,7 +74,7 @@ def prefect_server(
     args = [*prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     with background(args, log_path, env=env) as proc:
         try:
-            wait_http(f"{url}/api/health", timeout=STARTUP_TIMEOUT)
+            wait_http(f"{url}/api/health", timeout=STARTUP_TIMEOUT, proc=proc, wall_cap=600)
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}\n--- server log ---\n{log_tail(log_path)}") from exc
         if proc.poll() is not None:  # something else answered on the port

@@ -36,16 +36,55 @@ def find_binary(kind: str) -> str:
     pytest.skip(f"{kind} binary not installed (apt-get install {BINARIES[kind][0]}; .ci/run does)")
 
 
-def wait_http(url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
+    """CPU seconds ``proc`` and its children have used so far (0 once it has exited)."""
+    import psutil
+
+    try:
+        root = psutil.Process(proc.pid)
+        total = 0.0
+        for p in [root, *root.children(recursive=True)]:
+            times = p.cpu_times()
+            total += times.user + times.system
+        return total
+    except psutil.Error:
+        return 0.0
+
+
+def wait_http(
+    url: str,
+    timeout: float = 30.0,
+    *,
+    proc: subprocess.Popen[bytes] | None = None,
+    wall_cap: float = 300.0,
+) -> None:
+    """Wait until ``url`` answers (any status below 500). ``timeout`` is wall seconds, or, with
+    the server's ``proc``, CPU seconds of that process and its children: a server that is
+    starting but starved of CPU (test workers run at nice 19 beside vLLM at normal priority;
+    a Prefect server once took over 180 s of wall time to come up there) is not broken, one
+    that has used ``timeout`` CPU seconds without answering is, and so is one that exited.
+    ``wall_cap`` bounds the wait with ``proc`` in wall seconds all the same."""
+    started = time.monotonic()
+    while True:
         try:
             if httpx.get(url, timeout=1.0).status_code < 500:
                 return
         except httpx.HTTPError:
             pass
+        waited = time.monotonic() - started
+        if proc is None:
+            if waited >= timeout:
+                raise TimeoutError(f"{url} did not come up in {timeout} s")
+        else:
+            if proc.poll() is not None:
+                raise TimeoutError(f"{url}: the server exited ({proc.returncode}) before answering")
+            used = _cpu_seconds(proc)
+            if used >= timeout or waited >= wall_cap:
+                raise TimeoutError(
+                    f"{url} did not come up: {used:.0f} CPU seconds and {waited:.0f} s of wall "
+                    f"time (limits {timeout:.0f} CPU s, {wall_cap:.0f} s)"
+                )
         time.sleep(0.2)
-    raise TimeoutError(f"{url} did not come up in {timeout} s")
 
 
 @contextmanager
@@ -76,7 +115,7 @@ def service(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A :func:`background` process that is ready once ``ready_url`` answers."""
     with background(args, log_path, env=env) as proc:
-        wait_http(ready_url)
+        wait_http(ready_url, proc=proc)
         yield proc
 
 

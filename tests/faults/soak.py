@@ -131,7 +131,7 @@ def soak(home: Path, *, rate: float, seconds: float, warmup_s: float = 5.0) -> S
             [sys.executable, "-m", "infra.gateway"], env=env, cwd=ROOT, stdout=log, stderr=log
         )
         try:
-            wait_http(f"{url}/healthz", timeout=90)
+            wait_http(f"{url}/healthz", timeout=90, proc=proc)
             warm = _load(url, rate, warmup_s)
             rss_warm = _rss_kib(proc.pid)
             rest = _load(url, rate, seconds)

@@ -51,3 +51,16 @@ def test_a_fresh_home_registers_the_shipped_v0_without_pretraining(
     # force: built from scratch, never the shipped copy
     with pytest.raises(AssertionError, match="shipped build must be used"):
         bootstrap.bootstrap_base_model(store, settings=settings, force=True)
+
+
+def test_the_judge_tests_shipped_small_v0_is_the_one_it_asks_for() -> None:
+    """The exploitable-judge test's hedging v0 ships in tests/data/shipped_v0; a recipe change
+    that changes its input hash fails here (not in a slower test run) until it is shipped again."""
+    from tests.e2e.test_exploitable_judge import SHIPPED_SMALL, small_config
+
+    key = bootstrap.input_hash(small_config(), 0, None)
+    shipped = sorted(p.name for p in SHIPPED_SMALL.iterdir())
+    assert shipped == [key], "run python -m tests.prebuild_bootstrap --ship"
+    result = json.loads((SHIPPED_SMALL / key / "result.json").read_text())
+    assert result["input_hash"] == key and result["source"] == "trained"
+    assert result["config"]["hedge_share"] == small_config().hedge_share
