@@ -77,3 +77,19 @@ def test_binomial_tail() -> None:
     assert binomial_tail(0, 12, 0.01) == 1.0
     assert binomial_tail(1, 12, 0.01) == pytest.approx(1 - 0.99**12)
     assert binomial_tail(12, 12, 0.5) == pytest.approx(0.5**12)
+
+
+def test_a_window_without_stable_requests_does_not_judge_the_p99() -> None:
+    """The loop test's canary rolled back on one request slowed by the machine (479 ms) in a
+    window where stable's holdback served nothing, measured against the 50 ms floor; with no
+    stable request there is nothing to compare over the same interval. With stable traffic, the
+    same candidate slower on most of its requests still fails."""
+    lone = observed({}, {0.04: 11, 0.48: 1})
+    assert lone.stable.requests == 0 and lone.candidate.p99_s and lone.candidate.p99_s > 0.25
+
+    result = analyse_step(lone, CFG)
+
+    assert result.verdict == "pass", result.reasons
+    assert any("not judged, stable served no request" in r for r in result.reasons)
+    slower = analyse_step(observed(STABLE, {0.4: 4, 0.74: 8}), CFG)
+    assert slower.verdict == "fail"
