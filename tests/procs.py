@@ -3,6 +3,7 @@ for tests, and end exactly the processes we started."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -36,19 +37,25 @@ def find_binary(kind: str) -> str:
     pytest.skip(f"{kind} binary not installed (apt-get install {BINARIES[kind][0]}; .ci/run does)")
 
 
-def _cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
-    """CPU seconds ``proc`` and its children have used so far (0 once it has exited)."""
-    import psutil
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children that have exited (``/proc``);
+    live descendants are added by :func:`tree_cpu`."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
-    try:
-        root = psutil.Process(proc.pid)
-        total = 0.0
-        for p in [root, *root.children(recursive=True)]:
-            times = p.cpu_times()
-            total += times.user + times.system
-        return total
-    except psutil.Error:
-        return 0.0
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants (a multi-worker gateway, a server's
+    worker processes)."""
+    total = cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        for child in children.read_text().split():
+            try:
+                total += tree_cpu(int(child))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return total
 
 
 def wait_http(
@@ -78,7 +85,10 @@ def wait_http(
         else:
             if proc.poll() is not None:
                 raise TimeoutError(f"{url}: the server exited ({proc.returncode}) before answering")
-            used = _cpu_seconds(proc)
+            try:
+                used = tree_cpu(proc.pid)
+            except OSError:  # it exited after poll(): the next look says so
+                used = 0.0
             if used >= timeout or waited >= wall_cap:
                 raise TimeoutError(
                     f"{url} did not come up: {used:.0f} CPU seconds and {waited:.0f} s of wall "

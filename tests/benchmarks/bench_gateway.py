@@ -49,6 +49,7 @@ from pathlib import Path
 import httpx
 
 from tests.fakes.loopback import LoadResult, open_loop
+from tests.procs import tree_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "What is 21 + 21?"}]
@@ -69,26 +70,6 @@ def wait_ready(url: str, timeout: float = 60.0) -> None:
         except httpx.HTTPError:
             time.sleep(0.1)
     raise TimeoutError(url)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its children that have exited (``/proc``);
-    with ``--workers`` the gateway's live workers are added by :func:`tree_cpu`."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its live descendants (a multi-worker gateway)."""
-    total = cpu_seconds(pid)
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        for child in children.read_text().split():
-            try:
-                total += tree_cpu(int(child))
-            except (FileNotFoundError, ProcessLookupError):
-                pass
-    return total
 
 
 @contextmanager
