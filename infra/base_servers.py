@@ -73,8 +73,9 @@ def read_served(store: ObjectStore) -> dict[str, ServedAt]:
 
 
 def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> None:
-    """Record (``ServedAt``) or forget (None) where versions are served. Concurrent writers (two workloads' releases) both land: the write is conditional on the
-    map read, and a lost race reads again."""
+    """Record (``ServedAt``) or forget (None) where versions are served. Concurrent writers
+    (two workloads' releases) both land: the write is conditional on the map read, and a lost
+    race reads again."""
     from infra.cas import compare_and_swap
 
     def read() -> tuple[dict[str, ServedAt], str | None]:

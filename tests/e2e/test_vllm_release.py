@@ -65,8 +65,8 @@ RUN_ENV = {
 # 240 requests give ~36-54 accepted answers, fewer than the default 50 a student needs. The
 # gate rejects a student of so few answers whatever its steps (-10 to -14 points at 150 and
 # 300 steps), so it trains briefly and is gated on an eighth of the golden set (ten turns of
-# five items for the sign test of "cheaper"): this test is
-# about where a student is served, and it runs in CI's serial lane beside every other test
+# five items for the sign test of "cheaper"): this test is about where a student is served,
+# and it runs in CI's serial lane beside every other test
 DISTIL_ENV = {"FLYWHEEL_DISTIL__MIN_EXAMPLES": "20", "FLYWHEEL_DISTIL__STEPS": "40"}
 DISTIL_GATE_ITEMS = 50
 
