@@ -41,6 +41,12 @@ class ReleaseSettings(BaseModel):
     analysis_interval_s: float = Field(default=300.0, gt=0)
     step_deadline_s: float = Field(default=1800.0, gt=0)
     min_requests_per_step: int = Field(default=50, ge=1)
+    # distinct users (voices) each of stable and the candidate must have served in a step
+    # before it is judged: fewer is no comparison, so the step waits, then holds (never
+    # passes). 10: with 10 users a side, 7 of the candidate's meeting errors against none of
+    # stable's is significant at the canary's per-test level (p 0.0015 < 0.05 / 20); below 6 a
+    # side not even all of them would be (1 / C(10, 5) = 0.004)
+    min_users_per_step: int = Field(default=10, ge=1)
     error_ratio_max: float = 1.5
     latency_p99_ratio_max: float = 1.5
     feedback_ratio_min: float = 0.8

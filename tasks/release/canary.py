@@ -30,8 +30,11 @@ and sequentially, latency at the horizon), so each runs at ``alpha / (5 x steps)
 (:func:`~tasks.release.sequential.canary_test_alpha`, Bonferroni). ``make bench`` measures the
 rates (tests/benchmarks/bench_release_decisions.py).
 
-No-data rule: fewer than ``min_requests_per_step`` candidate requests (or unreadable metrics)
-keep the step waiting until ``step_deadline_s``; then it fails as ``no_data``, never passes.
+No-data rule: fewer than ``min_requests_per_step`` candidate requests, fewer than
+``min_users_per_step`` users on either side (stable's as much as the candidate's: no
+comparison, no pass), or unreadable metrics keep the step waiting until ``step_deadline_s``;
+then it ends as ``no_data`` (held for a person, or rolled back: ``no_data_action``), never
+passes.
 """
 
 from __future__ import annotations
@@ -79,8 +82,7 @@ def analyse_step(
         "window_s": round(window.window_s, 1),
         "test_alpha": canary_test_alpha(policy),
     }
-    if c.requests < policy.min_requests_per_step:
-        reason = f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
+    if reason := too_little(c, s, policy):
         return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
     failures: list[str] = []
     notes: list[str] = []
@@ -95,11 +97,25 @@ def analyse_step(
             continue
         evidence.update(rail.evidence)
         (failures if rail.failed else notes).append(rail.line)
-    if s.requests <= 0:
-        notes.append("no stable requests in the window: stable floors used")
     return PhaseResult(
         verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
     )
+
+
+def too_little(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> str | None:
+    """Why this window cannot be judged (None: it can): too few candidate requests, or too
+    few users on either side. Each rail compares the candidate with stable over the same
+    interval; with stable idle (one API key whose bucket is in the canary cohort, a small line
+    at the holdback step) every rail would read as passed without comparing anything."""
+    if c.requests < policy.min_requests_per_step:
+        return f"{c.requests:.0f} candidate requests < {policy.min_requests_per_step} required"
+    for side, stats in (("stable", s), ("candidate", c)):
+        if stats.users < policy.min_users_per_step:
+            return (
+                f"{side} served {stats.users:.0f} users < {policy.min_users_per_step} required "
+                "(FLYWHEEL_RELEASE__MIN_USERS_PER_STEP): no comparison"
+            )
+    return None
 
 
 def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged:

@@ -47,16 +47,12 @@ class Judged:
 def judge_p99(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings) -> Judged | None:
     """The p99 guard rail (None when the candidate's p99 is unknown): over
     ``latency_p99_ratio_max`` x stable's p99 (at least ``latency_floor_s``) and, where both
-    histograms are known, significantly more slow requests (:func:`slow_share`). Not judged
-    in a window where stable served no request: a p99 is compared with stable's over the same
-    interval, and the floor alone is no such comparison (a loop test's canary was rolled back on
-    one candidate request slowed by the machine, 479 ms against the 50 ms floor, with stable's
-    holdback idle in that window); the next window judges it."""
+    histograms are known, significantly more slow requests (:func:`slow_share`). A window in
+    which stable served too few users never reaches it (:func:`~tasks.release.canary.too_little`):
+    the floor alone is no comparison (a loop test's canary was rolled back on one candidate
+    request slowed by the machine, 479 ms against the 50 ms floor, stable's holdback idle)."""
     if candidate.p99_s is None:
         return None
-    if stable.requests <= 0:
-        line = f"p99 {candidate.p99_s * 1000:.0f} ms: not judged, stable served no request in this window"
-        return Judged(line=line, failed=False, evidence={})
     stable_p99 = max(stable.p99_s or 0.0, policy.latency_floor_s)
     ratio = candidate.p99_s / stable_p99
     evidence: dict[str, Any] = {"p99_ratio_vs_stable": ratio}

@@ -17,6 +17,7 @@ POLICY_FIELDS = {
     "analysis_interval_s",
     "step_deadline_s",
     "min_requests_per_step",
+    "min_users_per_step",
     "min_shadow_pairs",
     "no_data_action",
     "embeddings",
@@ -64,6 +65,9 @@ class ReleaseOptions(BaseModel):
     )
     min_requests_per_step: int | None = Field(
         default=None, ge=1, description="candidate requests a canary step needs"
+    )
+    min_users_per_step: int | None = Field(
+        default=None, ge=1, description="users each of stable and the candidate serve in a step"
     )
     min_shadow_pairs: int | None = Field(
         default=None, ge=2, description="scored shadow pairs the shadow phase needs"

@@ -15,6 +15,7 @@ from infra.settings import ReleaseSettings
 from infra.store import LocalStore
 from tasks.release import controls
 from tasks.release.canary import analyse_step, watch_step
+from tasks.release.machine import conclude
 from tasks.release.rollout import Clock, shadow_pairs
 from tests.helpers import make_trace
 
@@ -274,3 +275,56 @@ def test_the_rails_spend_alpha_over_the_canary_steps_and_tests() -> None:
     assert any("not judged lower" in r for r in four_steps.reasons)
     one_step = analyse_step(votes, CFG.model_copy(update={"canary_steps": (100,)}))
     assert one_step.verdict == "fail" and "feedback 0.30 = 0.43x" in one_step.reasons[0]
+
+
+class IdleStableMetrics(FakeMetrics):
+    """A canary step in which stable serves nobody (one API key whose bucket is in the canary
+    cohort): every request is the candidate's, each one failing after 9.9 s."""
+
+    def read(
+        self, *, candidate: str, stable: str, since: float, workload: str | None = None
+    ) -> CanaryWindow:
+        self.reads += 1
+        n = self.rate * (self.clock.now() - since)
+        return CanaryWindow(
+            RouteStats(n, n, 9.9, users=min(n, 30.0), error_users=min(n, 30.0)),
+            RouteStats(0, 0, None),
+            "fake",
+            self.clock.now() - since,
+        )
+
+
+def test_a_step_in_which_stable_served_nobody_is_held_never_passed(routing: StoreRouting) -> None:
+    """Nothing was compared: a candidate failing every request with a 9.9 s p99 once passed
+    such a step (the error test had no stable users to weigh it against, the p99 was not judged,
+    the sequential test skipped). Now it waits for stable's users until the step's deadline,
+    then the release holds at weight 0 for a person."""
+    clock = FakeClock()
+    result = watch(routing, clock, IdleStableMetrics(clock, rate=5.0))
+    assert result.verdict == "no_data", result.reasons
+    assert clock.now() - 1_000_000.0 >= CFG.step_deadline_s
+    assert "stable served 0 users < 10 required" in result.reasons[0]
+
+    state = conclude(
+        routing, None, "v1", phase="canary", result=result, policy=CFG, actor="test", step=0
+    )
+    assert (state.phase, state.weight, state.stable, state.candidate) == ("held", 0.0, "v0", "v1")
+
+
+def test_a_step_needs_enough_users_on_both_sides() -> None:
+    """Many requests from few users are no comparison either (one heavy client a side)."""
+    few_stable = analyse_step(
+        window(RouteStats(100, 0, 0.2), RouteStats(900, 0, 0.2, users=3)), CFG
+    )
+    assert few_stable.verdict == "no_data"
+    assert "stable served 3 users < 10 required" in few_stable.reasons[0]
+    few_cand = analyse_step(window(RouteStats(100, 0, 0.2, users=4), RouteStats(900, 0, 0.2)), CFG)
+    assert few_cand.verdict == "no_data"
+    assert "candidate served 4 users < 10 required" in few_cand.reasons[0]
+    policy = CFG.model_copy(update={"min_users_per_step": 3})
+    assert (
+        analyse_step(
+            window(RouteStats(100, 0, 0.2), RouteStats(900, 0, 0.2, users=3)), policy
+        ).verdict
+        == "pass"
+    )

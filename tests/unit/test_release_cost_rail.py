@@ -50,9 +50,10 @@ def _batched_window(student: list[tuple[int, float]], stable: list[tuple[int, fl
     t = [100.0]
     reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: t[0])
     since = reader.mark()
+    users = iter(range(10**6))  # each request a user of its own
     for model, route, requests in (("v2", "canary", student), ("v1", "stable", stable)):
         for size, compute in requests:
-            metrics.observe(model=model, route=route, seconds=0.05, error=False)
+            metrics.observe(model=model, route=route, seconds=0.05, error=False, voter=next(users))
             metrics.cost(
                 model=model,
                 route=route,

@@ -20,14 +20,17 @@ CFG = ReleaseSettings(min_requests_per_step=5)
 
 def observed(stable: dict[float, int], candidate: dict[float, int]) -> CanaryWindow:
     """A window read by the embedded reader from the gateway's own histogram: ``{seconds:
-    requests}`` per version, all after the window's start."""
+    requests}`` per version, all after the window's start, each request a user of its own."""
     metrics = GatewayMetrics()
     reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: 100.0)
     since = reader.mark()
+    users = iter(range(10**6))
     for route, model, latencies in (("stable", "v0", stable), ("canary", "v1", candidate)):
         for seconds, n in latencies.items():
             for _ in range(n):
-                metrics.observe(model=model, route=route, seconds=seconds, error=False)
+                metrics.observe(
+                    model=model, route=route, seconds=seconds, error=False, voter=next(users)
+                )
     return reader.read(candidate="v1", stable="v0", since=since)
 
 
@@ -79,17 +82,18 @@ def test_binomial_tail() -> None:
     assert binomial_tail(12, 12, 0.5) == pytest.approx(0.5**12)
 
 
-def test_a_window_without_stable_requests_does_not_judge_the_p99() -> None:
+def test_a_window_without_stable_requests_is_no_data_not_a_verdict() -> None:
     """The loop test's canary rolled back on one request slowed by the machine (479 ms) in a
     window where stable's holdback served nothing, measured against the 50 ms floor; with no
-    stable request there is nothing to compare over the same interval. With stable traffic, the
-    same candidate slower on most of its requests still fails."""
+    stable request there is nothing to compare over the same interval: neither a fail nor a
+    pass, the step waits for stable's users. With stable traffic, the same candidate slower on
+    most of its requests still fails."""
     lone = observed({}, {0.04: 11, 0.48: 1})
     assert lone.stable.requests == 0 and lone.candidate.p99_s and lone.candidate.p99_s > 0.25
 
     result = analyse_step(lone, CFG)
 
-    assert result.verdict == "pass", result.reasons
-    assert any("not judged, stable served no request" in r for r in result.reasons)
+    assert result.verdict == "no_data", result.reasons
+    assert "stable served 0 users < 10 required" in result.reasons[0]
     slower = analyse_step(observed(STABLE, {0.4: 4, 0.74: 8}), CFG)
     assert slower.verdict == "fail"
