@@ -11,8 +11,10 @@ from infra.gateway.limits import BodyLimit
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-# uvloop's event loop and the httptools HTTP parser (uvicorn[standard]): both in C
-SERVER_STACK: dict[str, Any] = {"loop": "uvloop", "http": "httptools"}
+# uvloop's event loop and the httptools HTTP parser (uvicorn[standard]): both in C. uvicorn's
+# proxy-header rewrite is off: it trusts X-Forwarded-For from loopback by default; the gateway
+# reads the client from FLYWHEEL_GATEWAY__TRUSTED_PROXIES alone (infra.gateway.requester)
+SERVER_STACK: dict[str, Any] = {"loop": "uvloop", "http": "httptools", "proxy_headers": False}
 
 
 def by_port(app: FastAPI, sockets: list[socket.socket]) -> Any:

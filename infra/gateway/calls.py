@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from infra.errors import UpstreamError
 from infra.gateway.ids import PINNED
 from infra.gateway.limits import cap_trace
+from infra.gateway.requester import request_key
 from infra.gateway.voices import epoch_of
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from infra.upstream.statuses import UpstreamRefused
@@ -69,10 +70,11 @@ class CallRecorder:
         return DEFAULT_WORKLOAD
 
     def voter(self, req: ChatRequest) -> int | None:
-        """Who asked, as the voice series count users (:mod:`infra.gateway.voices`); keyed
-        once per request."""
+        """Who asked, as the voice series count users (:mod:`infra.gateway.voices`): the key
+        the request was routed by (:func:`~infra.gateway.requester.request_key`), hashed once
+        per request."""
         if req.voice == ():
-            req.voice = self.metrics.ledger.voter(req.user_id, req.peer)
+            req.voice = self.metrics.ledger.voter(request_key(req))
         return req.voice if isinstance(req.voice, int) else None
 
     def observe(

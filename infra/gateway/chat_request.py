@@ -85,7 +85,9 @@ class ChatRequest:
     question: str = ""
     contexts: list[str] = field(default_factory=list)
     include_usage: bool = False
-    peer: str | None = None  # the connection's address: the voice of a request without a user
+    # the client's address (the connection's peer, or the one a trusted proxy names:
+    # infra.gateway.requester): the key of a request with neither a user nor a session
+    client: str | None = None
     # who asked, as the voice series count users: computed once per request by the gateway
     # (``Calls.voter``); ``()``: not yet
     voice: int | None | tuple[()] = field(default=(), repr=False, compare=False)

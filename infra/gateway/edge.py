@@ -226,8 +226,9 @@ def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[Gu
 
 def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str, Any]:
     """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol, the
-    keep-alive idle timeout."""
+    keep-alive idle timeout, no proxy-header rewrite (:data:`~infra.gateway.asgi.SERVER_STACK`)."""
     return {
+        "proxy_headers": False,
         "loop": "uvloop",
         "http": guarded_protocol(cfg, admin_port=admin_port),
         "timeout_keep_alive": cfg.keep_alive_s,

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from infra.gateway.chat import error_response
 from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
 from infra.gateway.json_shape import body_shape_problem
+from infra.gateway.requester import ClientResolver
 from infra.traces.conversation import WORKLOAD_HEADER
 
 if TYPE_CHECKING:
@@ -39,12 +40,14 @@ class ChatEndpoint:
         gw = gateway.settings.gateway
         self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
         self.workloads = frozenset(gateway.settings.workloads)
+        self.clients = ClientResolver(gw.trusted_proxies, header=gw.client_header)
 
     async def handle(
-        self, body: bytes, header: Callable[[str], str | None], peer: str | None = None
+        self, body: bytes, header: Callable[[str], str | None], client: str | None = None
     ) -> Response:
-        """The handler: the request's body, a lookup of its headers (lower-case names) and the
-        connection's peer address (a request without a user counts as its address's voice)."""
+        """The handler: the request's body, a lookup of its headers (lower-case names) and its
+        client's address (:mod:`infra.gateway.requester`: the key of a request without a user
+        or session, for routing and voice alike)."""
         if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
             # far more messages than allowed: refused before parsing, which alone would hold
             # the event loop for a 4 MiB body of tiny messages
@@ -71,7 +74,7 @@ class ChatEndpoint:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
-        req.peer = peer
+        req.client = client
         if req.unconfigured_workload:
             self.gateway.recorder.metrics.workload_unconfigured.inc()
         # the admin token as the openai SDK sends its api_key: any other key is a public client
@@ -81,7 +84,8 @@ class ChatEndpoint:
     async def route(self, request: Request) -> Response:
         """The same handler as a plain Starlette route (no dependency solving per request)."""
         peer = request.client.host if request.client else None
-        return await self.handle(await request.body(), request.headers.get, peer)
+        client = self.clients.resolve(peer, request.headers.getlist(self.clients.header))
+        return await self.handle(await request.body(), request.headers.get, client)
 
     async def asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """The same handler as a bare ASGI app (the server's fast path for this route): the
@@ -100,8 +104,14 @@ class ChatEndpoint:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        client = scope.get("client")
-        response = await self.handle(b"".join(chunks), header, client[0] if client else None)
+        peer = scope["client"][0] if scope.get("client") else None
+        if self.clients.enabled:  # the header's every instance, in order
+            name = self.clients.header_bytes
+            forwarded = [v.decode("latin-1") for k, v in scope["headers"] if k == name]
+            client = self.clients.resolve(peer, forwarded)
+        else:
+            client = peer
+        response = await self.handle(b"".join(chunks), header, client)
         await response(scope, receive, send)
 
     @staticmethod

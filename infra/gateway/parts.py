@@ -19,6 +19,7 @@ from infra.gateway.aio import run_in_daemon_thread
 from infra.gateway.fastpath import ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.metrics import GatewayMetrics
+from infra.gateway.requester import routing_secret
 from infra.gateway.routing import StateWatcher
 from infra.gateway.service import Gateway
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
@@ -101,6 +102,7 @@ def build_parts(
         dispatcher=dispatcher,
         trace_ids=TraceIds(settings.salt()),
         rng=random.Random(seed),
+        routing_secret=routing_secret(settings.salt()),
     )
     admin = Admin(
         settings=settings, store=store, watcher=watcher, catalog=catalog, on_rollback=on_rollback

@@ -1,10 +1,13 @@
 """Which version answers a request: sticky canary buckets, shadow sampling, state reloading.
 
-A user (or, without one, a session) hashes to a bucket 0..9999 salted with the candidate's
-name; buckets below ``weight * 100`` go to the candidate. Raising the weight only adds buckets,
-so a user who reached the candidate stays on it for the whole release, and a new candidate
-draws a fresh cohort. A request with neither a user (OpenAI ``user``) nor a session
-(``X-Session-Id``) is routed at random.
+A request's key (:func:`infra.gateway.requester.request_key`: its user, else its session,
+else its client's address) hashes to a bucket 0..9999 salted with the candidate's name and
+keyed with the deployment's secret (:func:`~infra.gateway.requester.routing_secret`, so no
+client can compute which ids land in the canary); buckets below ``weight * 100`` go to the
+candidate. Raising the weight only adds buckets, so a user who reached the candidate stays on
+it for the whole release, and a new candidate draws a fresh cohort. The voice ledger counts
+requests by the same key, so whoever is one voice is also routed as one. Only a request with no
+key at all (no user, session or client address) is routed at random.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ ROUTED_MODEL = "flywheel"
 Route = Literal["stable", "canary", "pinned"]
 
 
-def bucket(key: str, *, salt: str = "") -> int:
-    """A stable bucket 0..9999 for a user/session key."""
-    digest = hashlib.blake2b(f"{salt}\x00{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % BUCKETS
+def bucket(key: str, *, salt: str = "", secret: bytes | None = None) -> int:
+    """A stable bucket 0..9999 for a request's key; ``secret``: the deployment's bucket key
+    (without it, the unkeyed hash anyone can compute)."""
+    digest = hashlib.blake2b(f"{salt}\x00{key}".encode(), digest_size=8, key=secret or b"")
+    return int.from_bytes(digest.digest(), "big") % BUCKETS
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,18 @@ def decide(
     model: str,
     sticky_key: str | None,
     rand: Callable[[], float] = random.random,
+    secret: bytes | None = None,
 ) -> Decision:
-    """Route one request. ``model`` is ``flywheel`` (routed) or an explicit version (pinned)."""
+    """Route one request. ``model`` is ``flywheel`` (routed) or an explicit version (pinned);
+    ``sticky_key``: the request's key (:func:`~infra.gateway.requester.request_key`);
+    ``secret``: the bucket hash's key."""
     if model and model != ROUTED_MODEL:
         return Decision(version=model, route="pinned")
     cand = state.routable_candidate()
     if cand is None:
         return Decision(version=state.stable, route="stable")
     key = sticky_key if sticky_key else random_hex()
-    if state.weight > 0 and bucket(key, salt=cand) < state.weight * (BUCKETS / 100):
+    if state.weight > 0 and bucket(key, salt=cand, secret=secret) < state.weight * (BUCKETS / 100):
         return Decision(version=cand, route="canary")
     shadow = cand if state.shadow_fraction > 0 and rand() < state.shadow_fraction else None
     return Decision(version=state.stable, route="stable", shadow_version=shadow)

@@ -52,6 +52,7 @@ from infra.gateway.chat_request import ChatRequest
 from infra.gateway.copies import run_shadow, run_sibling
 from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.ids import random_hex
+from infra.gateway.requester import request_key
 from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
 from infra.upstream.statuses import UpstreamRefused
@@ -82,8 +83,10 @@ class Gateway:
         dispatcher: TraceDispatcher,
         trace_ids: TraceIds,
         rng: random.Random | None = None,
+        routing_secret: bytes | None = None,
     ) -> None:
         self.settings = settings
+        self.routing_secret = routing_secret  # the canary buckets' key; never logged
         self.watcher = watcher
         self.pool = pool
         self.recorder = CallRecorder(
@@ -158,7 +161,11 @@ class Gateway:
         started = time.perf_counter()
         state = self.watcher.view(req.workload)
         decision = decide(
-            state, model=req.model, sticky_key=req.user_id or req.session_id, rand=self.rng.random
+            state,
+            model=req.model,
+            sticky_key=request_key(req),  # the key its voice is counted by, too
+            rand=self.rng.random,
+            secret=self.routing_secret,
         )
         refused = await self.refuse(
             decision,

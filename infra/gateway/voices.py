@@ -14,9 +14,11 @@ worse than it is. The canary's error and feedback tests therefore count users, n
 
 ``cap`` is ``FLYWHEEL_GATEWAY__VOICES_PER_STEP`` (default 1: the error test compares the share
 of users who met an error, the feedback test one vote per user, and the tests' independence
-assumption holds at the user). A user is the request's ``user`` (OpenAI's field), or, without
-one, the connection's peer address (clients behind one proxy without ``user`` share a voice).
-The key is a keyed 64-bit hash held in memory only, never exported or logged.
+assumption holds at the user). A user is the key the request was routed by
+(:func:`infra.gateway.requester.request_key`): its ``user`` (OpenAI's field), else its session,
+else its client's address (the peer, or the client a trusted proxy names), so each voice met
+one version only. Clients without ``user`` behind one proxy that is not configured as trusted
+share a voice. The key is a keyed 64-bit hash held in memory only, never exported or logged.
 
 A *step* is one state of the release line (its release id, candidate, phase, weight and step):
 when the routing state moves a line on, that line's ledger starts again, so each canary step
@@ -58,12 +60,11 @@ class VoiceLedger:
         self._lines: dict[str, tuple[Epoch, dict[tuple[int, str, str], int]]] = {}
         self.dropped = 0
 
-    def voter(self, user: str | None, peer: str | None) -> int | None:
-        """The in-memory key of a requester: its user, else its peer address (None: neither)."""
-        who = f"u\x00{user}" if user else (f"a\x00{peer}" if peer else None)
-        if who is None:
+    def voter(self, key: str | None) -> int | None:
+        """The in-memory key of a requester from its request key (None: it has none)."""
+        if not key:
             return None
-        digest = hashlib.blake2b(who.encode(), key=self._key, digest_size=8).digest()
+        digest = hashlib.blake2b(key.encode(), key=self._key, digest_size=8).digest()
         return int.from_bytes(digest, "big")
 
     def admit(

@@ -3,10 +3,11 @@ OpenAI-compatible upstreams it forwards to, with where each upstream's key is.""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from infra.errors import ConfigError
 
@@ -96,6 +97,22 @@ class GatewaySettings(BaseModel):
     # the canary's tests count users, not events: each user's first N requests, errors and
     # votes per release step (infra/gateway/voices.py)
     voices_per_step: int = Field(default=1, ge=1)
+    # a request without ``user`` or session is routed and counted by its client's address:
+    # the connection's peer, or, when that peer is one of these proxies (addresses or CIDRs),
+    # the rightmost address in client_header that is not itself a trusted proxy
+    # (infra/gateway/requester.py). Empty: every peer is its own client, headers ignored
+    trusted_proxies: list[str] = []
+    client_header: str = Field(default="X-Forwarded-For", pattern=r"^[A-Za-z0-9-]+$")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR network") from None
+        return value
 
     def upstream(self, version: str) -> UpstreamSettings | None:
         """``version``'s configured upstream (a bare URL entry is one without a key)."""

@@ -264,6 +264,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
     refused, and the promotion recorded under the released version (``subject``)."""
     from infra.errors import RejectedVersion, StateConflict
+    from infra.gateway.requester import key_of, routing_secret
     from infra.gateway.routing import bucket
     from infra.models import ServableVersions
     from infra.routing import GatewayRouting, StateChange
@@ -280,9 +281,15 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
         canary = transitions.canary_move(
             routing, None, "v1", step=0, policy=policy, actor="t"
         ).or_raise()
-        # the last step leaves stable its holdback (10 %): a user in the candidate's buckets
-        # (an anonymous request lands in the holdback one time in ten)
-        user = next(f"u{i}" for i in range(100) if bucket(f"u{i}", salt="v1") < 8_000)
+        # the last step leaves stable its holdback (10 %): a user in the candidate's buckets,
+        # keyed with the deployment's secret (an anonymous client is in the holdback one time
+        # in ten)
+        secret = routing_secret(settings_for(tmp_path).salt())
+        user = next(
+            f"u{i}"
+            for i in range(100)
+            if bucket(key_of(user=f"u{i}") or "", salt="v1", secret=secret) < 8_000
+        )
         reply = httpx.post(
             f"{gw.url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "q"}], "user": user},

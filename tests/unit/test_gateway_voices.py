@@ -4,7 +4,10 @@ without a user or peer is never a voice, and a full ledger says how many it coul
 
 from __future__ import annotations
 
+from infra.gateway.chat_request import ChatRequest
 from infra.gateway.metrics import GatewayMetrics
+from infra.gateway.requester import request_key
+from infra.upstream.completion import GenParams
 
 
 def sample(m: GatewayMetrics, name: str, **labels: str) -> float:
@@ -14,7 +17,7 @@ def sample(m: GatewayMetrics, name: str, **labels: str) -> float:
 def test_a_user_is_one_voice_per_step_however_often_it_asks_or_fails() -> None:
     m = GatewayMetrics()
     ledger = m.ledger
-    heavy, quiet = ledger.voter("heavy", None), ledger.voter("quiet", None)
+    heavy, quiet = ledger.voter("u\x00heavy"), ledger.voter("u\x00quiet")
     for _ in range(50):  # one client retrying a failing request
         m.observe(model="v1", route="canary", seconds=0.1, error=True, voter=heavy, epoch=(1,))
     m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=quiet, epoch=(1,))
@@ -31,9 +34,17 @@ def test_a_user_is_one_voice_per_step_however_often_it_asks_or_fails() -> None:
 
 def test_the_same_user_behind_another_connection_is_still_one_voice() -> None:
     ledger = GatewayMetrics().ledger
-    assert ledger.voter("u-1", "10.0.0.1") == ledger.voter("u-1", "10.0.0.2")
-    assert ledger.voter(None, "10.0.0.1") != ledger.voter(None, "10.0.0.2")
-    assert ledger.voter(None, None) is None
+
+    def voter(user: str | None, session: str | None, client: str | None) -> int | None:
+        req = ChatRequest(model="flywheel", messages=[], stream=False, params=GenParams())
+        req.user_id, req.session_id, req.client = user, session, client
+        return ledger.voter(request_key(req))
+
+    assert voter("u-1", None, "10.0.0.1") == voter("u-1", "s-9", "10.0.0.2")
+    assert voter(None, "s-1", "10.0.0.1") == voter(None, "s-1", "10.0.0.2")  # a session
+    assert voter(None, None, "10.0.0.1") != voter(None, None, "10.0.0.2")
+    assert voter("10.0.0.1", None, None) != voter(None, None, "10.0.0.1")  # a user is no address
+    assert voter(None, None, None) is None
 
 
 def test_no_voter_is_never_a_voice_and_a_full_ledger_counts_what_it_dropped() -> None:
@@ -41,7 +52,7 @@ def test_no_voter_is_never_a_voice_and_a_full_ledger_counts_what_it_dropped() ->
     m.ledger.max_keys = 3
     m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=None, epoch=(1,))
     for user in ("a", "b", "c", "d", "e"):
-        voter = m.ledger.voter(user, None)
+        voter = m.ledger.voter(f"u\x00{user}")
         m.observe(model="v1", route="canary", seconds=0.1, error=False, voter=voter, epoch=(1,))
     labels = {"model": "v1", "route": "canary", "workload": "default"}
     assert sample(m, "agent_voices_total", **labels) == 3
