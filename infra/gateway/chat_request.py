@@ -88,6 +88,7 @@ class ChatRequest:
     # the client's address (the connection's peer, or the one a trusted proxy names:
     # infra.gateway.requester): the key of a request with neither a user nor a session
     client: str | None = None
+    tenant: str | None = None  # a digest of the API key it showed (infra.gateway.requester)
     # who asked, as the voice series count users: computed once per request by the gateway
     # (``Calls.voter``); ``()``: not yet
     voice: int | None | tuple[()] = field(default=(), repr=False, compare=False)

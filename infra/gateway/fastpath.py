@@ -17,7 +17,7 @@ from starlette.requests import Request
 from infra.gateway.chat import error_response
 from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
 from infra.gateway.json_shape import body_shape_problem
-from infra.gateway.requester import ClientResolver
+from infra.gateway.requester import ClientResolver, tenant_of
 from infra.traces.conversation import WORKLOAD_HEADER
 
 if TYPE_CHECKING:
@@ -74,11 +74,12 @@ class ChatEndpoint:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
-        req.client = client
+        authorization = header("authorization")
+        req.client, req.tenant = client, tenant_of(authorization)
         if req.unconfigured_workload:
             self.gateway.recorder.metrics.workload_unconfigured.inc()
         # the admin token as the openai SDK sends its api_key: any other key is a public client
-        admin = self.admin.enabled and self.admin.shows_bearer(header("authorization") or "")
+        admin = self.admin.enabled and self.admin.shows_bearer(authorization or "")
         return await self.gateway.chat(req, admin=admin)
 
     async def route(self, request: Request) -> Response:

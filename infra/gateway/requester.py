@@ -1,7 +1,8 @@
 """Who asks: the one key a chat request is routed by and heard by as a voice.
 
-A request's key is its ``user`` (OpenAI's field), else its session (``X-Session-Id``, else the
-body's ``session_id``), else its client. Routing (:func:`infra.gateway.routing.decide`) and the
+A request's key is its ``user`` (OpenAI's field) under the API key it shows (the same ``user``
+under two API keys is two users), else its session (``X-Session-Id``, else the body's
+``session_id``), else its client. Routing (:func:`infra.gateway.routing.decide`) and the
 voice ledger (:mod:`infra.gateway.voices`) both take this key, so a client that sends no
 ``user`` (most applications on the openai SDK) sees one version for the whole canary step and
 is one voice in it: were it routed at random per request but counted per address, every such
@@ -41,21 +42,36 @@ _SECRET_CONTEXT = b"flywheel canary buckets v1"
 
 def request_key(req: ChatRequest) -> str | None:
     """The request's routing and voice key (None: neither a user, a session nor a client)."""
-    return key_of(user=req.user_id, session=req.session_id, client=req.client)
+    return key_of(user=req.user_id, session=req.session_id, client=req.client, tenant=req.tenant)
 
 
 def key_of(
-    *, user: str | None = None, session: str | None = None, client: str | None = None
+    *,
+    user: str | None = None,
+    session: str | None = None,
+    client: str | None = None,
+    tenant: str | None = None,
 ) -> str | None:
-    """The key of a requester: its user, else its session, else its client's address, each in
-    a namespace of its own (a user named like an address is not that address)."""
+    """The key of a requester: its user under its API key (``tenant``, :func:`tenant_of`: two
+    applications' user ``1`` are two users), else its session, else its client's address, each
+    in a namespace of its own (a user named like an address is not that address)."""
     if user:
-        return f"u\x00{user}"
+        return f"u\x00{tenant or ''}\x00{user}"
     if session:
         return f"s\x00{session}"
     if client:
         return f"a\x00{client}"
     return None
+
+
+def tenant_of(authorization: str | None) -> str | None:
+    """The API key a request shows (``Authorization: Bearer``, the openai SDK's ``api_key``) as
+    a short digest: the key itself is never held in a routing key (None: no key shown)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return hashlib.blake2b(token.encode(), digest_size=8, person=b"flywheel-tenant").hexdigest()
 
 
 def routing_secret(salt: str) -> bytes:

@@ -264,7 +264,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
     refused, and the promotion recorded under the released version (``subject``)."""
     from infra.errors import RejectedVersion, StateConflict
-    from infra.gateway.requester import key_of, routing_secret
+    from infra.gateway.requester import key_of, routing_secret, tenant_of
     from infra.gateway.routing import bucket
     from infra.models import ServableVersions
     from infra.routing import GatewayRouting, StateChange
@@ -285,10 +285,11 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
         # keyed with the deployment's secret (an anonymous client is in the holdback one time
         # in ten)
         secret = routing_secret(settings_for(tmp_path).salt())
+        admin = tenant_of(AUTH["Authorization"])  # its user under the admin token's API key
         user = next(
             f"u{i}"
             for i in range(100)
-            if bucket(key_of(user=f"u{i}") or "", salt="v1", secret=secret) < 8_000
+            if bucket(key_of(user=f"u{i}", tenant=admin) or "", salt="v1", secret=secret) < 8_000
         )
         reply = httpx.post(
             f"{gw.url}/v1/chat/completions",

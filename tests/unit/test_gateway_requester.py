@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infra.errors import ConfigError
-from infra.gateway.requester import ClientResolver, routing_secret
+from infra.gateway.requester import ClientResolver, key_of, routing_secret, tenant_of
 from infra.gateway.routing import BUCKETS, bucket
 from infra.settings import GatewaySettings
 
@@ -68,3 +68,19 @@ def test_the_canary_cohort_cannot_be_computed_without_the_secret() -> None:
     assert 0.45 < agree < 0.55, agree
     assert abs(len(keyed) / len(users) - 0.5) < 0.03 and keyed != other
     assert bucket(users[0], salt="v1", secret=None) == bucket(users[0], salt="v1")
+
+
+def test_a_user_is_a_user_of_the_api_key_it_shows() -> None:
+    """Two applications on one gateway both have a user "1": two users, two routes, two
+    voices; one application's user is one user whichever session or address it comes from."""
+    app_a, app_b = tenant_of("Bearer sk-app-a-0123"), tenant_of("bearer sk-app-b-4567")
+    assert app_a and app_b and app_a != app_b and "sk-app" not in app_a  # a digest, not the key
+    assert key_of(user="1", tenant=app_a) != key_of(user="1", tenant=app_b)
+    assert key_of(user="1", tenant=app_a, session="s", client="10.0.0.1") == key_of(
+        user="1", tenant=tenant_of("Bearer sk-app-a-0123"), client="10.0.0.2"
+    )
+    assert (
+        tenant_of(None) is None and tenant_of("Basic abc") is None and tenant_of("Bearer ") is None
+    )
+    # without a user the API key does not split a client: its session, else its address
+    assert key_of(session="s", tenant=app_a) == key_of(session="s", tenant=app_b)
