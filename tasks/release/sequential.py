@@ -11,15 +11,18 @@ entered the "worse" p-value.
 
 - **Errors** are counts, often rare (request-level, each user's weight bounded:
   :mod:`tasks.release.units`): with the versions' errors taken together fixed, each is the
-  candidate's with its share of the requests when the versions are equal. The test is a binomial mSPRT on that share, exact for small
-  counts, mixed over rate ratios ``rho`` (``RATIOS`` x ``error_ratio_max``, and their inverses
-  for "better"): 2 candidate error users against 0 at the 5 % step gives p = 0.08, where the
-  normal approximation it replaces gave 2.8e-6 (Fisher's exact test: 0.0025).
+  candidate's with its share of the requests when the versions are equal. The test is a
+  binomial mSPRT on that share, exact for small counts, mixed over rate ratios ``rho``
+  (``RATIOS`` x ``error_ratio_max``, and their inverses for "better"): 2 candidate errors
+  against 0 at the 5 % step (one request a user) gives p = 0.08, where the normal
+  approximation it replaces gave 0.001 and failed the step (Fisher's exact test: 0.0025).
 - **Feedback** is a difference of means ``d`` with variance ``v`` (normal approximation),
   mixed over ``theta ~ N(0, tau^2)`` restricted to one sign (a half-normal):
 
-      Lambda_+ = 2 sqrt(v / (v + tau^2)) exp(d^2 tau^2 / (2 v (v + tau^2))) Phi(d tau / sqrt(v (v + tau^2)))
+      Lambda_+ = 2 Lambda Phi(d tau / sqrt(v (v + tau^2))),
+      Lambda = sqrt(v / (v + tau^2)) exp(d^2 tau^2 / (2 v (v + tau^2)))
 
+  (``Lambda``: the two-sided mixture, :func:`msprt_lambda`).
   ``tau`` is the effect worth detecting, stable's feedback to the rail
   (``feedback_ratio_min`` x stable).
 
