@@ -19,6 +19,7 @@ from tasks.release.sequential import (
     canary_test_alpha,
     measure,
     msprt_lambda,
+    one_sided_lambda,
     sequential_verdict,
 )
 from tests.unit.test_release_canary import FakeClock
@@ -33,6 +34,11 @@ def test_mixture_ratio_grows_with_evidence_and_stays_small_without() -> None:
     assert msprt_lambda(0.0, 1e-4, 0.01) < 1  # no difference: evidence for H0
     assert msprt_lambda(0.05, 1e-4, 0.01) > msprt_lambda(0.03, 1e-4, 0.01) > 1
     assert msprt_lambda(0.05, 0.0, 0.01) == 1.0  # no information yet
+    # each one-sided (half-normal) mixture takes the evidence of its own sign: together they
+    # are the two-sided mixture twice, and a difference the other way is evidence against
+    both = one_sided_lambda(0.03, 1e-4, 0.01) + one_sided_lambda(-0.03, 1e-4, 0.01)
+    assert both == pytest.approx(2 * msprt_lambda(0.03, 1e-4, 0.01))
+    assert one_sided_lambda(-0.03, 1e-4, 0.01) < 1 < one_sided_lambda(0.03, 1e-4, 0.01)
 
 
 def _ever_rejects(rng: np.random.Generator, *, p_cand: float, looks: int, naive: bool) -> bool:
