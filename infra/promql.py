@@ -1,9 +1,10 @@
 """Canary analysis metrics: requests, errors, p99 latency and feedback of the candidate (route
 ``canary``) and of the stable version (route ``stable``) over one time window, the same for
 both: a burst of load during a step slows both versions alike, and stable's history is never
-the baseline. Errors and feedback are read from the gateway's voice series, users rather than
-events (:mod:`infra.gateway.voices`): ``users`` served, ``error_users`` who met an error, and
-each user's first vote; requests and latency from the raw series.
+the baseline. Requests, errors and latency are read from the raw series; ``users`` served,
+``error_users`` who met an error, and each user's first vote from the gateway's voice series
+(:mod:`infra.gateway.voices`): the rails weigh requests by users, the unit they treat as
+independent (:mod:`tasks.release.units`).
 
 Two readers behind one interface, :class:`CanaryMetrics`:
 

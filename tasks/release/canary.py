@@ -5,13 +5,17 @@ history: a burst of load during the step slows both alike. The step that would s
 keeps ``stable_holdback`` % of users on stable until the decision, so the last comparison is
 concurrent too; promotion then routes everyone to the new stable.
 
-What is compared (users, not events, for errors and feedback: :mod:`infra.gateway.voices`):
+What is compared, on which unit (:mod:`tasks.release.units`; routing is sticky per user, so
+a user's requests are not independent trials):
 
-- errors: the share of users who met an error; fails above ``error_ratio_max`` x stable's
-  share (at least ``error_floor``) and significantly higher (one-sided Fisher exact test on
-  users);
+- errors: the request-level error rate, which does not saturate for heavy users, each
+  version's errors counted at most as its users who met one times its requests per user (one
+  user retrying a failing request is one user); fails above ``error_ratio_max`` x stable's
+  rate (at least ``error_floor``, 0.1 %) and significantly higher (one-sided binomial test
+  on the errors' split, given their total);
 - p99 latency: above ``latency_p99_ratio_max`` x stable's p99 and significantly more slow
-  requests than the candidate's share of all requests (:mod:`tasks.release.latency`);
+  requests than the candidate's share, weighed by users (each version's slow requests times
+  its users per request; :mod:`tasks.release.latency`);
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
   users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
@@ -21,12 +25,14 @@ What is compared (users, not events, for errors and feedback: :mod:`infra.gatewa
   (:func:`infra.cost.matched_compute_ratio`): the candidate's small share of the traffic
   forms smaller batches, which alone would make each of its answers dearer;
 - an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
-  every poll: a step fails at once when the candidate is beyond a rail and clearly worse, and
-  passes early when clearly better (at ``sequential_alpha``) with the rails holding.
+  every poll, its evidence kept per direction: a step fails at once when the candidate is
+  beyond a rail and clearly worse, and passes early when clearly better (at
+  ``sequential_alpha``) with the rails holding.
 
 The false-alarm budget: a version identical to stable must be rolled back at most ``alpha`` of
-the time over the whole canary. Each step runs five tests (errors and feedback at the horizon
-and sequentially, latency at the horizon), so each runs at ``alpha / (5 x steps)``
+the time over the whole canary. Each step runs five failure tests (errors and feedback at the
+horizon and sequentially "worse", latency at the horizon; the sequential "better" tests only
+pass a step early), so each runs at ``alpha / (5 x steps)``
 (:func:`~tasks.release.sequential.canary_test_alpha`, Bonferroni). ``make bench`` measures the
 rates (tests/benchmarks/bench_release_decisions.py).
 
@@ -48,7 +54,7 @@ from infra.cost import matched_compute_ratio
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
 from tasks.release.feedback_rail import judge_feedback
-from tasks.release.latency import Judged, judge_p99
+from tasks.release.latency import Judged, binomial_tail, judge_p99
 from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
 from tasks.release.sequential import (
     SequentialState,
@@ -57,6 +63,7 @@ from tasks.release.sequential import (
     measure,
     sequential_verdict,
 )
+from tasks.release.units import error_evidence, error_rate
 
 if TYPE_CHECKING:
     from infra.promql import CanaryMetrics, CanaryWindow, RouteStats
@@ -119,13 +126,15 @@ def too_little(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> str | N
 
 
 def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged:
-    """The error rail: the share of users who met an error, above ``error_ratio_max`` x
-    stable's (at least ``error_floor``) and significantly higher (Fisher exact, one-sided)."""
-    stable_share = max(s.error_ratio or 0.0, policy.error_floor)
-    ratio = (c.error_ratio or 0.0) / stable_share
+    """The error rail: the candidate's request-level error rate, each user's weight bounded
+    (:mod:`tasks.release.units`), above ``error_ratio_max`` x stable's (at least
+    ``error_floor``) and significantly higher (:func:`more_errors_p`)."""
+    cand, stable = error_rate(c) or 0.0, error_rate(s) or 0.0
+    stable_rate = max(stable, policy.error_floor)
+    ratio = cand / stable_rate
     line = (
-        f"errors: {c.error_ratio or 0:.2%} of {c.users:.0f} users = {ratio:.2f}x stable "
-        f"{stable_share:.2%} (max {policy.error_ratio_max:g}x)"
+        f"errors: {cand:.2%} of {c.requests:.0f} requests ({c.users:.0f} users) = {ratio:.2f}x stable "
+        f"{stable_rate:.2%} (max {policy.error_ratio_max:g}x)"
     )
     evidence: dict[str, Any] = {"error_ratio_vs_stable": ratio}
     failed = ratio > policy.error_ratio_max
@@ -165,16 +174,15 @@ def judge_cost(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged 
 
 
 def more_errors_p(c: RouteStats, s: RouteStats) -> float:
-    """One-sided p-value that a larger share of the candidate's users met an error: with the
-    users who met one fixed, how often the candidate would hold this many of them or more
-    (Fisher's exact test as a hypergeometric tail)."""
-    from scipy import stats
-
-    nc, ns = round(c.users), round(s.users)
-    ec, es = min(round(c.error_users), nc), min(round(s.error_users), ns)
-    if nc <= 0 or ec <= 0:
+    """One-sided p-value that the candidate's error rate is higher (errors with each user's
+    weight bounded, :func:`~tasks.release.units.error_evidence`): with both versions' errors
+    taken together fixed, how often the candidate would hold this many of them or more with
+    its share of the requests (a binomial tail: Fisher's exact test without the finite
+    population's correction, a little more cautious)."""
+    (ec, nc), (es, ns) = error_evidence(c), error_evidence(s)
+    if nc <= 0 or ns <= 0 or ec <= 0:
         return 1.0
-    return float(stats.hypergeom.sf(ec - 1, nc + ns, ec + es, nc))
+    return binomial_tail(ec, ec + es, nc / (nc + ns))
 
 
 def beyond_rails(measures: list[Measure], policy: ReleaseSettings) -> set[str]:

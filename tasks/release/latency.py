@@ -1,24 +1,33 @@
-"""Is the canary slower, or did a few requests land in a wider histogram bucket?
+"""Is the canary slower, or did a few requests land in a wider histogram bucket, or a few slow
+users on its side?
 
 The p99 guard rail compares quantiles read from the gateway's latency histogram, interpolated
-inside buckets that are two to two and a half times wide (0.25, 0.5, 1, 2.5 s). On a
-canary step of a dozen requests the candidate's p99 is its slowest request placed near the
-top of its bucket: one request at 0.74 s reads as p99 0.94 s, 1.9x a stable p99 of 0.5 s read
-from thousands of requests, although both versions answered in the same batches of the same
-server (a vLLM e2e run rolled back a 43 -> 64 % candidate that way).
+inside buckets (:data:`infra.gateway.metrics.LATENCY_BUCKETS`: about 1.2-1.33x apart from 0.1
+to 10 s). On a canary step of a dozen requests the candidate's p99 is its slowest request
+placed near the top of its bucket: one request at 0.74 s read as p99 0.94 s in the 0.5-1 s
+bucket of old, 1.9x a stable p99 of 0.5 s read from thousands of requests, although both
+versions answered in the same batches of the same server (a vLLM e2e run rolled back a
+43 -> 64 % candidate that way).
 
 So a p99 over the limit also has to be borne out by the counts, compared over the same
 interval: take the bucket bounds just above and just below stable's p99 and count the requests
-of both versions slower than each. When the
-versions are alike, each slow request is the candidate's with the candidate's share of all
-requests in the window, whatever the load did meanwhile (a burst slows both: it adds slow
-requests to both sides in proportion); the candidate fails only when it holds significantly more
-of them, a one-sided binomial test at the canary's per-test level
-(:func:`~tasks.release.sequential.canary_test_alpha`). A clearly slower candidate holds most of
-the slow requests; one slow request in a dozen does not. Quantiles read from buckets this wide
-hide a slower candidate when both p99s fall in one bucket (1.5x slower read as 1.12x in the
-error-rate benchmark), so twice stable's share of slow requests (``TAIL_RATIO``), borne out by
-the same test, fails the rail too.
+of both versions slower than each. When the versions are alike, each slow request is the
+candidate's with the candidate's share of all requests in the window, whatever the load did
+meanwhile (a burst slows both: it adds slow requests to both sides in proportion); the
+candidate fails only when it holds significantly more of them, a one-sided binomial test at
+the canary's per-test level (:func:`~tasks.release.sequential.canary_test_alpha`). Twice
+stable's share of slow requests (``TAIL_RATIO``), borne out by the same test, fails the rail
+too: a tail-only regression (the slowest 2 % 1.6x slower, the median the same) shows there.
+
+The test counts users, not requests (:mod:`tasks.release.units`): routing is sticky, and a
+user whose own requests are slow brings a cluster of slow requests to one side, so each
+version's slow requests are weighed by its users per request, and its share is its share of
+the users. Counted as independent requests, 3-7 % of steps failed an identical candidate whose
+users differ in their own latency (budget 0.25 %); weighed by users, none of 400 did. The price
+is power: a 1.5x slowdown of every request fails 7 / 51 / 61 / 12 % of single 5 / 25 / 50 /
+90 % steps of 2,400 requests from 1,000 such users (counting requests: 37 / 90 / 95 / 62 %),
+and a tail-only regression is seen in 0-5 % of such steps (11-33 % at five times the users
+and traffic): a slow tail that lives in a few slow users is a few users' evidence.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.promql import QUANTILE, histogram_quantile
 from tasks.release.sequential import canary_test_alpha
+from tasks.release.units import users_per_request
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
@@ -74,13 +84,19 @@ TAIL_RATIO = 2.0  # twice stable's share of slow requests is a regression, whate
 
 @dataclass(frozen=True, kw_only=True)
 class SlowShare:
-    """The slow requests of both versions over the same window, and the test between them."""
+    """The slow requests of both versions over the same window, and the test between them on
+    the user scale (:mod:`tasks.release.units`)."""
 
     bound_s: float  # a bucket bound next to stable's p99
     candidate_slow: float  # candidate requests slower than the bound
     slow: float  # requests of both versions slower than the bound
     candidate_share: float  # the candidate's share of all requests in the window
-    p_value: float  # one-sided binomial: this many of the slow requests or more (x 2 bounds)
+    # the same on the user scale: slow requests x users per request, the candidate's share of
+    # the window's users; the test's counts
+    candidate_slow_users: float
+    slow_users: float
+    candidate_user_share: float
+    p_value: float  # one-sided binomial on the user scale (x the bounds tried)
 
     @property
     def tail_ratio(self) -> float:
@@ -98,7 +114,9 @@ class SlowShare:
         return (
             f"{self.candidate_slow:.0f} of {self.slow:.0f} requests over "
             f"{self.bound_s * 1000:.0f} ms were the candidate's, which served "
-            f"{self.candidate_share:.1%} of requests (binomial p={self.p_value:.2g})"
+            f"{self.candidate_share:.1%} of requests ({self.candidate_slow_users:.1f} of "
+            f"{self.slow_users:.1f} on the user scale, where it served "
+            f"{self.candidate_user_share:.1%} of users; binomial p={self.p_value:.2g})"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -109,7 +127,9 @@ class SlowShare:
 def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
     """The slow-request test over both versions' histograms of the same window, at the bucket
     bounds just above and just below stable's p99 (the more significant of the two; its
-    p-value doubled, Bonferroni); None when either histogram is missing."""
+    p-value doubled, Bonferroni), on the user scale: each version's slow requests times its
+    users per request, so a user whose own requests are slow counts as one user, not as a
+    cluster of independent slow requests. None when either histogram is missing."""
     cb, sb = candidate.latency_buckets, stable.latency_buckets
     bounds = sorted(b for b in cb if b in sb and not math.isinf(b))
     n, n_stable = cb.get(math.inf, 0.0), sb.get(math.inf, 0.0)
@@ -118,28 +138,39 @@ def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
     stable_p99 = histogram_quantile(QUANTILE, sb) or bounds[0]
     above = next((b for b in bounds if b >= stable_p99), bounds[-1])
     below = max((b for b in bounds if b < stable_p99), default=above)
-    share = n / (n + n_stable)
+    tried = {above, below}
+    scale_c = users_per_request(candidate) or 1.0
+    scale_s = users_per_request(stable) or 1.0
+    user_share = n * scale_c / (n * scale_c + n_stable * scale_s)
     tests = []
-    for bound in sorted({above, below}):
+    for bound in sorted(tried):
         slow = max(n - cb[bound], 0.0)
         stable_slow = max(n_stable - sb[bound], 0.0)
-        p = binomial_tail(round(slow), round(slow + stable_slow), share)
+        slow_c, slow_all = slow * scale_c, slow * scale_c + stable_slow * scale_s
         tests.append(
             SlowShare(
                 bound_s=bound,
                 candidate_slow=slow,
                 slow=slow + stable_slow,
-                candidate_share=share,
-                p_value=min(1.0, p * 2),
+                candidate_share=n / (n + n_stable),
+                candidate_slow_users=slow_c,
+                slow_users=slow_all,
+                candidate_user_share=user_share,
+                p_value=min(1.0, binomial_tail(slow_c, slow_all, user_share) * len(tried)),
             )
         )
     return min(tests, key=lambda t: (t.p_value, -t.bound_s))
 
 
-def binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
+def binomial_tail(k: float, n: float, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), continued to counts that are not whole (counts on the
+    user scale) through the regularized incomplete beta function: ``I_p(k, n - k + 1)``."""
     if k <= 0:
         return 1.0
-    from scipy import stats
+    if p <= 0:
+        return 0.0
+    if p >= 1 or k > n:
+        return 1.0 if p >= 1 else 0.0
+    from scipy.special import betainc
 
-    return float(stats.binom.sf(k - 1, n, p))
+    return float(betainc(k, n - k + 1, p))

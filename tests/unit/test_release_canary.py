@@ -40,11 +40,15 @@ def test_healthy_candidate_passes_with_its_numbers() -> None:
 @pytest.mark.parametrize(
     ("cand", "stable", "needle"),
     [
-        (RouteStats(100, 30, 0.2), RouteStats(900, 90, 0.2), "errors: 30.00% of 100 users = 3.00x"),
+        (
+            RouteStats(100, 30, 0.2),
+            RouteStats(900, 90, 0.2),
+            "errors: 30.00% of 100 requests (100 users) = 3.00x",
+        ),
         (RouteStats(100, 0, 0.9), RouteStats(900, 0, 0.3), "p99 900 ms = 3.00x"),
         (RouteStats(100, 0, 0.2, {-1: 25}), RouteStats(900, 0, 0.2, {1: 25}), "feedback 0.00"),
-        # stable without errors: its ratio counts as 1 %, so 3 % errors fail (as the alert rule)
-        (RouteStats(100, 3, 0.2), RouteStats(900, 0, 0.2), "3.00x stable 1.00%"),
+        # stable without errors: its rate counts as 0.1 %, so 3 % errors fail when significant
+        (RouteStats(100, 3, 0.2), RouteStats(900, 0, 0.2), "30.00x stable 0.10%"),
     ],
 )
 def test_regressions_fail_the_step(cand: RouteStats, stable: RouteStats, needle: str) -> None:
@@ -328,3 +332,52 @@ def test_a_step_needs_enough_users_on_both_sides() -> None:
         ).verdict
         == "pass"
     )
+
+def test_a_3x_error_regression_from_0_3_percent_fails_with_enough_users() -> None:
+    """20,000 users a side, one request each: 0.9 % errors against stable's 0.3 %. The 1 %
+    floor under stable's rate read it as 0.9x and passed it."""
+    result = analyse_step(
+        window(RouteStats(20_000, 180, 0.2), RouteStats(20_000, 60, 0.2)),
+        CFG.model_copy(update={"min_requests_per_step": 50}),
+    )
+    assert result.verdict == "fail", result.reasons
+    assert result.evidence["error_ratio_vs_stable"] == pytest.approx(3.0)
+
+
+def _heavy_users_step(*, every_nth_canary: int, retrier: bool = False) -> CanaryWindow:
+    """100 users a side with 60 requests each in one step, through the gateway's voice series:
+    stable's fail one request in 50, the candidate's one in ``every_nth_canary``; ``retrier``:
+    one more candidate user whose 60 requests all fail (a script retrying a bad input)."""
+    metrics = GatewayMetrics()
+    reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: 0.0)
+    since = reader.mark()
+    epoch = ("r1", "v1", "canary", 50.0, 2)
+    sides = [("v0", "stable", 50, range(100)), ("v1", "canary", every_nth_canary, range(100, 200))]
+    if retrier:
+        sides.append(("v1", "canary", 1, range(200, 201)))
+    for model, route, nth, users in sides:
+        for user in users:
+            for i in range(60):
+                error = (i + user) % nth == 0
+                metrics.observe(
+                    model=model, route=route, seconds=0.1, error=error, voter=user, epoch=epoch
+                )
+    return reader.read(candidate="v1", stable="v0", since=since)
+
+
+def test_errors_of_heavy_users_do_not_saturate_and_one_retrying_user_is_one_user() -> None:
+    """Users with 60 requests a step: at 2 % errors every one of them meets one on either
+    version, so "the share of users who met an error" read a 3x regression (6.7 %) as 1.0x and
+    passed it. The rail compares error rates; one user retrying a failing request 60 times is
+    still one user."""
+    regressed = _heavy_users_step(every_nth_canary=15)
+    assert regressed.candidate.error_users / regressed.candidate.users < 1.2 * (
+        regressed.stable.error_users / regressed.stable.users
+    )
+
+    result = analyse_step(regressed, CFG)
+
+    assert result.verdict == "fail", result.reasons
+    assert result.evidence["error_ratio_vs_stable"] == pytest.approx(10 / 3, rel=0.05)
+    same_but_one = analyse_step(_heavy_users_step(every_nth_canary=50, retrier=True), CFG)
+    assert same_but_one.verdict == "pass", same_but_one.reasons

@@ -13,8 +13,15 @@ from infra.promql import CanaryWindow, RouteStats
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release.canary import watch_step
-from tasks.release.sequential import SequentialState, measure, msprt_lambda
+from tasks.release.canary import beyond_rails, watch_step
+from tasks.release.sequential import (
+    SequentialState,
+    canary_test_alpha,
+    measure,
+    msprt_lambda,
+    one_sided_lambda,
+    sequential_verdict,
+)
 from tests.unit.test_release_canary import FakeClock
 
 CFG = ReleaseSettings(
@@ -27,6 +34,11 @@ def test_mixture_ratio_grows_with_evidence_and_stays_small_without() -> None:
     assert msprt_lambda(0.0, 1e-4, 0.01) < 1  # no difference: evidence for H0
     assert msprt_lambda(0.05, 1e-4, 0.01) > msprt_lambda(0.03, 1e-4, 0.01) > 1
     assert msprt_lambda(0.05, 0.0, 0.01) == 1.0  # no information yet
+    # each one-sided (half-normal) mixture takes the evidence of its own sign: together they
+    # are the two-sided mixture twice, and a difference the other way is evidence against
+    both = one_sided_lambda(0.03, 1e-4, 0.01) + one_sided_lambda(-0.03, 1e-4, 0.01)
+    assert both == pytest.approx(2 * msprt_lambda(0.03, 1e-4, 0.01))
+    assert one_sided_lambda(-0.03, 1e-4, 0.01) < 1 < one_sided_lambda(0.03, 1e-4, 0.01)
 
 
 def _ever_rejects(rng: np.random.Generator, *, p_cand: float, looks: int, naive: bool) -> bool:
@@ -137,7 +149,7 @@ def test_an_equal_canary_runs_to_the_horizon_and_passes_the_guard_rails(
     assert result.verdict == "pass"
     assert elapsed == pytest.approx(CFG.analysis_interval_s, abs=CFG.poll_s)
     text = " | ".join(result.reasons)
-    assert "errors: 1.00% of 600 users = 1.00x" in text  # the guard rail's line
+    assert "errors: 1.00% of 600 requests (600 users) = 1.00x" in text  # the guard rail's line
     assert "always-valid p=" in text and "clearly" not in text
 
 
@@ -193,3 +205,79 @@ def test_many_unanimous_votes_against_the_candidate_fail_it() -> None:
     )
     [fb] = [m for m in measure(window, CFG, SequentialState()) if m.name == "feedback"]
     assert fb.direction == "worse" and fb.p_value < 1e-3
+
+
+def _sequential_early(window: CanaryWindow, state: SequentialState):
+    """What one look of the sequential test decides, with the guard rails holding."""
+    measures = measure(window, CFG, state)
+    return sequential_verdict(
+        measures,
+        alpha=CFG.sequential_alpha,
+        fail_alpha=canary_test_alpha(CFG),
+        beyond_rail=beyond_rails(measures, CFG),
+        enough_requests=True,
+        guard_rails_pass=True,
+    )
+
+
+def test_two_error_users_against_none_at_the_5_percent_step_is_not_a_sequential_fail() -> None:
+    """50 candidate users against 950 on stable, one request each: 2 errors against 0.
+    Fisher's exact test gives p = 0.0025, no stronger than the canary's per-test level; the
+    normal approximation the test used gave 0.001 and failed the step at once."""
+    window = CanaryWindow(
+        RouteStats(50, 2, 0.1, users=50, error_users=2),
+        RouteStats(950, 0, 0.1, users=950, error_users=0),
+        "sim",
+        60.0,
+    )
+    early, reasons = _sequential_early(window, SequentialState())
+    assert early != "fail", reasons
+    [errors] = [m for m in measure(window, CFG, SequentialState()) if m.name == "error_ratio"]
+    assert errors.direction == "worse" and errors.p_value > 0.05
+
+
+def _rare_error_false_alarm(rng: np.random.Generator, *, looks: int) -> bool:
+    """Equal versions with 0.1 % errors at the 5 % step: each look adds 5 candidate and 95
+    stable users of one request each."""
+    state = SequentialState()
+    n_c = n_s = e_c = e_s = 0
+    for _ in range(looks):
+        n_c, n_s = n_c + 5, n_s + 95
+        e_c, e_s = e_c + rng.binomial(5, 0.001), e_s + rng.binomial(95, 0.001)
+        window = CanaryWindow(RouteStats(n_c, e_c, 0.1), RouteStats(n_s, e_s, 0.1), "sim", 1.0)
+        if _sequential_early(window, state)[0] == "fail":
+            return True
+    return False
+
+
+def test_rare_errors_on_equal_versions_stay_inside_the_budget() -> None:
+    """At 0.1 % errors the first few errors decide: with the normal approximation, equal
+    versions failed about 1.2 % of steps against the per-test budget of 0.25 %."""
+    rng = np.random.default_rng(5)
+    runs = 2000
+    alarms = sum(_rare_error_false_alarm(rng, looks=40) for _ in range(runs))
+    assert alarms / runs <= canary_test_alpha(CFG), alarms
+
+
+def test_early_evidence_of_worse_never_licenses_a_clearly_better_pass() -> None:
+    """The candidate's feedback is clearly lower at first (yet above the rail), then drifts a
+    little above stable's: the evidence of "worse" is no evidence of "better"."""
+    state = SequentialState()
+    worse_first = CanaryWindow(
+        RouteStats(1000, 0, 0.1, {1: 420, -1: 580}),
+        RouteStats(1000, 0, 0.1, {1: 500, -1: 500}),
+        "sim",
+        60.0,
+    )
+    early, _ = _sequential_early(worse_first, state)
+    assert early == "continue"  # within the 0.8x rail: no failure
+    then_better = CanaryWindow(
+        RouteStats(3000, 0, 0.1, {1: 1560, -1: 1440}),
+        RouteStats(3000, 0, 0.1, {1: 1500, -1: 1500}),
+        "sim",
+        120.0,
+    )
+    early, reasons = _sequential_early(then_better, state)
+    assert early != "pass", reasons
+    # the same look on its own is no clear evidence either way
+    assert _sequential_early(then_better, SequentialState())[0] == "continue"

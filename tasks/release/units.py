@@ -1,0 +1,61 @@
+"""The unit each canary rail counts in: requests clustered by user are not independent trials.
+
+Routing is sticky per user, so a user's requests all land on one version. A user whose own
+requests are slow (long prompts, a far region) brings a cluster of slow requests to one side:
+counted as independent requests, the p99 rail's slow-request test failed an identical
+candidate in 3-7 % of steps (per-user latency scales with a spread of e^0.5, heavy users
+with Zipf activity) against a 0.25 % budget. The latency rail therefore weighs each version's
+slow requests by its users per request (:func:`users_per_request`): the design effect of
+requests clustered by user taken at its most conservative, a user as one trial (effective
+sample = requests / requests per user = users).
+
+Errors are compared as request-level rates, which do not saturate: counted as "users who met
+at least one error", a user with 50-100 requests a step met one on either version, so a 3x
+regression read as 1.15x. A user retrying a failing request must still not count as a hundred
+errors, so a version's errors count at most as the users who met one times its requests per
+user (:func:`error_evidence`): errors spread over users count in full, errors concentrated on
+a few users count as those users' share of the requests.
+
+``users`` is the voice series (``agent_voices_total``): each user's first
+``FLYWHEEL_GATEWAY__VOICES_PER_STEP`` requests of a step (default 1: distinct users). With a
+larger cap it counts up to that many requests per user and both corrections weaken: keep it
+at 1 for the rails' sake. Without a voice series (users 0), a request counts as a user.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.promql import RouteStats
+
+
+def users_per_request(stats: RouteStats) -> float:
+    """Users over requests (at most 1; 0 with no request): the factor that takes a count of
+    requests to the user scale; 1 when no voice series was read (a request, a user)."""
+    if stats.requests <= 0:
+        return 0.0
+    if stats.users <= 0:
+        return 1.0
+    return min(1.0, stats.users / stats.requests)
+
+
+def error_evidence(stats: RouteStats) -> tuple[float, float]:
+    """(errors, requests) with each user's weight bounded: the errors, but never more than the
+    users who met one times the version's requests per user, so one user retrying a failing
+    request counts as one user's share of requests, not as a hundred errors (without a voice
+    series: errors and requests)."""
+    if stats.requests <= 0:
+        return 0.0, 0.0
+    errors = min(stats.errors, stats.requests)
+    if stats.users <= 0:
+        return errors, stats.requests
+    per_user = max(1.0, stats.requests / stats.users)
+    return min(errors, stats.error_users * per_user), stats.requests
+
+
+def error_rate(stats: RouteStats) -> float | None:
+    """The error rate the rails compare (:func:`error_evidence`'s errors over its requests):
+    the request-level rate, lower where errors cluster on few users; None with no request."""
+    errors, requests = error_evidence(stats)
+    return errors / requests if requests > 0 else None
