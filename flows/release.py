@@ -127,7 +127,9 @@ def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
         whole=whole,
         version=version,
         opts=opts,
-        policy=opts.policy(rt.settings.release, rt.settings.cost.ratio_max),
+        policy=opts.policy(
+            rt.settings.release, rt.settings.cost.ratio_max, margin=rt.settings.distil.margin
+        ),
         out=ReleaseOutcome(version=version, workload=opts.workload),
         server=open_model_server(rt.settings.model_server, rt.store),
     )

@@ -98,12 +98,17 @@ class ReleaseOptions(BaseModel):
             raise ValueError("canary steps are percentages of traffic in (0, 100]")
         return steps
 
-    def policy(self, release: ReleaseSettings, cost_ratio_max: float = 1.0) -> ReleaseSettings:
-        """``release`` with this run's overrides applied (a non-inferiority release: with the
-        canary's cost rail at ``cost_ratio_max``)."""
+    def policy(
+        self, release: ReleaseSettings, cost_ratio_max: float = 1.0, *, margin: float = 2.0
+    ) -> ReleaseSettings:
+        """``release`` with this run's overrides applied (a non-inferiority release: its margin,
+        this run's or ``margin``, carried into the shadow phase, and the canary's cost rail at
+        ``cost_ratio_max``)."""
         update = self.model_dump(include=POLICY_FIELDS, exclude_none=True)
         if "canary_steps" in update:
             update["canary_steps"] = tuple(update["canary_steps"])
+        if self.non_inferior:
+            update["noninferiority_margin"] = self.gate_margin(margin)
         if self.non_inferior and self.cheaper:
             update["cost_ratio_max"] = cost_ratio_max
         return release.model_copy(update=update)

@@ -7,6 +7,9 @@ with the stage-2 reward and paired-tested. The golden gate already showed an imp
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
 its mean is below ``reject_ratio`` of the stable mean and lower with one-sided p < alpha, or
 significantly worse at any size (two-sided p < alpha), and proceeds to the canary otherwise.
+A non-inferiority release (a cheaper student, ``noninferiority_margin`` set) was shown only
+no worse than stable by more than its margin, so its shadow phase rolls it back only when
+live traffic shows it worse by more than that margin (:func:`shadow_verdict`).
 Live rewards are noisy (judge, latency, context metrics): 31 pairs at 0.598 -> 0.563 (p 0.57)
 are not evidence, while 3 answers of 30 worse and none better (one-sided p 0.04) are.
 
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
     from tasks.pii.engine import PiiEngine
+    from tasks.release.stats import PairedTest
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -168,10 +172,6 @@ def judge_shadow(
         "test": json_safe(asdict(test)),
         "shadow_errors": sum(r.error_count > 0 for _, r in pairs),
     }
-    stats = (
-        f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
-        f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
-    )
     if pii is not None:
         from tasks.release.leak import find_leaks, leak_check_result
 
@@ -189,6 +189,29 @@ def judge_shadow(
                 reasons=[f"pii_leak check failed: {check.detail}"],
                 evidence=evidence,
             )
+    return shadow_verdict(stable, cand, test=test, policy=policy, evidence=evidence)
+
+
+def shadow_verdict(
+    stable: list[float],
+    cand: list[float],
+    *,
+    test: PairedTest,
+    policy: ReleaseSettings,
+    evidence: dict[str, Any],
+) -> PhaseResult:
+    """The shadow phase's verdict on the pairs' scores (the PII check passed). A release that
+    must be better fails below ``reject_ratio`` x stable and lower (one-sided p < alpha), or
+    significantly worse at any size (two-sided p < alpha); a non-inferiority release
+    (``noninferiority_margin`` set) only when worse than stable by more than its margin,
+    shown by the same test shifted by the margin (one-sided p < alpha / 2: the level of
+    "significantly worse" above)."""
+    stats = (
+        f"{test.n} pairs, mean {test.mean_baseline:.4f} -> "
+        f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
+    )
+    if policy.noninferiority_margin is not None:
+        return _noninferior_shadow(stable, cand, policy=policy, evidence=evidence)
     lower_p = test.p_value / 2 if test.mean_diff < 0 else 1.0  # one-sided: candidate lower
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower_p < policy.alpha:
         return PhaseResult(
@@ -204,6 +227,32 @@ def judge_shadow(
         )
     return PhaseResult(
         verdict="pass", reasons=[f"no regression on live traffic ({stats})"], evidence=evidence
+    )
+
+
+def _noninferior_shadow(
+    stable: list[float], cand: list[float], *, policy: ReleaseSettings, evidence: dict[str, Any]
+) -> PhaseResult:
+    """A non-inferiority release's shadow verdict: the live reward in points (x 100), the
+    margin in the same points, as the gate's when it scores by reward."""
+    from tasks.release.noninferiority import noninferiority_test
+    from tasks.release.report import json_safe
+
+    margin = policy.noninferiority_margin or 0.0
+    ni = noninferiority_test(stable, cand, margin=margin, alpha=policy.alpha / 2, scale="reward")
+    evidence["noninferiority"] = json_safe(asdict(ni))
+    stats = (
+        f"{ni.n} pairs, reward {ni.mean_baseline:.1f} -> {ni.mean_candidate:.1f} points "
+        f"({ni.mean_diff:+.1f}, {ni.confidence:.0%} CI [{ni.ci_low:+.1f}, {ni.ci_high:+.1f}]; "
+        f"margin {margin:g})"
+    )
+    if ni.inferior:  # the interval's upper end below -margin: worse by more, shown
+        why = f"shadow worse than stable by more than the margin ({stats})"
+        return PhaseResult(verdict="fail", reasons=[why], evidence=evidence)
+    return PhaseResult(
+        verdict="pass",
+        reasons=[f"not shown worse than stable by more than the margin ({stats})"],
+        evidence=evidence,
     )
 
 
