@@ -9,8 +9,10 @@ from pydantic import BaseModel, Field, field_validator
 from infra.settings.workloads import WORKLOAD_PATTERN
 
 if TYPE_CHECKING:
+    from infra.routing import RoutingState
     from infra.settings import ReleaseSettings
 
+CONTINUED = ("shadow", "canary", "held")  # phases a release run continues (or waits in)
 POLICY_FIELDS = {
     "shadow_fraction",
     "canary_steps",
@@ -119,3 +121,24 @@ class ReleaseOptions(BaseModel):
         if not self.non_inferior:
             return None
         return self.margin if self.margin is not None else default
+
+
+def continued_options(opts: ReleaseOptions, state: RoutingState, version: str) -> ReleaseOptions:
+    """``opts`` for a run that continues ``version``'s release in ``state`` (resumed, or run
+    again): a non-inferiority release stays one, with the margin and the "cheaper" requirement
+    its gate recorded, though the person resuming it names neither (``flywheel resume``)."""
+    if opts.non_inferior or state.candidate != version or state.phase not in CONTINUED:
+        return opts
+    for entry in reversed(state.history):
+        recorded = (entry.evidence.get("gate") or {}).get("noninferiority")
+        if recorded:
+            return opts.model_copy(
+                update={
+                    "non_inferior": True,
+                    "margin": recorded["test"]["margin"],
+                    "cheaper": recorded.get("cheaper_required", True),
+                }
+            )
+        if entry.to_phase == "gating":  # the start of this release: its gate is not one
+            break
+    return opts
