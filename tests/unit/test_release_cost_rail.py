@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -28,23 +29,28 @@ Request = tuple[int, float]
 Traffic = Callable[[int, random.Random], tuple[list[Request], list[Request]]]
 
 
-def run_step(traffic: Traffic, policy: ReleaseSettings = STUDENT, *, seed: int = 0) -> PhaseResult:
-    """A canary step as :func:`~tasks.release.canary.watch_step` judges it: at each look, the
-    requests ``traffic(look, rng)`` gives the student (canary) and stable are metered by the
-    gateway's real counters, and the window since the step's start is read back through the
-    embedded reader and analysed with the step's looks at cost. Returns the last look's result."""
-    rng = random.Random(seed)
-    metrics = GatewayMetrics()
-    t = [100.0]
-    reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: t[0])
-    since, looks = reader.mark(), CostLooks()
-    result = None
-    for look in range(int(policy.analysis_interval_s / LOOK_S)):
-        student, stable = traffic(look, rng)
+class Step:
+    """A canary step's traffic, metered by the gateway's real counters (each request from a
+    user of its own) and read back through the embedded /metrics reader, on a fake clock."""
+
+    def __init__(self, traffic: Traffic, *, seed: int = 0) -> None:
+        self.traffic, self.rng, self.look = traffic, random.Random(seed), 0
+        self.metrics = GatewayMetrics()
+        self.t = 100.0
+        self.reader = EmbeddedMetrics(lambda: self.metrics.render().decode(), clock=lambda: self.t)
+        self.users = 0
+
+    def advance(self, seconds: float) -> None:
+        """``seconds`` pass: one look's requests of both versions are answered and metered."""
+        student, stable = self.traffic(self.look, self.rng)
+        self.look += 1
         for model, route, requests in (("v2", "canary", student), ("v1", "stable", stable)):
             for size, compute in requests:
-                metrics.observe(model=model, route=route, seconds=0.05, error=False)
-                metrics.cost(
+                self.users += 1
+                self.metrics.observe(
+                    model=model, route=route, seconds=0.05, error=False, voter=self.users
+                )
+                self.metrics.cost(
                     model=model,
                     route=route,
                     workload="default",
@@ -53,10 +59,21 @@ def run_step(traffic: Traffic, policy: ReleaseSettings = STUDENT, *, seed: int =
                     compute_s=compute,
                     batch_size=size,
                 )
-        t[0] += LOOK_S
-        result = analyse_step(
-            reader.read(candidate="v2", stable="v1", since=since), policy, cost=looks
-        )
+        self.t += seconds
+
+
+def run_step(traffic: Traffic, policy: ReleaseSettings = STUDENT, *, seed: int = 0) -> PhaseResult:
+    """A canary step as :func:`~tasks.release.canary.watch_step` judges it: at each look the
+    window since the step's start is read and analysed with the step's looks at cost (without
+    the sequential test and the routing, which these tests do not need). Returns the last
+    look's result."""
+    step = Step(traffic, seed=seed)
+    since, looks = step.reader.mark(), CostLooks()
+    result = None
+    for _ in range(int(policy.analysis_interval_s / LOOK_S)):
+        step.advance(LOOK_S)
+        window = step.reader.read(candidate="v2", stable="v1", since=since)
+        result = analyse_step(window, policy, cost=looks)
     assert result is not None
     return result
 
@@ -159,8 +176,8 @@ def test_one_window_alone_is_one_slice_and_never_fails_the_rail() -> None:
     reader = EmbeddedMetrics(lambda: metrics.render().decode(), clock=lambda: 100.0)
     since = reader.mark()
     for model, route, n, compute in (("v2", "canary", 30, 0.015), ("v1", "stable", 90, 0.010)):
-        for _ in range(n):
-            metrics.observe(model=model, route=route, seconds=0.05, error=False)
+        for i in range(n):
+            metrics.observe(model=model, route=route, seconds=0.05, error=False, voter=i)
             metrics.cost(
                 model=model,
                 route=route,
@@ -172,3 +189,27 @@ def test_one_window_alone_is_one_slice_and_never_fails_the_rail() -> None:
     result = analyse_step(reader.read(candidate="v2", stable="v1", since=since), STUDENT)
     assert result.evidence["cost_ratio_vs_stable"] == pytest.approx(1.5)
     assert result.evidence["cost_slices"] == 1 and result.verdict == "pass"
+
+
+def test_a_canary_step_runs_the_rail_over_its_own_looks(tmp_path: Path) -> None:
+    """The real step loop (:func:`~tasks.release.canary.watch_step`) keeps the step's looks at
+    cost: a student at 1.5x fails the step, one at 1.03x passes it."""
+    from infra.routing import RoutingState, StoreRouting, save_state
+    from infra.store import LocalStore
+    from tasks.release.canary import watch_step
+    from tasks.release.rollout import Clock
+
+    verdicts = {}
+    for scale in (1.5, 1.03):
+        routing = StoreRouting(LocalStore(tmp_path / str(scale)))
+        save_state(
+            routing.store, RoutingState(stable="v1", candidate="v2", phase="canary", weight=10)
+        )
+        step = Step(served(scale))
+        clock = Clock(now=lambda step=step: step.t, sleep=step.advance)
+        result = watch_step(
+            routing, "v2", stable="v1", metrics=step.reader, policy=STUDENT, clock=clock
+        )
+        verdicts[scale] = result.verdict
+        assert "cost_slices" in result.evidence, result.evidence
+    assert verdicts == {1.5: "fail", 1.03: "pass"}, verdicts
