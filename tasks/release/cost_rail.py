@@ -119,6 +119,8 @@ def judge_cost(
     looks = looks if looks is not None else CostLooks()
     looks.add(c.cost, s.cost)
     dearer, n, p = dearer_p(looks.slice_ratios(matched=matched is not None), rail)
+    # a sixth failure test per step of a student's canary: sequential.TESTS_PER_STEP counts
+    # five (not ours to change); it should count this one when cost_ratio_max is set
     level = canary_test_alpha(policy)
     evidence |= {"cost_slices": n, "cost_dearer_slices": dearer, "cost_p": p}
     failed = ratio > rail and p < level
