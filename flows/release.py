@@ -36,7 +36,7 @@ from tasks.release.machine import (
     next_step,
     plan_release,
 )
-from tasks.release.options import ReleaseOptions
+from tasks.release.options import ReleaseOptions, continued_options
 from tasks.release.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
 from tasks.release.report import gate_evidence, report_markdown, write_report_task
 from tasks.release.rollout import Clock, watch_shadow_task
@@ -119,15 +119,18 @@ def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
     ServableVersions.from_settings(rt.settings, rt.store).require(version)
     whole = open_routing(rt.settings, rt.store, catalog=rt.catalog)
     routing = scoped(whole, configured_workload(opts.workload, rt.settings.workloads))
-    if why := controls.retired_refusal(routing.load(), version):
+    if why := controls.retired_refusal(state := routing.load(), version):
         raise ControlRefused(why)
+    opts = continued_options(opts, state, version)  # a student resumed stays one
     return _Run(
         rt=rt,
         routing=routing,
         whole=whole,
         version=version,
         opts=opts,
-        policy=opts.policy(rt.settings.release, rt.settings.cost.ratio_max),
+        policy=opts.policy(
+            rt.settings.release, rt.settings.cost.ratio_max, margin=rt.settings.distil.margin
+        ),
         out=ReleaseOutcome(version=version, workload=opts.workload),
         server=open_model_server(rt.settings.model_server, rt.store),
     )

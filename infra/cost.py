@@ -78,6 +78,25 @@ class CostStats:
         """JSON-ready, with the per-1,000-requests figures."""
         return {**asdict(self), "per_1k_requests": self.per_1k_requests()}
 
+    def since(self, earlier: CostStats) -> CostStats:
+        """What was counted between ``earlier`` and this reading of the same window start
+        (never below zero: Prometheus's extrapolated ``increase`` can dip between looks)."""
+        batches = {
+            b: (
+                max(0.0, n - earlier.by_batch.get(b, (0.0, 0.0))[0]),
+                max(0.0, c - earlier.by_batch.get(b, (0.0, 0.0))[1]),
+            )
+            for b, (n, c) in self.by_batch.items()
+        }
+        return CostStats(
+            requests=max(0.0, self.requests - earlier.requests),
+            tokens_in=max(0.0, self.tokens_in - earlier.tokens_in),
+            tokens_out=max(0.0, self.tokens_out - earlier.tokens_out),
+            compute_s=max(0.0, self.compute_s - earlier.compute_s),
+            price_per_1k_tokens=self.price_per_1k_tokens,
+            by_batch={b: v for b, v in batches.items() if v[0] > 0},
+        )
+
 
 def cost_from(
     total: Callable[[str, dict[str, str]], float],

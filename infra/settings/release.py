@@ -62,6 +62,9 @@ class ReleaseSettings(BaseModel):
     # the cost rail (a non-inferiority release sets it, FLYWHEEL_COST__RATIO_MAX): the
     # candidate's measured compute per request above this multiple of stable's fails a step
     cost_ratio_max: float | None = Field(default=None, gt=0)
+    # a non-inferiority release's margin in points (it sets it): the shadow phase then rolls
+    # back only a candidate significantly worse than stable by more than the margin
+    noninferiority_margin: float | None = Field(default=None, ge=0)
     pii_leak_check: bool = True  # candidate answers with identifiers not in the prompt fail
     # how the phases wait
     max_poll_s: float = 5.0

@@ -19,11 +19,12 @@ a user's requests are not independent trials):
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
   users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
-  per request (:mod:`infra.cost`) above ``cost_ratio_max`` x stable's fails the step: the
-  saving a cheaper model was promoted for must hold in traffic. Where the model server says
-  how many answers it generated together, both are compared at the same batch sizes
-  (:func:`infra.cost.matched_compute_ratio`): the candidate's small share of the traffic
-  forms smaller batches, which alone would make each of its answers dearer;
+  per request (:mod:`infra.cost`) above ``cost_ratio_max`` x stable's, and shown so by a
+  one-sided sign test over the step's slices (:mod:`tasks.release.cost_rail`), fails the
+  step: the saving a cheaper model was promoted for must hold in traffic. Where the model
+  server says how many answers it generated together, both are compared at the same batch
+  sizes (:func:`infra.cost.matched_compute_ratio`): the candidate's small share of the
+  traffic forms smaller batches, which alone would make each of its answers dearer;
 - an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
   every poll, its evidence kept per direction: a step fails at once when the candidate is
   beyond a rail and clearly worse, and passes early when clearly better (at
@@ -50,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.cost import matched_compute_ratio
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
+from tasks.release.cost_rail import CostLooks, judge_cost
 from tasks.release.feedback_rail import judge_feedback
 from tasks.release.latency import Judged, binomial_tail, judge_p99
 from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
@@ -75,10 +76,15 @@ log = logging.getLogger(__name__)
 
 
 def analyse_step(
-    window: CanaryWindow | None, policy: ReleaseSettings, seq: SequentialState | None = None
+    window: CanaryWindow | None,
+    policy: ReleaseSettings,
+    seq: SequentialState | None = None,
+    *,
+    cost: CostLooks | None = None,
 ) -> PhaseResult:
     """Judge one canary window by its guard rails (``seq``: the step's sequential state, whose
-    always-valid p-values are updated by this look)."""
+    always-valid p-values are updated by this look; ``cost``: the step's looks at cost, which
+    the cost rail's test is over)."""
     if window is None:
         return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
     c, s = window.candidate, window.stable
@@ -97,7 +103,7 @@ def analyse_step(
         judge_errors(c, s, policy),
         judge_p99(c, s, policy),
         judge_feedback(c, s, policy),
-        judge_cost(c, s, policy),
+        judge_cost(c, s, policy, cost),
     ]
     for rail in judged:
         if rail is None:
@@ -146,33 +152,6 @@ def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judge
     return Judged(line=line, failed=failed, evidence=evidence)
 
 
-def judge_cost(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged | None:
-    """The cost rail (None when off, or when either side has no metered request): the
-    candidate's measured compute per request against stable's, over the same window."""
-    if policy.cost_ratio_max is None or c.cost is None or s.cost is None:
-        return None
-    cand, stable = c.cost.compute_per_request_s, s.cost.compute_per_request_s
-    if cand is None or not stable:
-        return None
-    ratio = cand / stable
-    evidence: dict[str, Any] = {"cost_ratio_vs_stable": ratio}
-    line = (
-        f"cost: {1000 * cand:.2f} ms compute per request = {ratio:.2f}x stable "
-        f"{1000 * stable:.2f} ms (max {policy.cost_ratio_max:g}x)"
-    )
-    matched = matched_compute_ratio(c.cost, s.cost)
-    if matched is not None:
-        ratio = matched.ratio
-        evidence |= {"cost_ratio_matched_batches": ratio, "matched_coverage": matched.coverage}
-        line = (
-            f"cost: {1000 * matched.candidate_s:.2f} ms compute per request = {ratio:.2f}x "
-            f"stable {1000 * matched.stable_s:.2f} ms at the same batch sizes "
-            f"({matched.coverage:.0%} of its requests; unmatched {evidence['cost_ratio_vs_stable']:.2f}x) "
-            f"(max {policy.cost_ratio_max:g}x)"
-        )
-    return Judged(line=line, failed=ratio > policy.cost_ratio_max, evidence=evidence)
-
-
 def more_errors_p(c: RouteStats, s: RouteStats) -> float:
     """One-sided p-value that the candidate's error rate is higher (errors with each user's
     weight bounded, :func:`~tasks.release.units.error_evidence`): with both versions' errors
@@ -211,7 +190,7 @@ def watch_step(
     release is interrupted. Both versions are read over the step's own window; a workload's
     release (``routing`` scoped to it) reads that workload's series alone."""
     step_start = metrics.mark()
-    seq = SequentialState()
+    seq, cost = SequentialState(), CostLooks()
     while True:
         clock.sleep(policy.poll_s)
         state = routing.load()
@@ -219,7 +198,7 @@ def watch_step(
         if stop is not None and stop.verdict == "paused":
             stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
             if stop is None:  # resumed: the step's evidence starts again
-                step_start, seq = metrics.mark(), SequentialState()
+                step_start, seq, cost = metrics.mark(), SequentialState(), CostLooks()
                 continue
         if stop is not None:
             return stop
@@ -232,7 +211,7 @@ def watch_step(
         except MetricsError as exc:
             log.warning("canary metrics unavailable: %s", exc)
             window = None
-        result = analyse_step(window, policy)
+        result = analyse_step(window, policy, cost=cost)
         early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
         if early is not None:
             return early

@@ -16,7 +16,9 @@ two points of accuracy. With d = candidate - baseline per item, in points:
 The decision, in order: a PII leak -> ``ROLLBACK``; fewer than ``min_samples`` pairs ->
 ``MANUAL_REVIEW`` (``ROLLBACK`` when already shown inferior); inferior -> ``ROLLBACK``; not
 shown non-inferior -> ``MANUAL_REVIEW``; not shown cheaper (:class:`GateCost`: the one-sided
-sign test over the gate's turns) -> ``ROLLBACK``; a slice worse by more than ``slice_tolerance`` or a
+sign test over the gate's turns) -> ``MANUAL_REVIEW`` too (held for a person, never rejected:
+no worse, and perhaps cheaper where the gate's turns cannot show it; resumed, the canary's
+cost rail tests it on live traffic); a slice worse by more than ``slice_tolerance`` or a
 failed check -> ``MANUAL_REVIEW``; else ``PROCEED_TO_SHADOW``. The KL check is reported but
 decides nothing here: a student is its own base model, and its distance from the teacher is
 what distillation minimised, not drift of a tuned policy.
@@ -225,6 +227,13 @@ def golden_scores(
     return list(rewards), "reward"
 
 
+NOT_SHOWN_CHEAPER = (
+    "held for a person: no worse than stable, but the gate could not show it cheaper. "
+    "`flywheel resume` takes it on to shadow and the canary, whose cost rail rolls it back "
+    "if live traffic shows it dearer than stable; `flywheel abort` drops it and keeps stable"
+)
+
+
 @dataclass(kw_only=True)
 class NonInferiorGate:
     """The non-inferiority gate's decision, its reasons, its test and its cost."""
@@ -233,11 +242,13 @@ class NonInferiorGate:
     reasons: list[str]
     test: NonInferiority
     cost: GateCost
+    cheaper_required: bool = True
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: the test and the cost (the report's ``noninferiority``)."""
+        """JSON-ready: the test and the cost (the report's ``noninferiority``; a resumed
+        release reads its margin and ``cheaper_required`` back from it)."""
         cost = {**asdict(self.cost), "ratio": self.cost.ratio, "cheaper": self.cost.cheaper}
-        return {"test": asdict(self.test), "cost": cost}
+        return {"test": asdict(self.test), "cost": cost, "cheaper_required": self.cheaper_required}
 
 
 def decide_noninferior(
@@ -276,8 +287,6 @@ def decide_noninferior(
         f"compute {1000 * cost.candidate_s:.2f} ms per request vs stable's "
         f"{1000 * cost.baseline_s:.2f} ms ({cost.ratio:.2f}x{bound})"
     )
-    if require_cheaper and not cost.cheaper:
-        return Decision.ROLLBACK, [f"non-inferior ({ni.line()}) but not cheaper: {dearer}"]
     ok = f"non-inferior ({ni.line()}) and {'cheaper' if cost.cheaper else 'not cheaper'}: {dearer}"
     blockers = [
         f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
@@ -288,6 +297,9 @@ def decide_noninferior(
         for c in checks
         if c.status == "fail" and c.name != "kl"
     ]
+    if require_cheaper and not cost.cheaper:  # no worse, maybe cheaper: a person decides
+        not_shown = f"non-inferior ({ni.line()}) but not shown cheaper: {dearer}"
+        return Decision.MANUAL_REVIEW, [not_shown, *blockers, NOT_SHOWN_CHEAPER]
     if blockers:
         return Decision.MANUAL_REVIEW, [f"{ok}, but:", *blockers]
     return Decision.PROCEED, [ok]
@@ -320,4 +332,6 @@ def noninferior_gate(
     kl = [c for c in checks if c.name == "kl" and c.status == "fail"]
     if kl:
         reasons.append(f"kl reported, not a blocker for a student: {kl[0].detail}")
-    return NonInferiorGate(decision=decision, reasons=reasons, test=ni, cost=cost)
+    return NonInferiorGate(
+        decision=decision, reasons=reasons, test=ni, cost=cost, cheaper_required=cheaper
+    )

@@ -9,8 +9,10 @@ from pydantic import BaseModel, Field, field_validator
 from infra.settings.workloads import WORKLOAD_PATTERN
 
 if TYPE_CHECKING:
+    from infra.routing import RoutingState
     from infra.settings import ReleaseSettings
 
+CONTINUED = ("shadow", "canary", "held")  # phases a release run continues (or waits in)
 POLICY_FIELDS = {
     "shadow_fraction",
     "canary_steps",
@@ -102,12 +104,17 @@ class ReleaseOptions(BaseModel):
             raise ValueError("canary steps are percentages of traffic in (0, 100]")
         return steps
 
-    def policy(self, release: ReleaseSettings, cost_ratio_max: float = 1.0) -> ReleaseSettings:
-        """``release`` with this run's overrides applied (a non-inferiority release: with the
-        canary's cost rail at ``cost_ratio_max``)."""
+    def policy(
+        self, release: ReleaseSettings, cost_ratio_max: float = 1.0, *, margin: float = 2.0
+    ) -> ReleaseSettings:
+        """``release`` with this run's overrides applied (a non-inferiority release: its margin,
+        this run's or ``margin``, carried into the shadow phase, and the canary's cost rail at
+        ``cost_ratio_max``)."""
         update = self.model_dump(include=POLICY_FIELDS, exclude_none=True)
         if "canary_steps" in update:
             update["canary_steps"] = tuple(update["canary_steps"])
+        if self.non_inferior:
+            update["noninferiority_margin"] = self.gate_margin(margin)
         if self.non_inferior and self.cheaper:
             update["cost_ratio_max"] = cost_ratio_max
         return release.model_copy(update=update)
@@ -118,3 +125,24 @@ class ReleaseOptions(BaseModel):
         if not self.non_inferior:
             return None
         return self.margin if self.margin is not None else default
+
+
+def continued_options(opts: ReleaseOptions, state: RoutingState, version: str) -> ReleaseOptions:
+    """``opts`` for a run that continues ``version``'s release in ``state`` (resumed, or run
+    again): a non-inferiority release stays one, with the margin and the "cheaper" requirement
+    its gate recorded, though the person resuming it names neither (``flywheel resume``)."""
+    if opts.non_inferior or state.candidate != version or state.phase not in CONTINUED:
+        return opts
+    for entry in reversed(state.history):
+        recorded = (entry.evidence.get("gate") or {}).get("noninferiority")
+        if recorded:
+            return opts.model_copy(
+                update={
+                    "non_inferior": True,
+                    "margin": recorded["test"]["margin"],
+                    "cheaper": recorded.get("cheaper_required", True),
+                }
+            )
+        if entry.to_phase == "gating":  # the start of this release: its gate is not one
+            break
+    return opts

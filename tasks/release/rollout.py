@@ -7,6 +7,9 @@ with the stage-2 reward and paired-tested. The golden gate already showed an imp
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
 its mean is below ``reject_ratio`` of the stable mean and lower with one-sided p < alpha, or
 significantly worse at any size (two-sided p < alpha), and proceeds to the canary otherwise.
+A non-inferiority release (a cheaper student, ``noninferiority_margin`` set) was shown only
+no worse than stable by more than its margin, so its shadow phase rolls it back only when
+live traffic shows it worse by more than that margin (:func:`_noninferior_shadow`).
 Live rewards are noisy (judge, latency, context metrics): 31 pairs at 0.598 -> 0.563 (p 0.57)
 are not evidence, while 3 answers of 30 worse and none better (one-sided p 0.04) are.
 
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
     from infra.settings import ReleaseSettings
     from infra.traces import TraceRecord, TraceSource
     from tasks.pii.engine import PiiEngine
-    from tasks.reward import Scorer
+    from tasks.release.stats import PairedTest
+    from tasks.reward import RewardBreakdown, Scorer
 
 log = logging.getLogger(__name__)
 
@@ -160,18 +164,14 @@ def judge_shadow(
             workload=r.workload,  # its verifier, as in stage 2
         )
 
-    scores = [b.total for b in scorer.score([item(r) for pair in pairs for r in pair])]
-    stable, cand = scores[0::2], scores[1::2]
+    scored = scorer.score([item(r) for pair in pairs for r in pair])
+    stable, cand = [b.total for b in scored[0::2]], [b.total for b in scored[1::2]]
     test = paired_test(stable, cand, n_bootstrap=policy.n_bootstrap, seed=policy.seed)
     evidence = {
         "pairs": len(pairs),
         "test": json_safe(asdict(test)),
         "shadow_errors": sum(r.error_count > 0 for _, r in pairs),
     }
-    stats = (
-        f"{len(pairs)} pairs, mean {test.mean_baseline:.4f} -> "
-        f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
-    )
     if pii is not None:
         from tasks.release.leak import find_leaks, leak_check_result
 
@@ -189,6 +189,24 @@ def judge_shadow(
                 reasons=[f"pii_leak check failed: {check.detail}"],
                 evidence=evidence,
             )
+    if policy.noninferiority_margin is not None:
+        return _noninferior_shadow(*margin_scores(scored), policy=policy, evidence=evidence)
+    return shadow_verdict(test=test, policy=policy, evidence=evidence)
+
+
+def shadow_verdict(
+    *,
+    test: PairedTest,
+    policy: ReleaseSettings,
+    evidence: dict[str, Any],
+) -> PhaseResult:
+    """The shadow verdict of a release that must be better, on the pairs' paired test (the
+    PII check passed): it fails below ``reject_ratio`` x stable and lower (one-sided
+    p < alpha), or significantly worse at any size (two-sided p < alpha)."""
+    stats = (
+        f"{test.n} pairs, mean {test.mean_baseline:.4f} -> "
+        f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
+    )
     lower_p = test.p_value / 2 if test.mean_diff < 0 else 1.0  # one-sided: candidate lower
     if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower_p < policy.alpha:
         return PhaseResult(
@@ -204,6 +222,49 @@ def judge_shadow(
         )
     return PhaseResult(
         verdict="pass", reasons=[f"no regression on live traffic ({stats})"], evidence=evidence
+    )
+
+
+def margin_scores(scored: list[RewardBreakdown]) -> tuple[list[float], list[float], str]:
+    """(stable's, the candidate's scores, their scale) of the pairs scored in turn, on the
+    non-inferiority gate's scale: the verifier's verdict when a programmatic verifier judged
+    every answer (verified accuracy), else the reward."""
+    if all(b.judge is not None and b.judge_id.startswith("verifier:") for b in scored):
+        verified = [float(b.judge or 0.0) for b in scored]
+        return verified[0::2], verified[1::2], "verified accuracy"
+    return [b.total for b in scored[0::2]], [b.total for b in scored[1::2]], "reward"
+
+
+def _noninferior_shadow(
+    stable: list[float],
+    cand: list[float],
+    scale: str,
+    *,
+    policy: ReleaseSettings,
+    evidence: dict[str, Any],
+) -> PhaseResult:
+    """A non-inferiority release's shadow verdict (the PII check passed): rolled back only
+    when worse than stable by more than its margin, shown by the test of "significantly
+    worse" shifted by the margin (one-sided p < alpha / 2: the level of that test), in points
+    of the gate's scale (:func:`margin_scores`)."""
+    from tasks.release.noninferiority import noninferiority_test
+    from tasks.release.report import json_safe
+
+    margin = policy.noninferiority_margin or 0.0
+    ni = noninferiority_test(stable, cand, margin=margin, alpha=policy.alpha / 2, scale=scale)
+    evidence["noninferiority"] = json_safe(asdict(ni))
+    stats = (
+        f"{ni.n} pairs, {scale} {ni.mean_baseline:.1f} -> {ni.mean_candidate:.1f} points "
+        f"({ni.mean_diff:+.1f}, {ni.confidence:.0%} CI [{ni.ci_low:+.1f}, {ni.ci_high:+.1f}]; "
+        f"margin {margin:g})"
+    )
+    if ni.inferior:  # the interval's upper end below -margin: worse by more, shown
+        why = f"shadow worse than stable by more than the margin ({stats})"
+        return PhaseResult(verdict="fail", reasons=[why], evidence=evidence)
+    return PhaseResult(
+        verdict="pass",
+        reasons=[f"not shown worse than stable by more than the margin ({stats})"],
+        evidence=evidence,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_the_gate_promotes_only_non_inferior_and_cheaper() -> None:
     dearer = GateCost(baseline_s=0.01, candidate_s=0.012)
     assert decide_noninferior(ok, cheaper, policy)[0] == Decision.PROCEED
     decision, reasons = decide_noninferior(ok, dearer, policy)
-    assert decision == Decision.ROLLBACK and "not cheaper" in reasons[0]
+    assert decision == Decision.MANUAL_REVIEW and "not shown cheaper" in reasons[0]
     worse = noninferiority_test(same, [0.0] * 200, margin=2.0)
     assert worse.inferior
     assert decide_noninferior(worse, cheaper, policy)[0] == Decision.ROLLBACK
@@ -202,3 +203,49 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
     assert not_promoted(summary) is None
     d.outcome = "rolled_back"
     assert "no student was promoted (v3: rolled_back)" in (not_promoted(summary) or "")
+
+
+def test_a_student_not_shown_cheaper_is_held_for_a_person_who_resumes_it_as_a_student(
+    tmp_path: Path,
+) -> None:
+    """No worse than stable, but its turns at the gate were not cheaper (7 of 13): the release
+    is held (not rejected: it may be released again), the reason says what a person can do,
+    and ``flywheel resume`` continues it as a non-inferiority release, with its margin in the
+    shadow phase and the cost rail in the canary."""
+    from infra.routing import RoutingState, StoreRouting, save_state
+    from infra.settings import ReleaseSettings
+    from infra.store import LocalStore
+    from tasks.release import controls, machine, transitions
+    from tasks.release.noninferiority import NonInferiorGate
+    from tasks.release.options import ReleaseOptions, continued_options
+    from tasks.release.report import gate_evidence
+    from tests.helpers import gate_result
+
+    routing = StoreRouting(LocalStore(tmp_path / "store"))
+    save_state(routing.store, RoutingState(stable="v0"))
+    transitions.begin_release(routing, None, "v1", actor="test")
+    policy = ReleaseSettings(shadow_fraction=0.2)
+    same = _items(200, 0.8, seed=4)
+    ni = noninferiority_test(same, list(same), margin=2.0)
+    cost = GateCost(baseline_s=0.010, candidate_s=0.0098, turns=13, cheaper_turns=7, p_value=0.5)
+    decision, reasons = decide_noninferior(ni, cost, policy)
+    result = gate_result("v1", same, list(same))
+    result.decision, result.reasons = decision, reasons
+    result.noninferiority = NonInferiorGate(
+        decision=decision, reasons=reasons, test=ni, cost=cost
+    ).summary()
+
+    held = machine.apply_gate(
+        routing, None, result, gate=gate_evidence(result, {}), policy=policy, actor="test"
+    )
+    assert (held.phase, held.candidate) == ("held", "v1") and "v1" not in held.rejected
+    why = held.history[-1].reason
+    assert "not shown cheaper" in why and "7 of 13 turns" in why, why
+    assert any("flywheel resume" in r and "flywheel abort" in r for r in reasons)
+
+    resumed = controls.resume(routing, None, actor="person", handover=True)
+    assert (resumed.phase, resumed.shadow_fraction) == ("shadow", 0.2)
+    opts = continued_options(ReleaseOptions(actor="person"), resumed, "v1")
+    assert opts.non_inferior and opts.margin == 2.0 and opts.cheaper
+    student = opts.policy(policy)
+    assert student.noninferiority_margin == 2.0 and student.cost_ratio_max == 1.0
