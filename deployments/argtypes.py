@@ -34,3 +34,14 @@ def workload(value: str) -> str:
         return configured_workload(value, get_settings().workloads) or value
     except UnknownWorkload as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def model_version(value: str) -> str:
+    """An argparse type: a model version (``v<number>``, or a version an upstream names);
+    refused with the message the run forms give (:func:`infra.parameters.check_model_version`)."""
+    from infra.parameters import check_model_version
+
+    try:
+        return check_model_version(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from deployments.argtypes import whole_number, workload
+from deployments.argtypes import model_version, whole_number, workload
 from infra.keys import parse_window_start, window_id
 from infra.parameters import LOOP_REQUESTS, MAX_HOURS
 
@@ -163,7 +163,11 @@ def margin_points(text: str) -> float | str:
 
 def release_args(p: argparse.ArgumentParser) -> None:
     """The version to release and how."""
-    p.add_argument("version", help="the candidate model version, e.g. v3 (as train printed it)")
+    p.add_argument(
+        "version",
+        type=model_version,
+        help="the candidate model version, e.g. v3 (as train printed it)",
+    )
     workload_arg(p)
     p.add_argument("--force", action="store_true", help="release a version rejected before")
     p.add_argument(
@@ -210,7 +214,7 @@ def distil_args(p: argparse.ArgumentParser) -> None:
 
 def version_arg(p: argparse.ArgumentParser) -> None:
     """One model version."""
-    p.add_argument("version", help="a model version, e.g. v3")
+    p.add_argument("version", type=model_version, help="a model version, e.g. v3")
 
 
 def control_args(p: argparse.ArgumentParser) -> None:

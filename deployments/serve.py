@@ -17,11 +17,14 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import yaml
+
+from infra.settings.workloads import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
     from prefect import Flow
@@ -96,9 +99,10 @@ def load_flow(entrypoint: str) -> Flow[..., Any]:
     return getattr(module, function)  # type: ignore[no-any-return]
 
 
-def build_deployment(spec: DeploymentSpec) -> RunnerDeployment:
-    """``flow.to_deployment(...)`` for one spec; the description defaults to the flow's
-    docstring, as under ``prefect deploy``."""
+def build_deployment(spec: DeploymentSpec, workloads: Collection[str] = ()) -> RunnerDeployment:
+    """``flow.to_deployment(...)`` for one spec; the description defaults to the flow's (its
+    docstring's text before ``Args:``: :func:`infra.flow_docs.described`), as under
+    ``prefect deploy``; a ``workload`` field offers ``workloads`` (the configured ones)."""
     from prefect.client.schemas.actions import DeploymentScheduleCreate
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.client.schemas.schedules import construct_schedule
@@ -122,7 +126,35 @@ def build_deployment(spec: DeploymentSpec) -> RunnerDeployment:
         enforce_parameter_schema=spec.enforce_parameter_schema,
     )
     # typed as "or a coroutine" (it also dispatches async); called here, outside a loop, it is sync
-    return cast("RunnerDeployment", deployment)
+    served = cast("RunnerDeployment", deployment)
+    schema = served._parameter_openapi_schema  # the form's schema; no public setter
+    limit_workloads([schema.properties, *schema.definitions.values()], workloads)
+    return served
+
+
+def limit_workloads(nodes: list[dict[str, Any]], workloads: Collection[str]) -> None:
+    """Make each ``workload`` field among ``nodes`` (a schema's properties, and its models')
+    a choice of ``default`` (the shared release) and the configured ``workloads``: the run
+    form shows a list, and the server refuses any other name before the run exists."""
+    choices = [DEFAULT_WORKLOAD, *sorted(set(workloads) - {DEFAULT_WORKLOAD})]
+    for node in nodes:
+        props = node.get("properties", node)
+        field = props.get("workload")
+        if not isinstance(field, dict):
+            continue
+        for branch in field.get("anyOf", [field]):
+            if branch.get("type") == "string":
+                branch.pop("pattern", None)
+                branch["enum"] = choices
+
+
+def listing(specs: list[DeploymentSpec]) -> str:
+    """One line per deployment: name, entry point and schedule, in aligned columns."""
+    name_w = max((len(s.name) for s in specs), default=0)
+    entry_w = max((len(s.entrypoint) for s in specs), default=0)
+    return "\n".join(
+        f"{s.name:<{name_w}}  {s.entrypoint:<{entry_w}}  {s.schedule_text}" for s in specs
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,11 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
         return 2
-    for spec in specs:
-        print(f"{spec.name:<18} {spec.entrypoint:<36} {spec.schedule_text}")
+    print(listing(specs))
     if ns.list:
         return 0
-    prepare_environment()
+    settings = prepare_environment()
     if not os.environ.get("PREFECT_API_URL"):
         print(
             "serve: PREFECT_API_URL is not set: runs go to a temporary local API that the UI "
@@ -166,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from prefect import serve
 
-    serve(*[build_deployment(spec) for spec in specs], limit=ns.limit)
+    serve(*[build_deployment(spec, settings.workloads) for spec in specs], limit=ns.limit)
     return 0
 
 

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from prefect import flow
 
+from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
 from infra.parameters import Hours
 from infra.runtime import Runtime
@@ -26,6 +27,7 @@ from tasks.datasets import opted_out_keys, replace_quarantine_task
 from tasks.feedback import refresh_feedback_task
 
 
+@described
 @flow(name="collect", log_prints=False)
 def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectResult:
     """Collect rollouts: read every agent trace of the window (default: the last closed hour)

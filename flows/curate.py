@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger, unmapped
 
 from infra.errors import ObjectNotFound
+from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
 from infra.metrics import StageReport
 from infra.runners import task_runner
@@ -31,6 +32,7 @@ from tasks.review import queue_for_review
 CHUNK_BATCHES = 8
 
 
+@described
 @flow(name="curate", log_prints=False)
 def curate(window_start: datetime | None = None) -> CurateResult:
     """Curate a scored window into flywheel.training_examples, the privacy boundary.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
+from infra.flow_docs import described
 from infra.parameters import Steps, Workload
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
@@ -11,6 +12,7 @@ from tasks.distil.publish import distil_and_publish, record_result, report_accur
 from tasks.distil.run import DistilResult, plan_distil, skipped
 
 
+@described
 @flow(name="distil", log_prints=False)
 def distil(
     workload: Workload | None = None,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from prefect import flow
 
 from flows.release import ReleaseOptions, release
+from infra.flow_docs import described
 from infra.parameters import Steps
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
@@ -36,6 +37,7 @@ from tasks.governance.replacement import (
 from tasks.release import controls
 
 
+@described
 @flow(name="erasure-replacement", log_prints=False)
 def replace_erased(max_steps: Steps | None = None) -> ReplacementResult:
     """Replace every model version that trained on a forgotten user's data, before the

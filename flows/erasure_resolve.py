@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from infra.audit import record_event
 from infra.errors import ControlRefused
+from infra.flow_docs import described
 from infra.models import ServableVersions
-from infra.parameters import Receipt
+from infra.parameters import Receipt, Workload
 from infra.routing import RoutingBackend, RoutingState, StateChange, open_routing, scoped
 from infra.routing.state import own_workload
 from infra.runtime import Runtime
@@ -23,17 +24,19 @@ from tasks.governance.replacement import (
     rollback_target,
     routed_versions,
 )
+from tasks.run_report import publish_outcome
 
 Resolution = Literal["rollback", "accept"]
 
 
+@described
 @flow(name="erasure-resolve", log_prints=False)
 def erasure_resolve(
     receipt: Receipt,
     action: Resolution,
     reason: str,
     actor: str = "person",
-    workload: str | None = None,
+    workload: Workload | None = None,
 ) -> ErasureCase:
     """A person's choice after an erasure's replacement failed the gate: roll back to the
     newest version that never saw an erased user, or accept the replacement's regression and
@@ -78,6 +81,10 @@ def erasure_resolve(
         )
     _retire_unserved(rt, routing, cases, line, target, action, changes)
     publish_gauges(rt)
+    summary = f"erasure {receipt[:16]} resolved by {actor}: {detail} ({reason})"
+    get_run_logger().info(summary)
+    details = {"action": action, "line": line, "stable": target, "cases": str(len(cases))}
+    publish_outcome(key="erasure-resolve", summary=summary, details=details)
     return load_case(rt.store, receipt)
 
 

@@ -8,6 +8,7 @@ from prefect import flow, get_run_logger
 
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
+from infra.flow_docs import described
 from infra.parameters import Days, UserKey
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
@@ -35,6 +36,7 @@ from tasks.governance.retention import (
 from tasks.train.erasures import record_erasure
 
 
+@described
 @flow(name="forget-user", log_prints=False)
 def forget_user(user_key: UserKey) -> Erasure:
     """Erase one user everywhere: their rows in every table (training examples, preference
@@ -94,6 +96,7 @@ def forget_user_id(user_id: str) -> Erasure:
     return forget_user(user_key=hash_user(user_id, Runtime.from_env().settings.salt()))
 
 
+@described
 @flow(name="retention", log_prints=False)
 def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):

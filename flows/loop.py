@@ -19,6 +19,7 @@ from flows.distil import distil
 from flows.release import ReleaseOptions, release
 from flows.score import score
 from flows.train import train
+from infra.flow_docs import described
 from infra.keys import parse_window_start
 from infra.parameters import LOOP_REQUESTS, TrainMethod
 from infra.routing import load_state
@@ -40,6 +41,7 @@ from tasks.demo.workloads import of_settings, tagged
 TRACE_FLUSH_WAIT_S = 2.5
 
 
+@described
 @flow(name="hourly", log_prints=False)
 def hourly(window_start: datetime | None = None) -> dict[str, object]:
     """Hourly data loop for one window (default: the last closed hour): collect the traces,
@@ -117,6 +119,7 @@ class LoopOptions(BaseModel):
         return self
 
 
+@described
 @flow(name="run", log_prints=False)
 def run_loop(options: LoopOptions = LoopOptions()) -> LoopSummary:  # noqa: B008 - a form
     """Run the whole loop on this machine: bootstrap the base model (cached), serve it through

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from prefect import flow
 
+from infra.flow_docs import described
 from infra.progress import report_progress
 from infra.runtime import Runtime
 from tasks.prove.run import Ablation, timed
@@ -37,6 +38,7 @@ from tasks.prove.steps import (
 )
 
 
+@described
 @flow(name="prove", log_prints=False)
 def prove(options: ProveOptions = ProveOptions()) -> Ablation:  # noqa: B008 - a form
     """Ablation on one shared traffic sample: the loop's default (DPO + SFT term), a

@@ -14,6 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 from infra.answers import open_answer_source
 from infra.base_servers import open_model_server
 from infra.errors import ControlRefused, ModelServerError, ReleaseError
+from infra.flow_docs import described
 from infra.models import ServableVersions
 from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
@@ -66,6 +67,7 @@ class _Run:
     release_id: str | None = None  # every decision of this run names its release
 
 
+@described
 @flow(name="release", log_prints=False)
 def release(
     version: ModelVersion,

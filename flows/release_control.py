@@ -10,17 +10,21 @@ from prefect import flow, get_run_logger
 from flows.release import ReleaseOptions, release
 from infra.base_servers import open_model_server
 from infra.errors import ControlRefused
+from infra.flow_docs import described
 from infra.models import ServableVersions
+from infra.parameters import Workload
 from infra.routing import RoutingBackend, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
 from tasks.release import controls
 from tasks.release.outcome import ReleaseOutcome, control_status
 from tasks.release.serving import unload_unrouted
+from tasks.run_report import publish_outcome
 
 Action = Literal["promote", "pause", "resume", "abort"]
 
 
+@described
 @flow(name="release-control", log_prints=False)
 def release_control(
     action: Action,
@@ -28,7 +32,7 @@ def release_control(
     actor: str = "person",
     options: ReleaseOptions | None = None,
     force: bool = False,
-    workload: str | None = None,
+    workload: Workload | None = None,
 ) -> dict[str, Any]:
     """A person's decision on the current release: promote the candidate to stable, pause it
     where it is, resume a held release (and continue it: the canary analysis runs on to
@@ -70,7 +74,11 @@ def release_control(
             unload_unrouted(
                 rt, open_model_server(rt.settings.model_server, rt.store), routing.load()
             )
-    get_run_logger().info("release %s by %s (%s): %s", action, actor, workload or "shared", reason)
+    summary = f"release {action} by {actor} ({workload or 'shared'}): {reason}"
+    get_run_logger().info(summary)
+    after = routing.load()
+    details = {k: getattr(after, k) for k in ("stable", "candidate", "phase", "weight")}
+    publish_outcome(key="release-control", summary=summary, details=details)
     return control_status(rt, routing, continued)
 
 

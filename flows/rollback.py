@@ -6,8 +6,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from infra.parameters import ReleaseName
-from infra.routing import open_routing, scoped
+from infra.flow_docs import described
+from infra.parameters import ReleaseId, RollbackVersion, Workload
+from infra.routing import RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from tasks.release.rollback import (
     Rollback,
@@ -17,15 +18,17 @@ from tasks.release.rollback import (
     rollback_result,
     settle_rollback,
 )
+from tasks.run_report import publish_outcome
 
 
+@described
 @flow(name="rollback", log_prints=False)
 def rollback(
     reason: str = "manual",
     actor: str = "prefect",
-    workload: str | None = None,
-    version: ReleaseName | None = None,
-    release_id: ReleaseName | None = None,
+    workload: Workload | None = None,
+    version: RollbackVersion | None = None,
+    release_id: ReleaseId | None = None,
 ) -> dict[str, Any]:
     """Roll back the candidate model now: its traffic weight and shadow share go to 0 and it is
     recorded as rejected (never released automatically again). With no candidate, a promotion
@@ -59,6 +62,7 @@ def rollback(
     run = Rollback(reason=reason, actor=actor, workload=workload, via=routing.name)
     if asked.stale:  # started late: its release ended; the current one is none of its business
         get_run_logger().warning("rollback not made: %s", asked.stale)
+        _publish(run, f"rollback not made: {asked.stale}", asked.state)
         return rollback_result(run, None, asked.state) | {"stale": asked.stale}
     run.done = asked.done
     state = restore_stable(rt, routing, asked.state, run)  # else run.unservable says why
@@ -66,4 +70,15 @@ def rollback(
     if run.unservable is not None:
         raise run.unservable
     log_rollback(run)
+    done = "done" if run.done else "nothing to roll back"
+    _publish(run, f"rollback via {run.via}: {done} ({run.reason})", state)
     return rollback_result(run, gone, state)
+
+
+def _publish(run: Rollback, summary: str, state: RoutingState) -> None:
+    """The run's ``rollback`` artifact: ``summary`` and the routing state after."""
+    details = {"workload": run.workload or "shared", "actor": run.actor, "via": run.via}
+    if run.restored:
+        details["stable restored"] = f"{run.restored} (in place of {run.broken})"
+    after = {k: getattr(state, k) for k in ("stable", "candidate", "phase", "weight")}
+    publish_outcome(key="rollback", summary=summary, details=details | after)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 from prefect import flow
 
+from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
 from infra.parameters import Hours
 from infra.runners import task_runner
@@ -16,6 +17,7 @@ from tasks.reward import Scorer
 from tasks.score import ScoreResult, publish_score, report_metrics, score_window, summarize_run
 
 
+@described
 @flow(name="score", log_prints=False)
 def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult:
     """Score rollouts: give every trace of the window (default: the last closed hour; with

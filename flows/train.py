@@ -7,6 +7,7 @@ import uuid
 from prefect import flow
 from prefect.runtime import flow_run
 
+from infra.flow_docs import described
 from infra.parameters import ModelVersion, Steps, TrainMethod, Workload
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
@@ -21,6 +22,7 @@ from tasks.train.run import (
 )
 
 
+@described
 @flow(name="train", log_prints=False)
 def train(
     method: TrainMethod | None = None,

@@ -13,6 +13,7 @@ from prefect.utilities.annotations import quote
 from flows.erasure import replace_erased
 from flows.release import ReleaseOptions, release
 from flows.train import train
+from infra.flow_docs import described
 from infra.parameters import OverrideReason, TrainMethod
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -27,6 +28,7 @@ def release_run_name(workload: str, version: str) -> str:
     return f"release-{workload}-{version}"
 
 
+@described
 @flow(name="train-and-release", log_prints=False)
 def weekly(
     method: TrainMethod | None = None, privacy_override: OverrideReason | None = None

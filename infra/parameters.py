@@ -15,9 +15,10 @@ relies on), and a model version must name a model in the store (:func:`infra.key
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from infra.settings.workloads import WORKLOAD_PATTERN
 
@@ -45,9 +46,53 @@ Steps = Annotated[int, Field(ge=1)]
 TrainMethod = Literal["auto", "dpo", "rft", "grpo"]
 # a workload name (infra.settings.workloads); the flow's body checks that it is configured
 Workload = Annotated[str, Field(json_schema_extra={"pattern": WORKLOAD_PATTERN, "maxLength": 64})]
-# a version or release id a rollback names (infra.gateway.admin.RollbackRequest's bounds): not
-# a pattern, so the gateway's run is never refused for a name it routed
-ReleaseName = Annotated[str, Field(min_length=1, max_length=200)]
+_VERSION_RE = re.compile(VERSION_PATTERN)
+_RELEASE_ID_RE = re.compile(r"^(.+)-[0-9a-f]{8}$")  # infra.routing.state.new_release_id
+
+
+def check_model_version(value: str) -> str:
+    """``value`` when it names a model version: ``v<number>`` (a model in the store) or a
+    version FLYWHEEL_GATEWAY__UPSTREAMS names; the CLI and the run forms refuse anything else
+    with this message.
+
+    Raises:
+        ValueError: it names no version.
+    """
+    if _VERSION_RE.match(value):
+        return value
+    from infra.settings import get_settings
+
+    upstreams = sorted(get_settings().gateway.upstreams)
+    if value in upstreams:
+        return value
+    named = (
+        f" or one FLYWHEEL_GATEWAY__UPSTREAMS names ({', '.join(upstreams)})" if upstreams else ""
+    )
+    raise ValueError(f"invalid model version {value!r}: expected v0, v1, ...{named}")
+
+
+def check_release_id(value: str) -> str:
+    """``value`` when it is shaped like a release id (``<version>-<8 hex digits>``, as
+    ``flywheel status`` shows it).
+
+    Raises:
+        ValueError: it is not.
+    """
+    if _RELEASE_ID_RE.match(value):
+        return value
+    raise ValueError(
+        f"invalid release id {value!r}: expected <version>-<8 hex digits> as `flywheel status` "
+        "shows it, e.g. v3-1a2b3c4d"
+    )
+
+
+# a version or release id a rollback names (infra.gateway.admin.RollbackRequest's bounds);
+# checked when the run starts rather than by a schema pattern, since a version may be an
+# upstream's name (settings), so the gateway's run is never refused for a name it routed
+RollbackVersion = Annotated[
+    str, Field(min_length=1, max_length=200), AfterValidator(check_model_version)
+]
+ReleaseId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_release_id)]
 # why a person overrides a check (audited): a sentence, not a document; blank is no reason
 OverrideReason = Annotated[
     str, Field(json_schema_extra={"pattern": r"\S", "minLength": 1, "maxLength": 500})

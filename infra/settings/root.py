@@ -220,7 +220,13 @@ def prepare_environment(settings: Settings | None = None) -> Settings:
         "PREFECT_HOME": str(home / "prefect"),
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # Prefect's own loggers stay quiet on the console (WARNING), but a flow or task run
+        # logs at INFO: those records go to the Prefect API, where a run started from the UI,
+        # a worker or `deployments.serve` shows them in its Logs tab ("rollback via store:
+        # nothing to roll back"); the CLI keeps them off its console (deployments.progress)
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+        "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
         **OFFLINE_ENV,
         "TOKENIZERS_PARALLELISM": "false",
         "TRANSFORMERS_VERBOSITY": "error",
