@@ -129,7 +129,7 @@ def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
         opts=opts,
         policy=opts.policy(rt.settings.release, rt.settings.cost.ratio_max),
         out=ReleaseOutcome(version=version, workload=opts.workload),
-        server=open_model_server(rt.settings.model_server, rt.store),
+        server=open_model_server(rt.settings, rt.store),
     )
 
 

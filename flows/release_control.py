@@ -67,9 +67,7 @@ def release_control(
         act = {"pause": controls.pause, "abort": controls.abort}
         act[action](routing, rt.catalog, actor=actor, reason=reason)
         if action == "abort":  # routed to stable at once above; then unloaded
-            unload_unrouted(
-                rt, open_model_server(rt.settings.model_server, rt.store), routing.load()
-            )
+            unload_unrouted(rt, open_model_server(rt.settings, rt.store), routing.load())
     get_run_logger().info("release %s by %s (%s): %s", action, actor, workload or "shared", reason)
     return control_status(rt, routing, continued)
 

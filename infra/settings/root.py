@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -180,11 +181,26 @@ class Settings(BaseSettings):
             return self.user_salt.get_secret_value()
         path = self.home_dir / "salt"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(secrets.token_hex(16))
-            os.replace(tmp, path)
+            _create_secret_file(path, secrets.token_hex(16))
         return path.read_text().strip()
+
+
+def _create_secret_file(path: Path, value: str) -> None:
+    """Write ``value`` to ``path`` readable by its owner alone (0600), create-only: the value is
+    written to a private temporary file of its own, then linked into place, so a reader never
+    sees a half-written secret and of two processes creating it at once, the first one's value
+    stands for both (the second finds the file and reads it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".salt-")  # mode 0600, exclusive
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value)
+        try:
+            os.link(tmp, path)  # fails when the file exists: never replaces a salt in use
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
 
 
 # variables renamed since: still set, they are refused by name rather than ignored
