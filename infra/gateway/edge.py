@@ -13,6 +13,14 @@ requests in flight too). Without the body deadline, clients that send a head and
 in the body held every connection slot (70 of them locked out every other client for as
 long as they liked).
 
+The gateway speaks no WebSocket. uvicorn would hand an ``Upgrade: websocket`` request to its
+WebSocket protocol (``websockets`` comes with ``uvicorn[standard]``), which takes the socket
+over: this protocol's ``connection_lost`` then never runs, and each such connection kept a
+public slot until restart (``max_connections`` upgrade requests from one unauthenticated
+client, and every later connection, ``/healthz`` too, got 503). Here an upgrade request is an
+ordinary request (the app answers it: there is no such route) and its connection is closed
+after the answer, so the slot returns.
+
 The refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
 close, as Apache and nginx do): closing at once while the client is still sending makes the
 kernel answer the unread bytes with a reset, which can discard the 431, 408 or 503 before the
@@ -114,6 +122,13 @@ class GuardedProtocol(HttpToolsProtocol):
             # timed only once a read ends short of the body: most bodies come with their head
             self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timeout)
 
+    def _should_upgrade_to_ws(self) -> bool:
+        """Never: the socket stays with this protocol, which counts it (module docstring)."""
+        return False
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """Nothing to log: any client can send the header (it is answered, then closed)."""
+
     def _refuse(self) -> None:
         self._refused = True
         self._disarm()
@@ -158,6 +173,8 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         self._in_body = True  # the body deadline runs from now (armed in data_received)
         super().on_headers_complete()
+        if self.parser.should_upgrade() and self.cycle is not None:
+            self.cycle.keep_alive = False  # answered, then closed: nothing more is parsed here
 
     def on_body(self, body: bytes) -> None:
         """Pass the body on unless the request was refused."""
@@ -230,5 +247,6 @@ def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str,
     return {
         "loop": "uvloop",
         "http": guarded_protocol(cfg, admin_port=admin_port),
+        "ws": "none",  # no WebSocket route: an upgrade is answered as a request (module doc)
         "timeout_keep_alive": cfg.keep_alive_s,
     }

@@ -143,6 +143,30 @@ def test_connections_beyond_the_limit_get_503_and_the_admin_listener_still_answe
         assert httpx.get(f"{gw.url}/livez", timeout=10).status_code == 200
 
 
+def test_websocket_upgrades_return_their_connection_slots(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    """An unauthenticated client that asks to upgrade to WebSocket as often as the public
+    listener takes connections (and keeps each socket open) gets an answer and a closed
+    connection every time: later clients, /healthz included, are still served."""
+    upgrade = (
+        b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+        b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with start(tmp_path, upstream, max_connections=3, header_timeout_s=30) as gw:
+        for _ in range(3):
+            held = [connect(gw.url) for _ in range(3)]
+            for sock in held:
+                sock.sendall(upgrade)
+            answers = [read_to_eof(sock) for sock in held]  # the gateway closes them
+            assert all(a.startswith(b"HTTP/1.1 4") for a in answers), answers
+            assert not any(b"101 Switching" in a for a in answers)
+            for sock in held:
+                sock.close()
+        assert httpx.get(f"{gw.url}/healthz", timeout=10).status_code == 200
+
+
 def test_a_4mib_request_of_many_messages_is_answered_and_livez_meanwhile(
     tmp_path: Path, upstream: FakeUpstreamHandle
 ) -> None:
