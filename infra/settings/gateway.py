@@ -65,6 +65,9 @@ class GatewaySettings(BaseModel):
     diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
     trace_queue_size: int = 10_000
     max_new_tokens: int = 16  # the in-process model's budget when a client names none
+    # the in-process model's most per answer, whatever a client asks: it decodes on this
+    # machine's CPU, batched with other users' requests (max_tokens_limit is the HTTP servers')
+    local_max_tokens: int = Field(default=512, ge=1)
     # the in-process model answers concurrent requests together: at most this many per forward
     # pass, the first waiting at most local_batch_wait_ms for company (1: one at a time)
     local_batch_size: int = Field(default=16, ge=1, le=256)
