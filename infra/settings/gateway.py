@@ -83,6 +83,9 @@ class GatewaySettings(BaseModel):
     stall_timeout_s: float = Field(default=30.0, gt=0)  # a stream's client reads nothing: dropped
     # the public listener: connections and requests at once (beyond: 503), request heads
     max_connections: int = Field(default=2048, ge=1)
+    # of those, open at once from one peer address (beyond: 503), so one client cannot take
+    # every slot; 0: no cap (behind a reverse proxy every client is the proxy's address)
+    max_connections_per_client: int = Field(default=256, ge=0)
     max_header_bytes: int = Field(default=32 * 1024, ge=1024)
     header_timeout_s: float = Field(default=10.0, gt=0)
     # from the end of a request's head to the end of its body, on both listeners: a body not
