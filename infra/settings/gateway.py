@@ -64,6 +64,8 @@ class GatewaySettings(BaseModel):
     diverse_fraction: float = 0.3
     diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
     trace_queue_size: int = 10_000
+    # and in bytes of the records' JSON (a trace weighs up to 10 x max_trace_chars)
+    trace_queue_bytes: int = Field(default=256 * 2**20, ge=2**20)
     max_new_tokens: int = 16  # the in-process model's budget when a client names none
     # the in-process model's most per answer, whatever a client asks: it decodes on this
     # machine's CPU, batched with other users' requests (max_tokens_limit is the HTTP servers')
