@@ -240,7 +240,11 @@ class BaseServers:
 
         p = self.primary
         return VLLMServer(
-            list(urls), base_version=base, timeout_s=p.timeout_s, max_loras=p.max_loras
+            list(urls),
+            base_version=base,
+            timeout_s=p.timeout_s,
+            max_loras=p.max_loras,
+            api_key=p.api_key,
         )
 
     def _others(self) -> dict[str, list[str]]:
@@ -343,6 +347,7 @@ def open_model_server(config: Settings, store: ObjectStore) -> BaseServers | Non
         base_version=settings.base_version,
         timeout_s=settings.timeout_s,
         max_loras=settings.max_loras,
+        api_key=config.model_server_key(),
     )
     return BaseServers(
         primary,

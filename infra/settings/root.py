@@ -8,6 +8,7 @@ beside this module, one concept per module.
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
 import tempfile
@@ -174,6 +175,13 @@ class Settings(BaseSettings):
         if "://" in base:
             return f"{base}/warehouse"
         return f"file://{base}/warehouse"
+
+    def model_server_key(self) -> str:
+        """The model servers' bearer key: ``FLYWHEEL_MODEL_SERVER__API_KEY``, else one derived
+        from the salt (every flywheel process computes the same; the salt is never sent)."""
+        if self.model_server.api_key is not None:
+            return self.model_server.api_key.get_secret_value()
+        return hmac.new(self.salt().encode(), b"flywheel model server", "sha256").hexdigest()
 
     def salt(self) -> str:
         """The salt for user keys: from settings, else generated once and kept in FLYWHEEL_HOME."""

@@ -236,7 +236,10 @@ def model_server_upstream(
     roots = settings.model_server.urls if urls is None else urls
     urls = [openai_base(u) for u in roots]
     timeout_s = settings.gateway.upstream_timeout_s
-    replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
+    key = settings.model_server_key()
+    replicas = [
+        HttpUpstream(version, url, session, api_key=key, timeout_s=timeout_s) for url in urls
+    ]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
 
 

@@ -81,6 +81,7 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
         max_loras=ms.max_loras or 1,
         max_lora_rank=ms.max_lora_rank,
         log_path=log_path,
+        api_key=rt.settings.model_server_key(),
     ) as url:
         env = {
             "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
@@ -106,6 +107,7 @@ def _launchers(rt: Runtime) -> Iterator[None]:
         log_dir=rt.settings.home_dir / "logs",
         max_loras=ms.max_loras or 1,
         max_lora_rank=ms.max_lora_rank,
+        api_key=rt.settings.model_server_key(),
     ) as launchers:
         try:
             with launching(launchers):

@@ -104,7 +104,11 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
         boot = bootstrap_base_model(rt.store, settings=rt.settings)
         slots = rt.settings.model_server.max_loras or 1
         with local_vllm(
-            boot.model_dir, served_name="v0", max_loras=slots, log_path=tmp / "vllm.log"
+            boot.model_dir,
+            served_name="v0",
+            max_loras=slots,
+            log_path=tmp / "vllm.log",
+            api_key=rt.settings.model_server_key(),  # every call below must carry it
         ) as url:
             env |= {
                 "FLYWHEEL_MODEL_SERVER__KIND": "vllm",

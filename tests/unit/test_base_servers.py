@@ -241,3 +241,55 @@ def test_a_server_the_store_names_is_used_only_when_configured_or_signed(tmp_pat
     assert set(json.loads(store.get(SERVERS_KEY))["versions"]) == {"v4", "v7"}  # planted: gone
     other = ServerTrust.from_settings(Settings(home=tmp_path / "elsewhere", user_salt="x" * 32))
     assert "v4" not in read_served(store, other)  # another secret's signature is no signature
+
+
+def test_the_model_server_is_called_with_its_key_and_a_launch_sees_no_secrets(
+    tmp_path: Path,
+) -> None:
+    """Every model server runs with --api-key (its /v1 routes, adapter loading included, refuse
+    a caller without it): the release's loads and the gateway's calls carry the key, which
+    every flywheel process derives from the salt when none is configured; and a launched
+    server inherits none of this process's secrets."""
+    from infra.upstream.upstreams import HttpUpstream, model_server_upstream
+    from infra.vllm_process import launch_environment
+
+    settings = Settings(home=tmp_path, model_server=ModelServerSettings(kind="vllm", urls=["x"]))
+    key = settings.model_server_key()
+    assert key == Settings(home=tmp_path).model_server_key() and settings.salt() not in key
+    with start_lora_server(api_key=key) as guarded:
+        settings = Settings(
+            home=tmp_path, model_server=ModelServerSettings(kind="vllm", urls=[guarded.url])
+        )
+        store = LocalStore(tmp_path / "store")
+        _adapter(store, "v1", "v0")
+        server = open_model_server(settings, store)
+        assert server is not None and server.health() is None
+        server.load("v1", "/m/v1")
+        assert guarded.adapters == {"v1": "/m/v1"} and guarded.refused == 0
+        with pytest.raises(ModelServerError):  # no key: refused
+            VLLMServer([guarded.url]).served()
+        assert guarded.refused == 1
+    upstream = model_server_upstream("v1", settings, session=None)  # type: ignore[arg-type]
+    assert isinstance(upstream, HttpUpstream) and key.encode() in upstream._headers
+    env = launch_environment(
+        {
+            "PATH": "/usr/bin",
+            "HOME": "/root",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "OMP_NUM_THREADS": "2",
+            "FLYWHEEL_USER_SALT": "s" * 32,
+            "FLYWHEEL_S3_SECRET_ACCESS_KEY": "minio-secret",
+            "AWS_SECRET_ACCESS_KEY": "aws-secret",
+            "FLYWHEEL_GATEWAY__ADMIN_TOKEN": "t" * 32,
+            "LANGFUSE_SECRET_KEY": "sk-lf",
+            "PYTHONPATH": "/work",
+        }
+    )
+    assert set(env) == {
+        "PATH",
+        "HOME",
+        "VLLM_CPU_KVCACHE_SPACE",
+        "HF_HUB_OFFLINE",
+        "OMP_NUM_THREADS",
+    }
