@@ -134,7 +134,7 @@ def _start(rt: Runtime, version: str, opts: ReleaseOptions) -> _Run:
             rt.settings.release, rt.settings.cost.ratio_max, margin=rt.settings.distil.margin
         ),
         out=ReleaseOutcome(version=version, workload=opts.workload),
-        server=open_model_server(rt.settings.model_server, rt.store),
+        server=open_model_server(rt.settings, rt.store),
     )
 
 

@@ -71,9 +71,7 @@ def release_control(
         act = {"pause": controls.pause, "abort": controls.abort}
         act[action](routing, rt.catalog, actor=actor, reason=reason)
         if action == "abort":  # routed to stable at once above; then unloaded
-            unload_unrouted(
-                rt, open_model_server(rt.settings.model_server, rt.store), routing.load()
-            )
+            unload_unrouted(rt, open_model_server(rt.settings, rt.store), routing.load())
     summary = f"release {action} by {actor} ({workload or 'shared'}): {reason}"
     get_run_logger().info(summary)
     after = routing.load()

@@ -132,7 +132,7 @@ def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) 
     entry = settings.gateway.upstream(version)
     url, key = (entry.url, entry.api_key()) if entry is not None else (None, None)
     if not url and (urls := version_urls(version, settings, store)):  # on its base's server
-        url = openai_base(urls[0])
+        url, key = openai_base(urls[0]), settings.model_server_key()
     if url:
         http = HttpAnswers(version, url, api_key=key)
         if version_exists(store, version):  # the KL check evaluates its weights in process

@@ -12,10 +12,21 @@ Where each version on another base is served is recorded in the object store
 (``deploy/servers.json``: version -> its base and URLs, written by compare-and-swap) by whoever
 loads or unloads it, and read by the gateway (polled) and by the release's answer sources: the
 one map from a version to its upstream beside ``FLYWHEEL_GATEWAY__UPSTREAMS``.
+
+The store is not trusted to choose where conversations go: whoever can write the bucket could
+otherwise send every request of a version, personal data included, to a host of their own
+within one poll. A recorded entry is used only when each of its URLs is a configured server
+(``FLYWHEEL_MODEL_SERVER__URLS`` or ``__BASES``) or the entry carries the signature of a
+process that holds the project's secret (an HMAC-SHA256 keyed from the user salt,
+``FLYWHEEL_USER_SALT``, which every flywheel service shares and the object store never sees):
+the release signs what it records; an entry that is neither is ignored with a warning, and
+dropped at the map's next write (:class:`ServerTrust`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 from collections.abc import Iterator
@@ -28,7 +39,7 @@ from infra.keys import SERVERS_KEY
 
 if TYPE_CHECKING:
     from infra.model_server import VLLMServer
-    from infra.settings import ModelServerSettings, Settings
+    from infra.settings import Settings
     from infra.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -57,25 +68,75 @@ def base_of(store: ObjectStore, version: str, *, default: str) -> str:
     return str(json.loads(raw)["version"])
 
 
-def _parse(raw: bytes) -> dict[str, ServedAt]:
+@dataclass(frozen=True)
+class ServerTrust:
+    """Which recorded servers may be used (see the module docstring): the configured URLs, and
+    the key that signs what a release records."""
+
+    key: bytes
+    configured: frozenset[str]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServerTrust:
+        """The trust of this deployment: its configured servers and a key derived from its
+        salt (never the salt itself)."""
+        ms = settings.model_server
+        key = hmac.new(settings.salt().encode(), b"flywheel deploy/servers.json", "sha256")
+        urls = {*ms.urls, *(u for urls in ms.bases.values() for u in urls)}
+        return cls(key=key.digest(), configured=frozenset(_norm(u) for u in urls))
+
+    def sign(self, version: str, at: ServedAt) -> str:
+        """The signature of one entry (its version, base and URLs, in order)."""
+        message = "\x00".join([version, at.base, *at.urls]).encode()
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+
+    def trusts(self, version: str, at: ServedAt, signature: object) -> bool:
+        """Whether the entry may be used: every URL configured, or signed with this key."""
+        if at.urls and all(_norm(u) in self.configured for u in at.urls):
+            return True
+        return isinstance(signature, str) and hmac.compare_digest(signature, self.sign(version, at))
+
+
+def _norm(url: str) -> str:
+    return url.rstrip("/").removesuffix("/v1")
+
+
+_warned: set[tuple[str, tuple[str, ...]]] = set()  # untrusted entries already logged
+
+
+def _parse(raw: bytes, trust: ServerTrust) -> dict[str, ServedAt]:
     data = json.loads(raw).get("versions", {})
-    return {
-        str(v): ServedAt(str(e["base"]), tuple(str(u) for u in e["urls"])) for v, e in data.items()
-    }
+    out = {}
+    for v, e in data.items():
+        at = ServedAt(str(e["base"]), tuple(str(u) for u in e["urls"]))
+        if trust.trusts(str(v), at, e.get("sig")):
+            out[str(v)] = at
+        elif (str(v), at.urls) not in _warned:
+            _warned.add((str(v), at.urls))
+            log.warning(
+                "%s: the entry for %s names a server that is neither configured nor signed "
+                "by a release of this deployment: ignored",
+                SERVERS_KEY,
+                v,
+            )
+    return out
 
 
-def read_served(store: ObjectStore) -> dict[str, ServedAt]:
-    """Every version recorded as served by a server of another base (none: ``{}``)."""
+def read_served(store: ObjectStore, trust: ServerTrust) -> dict[str, ServedAt]:
+    """Every version recorded as served by a server of another base that ``trust`` accepts
+    (none: ``{}``)."""
     try:
-        return _parse(store.get(SERVERS_KEY))
+        return _parse(store.get(SERVERS_KEY), trust)
     except ObjectNotFound:
         return {}
 
 
-def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> None:
-    """Record (``ServedAt``) or forget (None) where versions are served. Concurrent writers
-    (two workloads' releases) both land: the write is conditional on the map read, and a lost
-    race reads again."""
+def record_served(
+    store: ObjectStore, changes: dict[str, ServedAt | None], trust: ServerTrust
+) -> None:
+    """Record (``ServedAt``, signed) or forget (None) where versions are served; an entry that
+    ``trust`` does not accept is dropped. Concurrent writers (two workloads' releases) both
+    land: the write is conditional on the map read, and a lost race reads again."""
     from infra.cas import compare_and_swap
 
     def read() -> tuple[dict[str, ServedAt], str | None]:
@@ -83,7 +144,7 @@ def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> No
             raw, etag = store.get_versioned(SERVERS_KEY)
         except ObjectNotFound:
             return {}, None
-        return _parse(raw), etag
+        return _parse(raw, trust), etag
 
     def decide(found: tuple[dict[str, ServedAt], str | None]) -> dict[str, ServedAt] | None:
         new = dict(found[0])
@@ -95,7 +156,10 @@ def record_served(store: ObjectStore, changes: dict[str, ServedAt | None]) -> No
         return None if new == found[0] else new
 
     def write(found: tuple[dict[str, ServedAt], str | None], new: dict[str, ServedAt]) -> None:
-        body = {v: {"base": at.base, "urls": list(at.urls)} for v, at in sorted(new.items())}
+        body = {
+            v: {"base": at.base, "urls": list(at.urls), "sig": trust.sign(v, at)}
+            for v, at in sorted(new.items())
+        }
         data = json.dumps({"versions": body}, indent=1).encode()
         store.put_if(SERVERS_KEY, data, etag=found[1])
 
@@ -114,7 +178,7 @@ def version_urls(version: str, settings: Settings, store: ObjectStore) -> list[s
     server, the version is served in process)."""
     if not settings.model_server.enabled:
         return None
-    if (at := read_served(store).get(version)) is not None:
+    if (at := read_served(store, ServerTrust.from_settings(settings)).get(version)) is not None:
         return list(at.urls)
     return list(settings.model_server.urls)
 
@@ -160,10 +224,12 @@ class BaseServers:
         primary: VLLMServer,
         *,
         store: ObjectStore,
+        trust: ServerTrust,
         bases: dict[str, list[str]] | None = None,
         launcher: Launcher | None = None,
     ) -> None:
         self.primary = primary
+        self.trust = trust
         self.base_version = primary.base_version
         self.store = store
         self.bases = dict(bases or {})
@@ -174,12 +240,16 @@ class BaseServers:
 
         p = self.primary
         return VLLMServer(
-            list(urls), base_version=base, timeout_s=p.timeout_s, max_loras=p.max_loras
+            list(urls),
+            base_version=base,
+            timeout_s=p.timeout_s,
+            max_loras=p.max_loras,
+            api_key=p.api_key,
         )
 
     def _others(self) -> dict[str, list[str]]:
         """Each other base with its URLs: configured, then recorded (launched)."""
-        found = {at.base: list(at.urls) for at in read_served(self.store).values()}
+        found = {at.base: list(at.urls) for at in read_served(self.store, self.trust).values()}
         return {**found, **self.bases}
 
     def load(self, version: str, path: str) -> None:
@@ -209,22 +279,21 @@ class BaseServers:
             log.info("started a model server for base %s", base)
         if version != base:
             self._server(base, urls).load(version, path)
-        record_served(
-            self.store, {base: ServedAt(base, tuple(urls)), version: ServedAt(base, tuple(urls))}
-        )
+        at = ServedAt(base, tuple(urls))
+        record_served(self.store, {base: at, version: at}, self.trust)
 
     def unload(self, version: str) -> None:
         """Stop serving ``version``: an adapter is unloaded from its base's server; a base of
         its own is forgotten, its launched server stopped, once no other version runs on it
         (the configured base model is never unloaded)."""
-        served = read_served(self.store)
+        served = read_served(self.store, self.trust)
         at = served.get(version)
         if at is None:
             self.primary.unload(version)
             return
         if version != at.base:
             self._server(at.base, at.urls).unload(version)
-            record_served(self.store, {version: None})
+            record_served(self.store, {version: None}, self.trust)
             return
         if any(v != version and a.base == version for v, a in served.items()):
             log.info("base %s kept: versions still run on it", version)
@@ -232,7 +301,7 @@ class BaseServers:
         if self.launcher is not None and version in self.launcher.running():
             self.launcher.stop(version)
             log.info("stopped the model server of base %s", version)
-        record_served(self.store, {version: None})
+        record_served(self.store, {version: None}, self.trust)
 
     def served(self) -> list[str]:
         """Versions served now, on every base's server."""
@@ -264,12 +333,13 @@ class BaseServers:
         return None
 
 
-def open_model_server(settings: ModelServerSettings, store: ObjectStore) -> BaseServers | None:
+def open_model_server(config: Settings, store: ObjectStore) -> BaseServers | None:
     """The configured model servers, one per base model (:mod:`infra.base_servers`; the
     launcher of this process's ``flywheel run --server vllm``, if any), or None (``kind``
     none: versions are served in process)."""
     from infra.model_server import VLLMServer
 
+    settings = config.model_server
     if not settings.enabled:
         return None
     primary = VLLMServer(
@@ -277,5 +347,12 @@ def open_model_server(settings: ModelServerSettings, store: ObjectStore) -> Base
         base_version=settings.base_version,
         timeout_s=settings.timeout_s,
         max_loras=settings.max_loras,
+        api_key=config.model_server_key(),
     )
-    return BaseServers(primary, store=store, bases=settings.bases, launcher=current_launcher())
+    return BaseServers(
+        primary,
+        store=store,
+        trust=ServerTrust.from_settings(config),
+        bases=settings.bases,
+        launcher=current_launcher(),
+    )

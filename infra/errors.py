@@ -153,3 +153,17 @@ class PrivacyCheckFailed(FlywheelError):
     canary values survived anonymisation (nothing committed), or a weekly run whose last
     day's canary recall is below the bar (nothing trained). The message says which types
     and how far below; a failed run (the CLI exits 1)."""
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host:port`` of ``url``, for a log or an error message: a configured URL may
+    carry credentials (``http://user:password@host``) or a token in its query, which never
+    belong in either."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    return f"{parts.scheme}://{parts.hostname}{f':{port}' if port else ''}"

@@ -64,6 +64,7 @@ class VLLMServer:
         base_version: str = "v0",
         timeout_s: float = 120.0,
         max_loras: int | None = None,
+        api_key: str | None = None,
     ) -> None:
         if not urls:
             raise ModelServerError("no model server URL (FLYWHEEL_MODEL_SERVER__URLS)")
@@ -71,12 +72,15 @@ class VLLMServer:
         self.base_version = base_version
         self.timeout_s = timeout_s
         self.max_loras = max_loras  # None: no limit of flywheel's own
+        self.api_key = api_key
+        # vLLM --api-key guards /v1/* (adapter loading included); /health stays open
+        self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _post(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, str]:
         import httpx
 
         try:
-            resp = httpx.post(url + path, json=body, timeout=self.timeout_s)
+            resp = httpx.post(url + path, json=body, headers=self._auth, timeout=self.timeout_s)
         except httpx.HTTPError as exc:
             return 0, f"unreachable ({type(exc).__name__})"
         return resp.status_code, resp.text[:300]
@@ -131,7 +135,7 @@ class VLLMServer:
         import httpx
 
         try:
-            resp = httpx.get(url + "/v1/models", timeout=self.timeout_s)
+            resp = httpx.get(url + "/v1/models", headers=self._auth, timeout=self.timeout_s)
             resp.raise_for_status()
             return [str(m["id"]) for m in resp.json().get("data", [])]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:

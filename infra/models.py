@@ -204,6 +204,25 @@ def fetch_model(store: ObjectStore, version: str, cache_root: str | Path) -> Pat
     return target
 
 
+def manifest_path(root: Path, rel: str, *, version: str) -> Path:
+    """Where a model manifest's file ``rel`` goes under ``root``. The manifest comes from the
+    object store, which is not trusted to choose paths: an absolute path, ``..``, an empty or
+    ``.`` part, a backslash, or anything that resolves outside ``root`` (a ``.pth`` dropped
+    into site-packages runs code in every later process) is refused.
+
+    Raises:
+        StoreError: the path leaves ``root`` or is not a plain relative path.
+    """
+    parts = rel.split("/")
+    bad = not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel
+    if bad or any(p in ("", ".", "..") for p in parts):
+        raise StoreError(f"model {version}: manifest names an unsafe path {rel!r}")
+    dest = root / rel
+    if not dest.resolve().is_relative_to(root.resolve()):
+        raise StoreError(f"model {version}: manifest path {rel!r} leaves the model folder")
+    return dest
+
+
 def _fetch_one(store: ObjectStore, version: str, cache_root: str | Path) -> Path:
     prefix = model_prefix(version)
     target = Path(cache_root) / version
@@ -218,7 +237,7 @@ def _fetch_one(store: ObjectStore, version: str, cache_root: str | Path) -> Path
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
     try:
         for rel, digest in files.items():  # streamed to disk, then hashed from disk
-            dest = tmp / rel
+            dest = manifest_path(tmp, rel, version=version)
             dest.parent.mkdir(parents=True, exist_ok=True)
             store.get_file(prefix + rel, dest)
             if rel not in MUTABLE and file_sha256(dest) != digest:

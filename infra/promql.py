@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import httpx
 
 from infra.cost import CostStats, cost_from, sum_by
-from infra.errors import ConfigError, MetricsError
+from infra.errors import ConfigError, MetricsError, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,9 @@ class PrometheusClient:
             resp = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=self.timeout_s)
             body = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
-            raise MetricsError(f"Prometheus at {self.url}: {type(exc).__name__}") from exc
+            raise MetricsError(
+                f"Prometheus at {redact_url(self.url)}: {type(exc).__name__}"
+            ) from exc
         if resp.status_code != 200 or body.get("status") != "success":
             raise MetricsError(f"Prometheus query failed ({resp.status_code}): {body.get('error')}")
         data = body["data"]

@@ -12,7 +12,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -81,6 +81,7 @@ def local_vllm(
     max_model_len: int | None = None,
     memory_fraction: float = 0.08,
     log_path: Path,
+    api_key: str | None = None,
     venv: str | Path | None = None,
     timeout_s: float = STARTUP_TIMEOUT_S,
 ) -> Iterator[str]:
@@ -88,7 +89,9 @@ def local_vllm(
     its base URL (``http://127.0.0.1:<port>``). ``memory_fraction``: 0.08 of this machine's
     23 GiB is ~1.9 GiB (the default 0.92 fails when other processes hold memory).
     ``max_loras``: adapters it holds and batches together (``--max-loras``; the settings'
-    ``model_server.max_loras``, which the release enforces).
+    ``model_server.max_loras``, which the release enforces). ``api_key``: the bearer key it
+    requires on ``/v1/*`` (``Settings.model_server_key``; None, for benchmarks only: open); it gets only the environment
+    :func:`launch_environment` lets through.
 
     Raises:
         ConfigError: no vLLM environment.
@@ -109,8 +112,9 @@ def local_vllm(
         # included) and must be free at startup: a small share for the demo-size model
         *("--gpu-memory-utilization", str(memory_fraction)),
     ]
-    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
-    env.pop("PYTHONPATH", None)  # flywheel's packages are not vLLM's
+    if api_key is not None:
+        args += ["--api-key", api_key]
+    env = {**launch_environment(os.environ), "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as out:
@@ -128,6 +132,20 @@ def local_vllm(
                 proc.wait()
 
 
+# what a launched model server inherits: the system's, the accelerator's and its own
+# libraries' variables; never flywheel's settings (keys, salt, tokens), cloud credentials or
+# anything else this process holds
+_LAUNCH_NAMES = frozenset({"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"})
+_LAUNCH_PREFIXES = tuple(
+    "LC_ VLLM_ HF_ TRANSFORMERS_ CUDA_ NVIDIA_ OMP_ MKL_ OPENBLAS_ TORCH PYTORCH_ LD_ XDG_ NCCL_".split()
+)
+
+
+def launch_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``env`` a launched model server may see (see ``_LAUNCH_NAMES``)."""
+    return {k: v for k, v in env.items() if k in _LAUNCH_NAMES or k.startswith(_LAUNCH_PREFIXES)}
+
+
 class LocalLaunchers:
     """The :class:`~infra.base_servers.Launcher` of ``flywheel run --server vllm``: one local
     vLLM per base model this process's releases load (a distilled student), each started by
@@ -140,10 +158,12 @@ class LocalLaunchers:
         log_dir: Path,
         max_loras: int,
         max_lora_rank: int,
+        api_key: str,
         venv: str | Path | None = None,
         timeout_s: float = STARTUP_TIMEOUT_S,
     ) -> None:
         self.log_dir = log_dir
+        self.api_key = api_key
         self.max_loras, self.max_lora_rank = max_loras, max_lora_rank
         self.venv, self.timeout_s = venv, timeout_s
         self._servers: dict[str, tuple[ExitStack, list[str]]] = {}
@@ -160,6 +180,7 @@ class LocalLaunchers:
                 max_loras=self.max_loras,
                 max_lora_rank=self.max_lora_rank,
                 log_path=self.log_dir / f"vllm-{base}.log",
+                api_key=self.api_key,
                 venv=self.venv,
                 timeout_s=self.timeout_s,
             )

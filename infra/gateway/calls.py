@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infra.errors import UpstreamError
 from infra.gateway.ids import PINNED
-from infra.gateway.limits import cap_trace
+from infra.gateway.limits import capped_size
 from infra.gateway.requester import request_key
 from infra.gateway.voices import epoch_of
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -187,9 +187,10 @@ class CallRecorder:
             "pairing_id": pairing_id,
             "logprobs": done.logprobs if done else None,
         }
-        if cap_trace(fields, self.max_trace_chars):
+        cut, size = capped_size(fields, self.max_trace_chars)
+        if cut:
             self.metrics.trace_truncated.inc()
-        self.dispatcher.submit_trace(fields)
+        self.dispatcher.submit_trace(fields, size=size)
 
 
 @dataclass(kw_only=True)

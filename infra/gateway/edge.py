@@ -7,11 +7,19 @@ webhook under load. Here, on every connection: a head over ``max_header_bytes`` 
 head not complete ``header_timeout_s`` after its first byte (or after the connection opened)
 gets the connection closed, a body not complete ``body_timeout_s`` after the end of its head
 gets 408 (the request never reaches the app's handler as a whole) and the connection closed;
-on the public listener only: beyond ``max_connections`` open connections a new one gets 503
-and is closed (HTTP/1.1 serves one request per connection at a time, so this bounds the
+on the public listener only: beyond ``max_connections`` open connections, or beyond
+``max_connections_per_client`` from one peer address, a new one gets 503 and is closed (HTTP/1.1 serves one request per connection at a time, so this bounds the
 requests in flight too). Without the body deadline, clients that send a head and then stall
 in the body held every connection slot (70 of them locked out every other client for as
 long as they liked).
+
+The gateway speaks no WebSocket. uvicorn would hand an ``Upgrade: websocket`` request to its
+WebSocket protocol (``websockets`` comes with ``uvicorn[standard]``), which takes the socket
+over: this protocol's ``connection_lost`` then never runs, and each such connection kept a
+public slot until restart (``max_connections`` upgrade requests from one unauthenticated
+client, and every later connection, ``/healthz`` too, got 503). Here an upgrade request is an
+ordinary request (the app answers it: there is no such route) and its connection is closed
+after the answer, so the slot returns.
 
 The refusals answer, half-close and drain for up to ``LINGER_S`` before closing (a lingering
 close, as Apache and nginx do): closing at once while the client is still sending makes the
@@ -22,7 +30,7 @@ client reads it (RFC 9112 section 9.6).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import get_local_addr
@@ -63,8 +71,10 @@ class GuardedProtocol(HttpToolsProtocol):
     header_timeout_s = 10.0
     body_timeout_s = 30.0
     max_connections = 2048
+    max_connections_per_client = 256  # 0: no cap
     admin_port: int | None = None
     public_open = 0  # open public connections in this process
+    open_by_peer: ClassVar[dict[str, int]] = {}  # open public connections per peer address
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Count a public connection (or answer 503 and close at the limit) and start the head
@@ -80,19 +90,30 @@ class GuardedProtocol(HttpToolsProtocol):
         self._linger: asyncio.TimerHandle | None = None
         local = get_local_addr(transport)
         self._public = local is None or local[1] != type(self).admin_port
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         if self._public:
-            if type(self).public_open >= self.max_connections:
+            cls, per_client = type(self), self.max_connections_per_client
+            mine = cls.open_by_peer.get(self._peer, 0)
+            if cls.public_open >= self.max_connections or (per_client and mine >= per_client):
                 self._public = False  # not counted: it is closed now
                 self._refused = True
                 self._answer_and_close(_BUSY)
                 return
-            type(self).public_open += 1
+            cls.public_open += 1
+            cls.open_by_peer[self._peer] = mine + 1
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Stop counting the connection and cancel its head deadline."""
         if self._public:
-            type(self).public_open -= 1
+            cls = type(self)
+            cls.public_open -= 1
+            left = cls.open_by_peer.get(self._peer, 1) - 1
+            if left > 0:
+                cls.open_by_peer[self._peer] = left
+            else:
+                cls.open_by_peer.pop(self._peer, None)  # the map holds open peers only
             self._public = False
         self._disarm()
         self._end_body()
@@ -113,6 +134,13 @@ class GuardedProtocol(HttpToolsProtocol):
         elif self._in_body and self._body_timer is None and not self._refused:
             # timed only once a read ends short of the body: most bodies come with their head
             self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timeout)
+
+    def _should_upgrade_to_ws(self) -> bool:
+        """Never: the socket stays with this protocol, which counts it (module docstring)."""
+        return False
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """Nothing to log: any client can send the header (it is answered, then closed)."""
 
     def _refuse(self) -> None:
         self._refused = True
@@ -158,6 +186,8 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         self._in_body = True  # the body deadline runs from now (armed in data_received)
         super().on_headers_complete()
+        if self.parser.should_upgrade() and self.cycle is not None:
+            self.cycle.keep_alive = False  # answered, then closed: nothing more is parsed here
 
     def on_body(self, body: bytes) -> None:
         """Pass the body on unless the request was refused."""
@@ -218,8 +248,10 @@ def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[Gu
         "header_timeout_s": cfg.header_timeout_s,
         "body_timeout_s": cfg.body_timeout_s,
         "max_connections": cfg.max_connections,
+        "max_connections_per_client": cfg.max_connections_per_client,
         "admin_port": admin_port,
         "public_open": 0,
+        "open_by_peer": {},
     }
     return type("GatewayProtocol", (GuardedProtocol,), attrs)
 
@@ -231,5 +263,6 @@ def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str,
         "proxy_headers": False,
         "loop": "uvloop",
         "http": guarded_protocol(cfg, admin_port=admin_port),
+        "ws": "none",  # no WebSocket route: an upgrade is answered as a request (module doc)
         "timeout_keep_alive": cfg.keep_alive_s,
     }

@@ -87,15 +87,21 @@ _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
 
 def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
+    """:func:`capped_size` without the size: True if anything was cut."""
+    return capped_size(fields, max_chars)[0]
+
+
+def capped_size(fields: dict[str, Any], max_chars: int) -> tuple[bool, int]:
     """Hold one trace record under ``RECORD_FACTOR * max_chars`` characters of JSON, in time
     linear in its size; True if anything was cut. Every text (question, answer, each message's
     content or text part) is cut to ``max_chars``, the contexts to ``max_chars`` in all, tool
     calls and logprobs larger than that dropped; messages keep only their OpenAI keys (a part
     that is not text keeps only its type) and, beyond four times ``max_chars``, lose their
     oldest turns after the system prompt (the last one always stays). Keeps a trace under the
-    size collect accepts (``FLYWHEEL_MAX_RECORD_BYTES``)."""
-    if _json_len(fields) <= max_chars:
-        return False  # the common case: one serialisation, nothing to cut
+    size collect accepts (``FLYWHEEL_MAX_RECORD_BYTES``). Returns whether anything was cut, and
+    the record's size in bytes of JSON (what it weighs in the trace queue)."""
+    if (size := _json_len(fields)) <= max_chars:
+        return False, size  # the common case: one serialisation, nothing to cut
     cut = False
     for key in ("user_id", "session_id", "workload"):
         value = fields.get(key)
@@ -119,9 +125,10 @@ def cap_trace(fields: dict[str, Any], max_chars: int) -> bool:
         if value and _json_len(value) > max_chars:
             fields[key], cut = [] if key == "tool_calls" else None, True
     cut = cap_messages(fields, max_chars) or cut
-    if _json_len(fields) > RECORD_FACTOR * max_chars:  # only a tiny max_chars gets here
+    if (size := _json_len(fields)) > RECORD_FACTOR * max_chars:  # only a tiny max_chars
         fields["messages"], fields["contexts"], cut = [], [], True
-    return cut
+        size = _json_len(fields)
+    return cut, size
 
 
 def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:

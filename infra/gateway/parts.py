@@ -90,6 +90,7 @@ def build_parts(
     dispatcher = TraceDispatcher(
         sink or open_sink(settings, store),
         maxsize=settings.gateway.trace_queue_size,
+        max_bytes=settings.gateway.trace_queue_bytes,
         dropped=metrics.sink_dropped,
         flush_interval_s=flush_interval_s,
     )

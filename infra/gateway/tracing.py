@@ -1,6 +1,9 @@
 """Traces leave the request path through a bounded queue; a background task writes them to the
 sink (the object-store spool by default, or Langfuse; both sinks live in :mod:`infra.traces`).
-A full queue or a failing sink drops the event and counts it in
+The queue is bounded in events (``FLYWHEEL_GATEWAY__TRACE_QUEUE_SIZE``) and in bytes
+(``__TRACE_QUEUE_BYTES``: the records' JSON, queued or in the batch being written), since a
+trace may weigh up to ten times ``__MAX_TRACE_CHARS``: 10,000 large ones held 4-7 GB while a
+sink stalled. A full queue or a failing sink drops the event and counts it in
 ``flywheel_trace_sink_dropped_total``: tracing never blocks or fails a user's request. Of
 several votes on one trace in a batch only the last is written (readers keep the last too).
 """
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
+FEEDBACK_BYTES = 512  # what a feedback event weighs in the queue (ids, a value, a comment cut)
 POLL_S = 0.05  # how often the worker looks at the queue while it collects a batch
 SLICE = 32  # events validated between two looks at the event loop's other work
 
@@ -52,31 +56,40 @@ class TraceDispatcher:
         *,
         maxsize: int,
         dropped: Counter,
+        max_bytes: int = 256 * 2**20,
         flush_interval_s: float = 1.0,
     ) -> None:
         self.sink = sink
         self.dropped = dropped
         self.flush_interval_s = flush_interval_s
-        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=max(1, maxsize))
+        self.max_bytes = max_bytes
+        self.held_bytes = 0  # queued, or in the batch being collected or written
+        self.queue: asyncio.Queue[tuple[str, Any, int]] = asyncio.Queue(maxsize=max(1, maxsize))
         # the batch being collected counts against memory too: at most 2 x maxsize events
         self.max_batch = max(1, min(MAX_BATCH, maxsize))
         self._task: asyncio.Task[None] | None = None
-        self._collecting: list[tuple[str, Any]] = []
+        self._collecting: list[tuple[str, Any, int]] = []
         self._last_error = 0.0
 
-    def submit_trace(self, fields: dict[str, Any]) -> None:
-        """Queue a trace (the fields of a :class:`TraceRecord`, validated off the request path)."""
-        self._put(("trace", fields))
+    def submit_trace(self, fields: dict[str, Any], *, size: int) -> None:
+        """Queue a trace (the fields of a :class:`TraceRecord`, validated off the request path;
+        ``size``: its bytes of JSON)."""
+        self._put(("trace", fields, size))
 
     def submit_feedback(self, event: FeedbackEvent) -> None:
         """Queue a feedback event (never blocks; counted as dropped when the queue is full)."""
-        self._put(("feedback", event))
+        self._put(("feedback", event, FEEDBACK_BYTES))
 
-    def _put(self, item: tuple[str, Any]) -> None:
+    def _put(self, item: tuple[str, Any, int]) -> None:
+        if self.held_bytes + item[2] > self.max_bytes:
+            self.dropped.inc()
+            return
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
             self.dropped.inc()
+            return
+        self.held_bytes += item[2]
 
     def start(self) -> None:
         """Start the background worker (call inside the running event loop)."""
@@ -96,6 +109,8 @@ class TraceDispatcher:
             )
         except TimeoutError:
             log.warning("trace sink did not finish within %.1f s at shutdown", timeout_s)
+        finally:
+            self._release(batch)
 
     async def _run(self) -> None:
         # no timer per event: wait for the first one, then collect for up to flush_interval_s,
@@ -109,10 +124,17 @@ class TraceDispatcher:
                     break
                 await asyncio.sleep(min(remaining, POLL_S))
             self._collecting = []
-            events, written = await self._hand_over(batch)
-            await run_in_daemon_thread(self._write, events, written, False)
+            try:
+                events, written = await self._hand_over(batch)
+                await run_in_daemon_thread(self._write, events, written, False)
+            finally:
+                self._release(batch)
 
-    def _drain(self, batch: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    def _release(self, batch: list[tuple[str, Any, int]]) -> None:
+        """The batch's bytes are no longer held (written, or dropped and counted)."""
+        self.held_bytes -= sum(size for _, _, size in batch)
+
+    def _drain(self, batch: list[tuple[str, Any, int]]) -> list[tuple[str, Any, int]]:
         while len(batch) < self.max_batch:
             try:
                 batch.append(self.queue.get_nowait())
@@ -120,7 +142,9 @@ class TraceDispatcher:
                 break
         return batch
 
-    async def _hand_over(self, batch: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], int]:
+    async def _hand_over(
+        self, batch: list[tuple[str, Any, int]]
+    ) -> tuple[list[tuple[str, Any]], int]:
         """Validate the batch's traces on the event loop, ``SLICE`` events at a time with the
         loop's other work in between, and, for a sink whose writes only buffer in memory (the
         spool), write them here too. Returns what the writer thread still has to write, and how
@@ -132,7 +156,8 @@ class TraceDispatcher:
         in_memory = getattr(self.sink, "writes_in_memory", False)
         events: list[tuple[str, Any]] = []
         written = 0
-        for i, (kind, payload) in enumerate(last_vote_only(batch), start=1):
+        pairs = [(kind, payload) for kind, payload, _ in batch]
+        for i, (kind, payload) in enumerate(last_vote_only(pairs), start=1):
             if i % SLICE == 0:
                 await asyncio.sleep(0)
             try:

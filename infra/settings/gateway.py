@@ -65,7 +65,12 @@ class GatewaySettings(BaseModel):
     diverse_fraction: float = 0.3
     diverse_temperatures: list[float] = [0.7, 0.9, 1.1]
     trace_queue_size: int = 10_000
+    # and in bytes of the records' JSON (a trace weighs up to 10 x max_trace_chars)
+    trace_queue_bytes: int = Field(default=256 * 2**20, ge=2**20)
     max_new_tokens: int = 16  # the in-process model's budget when a client names none
+    # the in-process model's most per answer, whatever a client asks: it decodes on this
+    # machine's CPU, batched with other users' requests (max_tokens_limit is the HTTP servers')
+    local_max_tokens: int = Field(default=512, ge=1)
     # the in-process model answers concurrent requests together: at most this many per forward
     # pass, the first waiting at most local_batch_wait_ms for company (1: one at a time)
     local_batch_size: int = Field(default=16, ge=1, le=256)
@@ -81,6 +86,9 @@ class GatewaySettings(BaseModel):
     stall_timeout_s: float = Field(default=30.0, gt=0)  # a stream's client reads nothing: dropped
     # the public listener: connections and requests at once (beyond: 503), request heads
     max_connections: int = Field(default=2048, ge=1)
+    # of those, open at once from one peer address (beyond: 503), so one client cannot take
+    # every slot; 0: no cap (behind a reverse proxy every client is the proxy's address)
+    max_connections_per_client: int = Field(default=256, ge=0)
     max_header_bytes: int = Field(default=32 * 1024, ge=1024)
     header_timeout_s: float = Field(default=10.0, gt=0)
     # from the end of a request's head to the end of its body, on both listeners: a body not

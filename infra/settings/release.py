@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class ReleaseSettings(BaseModel):
@@ -106,6 +106,10 @@ class ModelServerSettings(BaseModel):
     # configuration names (Settings fills it in, see default_max_loras)
     max_loras: int | None = Field(default=None, ge=1)
     max_lora_rank: int = Field(default=16, ge=1)  # vLLM --max-lora-rank
+    # the bearer key every model server is started with (vLLM --api-key) and called with;
+    # unset: one derived from the user salt (Settings.model_server_key), which the servers
+    # `flywheel run --server vllm` starts use
+    api_key: SecretStr | None = None
 
     @property
     def enabled(self) -> bool:

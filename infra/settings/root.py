@@ -8,8 +8,10 @@ beside this module, one concept per module.
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -174,17 +176,39 @@ class Settings(BaseSettings):
             return f"{base}/warehouse"
         return f"file://{base}/warehouse"
 
+    def model_server_key(self) -> str:
+        """The model servers' bearer key: ``FLYWHEEL_MODEL_SERVER__API_KEY``, else one derived
+        from the salt (every flywheel process computes the same; the salt is never sent)."""
+        if self.model_server.api_key is not None:
+            return self.model_server.api_key.get_secret_value()
+        return hmac.new(self.salt().encode(), b"flywheel model server", "sha256").hexdigest()
+
     def salt(self) -> str:
         """The salt for user keys: from settings, else generated once and kept in FLYWHEEL_HOME."""
         if self.user_salt is not None:
             return self.user_salt.get_secret_value()
         path = self.home_dir / "salt"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(secrets.token_hex(16))
-            os.replace(tmp, path)
+            _create_secret_file(path, secrets.token_hex(16))
         return path.read_text().strip()
+
+
+def _create_secret_file(path: Path, value: str) -> None:
+    """Write ``value`` to ``path`` readable by its owner alone (0600), create-only: the value is
+    written to a private temporary file of its own, then linked into place, so a reader never
+    sees a half-written secret and of two processes creating it at once, the first one's value
+    stands for both (the second finds the file and reads it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".salt-")  # mode 0600, exclusive
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value)
+        try:
+            os.link(tmp, path)  # fails when the file exists: never replaces a salt in use
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
 
 
 # variables renamed since: still set, they are refused by name rather than ignored

@@ -45,12 +45,17 @@ class ObjectStore(Protocol):
         exist)."""
 
 
-def check_key(key: str) -> str:
-    """``key`` unchanged when it is a relative ``/``-separated path without ``..``.
+def check_key(key: str, *, prefix: bool = False) -> str:
+    """``key`` unchanged when it is a relative ``/``-separated path of non-empty parts without
+    ``..`` (``prefix``: a listing prefix, which may end with ``/``). An empty part (``a//b``)
+    names another object on S3 than on a file system, where it collapses: refused on both.
 
     Raises:
-        StoreError: the key is empty, absolute or climbs out of the store.
+        StoreError: the key is empty, absolute, has an empty part or climbs out of the store.
     """
-    if not key or key.startswith("/") or ".." in key.split("/"):
+    parts = key.split("/")
+    if prefix and len(parts) > 1 and parts[-1] == "":
+        parts = parts[:-1]
+    if not key or key.startswith("/") or ".." in parts or "" in parts or "\x00" in key:
         raise StoreError(f"invalid object key {key!r}")
     return key

@@ -84,7 +84,7 @@ class LocalStore:
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, sorted (temporary and lock files left out)."""
-        base = self.root / prefix if prefix else self.root
+        base = self.root / check_key(prefix, prefix=True) if prefix else self.root
         start = base if base.is_dir() else base.parent
         if not start.exists():
             return []

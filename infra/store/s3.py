@@ -79,8 +79,8 @@ class S3Store:
         )
         self.endpoint = str(self._client.meta.endpoint_url)  # named in every error
 
-    def _key(self, key: str) -> str:
-        check_key(key)
+    def _key(self, key: str, *, prefix: bool = False) -> str:
+        check_key(key, prefix=prefix)
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _translate(self, exc: Exception, what: str) -> StoreError:
@@ -187,7 +187,9 @@ class S3Store:
             raise
 
     def _pages(self, prefix: str) -> builtins.list[dict[str, Any]]:
-        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        full = (
+            self._key(prefix, prefix=True) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        )
 
         def listing() -> builtins.list[dict[str, Any]]:
             paginator = self._client.get_paginator("list_objects_v2")

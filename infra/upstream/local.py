@@ -89,8 +89,12 @@ class LocalUpstream:
         row = RowParams(
             temperature=params.temperature or 0.0,
             top_p=1.0 if params.top_p is None else params.top_p,
-            # none named: the in-process model's own budget (it stops at none)
-            max_new_tokens=params.max_tokens or self.settings.gateway.max_new_tokens,
+            # none named: the in-process model's own budget (it stops at none); never more
+            # than its cap, since one client's 8,192 tokens would hold every batch it joins
+            max_new_tokens=min(
+                params.max_tokens or self.settings.gateway.max_new_tokens,
+                self.settings.gateway.local_max_tokens,
+            ),
             seed=params.seed,
         )
         gen = await self.batcher.submit(lm.render(messages), row)

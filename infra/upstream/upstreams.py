@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from infra.base_servers import ServedAt, openai_base, read_served
-from infra.errors import ConfigError, UpstreamError
+from infra.base_servers import ServedAt, ServerTrust, openai_base, read_served
+from infra.errors import ConfigError, UpstreamError, redact_url
 from infra.upstream.completion import (
     Completion,
     GenParams,
@@ -80,7 +80,7 @@ class HttpUpstream:
         self._headers = b"Authorization: Bearer %s\r\n" % api_key.encode() if api_key else b""
         parts = urlsplit(self.base_url)
         # what a refusal's message must not show a client: where the server is, its key
-        self._hide: tuple[str, ...] = (self.base_url, _where(self.base_url), parts.netloc)
+        self._hide: tuple[str, ...] = (self.base_url, redact_url(self.base_url), parts.netloc)
         self._hide += (parts.hostname or "", api_key or "")
 
     def __repr__(self) -> str:
@@ -130,7 +130,7 @@ class HttpUpstream:
         return status_error(self.version, status, headers, body, hide=self._hide)
 
     def _unreachable(self, exc: HttpError) -> UpstreamUnavailable:
-        log.warning("upstream %s (%s) failed: %s", self.version, _where(self.base_url), exc)
+        log.warning("upstream %s (%s) failed: %s", self.version, redact_url(self.base_url), exc)
         return UpstreamUnavailable(f"{self.version}: {exc}")
 
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
@@ -194,12 +194,6 @@ async def _error_body(response: Stream) -> bytes:
     return b"".join(chunks)
 
 
-def _where(url: str) -> str:
-    """``scheme://host:port`` of ``url``: for the operator's log, never for a client."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
-
-
 class ReplicaUpstream:
     """One version served by several model-server replicas (the same model name on each):
     calls go round-robin; a replica that fails a call is not retried here."""
@@ -242,7 +236,10 @@ def model_server_upstream(
     roots = settings.model_server.urls if urls is None else urls
     urls = [openai_base(u) for u in roots]
     timeout_s = settings.gateway.upstream_timeout_s
-    replicas = [HttpUpstream(version, url, session, timeout_s=timeout_s) for url in urls]
+    key = settings.model_server_key()
+    replicas = [
+        HttpUpstream(version, url, session, api_key=key, timeout_s=timeout_s) for url in urls
+    ]
     return replicas[0] if len(replicas) == 1 else ReplicaUpstream(version, replicas)
 
 
@@ -278,6 +275,7 @@ class UpstreamPool:
         self._checks: dict[str, tuple[float, str | None]] = {}
         # versions on other bases' model servers (deploy/servers.json, :mod:`infra.base_servers`)
         self._served: dict[str, ServedAt] = {}
+        self._trust: ServerTrust | None = None  # built on the first read (it reads the salt)
         self._on_bases: dict[str, tuple[tuple[str, ...], Upstream]] = {}
 
     def configured(self) -> list[str]:
@@ -290,7 +288,9 @@ class UpstreamPool:
         if not self.settings.model_server.enabled:
             return
         try:
-            self._served = read_served(self.store)
+            if self._trust is None:
+                self._trust = ServerTrust.from_settings(self.settings)
+            self._served = read_served(self.store, self._trust)
         except Exception as exc:  # noqa: BLE001 - keep routing on the last good map
             log.warning("cannot read where model versions are served: %s", exc)
 

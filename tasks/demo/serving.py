@@ -81,6 +81,7 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
         max_loras=ms.max_loras or 1,
         max_lora_rank=ms.max_lora_rank,
         log_path=log_path,
+        api_key=rt.settings.model_server_key(),
     ) as url:
         env = {
             "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
@@ -96,15 +97,17 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
 def _launchers(rt: Runtime) -> Iterator[None]:
     """A launcher for other bases' vLLM servers in the block; at exit they are ended and
     forgotten in the store's map of where versions are served."""
-    from infra.base_servers import launching, read_served, record_served
+    from infra.base_servers import ServerTrust, launching, read_served, record_served
     from infra.vllm_process import LocalLaunchers
 
     ms = rt.settings.model_server
+    trust = ServerTrust.from_settings(rt.settings)
     _forget_dead(rt)
     with LocalLaunchers(
         log_dir=rt.settings.home_dir / "logs",
         max_loras=ms.max_loras or 1,
         max_lora_rank=ms.max_lora_rank,
+        api_key=rt.settings.model_server_key(),
     ) as launchers:
         try:
             with launching(launchers):
@@ -112,31 +115,32 @@ def _launchers(rt: Runtime) -> Iterator[None]:
         finally:
             ended = {tuple(urls) for urls in launchers.running().values()}
             launchers.close()
-            gone = [v for v, at in read_served(rt.store).items() if at.urls in ended]
+            gone = [v for v, at in read_served(rt.store, trust).items() if at.urls in ended]
             if gone:
-                record_served(rt.store, dict.fromkeys(gone))
+                record_served(rt.store, dict.fromkeys(gone), trust)
 
 
 def _forget_dead(rt: Runtime) -> None:
     """Forget the recorded servers of other bases that do not answer (a run that ended without
     its clean-up left them): a release then starts them again instead of routing to nothing."""
-    from infra.base_servers import read_served, record_served
+    from infra.base_servers import ServerTrust, read_served, record_served
     from infra.model_server import VLLMServer
 
+    trust = ServerTrust.from_settings(rt.settings)
     dead = {
         v
-        for v, at in read_served(rt.store).items()
+        for v, at in read_served(rt.store, trust).items()
         if at.base not in rt.settings.model_server.bases
         and VLLMServer(list(at.urls), base_version=at.base, timeout_s=5.0).health() is not None
     }
     if dead:
-        record_served(rt.store, dict.fromkeys(dead))
+        record_served(rt.store, dict.fromkeys(dead), trust)
 
 
 def _load_stable(rt: Runtime, base_version: str) -> None:
     """A stable version that is not the base (an adapter, or a student on a server of its own,
     started here) is loaded: a fresh server serves the base only."""
-    server = open_model_server(rt.settings.model_server, rt.store)
+    server = open_model_server(rt.settings, rt.store)
     stable = load_state(rt.store).stable
     if server is not None and stable != base_version:
         load_candidate(

@@ -63,7 +63,7 @@ def retire_cases(
         subject=serving,
         **changes,
     )
-    unload_unrouted(rt, open_model_server(rt.settings.model_server, rt.store), state)
+    unload_unrouted(rt, open_model_server(rt.settings, rt.store), state)
     mark_retired(rt.store, versions, receipts=receipts, replaced_by=serving, how=how)
     at = datetime.now(UTC)
     for case in cases:

@@ -89,7 +89,7 @@ def settle_rollback(rt: Runtime, state: RoutingState, run: Rollback) -> str | No
         best_effort=True,
     )
     if run.unservable is None:  # routed to stable above; now the candidate leaves the server
-        unload_unrouted(rt, open_model_server(rt.settings.model_server, rt.store), state)
+        unload_unrouted(rt, open_model_server(rt.settings, rt.store), state)
     rolled = [t.candidate for t in state.history if t.to_phase == "rolled_back" and t.candidate]
     if run.done and rolled:
         update_card(rt.store, rolled[-1], state=state)

@@ -104,7 +104,11 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
         boot = bootstrap_base_model(rt.store, settings=rt.settings)
         slots = rt.settings.model_server.max_loras or 1
         with local_vllm(
-            boot.model_dir, served_name="v0", max_loras=slots, log_path=tmp / "vllm.log"
+            boot.model_dir,
+            served_name="v0",
+            max_loras=slots,
+            log_path=tmp / "vllm.log",
+            api_key=rt.settings.model_server_key(),  # every call below must carry it
         ) as url:
             env |= {
                 "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
@@ -113,7 +117,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
             mp.setenv("FLYWHEEL_MODEL_SERVER__KIND", "vllm")
             mp.setenv("FLYWHEEL_MODEL_SERVER__URLS", json.dumps([url]))
             get_settings.cache_clear()
-            server = open_model_server(get_settings().model_server, rt.store)
+            server = open_model_server(get_settings(), rt.store)
             assert server is not None and server.health() is None
             yield Served(home=tmp / "home", url=url, env=env)
     get_settings.cache_clear()
@@ -185,7 +189,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     worse, good = "v9", "v10"
     publish_adapter(store, stable, worse, scale_b=50)  # A's candidate
     publish_adapter(store, stable, good)  # B's candidate: the trained adapter again
-    server = open_model_server(rt.settings.model_server, rt.store)
+    server = open_model_server(rt.settings, rt.store)
     assert server is not None
     for version in (worse, good):
         load_candidate(
@@ -353,7 +357,7 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     from flows import release as release_flow
     from flows.loop import LoopOptions, run_loop
     from flows.release import ReleaseOptions
-    from infra.base_servers import read_served
+    from infra.base_servers import ServerTrust, read_served
     from infra.vllm_process import LocalLaunchers
     from tasks.demo.loop_summary import loop_report
 
@@ -431,6 +435,6 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     phases = [e.to_phase for e in load_state(store).history if e.candidate == student]
     assert "gating" in phases and d.outcome in ("promoted", "rolled_back", "held"), d.outcome
     # the run is over: the student's server is stopped and forgotten
-    assert read_served(store) == {}
+    assert read_served(store, ServerTrust.from_settings(get_settings())) == {}
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{started[0][1]}/health", timeout=5)

@@ -47,9 +47,11 @@ def start(tmp_path: Path, upstream: FakeUpstreamHandle, **gw: Any) -> GatewayHan
     )
 
 
-def connect(url: str, *, rcvbuf: int | None = None) -> socket.socket:
+def connect(url: str, *, rcvbuf: int | None = None, source: str | None = None) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if source is not None:  # another loopback address: another client
+        sock.bind((source, 0))
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     sock.settimeout(30)
@@ -141,6 +143,50 @@ def test_connections_beyond_the_limit_get_503_and_the_admin_listener_still_answe
         for sock in held:
             sock.close()
         assert httpx.get(f"{gw.url}/livez", timeout=10).status_code == 200
+
+
+def test_one_client_cannot_hold_every_connection_slot(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    """One peer address holding its share of connections gets 503 for the next, while another
+    client (another loopback address) is served; closing them gives the first its slots back."""
+    with start(
+        tmp_path, upstream, max_connections=10, max_connections_per_client=3, header_timeout_s=30
+    ) as gw:
+        held = [connect(gw.url) for _ in range(3)]
+        held[0].sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[0].recv(12) == b"HTTP/1.1 200"
+        assert read_to_eof(connect(gw.url)).startswith(b"HTTP/1.1 503")
+        other = connect(gw.url, source="127.0.0.2")
+        other.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert read_to_eof(other).startswith(b"HTTP/1.1 200")
+        for sock in held:
+            sock.close()
+        assert httpx.get(f"{gw.url}/livez", timeout=10).status_code == 200
+
+
+def test_websocket_upgrades_return_their_connection_slots(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    """An unauthenticated client that asks to upgrade to WebSocket as often as the public
+    listener takes connections (and keeps each socket open) gets an answer and a closed
+    connection every time: later clients, /healthz included, are still served."""
+    upgrade = (
+        b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+        b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with start(tmp_path, upstream, max_connections=3, header_timeout_s=30) as gw:
+        for _ in range(3):
+            held = [connect(gw.url) for _ in range(3)]
+            for sock in held:
+                sock.sendall(upgrade)
+            answers = [read_to_eof(sock) for sock in held]  # the gateway closes them
+            assert all(a.startswith(b"HTTP/1.1 4") for a in answers), answers
+            assert not any(b"101 Switching" in a for a in answers)
+            for sock in held:
+                sock.close()
+        assert httpx.get(f"{gw.url}/healthz", timeout=10).status_code == 200
 
 
 def test_a_4mib_request_of_many_messages_is_answered_and_livez_meanwhile(

@@ -143,3 +143,28 @@ def test_an_unreachable_langfuse_never_fails_requests(tmp_path: Path) -> None:
         assert feedback.status_code == 202
         threading.Event().wait(0.5)
         assert dropped(gw.url) == 0  # the SDK took every event; its exporter retries alone
+
+
+def test_a_hanging_sink_holds_at_most_the_queue_bytes_of_large_traces(tmp_path: Path) -> None:
+    """Large conversations (each trace about 100 KB of JSON) behind a hanging sink: the queue
+    holds what fits in TRACE_QUEUE_BYTES, not TRACE_QUEUE_SIZE events of any size, and every
+    trace is delivered or counted."""
+    sink = BlockedSink()
+    big = {"messages": [{"role": "user", "content": "order history: " + "x" * 30_000}] * 3}
+    settings = Settings(
+        home=tmp_path,
+        gateway=GatewaySettings(
+            trace_queue_size=10_000, trace_queue_bytes=2**20, diverse_fraction=0
+        ),
+    )
+    store = LocalStore(tmp_path / "store")
+    with start_background_gateway(
+        settings, port=0, store=store, sink=sink, upstreams={"v0": EchoUpstream("v0")}
+    ) as gw:
+        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", [big] * 40, concurrency=4))
+        assert [r.status for r in replies] == [200] * 40
+        lost = dropped(gw.url)
+        held = 40 - lost
+        assert 1 <= held <= 2**20 // 90_000  # at most 1 MiB of ~100 KB traces, not 40 of them
+        sink.release.set()
+    assert sink.written + lost == 40

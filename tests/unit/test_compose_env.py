@@ -150,7 +150,9 @@ def test_gpu_profile_upstream_example_points_at_vllm(
     served = vllm["command"][vllm["command"].index("--served-model-name") + 1]
     port = int(vllm["command"][vllm["command"].index("--port") + 1])
     assert list(upstreams) == [interpolate(served, {})]
-    url = _URL.search(upstreams[interpolate(served, {})])
+    entry = upstreams[interpolate(served, {})]
+    assert not isinstance(entry, str) and entry.api_key_env == "FLYWHEEL_MODEL_SERVER__API_KEY"
+    url = _URL.search(entry.url)
     assert url and url.group("host") == "vllm" and int(url.group("port") or 0) == port
     assert port in exposed("vllm")
     assert SERVICES["gateway"]["depends_on"]["vllm"]["required"] is False

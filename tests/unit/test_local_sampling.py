@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,28 @@ def test_each_row_carries_its_share_of_the_batch_compute(tiny_lm: LocalLM) -> No
     assert {g.batch_size for g in short + long} == {len(PROMPTS)}
     [alone] = tiny_lm.generate_rows(PROMPTS[:1], [RowParams(max_new_tokens=1)])
     assert alone.batch_size == 1
+
+
+def test_a_client_asking_8192_tokens_of_the_in_process_model_gets_at_most_its_cap(
+    tiny_lm: LocalLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-process model decodes on the gateway's CPU in batches shared with other users:
+    one client's max_tokens=8192 (within the HTTP servers' limit) is held to the local cap."""
+    monkeypatch.setattr(LocalUpstream, "_load", lambda self: tiny_lm)
+    seen: list[int] = []
+    real = tiny_lm.generate_rows
+
+    def spy(prompts: list[str], rows: list[RowParams]) -> Any:
+        seen.extend(r.max_new_tokens for r in rows)
+        return real(prompts, rows)
+
+    monkeypatch.setattr(tiny_lm, "generate_rows", spy)
+    settings = Settings(home=tmp_path, gateway=GatewaySettings(local_max_tokens=5))
+    upstream = LocalUpstream("v0", store=LocalStore(tmp_path / "store"), settings=settings)
+    messages = [{"role": "user", "content": "What is 2+2?"}]
+
+    async def main() -> int:
+        done = await upstream.complete(messages, GenParams(temperature=0.0, max_tokens=8192))
+        return done.tokens_out or 0
+
+    assert asyncio.run(main()) <= 5 and seen == [5]

@@ -54,6 +54,9 @@ def test_the_settings_limit_reaches_the_server(tmp_path: Path) -> None:
     from infra.base_servers import open_model_server
 
     with start_lora_server() as fake:
-        settings = ModelServerSettings(kind="vllm", urls=[fake.url], max_loras=4)
+        settings = Settings(
+            home=tmp_path,
+            model_server=ModelServerSettings(kind="vllm", urls=[fake.url], max_loras=4),
+        )
         server = open_model_server(settings, LocalStore(tmp_path / "store"))
         assert server is not None and server.primary.max_loras == 4

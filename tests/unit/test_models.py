@@ -73,3 +73,49 @@ def test_a_complete_version_is_not_overwritten_by_accident(
     assert not (local / "sub" / "extra.txt").exists()
     with pytest.raises(StoreError):
         models.model_prefix("../etc")
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "/tmp/evil.pth",  # absolute: Path("/x") / "/tmp/evil.pth" is /tmp/evil.pth
+        "../../../site-packages/evil.pth",
+        "sub/../../evil.pth",
+        "sub//evil.pth",
+        "./config.json",
+        "sub\\..\\evil.pth",
+    ],
+)
+def test_a_manifest_path_from_the_store_cannot_leave_the_model_folder(
+    store: LocalStore, model_dir: Path, tmp_path: Path, rel: str
+) -> None:
+    """Whoever can write the bucket writes the manifest too: a file list that names a path
+    outside the model folder (a .pth in site-packages runs code in every later process) is
+    refused before anything is written there, and nothing lands outside the cache."""
+    import json
+
+    models.publish_model_dir(store, "v0", model_dir)
+    marker = json.loads(store.get("models/v0/" + models.COMPLETE))
+    marker["files"][rel] = "0" * 64
+    store.put("models/v0/" + models.COMPLETE, json.dumps(marker).encode())
+    before = sorted(p for p in tmp_path.rglob("*") if "evil" in p.name)
+    with pytest.raises(StoreError, match="unsafe path|leaves the model folder|invalid object key"):
+        models.fetch_model(store, "v0", tmp_path / "cache" / "deep" / "er")
+    assert sorted(p for p in Path("/tmp").glob("evil.pth")) == []
+    assert sorted(p for p in tmp_path.rglob("*") if "evil" in p.name) == before
+    assert not (tmp_path / "cache" / "deep" / "er" / "v0").exists()
+
+
+@pytest.mark.parametrize("key", ["a//b", "/a", "a/../b", "", "a/", "models//v1/x"])
+def test_an_object_key_with_an_empty_absolute_or_climbing_part_is_refused(
+    store: LocalStore, key: str
+) -> None:
+    with pytest.raises(StoreError, match="invalid object key"):
+        store.put(key, b"x")
+
+
+def test_a_listing_prefix_may_end_with_a_slash_but_not_climb(store: LocalStore) -> None:
+    store.put("models/v1/x", b"1")
+    assert store.list("models/") == ["models/v1/x"]
+    with pytest.raises(StoreError, match="invalid object key"):
+        store.list("/etc/")

@@ -50,3 +50,36 @@ def test_window_start_parsing() -> None:
     assert window_id(start) == "2026-11-22T10:00:00Z"
     with pytest.raises(ValueError, match="hour boundary"):
         parse_window_start("2026-11-22T10:30:00Z")
+
+
+def test_the_generated_salt_is_private_and_created_once_by_concurrent_processes(
+    tmp_path: Path,
+) -> None:
+    """The salt keys every pseudonymous user key: it is created readable by its owner alone, and
+    of several processes starting at once on a fresh home, all read the one value that landed
+    (a second writer never replaces a salt already in use)."""
+    import stat
+    from concurrent.futures import ThreadPoolExecutor
+
+    from infra.settings import Settings
+
+    def salt(_: int) -> str:
+        return Settings(home=tmp_path).salt()
+
+    with ThreadPoolExecutor(8) as pool:
+        values = set(pool.map(salt, range(16)))
+    path = tmp_path / "salt"
+    assert values == {path.read_text()} and len(path.read_text()) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["salt"]  # no temporary file left
+
+
+def test_a_prometheus_url_with_credentials_is_not_named_in_errors() -> None:
+    from infra.errors import MetricsError
+    from infra.promql import PrometheusClient
+
+    client = PrometheusClient("http://ops:hunter2-secret@127.0.0.1:1/prom?token=abc", timeout_s=1)
+    with pytest.raises(MetricsError) as err:
+        client.query("up")
+    assert "hunter2" not in str(err.value) and "token" not in str(err.value)
+    assert "127.0.0.1:1" in str(err.value)
