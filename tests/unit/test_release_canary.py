@@ -333,6 +333,7 @@ def test_a_step_needs_enough_users_on_both_sides() -> None:
         == "pass"
     )
 
+
 def test_a_3x_error_regression_from_0_3_percent_fails_with_enough_users() -> None:
     """20,000 users a side, one request each: 0.9 % errors against stable's 0.3 %. The 1 %
     floor under stable's rate read it as 0.9x and passed it."""
