@@ -19,10 +19,9 @@ per-request compute is skewed: a mean of a few requests lies below the true mean
 than above), so the rail fails it in at most that level of steps; a candidate at 1.5x is
 dearer in nearly every slice and fails once about nine slices are in (2^-9 = 0.002).
 
-The false-alarm budget: this is one more failure test per step in a non-inferiority release.
-``TESTS_PER_STEP`` in :mod:`tasks.release.sequential` counts the five tests every canary runs
-(it is another helper's to change): with the cost rail the split is over six, so this rail
-adds up to ``alpha / (5 x steps)`` to the canary's false rollbacks until it does.
+The false-alarm budget: this is one more failure test per step in a non-inferiority release,
+and :func:`~tasks.release.sequential.tests_per_step` counts it: with the cost rail the canary's
+``alpha`` is split over six tests a step instead of five.
 """
 
 from __future__ import annotations
@@ -119,9 +118,7 @@ def judge_cost(
     looks = looks if looks is not None else CostLooks()
     looks.add(c.cost, s.cost)
     dearer, n, p = dearer_p(looks.slice_ratios(matched=matched is not None), rail)
-    # a sixth failure test per step of a student's canary: sequential.TESTS_PER_STEP counts
-    # five (not ours to change); it should count this one when cost_ratio_max is set
-    level = canary_test_alpha(policy)
+    level = canary_test_alpha(policy)  # split over six tests a step here (tests_per_step)
     evidence |= {"cost_slices": n, "cost_dearer_slices": dearer, "cost_p": p}
     failed = ratio > rail and p < level
     line += f" (max {rail:g}x); dearer in {dearer} of {n} slices, one-sided p={p:.2g}" + (

@@ -129,11 +129,17 @@ class SequentialState:
 TESTS_PER_STEP = 5
 
 
+def tests_per_step(policy: ReleaseSettings) -> int:
+    """The failure tests one canary step runs: ``TESTS_PER_STEP``, and the cost rail's in a
+    release that sets one (a non-inferiority release, ``cost_ratio_max``)."""
+    return TESTS_PER_STEP + (policy.cost_ratio_max is not None)
+
+
 def canary_test_alpha(policy: ReleaseSettings) -> float:
     """The significance level of each of a canary's failure tests: ``alpha`` split evenly over
     its steps and the tests of each step (Bonferroni), so a version no worse than stable is
     rolled back at most ``alpha`` of the time over the whole canary."""
-    return policy.alpha / (max(1, len(policy.canary_steps)) * TESTS_PER_STEP)
+    return policy.alpha / (max(1, len(policy.canary_steps)) * tests_per_step(policy))
 
 
 def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[float, ...] | None:
