@@ -75,11 +75,24 @@ def _first(keys: np.ndarray) -> np.ndarray:
     return np.unique(keys, return_index=True)[1]
 
 
-def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> Release:
-    """The series one release of ``pop`` produces (``zero_init``: the candidate's series exist
-    at 0 from the release's start; else from its first event, as before the gateway did it)."""
-    rng = np.random.default_rng(seed)
-    ticks = np.arange(0, END_S + 1, TICK_S, dtype=float)
+@dataclass
+class Traffic:
+    """One release's requests, in time order: when, whose, where routed and what happened."""
+
+    t: np.ndarray
+    user: np.ndarray
+    step: np.ndarray  # 0: the warm-up, 1: the shadow phase, 2-5: the canary steps
+    cand: np.ndarray  # answered by the candidate (the canary route)
+    shadow: np.ndarray  # also copied to the candidate (the shadow route)
+    error: np.ndarray
+    shadow_error: np.ndarray
+    latency: np.ndarray
+    votes: np.ndarray
+    down: np.ndarray
+
+
+def draw(pop: Population, rng: np.random.Generator) -> Traffic:
+    """The requests of one release of ``pop``."""
     n = rng.poisson(pop.rate * END_S)
     t = np.sort(rng.uniform(0, END_S, n))
     weights = 1.0 / np.arange(1, pop.users + 1) ** pop.zipf
@@ -87,7 +100,7 @@ def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> R
     bucket, scale = rng.uniform(0, 100, pop.users), np.exp(rng.normal(0, 0.3, pop.users))
     step = np.where(t < WARMUP_S, 0, 1 + ((t - WARMUP_S) // STEP_S).astype(int))
     weight = np.array([0.0, *SCHEDULE])[np.minimum(step, len(SCHEDULE))]
-    cand = bucket[user] < weight
+    cand = bucket[user] < weight  # sticky: raising the weight only adds users
     shadow = (step == 1) & (rng.uniform(size=n) < SHADOW_FRACTION)
     err_c = min(1.0, pop.error * pop.error_factor)
     error = rng.uniform(size=n) < np.where(cand, err_c, pop.error)
@@ -99,6 +112,14 @@ def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> R
     if pop.heavy_downvoter:
         votes |= user == 0
         down |= user == 0
+    return Traffic(t, user, step, cand, shadow, error, shadow_error, latency, votes, down)
+
+
+def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> Release:
+    """The series one release of ``pop`` produces (``zero_init``: the candidate's series exist
+    at 0 from the release's start; else from its first event, as before the gateway did it)."""
+    tr = draw(pop, np.random.default_rng(seed))
+    ticks = np.arange(0, END_S + 1, TICK_S, dtype=float)
     rel = Release(workload)
 
     def put(name: str, times: np.ndarray, model: str, **labels: str) -> None:
@@ -109,29 +130,27 @@ def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> R
         inner = ",".join(f'{k}="{v}"' for k, v in {"model": model, **labels}.items())
         rel.series[f'{name}{{{inner},workload="{workload}"}}'] = values
 
-    for model, route in ROUTES:
-        on = (cand if route == "canary" else ~cand) if route != "shadow" else shadow
-        err = shadow_error & on if route == "shadow" else error & on
-        route_id = ROUTES.index((model, route))
+    t, who = tr.t, tr.step * pop.users + tr.user  # a voter in a step
+    for route_id, (model, route) in enumerate(ROUTES):
+        on = {"stable": ~tr.cand, "canary": tr.cand, "shadow": tr.shadow}[route]
+        err = (tr.shadow_error if route == "shadow" else tr.error) & on
+        keys = who * len(ROUTES) + route_id
         put("agent_requests_total", t[on], model, route=route)
         put("agent_errors_total", t[err], model, route=route)
-        keys = (step * pop.users + user) * 3 + route_id
         put("agent_voices_total", t[on][_first(keys[on])], model, route=route)
         put("agent_error_voices_total", t[err][_first(keys[err])], model, route=route)
         if route == "shadow":
             continue
         for le in (*LATENCY_BUCKETS, float("inf")):
             le_s = "+Inf" if le == float("inf") else repr(le)
-            put(
-                "agent_latency_seconds_bucket", t[on & (latency <= le)], model, route=route, le=le_s
-            )
-        voted = on & votes
-        first = _first((step * pop.users + user)[voted])
-        for value, sel in (("-1", down), ("1", ~down)):
+            slow_enough = t[on & (tr.latency <= le)]
+            put("agent_latency_seconds_bucket", slow_enough, model, route=route, le=le_s)
+        voted = on & tr.votes
+        first_vote = np.zeros(len(t), dtype=bool)  # each voter's first vote in a step
+        first_vote[np.flatnonzero(voted)[_first(who[voted])]] = True
+        for value, sel in (("-1", tr.down), ("1", ~tr.down)):
             put("user_feedback_total", t[voted & sel], model, value=value)
-            picked = np.zeros(n, dtype=bool)
-            picked[np.flatnonzero(voted)[first]] = True
-            put("user_feedback_voices_total", t[picked & sel], model, value=value)
+            put("user_feedback_voices_total", t[first_vote & sel], model, value=value)
     return rel
 
 
