@@ -32,6 +32,8 @@ from infra.traces.conversation import DEFAULT_WORKLOAD
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, not pinned)
+CANDIDATE_ROUTES = ("canary", "shadow")
+FEEDBACK_VALUES = ("1", "0", "-1")
 # about 1.2-1.33x apart from 0.1 to 10 s, where p99s fall: the canary's p99 rail counts the
 # requests over the bounds next to stable's p99 (tasks/release/latency.py), and bounds 2-2.5x
 # apart hid a tail 1.6x slower inside one bucket; 27 buckets a series (the 0.25, 0.5, 1, 2.5 s
@@ -313,6 +315,25 @@ class GatewayMetrics:
         public = {state.stable} | {m for m, w in weights.items() if w > 0}
         public |= {state.release_of(name).stable for name in state.workloads}
         self._public = public
+        self._zero_candidates(state)
+
+    def _zero_candidates(self, state: RoutingState) -> None:
+        """Create each release line's candidate series at 0 (its canary and shadow routes,
+        every feedback value) before its first request: Prometheus's increase() counts no
+        series' first sample, so a candidate whose series appeared with its first error would
+        have that error missed by the alert rules."""
+        lines = [(DEFAULT_WORKLOAD, state.routable_candidate())]
+        lines += [(name, state.release_of(name).routable_candidate()) for name in state.workloads]
+        for workload, cand in lines:
+            if cand is None:
+                continue
+            for route in CANDIDATE_ROUTES:
+                for counter in (self.requests, self.errors, self.voices, self.error_voices):
+                    counter.labels(cand, route, workload)
+                self.latency.labels(cand, route, workload)
+            for value in FEEDBACK_VALUES:
+                self.feedback.labels(cand, value, workload)
+                self.feedback_voices.labels(cand, value, workload)
 
     def render(self, *, public: bool = False) -> bytes:
         """The exposition (``public``: without the series of versions no public client was
@@ -351,11 +372,12 @@ class PublicOnly(Collector):
 
 def routed_versions(families: Iterable[Metric]) -> set[str]:
     """The versions ``agent_requests_total`` counts on the ``stable`` or ``canary`` route:
-    those that answered a public client's routed request."""
+    those that answered a public client's routed request (a count above 0: a candidate's
+    series exist at 0 from the moment the routing state names it, shadow phase included)."""
     return {
         s.labels["model"]
         for family in families
         if family.name == "agent_requests"
         for s in family.samples
-        if s.name == "agent_requests_total" and s.labels.get("route") in USER_ROUTES
+        if s.name == "agent_requests_total" and s.labels.get("route") in USER_ROUTES and s.value
     }

@@ -108,10 +108,10 @@ def paced(
     gateway: str, workload: str, every_s: float, stop: threading.Event, seen: dict[str, Users]
 ) -> None:
     """One request of ``workload``'s users every ``every_s`` seconds until ``stop`` is set, so
-    fewer land in a rule's window (15 s, 30 s in the shortened rules) than the candidate alert
-    rules need before judging (10 requests, 20 feedback events): on two shared cores a
-    handful of requests that shared a batch with slow ones would otherwise read as a latency
-    regression of that workload's candidate; tallied into ``seen[workload]``."""
+    fewer land in a rule's window (15 s, 120 s in the shortened rules) than the candidate
+    alert rules need before judging (500 requests for a p99, 20 voting users): on two shared
+    cores a handful of requests that shared a batch with slow ones would otherwise read as a
+    latency regression of that workload's candidate; tallied into ``seen[workload]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
     users = build_population(200, seed=0)

@@ -102,7 +102,10 @@ def _promtool_agrees(gauges: dict[str, float], tmp_path: Path, *, fires: bool) -
     ]
     rules = yaml.safe_load((ROOT / "infra/prometheus/rules.yml").read_text())
     rule = next(
-        r for g in rules["groups"] for r in g["rules"] if r["alert"] == "RewardHumanCorrelationLow"
+        r
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("alert") == "RewardHumanCorrelationLow"
     )
     rho, n = gauges["flywheel_reward_human_spearman"], gauges["flywheel_reward_human_samples"]
     annotations = {

@@ -14,8 +14,16 @@ from tests.unit.test_monitoring_config import RULES, rules, run, tool
 
 REQ, ERR, LAT = "agent_requests_total", "agent_errors_total", "agent_latency_seconds_bucket"
 FB, LAST = "user_feedback_total", "flywheel_stage_last_success_timestamp_seconds"
+# the voice series (infra/gateway/voices.py) the release rules count: each planted request
+# here comes from a user of its own, so the users count what the events count
+VOICES = {
+    REQ: "agent_voices_total",
+    ERR: "agent_error_voices_total",
+    FB: "user_feedback_voices_total",
+}
 RECORDS = "flywheel_stage_records_total"
 ROLLBACK = {"severity": "critical", "action": "rollback"}
+SUMMARY = "Candidate v1: 20% of its users met an error, over 1.5x the stable version's share"
 
 
 def series(name: str, values: str, **labels: str) -> dict[str, str]:
@@ -23,31 +31,47 @@ def series(name: str, values: str, **labels: str) -> dict[str, str]:
     return {"series": f"{name}{{{inner}}}", "values": values}
 
 
+def with_voices(planted: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``planted`` and, for each request, error and feedback series, its voice series with the
+    same values (one user per event)."""
+    voices = []
+    for s in planted:
+        name, _, rest = s["series"].partition("{")
+        if name in VOICES:
+            voices.append({"series": f"{VOICES[name]}{{{rest}", "values": s["values"]})
+    return planted + voices
+
+
 def latency(model: str, route: str, per_min: int, upto: float) -> list[dict[str, str]]:
     """Cumulative buckets of a histogram where every request takes at most ``upto`` seconds."""
     return [
         series(LAT, f"0+{per_min if float(le) >= upto else 0}x60", model=model, route=route, le=le)
         for le in ("0.005", "0.05", "0.1", "1", "2.5", "+Inf")
-    ] + [series(REQ, f"0+{per_min}x60", model=model, route=route)]
+    ] + with_voices([series(REQ, f"0+{per_min}x60", model=model, route=route)])
 
 
 def stable(per_min: int = 100, errors: float = 0) -> list[dict[str, str]]:
     out = [series(REQ, f"0+{per_min}x60", model="v0", route="stable")]
-    return out + ([series(ERR, f"0+{errors}x60", model="v0", route="stable")] if errors else [])
+    out += [series(ERR, f"0+{errors}x60", model="v0", route="stable")] if errors else []
+    return with_voices(out)
 
 
 def candidate(route: str, per_min: float, errors: float) -> list[dict[str, str]]:
-    return [
-        series(REQ, f"0+{per_min}x60", model="v1", route=route),
-        series(ERR, f"0+{errors}x60", model="v1", route=route),
-    ]
+    return with_voices(
+        [
+            series(REQ, f"0+{per_min}x60", model="v1", route=route),
+            series(ERR, f"0+{errors}x60", model="v1", route=route),
+        ]
+    )
 
 
 def feedback(model: str, up: int, down: int) -> list[dict[str, str]]:
-    return [
-        series(FB, f"0+{up}x90", model=model, value="1"),
-        series(FB, f"0+{down}x90", model=model, value="-1"),
-    ]
+    return with_voices(
+        [
+            series(FB, f"0+{up}x90", model=model, value="1"),
+            series(FB, f"0+{down}x90", model=model, value="-1"),
+        ]
+    )
 
 
 CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = {
@@ -58,11 +82,19 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         "10m",
         [{"model": "v1", **ROLLBACK}],
     ),
-    "candidate 1.6x stable": (
-        stable(100, 4) + candidate("canary", 50, 3.2),
+    "candidate 1.6x stable over many users": (
+        # 6.4 % of 2,500 users against 4 % of 5,000 in 5 minutes: 4.3 standard errors
+        stable(1000, 40) + candidate("canary", 500, 32),
         "CandidateModelRegression",
         "10m",
         [{"model": "v1", **ROLLBACK}],
+    ),
+    "candidate 1.6x stable over few users: chance could do it": (
+        # 16 of 250 users against 20 of 500: 1.4 standard errors
+        stable(100, 4) + candidate("canary", 50, 3.2),
+        "CandidateModelRegression",
+        "10m",
+        [],
     ),
     "candidate 1.25x stable": (
         stable(100, 4) + candidate("canary", 50, 2.5),
@@ -82,7 +114,21 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         "10m",
         [],
     ),
-    "too few candidate requests": (
+    "one client retrying its failing request": (
+        # 4 errors a minute on the canary, all one client's: one user who met an error
+        stable()
+        + [
+            series(REQ, "0+20x60", model="v1", route="canary"),
+            series(ERR, "0+4x60", model="v1", route="canary"),
+            series(VOICES[REQ], "0+17x60", model="v1", route="canary"),
+            series(VOICES[ERR], "0+0.2x60", model="v1", route="canary"),
+        ],
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
+    "too few candidate users with an error": (
+        # every one of its 5 users met an error, but 5 users are not 10
         stable() + candidate("canary", 1, 1),
         "CandidateModelRegression",
         "10m",
@@ -107,13 +153,20 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
         [],
     ),
     "slow candidate": (
-        latency("v0", "stable", 100, 0.05) + latency("v1", "canary", 50, 2.5),
+        latency("v0", "stable", 200, 0.05) + latency("v1", "canary", 150, 2.5),
         "CandidateLatencyRegression",
         "15m",
         [{"model": "v1", **ROLLBACK}],
     ),
     "10x slower but under the 50 ms floor": (
-        latency("v0", "stable", 100, 0.005) + latency("v1", "canary", 50, 0.05),
+        latency("v0", "stable", 200, 0.005) + latency("v1", "canary", 150, 0.05),
+        "CandidateLatencyRegression",
+        "15m",
+        [],
+    ),
+    "slow candidate, but a p99 of few requests": (
+        # 250 canary requests in 5 minutes: its p99 rests on two or three of them
+        latency("v0", "stable", 200, 0.05) + latency("v1", "canary", 50, 2.5),
         "CandidateLatencyRegression",
         "15m",
         [],
@@ -230,7 +283,7 @@ def test_rollback_alert_summary_names_the_candidate(tmp_path: Path) -> None:
     rule = next(r for r in rules() if r["alert"] == "CandidateModelRegression")
     annotations = {
         **rule["annotations"],
-        "summary": "Candidate v1 error ratio 20% is over 1.5x the stable version's",
+        "summary": SUMMARY,
     }
     test = {
         "rule_files": [str(RULES)],

@@ -17,6 +17,7 @@ from tests.unit.test_monitoring_alerts import (
     ROLLBACK,
     check_alert,
     series,
+    with_voices,
 )
 from tests.unit.test_monitoring_config import RULES, rules, run, tool
 
@@ -25,7 +26,7 @@ def requests(model: str, route: str, workload: str, per_min: float, errors: floa
     out = [series(REQ, f"0+{per_min}x60", model=model, route=route, workload=workload)]
     if errors:
         out.append(series(ERR, f"0+{errors}x60", model=model, route=route, workload=workload))
-    return out
+    return with_voices(out)
 
 
 def slow(model: str, route: str, workload: str, per_min: int, upto: float):
@@ -44,10 +45,12 @@ def slow(model: str, route: str, workload: str, per_min: int, upto: float):
 
 
 def thumbs(model: str, workload: str, up: int, down: int):
-    return [
-        series(FB, f"0+{up}x90", model=model, value="1", workload=workload),
-        series(FB, f"0+{down}x90", model=model, value="-1", workload=workload),
-    ]
+    return with_voices(
+        [
+            series(FB, f"0+{up}x90", model=model, value="1", workload=workload),
+            series(FB, f"0+{down}x90", model=model, value="-1", workload=workload),
+        ]
+    )
 
 
 def both_on(stable_a: float = 0, stable_b: float = 0):
@@ -88,18 +91,18 @@ CASES = {
         fired("v2", "A"),
     ),
     "A's canary slow, B's as fast as its stable": (
-        slow("v1", "stable", "A", 100, 0.05)
-        + slow("v1", "stable", "B", 100, 0.05)
-        + slow("v2", "canary", "A", 50, 2.5)
-        + slow("v3", "canary", "B", 50, 0.05),
+        slow("v1", "stable", "A", 200, 0.05)
+        + slow("v1", "stable", "B", 200, 0.05)
+        + slow("v2", "canary", "A", 150, 2.5)
+        + slow("v3", "canary", "B", 150, 0.05),
         "CandidateLatencyRegression",
         "15m",
         fired("v2", "A"),
     ),
     "A's slow stable is A's baseline, not B's fast one": (
-        slow("v1", "stable", "A", 100, 2.5)
-        + slow("v1", "stable", "B", 100, 0.05)
-        + slow("v2", "canary", "A", 50, 2.5),
+        slow("v1", "stable", "A", 200, 2.5)
+        + slow("v1", "stable", "B", 200, 0.05)
+        + slow("v2", "canary", "A", 150, 2.5),
         "CandidateLatencyRegression",
         "15m",
         [],
@@ -148,7 +151,10 @@ def test_workload_alert_behaviour(case: str, tmp_path: Path) -> None:
 
 def test_the_summary_names_the_workload(tmp_path: Path) -> None:
     rule = next(r for r in rules() if r["alert"] == "CandidateModelRegression")
-    summary = "Candidate v2 (workload A) error ratio 20% is over 1.5x the stable version's"
+    summary = (
+        "Candidate v2 (workload A): 20% of its users met an error, over 1.5x the stable "
+        "version's share"
+    )
     test = {
         "rule_files": [str(RULES)],
         "tests": [
