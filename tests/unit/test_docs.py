@@ -38,6 +38,7 @@ ENV_ONLY = {
     "FLYWHEEL_TEST_S3RVER_OBJECT_MIB",
     "FLYWHEEL_TEST_BIG_OBJECT_MIB",
     "FLYWHEEL_TEST_CPU_REPORT",  # tests/cpu_report.py: CPU seconds per test
+    "FLYWHEEL_TEST_UI_SCREENSHOTS",  # tests/e2e/test_ui_browser.py: the docs' two pictures
 }
 OUTSIDE = re.compile(r"DESIGN|\.\./shared|shared folder|design article", re.I)
 
