@@ -34,7 +34,9 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
     workload that FLYWHEEL_WORKLOADS does not list as the shared release's, drop users who
     opted out of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
     Feedback given since the last run to traces of the last 24 hours (feedback_lookahead_hours)
-    updates their windows, which the next score and curate runs then redo.
+    updates their windows, which the next score and curate runs then redo. A forget-user or
+    retention run in flight is waited for (the erasure lease), so none runs between the read
+    and the write.
 
     Args:
         window_start: First hour to read, on the hour in UTC (e.g. 2026-11-22T10:00:00Z).

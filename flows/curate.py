@@ -77,6 +77,7 @@ def curate(window_start: datetime | None = None) -> CurateResult:
                 examples,
                 rows=[*rows, *unscored],
                 quarantined=bad,
+                opted_out=opted_out,
                 canary=canary,
                 read=rollouts.num_rows,
             )
@@ -94,17 +95,20 @@ def _commit(
     *,
     rows: Sequence[Mapping[str, Any]],
     quarantined: list[Quarantine],
+    opted_out: set[str],
     canary: dict[str, Any] | None,
     read: int,
 ) -> tuple[CurateResult, int]:
     """k-anonymity and every write of the window (held rows, the table, quarantine, review
     queue, audit), run under the erasure lease: a forget-user waits for them, and one that
-    ran since the gates read consent has tombstoned its user, whose rows (``rows``: the
-    window's rollouts) are left out here. Returns the result and how many rows were queued
-    for review."""
-    cfg = rt.settings.curate
+    ran since the gates read consent (``opted_out``) has tombstoned its user, whose rows
+    (``rows``: the window's rollouts) are left out here. Returns the result and how many
+    rows were queued for review."""
+    cfg, gates_read = rt.settings.curate, opted_out
     opted_out = training_exclusions(rt.catalog, mode=rt.settings.consent_mode)  # read again
-    examples, bad = drop_erased(examples, quarantined, rows=rows, excluded=opted_out)
+    examples, bad = drop_erased(
+        examples, quarantined, rows=rows, excluded=opted_out, before=gates_read
+    )
     state = k_state_task(rt.catalog, rt.store, window=window, opted_out=opted_out)
     if cfg.pattern_grouping == "embedding":  # paraphrases share a pattern
         examples = canonical_patterns(examples, state, threshold=cfg.paraphrase_threshold)

@@ -102,10 +102,12 @@ def forget_user_id(user_id: str) -> Erasure:
 def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
     trace spool files, rollouts, scores and held-back examples older than that many days;
-    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink),
+    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink;
+    a score past the cutoff on a trace with no observation too),
     and a read-back of the Langfuse deletes earlier forget-user runs could not confirm yet
     (Langfuse queues deletes; those still there are requested again); then expire table
-    snapshots older than the cutoff and delete the files no remaining snapshot needs. Curated training examples and the audit log are kept. Runs daily.
+    snapshots older than the cutoff and delete the files no remaining snapshot needs. Curated training examples and the audit log are kept. Runs daily, alone: it waits for the curate,
+    collect and score runs in flight (the erasure lease), and they wait for it.
 
     Args:
         days: Keep raw data this many days (0 deletes all of it and every older table

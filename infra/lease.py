@@ -144,8 +144,9 @@ class Lease:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Held alone; waits for the shared holds in flight to end (none is taken meanwhile
-        only once this one is: a stream of shared holds can delay it up to ``wait_s``)."""
+        """Held alone; waits for the shared holds in flight to end. Shared holds are still
+        granted while it waits (no writer preference), so a steady stream of them can delay
+        it up to ``wait_s``."""
         me = uuid.uuid4().hex
 
         def take(state: State) -> bool:

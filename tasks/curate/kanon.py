@@ -151,12 +151,17 @@ def drop_erased(
     *,
     rows: Sequence[Mapping[str, Any]],
     excluded: Container[str],
+    before: Container[str],
 ) -> tuple[list[CuratedExample], list[Quarantine]]:
     """``examples`` and ``quarantined`` without the traces of the named users of ``rows`` (the
-    window's rollouts) who are ``excluded`` now: read again under the erasure lease, so a
-    forget-user that ran after the window was read (and tombstoned its user) is not undone by
-    this run's writes."""
-    gone = {r["trace_id"] for r in rows if r.get("user_key") and r["user_key"] in excluded}
+    window's rollouts) who are ``excluded`` now and were not ``before`` (when the gates read
+    consent): read again under the erasure lease, so a forget-user that ran after the window
+    was read (and tombstoned its user) is not undone by this run's writes."""
+    gone = {
+        r["trace_id"]
+        for r in rows
+        if (user := r.get("user_key")) and user in excluded and user not in before
+    }
     if not gone:
         return examples, quarantined
     kept = [e for e in examples if e["trace_id"] not in gone]
