@@ -8,6 +8,7 @@ from prefect import flow
 
 from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
+from infra.lease import erasure_lease
 from infra.parameters import Hours
 from infra.runtime import Runtime
 from tasks.collect import (
@@ -35,7 +36,9 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
     workload that FLYWHEEL_WORKLOADS does not list as the shared release's, drop users who
     opted out of training, and write rollouts/window=<start>/batch.parquet. Rerunning a window replaces it.
     Feedback given since the last run to traces of the last 24 hours (feedback_lookahead_hours)
-    updates their windows, which the next score and curate runs then redo.
+    updates their windows, which the next score and curate runs then redo. A forget-user or
+    retention run in flight is waited for (the erasure lease), so none runs between the read
+    and the write.
 
     Args:
         window_start: First hour to read, on the hour in UTC (e.g. 2026-11-22T10:00:00Z).
@@ -47,19 +50,21 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
     window = window_id(start)
     with rt.reporting("collect") as report:
         source = rt.trace_source()
-        batch = read_window_task(source, start=start, hours=hours)
-        bad = invalid_rows(batch, window=window)
-        replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
-        records, duplicates = dedupe(batch.records)
-        records, unconfigured = share_unconfigured(records, rt.settings.workloads)
-        records, opted_out = drop_opted_out(
-            records, opted_out=opted_out_keys(rt.catalog), salt=rt.settings.salt()
-        )
-        data = to_parquet(records, window=window, salt=rt.settings.salt())
-        key = write_batch_task(rt.store, window=window, data=data)
-        late = refresh_feedback_task(
-            rt.store, source, lookahead_hours=rt.settings.feedback_lookahead_hours
-        )
+        # shared erasure lease: a forget-user never runs between the read and the write
+        with erasure_lease(rt.store, rt.settings).shared():
+            batch = read_window_task(source, start=start, hours=hours)
+            bad = invalid_rows(batch, window=window)
+            replace_quarantine_task(rt.catalog, stage="collect", window=window, rows=bad)
+            records, duplicates = dedupe(batch.records)
+            records, unconfigured = share_unconfigured(records, rt.settings.workloads)
+            records, opted_out = drop_opted_out(
+                records, opted_out=opted_out_keys(rt.catalog), salt=rt.settings.salt()
+            )
+            data = to_parquet(records, window=window, salt=rt.settings.salt())
+            key = write_batch_task(rt.store, window=window, data=data)
+            late = refresh_feedback_task(
+                rt.store, source, lookahead_hours=rt.settings.feedback_lookahead_hours
+            )
         result = collect_result(
             batch,
             window=window,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from prefect import flow, get_run_logger, unmapped
 from infra.errors import ObjectNotFound
 from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
+from infra.lease import erasure_lease
 from infra.metrics import StageReport
 from infra.runners import task_runner
 from infra.runtime import Runtime
@@ -18,8 +20,8 @@ from tasks.curate.canaries import plant_canaries
 from tasks.curate.canary_check import check_canaries, enforce_canaries
 from tasks.curate.commit import Curation, audit_window, commit_window
 from tasks.curate.dedup import seen_before_task
-from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
-from tasks.curate.kanon import canonical_patterns, k_anonymize, k_state_task
+from tasks.curate.gates import Gated, apply_gates, join_scores, load_inputs_task, quarantine_record
+from tasks.curate.kanon import canonical_patterns, drop_erased, k_anonymize, k_state_task
 from tasks.curate.rows import Candidate, CuratedExample
 from tasks.curate.summary import CurateResult, publish_curate, report_curate, window_result
 from tasks.datasets import Quarantine, training_exclusions
@@ -68,22 +70,61 @@ def curate(window_start: datetime | None = None) -> CurateResult:
         gated = apply_gates(rows, cfg, opted_out=opted_out, seen_before=earlier)
         examples, broken, canary = _anonymize(rt, report, gated.kept, windows=[*stale, window])
         bad = [quarantine_record(r, "no score row for this trace") for r in unscored] + broken
-        state = k_state_task(rt.catalog, rt.store, window=window, opted_out=opted_out)
-        if cfg.pattern_grouping == "embedding":  # paraphrases share a pattern
-            examples = canonical_patterns(examples, state, threshold=cfg.paraphrase_threshold)
-        decision = k_anonymize(
-            examples, pending=state.pending, table_members=state.members, k=cfg.k_anonymity
-        )
-        done = Curation(window, gated, decision, state, bad, opted_out, canary)
-        snapshot, per_trace = commit_window(rt, done)
-        review = queue_for_review(rt, report, window=window, rows=decision.release)
-        pii = count_entities(examples)
-        audit_window(rt, done, pii=pii, per_trace=per_trace)
-        result = window_result(done, read=rollouts.num_rows, pii=pii, snapshot_id=snapshot)
-        report_curate(report, result)
-    publish_curate(result, queued=len(review))
+        with erasure_lease(rt.store, rt.settings).shared():  # no erasure from read to write
+            result, queued = _commit(
+                rt,
+                report,
+                window,
+                gated,
+                examples,
+                rows=[*rows, *unscored],
+                quarantined=bad,
+                opted_out=opted_out,
+                canary=canary,
+                read=rollouts.num_rows,
+            )
+    publish_curate(result, queued=queued)
     result.recurated = _recurate(rt, stale)
     return result
+
+
+def _commit(
+    rt: Runtime,
+    report: StageReport,
+    window: str,
+    gated: Gated,
+    examples: list[CuratedExample],
+    *,
+    rows: Sequence[Mapping[str, Any]],
+    quarantined: list[Quarantine],
+    opted_out: set[str],
+    canary: dict[str, Any] | None,
+    read: int,
+) -> tuple[CurateResult, int]:
+    """k-anonymity and every write of the window (held rows, the table, quarantine, review
+    queue, audit), run under the erasure lease: a forget-user waits for them, and one that
+    ran since the gates read consent (``opted_out``) has tombstoned its user, whose rows
+    (``rows``: the window's rollouts) are left out here. Returns the result and how many
+    rows were queued for review."""
+    cfg, gates_read = rt.settings.curate, opted_out
+    opted_out = training_exclusions(rt.catalog, mode=rt.settings.consent_mode)  # read again
+    examples, bad = drop_erased(
+        examples, quarantined, rows=rows, excluded=opted_out, before=gates_read
+    )
+    state = k_state_task(rt.catalog, rt.store, window=window, opted_out=opted_out)
+    if cfg.pattern_grouping == "embedding":  # paraphrases share a pattern
+        examples = canonical_patterns(examples, state, threshold=cfg.paraphrase_threshold)
+    decision = k_anonymize(
+        examples, pending=state.pending, table_members=state.members, k=cfg.k_anonymity
+    )
+    done = Curation(window, gated, decision, state, bad, opted_out, canary)
+    snapshot, per_trace = commit_window(rt, done)
+    review = queue_for_review(rt, report, window=window, rows=decision.release)
+    pii = count_entities(examples)
+    audit_window(rt, done, pii=pii, per_trace=per_trace)
+    result = window_result(done, read=read, pii=pii, snapshot_id=snapshot)
+    report_curate(report, result)
+    return result, len(review)
 
 
 def _anonymize(

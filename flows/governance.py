@@ -9,6 +9,7 @@ from prefect import flow, get_run_logger
 from infra.catalog import SCHEMAS
 from infra.consent import tombstone
 from infra.flow_docs import described
+from infra.lease import erasure_lease
 from infra.parameters import Days, UserKey
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
@@ -48,7 +49,9 @@ def forget_user(user_key: UserKey) -> Erasure:
     derived from the key, not the key: one per request, so asking again never overwrites
     an earlier request's records. Every model version that trained on the user's data
     is recorded with the receipt; the weekly run replaces a serving one before the deadline
-    (`flywheel erasure-status RECEIPT`). Do not run while curate or train is committing.
+    (`flywheel erasure-status RECEIPT`). Runs alone: it waits for the curate, collect and
+    score runs in flight to write what they read, and they wait for it (the erasure lease);
+    a second request for the same person waits its turn and gets a case of its own.
 
     Never type a user id or e-mail address here: run parameters are stored for good. Run
     `flywheel forget-user USER_ID` instead, which hashes the id on your machine and starts
@@ -62,7 +65,8 @@ def forget_user(user_key: UserKey) -> Erasure:
     key = check_user_key(user_key)
     rt = Runtime.from_env()
     salt = rt.settings.salt()
-    with rt.reporting("forget-user"):
+    # alone: no other erasure, and no curate, collect or score between a read and its write
+    with erasure_lease(rt.store, rt.settings).exclusive(), rt.reporting("forget-user"):
         receipt, earlier = request_receipts_task(rt.store, rt.catalog, key)  # one per request
         result = Erasure(receipt=receipt)
         trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
@@ -101,10 +105,12 @@ def forget_user_id(user_id: str) -> Erasure:
 def retention(days: Days | None = None) -> Erasure:
     """Delete raw data past its retention period (default FLYWHEEL_RAW_RETENTION_DAYS, 90):
     trace spool files, rollouts, scores and held-back examples older than that many days;
-    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink),
+    traces and scores in Langfuse older than that (when Langfuse is the trace source or sink;
+    a score past the cutoff on a trace with no observation too),
     and a read-back of the Langfuse deletes earlier forget-user runs could not confirm yet
     (Langfuse queues deletes; those still there are requested again); then expire table
-    snapshots older than the cutoff and delete the files no remaining snapshot needs. Curated training examples and the audit log are kept. Runs daily.
+    snapshots older than the cutoff and delete the files no remaining snapshot needs. Curated training examples and the audit log are kept. Runs daily, alone: it waits for the curate,
+    collect and score runs in flight (the erasure lease), and they wait for it.
 
     Args:
         days: Keep raw data this many days (0 deletes all of it and every older table
@@ -114,7 +120,8 @@ def retention(days: Days | None = None) -> Erasure:
     keep_days = rt.settings.raw_retention_days if days is None else days
     cutoff = datetime.now(UTC) - timedelta(days=keep_days)
     result = Erasure()
-    with rt.reporting("retention") as report:
+    lease = erasure_lease(rt.store, rt.settings)  # curate never writes back what this deletes
+    with lease.exclusive(), rt.reporting("retention") as report:
         result.objects_deleted = delete_objects_task(
             rt.store, expired_raw_objects(rt.store, cutoff)
         )

@@ -9,6 +9,7 @@ from prefect import flow
 
 from infra.flow_docs import described
 from infra.keys import parse_window_start, window_id
+from infra.lease import erasure_lease
 from infra.parameters import Hours
 from infra.runners import task_runner
 from infra.runtime import Runtime
@@ -44,8 +45,10 @@ def score(window_start: datetime | None = None, hours: Hours = 1) -> ScoreResult
     with rt.reporting("score") as report:
         scorer = Scorer(rt.settings)
         with task_runner(rt.settings) as runner:  # a temporary cluster lives only this long
+            lease = erasure_lease(rt.store, rt.settings)  # no forget-user from read to write
             for window in windows:
-                done = score_window(rt, runner, scorer, report, window, stale=window in stale)
+                with lease.shared():
+                    done = score_window(rt, runner, scorer, report, window, stale=window in stale)
                 if done is not None:
                     keys.append(done[0])
                     scored[window] = done[1]

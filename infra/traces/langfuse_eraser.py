@@ -18,6 +18,13 @@ counts against Langfuse Cloud's daily ``trace-delete`` budget). Every trace id f
 tables know for the user is requested, listed or not: a trace without observations (a
 feedback score, its comment, is all Langfuse holds of it) is in no observation list.
 ``DELETE /api/public/traces/{id}`` one by one only where the batch endpoint is missing.
+Every delete request spends the budget, so none is retried but on a 429 (nothing was done);
+a delete that still fails is *deferred*: the next retention run requests it again. A listed
+item whose ``traceId`` is null names no trace (never the id ``"None"``).
+
+Retention deletes the traces with an observation past the cutoff and the *orphans*: traces
+with a score past the cutoff and no observation (a feedback score on a trace whose
+observations are gone or never came), which no observation list finds (v3 scores, else v2).
 
 Confirming: Langfuse queues deletes (answered at once, also for unknown ids; its worker deletes
 a few seconds later), so a delete is *requested* until a read-back finds nothing of the trace
@@ -32,7 +39,6 @@ reads it again later. A daily budget that runs out defers the remaining deletes 
 from __future__ import annotations
 
 import logging
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,6 +47,13 @@ from typing import Any
 from infra.errors import SourceError, SourceUnavailable, TransientSourceError
 from infra.privacy import user_key as hash_user
 from infra.traces.langfuse_http import V2_OBSERVATIONS_MAX, LangfuseHttp
+from infra.traces.langfuse_scan import (
+    list_filters,
+    listed_trace_ids,
+    quoted,
+    scan_windows,
+    score_trace,
+)
 from infra.traces.mapping import iso_utc
 
 log = logging.getLogger(__name__)
@@ -127,22 +140,26 @@ class LangfuseEraser(LangfuseHttp):
         return done
 
     def expire(self, cutoff: datetime) -> LangfuseDeletion:
-        """Delete the traces with an observation (v1: a timestamp) before ``cutoff`` (within
-        :attr:`scan_days` of it).
+        """Delete the traces with an observation (v1: a timestamp) before ``cutoff``, and those
+        with only a score before it (no observation: a feedback score, its comment, is all
+        Langfuse holds of them), within :attr:`scan_days` of it.
 
         Raises:
             SourceError: the server lists no traces (404 to both lists).
         """
         try:
-            old = self._list_before(cutoff)
+            listed = self._list_before(cutoff)
         except SourceUnavailable:
             raise SourceError(
                 f"Langfuse at {self.host} answers 404 to both trace lists (v2 observations, "
                 "v1 traces): retention cannot find the traces past their age there"
             ) from None
-        done = self.request_deletes(old)
-        if self.api == "v2":
-            done.confirmed = sorted(set(done.requested) - self._list_before(cutoff))
+        orphans = self._orphans_before(cutoff, known=listed)
+        done = self.request_deletes(listed | orphans)
+        asked = set(done.requested)
+        if self.api == "v2":  # a fresh listing tells for the listed ones
+            gone = (asked & listed) - self._list_before(cutoff)
+            done.confirmed = sorted(gone | self.confirm(asked & orphans)[0])
         else:
             done.confirmed = sorted(self.confirm(done.requested)[0])
         return done
@@ -177,26 +194,25 @@ class LangfuseEraser(LangfuseHttp):
             chunk = ids[i : i + self.delete_batch]
             try:
                 self._delete_batch(chunk)
-            except TransientSourceError as exc:
-                if exc.retry_after_s is None or exc.retry_after_s <= self.policy.max_retry_after_s:
-                    raise
+            except TransientSourceError as exc:  # not retried: a later run requests them again
                 done.deferred, done.retry_after_s = ids[i:], exc.retry_after_s
                 log.warning(
-                    "Langfuse delete budget spent: %d deletes deferred (retry after %.0f s)",
+                    "Langfuse trace deletes failed (%s): %d deferred to the next retention run",
+                    exc,
                     len(done.deferred),
-                    exc.retry_after_s,
                 )
                 break
             done.requested += chunk
         return done
 
     def _delete_batch(self, chunk: list[str]) -> None:
+        # each try spends the daily trace-delete budget: only a 429 (nothing done) is retried
         try:
-            self.send("trace delete", "DELETE", _V1, json={"traceIds": chunk})
+            self.send("trace delete", "DELETE", _V1, json={"traceIds": chunk}, idempotent=False)
         except SourceUnavailable:  # an older server without the batch endpoint
             for tid in chunk:
                 try:
-                    self.send("trace delete", "DELETE", f"{_V1}/{_q(tid)}")
+                    self.send("trace delete", "DELETE", f"{_V1}/{quoted(tid)}", idempotent=False)
                 except SourceUnavailable:
                     continue  # already gone
 
@@ -209,7 +225,7 @@ class LangfuseEraser(LangfuseHttp):
             if user and hash_user(user, salt) == key:
                 return user
         try:
-            for start, end in _windows(datetime.now(UTC) + timedelta(days=1), self.scan_days):
+            for start, end in scan_windows(datetime.now(UTC) + timedelta(days=1), self.scan_days):
                 for item in self._items(after=start, before=end, fields="core,basic"):
                     user = item.get("userId")
                     if user and hash_user(user, salt) == key:
@@ -241,7 +257,7 @@ class LangfuseEraser(LangfuseHttp):
         if self._v1_trace_served is False:
             return False, None
         try:
-            path = f"{_V1}/{_q(trace_id)}"
+            path = f"{_V1}/{quoted(trace_id)}"
             trace = self.send("v1 trace", "GET", path, params={"fields": "core"})
         except SourceUnavailable as exc:  # not found, or the endpoint is off (events_only)
             self._v1_trace_served = exc.not_found
@@ -284,15 +300,51 @@ class LangfuseEraser(LangfuseHttp):
 
     def _list(self, *, user_id: str) -> set[str]:
         """Trace ids of the user's traces (the ``userId`` filter narrows the list)."""
-        return {str(item["traceId"]) for item in self._items(user_id=user_id)}
+        return listed_trace_ids(self._items(user_id=user_id))
 
     def _list_before(self, cutoff: datetime) -> set[str]:
         """Trace ids with an observation (v1: a timestamp) in the :attr:`scan_days` before
         ``cutoff``, window by window."""
         ids: set[str] = set()
-        for start, end in _windows(cutoff, self.scan_days):
-            ids |= {str(i["traceId"]) for i in self._items(after=start, before=end)}
+        for start, end in scan_windows(cutoff, self.scan_days):
+            ids |= listed_trace_ids(self._items(after=start, before=end))
         return ids
+
+    def _orphans_before(self, cutoff: datetime, *, known: set[str]) -> set[str]:
+        """Trace ids with a score before ``cutoff`` (within :attr:`scan_days`), not in
+        ``known``, of which no observation (v1: no trace) is left."""
+        scored: set[str] = set()
+        for start, end in scan_windows(cutoff, self.scan_days):
+            scored |= self._score_traces(start, end)
+        return {t for t in sorted(scored - known) if not self._observed(t)}
+
+    def _observed(self, trace_id: str) -> bool:
+        """Whether Langfuse holds an observation of the trace (v1: the trace itself)."""
+        if self._v2():
+            query = {"traceId": trace_id, "limit": 1, "fields": "core"}
+            return bool(self.send("v2 observations", "GET", _V2, params=query).get("data"))
+        return self._v1_trace(trace_id) is not None
+
+    def _score_traces(self, start: datetime, end: datetime) -> set[str]:
+        """Trace ids of the scores in ``[start, end)`` (v3, else v2 scores; none where
+        neither is served); scores of a session or dataset run name no trace."""
+        window = {"fromTimestamp": iso_utc(start), "toTimestamp": iso_utc(end)}
+        for api in ("v3", "v2") if self._scores_api is None else (self._scores_api,):
+            if not api:
+                return set()
+            query = {**window, "limit": self.limit()}
+            try:
+                if api == "v3":
+                    query["fields"] = "subject"
+                    items = list(self._cursor_pages(query, path=_SCORES[api], what="v3 scores"))
+                else:
+                    items = list(self._numbered_pages(query, path=_SCORES[api], what="v2 scores"))
+            except SourceUnavailable:
+                continue
+            self._scores_api = api
+            return {t for item in items if (t := score_trace(item))}
+        self._scores_api = ""
+        return set()
 
     def _items(
         self,
@@ -305,11 +357,11 @@ class LangfuseEraser(LangfuseHttp):
         """Observations (v2) or traces (v1, with ``traceId`` set) matching the filters."""
         if self._v2():
             query: dict[str, Any] = {"fields": fields, "limit": self.limit(V2_OBSERVATIONS_MAX)}
-            query |= _filters(user_id, after, before, "fromStartTime", "toStartTime")
+            query |= list_filters(user_id, after, before, "fromStartTime", "toStartTime")
             yield from self._cursor_pages(query)
             return
         query = {"fields": "core", "limit": self.limit()}
-        query |= _filters(user_id, after, before, "fromTimestamp", "toTimestamp")
+        query |= list_filters(user_id, after, before, "fromTimestamp", "toTimestamp")
         for trace in self._numbered_pages(query):
             yield {**trace, "traceId": trace["id"]}
 
@@ -328,52 +380,30 @@ class LangfuseEraser(LangfuseHttp):
                 self.api = "v1"
         return self.api == "v2"
 
-    def _cursor_pages(self, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _cursor_pages(
+        self, query: dict[str, Any], *, path: str = _V2, what: str = "v2 observations"
+    ) -> Iterator[dict[str, Any]]:
         cursor: str | None = None
         while True:
             params = {**query, **({"cursor": cursor} if cursor else {})}
-            body = self.send("v2 observations page", "GET", _V2, params=params)
+            body = self.send(f"{what} page", "GET", path, params=params)
             data = body.get("data") or []
             yield from data
             nxt = (body.get("meta") or {}).get("cursor")
             if not nxt or not data:
                 return
             if nxt == cursor:
-                raise SourceError("Langfuse returned the same cursor twice for v2 observations")
+                raise SourceError(f"Langfuse returned the same cursor twice for {what}")
             cursor = nxt
 
-    def _numbered_pages(self, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _numbered_pages(
+        self, query: dict[str, Any], *, path: str = _V1, what: str = "v1 traces"
+    ) -> Iterator[dict[str, Any]]:
         page = 1
         while True:
-            body = self.send("v1 traces page", "GET", _V1, params={**query, "page": page})
+            body = self.send(f"{what} page", "GET", path, params={**query, "page": page})
             data = body.get("data") or []
             yield from data
             if not data or page >= int((body.get("meta") or {}).get("totalPages") or 0):
                 return
             page += 1
-
-
-def _q(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
-
-
-def _filters(
-    user_id: str | None, after: datetime | None, before: datetime | None, lo: str, hi: str
-) -> dict[str, str]:
-    """The list's ``userId`` and time filters (``lo``/``hi``: the API's names for them)."""
-    query = {"userId": user_id} if user_id else {}
-    if after:
-        query[lo] = iso_utc(after)
-    if before:
-        query[hi] = iso_utc(before)
-    return query
-
-
-def _windows(end: datetime, days: int) -> Iterator[tuple[datetime, datetime]]:
-    """``[start, end)`` spans going back from ``end``, 1, 1, 2, 4 ... days long, ``days`` in
-    all: each narrow enough for Langfuse, the recent past (where traces are) finely."""
-    covered = 0
-    while covered < days:
-        step = min(max(covered, 1), days - covered)
-        yield end - timedelta(days=covered + step), end - timedelta(days=covered)
-        covered += step

@@ -7,13 +7,18 @@ group as soon as it reaches k (the released rows keep their own window and are w
 releasing window's commit). Users who withdrew consent count for nothing and their held rows
 are never released. Held rows older than the raw-retention period are deleted by the retention
 flow.
+
+Held rows are written with a plain put: curate's k-anonymity step, from its read of the held
+rows to its last write, holds the erasure lease shared (``flows.curate``), and forget-user and
+retention, which rewrite these objects too, hold it exclusive, so neither writes back what it
+read before the other changed it.
 """
 
 from __future__ import annotations
 
 import io
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 
     from infra.store import ObjectStore
     from tasks.curate.rows import CuratedExample
+    from tasks.datasets import Quarantine
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
@@ -137,6 +143,30 @@ def k_state(catalog: Catalog, store: ObjectStore, *, window: str, opted_out: set
     ]
     withdrawn = sum(1 for r in data if r["user_key"] in opted_out and r["window"] != window)
     return KState(members=dict(members), in_table=in_table, pending=pending, withdrawn=withdrawn)
+
+
+def drop_erased(
+    examples: list[CuratedExample],
+    quarantined: list[Quarantine],
+    *,
+    rows: Sequence[Mapping[str, Any]],
+    excluded: Container[str],
+    before: Container[str],
+) -> tuple[list[CuratedExample], list[Quarantine]]:
+    """``examples`` and ``quarantined`` without the traces of the named users of ``rows`` (the
+    window's rollouts) who are ``excluded`` now and were not ``before`` (when the gates read
+    consent): read again under the erasure lease, so a forget-user that ran after the window
+    was read (and tombstoned its user) is not undone by this run's writes."""
+    gone = {
+        r["trace_id"]
+        for r in rows
+        if (user := r.get("user_key")) and user in excluded and user not in before
+    }
+    if not gone:
+        return examples, quarantined
+    kept = [e for e in examples if e["trace_id"] not in gone]
+    bad = [q for q in quarantined if not any(t in q["record"] for t in gone)]
+    return kept, bad
 
 
 def read_held(store: ObjectStore, *, exclude_window: str | None = None) -> list[CuratedExample]:

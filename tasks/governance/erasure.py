@@ -12,7 +12,9 @@ import io
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,8 +22,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prefect import task
 
+from infra.cas import compare_and_swap
 from infra.consent import erasure_receipt
-from infra.keys import ROLLOUTS_PREFIX, TRACES_PREFIX
+from infra.errors import ObjectNotFound, PreconditionFailed
+from infra.keys import MODELS_PREFIX, ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
 from infra.retries import IO_RETRIES
@@ -36,6 +40,7 @@ log = logging.getLogger(__name__)
 
 KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 TEXT_SUFFIXES = (".json", ".yaml", ".yml", ".md", ".txt", ".csv")
+SCRUBBED = (".jsonl", ".parquet", *TEXT_SUFFIXES)
 USER_TABLES = [
     "training_examples",
     "preference_pairs",
@@ -215,30 +220,58 @@ def scrub_objects(
     """Rewrite every object of the store without the user's data (spool lines, parquet rows,
     mentions of the key in text objects); returns (objects rewritten, objects deleted)."""
     rewritten = deleted = 0
-    for obj in store.list():
-        if skip_prefix and obj.startswith(skip_prefix):
-            continue
-        data = store.get(obj) if obj.endswith((".jsonl", ".parquet", *TEXT_SUFFIXES)) else None
-        if data is None:
-            continue
+    marker = f"forgotten-{erasure_receipt(key)[:16]}"
+
+    def scrub(obj: str, data: bytes) -> bytes:
         if obj.endswith(".jsonl"):
-            new = _scrub_jsonl(data, key, salt, trace_ids)
-        elif obj.endswith(".parquet"):
-            new = _scrub_parquet(data, key, salt, trace_ids)
-        else:
-            text = data.decode("utf-8", "replace")
-            marker = f"forgotten-{erasure_receipt(key)[:16]}"
-            new = text.replace(key, marker).encode() if key in text else data
-        if new == data:
+            return _scrub_jsonl(data, key, salt, trace_ids)
+        if obj.endswith(".parquet"):
+            return _scrub_parquet(data, key, salt, trace_ids)
+        text = data.decode("utf-8", "replace")
+        return text.replace(key, marker).encode() if key in text else data
+
+    for obj in store.list():
+        if (skip_prefix and obj.startswith(skip_prefix)) or not obj.endswith(SCRUBBED):
             continue
-        if new:
-            if not rewrite_published_file(store, obj, new):  # a model's manifest follows
-                store.put(obj, new)
-            rewritten += 1
-        else:
-            store.delete(obj)
-            deleted += 1
+        done = scrub_object(store, obj, partial(scrub, obj))
+        rewritten += done == "rewritten"
+        deleted += done == "deleted"
     return rewritten, deleted
+
+
+def scrub_object(store: ObjectStore, obj: str, scrub: Callable[[bytes], bytes]) -> str | None:
+    """Rewrite one object as ``scrub`` turns its bytes, by compare-and-swap: read with its
+    ETag, write only if nobody wrote since; a concurrent writer's object is read and scrubbed
+    again (its new content is scrubbed too, never overwritten blindly). Returns ``rewritten``,
+    ``deleted`` (nothing else was left) or None (nothing of the user, or gone)."""
+
+    def read() -> tuple[bytes, str] | None:
+        try:
+            return store.get_versioned(obj)
+        except ObjectNotFound:
+            return None
+
+    def decide(found: tuple[bytes, str] | None) -> bytes | None:
+        if found is None or (new := scrub(found[0])) == found[0]:
+            return None
+        return new
+
+    def write(found: tuple[bytes, str] | None, new: bytes) -> str:
+        assert found is not None  # decide wrote nothing for a missing object
+        if not new:  # the store has no conditional delete: check the ETag just before (the
+            # writers that rewrite these objects hold the erasure lease this run holds alone)
+            if read() != found:
+                raise PreconditionFailed(f"{obj} changed while it was scrubbed")
+            store.delete(obj)
+            return "deleted"
+        if not (obj.startswith(MODELS_PREFIX) and rewrite_published_file(store, obj, new)):
+            store.put_if(obj, new, etag=found[1])  # a model's files are immutable once published
+        return "rewritten"
+
+    _found, done = compare_and_swap(
+        read, decide, write, operation="erasure.scrub", retry_on=(PreconditionFailed,)
+    )
+    return done
 
 
 def _scrub_jsonl(data: bytes, key: str, salt: str, trace_ids: set[str]) -> bytes:

@@ -17,7 +17,14 @@ from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
 from infra.runtime import Runtime
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.erasure import Erasure
-from tasks.governance.reach import ErasureCase, load_case, new_case, publish_gauges, save_case
+from tasks.governance.reach import (
+    ErasureCase,
+    create_case,
+    load_case,
+    new_case,
+    publish_gauges,
+    save_case,
+)
 from tasks.governance.replacement import mark_retired, retire_versions
 from tasks.release.serving import unload_unrouted
 
@@ -171,7 +178,7 @@ def open_case(
     idle = {v for v, e in case.versions.items() if e.role != "retired"}
     if case.status == "done" and idle:
         case.status = "pending"  # until retired: the weekly run retires them if this fails
-    save_case(rt.store, case)
+    create_case(rt.store, case)  # the receipt is this request's alone (request_receipts)
     if idle and case.status == "pending" and not case.serving_roles():
         try:
             retire_cases(rt, routing, [case], idle, serving=state.stable, how="not serving")

@@ -97,6 +97,16 @@ def save_case(store: ObjectStore, case: ErasureCase) -> None:
     store.put(case_key(case.receipt), case.model_dump_json(indent=2).encode())
 
 
+def create_case(store: ObjectStore, case: ErasureCase) -> None:
+    """Write a new case, only if none exists under its receipt (an earlier request's case is
+    never replaced).
+
+    Raises:
+        PreconditionFailed: a case already exists under the receipt.
+    """
+    store.put_if(case_key(case.receipt), case.model_dump_json(indent=2).encode(), etag=None)
+
+
 def load_case(store: ObjectStore, receipt: str) -> ErasureCase:
     """The case of ``receipt``.
 

@@ -10,8 +10,11 @@ The first request's receipt is ``sha256("flywheel-forget:" + key)`` (as before, 
 the user's consent tombstone); the n-th one's is ``sha256("flywheel-forget:" + key + ":" + n)``.
 A person holding the key can therefore still prove every erasure happened (compute the
 receipts in turn), while no receipt reveals the key. A receipt is taken once any of its
-records exists: its ledger entry, its case, or its ``governance.forget_user`` audit event (a
-request that found no data leaves only that).
+records exists: its claim (``governance/receipts/<receipt>.json``, created create-only by the
+request that takes it, before anything else), its ledger entry, its case, or its
+``governance.forget_user`` audit event (requests from before claims existed). Two requests for
+one person at once (forget-user runs alone, but a lease can expire) cannot take the same
+receipt: the second one's create fails and it takes the next.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 from prefect import task
 
 from infra.consent import erasure_receipt
+from infra.errors import PreconditionFailed
 from infra.keys import ERASED_PREFIX, ERASURE_CASES_PREFIX
 from infra.retries import IO_RETRIES
 
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 FORGET_EVENT = "governance.forget_user"
+RECEIPTS_PREFIX = "governance/receipts/"  # one empty claim per receipt taken
 
 
 def forget_receipt(key: str, request: int = 1) -> str:
@@ -47,21 +52,33 @@ def _taken(store: ObjectStore, catalog: Catalog) -> set[str]:
     from infra.catalog import scan
 
     taken: set[str] = set()
-    for prefix in (ERASED_PREFIX, ERASURE_CASES_PREFIX):
+    for prefix in (RECEIPTS_PREFIX, ERASED_PREFIX, ERASURE_CASES_PREFIX):
         taken |= {k[len(prefix) : -len(".json")] for k in store.list(prefix) if k.endswith(".json")}
     events = scan(catalog, "audit_log", EqualTo("event_type", FORGET_EVENT))
     return taken | set(events.column("subject").to_pylist())
 
 
 def request_receipts(store: ObjectStore, catalog: Catalog, key: str) -> tuple[str, list[str]]:
-    """(this request's receipt, the receipts of the user's earlier requests, oldest first)."""
+    """(this request's receipt, claimed for it alone; the receipts of the user's earlier
+    requests, oldest first)."""
     taken = _taken(store, catalog)
     earlier: list[str] = []
     n = 1
-    while (receipt := forget_receipt(key, n)) in taken:
+    while True:
+        receipt = forget_receipt(key, n)
+        if receipt not in taken and _claim(store, receipt):
+            return receipt, earlier
         earlier.append(receipt)
         n += 1
-    return receipt, earlier
+
+
+def _claim(store: ObjectStore, receipt: str) -> bool:
+    """Create the receipt's claim; False when another request created it first."""
+    try:
+        store.put_if(f"{RECEIPTS_PREFIX}{receipt}.json", b"{}", etag=None)
+    except PreconditionFailed:
+        return False
+    return True
 
 
 @task(**IO_RETRIES)

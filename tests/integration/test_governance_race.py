@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from infra.catalog import get_table, open_catalog, scan
-from infra.lease import LeaseBusy, TableLease
+from infra.lease import TABLES_LEASE, Lease, LeaseBusy
 from infra.settings import get_settings
 from infra.store import LocalStore, open_store
 from tests.data.pii_corpus import plant_window
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_exclusive_waits_for_shared_and_shared_waits_for_exclusive(tmp_path) -> None:
-    lease = TableLease(LocalStore(tmp_path), wait_s=0.5, poll_s=0.05)
+    lease = Lease(LocalStore(tmp_path), TABLES_LEASE, wait_s=0.5, poll_s=0.05)
     with lease.shared(), lease.shared():
         with pytest.raises(LeaseBusy):
             with lease.exclusive():
@@ -40,7 +40,7 @@ def test_exclusive_waits_for_shared_and_shared_waits_for_exclusive(tmp_path) -> 
     t = threading.Thread(target=hold)
     t.start()
     time.sleep(0.2)
-    slow = TableLease(LocalStore(tmp_path), wait_s=10, poll_s=0.05)
+    slow = Lease(LocalStore(tmp_path), TABLES_LEASE, wait_s=10, poll_s=0.05)
     threading.Timer(0.3, released.set).start()
     with slow.exclusive():  # granted once the commit lets go
         assert released.is_set()

@@ -23,10 +23,11 @@ V2_OBSERVATIONS_MAX = 1000
 
 @dataclass
 class FakeObservation:
-    """One observation (span, generation, tool ...) of a trace."""
+    """One observation (span, generation, tool ...) of a trace (``trace_id`` None: Langfuse
+    lists it with a null ``traceId``, as the API's schema allows)."""
 
     id: str
-    trace_id: str
+    trace_id: str | None
     start_time: datetime
     type: str = "GENERATION"
     end_time: datetime | None = None
@@ -56,15 +57,17 @@ class FakeTrace:
 
 @dataclass
 class FakeScore:
-    """A score on a trace (a trace's scores are deleted with it)."""
+    """A score on a trace (a trace's scores are deleted with it); ``trace_id`` None: a
+    session's score (``session_id``), which names no trace."""
 
     id: str
-    trace_id: str
+    trace_id: str | None
     value: float | bool
     timestamp: datetime
     name: str = "user_feedback"
     data_type: str = "NUMERIC"
     comment: str | None = None  # what the user typed with their feedback
+    session_id: str | None = None
 
 
 class HTTPError(Exception):

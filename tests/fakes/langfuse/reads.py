@@ -301,6 +301,7 @@ def _score_core(s: FakeScore) -> dict[str, Any]:
 
 def _score_v2(s: FakeScore) -> dict[str, Any]:
     body = {**_score_core(s), "traceId": s.trace_id, "observationId": None, "comment": s.comment}
+    body["sessionId"] = s.session_id
     if s.data_type == "BOOLEAN":
         body.update(value=1.0 if s.value else 0.0, stringValue="True" if s.value else "False")
     return body
@@ -329,8 +330,12 @@ def scores_v3(q: dict[str, list[str]], scores: list[FakeScore]) -> dict[str, Any
     data = []
     for s in page:
         item = _score_core(s)
-        if "subject" in groups:
-            item["subject"] = {"kind": "trace", "id": s.trace_id}
+        if "subject" in groups:  # a session's score names the session, not a trace
+            item["subject"] = (
+                {"kind": "trace", "id": s.trace_id}
+                if s.trace_id
+                else {"kind": "session", "id": s.session_id}
+            )
         if "details" in groups:
             item.update(comment=s.comment, configId=None, metadata={})
         data.append(item)
