@@ -33,6 +33,7 @@ import random
 import time
 from collections.abc import Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
@@ -204,6 +205,17 @@ class Gateway:
             )
             self.spawn(shadow)
         prompt_group = random_hex()
+        siblings = (
+            partial(
+                self.spawn_siblings,
+                req,
+                decision=decision,
+                params=[replace(params, temperature=t) for t in temperatures[1:]],
+                group=prompt_group,
+            )
+            if diverse
+            else None
+        )
         answered = False
         try:
             if req.stream:
@@ -217,6 +229,9 @@ class Gateway:
                     prompt_group=prompt_group,
                     pairing_id=pairing_id,
                     reveal=admin,
+                    # a stream's siblings start once it has ended well: not at its first token
+                    # (they would compete with it), never for a client that hung up
+                    on_end=(lambda ok: ok and siblings()) if siblings is not None else None,
                 )
             else:
                 response = await self.answer(
@@ -232,26 +247,31 @@ class Gateway:
         finally:
             if stable_answered is not None:
                 stable_answered.set_result(answered)
-        if diverse and answered:
-            # siblings start once the user's own call has answered (its reply goes out before
-            # they run): they never compete with it; never awaited. A request refused or
-            # failed gets none (they would only fail or be refused likewise)
-            for temp in temperatures[1:]:
-                sibling = replace(params, temperature=temp)
-                spawned = self.spawn(
-                    run_sibling(
-                        self.pool,
-                        self.recorder,
-                        req,
-                        decision=decision,
-                        params=sibling,
-                        group=prompt_group,
-                        started=time.perf_counter(),
-                    )
-                )
-                if not spawned:
-                    self.recorder.metrics.siblings_skipped.inc()
+        if siblings is not None and answered and not req.stream:
+            siblings()
         return response
+
+    def spawn_siblings(
+        self, req: ChatRequest, *, decision: Decision, params: list[GenParams], group: str
+    ) -> None:
+        """Start the diverse-sampling siblings of an answered request (each at its own
+        ``params``), never awaited: once the user's own call has answered (its reply goes out
+        before they run), so they never compete with it. A request refused or failed gets none
+        (they would only fail or be refused likewise)."""
+        for sibling in params:
+            spawned = self.spawn(
+                run_sibling(
+                    self.pool,
+                    self.recorder,
+                    req,
+                    decision=decision,
+                    params=sibling,
+                    group=group,
+                    started=time.perf_counter(),
+                )
+            )
+            if not spawned:
+                self.recorder.metrics.siblings_skipped.inc()
 
     async def answer(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
@@ -45,11 +45,14 @@ async def stream_chat(
     prompt_group: str,
     pairing_id: str | None,
     reveal: bool = False,
+    on_end: Callable[[bool], object] | None = None,
 ) -> Response:
     """Stream the answer as SSE chunks. The first piece is awaited before the response starts,
     so an upstream that fails at once still gets a proper status (or, on the canary, the stable
     version's answer). ``reveal``: the response names the version and route that served it
-    (a request with the admin token; see :mod:`infra.gateway.chat`)."""
+    (a request with the admin token; see :mod:`infra.gateway.chat`). ``on_end``: called once
+    the stream is over, with whether the client got the whole answer (False: the upstream
+    failed mid-answer or the client hung up)."""
 
     async def first_piece(version: str) -> tuple[Completion, Pieces]:
         pieces = pool.get(version).stream(req.messages, params)
@@ -87,6 +90,7 @@ async def stream_chat(
         started=served.started,
         prompt_group=prompt_group,
         pairing_id=served.pairing_id,
+        on_end=on_end,
     )
     shown = (served.version, served.route) if reveal else None
     return EventStream(
@@ -109,6 +113,7 @@ async def _relay(
     started: float,
     prompt_group: str,
     pairing_id: str | None,
+    on_end: Callable[[bool], object] | None,
 ) -> AsyncGenerator[bytes, None]:
     total = Completion(text="", finish_reason=None, logprobs=None)
     texts: list[str] = []
@@ -181,3 +186,5 @@ async def _relay(
             prompt_group=prompt_group,
             pairing_id=pairing_id,
         )
+        if on_end is not None:
+            on_end(ok)

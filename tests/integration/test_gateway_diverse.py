@@ -1,5 +1,6 @@
 """Diverse sampling respects the caller (issue 15 item 5): the caller's temperature answers the
-user, siblings run beside streamed requests too, and siblings skipped under load are counted."""
+user, a stream's siblings start once it has ended well, and siblings skipped under load are
+counted."""
 
 from __future__ import annotations
 
@@ -107,3 +108,29 @@ def test_siblings_skipped_under_load_are_counted(
         traces = spool(tmp_path, wait_for=1)
     assert "flywheel_diverse_siblings_skipped_total 2.0" in metrics
     assert len(traces) == 1 and len(upstream.app.bodies) == 1
+
+
+def test_a_streams_siblings_wait_for_its_end_and_a_client_that_hangs_up_gets_none(
+    tmp_path: Path,
+) -> None:
+    """Siblings start once the user's stream has ended well: none while it is still being
+    written (they would compete with it for the same server), none at all for a client that
+    hung up after the first words."""
+    slow = start_fake_upstream("v0", keep_bodies=True, chunk_delay_s=0.2)
+    try:
+        with start(tmp_path, slow) as gw:
+            body = {"model": "flywheel", "messages": MESSAGES, "stream": True}
+            with httpx.stream("POST", f"{gw.url}/v1/chat/completions", json=body) as resp:
+                lines = resp.iter_lines()
+                assert next(lines).startswith("data: ")  # the first words, then hang up
+                assert len(slow.app.bodies) == 1  # no sibling while the stream runs
+            time.sleep(2.0)  # what the stream had left, and time for siblings to start
+            assert len(slow.app.bodies) == 1
+            with httpx.stream("POST", f"{gw.url}/v1/chat/completions", json=body) as resp:
+                for _ in resp.iter_lines():
+                    assert len(slow.app.bodies) == 2  # the one being read, no sibling yet
+            traces = spool(tmp_path, wait_for=4)
+        assert len(slow.app.bodies) == 4  # the whole stream read: its two siblings ran
+        assert len(traces) == 4
+    finally:
+        slow.stop()
