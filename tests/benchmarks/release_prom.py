@@ -231,27 +231,26 @@ def _first_fire(times: list[float], hold: float) -> float | None:
 
 
 def simulate_batch(
-    cand: Version,
+    items: list[tuple[Version, Population, int]],
     *,
-    seeds: list[int],
-    pop: Population,
     policy: ReleaseSettings = POLICY,
     workdir: Path | None = None,
 ) -> list[Outcome]:
-    """``len(seeds)`` releases read through one Prometheus per canary step, with alerts."""
+    """One release per ``(candidate, population, seed)``, all read through one Prometheus per
+    canary step, with the alert rules; their outcomes in order."""
     rels = [
         Release(
             World(
                 pop,
                 cand,
-                seed=s,
+                seed=seed,
                 record=True,
                 shadow_fraction=policy.shadow_fraction,
                 meter_cost=policy.cost_ratio_max is not None,
                 names=Names(f"s{i}", f"c{i}", f"w{i}", f"r{i}"),
             )
         )
-        for i, s in enumerate(seeds)
+        for i, (cand, pop, seed) in enumerate(items)
     ]
     tmp = workdir or Path(tempfile.mkdtemp(prefix="release-prom-"))
     for r in rels:
