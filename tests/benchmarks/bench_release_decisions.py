@@ -8,14 +8,16 @@ per-request counting for heavy users, and the cost rail's point threshold.
 
     .venv/bin/python tests/benchmarks/bench_release_decisions.py --runs 20 --prometheus
 
-``--prometheus``: read through a real Prometheus (Debian's ``prometheus`` and ``promtool``)
-with the real alert rules; without it, the embedded reader and no alert rules (cheap).
+``--prometheus`` (the default where Debian's ``prometheus`` and ``promtool`` are installed): read
+through a real Prometheus with the real alert rules; ``--embedded``: the gateway's exposition
+read directly, no alert rules (cheap; what the unit test's fast twin uses).
 ``--populations``: a comma-separated subset (names as printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -166,12 +168,15 @@ def gate_rows(runs: int) -> tuple[int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--gate-runs", type=int, default=400)
-    ap.add_argument("--prometheus", action="store_true")
+    ap.add_argument("--prometheus", action="store_true", default=None)
+    ap.add_argument("--embedded", dest="prometheus", action="store_false")
     ap.add_argument("--populations", default="")
     ap.add_argument("--no-contrasts", action="store_true")
     args = ap.parse_args()
+    if args.prometheus is None:  # production's reader when its binaries are here
+        args.prometheus = bool(shutil.which("prometheus") and shutil.which("promtool"))
     started = time.perf_counter()
     print(
         f"alpha {POLICY.alpha:g}, steps {list(POLICY.canary_steps)}, holdback "
