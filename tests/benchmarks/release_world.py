@@ -15,6 +15,7 @@ routing weight (the Prometheus path does this: :mod:`tests.benchmarks.release_pr
 from __future__ import annotations
 
 import bisect
+import inspect
 import math
 import random
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from itertools import accumulate
 from typing import Any, Literal
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.gateway.routing import decide
+from infra.gateway.routing import Decision, decide
 from infra.gateway.voices import epoch_of
 from infra.routing import RoutingState
 from infra.traces import TraceRecord
@@ -100,12 +101,36 @@ class Client:
 
 
 def sticky_key(client: Client) -> str | None:
-    """The key the gateway routes a request by. Today ``req.user_id or req.session_id``
+    """The key the gateway routes a request by, and (issue 51, item 2) counts its voice by.
+    With ``infra.gateway.requester`` (one key: user, else session, else the client's address)
+    it is that module's :func:`key_of`; before it, ``req.user_id or req.session_id``
     (infra/gateway/service.py; the simulated clients send no session), and a request with
-    neither is routed at random. When routing and voices share one key (issue 51, item 2:
-    user, else session, else the client's address), point this at the gateway's own
-    function, so the benchmark measures what the gateway does."""
-    return client.user
+    neither was routed at random. The one place the benchmark chooses a key: point it at the
+    gateway's own function if that moves."""
+    try:
+        from infra.gateway.requester import key_of
+    except ImportError:
+        return client.user
+    return key_of(user=client.user, client=client.peer)
+
+
+def voter_of(metrics: GatewayMetrics, client: Client) -> int | None:
+    """The voice key the gateway's ledger gives this client's requests: from the routing key
+    where the ledger takes one (issue 51), else from its user or peer address."""
+    voter: Any = metrics.ledger.voter
+    if len(inspect.signature(voter).parameters) == 1:
+        return voter(sticky_key(client))  # type: ignore[no-any-return]
+    return voter(client.user, client.peer)  # type: ignore[no-any-return]
+
+
+# The canary buckets' key, where the gateway keys them (issue 51): a fixed one, so runs repeat.
+_SECRET = b"release-benchmark" if "secret" in inspect.signature(decide).parameters else None
+
+
+def route(state: RoutingState, client: Client, rng: random.Random) -> Decision:
+    """The gateway's routing decision for one request of ``client``."""
+    extra: dict[str, Any] = {} if _SECRET is None else {"secret": _SECRET}
+    return decide(state, model="flywheel", sticky_key=sticky_key(client), rand=rng.random, **extra)
 
 
 def make_clients(pop: Population, rng: random.Random) -> list[Client]:
@@ -220,14 +245,14 @@ class World:
         pop, state, names = self.pop, self.state, self.names
         who = bisect.bisect(self.cum, rng.random() * self.cum[-1])
         client = self.clients[who]
-        decision = decide(state, model="flywheel", sticky_key=sticky_key(client), rand=rng.random)
+        decision = route(state, client, rng)
         canary = decision.route == "canary"
         v = self.cand if canary else Version()
         z, u, vote_u, up_u = rng.gauss(0, 1), rng.random(), rng.random(), rng.random()
         base = pop.median_latency_s * client.latency * slow * math.exp(pop.latency_sigma * z)
         latency = base * v.latency * (v.tail if z > 1.88 else 1.0)  # 1.88: a request's top 3 %
         error = u < pop.base_error * client.error * v.errors
-        voter = self.metrics.ledger.voter(client.user, client.peer)
+        voter = voter_of(self.metrics, client)
         epoch = epoch_of(state)
         where = {"route": decision.route, "workload": names.workload}
         self._call(
