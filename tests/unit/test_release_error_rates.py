@@ -37,8 +37,13 @@ from tests.benchmarks.release_sim import (
 
 pytestmark = pytest.mark.slow
 
+# Checked on scratch merges of this branch (2026-12-02): with route51 + alerts51 the two
+# AFTER_ROUTE51 tests, the tail-only and the heavy-users tests pass (heavy users: held, 30
+# users give a 5 % step fewer than 10 candidate users); with rails51 alone the own-latency
+# test passes and the tail-only one still misses 1 of 5.
 AFTER_ROUTE51 = "one key for routing and voice, and no pass without a comparison (issue 51 1-2)"
 AFTER_RAILS51 = "latency on users and errors on a non-saturating scale (issue 51 item 4)"
+AFTER_BOTH = "issue 51's routing, no-data rule and rails together (route51 + rails51)"
 
 
 def assert_false_rollbacks_within_alpha(outcomes: list[Outcome]) -> None:
@@ -67,7 +72,7 @@ def test_known_bad_candidates_are_caught(kind: str) -> None:
     assert_caught(outcomes)
 
 
-@pytest.mark.xfail(strict=True, reason=AFTER_RAILS51)
+@pytest.mark.xfail(strict=True, reason=AFTER_BOTH)
 def test_a_tail_only_latency_regression_is_caught() -> None:
     """p99 1.6x, median unchanged: today's rail misses it about one release in five."""
     cand = KNOWN_BAD["tail-only p99 1.6x (median same)"]
@@ -83,7 +88,7 @@ def test_users_with_their_own_latency_do_not_fail_an_identical_candidate() -> No
     assert not [o for o in outcomes if o.outcome == "rolled_back"], outcomes
 
 
-@pytest.mark.xfail(strict=True, reason=AFTER_RAILS51)
+@pytest.mark.xfail(strict=True, reason=AFTER_BOTH)
 def test_3x_errors_at_a_low_base_are_caught_with_heavy_users() -> None:
     """30 users of 100 requests a step, 0.3 % base errors: "met an error" saturates."""
     pop = replace(POPULATIONS["heavy users"], base_error=0.003)
