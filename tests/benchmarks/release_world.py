@@ -27,6 +27,7 @@ from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.routing import Decision, decide
 from infra.gateway.voices import epoch_of
 from infra.routing import RoutingState
+from infra.routing.state import own_workload
 from infra.traces import TraceRecord
 
 SCRAPE_S = 15  # Prometheus's scrape interval in the simulation
@@ -187,6 +188,8 @@ class World:
         self.cum = list(accumulate(c.activity for c in self.clients))
         self.cap, self.record, self.meter_cost = voices_per_step, record, meter_cost
         self.metrics = GatewayMetrics(voices_per_step=voices_per_step)
+        self.t = 0
+        self.log: list[tuple[int, str, dict[str, Any]]] = []
         self.state = RoutingState(
             stable=names.stable,
             candidate=names.candidate,
@@ -195,11 +198,25 @@ class World:
             shadow_fraction=shadow_fraction,
             workload=names.workload,
         )
-        self.t = 0
-        self.log: list[tuple[int, str, dict[str, Any]]] = []
         self.scrapes: list[tuple[int, list[str]]] = []
         self.shadow_pairs: list[tuple[int, TraceRecord, TraceRecord]] = []
         self.candidate_requests = 0
+
+    @property
+    def state(self) -> RoutingState:
+        """The release line's routing now (its workload's view)."""
+        return self._view
+
+    @state.setter
+    def state(self, view: RoutingState) -> None:
+        # the gateway hears of every change of the routing state (StateWatcher's on_change)
+        self._view = view
+        workload = own_workload(view.workload)
+        if workload is None:  # the shared release line
+            whole = view.model_copy(update={"workload": None})
+        else:
+            whole = RoutingState(stable=self.names.stable).with_workload(workload, view)
+        self._call("set_routing", state=whole)
 
     def load(self) -> RoutingState:
         """The routing state now (the release's routing backend, in memory)."""
