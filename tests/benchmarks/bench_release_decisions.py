@@ -11,7 +11,7 @@ per-request counting for heavy users, and the cost rail's point threshold.
 ``--prometheus`` (the default where Debian's ``prometheus`` and ``promtool`` are installed): read
 through a real Prometheus with the real alert rules; ``--embedded``: the gateway's exposition
 read directly, no alert rules (cheap; what the unit test's fast twin uses).
-``--populations``: a comma-separated subset (names as printed).
+``--populations``: a subset, names as printed, separated by ";".
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _or_dash(value: Any) -> Any:
 
 def population_tables(args: argparse.Namespace, gate_false: tuple[int, int]) -> None:
     """Per population: A/A (without, then with the gate) and every known-bad candidate."""
-    names = args.populations.split(",") if args.populations else list(POPULATIONS)
+    names = args.populations.split(";") if args.populations else list(POPULATIONS)
     reader = "Prometheus + alert rules" if args.prometheus else "embedded reader, no alert rules"
     for p, pname in enumerate(names):
         pop = POPULATIONS[pname]
