@@ -108,7 +108,7 @@ def population_tables(args: argparse.Namespace, gate_false: tuple[int, int]) -> 
     reader = "Prometheus + alert rules" if args.prometheus else "embedded reader, no alert rules"
     for p, pname in enumerate(names):
         pop = POPULATIONS[pname]
-        print(f"\n#### {pname} ({reader}; {args.runs} releases per row)\n\n{HEADER}")
+        print(f"\n### {pname} ({reader}; {args.runs} releases per row)\n\n{HEADER}")
         rows = rows_for(pop)
         seed = 1_000_000 * (p + 1)
         summaries = run_rows(rows, runs=args.runs, seed=seed, prometheus=args.prometheus)
@@ -132,7 +132,7 @@ def design_contrasts(args: argparse.Namespace) -> None:
         ("heavy users, every request counted (wrong)", heavy, {"voices_per_step": 10**6}),
         ("student, cost rail at 1.0x (no test)", Population(), {"policy": cost}),
     ]
-    print(f"\n#### Designs compared (A/A, embedded reader; {args.runs} releases per row)")
+    print(f"\n### Designs compared (A/A, embedded reader; {args.runs} releases per row)")
     print(f"\n{HEADER}")
     for i, (name, pop, kw) in enumerate(rows):
         (row,) = run_rows(
@@ -148,7 +148,7 @@ def design_contrasts(args: argparse.Namespace) -> None:
 
 def gate_rows(runs: int) -> tuple[int, int]:
     """The golden gate's table; returns its A/A (rolled back, runs)."""
-    print(f"\n#### Golden gate (400 items, alpha {POLICY.alpha:g}), {runs} sets per row\n")
+    print(f"\n### Golden gate (400 items, alpha {POLICY.alpha:g}), {runs} sets per row\n")
     print("| candidate | proceed | manual review | rollback | proceed rate | rollback rate |")
     print("|---|---|---|---|---|---|")
     table = gate_table(runs)
