@@ -78,7 +78,8 @@ def run_rows(
 def print_row(name: str, row: dict[str, Any], gate_false: tuple[int, int] | None = None) -> None:
     """One table row; an A/A row is followed by the same with the gate's A/A rate combined."""
     n = row["runs"]
-    bad = row["rolled_back"] + row["held"] if row["aa"] else row["promoted"]
+    # A/A: rolled back (held for a person is counted in its column: a cost, not a rollback)
+    bad = row["rolled_back"] if row["aa"] else row["promoted"]
     lo, hi = rate_interval(bad, n)
     what = "false rollback" if row["aa"] else "missed"
     where = ", ".join(f"{k} {v}" for k, v in sorted(row["by_phase"].items())) or "-"

@@ -313,7 +313,7 @@ def simulate_batch(
         assert r.outcome is not None
         if fire is not None and fire[0] <= r.end_t:
             reqs = r.world.candidate_requests_at(fire[0])
-            r.outcome = Outcome("rolled_back", reqs, "alert", [f"alert {fire[1]}"])
+            r.outcome = Outcome("rolled_back", reqs, f"alert {fire[1]}", [f"alert {fire[1]}"])
         out.append(r.outcome)
     if workdir is None:
         shutil.rmtree(tmp, ignore_errors=True)

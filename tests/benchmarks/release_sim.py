@@ -63,7 +63,7 @@ class Outcome:
 
     outcome: str  # promoted | rolled_back | held
     candidate_requests: int
-    phase: str = "canary"  # where it ended: shadow, canary, alert
+    phase: str = "canary"  # where it ended: shadow, canary, or "alert <name>"
     reasons: list[str] = field(default_factory=list)
 
 
