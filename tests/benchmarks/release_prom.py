@@ -22,6 +22,7 @@ fired alert rolls the release back then (production's fast path) unless the rele
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 import tempfile
@@ -105,9 +106,8 @@ def write_openmetrics(path: Path, releases: list[Release]) -> None:
         f.write("# EOF\n")
 
 
-@contextmanager
-def prometheus_over(releases: list[Release], tmp: Path) -> Iterator[KeepAliveClient]:
-    """A Prometheus on loopback over a TSDB backfilled with the releases' scrapes."""
+def backfill_scrapes(releases: list[Release], tmp: Path) -> None:
+    """A TSDB in ``tmp/data`` holding the releases' scrapes."""
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "data").mkdir(parents=True)
     write_openmetrics(tmp / "scrapes.om", releases)
@@ -124,6 +124,12 @@ def prometheus_over(releases: list[Release], tmp: Path) -> Iterator[KeepAliveCli
         check=True,
         capture_output=True,
     )
+
+
+@contextmanager
+def prometheus_over(releases: list[Release], tmp: Path) -> Iterator[KeepAliveClient]:
+    """A Prometheus on loopback over a TSDB backfilled with the releases' scrapes."""
+    backfill_scrapes(releases, tmp)
     with prometheus_on(tmp) as client:
         yield client
 
@@ -152,33 +158,55 @@ def prometheus_on(tmp: Path) -> Iterator[KeepAliveClient]:
             client.http.close()
 
 
-def backfill_recording_rules(url: str, tmp: Path, end: int) -> bool:
-    """The rules file's recording rules evaluated every 15 s over the data (``promtool tsdb
-    create-blocks-from rules``) into ``tmp/data``, for alerts that read them; False when the
-    file has none. (A recording rule that reads another one is not supported by promtool.)"""
-    groups = yaml.safe_load(RULES.read_text())["groups"]
-    if not any("record" in rule for g in groups for rule in g["rules"]):
-        return False
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "rules",
-            f"--url={url}",
-            f"--start={BASE}",
-            f"--end={BASE + end}",
-            f"--eval-interval={EVAL_S}s",
-            f"--output-dir={tmp / 'rules'}",
-            str(RULES),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    for block in (tmp / "rules").iterdir():
-        if block.is_dir():
-            block.rename(tmp / "data" / block.name)
-    return True
+def recording_levels() -> list[list[dict[str, Any]]]:
+    """The rules file's recording rules in dependency order: each level reads only the scraped
+    series and the levels before it (promtool evaluates a rule against the data it is given,
+    so a rule that reads another must wait until that one is in the TSDB)."""
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    pending = [r for r in rules if "record" in r]
+    levels: list[list[dict[str, Any]]] = []
+    while pending:
+        names = {r["record"] for r in pending}
+        ready = [r for r in pending if not any(_reads(r["expr"], n) for n in names)]
+        if not ready:
+            raise ValueError(f"recording rules read each other in a cycle: {sorted(names)}")
+        levels.append(ready)
+        pending = [r for r in pending if r not in ready]
+    return levels
+
+
+def _reads(expr: str, name: str) -> bool:
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
+
+
+def backfill_recording_rules(tmp: Path, end: int) -> None:
+    """The rules file's recording rules evaluated every 15 s over ``tmp/data`` (``promtool
+    tsdb create-blocks-from rules``, level by level, a Prometheus over the data for each)
+    into ``tmp/data``, for the alerts that read them."""
+    for i, level in enumerate(recording_levels()):
+        rules = tmp / f"records{i}.yml"
+        rules.write_text(yaml.safe_dump({"groups": [{"name": f"level{i}", "rules": level}]}))
+        out = tmp / f"records{i}"
+        with prometheus_on(tmp) as client:
+            subprocess.run(
+                [
+                    "promtool",
+                    "tsdb",
+                    "create-blocks-from",
+                    "rules",
+                    f"--url={client.url}",
+                    f"--start={BASE}",
+                    f"--end={BASE + end}",
+                    f"--eval-interval={EVAL_S}s",
+                    f"--output-dir={out}",
+                    str(rules),
+                ],
+                check=True,
+                capture_output=True,
+            )
+        for block in out.iterdir():
+            if block.is_dir():
+                block.rename(tmp / "data" / block.name)
 
 
 def judge_step(r: Release, client: KeepAliveClient, policy: ReleaseSettings, span: float) -> bool:
@@ -255,6 +283,14 @@ def alert_fires(client: KeepAliveClient, end: int) -> dict[tuple[str, str], tupl
     return fires
 
 
+def alerts_over(rels: list[Release], tmp: Path, end: int) -> dict[tuple[str, str], tuple[int, str]]:
+    """:func:`alert_fires` over the releases' scrapes and the recording rules they feed."""
+    backfill_scrapes(rels, tmp)
+    backfill_recording_rules(tmp, end)
+    with prometheus_on(tmp) as client:
+        return alert_fires(client, end)
+
+
 def _first_fire(times: list[float], hold: float) -> float | None:
     """The first evaluation at which the expression has held for ``hold`` seconds."""
     start = None
@@ -301,12 +337,7 @@ def simulate_batch(
         if r.outcome is None:
             r.outcome, r.end_t = Outcome("promoted", r.world.candidate_requests), r.world.t
     end = max(r.end_t for r in rels)
-    with prometheus_over(rels, tmp / "alerts") as client:
-        recorded = backfill_recording_rules(client.url, tmp / "alerts", end)
-        fires = {} if recorded else alert_fires(client, end)
-    if recorded:  # Prometheus again, with the recorded series beside the scraped ones
-        with prometheus_on(tmp / "alerts") as client:
-            fires = alert_fires(client, end)
+    fires = alerts_over(rels, tmp / "alerts", end)
     out = []
     for r in rels:
         fire = fires.get((r.world.names.candidate, r.world.names.workload))

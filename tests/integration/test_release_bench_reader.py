@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.promql import PrometheusMetrics, parse_exposition, route_stats
-from tests.benchmarks.release_prom import BASE, Release, alert_fires, prometheus_over
+from tests.benchmarks.release_prom import BASE, Release, alerts_over, prometheus_over
 from tests.benchmarks.release_world import Load, Names, Population, Version, World
 
 pytestmark = pytest.mark.integration
@@ -44,9 +44,9 @@ def test_prometheus_reads_the_gateways_counters_over_a_window(tmp_path: Path) ->
 
 
 def test_a_candidate_with_10x_the_errors_fires_the_error_alert(tmp_path: Path) -> None:
-    """rules.yml evaluated over the backfilled data names the candidate and its workload."""
+    """rules.yml evaluated over the backfilled data (and its recording rules, where it has
+    them) names the candidate and its workload."""
     world = _world(Version(errors=10.0))
-    with prometheus_over([Release(world)], tmp_path) as client:
-        fires = alert_fires(client, 900)
+    fires = alerts_over([Release(world)], tmp_path, 900)
     assert ("c0", "w0") in fires, fires
     assert fires[("c0", "w0")][1] == "CandidateModelRegression"
