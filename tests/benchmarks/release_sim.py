@@ -1,16 +1,14 @@
-"""Simulated releases through the real decision code, for the error-rate benchmark and its fast
-test (tests/unit/test_release_error_rates.py).
+"""Simulated releases through the real decision code, for the error-rate benchmark
+(bench_release_decisions.py) and its fast test (tests/unit/test_release_error_rates.py).
 
-Canary: a population of users with sticky routing (the gateway's own bucket hash), heavy and
-light users (Zipf activity), each with a taste of their own (how often they vote an answer up),
-sends requests whose rate and latency follow a load that comes and goes (bursts: ``burst_on_s``
-busy, ``burst_off_s`` quiet, latency x ``burst_slowdown`` and rate x ``burst_rate`` while busy).
-Each request is counted by the gateway's real :class:`~infra.gateway.metrics.GatewayMetrics`
-(raw and voice series, the line's epoch per step), read by the real
-:class:`~infra.promql.EmbeddedMetrics` (exposition text, parsed), and judged by the real
-:func:`~tasks.release.canary.watch_step` on a fake clock, step by step with the real weights
-(:meth:`~infra.settings.ReleaseSettings.canary_weight`), until promoted, rolled back or held.
-One client can be made hostile: it votes down every answer it gets.
+A release: the shadow phase (the real :func:`~tasks.release.rollout.watch_shadow` on the
+simulated shadow pairs, scored by their live reward), then every canary step with the real
+weights (:meth:`~infra.settings.ReleaseSettings.canary_weight`) judged by the real
+:func:`~tasks.release.canary.watch_step` on a fake clock, until promoted, rolled back or held.
+Traffic is :mod:`tests.benchmarks.release_world` (the gateway's routing and metrics). Here the
+canary reads the gateway's exposition with the embedded reader
+(:class:`~infra.promql.EmbeddedMetrics`); :mod:`tests.benchmarks.release_prom` reads the same
+traffic through Prometheus with the alert rules.
 
 Golden gate: per item a chance of being right that both versions share (A/A), or the candidate's
 lowered by ``delta``; each version answers once; the real :func:`paired_test` and :func:`decide`.
@@ -21,77 +19,42 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
-from infra.gateway.metrics import GatewayMetrics
-from infra.gateway.routing import BUCKETS, bucket
-from infra.promql import EmbeddedMetrics
-from infra.routing import RoutingState
+from infra.promql import EmbeddedMetrics, Series, parse_exposition, route_stats
 from infra.settings import ReleaseSettings
 from tasks.release.canary import watch_step
-from tasks.release.rollout import Clock
-
-
-@dataclass(frozen=True)
-class Version:
-    """How a version behaves: latency scale, error probability scale, and how much less often
-    users vote its answers up."""
-
-    latency: float = 1.0
-    errors: float = 1.0
-    feedback_drop: float = 0.0
-
+from tasks.release.rollout import Clock, PhaseResult, watch_shadow
+from tests.benchmarks.release_world import Load, Population, Version, World
 
 SAME = Version()
-KNOWN_BAD = {
+KNOWN_BAD: dict[str, Version] = {
     "p99 1.5x slower": Version(latency=1.5),
+    "tail-only p99 1.6x (median same)": Version(tail=1.6),
     "3x the errors": Version(errors=3.0),
     "feedback 20 points lower": Version(feedback_drop=0.20),
 }
+RARE_BASE = 0.003  # "3x the errors at 0.3 % base": the population's base error set to this
+RARE_BAD = {"3x errors at 0.3 % base": Version(errors=3.0)}
 
-
-@dataclass
-class Load:
-    """Traffic that comes and goes."""
-
-    rate: float = 8.0  # requests per second when quiet
-    burst_on_s: float = 7.0
-    burst_off_s: float = 5.0
-    burst_rate: float = 1.5
-    burst_slowdown: float = 3.0
-
-    def busy(self, t: float) -> bool:
-        """Whether ``t`` falls in a burst."""
-        return (t % (self.burst_on_s + self.burst_off_s)) < self.burst_on_s
-
-
-@dataclass
-class Population:
-    """Users: activity weights, tastes, and who is hostile."""
-
-    n_users: int = 1000
-    base_error: float = 0.02
-    base_up: float = 0.65
-    vote_rate: float = 0.3
-    median_latency_s: float = 0.2
-    latency_sigma: float = 0.35
-    hostile_user: bool = False
-
+RAMP = Load(ramp_per_hour=1.0)
+POPULATIONS: dict[str, Population] = {
+    "1,000 users": Population(),
+    "20 users": Population(clients=20, load=Load(rate=1.0)),
+    "one API key, no user": Population(kind="one_key", clients=1, load=Load(rate=2.0)),
+    "anonymous behind a proxy": Population(kind="proxy", clients=300, load=Load(rate=4.0)),
+    # 30 users at 10 req/s: about 100 requests each per 300 s step; each with its own error
+    # propensity (some users' prompts fail more often)
+    "heavy users": Population(clients=30, zipf=0.0, user_error_sigma=1.0, load=Load(rate=10.0)),
+    "rare errors (0.1 %)": Population(base_error=0.001),
+    "own latency scales": Population(user_latency_sigma=0.6),
+    "load ramp (2x in an hour)": Population(load=RAMP),
+}
 
 POLICY = ReleaseSettings(
     analysis_interval_s=300, step_deadline_s=900, min_requests_per_step=50, max_poll_s=10
 )
-
-
-class _Routing:
-    """The line's routing state as the release moves it (in memory)."""
-
-    def __init__(self) -> None:
-        self.state = RoutingState(stable="v0", candidate="v1", phase="canary", release_id="r1")
-
-    def load(self) -> RoutingState:
-        return self.state
 
 
 @dataclass
@@ -100,89 +63,140 @@ class Outcome:
 
     outcome: str  # promoted | rolled_back | held
     candidate_requests: int
+    phase: str = "canary"  # where it ended: shadow, canary, or "alert <name>"
     reasons: list[str] = field(default_factory=list)
 
 
-class _World:
-    """Users sending requests through the gateway's metrics on a fake clock."""
+class _Pairs:
+    """The shadow pairs as the trace source the shadow phase reads."""
 
-    def __init__(
-        self, pop: Population, load: Load, cand: Version, rng: random.Random, seed: int
-    ) -> None:
-        self.pop, self.load, self.cand, self.rng = pop, load, cand, rng
-        self.metrics = GatewayMetrics()
-        self.t = 0.0
-        self.routing = _Routing()
-        self.weights = [1.0 / (r + 1) ** 0.7 for r in range(pop.n_users)]
-        self.taste = [min(0.98, max(0.02, rng.gauss(pop.base_up, 0.15))) for _ in self.weights]
-        self.salt = f"cand-{seed}"
-        self.candidate_requests = 0
+    def __init__(self, world: World) -> None:
+        self.world = world
 
-    def advance(self, seconds: float) -> None:
-        end = self.t + seconds
-        while self.t < end:
-            self.t += 1.0
-            busy = self.load.busy(self.t)
-            rate = self.load.rate * (self.load.burst_rate if busy else 1.0)
-            for _ in range(_poisson(self.rng, rate)):
-                self._request(busy)
-
-    def _request(self, busy: bool) -> None:
-        pop, state = self.pop, self.routing.state
-        user = self.rng.choices(range(pop.n_users), weights=self.weights)[0]
-        canary = bucket(str(user), salt=self.salt) < state.weight * (BUCKETS / 100)
-        v, model, route = (self.cand, "v1", "canary") if canary else (SAME, "v0", "stable")
-        slow = self.load.burst_slowdown if busy else 1.0
-        latency = pop.median_latency_s * slow * v.latency
-        latency *= math.exp(self.rng.gauss(0, pop.latency_sigma))
-        error = self.rng.random() < pop.base_error * v.errors
-        epoch = (state.release_id, state.candidate, state.phase, state.weight, state.step)
-        self.metrics.observe(
-            model=model, route=route, seconds=latency, error=error, voter=user, epoch=epoch
-        )
-        self.candidate_requests += canary
-        hostile = pop.hostile_user and user == 0
-        if error or not (hostile or self.rng.random() < pop.vote_rate):
-            return
-        up = not hostile and self.rng.random() < self.taste[user] - v.feedback_drop
-        self.metrics.vote(
-            model=model, value=1 if up else -1, workload="default", voter=user, epoch=epoch
-        )
+    def read_window(self, start: Any, end: Any) -> Any:
+        records = [r for _, s, c in self.world.shadow_pairs for r in (s, c)]
+        return type("Batch", (), {"records": records})()
 
 
-def _poisson(rng: random.Random, lam: float) -> int:
-    k, p, limit = 0, 1.0, math.exp(-lam)
-    while True:
-        p *= rng.random()
-        if p <= limit:
-            return k
-        k += 1
+class _Reward:
+    """Scores an answer by the live reward the simulation wrote into it."""
+
+    def score(self, items: list[Any]) -> list[Any]:
+        return [type("Score", (), {"total": float(i.answer)})() for i in items]
 
 
-def simulate_canary(
+def ended(result: PhaseResult, world: World, phase: str) -> Outcome:
+    """The outcome of a phase that did not pass."""
+    kind = "rolled_back" if result.verdict == "fail" else "held"
+    return Outcome(kind, world.candidate_requests, phase, result.reasons)
+
+
+def run_shadow(world: World, policy: ReleaseSettings, clock: Clock | None = None) -> PhaseResult:
+    """The real shadow phase on the world's mirrored pairs."""
+    clock = clock or Clock(now=lambda: world.t, sleep=world.advance)
+    return watch_shadow(
+        cast(Any, world),
+        world.names.candidate,
+        source=cast(Any, _Pairs(world)),
+        scorer=cast(Any, _Reward()),
+        policy=policy,
+        clock=clock,
+    )
+
+
+def start_step(world: World, policy: ReleaseSettings, step: int) -> None:
+    """Move the routing state to canary step ``step``."""
+    world.state = world.state.model_copy(
+        update={"phase": "canary", "weight": policy.canary_weight(step), "step": step}
+    )
+
+
+def simulate_release(
     cand: Version,
     *,
     seed: int,
-    policy: ReleaseSettings = POLICY,
     pop: Population | None = None,
-    load: Load | None = None,
+    policy: ReleaseSettings = POLICY,
+    shadow: bool = True,
+    voices_per_step: int = 1,
+    history_baseline: bool = False,
 ) -> Outcome:
-    """One release's canary, every step, through the real analysis."""
-    rng = random.Random(seed)
-    world = _World(pop or Population(), load or Load(), cand, rng, seed)
-    reader = EmbeddedMetrics(lambda: world.metrics.render().decode(), clock=lambda: world.t)
-    clock = Clock(now=lambda: world.t, sleep=world.advance)
+    """One release (shadow, then every canary step) through the real analysis, read by the
+    embedded reader (``history_baseline``: the wrong design, stable's previous hour)."""
+    pop = pop or Population()
+    world = World(
+        pop,
+        cand,
+        seed=seed,
+        voices_per_step=voices_per_step,
+        shadow_fraction=policy.shadow_fraction,
+        meter_cost=policy.cost_ratio_max is not None,
+    )
+    reader: Any = EmbeddedMetrics(lambda: world.metrics.render().decode(), clock=lambda: world.t)
+    if history_baseline:
+        reader = HistoryBaseline(world)
+    clock = Clock(now=lambda: world.t, sleep=reader.advance if history_baseline else world.advance)
+    if shadow:
+        result = run_shadow(world, policy, clock)
+        if result.verdict != "pass":
+            return ended(result, world, "shadow")
+    names = world.names
     for step in range(len(policy.canary_steps)):
-        world.routing.state = world.routing.state.model_copy(
-            update={"weight": policy.canary_weight(step), "step": step}
-        )
+        start_step(world, policy, step)
         result = watch_step(
-            world.routing, "v1", stable="v0", metrics=reader, policy=policy, clock=clock
+            cast(Any, world),
+            names.candidate,
+            stable=names.stable,
+            metrics=reader,
+            policy=policy,
+            clock=clock,
         )
         if result.verdict != "pass":
-            ended = "rolled_back" if result.verdict == "fail" else "held"
-            return Outcome(ended, world.candidate_requests, result.reasons)
+            return ended(result, world, "canary")
     return Outcome("promoted", world.candidate_requests)
+
+
+def simulate_canary(cand: Version, *, seed: int, **kw: Any) -> Outcome:
+    """One release's canary alone (no shadow phase)."""
+    return simulate_release(cand, seed=seed, shadow=False, **kw)
+
+
+class HistoryBaseline:
+    """The wrong design, for contrast: the candidate's window now against stable's same
+    window an hour earlier (stable's history as the baseline). An hour of stable-only traffic
+    runs first."""
+
+    source = "history"
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.snaps: dict[int, Series] = {}
+        cand, world.state = world.state, world.state.model_copy(update={"candidate": None})
+        self.advance(3600)
+        world.state = cand
+
+    def advance(self, seconds: float) -> None:
+        """Serve ``seconds`` and keep a scrape every 10 s."""
+        for _ in range(math.ceil(seconds / 10)):
+            self.world.advance(10)
+            self.snaps[self.world.t] = parse_exposition(self.world.metrics.render().decode())
+
+    def mark(self) -> float:
+        return self.world.t
+
+    def read(self, *, candidate: str, stable: str, since: float, workload: str | None = None):  # type: ignore[no-untyped-def]
+        from infra.promql import CanaryWindow
+
+        snap = self.snaps
+        now, s = self.world.t, int(since)
+        return CanaryWindow(
+            candidate=route_stats(snap[now], snap[s], candidate, "canary", workload=workload),
+            stable=route_stats(
+                snap[now - 3600], snap[s - 3600], stable, "stable", workload=workload
+            ),
+            source=self.source,
+            window_s=now - since,
+        )
 
 
 def simulate_gate(
@@ -210,19 +224,43 @@ def rate_interval(k: int, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def canary_table(runs: int, *, seed: int = 0, **kw: Any) -> dict[str, dict[str, Any]]:
-    """Outcome counts of ``runs`` releases per kind (A/A and each known-bad candidate)."""
+def rows_for(pop: Population) -> list[tuple[str, Version, Population]]:
+    """The candidates a population is run with: A/A, the known-bad ones, and 3x errors at a
+    0.3 % base."""
+    rows = [("A/A (identical)", SAME, pop), *((k, v, pop) for k, v in KNOWN_BAD.items())]
+    rare = replace(pop, base_error=RARE_BASE)
+    return rows + [(k, v, rare) for k, v in RARE_BAD.items()]
+
+
+def summarize(name: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    """Counts of outcomes, where releases ended, and the median candidate requests to catch."""
+    counts = Counter(o.outcome for o in outcomes)
+    caught = sorted(o.candidate_requests for o in outcomes if o.outcome != "promoted")
+    return {
+        "runs": len(outcomes),
+        **{k: counts.get(k, 0) for k in ("promoted", "rolled_back", "held")},
+        "by_phase": dict(Counter(o.phase for o in outcomes if o.outcome != "promoted")),
+        "median_requests_to_catch": caught[len(caught) // 2] if caught else None,
+        "aa": name.startswith("A/A"),
+    }
+
+
+def release_table(
+    runs: int, *, pop: Population, seed: int = 0, **kw: Any
+) -> dict[str, dict[str, Any]]:
+    """Outcome counts of ``runs`` releases per candidate kind (embedded reader)."""
     table = {}
-    for i, (name, cand) in enumerate([("A/A (identical)", SAME), *KNOWN_BAD.items()]):
-        outcomes = [simulate_canary(cand, seed=seed + 10_000 * i + r, **kw) for r in range(runs)]
-        counts = Counter(o.outcome for o in outcomes)
-        caught = [o.candidate_requests for o in outcomes if o.outcome != "promoted"]
-        table[name] = {
-            "runs": runs,
-            **{k: counts.get(k, 0) for k in ("promoted", "rolled_back", "held")},
-            "median_requests_to_catch": sorted(caught)[len(caught) // 2] if caught else None,
-        }
+    for i, (name, cand, p) in enumerate(rows_for(pop)):
+        outcomes = [
+            simulate_release(cand, seed=seed + 10_000 * i + r, pop=p, **kw) for r in range(runs)
+        ]
+        table[name] = summarize(name, outcomes)
     return table
+
+
+def canary_table(runs: int, *, seed: int = 0, **kw: Any) -> dict[str, dict[str, Any]]:
+    """The canary alone for the default population (kept for the friendly baseline)."""
+    return release_table(runs, pop=kw.pop("pop", Population()), seed=seed, shadow=False, **kw)
 
 
 def gate_table(runs: int, *, seed: int = 0, n_items: int = 400) -> dict[str, Counter[str]]:

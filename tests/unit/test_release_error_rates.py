@@ -1,7 +1,20 @@
-"""The canary's error rates on simulated releases through the real analysis (the fast version
-of tests/benchmarks/bench_release_decisions.py; fixed seeds), and one user's voice."""
+"""The release's error rates on simulated releases through the real analysis (the fast version
+of tests/benchmarks/bench_release_decisions.py: the embedded reader, fixed seeds, few releases),
+per population, and one user's voice.
+
+A rate is asserted with its 95 % interval: a false rollback rate whose interval lies wholly
+above alpha fails, and so does a detection rate whose interval lies wholly below 95 %. With a
+handful of releases that means "at most one false rollback" and "none missed".
+
+The tests marked ``xfail(strict=True)`` fail on the routing and rails of today and are
+expected to pass once issue 51's routing key (one key for routing and voice, no pass without
+a comparison) and rails (tail latency, error scale) are merged: the marker then makes them
+fail as XPASS, and comes off.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -9,27 +22,102 @@ from infra.gateway.metrics import GatewayMetrics
 from infra.promql import EmbeddedMetrics
 from infra.settings import ReleaseSettings
 from tasks.release.canary import analyse_step
-from tests.benchmarks.release_sim import KNOWN_BAD, SAME, Population, simulate_canary
+from tests.benchmarks.release_sim import (
+    KNOWN_BAD,
+    POLICY,
+    POPULATIONS,
+    SAME,
+    Outcome,
+    Population,
+    Version,
+    rate_interval,
+    simulate_canary,
+    simulate_release,
+)
 
 pytestmark = pytest.mark.slow
 
+# Checked on scratch merges of this branch (2026-12-02): with route51 + alerts51 the two
+# AFTER_ROUTE51 tests, the tail-only and the heavy-users tests pass (heavy users: held, 30
+# users give a 5 % step fewer than 10 candidate users); with rails51 alone the own-latency
+# test passes and the tail-only one still misses 1 of 5.
+AFTER_ROUTE51 = "one key for routing and voice, and no pass without a comparison (issue 51 1-2)"
+AFTER_RAILS51 = "latency on users and errors on a non-saturating scale (issue 51 item 4)"
+AFTER_BOTH = "issue 51's routing, no-data rule and rails together (route51 + rails51)"
 
-def test_identical_versions_under_bursty_load_are_promoted() -> None:
-    outcomes = [simulate_canary(SAME, seed=500 + s).outcome for s in range(30)]
-    assert outcomes.count("promoted") >= 29, outcomes  # alpha 0.05: at most 1.5 of 30
+
+def assert_false_rollbacks_within_alpha(outcomes: list[Outcome]) -> None:
+    bad = [o for o in outcomes if o.outcome != "promoted"]
+    lo, hi = rate_interval(len(bad), len(outcomes))
+    assert lo <= POLICY.alpha, (f"{len(bad)}/{len(outcomes)} ({lo:.0%}-{hi:.0%})", bad)
 
 
-@pytest.mark.parametrize("kind", sorted(KNOWN_BAD))
+def assert_caught(outcomes: list[Outcome]) -> None:
+    missed = [o for o in outcomes if o.outcome == "promoted"]
+    caught = len(outcomes) - len(missed)
+    lo, hi = rate_interval(caught, len(outcomes))
+    assert hi >= 0.95 and not missed, (f"caught {caught}/{len(outcomes)} ({lo:.0%}-{hi:.0%})",)
+
+
+def test_identical_versions_are_promoted_by_shadow_and_canary() -> None:
+    """1,000 identified users under load bursts of minutes: the whole release (shadow phase
+    and every canary step)."""
+    outcomes = [simulate_release(SAME, seed=500 + s) for s in range(10)]
+    assert_false_rollbacks_within_alpha(outcomes)
+
+
+@pytest.mark.parametrize("kind", ["p99 1.5x slower", "3x the errors", "feedback 20 points lower"])
 def test_known_bad_candidates_are_caught(kind: str) -> None:
-    outcomes = [simulate_canary(KNOWN_BAD[kind], seed=700 + s).outcome for s in range(12)]
-    assert outcomes.count("promoted") == 0, outcomes
+    outcomes = [simulate_canary(KNOWN_BAD[kind], seed=700 + s) for s in range(5)]
+    assert_caught(outcomes)
+
+
+@pytest.mark.xfail(strict=True, reason=AFTER_BOTH)
+def test_a_tail_only_latency_regression_is_caught() -> None:
+    """p99 1.6x, median unchanged: today's rail misses it about one release in five."""
+    cand = KNOWN_BAD["tail-only p99 1.6x (median same)"]
+    outcomes = [simulate_canary(cand, seed=100 + s) for s in range(5)]
+    assert_caught(outcomes)
+
+
+@pytest.mark.xfail(strict=True, reason=AFTER_RAILS51)
+def test_users_with_their_own_latency_do_not_fail_an_identical_candidate() -> None:
+    """Requests cluster by user: one slow user's requests are not independent evidence."""
+    pop = POPULATIONS["own latency scales"]
+    outcomes = [simulate_canary(SAME, seed=100 + s, pop=pop) for s in range(6)]
+    assert not [o for o in outcomes if o.outcome == "rolled_back"], outcomes
+
+
+@pytest.mark.xfail(strict=True, reason=AFTER_BOTH)
+def test_3x_errors_at_a_low_base_are_caught_with_heavy_users() -> None:
+    """30 users of 100 requests a step, 0.3 % base errors: "met an error" saturates."""
+    pop = replace(POPULATIONS["heavy users"], base_error=0.003)
+    outcomes = [simulate_canary(Version(errors=3.0), seed=100 + s, pop=pop) for s in range(4)]
+    assert_caught(outcomes)
+
+
+@pytest.mark.parametrize("name", ["one API key, no user", "anonymous behind a proxy"])
+def test_clients_without_a_user_never_roll_back_an_identical_candidate(name: str) -> None:
+    outcomes = [simulate_canary(SAME, seed=100 + s, pop=POPULATIONS[name]) for s in range(4)]
+    assert not [o for o in outcomes if o.outcome == "rolled_back"], outcomes
+
+
+@pytest.mark.xfail(strict=True, reason=AFTER_ROUTE51)
+@pytest.mark.parametrize("name", ["one API key, no user", "anonymous behind a proxy"])
+def test_clients_without_a_user_never_promote_3x_the_errors(name: str) -> None:
+    """Without a ``user``, every request's voice is one address: the error rail cannot fire
+    today, and the candidate is promoted. Routed by that address, the client sees one version,
+    so one side has no users: no comparison, so the release holds for a person."""
+    cand = KNOWN_BAD["3x the errors"]
+    outcomes = [simulate_canary(cand, seed=100 + s, pop=POPULATIONS[name]) for s in range(3)]
+    assert_caught(outcomes)
 
 
 def test_one_hostile_client_does_not_decide_a_release() -> None:
     """A client that votes down every answer it gets is one user among hundreds."""
-    pop = Population(hostile_user=True)
-    outcomes = [simulate_canary(SAME, seed=900 + s, pop=pop).outcome for s in range(8)]
-    assert outcomes.count("promoted") == 8, outcomes
+    pop = Population(hostile_client=True)
+    outcomes = [simulate_canary(SAME, seed=900 + s, pop=pop) for s in range(5)]
+    assert [o.outcome for o in outcomes].count("promoted") == 5, outcomes
 
 
 def test_one_users_200_down_votes_do_not_fail_a_step_20_users_pass() -> None:
