@@ -31,6 +31,10 @@ class ReleaseSettings(BaseModel):
     embeddings: bool = False  # also report embedding similarity (loads the MiniLM model)
     # shadow phase
     shadow_fraction: float = Field(default=0.2, ge=0, le=1)
+    # the share of alpha the shadow phase spends on "worse than stable" (one-sided); the
+    # canary spends the rest: an identical version is rolled back at most alpha of the time
+    # by shadow and canary together (tasks/release/sequential.py, release_alpha_split)
+    shadow_alpha_share: float = Field(default=0.2, gt=0, lt=1)
     min_shadow_pairs: int = Field(default=30, ge=2)
     # canary steps (stable's p99 counts as at least 50 ms, its error rate as at least
     # error_floor: only a stable without errors needs a floor, and 1 % hid a 3x regression

@@ -33,8 +33,9 @@ a user's requests are not independent trials):
 The false-alarm budget: a version identical to stable must be rolled back at most ``alpha`` of
 the time over the whole canary. Each step runs five failure tests (errors and feedback at the
 horizon and sequentially "worse", latency at the horizon; the sequential "better" tests only
-pass a step early; the cost rail is a sixth where it is set), so each runs at
-``alpha / (5 x steps)`` (:func:`~tasks.release.sequential.canary_test_alpha`, Bonferroni). ``make bench`` measures the
+pass a step early; the cost rail is a sixth where it is set), so each runs at the canary's
+share of ``alpha`` over ``5 x steps`` (:func:`~tasks.release.sequential.canary_test_alpha`,
+Bonferroni; the shadow phase spends ``shadow_alpha_share`` of ``alpha``). ``make bench`` measures the
 rates (tests/benchmarks/bench_release_decisions.py).
 
 No-data rule: fewer than ``min_requests_per_step`` candidate requests, fewer than

@@ -5,8 +5,11 @@ the moment the stable call starts (so both answers of a pair meet the same load)
 mirrored pair (same ``pairing_id``, routes ``stable`` and ``shadow`` in the traces) is scored
 with the stage-2 reward and paired-tested. The golden gate already showed an improvement, so
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
-its mean is below ``reject_ratio`` of the stable mean and lower with one-sided p < alpha, or
-significantly worse at any size (two-sided p < alpha), and proceeds to the canary otherwise.
+it is significantly worse (one-sided p below the shadow's share of alpha,
+:func:`~tasks.release.sequential.shadow_test_alpha`; the reason says when its mean is also
+below ``reject_ratio`` of stable's), and proceeds to the canary otherwise. The canary spends
+the rest of alpha, so shadow and canary together roll an identical version back at most
+alpha of the time.
 A non-inferiority release (a cheaper student, ``noninferiority_margin`` set) was shown only
 no worse than stable by more than its margin, so its shadow phase rolls it back only when
 live traffic shows it worse by more than that margin (:func:`_noninferior_shadow`).
@@ -201,20 +204,24 @@ def shadow_verdict(
     evidence: dict[str, Any],
 ) -> PhaseResult:
     """The shadow verdict of a release that must be better, on the pairs' paired test (the
-    PII check passed): it fails below ``reject_ratio`` x stable and lower (one-sided
-    p < alpha), or significantly worse at any size (two-sided p < alpha)."""
+    PII check passed): it fails when significantly worse (one-sided p below
+    :func:`~tasks.release.sequential.shadow_test_alpha`), named as below ``reject_ratio`` x
+    stable where its mean is."""
+    from tasks.release.sequential import shadow_test_alpha
+
     stats = (
         f"{test.n} pairs, mean {test.mean_baseline:.4f} -> "
         f"{test.mean_candidate:.4f}, p={test.p_value:.3g}"
     )
     lower_p = test.p_value / 2 if test.mean_diff < 0 else 1.0  # one-sided: candidate lower
-    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower_p < policy.alpha:
+    level = shadow_test_alpha(policy)
+    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower_p < level:
         return PhaseResult(
             verdict="fail",
             reasons=[f"shadow mean below {policy.reject_ratio:g} x stable ({stats})"],
             evidence=evidence,
         )
-    if test.p_value < policy.alpha and test.mean_diff < 0:
+    if lower_p < level:
         return PhaseResult(
             verdict="fail",
             reasons=[f"shadow significantly worse than stable ({stats})"],
@@ -245,13 +252,15 @@ def _noninferior_shadow(
 ) -> PhaseResult:
     """A non-inferiority release's shadow verdict (the PII check passed): rolled back only
     when worse than stable by more than its margin, shown by the test of "significantly
-    worse" shifted by the margin (one-sided p < alpha / 2: the level of that test), in points
-    of the gate's scale (:func:`margin_scores`)."""
+    worse" shifted by the margin (one-sided, at the shadow's share of alpha), in points of the
+    gate's scale (:func:`margin_scores`)."""
     from tasks.release.noninferiority import noninferiority_test
     from tasks.release.report import json_safe
+    from tasks.release.sequential import shadow_test_alpha
 
     margin = policy.noninferiority_margin or 0.0
-    ni = noninferiority_test(stable, cand, margin=margin, alpha=policy.alpha / 2, scale=scale)
+    level = shadow_test_alpha(policy)
+    ni = noninferiority_test(stable, cand, margin=margin, alpha=level, scale=scale)
     evidence["noninferiority"] = json_safe(asdict(ni))
     stats = (
         f"{ni.n} pairs, {scale} {ni.mean_baseline:.1f} -> {ni.mean_candidate:.1f} points "

@@ -135,11 +135,19 @@ def tests_per_step(policy: ReleaseSettings) -> int:
     return TESTS_PER_STEP + (policy.cost_ratio_max is not None)
 
 
+def shadow_test_alpha(policy: ReleaseSettings) -> float:
+    """The one-sided level of the shadow phase's "worse than stable": its share of ``alpha``
+    (``shadow_alpha_share``)."""
+    return policy.alpha * policy.shadow_alpha_share
+
+
 def canary_test_alpha(policy: ReleaseSettings) -> float:
-    """The significance level of each of a canary's failure tests: ``alpha`` split evenly over
-    its steps and the tests of each step (Bonferroni), so a version no worse than stable is
-    rolled back at most ``alpha`` of the time over the whole canary."""
-    return policy.alpha / (max(1, len(policy.canary_steps)) * tests_per_step(policy))
+    """The significance level of each of a canary's failure tests: what the shadow phase left
+    of ``alpha``, split evenly over the steps and the tests of each step (Bonferroni), so a
+    version no worse than stable is rolled back at most ``alpha`` of the time by the shadow
+    phase and the canary together."""
+    rest = policy.alpha * (1 - policy.shadow_alpha_share)
+    return rest / (max(1, len(policy.canary_steps)) * tests_per_step(policy))
 
 
 def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[float, ...] | None:

@@ -41,12 +41,15 @@ RARE_BAD = {"3x errors at 0.3 % base": Version(errors=3.0)}
 RAMP = Load(ramp_per_hour=1.0)
 POPULATIONS: dict[str, Population] = {
     "1,000 users": Population(),
+    # the traffic a tail-only regression needs (weighed by users): 12,000 requests a step
+    "4,000 users at 40 req/s": Population(clients=4000, load=Load(rate=40.0)),
     "20 users": Population(clients=20, load=Load(rate=1.0)),
     "one API key, no user": Population(kind="one_key", clients=1, load=Load(rate=2.0)),
     "anonymous behind a proxy": Population(kind="proxy", clients=300, load=Load(rate=4.0)),
-    # 30 users at 10 req/s: about 100 requests each per 300 s step; each with its own error
-    # propensity (some users' prompts fail more often)
-    "heavy users": Population(clients=30, zipf=0.0, user_error_sigma=1.0, load=Load(rate=10.0)),
+    # 200 users at 60 req/s: about 90 requests each per 300 s step (enough users that a 5 %
+    # step has the 10 a side a comparison needs); each with its own error propensity (some
+    # users' prompts fail more often)
+    "heavy users": Population(clients=200, zipf=0.0, user_error_sigma=1.0, load=Load(rate=60.0)),
     "rare errors (0.1 %)": Population(base_error=0.001),
     "own latency scales": Population(user_latency_sigma=0.6),
     "load ramp (2x in an hour)": Population(load=RAMP),

@@ -293,7 +293,7 @@ class World:
             )
         self.candidate_requests += canary
         if decision.shadow_version is not None:
-            self._shadow(rng, client, voter, epoch, base)
+            self._shadow(rng, client, voter, epoch, base, stable_error=error)
         hostile = pop.hostile_client and who == 0
         if error or not (hostile or vote_u < pop.vote_rate):
             return
@@ -308,10 +308,19 @@ class World:
         )
 
     def _shadow(
-        self, rng: random.Random, client: Client, voter: int | None, epoch: Any, base: float
+        self,
+        rng: random.Random,
+        client: Client,
+        voter: int | None,
+        epoch: Any,
+        base: float,
+        *,
+        stable_error: bool,
     ) -> None:
         """A mirrored copy answered by the candidate (route ``shadow``), and the pair's live
-        rewards: both answers to the same request share its difficulty."""
+        rewards: both answers to the same request share its difficulty, and each side's error
+        is its own (``stable_error``: the user's stable call's; an A/A pair whose stable side
+        never failed made an identical candidate 2 % worse in shadow)."""
         v, names = self.cand, self.names
         error = rng.random() < self.pop.base_error * client.error * v.errors
         self._call(
@@ -344,7 +353,7 @@ class World:
                 route=route,
                 pairing_id=pair,
                 workload=names.workload,
-                error_count=int(error and route == "shadow"),
+                error_count=int(stable_error if route == "stable" else error),
             )
             for route, model, s in sides
         ]

@@ -50,8 +50,12 @@ def test_a_candidate_wrong_on_most_of_ten_pairs_is_rolled_back(scorer) -> None:
 
 
 def test_below_the_ratio_on_enough_pairs_is_rolled_back(scorer) -> None:
-    result = judge_shadow(pairs(30, wrong={0, 10, 20}), scorer=scorer, policy=POLICY)
+    """6 of 30 answers worse, none better (one-sided p 0.006, under the shadow's 0.01); 3 of 30
+    (p 0.04) are not enough at the shadow's share of alpha."""
+    result = judge_shadow(pairs(30, wrong={0, 5, 10, 15, 20, 25}), scorer=scorer, policy=POLICY)
     assert result.verdict == "fail" and "below 0.95 x stable" in result.reasons[0]
+    weaker = judge_shadow(pairs(30, wrong={0, 10, 20}), scorer=scorer, policy=POLICY)
+    assert weaker.verdict == "pass", weaker.reasons
 
 
 def test_below_the_ratio_by_noise_on_enough_pairs_proceeds(scorer) -> None:
