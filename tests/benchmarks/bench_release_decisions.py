@@ -11,7 +11,8 @@ per-request counting for heavy users, and the cost rail's point threshold.
 ``--prometheus`` (the default where Debian's ``prometheus`` and ``promtool`` are installed): read
 through a real Prometheus with the real alert rules; ``--embedded``: the gateway's exposition
 read directly, no alert rules (cheap; what the unit test's fast twin uses).
-``--populations``: a subset, names as printed, separated by ";".
+``--populations``: a subset, names as printed, separated by ";". ``--aa-only``: the identical
+candidate's row alone (the false-rollback rate, with more releases for a tighter interval).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def population_tables(args: argparse.Namespace, gate_false: tuple[int, int]) -> 
     for p, pname in enumerate(names):
         pop = POPULATIONS[pname]
         print(f"\n### {pname} ({reader}; {args.runs} releases per row)\n\n{HEADER}")
-        rows = rows_for(pop)
+        rows = [r for r in rows_for(pop) if not args.aa_only or r[1] == SAME]
         seed = 1_000_000 * (p + 1)
         summaries = run_rows(rows, runs=args.runs, seed=seed, prometheus=args.prometheus)
         for (name, _, _), row in zip(rows, summaries, strict=True):
@@ -175,6 +176,7 @@ def main() -> None:
     ap.add_argument("--embedded", dest="prometheus", action="store_false")
     ap.add_argument("--populations", default="")
     ap.add_argument("--no-contrasts", action="store_true")
+    ap.add_argument("--aa-only", action="store_true")
     args = ap.parse_args()
     if args.prometheus is None:  # production's reader when its binaries are here
         args.prometheus = bool(shutil.which("prometheus") and shutil.which("promtool"))

@@ -76,10 +76,15 @@ class Served:
     home: Path
     url: str  # vLLM's root URL
     env: dict[str, str]
+    key: str  # its --api-key: a call without it is refused
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
 
     def models(self) -> list[str]:
-        data = httpx.get(f"{self.url}/v1/models", timeout=10).json()["data"]
-        return sorted(str(m["id"]) for m in data)
+        resp = httpx.get(f"{self.url}/v1/models", headers=self.auth, timeout=10)
+        return sorted(str(m["id"]) for m in resp.json()["data"])
 
 
 @pytest.fixture(scope="module")
@@ -103,12 +108,13 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
         rt = Runtime.from_env()
         boot = bootstrap_base_model(rt.store, settings=rt.settings)
         slots = rt.settings.model_server.max_loras or 1
+        key = rt.settings.model_server_key()
         with local_vllm(
             boot.model_dir,
             served_name="v0",
             max_loras=slots,
             log_path=tmp / "vllm.log",
-            api_key=rt.settings.model_server_key(),  # every call below must carry it
+            api_key=key,  # every call below must carry it
         ) as url:
             env |= {
                 "FLYWHEEL_MODEL_SERVER__KIND": "vllm",
@@ -119,7 +125,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
             get_settings.cache_clear()
             server = open_model_server(get_settings(), rt.store)
             assert server is not None and server.health() is None
-            yield Served(home=tmp / "home", url=url, env=env)
+            unkeyed = httpx.get(f"{url}/v1/models", timeout=10)
+            assert unkeyed.status_code == 401, unkeyed.text  # the server is not open
+            yield Served(home=tmp / "home", url=url, env=env, key=key)
     get_settings.cache_clear()
 
 
@@ -335,7 +343,7 @@ def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(served_env: Se
     prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     trainer_ids = tok(prompt, add_special_tokens=False)["input_ids"]
     body = {"model": "v0", "messages": messages, "add_generation_prompt": True}
-    resp = httpx.post(f"{served_env.url}/tokenize", json=body, timeout=30)
+    resp = httpx.post(f"{served_env.url}/tokenize", json=body, headers=served_env.auth, timeout=30)
     assert resp.status_code == 200, resp.text
     assert resp.json()["tokens"] == trainer_ids
     assert "<|tool|>calculator: 23 + 58 = 81" in prompt and prompt.endswith("<|assistant|>")
