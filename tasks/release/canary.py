@@ -65,7 +65,7 @@ from tasks.release.sequential import (
     measure,
     sequential_verdict,
 )
-from tasks.release.units import error_evidence, error_rate
+from tasks.release.units import error_rate, paired_error_evidence
 
 if TYPE_CHECKING:
     from infra.promql import CanaryMetrics, CanaryWindow, RouteStats
@@ -159,7 +159,7 @@ def more_errors_p(c: RouteStats, s: RouteStats) -> float:
     taken together fixed, how often the candidate would hold this many of them or more with
     its share of the requests (a binomial tail: Fisher's exact test without the finite
     population's correction, a little more cautious)."""
-    (ec, nc), (es, ns) = error_evidence(c), error_evidence(s)
+    (ec, nc), (es, ns) = paired_error_evidence(c, s)
     if nc <= 0 or ns <= 0 or ec <= 0:
         return 1.0
     return binomial_tail(ec, ec + es, nc / (nc + ns))

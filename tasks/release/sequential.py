@@ -42,7 +42,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.release.units import error_evidence
+from tasks.release.units import paired_error_evidence
 
 if TYPE_CHECKING:
     from infra.promql import CanaryWindow, RouteStats
@@ -154,7 +154,7 @@ def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[floa
     """(candidate rate, stable rate, requests, requests, Lambda_worse, Lambda_better) with
     each user's errors bounded (:func:`~tasks.release.units.error_evidence`); None when a side
     has no request."""
-    (ec, nc), (es, ns) = error_evidence(c), error_evidence(s)
+    (ec, nc), (es, ns) = paired_error_evidence(c, s)
     if nc <= 0 or ns <= 0:
         return None
     share = nc / (nc + ns)

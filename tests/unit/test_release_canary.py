@@ -382,3 +382,29 @@ def test_errors_of_heavy_users_do_not_saturate_and_one_retrying_user_is_one_user
     assert result.evidence["error_ratio_vs_stable"] == pytest.approx(10 / 3, rel=0.05)
     same_but_one = analyse_step(_heavy_users_step(every_nth_canary=50, retrier=True), CFG)
     assert same_but_one.verdict == "pass", same_but_one.reasons
+
+
+def test_errors_that_cluster_on_users_count_as_fewer_trials() -> None:
+    """200 users a side, 90 requests each, 2 % errors on average: spread as chance spreads
+    them, nearly every user meets one or two (the design effect is 1: requests are the
+    trials); concentrated on a third of the users (their prompts fail more), the same errors
+    are worth fewer independent trials, and the same 1.6x difference is no longer significant."""
+    import random
+
+    from tasks.release.canary import more_errors_p
+    from tasks.release.units import design_effect
+
+    def side(rate: float, *, clustered: bool, seed: int) -> RouteStats:
+        rng = random.Random(seed)
+        errors = error_users = 0
+        for _ in range(200):
+            user_rate = (3 * rate if rng.random() < 1 / 3 else 0.0) if clustered else rate
+            mine = sum(rng.random() < user_rate for _ in range(90))
+            errors, error_users = errors + mine, error_users + (mine > 0)
+        return RouteStats(18_000, errors, 0.2, users=200, error_users=error_users)
+
+    spread = side(0.032, clustered=False, seed=1), side(0.02, clustered=False, seed=2)
+    clustered = side(0.032, clustered=True, seed=1), side(0.02, clustered=True, seed=2)
+    assert design_effect(*spread) == pytest.approx(1.0, abs=0.15)
+    assert design_effect(*clustered) > 2.5
+    assert more_errors_p(*spread) < 0.002 < more_errors_p(*clustered)
