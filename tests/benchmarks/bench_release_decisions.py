@@ -4,7 +4,8 @@ how often a candidate identical to stable is rolled back or held (A/A: the whole
 false rollback, shadow + canary + alerts, then with the golden gate), and how often each
 known-bad candidate is caught, with the median number of candidate requests it took. Then the
 wrong designs beside the right ones: stable's previous hour as the baseline under a load ramp,
-per-request counting for heavy users, and the cost rail's point threshold.
+per-request counting for heavy users, and a student's cost rail at 1.0x (a test over the step's
+slices: a point threshold there once rolled back 4 of 5 identical students).
 
     .venv/bin/python tests/benchmarks/bench_release_decisions.py --runs 20 --prometheus
 
@@ -132,9 +133,9 @@ def design_contrasts(args: argparse.Namespace) -> None:
         ),
         ("heavy users, one voice per user (the release)", heavy, {}),
         ("heavy users, every request counted (wrong)", heavy, {"voices_per_step": 10**6}),
-        ("student, cost rail at 1.0x (no test)", Population(), {"policy": cost}),
+        ("student, cost rail at 1.0x (a sign test over slices)", Population(), {"policy": cost}),
     ]
-    print(f"\n### Designs compared (A/A, embedded reader; {args.runs} releases per row)")
+    print(f"\n### Approaches compared (A/A, embedded reader; {args.runs} releases per row)")
     print(f"\n{HEADER}")
     for i, (name, pop, kw) in enumerate(rows):
         (row,) = run_rows(
