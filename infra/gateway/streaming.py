@@ -113,7 +113,7 @@ async def _relay(
     started: float,
     prompt_group: str,
     pairing_id: str | None,
-    on_end: Callable[[bool], object] | None,
+    on_end: Callable[[bool], object] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     total = Completion(text="", finish_reason=None, logprobs=None)
     texts: list[str] = []

@@ -29,6 +29,7 @@ def score_trace(item: dict[str, Any]) -> str | None:
 
 
 def quoted(value: str) -> str:
+    """``value`` as one path segment of a Langfuse API URL (every reserved character escaped)."""
     return urllib.parse.quote(value, safe="")
 
 
