@@ -182,13 +182,18 @@ class PrometheusClient:
             ) from exc
         if resp.status_code != 200 or body.get("status") != "success":
             raise MetricsError(f"Prometheus query failed ({resp.status_code}): {body.get('error')}")
-        data = body["data"]
-        rows: list[tuple[dict[str, str], float]]
-        if data["resultType"] == "scalar":
-            rows = [({}, float(data["result"][1]))]
-        else:
-            rows = [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
-        return [(labels, v) for labels, v in rows if not math.isnan(v)]
+        return instant_rows(body["data"])
+
+
+def instant_rows(data: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """``(labels, value)`` per series of an instant query's ``data`` (a vector or a scalar; NaN
+    values left out)."""
+    rows: list[tuple[dict[str, str], float]]
+    if data["resultType"] == "scalar":
+        rows = [({}, float(data["result"][1]))]
+    else:
+        rows = [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+    return [(labels, v) for labels, v in rows if not math.isnan(v)]
 
 
 def increase_by(

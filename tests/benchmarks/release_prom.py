@@ -38,7 +38,7 @@ import httpx
 import yaml
 
 from infra.errors import MetricsError
-from infra.promql import PrometheusMetrics
+from infra.promql import PrometheusMetrics, instant_rows
 from infra.settings import ReleaseSettings
 from tasks.release.canary import watch_step
 from tasks.release.rollout import Clock
@@ -65,13 +65,7 @@ class KeepAliveClient:
         body = self.http.get("/api/v1/query", params=params).json()
         if body.get("status") != "success":
             raise MetricsError(f"Prometheus query failed: {body.get('error')}")
-        data = body["data"]
-        rows: list[tuple[dict[str, str], float]]
-        if data["resultType"] == "scalar":
-            rows = [({}, float(data["result"][1]))]
-        else:
-            rows = [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
-        return [(labels, v) for labels, v in rows if not math.isnan(v)]
+        return instant_rows(body["data"])
 
     def query_range(self, expr: str, start: float, end: float) -> list[dict[str, Any]]:
         """The matrix of ``expr`` every ``EVAL_S`` from ``start`` to ``end``."""
