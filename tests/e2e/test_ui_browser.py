@@ -83,7 +83,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(60_000)
+    context.set_default_timeout(WAIT_MS)  # every wait may be behind a run that is starting
     yield context.new_page()
     context.close()
 
