@@ -58,7 +58,15 @@ class Users:
     feedback: Counter[int] = field(default_factory=Counter)
 
 
-def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading.Lock) -> None:
+def _ask(
+    gateway: str,
+    workload: str,
+    req: object,
+    users: Users,
+    lock: threading.Lock,
+    *,
+    vote: bool = True,
+) -> None:
     from tasks.demo import domain
     from tasks.demo.agent import request_messages
     from tasks.demo.simulate import ANSWER_TOKENS
@@ -76,8 +84,9 @@ def _ask(gateway: str, workload: str, req: object, users: Users, lock: threading
         resp.raise_for_status()
         answer = resp.json()["choices"][0]["message"]["content"] or ""
         value = 1 if domain.verify(req.item, answer) == 1.0 else -1  # type: ignore[attr-defined]
-        trace = {"trace_id": resp.headers["x-trace-id"], "value": value}
-        httpx.post(f"{gateway}/v1/feedback", json=trace, headers=headers, timeout=30)
+        if vote:
+            trace = {"trace_id": resp.headers["x-trace-id"], "value": value}
+            httpx.post(f"{gateway}/v1/feedback", json=trace, headers=headers, timeout=30)
     except (httpx.HTTPError, KeyError, ValueError):
         with lock:
             users.failed += 1
@@ -109,9 +118,12 @@ def paced(
 ) -> None:
     """One request of ``workload``'s users every ``every_s`` seconds until ``stop`` is set, so
     fewer land in a rule's window (15 s, 120 s in the shortened rules) than the candidate
-    alert rules need before judging (500 requests for a p99, 20 voting users): on two shared
-    cores a handful of requests that shared a batch with slow ones would otherwise read as a
-    latency regression of that workload's candidate; tallied into ``seen[workload]``."""
+    alert rules need before judging (500 requests for a p99), and no votes (the feedback rule
+    counts 20 voting users: at one request every 2 s a 120 s window holds 60, and an identical
+    candidate's chance lead, judged every second of a shortened window, rolled B back once in
+    four CI runs): on two shared cores a handful of requests that shared a batch with slow ones
+    would otherwise read as a regression of that workload's candidate; tallied into
+    ``seen[workload]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
     users = build_population(200, seed=0)
@@ -121,7 +133,7 @@ def paced(
     for req in plan:
         if stop.wait(every_s):
             return
-        _ask(gateway, workload, req, tally, lock)
+        _ask(gateway, workload, req, tally, lock, vote=False)
 
 
 def firing(prometheus: str) -> set[tuple[str, str, str]]:
