@@ -217,6 +217,36 @@ def version_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("version", type=model_version, help="a model version, e.g. v3")
 
 
+def report_args(p: argparse.ArgumentParser) -> None:
+    """A model version (its gate report), or ``agreement`` (every release's gate beside its
+    canary) with the workload and where the plot goes."""
+    p.add_argument(
+        "version",
+        type=report_subject,
+        metavar="VERSION|agreement",
+        help="a model version, e.g. v3 (its last gate report), or agreement (gate vs canary "
+        "of every release)",
+    )
+    p.add_argument(
+        "--workload",
+        type=workload,
+        default=None,
+        metavar="W",
+        help="agreement: this workload's releases only (default: every workload's)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="PATH",
+        help="agreement: where the PNG goes (default: $FLYWHEEL_HOME/reports/agreement.png)",
+    )
+
+
+def report_subject(value: str) -> str:
+    """``agreement``, else a model version."""
+    return value if value == "agreement" else model_version(value)
+
+
 def control_args(p: argparse.ArgumentParser) -> None:
     """Why and who, for the audit log; which workload's release."""
     workload_arg(p)

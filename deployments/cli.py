@@ -180,8 +180,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "report",
-        "print a version's last golden-gate report (decision, tests, checks, slices)",
-        arguments.version_arg,
+        "a version's last golden-gate report, or agreement: each release's gate vs its canary",
+        arguments.report_args,
         release_commands.report,
         starts_flow=False,
     ),
