@@ -90,6 +90,13 @@ def curate(ns: argparse.Namespace) -> int:
         "dropped": {k: v for k, v in r.dropped.items() if v},
         "snapshot": r.snapshot_id,
     }
+    for workload, cov in (r.coverage or {}).items():
+        fields[f"golden_coverage_{workload}"] = (
+            f"{cov['coverage']:.0%} of {cov['prompts']} prompts (golden {cov['golden_version']})"
+        )
+        for i, c in enumerate(cov["clusters"], start=1):
+            example = c["example"] or "(no example: none released by k-anonymity)"
+            fields[f"uncovered_{workload}_{i}"] = f"{c['size']} prompts, e.g. {example!r}"
     if r.read == 0:
         fields["note"] = _empty_window_note("curate", r.window)
     emit(ns, "curate", fields)

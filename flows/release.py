@@ -206,6 +206,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 release_id=run.release_id,
             )
         raise
+    result.warnings += _coverage_warnings(rt, opts.workload, golden)
     run.gauges = gate_gauges(result.checks)
     run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
@@ -227,6 +228,19 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         release_id=run.release_id,
     )
     return state, result.decision.value
+
+
+def _coverage_warnings(rt: Runtime, workload: str | None, golden: str) -> list[str]:
+    """The gate report's warning when the last curate run found the golden set covering
+    less of the workload's prompts than FLYWHEEL_CURATE__COVERAGE_MIN."""
+    from tasks import golden_coverage
+    from tasks.reward.verifiers import DEFAULT_WORKLOAD
+
+    measured = golden_coverage.latest(rt.store, workload or DEFAULT_WORKLOAD)
+    why = golden_coverage.gate_warning(
+        measured, minimum=rt.settings.curate.coverage_min, golden_version=golden
+    )
+    return [why] if why else []
 
 
 def _shadow(run: _Run) -> tuple[RoutingState, str]:
