@@ -15,6 +15,7 @@ from deployments import (
     arguments,
     commands,
     erasure_commands,
+    golden_commands,
     governance_commands,
     output,
     pii_eval_command,
@@ -199,6 +200,14 @@ COMMANDS: tuple[Command, ...] = (
         commands.review,
         starts_flow=False,
         check=review_commands.check_review,
+    ),
+    Command(
+        "golden",
+        "propose golden items from traffic the set does not cover; review them into a version",
+        golden_commands.golden_args,
+        commands.golden,
+        starts_flow=False,
+        check=golden_commands.check_golden,
     ),
     Command(
         "pii-eval",

@@ -181,6 +181,13 @@ def review(ns: argparse.Namespace) -> int:
     return run_review(ns)
 
 
+def golden(ns: argparse.Namespace) -> int:
+    """flywheel golden: propose golden items from traffic, or review them into a version."""
+    from deployments.golden_commands import run_golden
+
+    return run_golden(ns)
+
+
 # ------------------------------------------------------------- stages 4-5 (weekly)
 
 

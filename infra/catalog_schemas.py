@@ -153,6 +153,27 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", TS),
         ]
     ),
+    # a golden set that follows traffic (tasks/golden_proposals.py): proposed items from
+    # curated (anonymised) traffic and a person's decision on each
+    "golden_proposals": pa.schema(
+        [
+            ("proposal_id", pa.string()),
+            ("workload", pa.string()),
+            ("question", pa.string()),
+            ("reference", pa.string()),
+            ("reason", pa.string()),
+            ("cluster", pa.int64()),
+            ("source_trace", pa.string()),
+            ("contexts", STR_LIST),
+            ("messages", pa.string()),  # JSON: the anonymised conversation
+            ("golden_version", pa.string()),  # proposed against
+            ("status", pa.string()),  # pending | accepted | edited | rejected
+            ("proposed_at", TS),
+            ("reviewer", pa.string()),  # a pseudonym, never a name or e-mail
+            ("decided_at", TS),
+            ("new_version", pa.string()),  # the golden version it entered
+        ]
+    ),
     "consent": pa.schema(
         [
             ("user_key", pa.string()),

@@ -188,8 +188,11 @@ def settings_golden_set(
     set, read once: a gate never mixes versions)."""
     own = own_golden_path(reward, workload, workloads=workloads)
     path = own if own is not None else golden_path(reward)
+    version = golden_version(path)
     items = load_golden(path, workload=workload) if own is not None else load_golden(path)
-    return items, golden_version(path)
+    if golden_version(path) != version:
+        raise ValueError(f"the golden set {path} changed while it was read: read it again")
+    return items, version
 
 
 def golden_matcher(reward: RewardSettings) -> Callable[[str], bool]:

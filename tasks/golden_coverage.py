@@ -73,6 +73,7 @@ class Cluster:
     example: str | None  # anonymised text of a released member; None: none was released
     example_trace: str | None = None  # its trace id (what the stored measure keeps)
     nearest_golden: float = 0.0  # the group's first prompt's similarity to the golden set
+    members: list[int] = field(default_factory=list, repr=False)  # indices; never stored
 
 
 @dataclass
@@ -99,7 +100,10 @@ class Coverage:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the shares."""
-        return {**asdict(self), "coverage": self.share, "uncovered_share": self.uncovered_share}
+        data = asdict(self)
+        for cluster in data["clusters"]:
+            del cluster["members"]
+        return {**data, "coverage": self.share, "uncovered_share": self.uncovered_share}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Coverage:
@@ -178,6 +182,7 @@ def measure(
                 example=prompts[shown] if shown is not None else None,
                 example_trace=ids[shown] if ids is not None and shown is not None else None,
                 nearest_golden=round(sims[members[0]], 3),
+                members=members,
             )
         )
     return cov
