@@ -300,6 +300,14 @@ def run_args(p: argparse.ArgumentParser) -> None:
         help="seed of the base model and the simulated users (default 0)",
     )
     p.add_argument(
+        "--scenario",
+        choices=["drift"],
+        default=None,
+        help="drift: users start asking a new kind of question; the gate on the old golden set "
+        "passes a candidate the canary catches, and after golden propose + review rejects it "
+        "(seconds, scripted model versions, in $FLYWHEEL_HOME/scenarios/drift)",
+    )
+    p.add_argument(
         "--distil",
         action="store_true",
         help="after the cycles, distil each workload's new stable version into a smaller "

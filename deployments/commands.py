@@ -289,6 +289,8 @@ def run(ns: argparse.Namespace) -> int:
     from flows.loop import LoopOptions, run_loop
     from tasks.demo.loop_summary import loop_report, not_promoted
 
+    if getattr(ns, "scenario", None) == "drift":
+        return _drift(ns)
     opts = LoopOptions(
         cycles=ns.cycles,
         seed=ns.seed,
@@ -309,6 +311,26 @@ def run(ns: argparse.Namespace) -> int:
         print(loop_report(summary))
     if reason := not_promoted(summary):
         error("run", reason)
+        return FAILED
+    return 0
+
+
+def _drift(ns: argparse.Namespace) -> int:
+    """flywheel run --scenario drift (tasks/demo/drift.py)."""
+    from infra.settings import get_settings
+    from tasks.demo.drift import run_drift
+
+    home = get_settings().home_dir / "scenarios" / "drift"
+    report = run_drift(home, seed=ns.seed, **({"requests": ns.requests} if ns.requests else {}))
+    if ns.json:
+        emit(ns, "run", asdict(report))
+    else:
+        print(report.text())
+    shown = all(g.decision == "PROCEED_TO_SHADOW" for g in report.old_gates) and all(
+        g.decision == "ROLLBACK" for g in report.new_gates
+    )
+    if not shown:
+        error("run", "the drift scenario did not show the gate's miss and its repair")
         return FAILED
     return 0
 
