@@ -14,7 +14,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.answers import open_answer_source
 from infra.base_servers import open_model_server
-from infra.errors import ControlRefused, ModelServerError, ReleaseError
+from infra.errors import ControlRefused, ModelServerError, ObjectNotFound, ReleaseError
 from infra.flow_docs import described
 from infra.models import ServableVersions
 from infra.parameters import ModelVersion
@@ -323,7 +323,10 @@ def record_outcome(run: _Run, outcome: str, report: StageReport) -> dict[str, An
     estimate (its stored report) beside the canary steps this run watched; its gauges."""
     from tasks.release.agreement import live_verifier, outcome_row, report_outcome, write_outcome
 
-    gate = read_report(run.rt.store, run.version)
+    try:
+        gate = read_report(run.rt.store, run.version)
+    except ObjectNotFound:  # no gate report (a person promoted past the gate): online only
+        gate = {}
     end = datetime.now(UTC)
     start = run.canary_start or end
     baseline = run.stable or str(gate.get("baseline"))

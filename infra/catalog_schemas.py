@@ -163,7 +163,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("reference", pa.string()),
             ("reason", pa.string()),
             ("cluster", pa.int64()),
-            ("source_trace", pa.string()),
+            ("source_trace", pa.string()),  # the reference's trace
+            ("question_trace", pa.string()),  # the trace whose question it is
             ("contexts", STR_LIST),
             ("messages", pa.string()),  # JSON: the anonymised conversation
             ("golden_version", pa.string()),  # proposed against

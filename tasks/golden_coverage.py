@@ -30,6 +30,7 @@ measure per workload is ``curate/coverage/<workload>.json`` in the object store.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from infra.settings import CurateSettings, RewardSettings
     from infra.store import ObjectStore
 
+log = logging.getLogger(__name__)
 _PLACEHOLDER = re.compile(r"<[A-Z_]+>")
 _DIGITS = re.compile(r"\d+")
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
@@ -133,15 +135,20 @@ def similarities(prompts: Sequence[str], golden: Sequence[str]) -> tuple[list[fl
     )
     vectoriser.fit([*golden, *prompts])
     gold = vectoriser.transform(list(golden))
-    out: list[float] = []
-    nearest: list[str] = []
-    for prompt in prompts:
-        parts = [*sentences(prompt), prompt] if len(sentences(prompt)) > 1 else [prompt]
-        sims = cosine_similarity(vectoriser.transform(parts), gold).max(axis=1)
-        best = int(sims.argmax())
-        out.append(float(sims[best]))
-        nearest.append(parts[best])
-    return out, vectoriser, vectoriser.transform(nearest)
+    parts: list[str] = []
+    owner: list[int] = []
+    for i, prompt in enumerate(prompts):
+        split = sentences(prompt)
+        for part in [*split, prompt] if len(split) > 1 else [prompt]:
+            parts.append(part)
+            owner.append(i)
+    sims = cosine_similarity(vectoriser.transform(parts), gold).max(axis=1)  # one pass
+    best: list[int] = [-1] * len(prompts)
+    for j, i in enumerate(owner):
+        if best[i] < 0 or sims[j] > sims[best[i]]:
+            best[i] = j
+    out = [float(sims[j]) for j in best]
+    return out, vectoriser, vectoriser.transform([parts[j] for j in best])
 
 
 def measure(
@@ -299,7 +306,8 @@ def measure_window(
     for workload, rows in sorted(by_workload.items()):
         try:
             items, version = settings_golden_set(reward, workload, workloads=workloads)
-        except UnknownWorkload:
+        except (UnknownWorkload, OSError, ValueError) as exc:  # never fails the curate run
+            log.warning("golden coverage of %s not measured: %s", workload, exc)
             continue
         cov = measure(
             [str(r["question"]) for r in rows],

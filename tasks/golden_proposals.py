@@ -77,9 +77,10 @@ class Proposal:
     reference: str
     reason: str
     cluster: int
-    source_trace: str
+    source_trace: str  # the reference's trace
+    question_trace: str  # the trace whose (anonymised) question it is
     contexts: list[str] = field(default_factory=list)
-    messages: str | None = None  # JSON: the anonymised conversation, as curate wrote it
+    messages: str | None = None  # JSON: the question's conversation, as curate wrote it
     golden_version: str = ""  # the version it was proposed against
 
     def row(self, at: datetime) -> dict[str, Any]:
@@ -181,7 +182,8 @@ def candidates(
         taken = 0
         for key in sorted(by_question):
             group = by_question[key]
-            question = min((str(r["question"]) for r in group), key=lambda q: (len(q), q))
+            asked = min(group, key=lambda r: (len(str(r["question"])), str(r["trace_id"])))
+            question = str(asked["question"])  # the shortest phrasing
             if trained(question):
                 refused["near training data"] = refused.get("near training data", 0) + 1
                 continue
@@ -214,8 +216,9 @@ def candidates(
                     ),
                     cluster=n,
                     source_trace=str(best["trace_id"]),
-                    contexts=[str(c) for c in best.get("contexts") or []],
-                    messages=best.get("messages"),
+                    question_trace=str(asked["trace_id"]),
+                    contexts=[str(c) for c in asked.get("contexts") or []],
+                    messages=asked.get("messages"),
                     golden_version=golden_version,
                 )
             )
@@ -417,7 +420,7 @@ def _item(row: Mapping[str, Any]) -> GoldenItem:
     """A golden item from a reviewed proposal (its conversation as curate wrote it, the last
     user turn replaced by an edited question)."""
     messages = json.loads(row["messages"]) if row.get("messages") else []
-    if messages and row["status"] == "edited":
+    if messages:  # the question as reviewed (an edit changes it)
         for m in reversed(messages):
             if m.get("role") == "user":
                 m["content"] = row["question"]

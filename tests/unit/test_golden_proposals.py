@@ -97,11 +97,12 @@ def test_candidates_come_from_uncovered_clusters_with_the_verified_answer() -> N
     three = by_q["What is 3 to the power of 4?"]
     # the highest reward the verifier passed; the wrong "12" is never the reference
     assert three.reference == "81" and three.source_trace == "e3"
+    assert three.question_trace == "e1"  # the shortest phrasing's trace (forget-user reaches it)
     assert "asked 3 time(s)" in three.reason and "the verifier passed" in three.reason
     assert "uncovered cluster 1" in three.reason and "power" in three.reason
     assert "best-scored answer" in by_q["What is 2 to the power of 5?"].reason
     assert found.refused == {"near training data": 1}  # 6^2: a model trained on it
-    assert json.loads(three.messages or "[]")[1]["content"].endswith("3 to the power of 4?")
+    assert json.loads(three.messages or "[]")[1]["content"] == "What is 3 to the power of 4?"
 
 
 @pytest.fixture
@@ -183,3 +184,15 @@ def test_a_bad_decision_is_refused_with_its_line() -> None:
         golden_proposals.parse_decisions(
             '{"proposal_id": "p1", "decision": "accept"}\n{"proposal_id": "p2", "decision": "maybe"}\n'
         )
+
+
+def test_forget_user_removes_the_proposals_of_their_traces(golden_home: Path) -> None:
+    from tasks.governance.erasure import delete_user_rows
+
+    rt = _runtime()
+    golden_proposals.propose(rt, "calculator")
+    assert len(golden_proposals.pending(rt.catalog, "calculator")) == 2
+    deleted = delete_user_rows(rt.catalog, "f" * 64, {"e1"})  # asked the shortest phrasing
+    assert deleted["golden_proposals"] == 1
+    (left,) = golden_proposals.pending(rt.catalog, "calculator")
+    assert left["question"] == "What is 2 to the power of 5?"
