@@ -20,7 +20,7 @@ The measure (a nearest neighbour on TF-IDF, no model to download):
   least as similar to as the threshold, else starts one; each group is
   reported with its size, its most telling tokens, and one example: the anonymised text of a
   member that k-anonymity released (a group with none shows no text). The stored measure
-  names the example by trace id only.
+  keeps shares and sizes and names the example by trace id only (no text, no tokens).
 
 ``flywheel_golden_coverage{workload}`` carries the covered share; the gate's report warns when
 the last measure of its workload fell below ``FLYWHEEL_CURATE__COVERAGE_MIN``. The latest
@@ -238,12 +238,13 @@ def _terms(vectors: Any, members: list[int], names: Any) -> list[str]:
 
 
 def save(store: ObjectStore, coverage: Coverage) -> str:
-    """Write ``coverage`` as its workload's latest measure, its examples by trace id only (the
-    text stays in ``flywheel.training_examples``, which forget-user reaches); returns the key."""
+    """Write ``coverage`` as its workload's latest measure: shares, sizes, and the examples by
+    trace id only, never text nor tokens (the text stays in ``flywheel.training_examples``,
+    which forget-user reaches); returns the key."""
     key = coverage_key(coverage.workload)
     data = coverage.as_dict()
     for cluster in data["clusters"]:
-        cluster["example"] = None
+        cluster["example"], cluster["terms"] = None, []
     store.put(key, json.dumps(data, indent=2).encode())
     return key
 

@@ -125,12 +125,9 @@ def summary_markdown(result: CurateResult) -> str:
             f"Golden set `{cov['golden_version']}` covers {cov['coverage']:.0%} of the "
             f"{cov['prompts']} {workload} prompts (TF-IDF similarity >= {cov['threshold']:g}).",
         ]
-        if cov["clusters"]:
-            lines += ["", "| uncovered cluster | prompts | tokens |", "|---|---:|---|"]
-            lines += [
-                f"| {i} | {c['size']} | {' '.join(c['terms'])} |"
-                for i, c in enumerate(cov["clusters"], start=1)
-            ]
+        if cov["clusters"]:  # sizes only: the artifact holds no text of users
+            lines += ["", "| uncovered cluster | prompts |", "|---|---:|"]
+            lines += [f"| {i} | {c['size']} |" for i, c in enumerate(cov["clusters"], start=1)]
     lines += ["", "| PII entity type | removed |", "|---|---:|"]
     lines += [f"| {etype} | {n} |" for etype, n in result.pii_entities.items()] or ["| none | 0 |"]
     lines += [
