@@ -255,3 +255,25 @@ def test_two_contradictions_in_a_row_fire_the_alert(values: str, expected, tmp_p
         workload="calculator",
     )
     check_alert(([planted], "GoldenGateContradicted", "30m", expected), tmp_path)
+
+
+def test_report_fills_in_the_verifier_once_the_canary_is_scored(settings, tmp_path: Path) -> None:
+    from infra.catalog import open_catalog
+    from tasks.release.agreement import refresh_verifier
+
+    catalog = open_catalog(settings)
+    write_outcome(catalog, row(0.05, 0.001, [step({}, {})], release_id="r1"))
+    rows = read_outcomes(catalog)
+    assert rows[0]["verifier_scored_candidate"] is None  # the canary was not scored yet
+    empty = scored_window(tmp_path / "none", "2026-11-30T09:00:00Z", [])
+    assert refresh_verifier(catalog, empty, rows) == 0  # its hour is still not scored
+    inside = T0 + timedelta(minutes=1)
+    traces = [(f"c{i}", "v2", inside, 1.0 if i < 10 else 0.0) for i in range(40)]
+    traces += [(f"s{i}", "v1", inside, 1.0 if i < 100 else 0.0) for i in range(120)]
+    store = scored_window(tmp_path, "2026-11-30T10:00:00Z", traces)
+    assert refresh_verifier(catalog, store, rows) == 1
+    (again,) = read_outcomes(catalog)
+    assert (again["verifier_scored_candidate"], again["verifier_pass_candidate"]) == (40, 0.25)
+    assert again["verifier_pass_stable"] == pytest.approx(100 / 120)
+    assert again["online_verifier_high"] < 0 and again["contradicts"]  # judged again
+    assert refresh_verifier(catalog, store, read_outcomes(catalog)) == 0  # done once
