@@ -244,7 +244,12 @@ def report_args(p: argparse.ArgumentParser) -> None:
 
 def report_subject(value: str) -> str:
     """``agreement``, else a model version."""
-    return value if value == "agreement" else model_version(value)
+    if value == "agreement":
+        return value
+    try:
+        return model_version(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or agreement)") from None
 
 
 def control_args(p: argparse.ArgumentParser) -> None:

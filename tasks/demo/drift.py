@@ -167,6 +167,7 @@ class DriftReport:
     new_gates: list[Gate]
     agreement: str
     contradictions_in_row: int
+    plot: str | None  # the agreement plot (None: matplotlib is not installed)
     wall_s: float
 
     def text(self) -> str:
@@ -193,6 +194,7 @@ class DriftReport:
             *[f"  {g.line()}" for g in self.new_gates],
             "agreement report:",
             *[f"  {line}" for line in self.agreement.splitlines()],
+            f"  plot: {self.plot or 'not written (matplotlib is not installed)'}",
             f"took {self.wall_s:.1f} s",
         ]
         return "\n".join(lines)
@@ -230,7 +232,7 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
     from tasks.golden import settings_golden_set
     from tasks.golden_coverage import measure
     from tasks.golden_proposals import export, pending, propose, review
-    from tasks.release.agreement import agreement, agreement_text, read_outcomes
+    from tasks.release.agreement import agreement, agreement_plot, agreement_text, read_outcomes
 
     rt = Runtime.from_env()
     settings = rt.settings
@@ -264,6 +266,7 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
     new_gates = [_gate(rt, items2, version2, v) for v in ("v1", "v2")]
     rows = read_outcomes(rt.catalog, WORKLOAD)
     summary = agreement(rows)
+    plot = agreement_plot(rows, str(home / "agreement.png"))
     first = next((c for c in cov_shift.clusters if c.example), None)
     return DriftReport(
         home=str(home),
@@ -280,6 +283,7 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
         new_gates=new_gates,
         agreement=agreement_text(rows, summary),
         contradictions_in_row=summary["contradictions_in_row"],
+        plot=plot,
         wall_s=time.monotonic() - t0,
     )
 

@@ -38,6 +38,8 @@ def test_drift_scenario_shows_the_miss_and_the_repair(flywheel_home: Path) -> No
     # the scenario's home only: the main home's catalog has no rows of it
     assert scan(open_catalog(get_settings()), "release_outcomes").num_rows == 0
     assert (home / "golden" / "calculator" / "HISTORY").is_file()
+    assert report.plot == str(home / "agreement.png")
+    assert (home / "agreement.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_run_takes_the_scenario_and_refuses_an_unknown_one() -> None:
