@@ -362,12 +362,12 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     reached 98.8 % against 64.5 %): what is asserted is where it was served, and that the gate
     decided."""
     from flows import loop as loop_flow
-    from flows import release as release_flow
     from flows.loop import LoopOptions, run_loop
     from flows.release import ReleaseOptions
     from infra.base_servers import ServerTrust, read_served
     from infra.vllm_process import LocalLaunchers
     from tasks.demo.loop_summary import loop_report
+    from tasks.release import steps as release_steps
 
     for key, value in DISTIL_ENV.items():
         monkeypatch.setenv(key, value)
@@ -381,7 +381,7 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
 
     monkeypatch.setattr(LocalLaunchers, "start", start)
     pinned: list[tuple[int, str | None]] = []  # the gateway asked for the student by name
-    gate = release_flow.golden_gate_task
+    gate = release_steps.golden_gate_task
 
     def gate_then_ask(items: Any, **kwargs: Any) -> Any:
         result = gate(items, **kwargs)  # the student's server is up (and recorded) meanwhile
@@ -402,7 +402,7 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
         pinned.append((resp.status_code, resp.headers.get("x-flywheel-model")))
         return result
 
-    monkeypatch.setattr(release_flow, "golden_gate_task", gate_then_ask)
+    monkeypatch.setattr(release_steps, "golden_gate_task", gate_then_ask)
     options = loop_flow._release_options
 
     def fewer_items(*args: Any, **kwargs: Any) -> ReleaseOptions:
