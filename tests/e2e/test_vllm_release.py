@@ -361,11 +361,11 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     does not let it through (measured: -10.8 points, CI [-14.2, -7.3]; a student of 364 answers
     reached 98.8 % against 64.5 %): what is asserted is where it was served, and that the gate
     decided."""
-    from flows import loop as loop_flow
     from flows.loop import LoopOptions, run_loop
     from flows.release import ReleaseOptions
     from infra.base_servers import ServerTrust, read_served
     from infra.vllm_process import LocalLaunchers
+    from tasks.demo import loop_cycle
     from tasks.demo.loop_summary import loop_report
     from tasks.release import steps as release_steps
 
@@ -403,12 +403,12 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
         return result
 
     monkeypatch.setattr(release_steps, "golden_gate_task", gate_then_ask)
-    options = loop_flow._release_options
+    options = loop_cycle.release_options
 
     def fewer_items(*args: Any, **kwargs: Any) -> ReleaseOptions:
         return options(*args, **kwargs).model_copy(update={"max_golden_items": DISTIL_GATE_ITEMS})
 
-    monkeypatch.setattr(loop_flow, "_release_options", fewer_items)
+    monkeypatch.setattr(loop_cycle, "release_options", fewer_items)
     get_settings.cache_clear()
     store = LocalStore(get_settings().resolved_store_url)
     teacher = load_state(store).stable
