@@ -16,6 +16,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 import flows.erasure as erasure_flow
+import tasks.governance.replace_lines as replace_lines
 from flows.release import ReleaseOptions
 from infra.routing import RoutingState, StateChange, load_state, open_routing, scoped
 from infra.runtime import Runtime
@@ -100,8 +101,8 @@ def planted(prefect_api: None, flywheel_home: Path, monkeypatch: pytest.MonkeyPa
     def train(rt: Any, plan: ReplacementPlan, max_steps: Any) -> str:
         return "v9"
 
-    monkeypatch.setattr(erasure_flow, "plan_replacement", plan)
-    monkeypatch.setattr(erasure_flow, "_train", train)
+    monkeypatch.setattr(replace_lines, "plan_replacement", plan)
+    monkeypatch.setattr(replace_lines, "train_replacement", train)
     monkeypatch.setattr(erasure_flow, "release", fake_release)
     monkeypatch.setitem(OUTCOME, "outcome", "promoted")
     return seen
