@@ -4,37 +4,26 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
 from infra.catalog import SCHEMAS
-from infra.consent import tombstone
 from infra.flow_docs import described
 from infra.lease import erasure_lease
 from infra.parameters import Days, UserKey
 from infra.privacy import user_key as hash_user
 from infra.runtime import Runtime
-from tasks.governance.erasure import (
-    USER_TABLES,
-    Erasure,
-    check_user_key,
-    delete_rows_task,
-    scrub_objects_task,
-    user_traces_task,
-)
-from tasks.governance.erasure_steps import open_case
-from tasks.governance.forget import audit_forget_user, erase_in_langfuse, publish_forget_user
+from tasks.governance.erasure import Erasure, check_user_key
+from tasks.governance.forget import erase_user, publish_forget_user
 from tasks.governance.langfuse import langfuse_expire_task, uses_langfuse
 from tasks.governance.langfuse_pending import pending_receipts, recheck_receipt_task
-from tasks.governance.maintenance import expire_task, store_key
-from tasks.governance.reach import publish_gauges, reached_versions_task
-from tasks.governance.receipts import request_receipts_task
+from tasks.governance.maintenance import expire_task
+from tasks.governance.reach import publish_gauges
 from tasks.governance.retention import (
     audit_retention,
     delete_objects_task,
     expired_raw_objects,
     publish_retention,
 )
-from tasks.train.erasures import record_erasure
 
 
 @described
@@ -61,35 +50,11 @@ def forget_user(user_key: UserKey) -> Erasure:
         user_key: The user's salted key: 64 lowercase hex characters, never the raw user id
             or e-mail (anything else is refused before a run exists).
     """
-    logger = get_run_logger()
     key = check_user_key(user_key)
     rt = Runtime.from_env()
-    salt = rt.settings.salt()
     # alone: no other erasure, and no curate, collect or score between a read and its write
     with erasure_lease(rt.store, rt.settings).exclusive(), rt.reporting("forget-user"):
-        receipt, earlier = request_receipts_task(rt.store, rt.catalog, key)  # one per request
-        result = Erasure(receipt=receipt)
-        trace_ids = user_traces_task(rt.catalog, rt.store, key, salt)
-        reached = reached_versions_task(rt.store, rt.catalog, key)  # before the rows go
-        result.rows_deleted = delete_rows_task(rt.catalog, key, trace_ids)
-        skip = store_key(rt.store, rt.settings.resolved_warehouse.rstrip("/") + "/")
-        rewritten, deleted = scrub_objects_task(rt.store, key, salt, trace_ids, skip)
-        result.objects_rewritten, result.objects_deleted = rewritten, deleted
-        if uses_langfuse(rt.settings):  # the production raw store
-            erase_in_langfuse(rt, result, key=key, salt=salt, trace_ids=trace_ids)
-        result.found = bool(trace_ids) or result.erased_anything()
-        if result.found:  # an unknown id changes nothing (and exits 2 in the CLI)
-            tombstone(rt.catalog, key)  # never trained on again unless they opt in anew
-            record_erasure(rt.store, receipt=result.receipt, trace_ids=trace_ids)
-        audit_forget_user(rt.catalog, result)
-        if result.found:  # nothing deleted: no old snapshot holds this user's data
-            expired, removed = expire_task(
-                rt.catalog, rt.store, USER_TABLES, None, rt.settings.orphan_min_age_hours * 3600
-            )
-            result.snapshots_expired, result.orphan_files_removed = expired, removed
-            open_case(rt, result, reached, langfuse=uses_langfuse(rt.settings), earlier=earlier)
-        else:
-            logger.warning("forget-user %s: no data found for this key", result.receipt[:16])
+        result = erase_user(rt, key)
     publish_forget_user(result)
     return result
 

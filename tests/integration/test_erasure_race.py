@@ -182,7 +182,7 @@ def test_forget_user_after_curate_read_consent_is_not_undone(
 def test_two_forget_user_requests_at_once_keep_two_cases(
     prefect_api, flywheel_home, lease_waits: threading.Event, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import flows.governance as governance
+    import tasks.governance.forget as forget
     import tasks.governance.receipts as receipts
     from tasks.governance.reach import load_case
 
@@ -195,7 +195,7 @@ def test_two_forget_user_requests_at_once_keep_two_cases(
     save_state(store, RoutingState(stable="v1"))
 
     arrived, both = [], threading.Condition()
-    request_receipts, open_case = receipts.request_receipts, governance.open_case
+    request_receipts, open_case = receipts.request_receipts, forget.open_case
 
     def racing_receipts(*args: Any) -> Any:
         taken = request_receipts(*args)
@@ -219,7 +219,7 @@ def test_two_forget_user_requests_at_once_keep_two_cases(
 
     cases: list[str] = []
     monkeypatch.setattr(receipts, "request_receipts", racing_receipts)
-    monkeypatch.setattr(governance, "open_case", case_then_alice_writes_again)
+    monkeypatch.setattr(forget, "open_case", case_then_alice_writes_again)
     runs = [Background(threading.Event()) for _ in range(2)]
     for run in runs:
         run.start()
