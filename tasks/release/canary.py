@@ -61,9 +61,8 @@ from prefect import task
 
 from infra.errors import MetricsError
 from infra.retries import IO_RETRIES
-from tasks.release.cost_rail import CostLooks, judge_cost
-from tasks.release.feedback_rail import judge_feedback
-from tasks.release.latency import Judged, binomial_tail, judge_p99
+from tasks.release.cost_rail import CostLooks
+from tasks.release.rails import RAILS
 from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
 from tasks.release.sequential import (
     SequentialState,
@@ -72,7 +71,7 @@ from tasks.release.sequential import (
     measure,
     sequential_verdict,
 )
-from tasks.release.units import error_rate, paired_error_evidence
+from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
     from infra.promql import CanaryMetrics, CanaryWindow, RouteStats
@@ -109,17 +108,12 @@ def analyse_step(
         return PhaseResult(verdict="no_data", reasons=[reason], evidence=evidence)
     failures: list[str] = []
     notes: list[str] = []
-    judged = [
-        judge_errors(c, s, policy),
-        judge_p99(c, s, policy),
-        judge_feedback(c, s, policy),
-        judge_cost(c, s, policy, cost),
-    ]
-    for rail in judged:
-        if rail is None:
+    level = canary_test_alpha(policy)
+    for rail in RAILS:  # each judges (None: it has nothing to say, e.g. turned off)
+        if (judged := rail.judge(c, s, policy, level, cost)) is None:
             continue
-        evidence.update(rail.evidence)
-        (failures if rail.failed else notes).append(rail.line)
+        evidence.update(judged.evidence)
+        (failures if judged.failed else notes).append(judged.line)
     if not failures and weight is not None and (srm := sample_ratio_mismatch(c, s, weight, policy)):
         evidence["sample_ratio_mismatch"] = srm.evidence
         return PhaseResult(verdict="no_data", reasons=[srm.line, *notes], evidence=evidence)
@@ -169,39 +163,6 @@ def too_little(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> str | N
                 "(FLYWHEEL_RELEASE__MIN_USERS_PER_STEP): no comparison"
             )
     return None
-
-
-def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> Judged:
-    """The error rail: the candidate's request-level error rate, each user's weight bounded
-    (:mod:`tasks.release.units`), above ``error_ratio_max`` x stable's (at least
-    ``error_floor``) and significantly higher (:func:`more_errors_p`)."""
-    cand, stable = error_rate(c) or 0.0, error_rate(s) or 0.0
-    stable_rate = max(stable, policy.error_floor)
-    ratio = cand / stable_rate
-    line = (
-        f"errors: {cand:.2%} of {c.requests:.0f} requests ({c.users:.0f} users) = {ratio:.2f}x stable "
-        f"{stable_rate:.2%} (max {policy.error_ratio_max:g}x)"
-    )
-    evidence: dict[str, Any] = {"error_ratio_vs_stable": ratio}
-    failed = ratio > policy.error_ratio_max
-    if failed:
-        p = more_errors_p(c, s)
-        evidence["error_p"] = p
-        failed = p < canary_test_alpha(policy)
-        line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged higher")
-    return Judged(line=line, failed=failed, evidence=evidence)
-
-
-def more_errors_p(c: RouteStats, s: RouteStats) -> float:
-    """One-sided p-value that the candidate's error rate is higher (errors with each user's
-    weight bounded, :func:`~tasks.release.units.error_evidence`): with both versions' errors
-    taken together fixed, how often the candidate would hold this many of them or more with
-    its share of the requests (a binomial tail: Fisher's exact test without the finite
-    population's correction, a little more cautious)."""
-    (ec, nc), (es, ns) = paired_error_evidence(c, s)
-    if nc <= 0 or ns <= 0 or ec <= 0:
-        return 1.0
-    return binomial_tail(ec, ec + es, nc / (nc + ns))
 
 
 def beyond_rails(measures: list[Measure], policy: ReleaseSettings) -> set[str]:

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infra.cost import CostStats, matched_compute_ratio
-from tasks.release.latency import Judged
-from tasks.release.sequential import canary_test_alpha
+from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
@@ -89,7 +88,12 @@ def dearer_p(ratios: list[float], ratio_max: float) -> tuple[int, int, float]:
 
 
 def judge_cost(
-    c: RouteStats, s: RouteStats, policy: ReleaseSettings, looks: CostLooks | None = None
+    c: RouteStats,
+    s: RouteStats,
+    policy: ReleaseSettings,
+    looks: CostLooks | None = None,
+    *,
+    level: float,
 ) -> Judged | None:
     """The cost rail (None when off, or when either side has no metered request): the window's
     ratio of compute per request against ``cost_ratio_max``, failed only when the step's
@@ -118,7 +122,6 @@ def judge_cost(
     looks = looks if looks is not None else CostLooks()
     looks.add(c.cost, s.cost)
     dearer, n, p = dearer_p(looks.slice_ratios(matched=matched is not None), rail)
-    level = canary_test_alpha(policy)  # split over six tests a step here (tests_per_step)
     evidence |= {"cost_slices": n, "cost_dearer_slices": dearer, "cost_p": p}
     failed = ratio > rail and p < level
     line += f" (max {rail:g}x); dearer in {dearer} of {n} slices, one-sided p={p:.2g}" + (

@@ -18,15 +18,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from tasks.release.latency import Judged
-from tasks.release.sequential import canary_test_alpha, pooled_feedback
+from tasks.release.units import pooled_feedback
+from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 
-def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings) -> Judged:
+def judge_feedback(
+    candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings, *, level: float
+) -> Judged:
     """The feedback guard rail (failed: below the ratio and significantly lower); a note,
     never a failure, when there is too little feedback to judge."""
     cf, sf = candidate.feedback_score, stable.feedback_score
@@ -44,7 +46,7 @@ def judge_feedback(candidate: RouteStats, stable: RouteStats, policy: ReleaseSet
     if failed:
         p = lower_p(candidate, stable)
         evidence["feedback_p"] = p
-        failed = p < canary_test_alpha(policy)
+        failed = p < level
         line += f"; one-sided p={p:.2g}" + ("" if failed else ": not judged lower")
     return Judged(line=line, failed=failed, evidence=evidence)
 

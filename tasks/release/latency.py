@@ -37,24 +37,17 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.promql import QUANTILE, histogram_quantile
-from tasks.release.sequential import canary_test_alpha
 from tasks.release.units import users_per_request
+from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
     from infra.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 
-@dataclass(frozen=True, kw_only=True)
-class Judged:
-    """A guard rail's verdict: its report line, whether it failed, its evidence."""
-
-    line: str
-    failed: bool
-    evidence: dict[str, Any]
-
-
-def judge_p99(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings) -> Judged | None:
+def judge_p99(
+    candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings, *, level: float
+) -> Judged | None:
     """The p99 guard rail (None when the candidate's p99 is unknown): over
     ``latency_p99_ratio_max`` x stable's p99 (at least ``latency_floor_s``) and, where both
     histograms are known, significantly more slow requests (:func:`slow_share`). A window in
@@ -74,7 +67,7 @@ def judge_p99(candidate: RouteStats, stable: RouteStats, policy: ReleaseSettings
     slow = slow_share(candidate, stable)
     if slow is not None and (failed or slow.tail_ratio >= TAIL_RATIO):
         evidence["slow_requests"] = slow.as_dict()
-        failed = slow.p_value < canary_test_alpha(policy)  # borne out by the counts, or not
+        failed = slow.p_value < level  # borne out by the counts, or not
         line += f"; {slow.describe()}" + ("" if failed else ": not judged slower")
     return Judged(line=line, failed=failed, evidence=evidence)
 

@@ -42,7 +42,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.release.units import paired_error_evidence
+from tasks.release.rails import RAILS
+from tasks.release.units import paired_error_evidence, pooled_feedback
 
 if TYPE_CHECKING:
     from infra.promql import CanaryWindow, RouteStats
@@ -124,15 +125,22 @@ class SequentialState:
         return p
 
 
-# failure tests: errors and feedback at the horizon and sequentially ("worse" only: "better"
-# tests can pass a step early, never roll it back), latency at the horizon
-TESTS_PER_STEP = 5
+# the sequential failure tests of a step: errors and feedback, "worse" only ("better" tests can
+# pass a step early, never roll it back)
+SEQUENTIAL_FAILURE_TESTS = ("error_ratio", "feedback")
+# failure tests of every step: each guard rail that always runs (:data:`RAILS`: errors,
+# latency and feedback at the horizon) and the sequential ones
+TESTS_PER_STEP = sum(rail.tests for rail in RAILS if rail.when is None) + len(
+    SEQUENTIAL_FAILURE_TESTS
+)
 
 
 def tests_per_step(policy: ReleaseSettings) -> int:
-    """The failure tests one canary step runs: ``TESTS_PER_STEP``, and the cost rail's in a
-    release that sets one (a non-inferiority release, ``cost_ratio_max``)."""
-    return TESTS_PER_STEP + (policy.cost_ratio_max is not None)
+    """The failure tests one canary step runs: ``TESTS_PER_STEP``, and those of each rail a
+    release turns on (the cost rail of a non-inferiority release, ``cost_ratio_max``)."""
+    return TESTS_PER_STEP + sum(
+        rail.tests for rail in RAILS if rail.when is not None and rail.when(policy)
+    )
 
 
 def shadow_test_alpha(policy: ReleaseSettings) -> float:
@@ -163,36 +171,6 @@ def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[floa
     lam_worse = share_lambda(ec, ec + es, share, worse)
     lam_better = share_lambda(ec, ec + es, share, tuple(1 / r for r in worse))
     return ec / nc, es / ns, nc, ns, lam_worse, lam_better
-
-
-FEEDBACK_SCALE = {1: 1.0, 0: 0.5, -1: 0.0}  # feedback value -> the reward's scale
-
-
-def _feedback_moments(stats: RouteStats) -> tuple[float, float, float]:
-    """(events, mean, variance) of feedback on the reward's scale (up 1, neutral 0.5, down 0)."""
-    n = stats.feedback_count
-    if n <= 0:
-        return 0.0, 0.0, 0.0
-    mean = sum(FEEDBACK_SCALE.get(k, 0.5) * w for k, w in stats.feedback.items()) / n
-    second = sum(FEEDBACK_SCALE.get(k, 0.5) ** 2 * w for k, w in stats.feedback.items()) / n
-    return n, mean, max(second - mean * mean, 0.0)
-
-
-def pooled_feedback(
-    c: RouteStats, s: RouteStats
-) -> tuple[float, float, float, float, float] | None:
-    """(candidate events, mean, stable events, mean, variance of all events as one sample): the
-    variance under H0, one feedback distribution for both versions. Each side's own variance
-    made two small unanimous samples look certain (3 thumbs down against 4 up: p = 0.013, below
-    Fisher's exact 0.029; pooled: p = 0.53). None when a side has no feedback."""
-    nc, mc, vc = _feedback_moments(c)
-    ns, ms, vs = _feedback_moments(s)
-    if nc <= 0 or ns <= 0:
-        return None
-    n = nc + ns
-    mean = (nc * mc + ns * ms) / n
-    second = (nc * (vc + mc * mc) + ns * (vs + ms * ms)) / n
-    return nc, mc, ns, ms, max(second - mean * mean, 0.0)
 
 
 def _feedback(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[float, ...] | None:

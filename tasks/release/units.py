@@ -122,3 +122,33 @@ def error_rate(stats: RouteStats) -> float | None:
     the request-level rate, lower where errors cluster on few users; None with no request."""
     errors, requests = error_evidence(stats)
     return errors / requests if requests > 0 else None
+
+
+FEEDBACK_SCALE = {1: 1.0, 0: 0.5, -1: 0.0}  # feedback value -> the reward's scale
+
+
+def _feedback_moments(stats: RouteStats) -> tuple[float, float, float]:
+    """(events, mean, variance) of feedback on the reward's scale (up 1, neutral 0.5, down 0)."""
+    n = stats.feedback_count
+    if n <= 0:
+        return 0.0, 0.0, 0.0
+    mean = sum(FEEDBACK_SCALE.get(k, 0.5) * w for k, w in stats.feedback.items()) / n
+    second = sum(FEEDBACK_SCALE.get(k, 0.5) ** 2 * w for k, w in stats.feedback.items()) / n
+    return n, mean, max(second - mean * mean, 0.0)
+
+
+def pooled_feedback(
+    c: RouteStats, s: RouteStats
+) -> tuple[float, float, float, float, float] | None:
+    """(candidate events, mean, stable events, mean, variance of all events as one sample): the
+    variance under H0, one feedback distribution for both versions. Each side's own variance
+    made two small unanimous samples look certain (3 thumbs down against 4 up: p = 0.013, below
+    Fisher's exact 0.029; pooled: p = 0.53). None when a side has no feedback."""
+    nc, mc, vc = _feedback_moments(c)
+    ns, ms, vs = _feedback_moments(s)
+    if nc <= 0 or ns <= 0:
+        return None
+    n = nc + ns
+    mean = (nc * mc + ns * ms) / n
+    second = (nc * (vc + mc * mc) + ns * (vs + ms * ms)) / n
+    return nc, mc, ns, ms, max(second - mean * mean, 0.0)

@@ -1,10 +1,12 @@
 """What the release gate decides, shared by the golden gate (:mod:`tasks.release.gate`) and
-the non-inferiority gate of a cheaper model (:mod:`tasks.release.noninferiority`)."""
+the non-inferiority gate of a cheaper model (:mod:`tasks.release.noninferiority`); and what
+each canary guard rail judges (:class:`Judged`, :mod:`tasks.release.rails`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Decision(StrEnum):
@@ -25,3 +27,12 @@ class SliceResult:
     mean_candidate: float
     diff: float
     regressed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judged:
+    """A guard rail's verdict: its report line, whether it failed, its evidence."""
+
+    line: str
+    failed: bool
+    evidence: dict[str, Any]

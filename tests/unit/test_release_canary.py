@@ -392,7 +392,7 @@ def test_errors_that_cluster_on_users_count_as_fewer_trials() -> None:
     are worth fewer independent trials, and the same 1.6x difference is no longer significant."""
     import random
 
-    from tasks.release.canary import more_errors_p
+    from tasks.release.error_rail import more_errors_p
     from tasks.release.units import design_effect
 
     def side(rate: float, *, clustered: bool, seed: int) -> RouteStats:
