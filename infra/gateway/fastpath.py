@@ -58,19 +58,27 @@ class ChatEndpoint:
         self.allow_media, self.media_url_prefixes = gw.allow_media, tuple(gw.media_url_prefixes)
         self.clients = ClientResolver(gw.trusted_proxies, header=gw.client_header)
 
+    def caller(self, authorization: str | None) -> Caller | Refusal:
+        """Who shows ``authorization`` here: a client key on the public listener, the admin
+        token on the admin listener (:mod:`infra.gateway.keyring`)."""
+        if self.keys is None:  # the admin listener: the admin token or nothing
+            return Caller() if self.admin.shows_bearer(authorization or "") else ADMIN_ONLY
+        return self.keys.check(authorization)
+
     async def handle(
-        self, body: bytes, header: Callable[[str], str | None], client: str | None = None
+        self,
+        body: bytes,
+        header: Callable[[str], str | None],
+        client: str | None = None,
+        caller: Caller | None = None,
     ) -> Response:
         """The handler: the request's body, a lookup of its headers (lower-case names) and its
         client's address (:mod:`infra.gateway.requester`: the key of a request without a user
-        or session, for routing and voice alike)."""
+        or session, for routing and voice alike); ``caller``: already checked (else it is
+        checked here)."""
         authorization = header("authorization")
-        if self.keys is None:  # the admin listener: the admin token or nothing
-            if not self.admin.shows_bearer(authorization or ""):
-                return refusal_response(ADMIN_ONLY)
-            caller = Caller()
-        else:
-            checked = self.keys.check(authorization)
+        if caller is None:
+            checked = self.caller(authorization)
             if isinstance(checked, Refusal):
                 return refusal_response(checked)
             caller = checked
@@ -128,6 +136,11 @@ class ChatEndpoint:
             value = headers.get(name.encode("latin-1"))
             return None if value is None else value.decode("latin-1")
 
+        # the caller before its body: a refused one never has its body buffered
+        checked = self.caller(header("authorization"))
+        if isinstance(checked, Refusal):
+            await refusal_response(checked)(scope, receive, send)
+            return
         chunks = []
         while True:
             message = await receive()
@@ -143,7 +156,7 @@ class ChatEndpoint:
             client = self.clients.resolve(peer, forwarded)
         else:
             client = peer
-        response = await self.handle(b"".join(chunks), header, client)
+        response = await self.handle(b"".join(chunks), header, client, checked)
         await response(scope, receive, send)
 
     @staticmethod
