@@ -119,7 +119,10 @@ def keys_args(p: argparse.ArgumentParser) -> None:
         help="a workload the key may call (repeat for more; default: any)",
     )
     create.add_argument(
-        "--rate-per-min", type=whole_number(1), help="requests a minute (default: no limit)"
+        "--rate",
+        dest="rate_per_min",
+        type=whole_number(1),
+        help="requests a minute, per gateway process (default: no limit)",
     )
     create.add_argument(
         "--max-voices",
@@ -129,7 +132,7 @@ def keys_args(p: argparse.ArgumentParser) -> None:
     )
     sub.add_parser("list", help="every key, revoked ones too (never the key itself)")
     revoke = sub.add_parser("revoke", help="revoke a key: its callers get 401")
-    revoke.add_argument("key_id", type=non_empty, help="the key's id (key_...)")
+    revoke.add_argument("key", type=non_empty, help="the key's name or id (key_...)")
     for nested in sub.choices.values():  # the global flags after the action too
         nested.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object"

@@ -11,7 +11,7 @@ from deployments.output import emit
 
 
 def keys(ns: argparse.Namespace) -> int:
-    """flywheel keys create NAME | list | revoke KEY_ID."""
+    """flywheel keys create NAME | list | revoke NAME."""
     from infra.client_keys import create_key, read_keys, revoke_key
     from infra.settings import get_settings
     from infra.store import open_store
@@ -32,7 +32,7 @@ def keys(ns: argparse.Namespace) -> int:
         )
         return 0
     if ns.keys_action == "revoke":
-        entry = revoke_key(store, ns.key_id)
+        entry = revoke_key(store, ns.key)
         emit(ns, f"client key {entry.id} revoked", entry.public())
         return 0
     entries = read_keys(store).keys

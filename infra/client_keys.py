@@ -1,7 +1,7 @@
 """Client API keys of the gateway's public listener: who a caller is.
 
 A key is shown once, when it is created (``flywheel keys create`` or ``POST /admin/keys``),
-and stored only as its SHA-256 digest in ``deploy/client_keys.json`` (the digest of 32 random
+and stored only as its SHA-256 digest in ``gateway/keys.json`` (the digest of 32 random
 bytes cannot be inverted; a slow password hash would buy nothing for a key nobody chose).
 Each entry has a public id (``key_`` and 8 hex digits: what the CLI, the admin API and the
 logs name), a name, the workloads it may call (empty: any), a rate limit (requests a minute,
@@ -60,7 +60,7 @@ class ClientKey(BaseModel):
 
 
 class ClientKeys(BaseModel):
-    """The file ``deploy/client_keys.json``."""
+    """The file ``gateway/keys.json``."""
 
     keys: list[ClientKey] = []
 
@@ -131,6 +131,8 @@ def create_key(
 
     def decide(found: tuple[ClientKeys, str | None]) -> ClientKeys:
         keys = found[0]
+        if any(k.active and k.name == name for k in keys.keys):
+            raise ConfigError(f"an active client key is named {name!r}: revoke it or pick another")
         return ClientKeys(keys=[*keys.keys, entry])
 
     compare_and_swap(
@@ -143,23 +145,31 @@ def create_key(
     return entry, secret
 
 
-def revoke_key(store: ObjectStore, key_id: str, *, now: datetime | None = None) -> ClientKey:
-    """Revoke ``key_id`` (a key already revoked keeps its first revocation time).
+def revoke_key(store: ObjectStore, key: str, *, now: datetime | None = None) -> ClientKey:
+    """Revoke the key with id or name ``key`` (an active one by name; a key already revoked
+    keeps its first revocation time).
 
     Raises:
-        ConfigError: no key has that id.
+        ConfigError: no key has that id or name.
     """
     at = now or datetime.now(UTC)
 
+    def target(keys: ClientKeys) -> ClientKey:
+        entry = keys.find(key) or next(
+            (k for k in keys.keys if k.name == key and k.active),
+            next((k for k in keys.keys if k.name == key), None),
+        )
+        if entry is None:
+            raise ConfigError(f"no client key {key!r} (`flywheel keys list` lists them)")
+        return entry
+
     def decide(found: tuple[ClientKeys, str | None]) -> ClientKeys | None:
         keys = found[0]
-        entry = keys.find(key_id)
-        if entry is None:
-            raise ConfigError(f"no client key {key_id!r} (`flywheel keys list` lists them)")
+        entry = target(keys)
         if not entry.active:
             return None
         revoked = entry.model_copy(update={"revoked_at": at})
-        return ClientKeys(keys=[revoked if k.id == key_id else k for k in keys.keys])
+        return ClientKeys(keys=[revoked if k.id == entry.id else k for k in keys.keys])
 
     found, _ = compare_and_swap(
         lambda: _read_versioned(store),
@@ -168,6 +178,5 @@ def revoke_key(store: ObjectStore, key_id: str, *, now: datetime | None = None) 
         operation="client_keys",
         retry_on=(PreconditionFailed,),
     )
-    entry = found[0].find(key_id)
-    assert entry is not None  # decide raised otherwise
+    entry = target(found[0])
     return entry if not entry.active else entry.model_copy(update={"revoked_at": at})

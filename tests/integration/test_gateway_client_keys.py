@@ -115,7 +115,7 @@ def test_keyed_mode_refuses_missing_unknown_and_revoked_keys_and_never_logs_them
         assert chat(gw, None).status_code == 401
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert app_key not in logged and forged not in logged
-    assert app_key not in (tmp_path / "store" / "deploy" / "client_keys.json").read_text()
+    assert app_key not in (tmp_path / "store" / "gateway" / "keys.json").read_text()
 
 
 def test_a_key_created_through_the_admin_api_is_shown_once_and_works(tmp_path: Path) -> None:

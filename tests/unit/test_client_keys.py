@@ -31,22 +31,23 @@ def flywheel(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_creates_lists_and_revokes_without_storing_the_key(tmp_path: Path) -> None:
-    made = flywheel(
-        "keys", "create", "support-app", "--rate-per-min", "600", "--json", home=tmp_path
-    )
+    made = flywheel("keys", "create", "support-app", "--rate", "600", "--json", home=tmp_path)
     assert made.returncode == 0, made.stderr
     created = json.loads(made.stdout)
     key = created["key"]
     assert key.startswith("fw-") and len(key) > 40 and created["rate_per_min"] == 600
-    stored = (tmp_path / "fw" / "store" / "deploy" / "client_keys.json").read_text()
+    stored = (tmp_path / "fw" / "store" / "gateway" / "keys.json").read_text()
     assert key not in stored and key[3:20] not in stored
 
     listed = flywheel("keys", "list", home=tmp_path)
     assert listed.returncode == 0 and created["id"] in listed.stdout
     assert key not in listed.stdout and "active" in listed.stdout
 
-    revoked = flywheel("keys", "revoke", created["id"], home=tmp_path)
+    again = flywheel("keys", "create", "support-app", home=tmp_path)
+    assert again.returncode != 0 and "active client key is named" in again.stderr
+    revoked = flywheel("keys", "revoke", "support-app", home=tmp_path)  # by name, as listed
     assert revoked.returncode == 0, revoked.stderr
+    assert created["id"] in revoked.stdout
     assert "revoked" in flywheel("keys", "list", home=tmp_path).stdout
     missing = flywheel("keys", "revoke", "key_00000000", home=tmp_path)
     assert missing.returncode != 0 and "no client key" in missing.stderr

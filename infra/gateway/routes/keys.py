@@ -39,16 +39,20 @@ async def list_keys(p: Parts) -> dict[str, Any]:
 
 @router.post("/keys")
 async def post_key(body: NewKey, p: Parts) -> Response:
-    """A new key: 201 with the key itself, shown this once."""
-    entry, secret = await asyncio.to_thread(
-        lambda: create_key(
-            p.keys.store,
-            name=body.name,
-            workloads=body.workloads,
-            rate_per_min=body.rate_per_min,
-            max_voices=body.max_voices,
+    """A new key: 201 with the key itself, shown this once (409: an active key has the
+    name)."""
+    try:
+        entry, secret = await asyncio.to_thread(
+            lambda: create_key(
+                p.keys.store,
+                name=body.name,
+                workloads=body.workloads,
+                rate_per_min=body.rate_per_min,
+                max_voices=body.max_voices,
+            )
         )
-    )
+    except ConfigError as exc:
+        raise HTTPException(409, str(exc)) from None
     await asyncio.to_thread(p.keys.refresh)
     return json_response({**entry.public(), "key": secret}, status=201)
 
