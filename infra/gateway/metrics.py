@@ -228,7 +228,7 @@ class GatewayMetrics:
         )
         self._retries_seen: dict[str, int] = {}
         self._weighted: set[str] = set()
-        self._public: set[str] = set()  # the versions users are routed to now
+        self._public: set[str] = set()  # the stable versions: all the public exposition names
         # (model, route, workload) -> its label children: labels() hashes and locks per call
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
@@ -359,8 +359,8 @@ class GatewayMetrics:
                 self.feedback_voices.labels(cand, value, workload)
 
     def render(self, *, public: bool = False) -> bytes:
-        """The exposition (``public``: without the series of versions no public client was
-        routed to, see the module docstring); with several worker processes
+        """The exposition (``public``: no route, no weight, no version but the stable ones, see
+        the module docstring); with several worker processes
         (``PROMETHEUS_MULTIPROC_DIR`` set by :mod:`infra.gateway.workers`) the sum over all of
         them, whichever worker answers."""
         for operation, n in RETRIES.since(self._retries_seen).items():
