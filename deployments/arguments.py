@@ -249,6 +249,41 @@ def version_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("version", type=model_version, help="a model version, e.g. v3")
 
 
+def report_args(p: argparse.ArgumentParser) -> None:
+    """A model version (its gate report), or ``agreement`` (every release's gate beside its
+    canary) with the workload and where the plot goes."""
+    p.add_argument(
+        "version",
+        type=report_subject,
+        metavar="VERSION|agreement",
+        help="a model version, e.g. v3 (its last gate report), or agreement (gate vs canary "
+        "of every release)",
+    )
+    p.add_argument(
+        "--workload",
+        type=workload,
+        default=None,
+        metavar="W",
+        help="agreement: this workload's releases only (default: every workload's)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="PATH",
+        help="agreement: where the PNG goes (default: $FLYWHEEL_HOME/reports/agreement.png)",
+    )
+
+
+def report_subject(value: str) -> str:
+    """``agreement``, else a model version."""
+    if value == "agreement":
+        return value
+    try:
+        return model_version(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or agreement)") from None
+
+
 def control_args(p: argparse.ArgumentParser) -> None:
     """Why and who, for the audit log; which workload's release."""
     workload_arg(p)
@@ -300,6 +335,14 @@ def run_args(p: argparse.ArgumentParser) -> None:
         type=whole_number(0),
         default=0,
         help="seed of the base model and the simulated users (default 0)",
+    )
+    p.add_argument(
+        "--scenario",
+        choices=["drift"],
+        default=None,
+        help="drift: users start asking a new kind of question; the gate on the old golden set "
+        "passes a candidate the canary catches, and after golden propose + review rejects it "
+        "(seconds, scripted model versions, in $FLYWHEEL_HOME/scenarios/drift)",
     )
     p.add_argument(
         "--distil",

@@ -15,6 +15,7 @@ from deployments import (
     arguments,
     commands,
     erasure_commands,
+    golden_commands,
     governance_commands,
     keys_commands,
     output,
@@ -188,8 +189,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "report",
-        "print a version's last golden-gate report (decision, tests, checks, slices)",
-        arguments.version_arg,
+        "a version's last golden-gate report, or agreement: each release's gate vs its canary",
+        arguments.report_args,
         release_commands.report,
         starts_flow=False,
     ),
@@ -207,6 +208,14 @@ COMMANDS: tuple[Command, ...] = (
         commands.review,
         starts_flow=False,
         check=review_commands.check_review,
+    ),
+    Command(
+        "golden",
+        "propose golden items from traffic the set does not cover; review them into a version",
+        golden_commands.golden_args,
+        commands.golden,
+        starts_flow=False,
+        check=golden_commands.check_golden,
     ),
     Command(
         "pii-eval",

@@ -90,6 +90,13 @@ def curate(ns: argparse.Namespace) -> int:
         "dropped": {k: v for k, v in r.dropped.items() if v},
         "snapshot": r.snapshot_id,
     }
+    for workload, cov in (r.coverage or {}).items():
+        fields[f"golden_coverage_{workload}"] = (
+            f"{cov['coverage']:.0%} of {cov['prompts']} prompts (golden {cov['golden_version']})"
+        )
+        for i, c in enumerate(cov["clusters"], start=1):
+            example = c["example"] or "(no example: none released by k-anonymity)"
+            fields[f"uncovered_{workload}_{i}"] = f"{c['size']} prompts, e.g. {example!r}"
     if r.read == 0:
         fields["note"] = _empty_window_note("curate", r.window)
     emit(ns, "curate", fields)
@@ -172,6 +179,13 @@ def review(ns: argparse.Namespace) -> int:
     from deployments.review_commands import run_review
 
     return run_review(ns)
+
+
+def golden(ns: argparse.Namespace) -> int:
+    """flywheel golden: propose golden items from traffic, or review them into a version."""
+    from deployments.golden_commands import run_golden
+
+    return run_golden(ns)
 
 
 # ------------------------------------------------------------- stages 4-5 (weekly)
@@ -275,6 +289,8 @@ def run(ns: argparse.Namespace) -> int:
     from flows.loop import LoopOptions, run_loop
     from tasks.demo.loop_summary import loop_report, not_promoted
 
+    if getattr(ns, "scenario", None) == "drift":
+        return _drift(ns)
     opts = LoopOptions(
         cycles=ns.cycles,
         seed=ns.seed,
@@ -295,6 +311,26 @@ def run(ns: argparse.Namespace) -> int:
         print(loop_report(summary))
     if reason := not_promoted(summary):
         error("run", reason)
+        return FAILED
+    return 0
+
+
+def _drift(ns: argparse.Namespace) -> int:
+    """flywheel run --scenario drift (tasks/demo/drift.py)."""
+    from infra.settings import get_settings
+    from tasks.demo.drift import run_drift
+
+    home = get_settings().home_dir / "scenarios" / "drift"
+    report = run_drift(home, seed=ns.seed, **({"requests": ns.requests} if ns.requests else {}))
+    if ns.json:
+        emit(ns, "run", asdict(report))
+    else:
+        print(report.text())
+    shown = all(g.decision == "PROCEED_TO_SHADOW" for g in report.old_gates) and all(
+        g.decision == "ROLLBACK" for g in report.new_gates
+    )
+    if not shown:
+        error("run", "the drift scenario did not show the gate's miss and its repair")
         return FAILED
     return 0
 

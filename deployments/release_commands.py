@@ -178,6 +178,8 @@ def report(ns: argparse.Namespace) -> int:
     from infra.store import open_store
     from tasks.release.report import read_report
 
+    if ns.version == "agreement":
+        return agreement(ns)
     store = open_store(get_settings())
     try:
         data = read_report(store, ns.version)
@@ -191,4 +193,46 @@ def report(ns: argparse.Namespace) -> int:
         emit(ns, "report", data)
     else:
         print(markdown)
+    return 0
+
+
+def agreement(ns: argparse.Namespace) -> int:
+    """flywheel report agreement: every release that reached the canary (of ``--workload``),
+    the gate's offline estimate beside the canary's online outcome, their sign agreement and
+    rank correlation, and the plot (``--plot``); the verifier's pass rates of canaries scored
+    since are filled in first."""
+    from pathlib import Path
+
+    from infra.runtime import Runtime
+    from tasks.release.agreement import (
+        agreement as summarize,
+    )
+    from tasks.release.agreement import (
+        agreement_plot,
+        agreement_text,
+        json_rows,
+        read_outcomes,
+        refresh_verifier,
+    )
+
+    rt = Runtime.from_env()
+    rows = read_outcomes(rt.catalog, ns.workload)
+    if refresh_verifier(rt.catalog, rt.store, rows):
+        rows = read_outcomes(rt.catalog, ns.workload)
+    summary = summarize(rows)
+    plot = Path(ns.plot) if ns.plot else rt.settings.home_dir / "reports" / "agreement.png"
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    written = agreement_plot(rows, str(plot)) if rows else None
+    if getattr(ns, "json", False):
+        emit(ns, "agreement", {**summary, "plot": written, "rows": json_rows(rows)})
+        return 0
+    if not rows:
+        print("no release has reached the canary yet: no release_outcomes rows")
+        return 0
+    print(agreement_text(rows, summary))
+    print(
+        f"plot: {written}"
+        if written
+        else "plot: not written (matplotlib is not installed in this environment)"
+    )
     return 0

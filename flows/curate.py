@@ -123,8 +123,35 @@ def _commit(
     pii = count_entities(examples)
     audit_window(rt, done, pii=pii, per_trace=per_trace)
     result = window_result(done, read=read, pii=pii, snapshot_id=snapshot)
+    result.coverage = _coverage(rt, report, window, examples, decision.release)
     report_curate(report, result)
     return result, len(review)
+
+
+def _coverage(
+    rt: Runtime,
+    report: StageReport,
+    window: str,
+    examples: list[CuratedExample],
+    release: list[CuratedExample],
+) -> dict[str, dict[str, Any]]:
+    """How much of the window's prompts each workload's golden set covers
+    (:mod:`tasks.golden_coverage`), its gauges, and the run's line per workload."""
+    from tasks import golden_coverage
+
+    measured = golden_coverage.measure_window(
+        rt.store,
+        rt.settings.reward,
+        rt.settings.curate,
+        window=window,
+        examples=examples,
+        released={str(r["trace_id"]) for r in release},
+        workloads=rt.settings.workloads,
+    )
+    for cov in measured:
+        golden_coverage.report(report, cov)
+        get_run_logger().info("curate %s: %s", window, cov.line())
+    return {cov.workload: cov.as_dict() for cov in measured}
 
 
 def _anonymize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from prefect import flow
@@ -13,14 +14,14 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.answers import open_answer_source
 from infra.base_servers import open_model_server
-from infra.errors import ControlRefused, ModelServerError, ReleaseError
+from infra.errors import ControlRefused, ModelServerError, ObjectNotFound, ReleaseError
 from infra.flow_docs import described
 from infra.models import ServableVersions
 from infra.parameters import ModelVersion
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings.workloads import configured_workload
-from tasks.golden import GoldenItem, load_golden, settings_golden
+from tasks.golden import GoldenItem, golden_version, load_golden, settings_golden_set
 from tasks.monitors import gate_gauges, report_gauges
 from tasks.release import controls
 from tasks.release.adapters import load_candidate_task
@@ -39,11 +40,12 @@ from tasks.release.machine import (
 )
 from tasks.release.options import ReleaseOptions, continued_options
 from tasks.release.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
-from tasks.release.report import gate_evidence, report_markdown, write_report_task
+from tasks.release.report import gate_evidence, read_report, report_markdown, write_report_task
 from tasks.release.rollout import Clock, watch_shadow_task
 from tasks.release.serving import hold_unloadable, require_room, server_args, unload_unrouted
 
 if TYPE_CHECKING:
+    from infra.metrics import StageReport
     from infra.model_server import ModelServer
     from infra.promql import CanaryMetrics
     from infra.settings import ReleaseSettings
@@ -65,6 +67,8 @@ class _Run:
     gauges: dict[str, float] = field(default_factory=dict)  # the gate's monitors (KL)
     server: ModelServer | None = None  # the model server the candidate is loaded into
     release_id: str | None = None  # every decision of this run names its release
+    canary: list[dict[str, Any]] = field(default_factory=list)  # each step's evidence
+    canary_start: datetime | None = None  # when this run's first canary step began
 
 
 @described
@@ -110,8 +114,10 @@ def release(
             else:
                 state, verdict = _canary_step(run, step.index)
             update_card(rt.store, version, state=state, gate=run.out.gate)
+        outcome = CONCLUDED.get(state.phase, "interrupted")
+        if run.canary_start is not None:
+            record_outcome(run, outcome, report)
     unload_unrouted(rt, run.server, state)
-    outcome = CONCLUDED.get(state.phase, "interrupted")
     return conclude(run.out, outcome, state, run.out.reasons)
 
 
@@ -148,13 +154,13 @@ def _ready_server(run: _Run, state: RoutingState) -> None:
         load_candidate_task(run.server, run.rt.store, run.version, **server_args(run.rt))
 
 
-def _golden(rt: Runtime, path: str | None, workload: str | None) -> list[GoldenItem]:
-    """The run's golden set: ``path``, else the one the settings name for ``workload`` (its
-    own: FLYWHEEL_REWARD__GOLDEN_SETS or golden/<workload>/, else FLYWHEEL_REWARD__GOLDEN);
-    items of a workload's own set are scored by its verifier."""
+def _golden(rt: Runtime, path: str | None, workload: str | None) -> tuple[list[GoldenItem], str]:
+    """The run's golden set and its version: ``path``, else the one the settings name for
+    ``workload`` (its own: FLYWHEEL_REWARD__GOLDEN_SETS or golden/<workload>/, else
+    FLYWHEEL_REWARD__GOLDEN); items of a workload's own set are scored by its verifier."""
     if path:
-        return load_golden(path, workload=workload)
-    return settings_golden(rt.settings.reward, workload, workloads=rt.settings.workloads)
+        return load_golden(path, workload=workload), golden_version(path)
+    return settings_golden_set(rt.settings.reward, workload, workloads=rt.settings.workloads)
 
 
 def _gate(run: _Run) -> tuple[RoutingState, str]:
@@ -166,8 +172,10 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
     try:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
+        items, golden = _golden(rt, opts.golden_path, opts.workload)
         result = golden_gate_task(
-            _golden(rt, opts.golden_path, opts.workload)[: opts.max_golden_items],
+            items[: opts.max_golden_items],
+            golden_version=golden,
             baseline=open_answer_source(
                 opts.baseline or state.stable, settings=rt.settings, store=rt.store
             ),
@@ -198,6 +206,7 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
                 release_id=run.release_id,
             )
         raise
+    result.warnings += _coverage_warnings(rt, opts.workload, golden)
     run.gauges = gate_gauges(result.checks)
     run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
@@ -219,6 +228,19 @@ def _gate(run: _Run) -> tuple[RoutingState, str]:
         release_id=run.release_id,
     )
     return state, result.decision.value
+
+
+def _coverage_warnings(rt: Runtime, workload: str | None, golden: str) -> list[str]:
+    """The gate report's warning when the last curate run found the golden set covering
+    less of the workload's prompts than FLYWHEEL_CURATE__COVERAGE_MIN."""
+    from tasks import golden_coverage
+    from tasks.reward.verifiers import DEFAULT_WORKLOAD
+
+    measured = golden_coverage.latest(rt.store, workload or DEFAULT_WORKLOAD)
+    why = golden_coverage.gate_warning(
+        measured, minimum=rt.settings.curate.coverage_min, golden_version=golden
+    )
+    return [why] if why else []
 
 
 def _shadow(run: _Run) -> tuple[RoutingState, str]:
@@ -260,6 +282,7 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
             prometheus_url=run.policy.prometheus_url, admin_url=admin_url, admin_token=token
         )
         run.stable = run.routing.load().stable
+    run.canary_start = run.canary_start or datetime.now(UTC)
     result = watch_step_task(
         run.routing,
         run.version,
@@ -268,6 +291,7 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
         policy=run.policy,
         clock=Clock(),
     )
+    run.canary.append(result.evidence)
     run.out.phases.append(
         {
             "phase": "canary",
@@ -294,6 +318,41 @@ def _canary_step(run: _Run, index: int) -> tuple[RoutingState, str]:
         release_id=run.release_id,
     )
     return state, result.verdict
+
+
+def record_outcome(run: _Run, outcome: str, report: StageReport) -> dict[str, Any]:
+    """The release's ``release_outcomes`` row (:mod:`tasks.release.agreement`): the gate's
+    estimate (its stored report) beside the canary steps this run watched; its gauges."""
+    from tasks.release.agreement import live_verifier, outcome_row, report_outcome, write_outcome
+
+    try:
+        gate = read_report(run.rt.store, run.version)
+    except ObjectNotFound:  # no gate report (a person promoted past the gate): online only
+        gate = {}
+    end = datetime.now(UTC)
+    start = run.canary_start or end
+    baseline = run.stable or str(gate.get("baseline"))
+    row = outcome_row(
+        release_id=run.release_id or "",
+        workload=run.opts.workload,
+        version=run.version,
+        baseline=baseline,
+        outcome=outcome,
+        gate=gate,
+        windows=run.canary,
+        canary_start=start,
+        canary_end=end,
+        verifier=live_verifier(
+            run.rt.store,
+            since=start,
+            until=end,
+            versions=[run.version, baseline],
+            workload=run.opts.workload,
+        ),
+        alpha=run.policy.alpha,
+    )
+    report_outcome(report, write_outcome(run.rt.catalog, row))
+    return row
 
 
 def _scorer(rt: Runtime) -> Any:

@@ -103,6 +103,78 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("labelled_at", TS),
         ]
     ),
+    # offline-online agreement (tasks/release/agreement.py): one row per release that reached
+    # the canary and workload, the gate's estimate beside what the canary measured
+    "release_outcomes": pa.schema(
+        [
+            ("release_id", pa.string()),
+            ("workload", pa.string()),
+            ("version", pa.string()),
+            ("baseline", pa.string()),
+            ("gate_decision", pa.string()),
+            ("outcome", pa.string()),  # promoted | rolled_back | held | interrupted
+            ("golden_version", pa.string()),
+            ("golden_items", pa.int64()),
+            ("offline_reward_diff", pa.float64()),
+            ("offline_reward_low", pa.float64()),
+            ("offline_reward_high", pa.float64()),
+            ("offline_p", pa.float64()),
+            ("offline_gain", pa.bool_()),
+            ("golden_accuracy_baseline", pa.float64()),
+            ("golden_accuracy_candidate", pa.float64()),
+            ("golden_accuracy_diff", pa.float64()),
+            ("golden_accuracy_low", pa.float64()),
+            ("golden_accuracy_high", pa.float64()),
+            ("canary_start", TS),
+            ("canary_end", TS),
+            ("requests_candidate", pa.float64()),
+            ("requests_stable", pa.float64()),
+            ("error_share_candidate", pa.float64()),
+            ("error_share_stable", pa.float64()),
+            ("online_error_diff", pa.float64()),
+            ("online_error_low", pa.float64()),
+            ("online_error_high", pa.float64()),
+            ("voters_candidate", pa.float64()),
+            ("voters_stable", pa.float64()),
+            ("feedback_candidate", pa.float64()),
+            ("feedback_stable", pa.float64()),
+            ("online_feedback_diff", pa.float64()),
+            ("online_feedback_low", pa.float64()),
+            ("online_feedback_high", pa.float64()),
+            ("verifier_scored_candidate", pa.int64()),  # null until the canary is scored
+            ("verifier_scored_stable", pa.int64()),
+            ("verifier_pass_candidate", pa.float64()),
+            ("verifier_pass_stable", pa.float64()),
+            ("online_verifier_diff", pa.float64()),
+            ("online_verifier_low", pa.float64()),
+            ("online_verifier_high", pa.float64()),
+            ("online_worse", pa.bool_()),
+            ("contradicts", pa.bool_()),
+            ("created_at", TS),
+        ]
+    ),
+    # a golden set that follows traffic (tasks/golden_proposals.py): proposed items from
+    # curated (anonymised) traffic and a person's decision on each
+    "golden_proposals": pa.schema(
+        [
+            ("proposal_id", pa.string()),
+            ("workload", pa.string()),
+            ("question", pa.string()),
+            ("reference", pa.string()),
+            ("reason", pa.string()),
+            ("cluster", pa.int64()),
+            ("source_trace", pa.string()),  # the reference's trace
+            ("question_trace", pa.string()),  # the trace whose question it is
+            ("contexts", STR_LIST),
+            ("messages", pa.string()),  # JSON: the anonymised conversation
+            ("golden_version", pa.string()),  # proposed against
+            ("status", pa.string()),  # pending | accepted | edited | rejected
+            ("proposed_at", TS),
+            ("reviewer", pa.string()),  # a pseudonym, never a name or e-mail
+            ("decided_at", TS),
+            ("new_version", pa.string()),  # the golden version it entered
+        ]
+    ),
     "consent": pa.schema(
         [
             ("user_key", pa.string()),

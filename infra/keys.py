@@ -8,6 +8,7 @@ scores/window=<ISO start>/scores.parquet            stage 2 output
 scores/cache/<ns>/<shard>.parquet                   judge/metric cache (hashes and numbers)
 curate/held/window=<ISO start>/held.parquet         k-anonymity held-back rows
 curate/dedup/index.parquet                          recent (conversation + answer) hashes
+curate/coverage/<workload>.json                     the golden set's last coverage measure
 models/<version>/                                   weights, tokenizer, model card, lineage
 gates/<version>/                                    release gate evidence
 deploy/state.json                                   routing state
@@ -35,6 +36,7 @@ SCORES_PREFIX = "scores/"
 SCORES_CACHE_PREFIX = "scores/cache/"
 HELD_PREFIX = "curate/held/"
 DEDUP_INDEX_KEY = "curate/dedup/index.parquet"  # hashes and window ids only, never text
+COVERAGE_PREFIX = "curate/coverage/"  # shares, tokens and trace ids, never text
 MODELS_PREFIX = "models/"
 GATES_PREFIX = "gates/"
 METRICS_PREFIX = "metrics/"
@@ -104,6 +106,11 @@ def held_key(window: str) -> str:
     """``curate/held/window=<window>/held.parquet``: the window's rows held back until
     k-anonymous."""
     return f"{HELD_PREFIX}window={window}/held.parquet"
+
+
+def coverage_key(workload: str) -> str:
+    """``curate/coverage/<workload>.json``: the last curate run's golden coverage measure."""
+    return f"{COVERAGE_PREFIX}{workload}.json"
 
 
 def model_prefix(version: str) -> str:

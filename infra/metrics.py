@@ -60,6 +60,12 @@ HELP = {
     "flywheel_erasure_deadline_seconds": "FLYWHEEL_ERASURE__DEADLINE_DAYS in seconds.",
     "flywheel_erasure_replacement_failed": "Erasures whose replacement failed the gate.",
     "flywheel_pii_canary_recall": "Planted canary values removed / planted, last curate run.",
+    "flywheel_release_offline_diff": "Gate's golden reward difference, latest canaried release.",
+    "flywheel_release_online_diff": "Canary's online difference (feedback), latest release.",
+    "flywheel_release_contradicts": "1 when the latest release's canary contradicted its gate.",
+    "flywheel_release_contradictions_in_row": "Latest releases in a row the canary contradicted.",
+    "flywheel_golden_coverage": "Share of the window's prompts a golden item covers (curate).",
+    "flywheel_golden_uncovered_clusters": "Clusters of uncovered prompts, last curate run.",
 }
 HISTOGRAM_BUCKETS = {
     "flywheel_stage_duration_seconds": DURATION_BUCKETS,

@@ -169,6 +169,32 @@ def settings_golden(
     return load_golden(golden_path(reward))
 
 
+def golden_version(path: str | Path | None = None) -> str:
+    """The version of the golden set at ``path`` (a file or a folder of ``*.jsonl``; default:
+    the repository's ``golden/``): ``g`` and the first 12 hex digits of the sha256 over each
+    file's name and sha256. Content-addressed: the same items are the same version wherever
+    they lie, and any change to any item is another version (a gate report names the version
+    it was decided on)."""
+    path = Path(path or GOLDEN_DIR)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    digest = hashlib.sha256("".join(f"{p.name}:{_sha256(p)}\n" for p in files).encode())
+    return "g" + digest.hexdigest()[:12]
+
+
+def settings_golden_set(
+    reward: RewardSettings, workload: str | None = None, *, workloads: Collection[str] = ()
+) -> tuple[list[GoldenItem], str]:
+    """:func:`settings_golden` and the version of the set its items were read from (one
+    set, read once: a gate never mixes versions)."""
+    own = own_golden_path(reward, workload, workloads=workloads)
+    path = own if own is not None else golden_path(reward)
+    version = golden_version(path)
+    items = load_golden(path, workload=workload) if own is not None else load_golden(path)
+    if golden_version(path) != version:
+        raise ValueError(f"the golden set {path} changed while it was read: read it again")
+    return items, version
+
+
 def golden_matcher(reward: RewardSettings) -> Callable[[str], bool]:
     """The domain's test that a question asks a golden item in other words
     (``reward.golden_match``; default: the embedded demo's, by each workload's golden cases)."""

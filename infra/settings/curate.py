@@ -22,6 +22,11 @@ class CurateSettings(BaseModel):
     # first asker then cannot reach
     pattern_grouping: Literal["embedding", "exact"] = "exact"
     paraphrase_threshold: float = Field(default=0.65, gt=0, le=1)
+    # the golden set's coverage of each window's prompts (tasks/golden_coverage.py): a prompt
+    # is covered when its TF-IDF cosine to a golden question is at least coverage_similarity;
+    # the gate's report warns when its workload's last coverage is below coverage_min
+    coverage_similarity: float = Field(default=0.6, gt=0, le=1)
+    coverage_min: float = Field(default=0.8, ge=0, le=1)
     # per text, each language's recognisers run where they apply (ko: texts with Hangul)
     languages: list[str] = ["en", "ko"]
     # ko: a tokenizer-only pipeline for Presidio; Korean morphology comes from kiwipiepy

@@ -52,6 +52,12 @@ class ReleaseSettings(BaseModel):
     # stable's is significant at the canary's per-test level (p 0.0015 < 0.05 / 20); below 6 a
     # side not even all of them would be (1 / C(10, 5) = 0.004)
     min_users_per_step: int = Field(default=10, ge=1)
+    # sample ratio mismatch: a pass needs each side's distinct users in the step to match the
+    # step's weight (chi-square, one degree of freedom) at this level; below it the step holds
+    # (waits, then held for a person): the split itself is broken (a client that picks its
+    # version, a bucket that leaks, a crash that drops one side's users), so no comparison on it
+    # can be trusted. 0.001, as experimentation platforms use; 0 turns the check off
+    srm_alpha: float = Field(default=0.001, ge=0, lt=1)
     error_ratio_max: float = 1.5
     latency_p99_ratio_max: float = 1.5
     feedback_ratio_min: float = 0.8

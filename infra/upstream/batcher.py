@@ -10,6 +10,15 @@ parameters and seed (:class:`infra.local_lm.RowParams`), so batching never chang
 A failed batch fails only its own requests, each with an :class:`UpstreamError`; a client that
 goes away is dropped from its batch (or its answer discarded) without disturbing the others.
 The worker task lives only while requests are queued, in the loop of the requests it serves.
+
+One batcher can serve several versions (the gateway's in-process versions share one, as vLLM
+serves a base and its adapters from one engine): each request names its version's ``generate``
+and ``group``; a batch takes the queued requests of every version (up to ``max_batch`` of each),
+generates each version's rows in its own worker thread at the same time, and answers them all
+when the last is done. A version's requests then wait as long as the other's, whatever share of
+the traffic each has: with a queue per version, the version serving 90 % of a canary's users
+formed batches of seven while stable's formed batches of one, and its slower answers read as a
+slower model (a loop test's identical-latency candidate was rolled back on its p99 tail).
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ class _Request:
     prompt: str
     row: RowParams
     future: asyncio.Future[Generation]
+    generate: GenerateRows
+    group: str  # the version: its rows are generated together, by its ``generate``
 
 
 class MicroBatcher:
@@ -42,10 +53,16 @@ class MicroBatcher:
 
     ``generate``: a blocking function from prompts and their parameters to one generation per
     prompt, in order (run in a worker thread); ``name`` prefixes error messages (the version).
+    A shared batcher has no ``generate`` of its own: each :meth:`submit` names its version's.
     """
 
     def __init__(
-        self, generate: GenerateRows, *, name: str, max_batch: int = 16, max_wait_s: float = 0.005
+        self,
+        generate: GenerateRows | None = None,
+        *,
+        name: str,
+        max_batch: int = 16,
+        max_wait_s: float = 0.005,
     ) -> None:
         self.generate = generate
         self.name = name
@@ -59,14 +76,25 @@ class MicroBatcher:
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def submit(self, prompt: str, row: RowParams) -> Generation:
+    async def submit(
+        self,
+        prompt: str,
+        row: RowParams,
+        *,
+        generate: GenerateRows | None = None,
+        group: str | None = None,
+    ) -> Generation:
         """The generation of ``prompt`` with ``row``'s parameters, batched with whatever else
-        is queued. Raises ``UpstreamError`` when its batch fails."""
+        is queued (``generate`` and ``group``: the version's, on a shared batcher). Raises
+        ``UpstreamError`` when its version's part of the batch fails."""
+        generate = generate or self.generate
+        if generate is None:
+            raise TypeError("a shared batcher needs each request's generate")
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new event loop (tests): nothing of the old one carries
             self._loop, self._pending, self._worker, self._wake = loop, [], None, None
         future: asyncio.Future[Generation] = loop.create_future()
-        self._pending.append(_Request(prompt, row, future))
+        self._pending.append(_Request(prompt, row, future, generate, group or self.name))
         if len(self._pending) >= self.max_batch and self._wake is not None:
             if not self._wake.done():
                 self._wake.set_result(None)
@@ -97,33 +125,55 @@ class MicroBatcher:
             self._wake = None
 
     def _take(self) -> list[_Request]:
-        """Up to ``max_batch`` queued requests whose callers still wait, oldest first."""
-        live = [r for r in self._pending if not r.future.done()]
-        batch, self._pending = live[: self.max_batch], live[self.max_batch :]
+        """Up to ``max_batch`` queued requests of each version whose callers still wait, oldest
+        first."""
+        batch: list[_Request] = []
+        rest: list[_Request] = []
+        taken: dict[str, int] = {}
+        for request in self._pending:
+            if request.future.done():
+                continue
+            if taken.get(request.group, 0) < self.max_batch:
+                taken[request.group] = taken.get(request.group, 0) + 1
+                batch.append(request)
+            else:
+                rest.append(request)
+        self._pending = rest
         return batch
 
     async def _run(self, batch: list[_Request]) -> None:
-        """Generate ``batch`` in a worker thread and answer each caller."""
+        """Generate each version's rows of ``batch`` in a worker thread of its own, at the same
+        time, and answer every caller when all are done."""
         self._running = batch
-        try:
-            gens = await asyncio.to_thread(
-                self.generate, [r.prompt for r in batch], [r.row for r in batch]
-            )
-            if len(gens) != len(batch):
-                raise RuntimeError(f"{len(gens)} generations for {len(batch)} prompts")
-        except Exception as exc:  # noqa: BLE001 - the batch's callers get the reason
-            self._running = []
-            log.warning("%s: a batch of %d failed: %s", self.name, len(batch), exc)
-            self._fail(batch, f"generation failed: {exc}")
-            return
+        groups: dict[str, list[_Request]] = {}
+        for request in batch:
+            groups.setdefault(request.group, []).append(request)
+        outcomes = await asyncio.gather(
+            *(self._generate(requests) for requests in groups.values()), return_exceptions=True
+        )
         self._running = []  # (left set when cancelled: _drain fails them)
-        self.batches += 1
-        self.rows += len(batch)
-        for request, gen in zip(batch, gens, strict=True):
-            if not request.future.done():
-                request.future.set_result(gen)
+        for (group, requests), outcome in zip(groups.items(), outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.warning("%s: a batch of %d failed: %s", group, len(requests), outcome)
+                self._fail(requests, f"generation failed: {outcome}")
+                continue
+            self.batches += 1
+            self.rows += len(requests)
+            for request, gen in zip(requests, outcome, strict=True):
+                if not request.future.done():
+                    request.future.set_result(gen)
+
+    @staticmethod
+    async def _generate(requests: list[_Request]) -> list[Generation]:
+        """One version's rows, generated in a worker thread."""
+        gens = await asyncio.to_thread(
+            requests[0].generate, [r.prompt for r in requests], [r.row for r in requests]
+        )
+        if len(gens) != len(requests):
+            raise RuntimeError(f"{len(gens)} generations for {len(requests)} prompts")
+        return gens
 
     def _fail(self, requests: list[_Request], reason: str) -> None:
         for request in requests:
             if not request.future.done():
-                request.future.set_exception(UpstreamError(f"{self.name}: {reason}"))
+                request.future.set_exception(UpstreamError(f"{request.group}: {reason}"))

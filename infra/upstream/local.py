@@ -24,15 +24,26 @@ LOCAL_HINT = (
 class LocalUpstream:
     """The in-process causal LM of ``version``: fetched and loaded on first use; concurrent
     requests are generated together in worker threads (:mod:`infra.upstream.batcher`, up to
-    ``gateway.local_batch_size`` at once), each with its own parameters and seed."""
+    ``gateway.local_batch_size`` at once), each with its own parameters and seed. ``engine``:
+    a batcher shared with the gateway's other in-process versions (:class:`UpstreamPool`
+    passes one), so that a version's requests wait as long as another's whatever share of the
+    traffic each serves; without one the version batches alone."""
 
-    def __init__(self, version: str, *, store: ObjectStore, settings: Settings) -> None:
+    def __init__(
+        self,
+        version: str,
+        *,
+        store: ObjectStore,
+        settings: Settings,
+        engine: MicroBatcher | None = None,
+    ) -> None:
         self.version = version
         self.store = store
         self.settings = settings
         self._lm: Any = None
         self._lock = asyncio.Lock()
         self._error: str | None = None  # why the last load failed
+        self.engine = engine
         self.batcher: MicroBatcher | None = None
 
     async def check(self) -> str | None:
@@ -69,13 +80,7 @@ class LocalUpstream:
                         raise UpstreamError(
                             f"model {self.version} unavailable: {exc}{LOCAL_HINT}"
                         ) from exc
-                    gw = self.settings.gateway
-                    self.batcher = MicroBatcher(
-                        lm.generate_rows,
-                        name=self.version,
-                        max_batch=gw.local_batch_size,
-                        max_wait_s=gw.local_batch_wait_ms / 1000,
-                    )
+                    self.batcher = self.engine or local_batcher(self.settings, self.version)
                     self._lm, self._error = lm, None
         return self._lm
 
@@ -97,7 +102,9 @@ class LocalUpstream:
             ),
             seed=params.seed,
         )
-        gen = await self.batcher.submit(lm.render(messages), row)
+        gen = await self.batcher.submit(
+            lm.render(messages), row, generate=lm.generate_rows, group=self.version
+        )
         return Completion(
             text=gen.text,
             tokens_in=gen.tokens_in,
@@ -111,3 +118,11 @@ class LocalUpstream:
     async def stream(self, messages: Messages, params: GenParams) -> AsyncIterator[Completion]:
         """The whole completion as a single piece (the in-process model does not stream)."""
         yield await self.complete(messages, params)
+
+
+def local_batcher(settings: Settings, name: str) -> MicroBatcher:
+    """A batcher for in-process generation at the gateway's batch size and wait."""
+    gw = settings.gateway
+    return MicroBatcher(
+        name=name, max_batch=gw.local_batch_size, max_wait_s=gw.local_batch_wait_ms / 1000
+    )

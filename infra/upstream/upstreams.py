@@ -23,7 +23,7 @@ from infra.upstream.completion import (
     read_events,
 )
 from infra.upstream.http1 import HttpClient, HttpError, Stream
-from infra.upstream.local import LocalUpstream
+from infra.upstream.local import LocalUpstream, local_batcher
 from infra.upstream.statuses import (
     MAX_ERROR_BODY,
     UpstreamUnavailable,
@@ -33,6 +33,7 @@ from infra.upstream.statuses import (
 if TYPE_CHECKING:
     from infra.settings import Settings
     from infra.store import ObjectStore
+    from infra.upstream.batcher import MicroBatcher
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +273,7 @@ class UpstreamPool:
             )
         self._explicit = frozenset(self._upstreams)
         self._local: dict[str, LocalUpstream] = {}
+        self._engine: MicroBatcher | None = None  # the in-process versions' shared batcher
         self._checks: dict[str, tuple[float, str | None]] = {}
         # versions on other bases' model servers (deploy/servers.json, :mod:`infra.base_servers`)
         self._served: dict[str, ServedAt] = {}
@@ -308,7 +310,11 @@ class UpstreamPool:
             upstream = model_server_upstream(version, self.settings, self.session)
             self._upstreams[version] = upstream
         if upstream is None:
-            upstream = LocalUpstream(version, store=self.store, settings=self.settings)
+            if self._engine is None:  # one for every in-process version (LocalUpstream)
+                self._engine = local_batcher(self.settings, "in-process")
+            upstream = LocalUpstream(
+                version, store=self.store, settings=self.settings, engine=self._engine
+            )
             self._local[version] = upstream
         return upstream
 

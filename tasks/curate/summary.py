@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
@@ -37,6 +37,8 @@ class CurateResult:
     recurated: list[str] | None = None  # earlier windows redone for late feedback
     # the run's canary recall per "language/entity_type" (empty: no canaries planted)
     canary_recall: dict[str, float] | None = None
+    # per workload: the golden set's coverage of the window's prompts (tasks/golden_coverage)
+    coverage: dict[str, dict[str, Any]] | None = None
 
 
 def curate_result(
@@ -117,6 +119,15 @@ def summary_markdown(result: CurateResult) -> str:
     if result.canary_recall:
         lines += ["", "| canary (language/type) | recall |", "|---|---:|"]
         lines += [f"| {key} | {r:.2f} |" for key, r in result.canary_recall.items()]
+    for workload, cov in (result.coverage or {}).items():
+        lines += [
+            "",
+            f"Golden set `{cov['golden_version']}` covers {cov['coverage']:.0%} of the "
+            f"{cov['prompts']} {workload} prompts (TF-IDF similarity >= {cov['threshold']:g}).",
+        ]
+        if cov["clusters"]:  # sizes only: the artifact holds no text of users
+            lines += ["", "| uncovered cluster | prompts |", "|---|---:|"]
+            lines += [f"| {i} | {c['size']} |" for i, c in enumerate(cov["clusters"], start=1)]
     lines += ["", "| PII entity type | removed |", "|---|---:|"]
     lines += [f"| {etype} | {n} |" for etype, n in result.pii_entities.items()] or ["| none | 0 |"]
     lines += [

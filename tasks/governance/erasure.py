@@ -48,6 +48,7 @@ USER_TABLES = [
     "audit_log",
     "quarantine",
     "review_queue",
+    "golden_proposals",
 ]
 _USER_ID_IN_LINE = re.compile(r'"user_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
@@ -178,6 +179,18 @@ def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[st
     queued = scan(catalog, "review_queue").column("trace_id").to_pylist()
     ids = sorted({t for t in queued if t in trace_ids})
     deleted["review_queue"] = _delete_in(catalog, "review_queue", "trace_id", ids)
+    # a golden proposal (tasks/golden_proposals.py) names the traces its question and its
+    # reference came from; an item already published to a golden file is a file the operator
+    # keeps (docs/operating/golden-set.md)
+    proposed = scan(catalog, "golden_proposals").to_pylist()
+    ids = sorted(
+        {
+            p["proposal_id"]
+            for p in proposed
+            if p["source_trace"] in trace_ids or p["question_trace"] in trace_ids
+        }
+    )
+    deleted["golden_proposals"] = _delete_in(catalog, "golden_proposals", "proposal_id", ids)
     return deleted
 
 

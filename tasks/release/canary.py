@@ -43,6 +43,13 @@ No-data rule: fewer than ``min_requests_per_step`` candidate requests, fewer tha
 comparison, no pass), or unreadable metrics keep the step waiting until ``step_deadline_s``;
 then it ends as ``no_data`` (held for a person, or rolled back: ``no_data_action``), never
 passes.
+
+Sample ratio mismatch: a step passes only when each side's distinct users match the step's
+weight (``weight`` % of the users on the candidate; a chi-square test of the two counts at
+``srm_alpha``). A split that does not match it is broken (a client choosing its version, a
+bucket that leaks, a side dropping its users) and no comparison on it can be trusted: the step
+waits, then holds for a person like a step without data. A failure stands (the candidate
+failing its users is the safe side to act on).
 """
 
 from __future__ import annotations
@@ -82,10 +89,12 @@ def analyse_step(
     seq: SequentialState | None = None,
     *,
     cost: CostLooks | None = None,
+    weight: float | None = None,
 ) -> PhaseResult:
     """Judge one canary window by its guard rails (``seq``: the step's sequential state, whose
     always-valid p-values are updated by this look; ``cost``: the step's looks at cost, which
-    the cost rail's test is over)."""
+    the cost rail's test is over; ``weight``: the step's candidate share of users in percent,
+    whose split a pass must match, :func:`sample_ratio_mismatch`; None: not checked)."""
     if window is None:
         return PhaseResult(verdict="no_data", reasons=["metrics unavailable"])
     c, s = window.candidate, window.stable
@@ -111,9 +120,39 @@ def analyse_step(
             continue
         evidence.update(rail.evidence)
         (failures if rail.failed else notes).append(rail.line)
+    if not failures and weight is not None and (srm := sample_ratio_mismatch(c, s, weight, policy)):
+        evidence["sample_ratio_mismatch"] = srm.evidence
+        return PhaseResult(verdict="no_data", reasons=[srm.line, *notes], evidence=evidence)
     return PhaseResult(
         verdict="fail" if failures else "pass", reasons=failures or notes, evidence=evidence
     )
+
+
+def sample_ratio_mismatch(
+    c: RouteStats, s: RouteStats, weight: float, policy: ReleaseSettings
+) -> Judged | None:
+    """The step's split when it does not match its weight (None: it does, or it cannot be
+    tested): Pearson's chi-square of the candidate's and stable's distinct users against
+    ``weight`` % and the rest, one degree of freedom, significant below ``srm_alpha``. Users,
+    not requests: routing assigns users, and a heavy user's requests all land on one side."""
+    share = weight / 100.0
+    users = c.users + s.users
+    if policy.srm_alpha <= 0 or not 0.0 < share < 1.0 or users <= 0:
+        return None
+    from scipy.stats import chi2
+
+    expected_c, expected_s = users * share, users * (1.0 - share)
+    stat = (c.users - expected_c) ** 2 / expected_c + (s.users - expected_s) ** 2 / expected_s
+    p = float(chi2.sf(stat, 1))
+    if p >= policy.srm_alpha:
+        return None
+    line = (
+        f"sample ratio mismatch: the candidate served {c.users:.0f} of {users:.0f} users "
+        f"({c.users / users:.1%}) at weight {weight:g} %, chi-square p={p:.2g} < "
+        f"{policy.srm_alpha:g} (FLYWHEEL_RELEASE__SRM_ALPHA): the split is broken, no comparison"
+    )
+    evidence = {"candidate_users": c.users, "users": users, "weight": weight, "p_value": p}
+    return Judged(line=line, failed=True, evidence=evidence)
 
 
 def too_little(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> str | None:
@@ -212,7 +251,7 @@ def watch_step(
         except MetricsError as exc:
             log.warning("canary metrics unavailable: %s", exc)
             window = None
-        result = analyse_step(window, policy, cost=cost)
+        result = analyse_step(window, policy, cost=cost, weight=state.weight)
         early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
         if early is not None:
             return early
@@ -246,7 +285,8 @@ def _sequential_look(
         alpha=policy.sequential_alpha,
         fail_alpha=canary_test_alpha(policy),
         beyond_rail=beyond_rails(measures, policy),
-        enough_requests=result.verdict != "no_data",
+        # a broken split holds a pass, not the early failure of a clearly worse candidate
+        enough_requests=result.verdict != "no_data" or "sample_ratio_mismatch" in result.evidence,
         guard_rails_pass=result.verdict == "pass",
     )
     result.evidence["sequential"] = evidence(measures, seq)

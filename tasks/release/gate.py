@@ -195,6 +195,8 @@ class GateResult:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     workload: str | None = None  # the workload whose release this gated (None: the shared)
     noninferiority: dict[str, Any] | None = None  # a cheaper model's test and cost
+    golden_version: str | None = None  # the golden set's version (tasks.golden.golden_version)
+    warnings: list[str] = field(default_factory=list)  # e.g. the golden set's coverage
 
     def summary(self) -> dict[str, Any]:
         """Everything but the per-item rows, JSON-ready (the report and the audit evidence)."""
@@ -210,6 +212,8 @@ class GateResult:
             "checks": [c.as_dict() for c in self.checks],
             "errors": self.errors,
             "created_at": self.created_at.isoformat(),
+            "golden_version": self.golden_version,
+            "warnings": self.warnings,
             **({"noninferiority": self.noninferiority} if self.noninferiority else {}),
         }
 
@@ -269,11 +273,13 @@ def run_gate(
     workload: str | None = None,
     margin: float | None = None,
     cheaper: bool = True,
+    golden_version: str | None = None,
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
     the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's);
     ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
-    ``cheaper``: it must also be cheaper)."""
+    ``cheaper``: it must also be cheaper; ``golden_version``: the version every item is of,
+    recorded in the report)."""
     requests = [it.prompt() for it in items]
     if margin is not None:  # its cost is compared too: the versions take turns
         from tasks.release.noninferiority import answer_alternating
@@ -375,6 +381,7 @@ def run_gate(
         errors=errors,
         workload=workload,
         noninferiority=ni.summary() if ni else None,
+        golden_version=golden_version,
     )
 
 

@@ -65,6 +65,8 @@ def golden_verifier_check(
         "verified_drop_p": p_drop,
         "judged_drop_p": judged_p,
         "items": len(both),
+        "won": won,
+        "lost": lost,
         "judge_kind": judge_kind,
         "example_answers": _lost_answers(base, cand, candidate_answers) if hacked else [],
     }

@@ -62,11 +62,17 @@ def design_effect(c: RouteStats, s: RouteStats) -> float:
     hands each version whole users: counted as independent requests, 2 of 40 simulated
     identical releases of 200 users with about 90 requests each (error rates spread
     log-normally between users) failed the error rail. Each user's errors are taken as
-    Poisson with a gamma-spread rate (negative binomial): the share of users who met no error
-    against the mean per user ``mu`` gives the spread's shape ``r`` (no spread: the share is
-    ``e^-mu``), and the variance is ``1 + mu / r`` times a Poisson's. At most ``m``, the
-    requests per user (a user as one trial); 1 where errors spread as chance spreads them, or
-    without voice series."""
+    Poisson with a rate spread log-normally between users (:func:`lognormal_spread`): the
+    share of users who met no error against the mean per user ``mu`` gives the spread ``sigma``
+    (no spread: the share is ``e^-mu``), and the variance is ``1 + mu (e^(sigma^2) - 1)``
+    times a Poisson's. The voice series say only how many users met no error, which does not
+    tell how heavy the spread's upper tail is; the log-normal's is heavier than a gamma's
+    with the same share, so where users' rates are gamma-spread it overstates the variance
+    (the cautious side: a gamma spread's shape fitted to the same share understated a
+    log-normal spread's 4.2 as 3.5, and 2 of 32 identical releases of 200 heavy users were
+    rolled back at the 5 % step's 14 candidate users). At most ``m``, the requests per user (a
+    user as one trial); 1 where errors spread as chance spreads them, or without voice
+    series."""
     errors = min(c.errors, c.requests) + min(s.errors, s.requests)
     requests, users = c.requests + s.requests, c.users + s.users
     error_users = min(c.error_users + s.error_users, users)
@@ -77,14 +83,27 @@ def design_effect(c: RouteStats, s: RouteStats) -> float:
     none = 1 - error_users / users  # the share of users who met no error
     if none <= math.exp(-mu) or none >= 1:
         return 1.0
-    lo, hi = 1e-6, 1e6  # the shape r: P(no error) = (1 + mu / r)^-r falls as r grows
-    for _ in range(100):
-        mid = math.sqrt(lo * hi)
-        if (1 + mu / mid) ** -mid > none:
+    sigma = lognormal_spread(mu, none)
+    return min(m, 1 + mu * math.expm1(min(sigma * sigma, 50.0)))
+
+
+def lognormal_spread(mu: float, none: float) -> float:
+    """The ``sigma`` of users' log-normal error rates (mean ``mu``) at which a share ``none``
+    of Poisson users meets no error: ``E[exp(-mu e^(sigma Z - sigma^2 / 2))] = none`` over a
+    standard normal ``Z`` (Gauss-Hermite quadrature), the share growing with ``sigma``."""
+    import numpy as np
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(40)  # for a standard normal, once
+    weights = weights / weights.sum()
+    lo, hi = 0.0, 6.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        share = float(np.sum(weights * np.exp(-mu * np.exp(mid * nodes - mid * mid / 2))))
+        if share < none:
             lo = mid
         else:
             hi = mid
-    return min(m, 1 + mu / math.sqrt(lo * hi))
+    return (lo + hi) / 2
 
 
 def paired_error_evidence(

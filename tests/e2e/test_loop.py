@@ -89,6 +89,14 @@ def test_one_cycle_ships_a_better_model_per_workload_offline(
         ]
         assert promoted, f"the promotion of {cycle.candidate} is not in the audit log"
 
+    # every release reached the canary and recorded the gate beside the canary's outcome
+    outcomes = {r["workload"]: r for r in scan(catalog, "release_outcomes").to_pylist()}
+    assert set(outcomes) == {"calculator", "clock"}
+    for workload, cycle in cycles.items():
+        row = outcomes[workload]
+        assert (row["version"], row["outcome"]) == (cycle.candidate, "promoted")
+        assert row["offline_gain"] and row["golden_version"] and row["requests_candidate"] > 0
+
     # the served base model answers the same with or without a personal preamble
     lm = LocalLM.load(fetch_model(store, "v0", model_cache_root(settings)))
     golden = domain.load_golden()[:100]

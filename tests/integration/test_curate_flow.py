@@ -181,6 +181,16 @@ def test_small_groups_are_held_back_then_released(prefect_api, flywheel_home):
     assert not any("parrot" in r["question"] for r in _rows(settings))
     held = store.list("curate/held/")
     assert held == [f"curate/held/window={W0}/held.parquet"]
+    # the golden set covers the additions, not the parrot's multiplications; a held-back
+    # prompt is never shown as the uncovered cluster's example
+    ((workload, coverage),) = first.coverage.items()
+    assert (coverage["prompts"], coverage["coverage"]) == (27, pytest.approx(18 / 27))
+    (cluster,) = coverage["clusters"]
+    assert cluster["size"] == 9 and "times" in cluster["terms"] and cluster["example"] is None
+    stored = json.loads(store.get(f"curate/coverage/{workload}.json"))
+    assert stored["coverage"] == pytest.approx(18 / 27) and "parrot" not in json.dumps(stored)
+    gauges = json.loads(store.get("metrics/curate.json"))["gauges"]
+    assert "flywheel_golden_coverage" in gauges
 
     t1 = T0 + timedelta(hours=1)
     window(t1, range(3, 5))
@@ -189,6 +199,8 @@ def test_small_groups_are_held_back_then_released(prefect_api, flywheel_home):
     rows = _rows(settings)
     parrots = [r for r in rows if "parrot" in r["question"]]
     assert len(parrots) == 15 and {r["window"] for r in parrots} == {W0, "2026-11-22T11:00:00Z"}
+    (cluster,) = next(iter(second.coverage.values()))["clusters"]
+    assert "parrot" in cluster["example"]  # released now: k users asked it
     assert store.list("curate/held/") == []
     _run(t1)
     _run(T0)

@@ -68,6 +68,10 @@ def options(**kw: Any):
     return ReleaseOptions(max_golden_items=kw.pop("max_golden_items", 100), **kw)
 
 
+def store_metrics(settings) -> bytes:
+    return open_store(settings).get("metrics/release.json")
+
+
 def audit(settings, event_type: str | None = None) -> list[dict[str, Any]]:
     rows = scan(open_catalog(settings), "audit_log").to_pylist()
     rows = [r for r in rows if event_type is None or r["event_type"] == event_type]
@@ -87,6 +91,13 @@ def test_gate_rejects_a_worse_candidate_with_a_report_matching_eval_results(
     report = json.loads(store.get("gates/v2/report.json"))
     assert store.get("gates/v2/report.md").startswith(b"# Release gate: v2 vs v0")
     assert store.get("gates/v2/scores.png").startswith(b"\x89PNG")
+    from tasks.golden import GOLDEN_DIR, golden_version
+
+    assert report["golden_version"] == golden_version(GOLDEN_DIR)  # the set it was decided on
+    assert (
+        f"| golden set version | {report['golden_version']} |"
+        in store.get("gates/v2/report.md").decode()
+    )
     from pyiceberg.expressions import EqualTo
 
     rows = scan(open_catalog(env), "eval_results", EqualTo("run_id", report["run_id"])).to_pylist()
@@ -185,6 +196,16 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
         shadow["pairs"] >= 15 and shadow["test"]["mean_candidate"] > shadow["test"]["mean_baseline"]
     )
     assert steps[3]["evidence"]["previous_step"]["source"] == "embedded"
+    (outcome,) = scan(open_catalog(env), "release_outcomes").to_pylist()  # gate beside canary
+    assert (outcome["version"], outcome["baseline"], outcome["outcome"]) == ("v1", "v0", "promoted")
+    assert outcome["release_id"] == state.release_id and outcome["workload"] == "default"
+    assert outcome["offline_reward_diff"] == pytest.approx(out.gate["mean_diff"])
+    assert outcome["golden_accuracy_candidate"] > outcome["golden_accuracy_baseline"]
+    assert outcome["golden_version"] and outcome["offline_gain"]
+    assert outcome["requests_candidate"] > 0 and outcome["requests_stable"] > 0
+    assert outcome["canary_start"] < outcome["canary_end"]
+    assert not outcome["contradicts"]
+    assert b"flywheel_release_contradictions_in_row" in store_metrics(env)
 
 
 def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:

@@ -141,3 +141,50 @@ def test_each_event_loop_gets_its_own_worker() -> None:
     batcher = MicroBatcher(FakeGenerate(), name="v0", max_batch=2, max_wait_s=0.0)
     for prompt in ("one", "two"):
         assert asyncio.run(batcher.submit(prompt, RowParams())).text == prompt.upper()
+
+
+def test_a_shared_batcher_answers_every_version_of_a_batch_together() -> None:
+    """Two versions on one engine (a canary at 90 %: seven candidate requests, one stable):
+    each version's rows go to its own model in one call, and stable's lone request waits for
+    the candidate's seven, as in one vLLM engine step. With a queue per version it came back
+    first, every time, and the candidate's answers read as a slower model."""
+    gate = threading.Event()
+    candidate, stable = FakeGenerate(gate), FakeGenerate()
+    engine = MicroBatcher(name="in-process", max_batch=8, max_wait_s=0.05)
+
+    async def main() -> tuple[list[Generation], Generation, bool]:
+        cand = [
+            asyncio.ensure_future(
+                engine.submit(f"c{i}", RowParams(), generate=candidate, group="v2")
+            )
+            for i in range(7)
+        ]
+        lone = asyncio.ensure_future(engine.submit("s", RowParams(), generate=stable, group="v0"))
+        await _when(candidate.started)
+        await _when(stable.started)
+        await asyncio.sleep(0.1)
+        early = lone.done()  # stable's rows were generated long ago: is its caller answered?
+        gate.set()
+        return await asyncio.gather(*cand), await lone, early
+
+    cand, lone, early = asyncio.run(main())
+    assert not early
+    assert [g.text for g in cand] == [f"C{i}" for i in range(7)] and lone.text == "S"
+    assert candidate.batches == [[f"c{i}" for i in range(7)]] and stable.batches == [["s"]]
+    assert (engine.batches, engine.rows) == (2, 8)
+
+
+def test_one_versions_failure_on_a_shared_batcher_fails_only_its_requests() -> None:
+    engine = MicroBatcher(name="in-process", max_batch=4, max_wait_s=0.05)
+    broken, fine = FakeGenerate(), FakeGenerate()
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            engine.submit("boom", RowParams(), generate=broken, group="v9"),
+            engine.submit("ok", RowParams(), generate=fine, group="v0"),
+            return_exceptions=True,
+        )
+
+    failed, answered = asyncio.run(main())
+    assert isinstance(failed, UpstreamError) and str(failed).startswith("v9: generation failed")
+    assert isinstance(answered, Generation) and answered.text == "OK"

@@ -97,7 +97,8 @@ class SeenMetrics:
 
     def read(self, *, workload: str | None = None, **_: float | str) -> CanaryWindow:
         self.workloads.append(workload)
-        return CanaryWindow(RouteStats(500, 0, 0.1), RouteStats(500, 0, 0.1), "fake", 60)
+        # the sql line's weight of 10 %: nine stable users for each of the candidate's
+        return CanaryWindow(RouteStats(500, 0, 0.1), RouteStats(4500, 0, 0.1), "fake", 60)
 
 
 def test_a_workloads_canary_step_reads_its_own_metrics(tmp_path: Path) -> None:

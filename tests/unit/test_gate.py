@@ -237,6 +237,37 @@ def test_report_shows_the_decision_and_its_numbers(scorer) -> None:
     assert report_plot(worse).startswith(b"\x89PNG")
 
 
+def test_report_names_its_golden_version_and_warns_of_low_coverage(scorer) -> None:
+    from tasks.golden import golden_version
+    from tasks.golden_coverage import gate_warning, measure
+
+    items = load_golden()[:40]
+    version = golden_version()
+    result = run_gate(
+        items,
+        baseline=FakeSource("v0", 0.5),
+        candidate=FakeSource("v1", 0.5),
+        scorer=scorer,
+        policy=CONFIG,
+        golden_version=version,
+    )
+    prompts = ["What is 12+30?", "What is 3 to the power of 4?", "What is 2 to the power of 9?"]
+    coverage = measure(
+        prompts,
+        [it.question for it in items],
+        workload="calculator",
+        window="2026-11-30T10:00:00Z",
+        golden_version=version,
+        threshold=0.6,
+    )
+    result.warnings.append(str(gate_warning(coverage, minimum=0.8, golden_version=version)))
+    md = report_markdown(result)
+    assert f"| golden set version | {version} |" in md
+    assert "> **Warning:** the golden set covers only 33% of the calculator prompts" in md
+    data = report_json(result)
+    assert data["golden_version"] == version and data["warnings"] == result.warnings
+
+
 def test_a_catastrophic_regression_on_a_small_golden_set_is_rejected() -> None:
     base = [1.0, 0.9, 1.0, 0.8, 1.0, 0.9, 1.0, 0.9, 1.0, 1.0]
     cand = [0.1, 0.0, 0.2, 0.1, 0.0, 0.1, 0.3, 0.0, 0.1, 0.2]  # every item far worse

@@ -114,6 +114,20 @@ def test_the_gateway_sends_every_version_without_an_upstream_to_the_model_server
     assert not isinstance(UpstreamPool(off, LocalStore(tmp_path / "s")).get("v7"), HttpUpstream)
 
 
+def test_in_process_versions_share_one_batcher(tmp_path: Path) -> None:
+    """Stable and a candidate served in process queue in one place (infra.upstream.batcher):
+    neither version's share of the traffic decides how long its users wait."""
+    from infra.settings import Settings
+    from infra.store import LocalStore
+    from infra.upstream.local import LocalUpstream
+    from infra.upstream.upstreams import UpstreamPool
+
+    pool = UpstreamPool(Settings(home=tmp_path), LocalStore(tmp_path / "store"))
+    v0, v1 = pool.get("v0"), pool.get("v1")
+    assert isinstance(v0, LocalUpstream) and isinstance(v1, LocalUpstream)
+    assert v0.engine is not None and v0.engine is v1.engine
+
+
 def test_a_missing_or_empty_vllm_environment_names_make_vllm(tmp_path: Path) -> None:
     from infra.errors import ConfigError
     from infra.vllm_process import vllm_python

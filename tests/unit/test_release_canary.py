@@ -76,7 +76,8 @@ class FakeClock(Clock):
 
 
 class FakeMetrics:
-    """Candidate requests arrive at ``rate`` per second from ``start_at`` on (fake time)."""
+    """Candidate requests arrive at ``rate`` per second from ``start_at`` on (fake time), one
+    user each; stable's users are 19 for each of them (the routing fixture's weight of 5 %)."""
 
     source = "fake"
 
@@ -103,7 +104,7 @@ class FakeMetrics:
         n = self.rate * active
         return CanaryWindow(
             RouteStats(n, n * self.errors, 0.1),
-            RouteStats(1000, 10, 0.1),
+            RouteStats(1000, 10, 0.1, users=19 * n),
             "fake",
             now - since,
         )

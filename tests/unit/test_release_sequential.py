@@ -78,7 +78,7 @@ def test_a_real_difference_is_found() -> None:
 class Traffic:
     """Candidate requests at ``rate`` per second with ``errors`` share and ``up`` share of
     thumbs up among ``fb_rate`` feedback events per request; stable: 1000 requests, 1 % errors,
-    400 feedback events 50 % up."""
+    400 feedback events 50 % up, from 19 users for each candidate user (the weight of 5 %)."""
 
     source = "fake"
 
@@ -102,7 +102,7 @@ class Traffic:
         fb = n * self.fb
         return CanaryWindow(
             RouteStats(n, n * self.errors, 0.1, {1: fb * self.up, -1: fb * (1 - self.up)}),
-            RouteStats(1000, 10, 0.1, {1: 200, -1: 200}),
+            RouteStats(1000, 10, 0.1, {1: 200, -1: 200}, users=19 * n),
             "fake",
             self.clock.now() - since,
         )
