@@ -106,6 +106,6 @@ def test_series_of_another_job_change_no_canary_reading(tmp_path: Path) -> None:
                 candidate="v1", stable="v0", since=since, workload="default"
             )
     assert forged_errors > 20  # what a selector without job would have counted
-    assert window.candidate.requests > 20 and window.candidate.users > 20
+    assert window.candidate.requests > 10 and window.candidate.users > 10  # the gateway's seen
     assert window.candidate.errors == 0 and window.candidate.error_users == 0
     assert window.candidate.feedback_count == 0
