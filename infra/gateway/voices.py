@@ -25,7 +25,9 @@ when the routing state moves a line on, that line's ledger starts again, so each
 hears every user afresh. The raw series (``agent_requests_total``, ``agent_errors_total``,
 ``user_feedback_total``) still count every event, for dashboards and alert rules. Memory is
 bounded (``MAX_KEYS`` users per line; past it, new users are not counted as voices and
-``flywheel_voices_dropped_total`` says so). Several gateway processes keep one ledger each: a
+``flywheel_voices_dropped_total`` says so). With client keys, each key adds at most its cap
+of voices of each kind to a version in a step (:mod:`infra.gateway.keyring`; the rest are
+counted in ``flywheel_voices_capped_total``): one key cannot decide a step alone. Several gateway processes keep one ledger each: a
 user spread over N processes counts up to N times.
 """
 
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
 MAX_KEYS = 200_000  # (user, version, kind) entries per release line and step
 
 Epoch = tuple[object, ...]
-Admission = Literal["counted", "repeat", "dropped", "anonymous"]
+Admission = Literal["counted", "repeat", "dropped", "anonymous", "capped"]
+Quota = tuple[str, int]  # (client key id, voices it may add per version, kind and step)
 
 
 def epoch_of(view: RoutingState) -> Epoch:
@@ -58,6 +61,8 @@ class VoiceLedger:
         self.max_keys = max_keys
         self._key = os.urandom(16)  # per process: the hashes mean nothing outside it
         self._lines: dict[str, tuple[Epoch, dict[tuple[int, str, str], int]]] = {}
+        # per line: voices each client key added in the step, per (key id, model, kind)
+        self._quotas: dict[str, dict[tuple[str, str, str], int]] = {}
         self.dropped = 0
 
     def voter(self, key: str | None) -> int | None:
@@ -68,18 +73,28 @@ class VoiceLedger:
         return int.from_bytes(digest, "big")
 
     def admit(
-        self, *, line: str, epoch: Epoch, voter: int | None, model: str, kind: str
+        self,
+        *,
+        line: str,
+        epoch: Epoch,
+        voter: int | None,
+        model: str,
+        kind: str,
+        quota: Quota | None = None,
     ) -> Admission:
         """Whether this event of ``voter`` counts as a voice (``kind``: request, error or
         feedback) for ``model`` in ``line``'s current step (``counted``); counts it when it
         does. ``repeat``: the voter had its say in this step; ``dropped``: a new voter the
         ledger had no room for (also counted in ``dropped``); ``anonymous``: no voter, which
-        never counts as a voice."""
+        never counts as a voice; ``capped``: a new voice of a client key (``quota``: its id
+        and cap, :mod:`infra.gateway.keyring`) that already added its cap of voices of this
+        kind to ``model`` in the step."""
         if voter is None:
             return "anonymous"
         current = self._lines.get(line)
         if current is None or current[0] != epoch:
             current = self._lines[line] = (epoch, {})
+            self._quotas[line] = {}
         seen = current[1]
         key = (voter, model, kind)
         n = seen.get(key, 0)
@@ -88,5 +103,11 @@ class VoiceLedger:
         if n == 0 and len(seen) >= self.max_keys:
             self.dropped += 1
             return "dropped"
+        if quota is not None:
+            added = self._quotas.setdefault(line, {})
+            slot = (quota[0], model, kind)
+            if added.get(slot, 0) >= quota[1]:
+                return "capped"
+            added[slot] = added.get(slot, 0) + 1
         seen[key] = n + 1
         return "counted"
