@@ -12,11 +12,12 @@ them on every request to ``/v1/*``.
 The key file is re-read from the store as often as the routing state, so a key created or
 revoked by the CLI reaches every gateway within a poll (a read that fails keeps the last one).
 
-A key is also a limit on voices: while more than one key is active, each key adds at most
-``max_voices`` (default ``FLYWHEEL_GATEWAY__KEY_VOICES_PER_STEP``) users served, users who met
-an error and votes to each version of a release step (:mod:`infra.gateway.voices`), so no
-single key, one application with many users or one abuser, decides a release alone. A single
-active key is the only client and is not capped.
+A key is also a limit on voices: while more than one key is active, each key adds to each
+version of a release step at most as many users who met an error, and as many votes, as the
+other keys' users that version served, or ``max_voices`` (default
+``FLYWHEEL_GATEWAY__KEY_VOICES_PER_STEP``) where that is more (:mod:`infra.gateway.voices`),
+so no single key, one application with many users or one abuser, outvotes the rest. Users
+served are never capped. A single active key is the only client and is not capped.
 """
 
 from __future__ import annotations

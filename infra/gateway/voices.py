@@ -25,10 +25,13 @@ when the routing state moves a line on, that line's ledger starts again, so each
 hears every user afresh. The raw series (``agent_requests_total``, ``agent_errors_total``,
 ``user_feedback_total``) still count every event, for dashboards and alert rules. Memory is
 bounded (``MAX_KEYS`` users per line; past it, new users are not counted as voices and
-``flywheel_voices_dropped_total`` says so). With client keys, each key adds at most its cap
-of voices of each kind to a version in a step (:mod:`infra.gateway.keyring`; the rest are
-counted in ``flywheel_voices_capped_total``): one key cannot decide a step alone. Several gateway processes keep one ledger each: a
-user spread over N processes counts up to N times.
+``flywheel_voices_dropped_total`` says so). With client keys, each key adds to a version in a
+step at most as many users who met an error, and as many votes, as the other keys' users that
+version served in the step, or its cap where that is more (:mod:`infra.gateway.keyring`; the
+rest are counted in ``flywheel_voices_capped_total``): one key cannot outvote the others
+unless it is the only client. Users served are counted in full, so the step's split (sample
+ratio) and its minimum of users see every key's users. Several gateway processes keep one
+ledger each: a user spread over N processes counts up to N times.
 """
 
 from __future__ import annotations
@@ -86,9 +89,10 @@ class VoiceLedger:
         feedback) for ``model`` in ``line``'s current step (``counted``); counts it when it
         does. ``repeat``: the voter had its say in this step; ``dropped``: a new voter the
         ledger had no room for (also counted in ``dropped``); ``anonymous``: no voter, which
-        never counts as a voice; ``capped``: a new voice of a client key (``quota``: its id
-        and cap, :mod:`infra.gateway.keyring`) that already added its cap of voices of this
-        kind to ``model`` in the step."""
+        never counts as a voice; ``capped``: a new error or vote of a client key (``quota``:
+        its id and cap, :mod:`infra.gateway.keyring`) that already added as many of this kind
+        to ``model`` in the step as the other keys' users ``model`` served (at least its
+        cap)."""
         if voter is None:
             return "anonymous"
         current = self._lines.get(line)
@@ -105,9 +109,18 @@ class VoiceLedger:
             return "dropped"
         if quota is not None:
             added = self._quotas.setdefault(line, {})
-            slot = (quota[0], model, kind)
-            if added.get(slot, 0) >= quota[1]:
-                return "capped"
-            added[slot] = added.get(slot, 0) + 1
+            if kind == "feedback" or kind.startswith("error:"):  # what the tests weigh
+                # at most as many as the other keys' users served by this version in the
+                # step, and at least the cap: no key outvotes the rest unless it is alone
+                mine = added.get((quota[0], model, kind), 0)
+                others = added.get(("", model, "served"), 0) - added.get(
+                    (quota[0], model, "served"), 0
+                )
+                if mine >= max(quota[1], others):
+                    return "capped"
+                added[(quota[0], model, kind)] = mine + 1
+            else:  # users served: counted in full (the split and the minimum read them)
+                for who in (quota[0], ""):
+                    added[(who, model, "served")] = added.get((who, model, "served"), 0) + 1
         seen[key] = n + 1
         return "counted"

@@ -114,8 +114,9 @@ class GatewaySettings(BaseModel):
     # listener serves only callers showing an active one; require_keys refuses every caller
     # while none exists (no open mode even before the first key)
     require_keys: bool = False
-    # while more than one key is active: users served, users who met an error and votes one
-    # key adds per version and release step (a key's own max_voices overrides it; 0: no cap)
+    # while more than one key is active: the users who met an error and the votes one key
+    # adds per version and release step when the other keys' users served are fewer (its
+    # allowance is the larger of the two; a key's own max_voices overrides it; 0: no cap)
     key_voices_per_step: int = Field(default=5, ge=0)
     # image, audio, video and file content parts: refused (400) unless allowed, and then only
     # inline ``data:`` URLs unless a URL starts with one of media_url_prefixes (a model

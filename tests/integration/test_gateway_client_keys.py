@@ -212,6 +212,33 @@ def test_one_key_voting_a_canary_down_under_25_users_is_five_voices(tmp_path: Pa
     assert capped is not None and capped >= 20
 
 
+def test_two_applications_with_their_own_users_are_heard_in_full(tmp_path: Path) -> None:
+    """Two keys, each an application with 12 users who all vote, their traffic interleaved
+    as it is in a step: every vote and every user served counts. A fixed cap of 5 voices per
+    key made them 10 users a side, under the step's minimum, and a split that no longer
+    matched its weight."""
+    store = LocalStore(tmp_path / "store")
+    keys = [create_key(store, name=name)[1] for name in ("support-bot", "storefront")]
+    with gateway(tmp_path, CANARY) as (gw, _store):
+        for i in range(12):  # both applications' users are answered, then they vote
+            replies = [chat(gw, key, user=f"app{k}-user{i}") for k, key in enumerate(keys)]
+            for k, (key, reply) in enumerate(zip(keys, replies, strict=True)):
+                assert reply.status_code == 200
+                vote = httpx.post(
+                    f"{gw.url}/v1/feedback",
+                    json={"trace_id": reply.headers["x-trace-id"], "value": 1 - 2 * k},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
+                assert vote.status_code == 202
+        registry = gw.app.state.parts.metrics.registry
+        served = registry.get_sample_value(
+            "agent_voices_total", {"model": "v1", "route": "canary", "workload": "default"}
+        )
+        up, down = _feedback_voices(gw, "v1", "1"), _feedback_voices(gw, "v1", "-1")
+    assert served == 24
+    assert (up, down) == (12, 12)
+
+
 def test_healthz_and_public_metrics_name_no_candidate_during_a_canary(tmp_path: Path) -> None:
     with gateway(
         tmp_path, RoutingState(stable="v0", candidate="v1", phase="canary", weight=30)
