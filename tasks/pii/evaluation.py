@@ -30,6 +30,7 @@ from typing import Any
 
 from infra.errors import ConfigError
 from tasks.pii.engine import PiiEngine, Redaction, anonymize_texts
+from tasks.pii.lexicon import word_list
 
 TYPES = (
     "PERSON EMAIL_ADDRESS PHONE_NUMBER ADDRESS DATE_OF_BIRTH CREDIT_CARD BANK_ACCOUNT US_SSN "
@@ -61,7 +62,7 @@ LABEL_ALIASES = {
     "SSN": "US_SSN",
 }
 _TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
-_TITLES = frozenset("mr mrs ms mx miss dr prof sir mstr mr. mrs. ms. dr. prof.".split())
+_TITLES = frozenset(word_list("evaluation_titles"))
 
 
 @dataclass(frozen=True)

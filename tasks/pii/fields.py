@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.names import lexicon, lexicon_support
 
 _ID = r"(?:_(?:no|nr|num|number|id|#))?"
@@ -69,73 +70,31 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 # an address's unit ("unit": "Suite 1410") under an address key
-_UNIT_KEYS = frozenset("unit apt apartment suite flat house_number building line3 line_3".split())
+_UNIT_KEYS = frozenset(word_list("fields_unit_keys"))
 # an identity document's number: what the keys beside it say ("doc_type", "issuing_country")
-_DOC_NUMBER_KEYS = frozenset(
-    "doc_number document_number doc_no document_no doc_num document doc document_id "
-    "id_number".split()
-)
+_DOC_NUMBER_KEYS = frozenset(word_list("fields_doc_number_keys"))
 # a bare "number" is a document's beside what only a document has (a card has an expiry too)
-_DOC_ONLY_SIBLINGS = frozenset(
-    "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
-    "nationality issuing_authority".split()
-)
+_DOC_ONLY_SIBLINGS = frozenset(word_list("fields_doc_only_siblings"))
 # a record of an identity document ("kyc": {"type": "passport", "number": ...})
-_DOC_PARENTS = frozenset("doc document kyc identity id_doc id_document identity_document".split())
-_DOC_SIBLINGS = frozenset(
-    "doc_type document_type issuing_country issuing_state country_of_issue place_of_issue "
-    "nationality expiry expiry_date date_of_expiry expires issuing_authority".split()
-)
+_DOC_PARENTS = frozenset(word_list("fields_doc_parents"))
+_DOC_SIBLINGS = frozenset(word_list("fields_doc_siblings"))
 # keys that only a person's record has: a "name" beside them is a person's
 _PERSON_SIBLINGS = frozenset("nationality citizenship gender sex marital_status".split())
 _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 # keys that name whoever a record is about (a value under them is a person's name)
-ROLES = frozenset(
-    "customer client passenger pax guest patient cardholder holder account_holder card_holder "
-    "policyholder policy_holder beneficiary traveler traveller insured applicant recipient "
-    "sender requester emergency_contact next_of_kin nok guardian spouse employee tenant "
-    "landlord attendee student caller doctor physician contact driver manager parent child "
-    "owner agent assignee reporter user member partner supervisor rep author signed_by "
-    "requested_by approved_by created_by teacher nurse person individual subscriber "
-    "lead_passenger primary_contact ship_to bill_to".split()
-)
+ROLES = frozenset(word_list("fields_roles"))
 # roles that also name things: a value under them must look like a name, not just be letters
-WEAK_ROLES = frozenset(
-    "contact driver manager parent child owner agent assignee reporter user member partner "
-    "supervisor rep author created_by approved_by teacher nurse person subscriber".split()
-)
-_NAME_KEYS = frozenset(
-    "name full_name first_name last_name given_name given_names family_name middle_name "
-    "maiden_name legal_name surname sur_name forename display_name preferred_name "
-    "name_on_account name_on_card name_on_file "
-    # the same fields in the languages of the other configured locales' records
-    "nom prenom nom_de_famille nombre apellido apellidos vorname nachname familienname "
-    "cognome nome voornaam achternaam sobrenome imie nazwisko".split()
-)
+WEAK_ROLES = frozenset(word_list("fields_weak_roles"))
+_NAME_KEYS = frozenset(word_list("fields_name_keys"))
 _NOT_PERSON_KEYS = frozenset("user_agent http_user_agent agent_version user_type".split())
-_GENERIC_NAME = frozenset("name first last given family full".split())
-_GENERIC_ID = frozenset("number no nr num id value code".split())
-_ADDRESS_PARENTS = frozenset(
-    "address ship_to bill_to shipping billing delivery mailing home residence "
-    "shipping_address billing_address delivery_address mailing_address home_address".split()
-)
+_GENERIC_NAME = frozenset(word_list("fields_generic_name"))
+_GENERIC_ID = frozenset(word_list("fields_generic_id"))
+_ADDRESS_PARENTS = frozenset(word_list("fields_address_parents"))
 # a "name" under these is a product, place, company or plan, never a person
-_THING_PARENTS = frozenset(
-    "store shop company org organisation organization business merchant vendor supplier "
-    "product item plan hotel carrier service branch warehouse team brand airline bank "
-    "restaurant venue location file project app device model category tag event course sku "
-    "variant offer coupon promotion field column queue channel repo tool function city "
-    "country region property room flight route station airport".split()
-)
+_THING_PARENTS = frozenset(word_list("fields_thing_parents"))
 # keys beside a "name" that make its record a product's ("Harper Desk Lamp", price 34.00)
-_THING_SIBLINGS = frozenset(
-    "price sku stock qty quantity total amount category brand model version size colour "
-    "color weight url rating unit_price currency variant isbn upc ean asin".split()
-)
-_NULLISH = frozenset(
-    {"n/a", "na", "none", "null", "nil", "unknown", "tbd", "tba", "redacted", "anonymous"}
-    | {"hidden", "-", "--", "?", "true", "false", "not provided", "not set"}
-)
+_THING_SIBLINGS = frozenset(word_list("fields_thing_siblings"))
+_NULLISH = frozenset(set(word_list("fields_nullish")) | set(word_list("fields_nullish_2")))
 _MASK = re.compile(r"^[*xX•#\-\s.]*\d{0,4}[*xX•#\-\s.]*$")
 _NAME_SHAPE = re.compile(r"^\p{L}[\p{L}'’.,/\- ]*$")
 # bare (unquoted) JSON values are identifiers written as numbers ("dob": 19870512)

@@ -18,14 +18,10 @@ from dataclasses import dataclass
 
 import regex as re
 
+from tasks.pii.lexicon import word_list
+
 # words that may stand between a cue and its value ("passport number is", "DOB: ")
-_FILLER = frozenset(
-    "no nr num number numbers n id is was are be its it s my the a an of for on as here below "
-    "follows new old current valid issued reads says with and exp expiry expires date code "
-    "card details detail this that his her their our your me i am it's to please pls ur u "
-    "just number's info information ending starting us usa uk korean korea american british "
-    "state provisional real full primary account acct".split()
-)
+_FILLER = frozenset(word_list("identifiers_filler"))
 # a value after these words is an order, ticket or product number, not a personal identifier
 _VETO = re.compile(
     r"(?i)(?<![a-z])(?:order|tracking|track|invoice|ticket|ref|reference|confirmation|booking|"

@@ -21,6 +21,7 @@ from typing import Any
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, lexicon
 
 _ROLE = (
@@ -75,11 +76,7 @@ _CAPS_LINE = re.compile(r"[^\n]+")
 # a capital word not glued to digits: "01MAR30" of an airline record is a date, not "Mar"
 _CAPS_WORD = re.compile(r"(?<![\p{L}\d'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}\d'’])")
 # capitalised words that follow "ask for", "customer" or "thanks" and are no one's name
-NOT_A_NAME = frozenset(
-    "service support care team desk portal account number id app card billing sales "
-    "refund order delivery shipping help customer manager agent premium plus pro basic "
-    "gold silver platinum business economy first class priority express standard".split()
-)
+NOT_A_NAME = frozenset(word_list("name_cues_not_a_name"))
 _NOT_PERSON_ENT = frozenset(
     "ORG PRODUCT GPE LOC FAC NORP WORK_OF_ART EVENT LAW LANGUAGE DATE TIME MONEY".split()
 )

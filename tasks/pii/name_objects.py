@@ -19,6 +19,7 @@ from typing import Any
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.name_cues import fold
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
 from tasks.pii.subjects import name_run
@@ -27,16 +28,10 @@ from tasks.pii.vocabulary import unseen
 
 _JOINERS = frozenset("and & or".split())
 # verbs done to a person: the proper noun after them is one ("refunded Dallas Price")
-_PERSON_VERBS = frozenset(
-    "refund refunded email emailed call called ring rang message messaged text texted "
-    "pay paid tell told ask asked thank thanked cc cc'd ping pinged remind reminded notify "
-    "notified contact contacted phone phoned assign assigned escalate escalated".split()
-)
+_PERSON_VERBS = frozenset(word_list("name_objects_person_verbs"))
 # words after which a lower-case name stands ("spoke to tunde", "refund for ...", "under")
-_LOWER_SLOT = frozenset("to with for cc tell ask under by from".split())
-_SPEECH = frozenset(
-    "says said asked told wants wanted will called rang confirmed needs thinks".split()
-)
+_LOWER_SLOT = frozenset(word_list("name_objects_lower_slot"))
+_SPEECH = frozenset(word_list("name_objects_speech"))
 _NOT_PERSON_ENT = frozenset("GPE LOC FAC NORP PRODUCT WORK_OF_ART EVENT LAW DATE TIME".split())
 
 
@@ -239,7 +234,7 @@ def _boundary_after(doc: Any, k: int) -> bool:
 
 
 # where only a person stands: "spoke to ...", "tell ...", "cc ...", "refund ..."
-_TALKED = frozenset("spoke talked speak talk spoken chatted chat".split())
+_TALKED = frozenset(word_list("name_objects_talked"))
 
 
 def _strong_slot(doc: Any, i: int) -> bool:
@@ -259,7 +254,7 @@ def _unseen_name(tok: Any) -> bool:
 
 
 # a place's preposition before a run ("in Osu Badu", "near Ikota Ajah"): a place, not a name
-_PLACE_PREPOSITIONS = frozenset("in at on near around via off along into opposite behind".split())
+_PLACE_PREPOSITIONS = frozenset(word_list("name_objects_place_prepositions"))
 
 
 def _unseen_runs(doc: Any) -> list[tuple[int, int]]:

@@ -10,6 +10,7 @@ from typing import Any
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.name_cues import NOT_A_NAME
 from tasks.pii.names import (
     AMBIGUOUS,
@@ -63,7 +64,7 @@ _AIRLINE = re.compile(
 _PAIR = re.compile(
     r"(?<![\p{L}'-])(\p{Lu}\p{Ll}+|\p{Lu}+)\s(\p{Lu}[\p{Ll}'’]+|\p{Lu}+)(?![\p{L}'-])"
 )
-_NOT_AIRLINE = frozenset({"TCP/IP", "AND/OR", "INPUT/OUTPUT", "AC/DC", "HTTP/HTTPS", "UDP/IP"})
+_NOT_AIRLINE = frozenset(set(word_list("name_spans_not_airline")))
 # a name alone on the line after a sign-off ("Kind regards\n\nFiona MacLeod")
 _SIGNED = re.compile(
     r"(?im)^[ \t]*(?:best|kind regards|regards|best regards|warm regards|cheers|thanks|"
@@ -94,10 +95,7 @@ _GIVEN = re.compile(rf"(?i)^(?:{_SYLLABLE})(?:-?(?:{_SYLLABLE}))$")
 _TWO_WORDS = re.compile(
     r"(?<![\p{L}'-])(\p{L}+(?:-\p{L}+)?)(?:\s+|,\s*)(\p{L}+(?:-\p{L}+)?)(?![\p{L}'-])"
 )
-_LOWER_SURNAMES = frozenset(
-    "kim lee park choi jung jeong kang yoon jang hwang kwon shin hong moon yang bae baek jeon "
-    "cho seo ahn han ryu yoo lim".split()
-)
+_LOWER_SURNAMES = frozenset(word_list("name_spans_lower_surnames"))
 
 
 def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:

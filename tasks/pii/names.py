@@ -22,55 +22,18 @@ from typing import Any
 
 import regex as re
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.romanise import greek, latin
 from tasks.pii.titles import in_title_list
 
-_LOCALES = (
-    "en_US en_GB en_IE en_IN en_NZ de_DE fr_FR es_ES es_MX it_IT nl_NL pt_BR pl_PL sv_SE "
-    "tr_TR ru_RU uk_UA vi_VN zh_CN ja_JP yo_NG ar_AA hi_IN ko_KR "
-    # Nigerian, Kenyan, Ghanaian, South African, Pakistani, Indian, Indonesian, Portuguese,
-    # Romanian, Czech, Hungarian and South American names (not the locales whose lists hold
-    # English words: "en" has "Friend", "Sister"; is_IS "Visa"; fr_CA "Carrier")
-    "en_NG ig_NG ha_NG en_KE sw tw_GH zu_ZA en_PK ta_IN mr_IN gu_IN or_IN id_ID pt_PT ro_RO "
-    "cs_CZ hu_HU es_AR es_CL es_CO "
-    # Greek names, romanised as people type them ("Ελευθερία" -> "eleftheria")
-    "el_GR"
-).split()
-KOREAN_SURNAMES = frozenset(
-    "kim lee yi rhee park pak bak choi choe jung jeong chung cheong kang cho jo yoon yun jang "
-    "chang lim im han oh seo suh shin sin kwon hwang ahn an song hong yoo yu ryu moon mun yang "
-    "son sohn bae baek paik heo huh nam shim sim noh roh ha kwak seong sung cha joo ju woo koo "
-    "ku min jin ji eom um chae won cheon chun bang gong hyun ham byun yeom yeo choo chu seok "
-    "seol ma gil yeon pyo myung ban ra la wang geum kum yook tak kook eun go ko kho maeng".split()
-)
+_LOCALES = list(word_list("names_locales"))
+KOREAN_SURNAMES = frozenset(word_list("names_korean_surnames"))
 # given names that are also ordinary words, places or brands: a name only with support
 # lower-case words inside a name ("van der Dussen", "de Lacy", "Dos Santos", "bin Salman")
-NAME_PARTICLES = frozenset(
-    "van von der den de del della di da dos das du la le het ten ter zu und y e bin al el".split()
-)
-AMBIGUOUS = frozenset(
-    "chase grant bill will mark rose june april may august summer dawn joy hope faith grace "
-    "amber ruby crystal jordan austin paris victoria florence georgia virginia carolina dallas "
-    "houston chelsea brooklyn china india jersey max guy rich art don ray frank sky river storm "
-    "lincoln ford harley mercedes porsche tesla dell wendy apple delta page king price young "
-    "long white black green brown gray grey hill wood stone rock bay lake field ross miles "
-    "cash love gay golden star pearl sterling royal major hunter carter cook baker mason "
-    "tanner parker taylor sunny sandy penny holly ivy lily iris jade autumn winter skye "
-    "angel christian dean bishop pope sage justice honor liberty trinity genesis eden hero "
-    "kim lee young park song moon han jang oh jin min gil ji ban ma go ko ra la an im ha "
-    "sin son won chun yang wang ham bang gong ban kang jung chung yu joy nova luna aurora "
-    "phoenix zion kobe lexus alexa siri cortana echo nest ring galaxy pixel surface sydney "
-    "orlando jackson madison charlotte savannah regina adelaide hamilton kent york chester "
-    "denver tyler troy camden lorraine marion clinton washington morgan stanley best buy "
-    "prime genius marshall brother zoom bose hanes meta ray ban chanel gucci prada dior "
-    "santander barclays lloyds halifax nationwide visa amex discover lagos".split()
-)
+NAME_PARTICLES = frozenset(word_list("names_name_particles"))
+AMBIGUOUS = frozenset(word_list("names_ambiguous"))
 # who a letter greets when it greets no one by name
-NOT_GREETED = frozenset(
-    "customer customers sir madam sirs colleague colleagues member members user users admin "
-    "world friend friends valued manager team all everyone there support sales billing hr it "
-    "people folks guys reader applicant partner partners".split()
-)
+NOT_GREETED = frozenset(word_list("names_not_greeted"))
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
     r"(?i)^(?:charles\s+schwab|j\.\s?p\.\s?morgan|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"
@@ -99,17 +62,10 @@ EPONYMS = re.compile(
 # tasks.pii.recognizers._NAME_CUE)
 SELF_INTRODUCTION = r"my\s+name\s+is|this\s+is|i'?m|i\s+am|call\s+me|dear"
 _SELF_INTRO = re.compile(rf"(?i)\b(?:{SELF_INTRODUCTION}|mr|mrs|ms|dr)\.?[ \t]*[:,]?[ \t]*$")
-_CALENDAR = frozenset(
-    "jan january feb february mar march apr april may jun june jul july aug august sep sept "
-    "september oct october nov november dec december mon monday tue tues tuesday wed "
-    "wednesday thu thur thurs thursday fri friday sat saturday sun sunday to".split()
-)
+_CALENDAR = frozenset(word_list("names_calendar"))
 # the word for "street" or "square" before a street's name, in the lexicon's languages
-STREET_FIRST = frozenset(
-    "rua calle carrer via viale rue avenida avenue av piazza praca plaza largo travessa "
-    "ulica ul aleja plac jalan jl duong pho strada".split()
-)
-_DETERMINERS = frozenset("the a an my our your his her their this that these those".split())
+STREET_FIRST = frozenset(word_list("names_street_first"))
+_DETERMINERS = frozenset(word_list("names_determiners"))
 _ORG_AFTER = re.compile(
     r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
     r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 
 import regex as re
 
+from tasks.pii.lexicon import word_list
+
 # published token shapes: AWS access key ids, Stripe, GitHub, Slack, Google, OpenAI-style,
 # Anthropic-style, Telegram bot tokens, Twilio, SendGrid, npm, JWTs, PEM private keys
 _TOKENS = re.compile(
@@ -99,14 +101,7 @@ _PLACEHOLDER = re.compile(
 )
 _STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
 _TRAILING = ".,;:!?)]}>"
-_COMMON = frozenset(
-    "reset change changed expired incorrect wrong correct working broken invalid required "
-    "manager protected policy field please again before still doesnt doesn't isnt isn't "
-    "wont won't cant can't never always forgotten forgot recovery expiring expire request "
-    "rotation rotated revoked generated login sign update updated blank empty missing same "
-    "different something anything everything nothing locked stored saved below above here "
-    "there attached included hidden visible requirements strength".split()
-)
+_COMMON = frozenset(word_list("secrets_common"))
 
 
 def _looks_secret(value: str, quoted: bool, sep: str) -> bool:

@@ -34,6 +34,7 @@ from tasks.pii.fields import (
     weak_key,
 )
 from tasks.pii.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
+from tasks.pii.lexicon import word_list
 from tasks.pii.names import AMBIGUOUS
 from tasks.pii.references import drop_references, reference_key
 from tasks.pii.tables import Region, pairs, tables
@@ -44,13 +45,7 @@ if TYPE_CHECKING:
 QUOTED = "quoted"  # recognition_metadata flag: a bare JSON token, replaced with a JSON string
 _MAX_NESTING = 3
 _NAME_WORD = re.compile(r"\p{L}[\p{L}'’-]*")
-_NOT_PROPAGATED = (
-    frozenset(
-        "mr mrs ms mx miss dr prof sir madam mstr chd inf hi hey hello dear thanks regards cheers "
-        "name names first last full given family the customer".split()
-    )
-    | ROLES
-)
+_NOT_PROPAGATED = frozenset(word_list("structured_not_propagated")) | ROLES
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.lexicon import word_list
 from tasks.pii.name_cues import fold
 from tasks.pii.names import (
     AMBIGUOUS,
@@ -33,13 +34,10 @@ from tasks.pii.names import (
 )
 
 # what opens a clause before its subject
-_OPENERS = frozenset(
-    "so when if and but then because since while once until after before ok okay also "
-    "apparently meanwhile yes no well".split()
-)
+_OPENERS = frozenset(word_list("subjects_openers"))
 _NOT_PERSON_ENT = frozenset("ORG GPE LOC FAC NORP PRODUCT WORK_OF_ART EVENT LAW".split())
-_PREPOSITIONS = frozenset("to for from with by cc".split())
-_PERSONAL_PRONOUNS = frozenset("he she him her his hers himself herself".split())
+_PREPOSITIONS = frozenset(word_list("subjects_prepositions"))
+_PERSONAL_PRONOUNS = frozenset(word_list("subjects_personal_pronouns"))
 
 
 def subject_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:
