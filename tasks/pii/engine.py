@@ -3,7 +3,7 @@
 The engine is built once per configuration (:func:`load_engine` is ``lru_cache``'d): one spaCy
 pipeline per configured language (never downloaded; a missing one is a
 :class:`MissingDependencyError` naming the pip package) and the recognisers of
-:mod:`tasks.pii.recognizers`. :func:`anonymize_texts` is the hot path: unique texts only, one
+:mod:`tasks.pii.registry`. :func:`anonymize_texts` is the hot path: unique texts only, one
 ``nlp.pipe`` pass per language through ``BatchAnalyzerEngine``, texts without letters skip
 the NLP pipeline. Results carry entity *types* and spans, never the values.
 """
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
-from tasks.pii.identifiers import date_after_name
+from tasks.pii.generic.identifiers import date_after_name
+from tasks.pii.generic.structured import QUOTED, apply_structure
 from tasks.pii.korean import has_hangul
 from tasks.pii.korean.not_personal import not_personal
+from tasks.pii.names.vocabulary import remember
 from tasks.pii.normalize import Normalized, normalize
-from tasks.pii.recognizers import build_recognizers
-from tasks.pii.structured import QUOTED, apply_structure
-from tasks.pii.vocabulary import remember
+from tasks.pii.registry import build_recognizers
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, RecognizerResult

@@ -87,7 +87,7 @@ def main() -> None:
     from tasks.curate.gates import apply_gates
     from tasks.curate.kanon import k_anonymize
     from tasks.pii.engine import PiiConfig, load_engine
-    from tasks.pii.recognizers import _offline_tldextract
+    from tasks.pii.generic.contact import _offline_tldextract
 
     tldextract.extract = _offline_tldextract()  # the naive engine must not fetch a suffix list
     rows = build_traces(args.groups)

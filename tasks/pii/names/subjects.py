@@ -22,7 +22,6 @@ from typing import Any
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.lexicon import word_list
-from tasks.pii.name_cues import fold
 from tasks.pii.names import (
     AMBIGUOUS,
     EPONYMS,
@@ -32,6 +31,7 @@ from tasks.pii.names import (
     lexicon,
     lexicon_support,
 )
+from tasks.pii.names.cues import fold
 
 # what opens a clause before its subject
 _OPENERS = frozenset(word_list("subjects_openers"))

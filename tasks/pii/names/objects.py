@@ -20,11 +20,11 @@ from typing import Any
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.lexicon import word_list
-from tasks.pii.name_cues import fold
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
-from tasks.pii.subjects import name_run
-from tasks.pii.titles import in_title_list
-from tasks.pii.vocabulary import unseen
+from tasks.pii.names.cues import fold
+from tasks.pii.names.subjects import name_run
+from tasks.pii.names.titles import in_title_list
+from tasks.pii.names.vocabulary import unseen
 
 _JOINERS = frozenset("and & or".split())
 # verbs done to a person: the proper noun after them is one ("refunded Dallas Price")

@@ -7,7 +7,7 @@ order, tracking and model numbers. A :class:`ContextRule` takes a value only whe
 the words in between are fillers ("number is", "no.", ``": "``) - never an order, tracking or
 booking word. Cues never rely on ``\\b``: ``passport_no`` in JSON and ``여권번호는`` glued to
 a particle are cues too. Shapes that identify on their own (SSN with separators, IPv4/IPv6,
-a Luhn-valid card) are in :mod:`tasks.pii.recognizers`; this module adds the context-only
+a Luhn-valid card) are in :mod:`tasks.pii.generic.contact`; this module adds the context-only
 forms (a card that fails Luhn after "card number", an SSN without separators after "SSN").
 """
 

@@ -1,7 +1,7 @@
 """The words spaCy's English model met in training: its string store as loaded, before any
 text adds to it. A word it never met ("Jayawardena", "tendai", "Adeyinka") is rare in English
 text; next to a person's slot it is far more likely a name from a tradition the name lexicon
-covers thinly than a word (see :mod:`tasks.pii.name_objects`)."""
+covers thinly than a word (see :mod:`tasks.pii.names.objects`)."""
 
 from __future__ import annotations
 

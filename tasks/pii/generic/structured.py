@@ -5,7 +5,7 @@ tables (CSV under a header, pipe tables) and key/value records. :func:`apply_str
 adjusts the recognisers' findings on a text:
 
 - a value under a personal field (``fullName``, ``ship_to.name``, ``passenger``, ``dob``,
-  ``passport.number``, ``emergency_contact``...; see :mod:`tasks.pii.fields`) is replaced
+  ``passport.number``, ``emergency_contact``...; see :mod:`tasks.pii.generic.fields`) is replaced
   whatever the NER says;
 - every finding inside a structure is cut to the cells it covers (a JSON string's content, a
   table cell), so the replacement keeps the structure valid: JSON stays parseable with the
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.pii.fields import (
+from tasks.pii.generic.fields import (
     ROLES,
     Field,
     field_type,
@@ -33,11 +33,11 @@ from tasks.pii.fields import (
     valid_value,
     weak_key,
 )
-from tasks.pii.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
+from tasks.pii.generic.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
+from tasks.pii.generic.references import drop_references, reference_key
+from tasks.pii.generic.tables import Region, pairs, tables
 from tasks.pii.lexicon import word_list
 from tasks.pii.names import AMBIGUOUS
-from tasks.pii.references import drop_references, reference_key
-from tasks.pii.tables import Region, pairs, tables
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult

@@ -23,8 +23,8 @@ from typing import Any
 import regex as re
 
 from tasks.pii.lexicon import word_list
-from tasks.pii.romanise import greek, latin
-from tasks.pii.titles import in_title_list
+from tasks.pii.names.romanise import greek, latin
+from tasks.pii.names.titles import in_title_list
 
 _LOCALES = list(word_list("names_locales"))
 KOREAN_SURNAMES = frozenset(word_list("names_korean_surnames"))
@@ -59,7 +59,7 @@ EPONYMS = re.compile(
     r"wolfgang\s+puck|lord\s*&\s*taylor)$"
 )
 # the words of a self-introduction or an address before a name (also the fallback's cue,
-# tasks.pii.recognizers._NAME_CUE)
+# tasks.pii.ner.spacy_names._NAME_CUE)
 SELF_INTRODUCTION = r"my\s+name\s+is|this\s+is|i'?m|i\s+am|call\s+me|dear"
 _SELF_INTRO = re.compile(rf"(?i)\b(?:{SELF_INTRODUCTION}|mr|mrs|ms|dr)\.?[ \t]*[:,]?[ \t]*$")
 _CALENDAR = frozenset(word_list("names_calendar"))

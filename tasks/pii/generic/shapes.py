@@ -1,5 +1,5 @@
 """Language-neutral identifier recognisers (every configured language gets them, Korean
-too): the context-cued identifiers of :mod:`tasks.pii.identifiers`, pasted secrets,
+too): the context-cued identifiers of :mod:`tasks.pii.generic.identifiers`, pasted secrets,
 address fields of JSON and forms, and shapes that identify on their own, written with
 look-arounds instead of ``\\b`` so a Hangul particle glued after them does not hide them."""
 
@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.pii.identifiers import RULES, context_spans
-from tasks.pii.name_spans import address_field_spans
-from tasks.pii.secrets import secret_spans
-from tasks.pii.span_recognizer import pattern_recognizer, span_recognizer
-from tasks.pii.travel_documents import apis_birth_date_spans, travel_document_spans
+from tasks.pii.generic.secrets import secret_spans
+from tasks.pii.generic.travel_documents import apis_birth_date_spans, travel_document_spans
+from tasks.pii.names.spans import address_field_spans
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?!\d|\.\d)"
@@ -63,7 +61,7 @@ SPAN_RECOGNIZERS: tuple[tuple[str, str, float, Any, str], ...] = (
         "SecretRecognizer",
         0.7,
         lambda text, nlp: list(secret_spans(text, nlp)),
-        "Pasted keys, tokens and passwords (see tasks.pii.secrets).",
+        "Pasted keys, tokens and passwords (see tasks.pii.generic.secrets).",
     ),
     (
         "PASSPORT",
@@ -87,26 +85,3 @@ SPAN_RECOGNIZERS: tuple[tuple[str, str, float, Any, str], ...] = (
         "Values of address fields in JSON and forms.",
     ),
 )
-
-
-def identifier_recognizers(language: str) -> list[Any]:
-    """Language-neutral identifiers: context-cued ones (passport, licence, medical id, date of
-    birth, account, SSN, card, NINO, phone), pasted secrets, IPv4/IPv6 without ``\\b`` and
-    address fields of JSON and forms."""
-    lang: dict[str, Any] = {"supported_language": language}
-    found = [
-        span_recognizer(
-            entity=rule.entity,
-            name=f"Context{rule.entity.title().replace('_', '')}Recognizer",
-            score=0.6,
-            spans=context_spans(rule),
-            doc=f"{rule.entity} after its cue words (see tasks.pii.identifiers).",
-        )(**lang)
-        for rule in RULES
-    ]
-    found += [
-        span_recognizer(entity=entity, name=name, score=score, spans=spans, doc=doc)(**lang)
-        for entity, name, score, spans, doc in SPAN_RECOGNIZERS
-    ]
-    found += [pattern_recognizer(*shape, language=language) for shape in SHAPES]
-    return found

@@ -10,8 +10,8 @@ from typing import Any
 import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from tasks.pii.generic.structured import scan
 from tasks.pii.lexicon import word_list
-from tasks.pii.name_cues import NOT_A_NAME
 from tasks.pii.names import (
     AMBIGUOUS,
     KOREAN_SURNAMES,
@@ -20,7 +20,7 @@ from tasks.pii.names import (
     lexicon_support,
     product_modifier,
 )
-from tasks.pii.structured import scan
+from tasks.pii.names.cues import NOT_A_NAME
 
 _NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
 _HEADER = re.compile(
@@ -108,7 +108,7 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     for m in _KEYED.finditer(text):
         key, value = m.group("key").lower(), m.group("value")
         if any(s <= m.start("value") < e for s, e in tables):
-            continue  # JSON and tables: tasks.pii.structured reads their fields
+            continue  # JSON and tables: tasks.pii.generic.structured reads their fields
         if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
             continue
         if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):

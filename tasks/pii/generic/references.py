@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.fields import norm_key
+from tasks.pii.generic.fields import norm_key
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult

@@ -3,7 +3,7 @@ header, markdown and database pipe tables (``| a | b |``, ``+---+`` borders), ``
 pairs (CRM calls, logs, query strings) and ``Key: value`` form lines.
 
 Each table becomes a :class:`Region` whose cells are where a replacement may go (never over a
-delimiter, so a row keeps its columns) and a :class:`~tasks.pii.fields.Field` per data cell,
+delimiter, so a row keeps its columns) and a :class:`~tasks.pii.generic.fields.Field` per data cell,
 keyed by its column's header. Key/value pairs only give fields: their line stays free text.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import regex as re
 
-from tasks.pii.fields import Field
+from tasks.pii.generic.fields import Field
 
 _HEADER_CELL = re.compile(r"^[A-Za-z_][\w .#/()'-]{0,39}$")
 _BORDER = re.compile(r"^\s*[+|]?[\s:=+|-]*-[\s:=+|-]*[+|]?\s*$")
