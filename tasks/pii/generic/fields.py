@@ -80,6 +80,9 @@ _DOC_PARENTS = frozenset(word_list("fields_doc_parents"))
 _DOC_SIBLINGS = frozenset(word_list("fields_doc_siblings"))
 # keys that only a person's record has: a "name" beside them is a person's
 _PERSON_SIBLINGS = frozenset("nationality citizenship gender sex marital_status".split())
+_SECRET_PLACEHOLDER = re.compile(
+    r"(?i)^(?:\$\{?|%\(|\{\{|os\.(?:environ|getenv)|process\.env|(?:get)?env\(|vault:|ref\+)"
+)
 _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 # keys that name whoever a record is about (a value under them is a person's name)
 ROLES = frozenset(word_list("fields_roles"))
@@ -251,8 +254,8 @@ def valid_value(entity: str, value: str, *, bare: bool = False, weak: bool = Fal
         return digits >= 9
     if entity in ("PASSPORT", "DRIVER_LICENSE", "MEDICAL_ID", "UK_NINO"):
         return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34
-    if entity == "SECRET":
-        return len(v) >= 4 and not set(v) <= set("*•x")
+    if entity == "SECRET":  # ${DB_PASS}, os.environ["X"]: read from elsewhere, no secret
+        return len(v) >= 4 and not set(v) <= set("*•x") and not _SECRET_PLACEHOLDER.match(v)
     if entity == "IP_ADDRESS":
         return digits >= 2 and ("." in v or ":" in v)
     if entity == "ADDRESS":

@@ -69,6 +69,9 @@ class ContextRule:
     window: int = 32
     fillers: int = 1  # words allowed between cue and value that are not in _FILLER
     topic: re.Pattern[str] | None = None  # the rule applies only to texts that mention it
+    # the words between cue and value must end with this ("... on file for Ann is"): then only
+    # the last few words before the value are checked for an order or tracking word
+    ends: re.Pattern[str] | None = None
 
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
         """The values this rule finds in ``text``."""
@@ -94,6 +97,10 @@ class ContextRule:
         return
 
     def _gap_ok(self, gap: str) -> bool:
+        if self.ends is not None:
+            if "\n" in gap or re.search(r"[.?!]\s", gap) or not self.ends.search(gap):
+                return False
+            return not _VETO.search(gap[-25:])
         if _VETO.search(gap) or "\n\n" in gap:
             return False
         odd = [w for w in _WORD.findall(gap.lower()) if w not in _FILLER]
@@ -132,6 +139,21 @@ _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boar
 _ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
+# what ends a clause naming the value: "is", "was", "should be", ":", "->", "="
+_COPULA = re.compile(r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads)|[:=]|->|→)\s*$")
+
+
+def _passport_number(value: str) -> bool:
+    """Letters and at least four digits, eight to ten digits alone, or ICAO's nine."""
+    return (
+        _id_of(4, 6, 12)(value)
+        and any(c.isalpha() for c in value)
+        or _id_of(8, 8, 10)(value)
+        and value.isdigit()
+        or _icao_number(value)
+    )
+
+
 RULES: tuple[ContextRule, ...] = (
     ContextRule(
         "PASSPORT",
@@ -139,6 +161,8 @@ RULES: tuple[ContextRule, ...] = (
             r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?|"
             # the word in the languages of the name lexicon's locales
             r"reisepass|passeport|pasaporte|passaporto|passaporte|paszport|paspoort"
+            # a national identity card: an ICAO travel document too
+            r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
         ),
         _ID_RE,
         _id_of(4, 6, 12),
@@ -180,6 +204,27 @@ RULES: tuple[ContextRule, ...] = (
         _id_of(3, 5, 20),
         window=40,
         fillers=2,
+    ),
+    # the document word, then a clause about whose or which one it is, then the number after
+    # "is", "was", "be", ":" or "->" in the same sentence ("the licence on file for my husband
+    # is C4418203", "the passport I registered with was EB8812094")
+    ContextRule(
+        "DRIVER_LICENSE",
+        _cue(r"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?"),
+        _ID_RE,
+        lambda value: _id_of(4, 6, 16)(value) and not value.isalpha(),
+        window=90,
+        fillers=12,
+        ends=_COPULA,
+    ),
+    ContextRule(
+        "PASSPORT",
+        _cue(r"passports?"),
+        _ID_RE,
+        _passport_number,
+        window=90,
+        fillers=12,
+        ends=_COPULA,
     ),
     ContextRule(
         "MEDICAL_ID",

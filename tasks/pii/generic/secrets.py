@@ -86,9 +86,22 @@ _LOGIN_PAIR = re.compile(
 # "mysql -u root -pPASSWORD", "Authorization: Basic dXNlcjpwYXNz" (user:password in base64)
 _COMMAND_LINE = re.compile(
     r"(?<![\w-])(?:(?:-u|--user|--proxy-user)[\s=]+[\"']?[^\s:\"']{1,64}:"
-    r"|--(?:http-|ftp-)?password[\s=]+[\"']?|-p(?=[^\s\"']*\d)[\"']?"
+    r"|--(?:http-|ftp-)?password[\s=]+[\"']?|-p[\"']?(?=[^\s\"']*\d)"
     r"|(?i:authorization:\s*basic)\s+)"
     r"(?P<value>[^\s\"'`]{4,200})"
+)
+# a password given as the argument after a flag that takes one ("sshpass -p X", "docker login
+# -u u -p X", "redis-cli -a X", "--token X"), or as htpasswd's last argument; a port after
+# -p ("ssh -p 2222") has no letters, a file after --password-file is a path
+_FLAG_ARGUMENT = re.compile(
+    r"(?<![\w-])(?:-p|-a|--pass(?:word|wd)?|--token|--api-key|--secret|--auth-token)\s+"
+    r"[\"']?(?P<value>[^\s\"'`]{6,200})"
+    r"|(?<![\w-])htpasswd\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<value>[^\s\"'`]{6,200})"
+)
+# PHP's define('DB_PASSWORD', '...'), WordPress salts and keys
+_DEFINE = re.compile(
+    r"(?i)define\(\s*[\"'][A-Z_]*(?:PASS(?:WORD)?|SECRET|KEY|TOKEN|SALT)[A-Z_]*[\"']\s*,\s*"
+    r"[\"'](?P<value>[^\"']{4,200})[\"']"
 )
 # the password of a connection string or URL: scheme://user:PASSWORD@host
 _URL_PASSWORD = re.compile(
@@ -97,7 +110,9 @@ _URL_PASSWORD = re.compile(
 )
 # what documentation writes there instead of a password
 _PLACEHOLDER = re.compile(
-    r"(?i)^(?:\*+|x+|\.+|password|pass|passwd|pwd|secret|changeme|<.*>|\$\{?.*|%.*|\{.*)$"
+    r"(?i)^(?:\*+|x+|\.+|password|pass|passwd|pwd|secret|changeme|<.*|\$\{?.*|%.*|\{.*"
+    # code reading it from elsewhere: os.environ["X"], os.getenv(...), process.env.X, env(...)
+    r"|os\.(?:environ|getenv).*|process\.env.*|(?:get)?env\(.*|vault:.*|ref\+.*)$"
 )
 _STRONG_SEP = re.compile(r"[:=]|\bis\b|\bwas\b|\bto\b|\bnow\b")
 _TRAILING = ".,;:!?)]}>"
@@ -139,6 +154,13 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
         value = m.group("value").rstrip(_TRAILING)
         if not _PLACEHOLDER.match(value) and (_password_shape(value) or len(value) >= 12):
             yield m.start("value"), m.start("value") + len(value)
+    for m in _FLAG_ARGUMENT.finditer(text):
+        value = m.group("value").rstrip(_TRAILING)
+        if not _PLACEHOLDER.match(value) and _password_shape(value) and "/" not in value:
+            yield m.start("value"), m.start("value") + len(value)
+    for m in _DEFINE.finditer(text):
+        if not _PLACEHOLDER.match(m.group("value")):
+            yield m.span("value")
     for m in _URL_PASSWORD.finditer(text):
         if not _PLACEHOLDER.match(m.group("value")):
             yield m.span("value")
@@ -159,5 +181,7 @@ def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
         if len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q"):
             if not any(c.isdigit() for c in value) or len(value) < 6:
                 continue
+        if _PLACEHOLDER.match(value):
+            continue
         if _looks_secret(value, bool(m.group("q")), m.group("sep")):
             yield m.start("value"), m.start("value") + len(value)

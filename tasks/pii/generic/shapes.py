@@ -25,7 +25,8 @@ _SPELLED_EMAIL = (
     r"(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+)(?:com|net|org|edu|gov|io|co|kr|uk|de|fr|jp|me)(?![a-z])"
 )
 # an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
-_EMAIL = r"(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
+# (not a login at a host: "ssh -p 2222 ops@bastion.internal", "scp f deploy@web1.example.com:")
+_EMAIL = r"(?<!(?:ssh|scp|sftp|mosh)\s+(?:-\w+\s+(?:\d+\s+)?)*(?:\S+\s+)?)(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
 # a Korean resident / foreigner registration number in any text (not only where Hangul is)
 _RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
 _IPV6 = (
@@ -41,6 +42,13 @@ _MRZ = (
     r"|(?<![A-Z0-9<])[A-Z0-9<]{9}\d[A-Z]{3}\d{6}\d[MFX<]\d{6}\d[A-Z0-9<]*(?![A-Z0-9<])"
 )
 
+# a UK driving licence number (DVLA): five letters of the surname (9-padded), the birth
+# decade, month (+50 for women) and day, the year's last digit, two initials, a digit and
+# two check letters ("MORGA657054SM9IJ"); the date makes it no product code
+_UK_LICENCE = (
+    r"(?<![A-Za-z0-9])[A-Z9]{5}\s?\d(?:[05][1-9]|[16][0-2])(?:0[1-9]|[12]\d|3[01])\d"
+    r"\s?[A-Z9]{2}\d[A-Z]{2}(?![A-Za-z0-9])"
+)
 # (entity, regex, score, recogniser name); tasks.pii.korean leaves Ipv4Recognizer out by name
 SHAPES: tuple[tuple[str, str, float, str], ...] = (
     ("EMAIL_ADDRESS", _EMAIL, 0.6, "GluedEmailRecognizer"),
@@ -51,6 +59,7 @@ SHAPES: tuple[tuple[str, str, float, str], ...] = (
     ("IP_ADDRESS", _IPV4, 0.6, "Ipv4Recognizer"),
     ("IP_ADDRESS", _IPV6, 0.6, "Ipv6Recognizer"),
     ("PASSPORT", _MRZ, 0.6, "PassportMrzRecognizer"),
+    ("DRIVER_LICENSE", _UK_LICENCE, 0.6, "UkDrivingLicenceRecognizer"),
 )
 
 

@@ -25,7 +25,7 @@ _SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,2}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
 _FACTS = re.compile(
     r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
     r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
-    r"visa|apis|embassy|consulate|check-?in|immigration|border)(?![a-z])"
+    r"visa|apis|embassy|consulate|check-?in|immigration|border|travel(?:l)?ing\s+on)(?![a-z])"
 )
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
