@@ -13,23 +13,13 @@ forms (a card that fails Luhn after "card number", an SSN without separators aft
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.context import ContextRule
 
-# words that may stand between a cue and its value ("passport number is", "DOB: ")
-_FILLER = frozenset(word_list("identifiers_filler"))
-# a value after these words is an order, ticket or product number, not a personal identifier
-_VETO = re.compile(
-    r"(?i)(?<![a-z])(?:order|tracking|track|invoice|ticket|ref|reference|confirmation|booking|"
-    r"flight|model|serial|sku|item|case|claim|receipt|transaction|pnr|parcel|shipment|"
-    r"package|product|part|version|build|room|gate|seat|table|price|total|usd|eur|krw|won)"
-    r"(?![a-z])"
-)
-_WORD = re.compile(r"[\p{L}\d']+")
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
 # later group holds a digit ("S123-456-78-901-0", "NY 123 456 789", "M12345678", "1EG4-TE5-MK73")
 _ID = (
@@ -57,54 +47,20 @@ def _cue(words: str) -> re.Pattern[str]:
     return re.compile(rf"(?i)(?<![a-z])(?:{words})(?![a-z])")
 
 
-@dataclass(frozen=True)
-class ContextRule:
-    """``entity`` for a ``value`` match starting at most ``window`` characters after a
-    ``cue``, with only filler words between, accepted by ``valid``."""
-
-    entity: str
-    cue: re.Pattern[str]
-    value: re.Pattern[str]
-    valid: Callable[[str], bool]
-    window: int = 32
-    fillers: int = 1  # words allowed between cue and value that are not in _FILLER
-    topic: re.Pattern[str] | None = None  # the rule applies only to texts that mention it
-    # the words between cue and value must end with this ("... on file for Ann is"): then only
-    # the last few words before the value are checked for an order or tracking word
-    ends: re.Pattern[str] | None = None
-
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """The values this rule finds in ``text``."""
-        if self.topic is not None and not self.topic.search(text):
-            return
-        for cue in self.cue.finditer(text):
-            yield from self._after(text, cue.end())
-
-    def _after(self, text: str, at: int) -> Iterator[tuple[int, int]]:
-        last = None
-        for m in self.value.finditer(text, at, min(len(text), at + self.window + 80)):
-            if last is None:
-                if m.start() - at > self.window or not self._gap_ok(text[at : m.start()]):
-                    continue
-            elif not re.fullmatch(r"\s*(?:,|/|&|and|or)\s*", text[last : m.start()]):
-                return  # a list of values after one cue ("SSNs: 1..., 2...")
-            if not self.valid(m.group(0)):
-                if last is None:
-                    continue
-                return
-            last = m.end()
-            yield m.start(), m.end()
-        return
-
-    def _gap_ok(self, gap: str) -> bool:
-        if self.ends is not None:
-            if "\n" in gap or re.search(r"[.?!]\s", gap) or not self.ends.search(gap):
-                return False
-            return not _VETO.search(gap[-25:])
-        if _VETO.search(gap) or "\n\n" in gap:
-            return False
-        odd = [w for w in _WORD.findall(gap.lower()) if w not in _FILLER]
-        return len(odd) <= self.fillers
+def _rule(
+    entity: str,
+    cue: re.Pattern[str],
+    value: re.Pattern[str],
+    valid: Callable[[str], bool],
+    *,
+    window: int = 32,
+    fillers: int = 1,
+    **more: Any,
+) -> ContextRule:
+    """A cue-first :class:`~tasks.pii.context.ContextRule`."""
+    return ContextRule(
+        entity=entity, cue=cue, value=value, valid=valid, window=window, fillers=fillers, **more
+    )
 
 
 def _counts(value: str) -> tuple[int, int]:
@@ -155,7 +111,7 @@ def _passport_number(value: str) -> bool:
 
 
 RULES: tuple[ContextRule, ...] = (
-    ContextRule(
+    _rule(
         "PASSPORT",
         _cue(
             r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?|"
@@ -170,7 +126,7 @@ RULES: tuple[ContextRule, ...] = (
         fillers=2,
     ),
     # in a text about a passport: "my old number was C01X00T47", "new one K7745216", "mine is"
-    ContextRule(
+    _rule(
         "PASSPORT",
         _cue(
             r"(?:old|new|current|previous|other|expired|my|the|its|it's)\s+(?:number|no|one)|"
@@ -194,7 +150,7 @@ RULES: tuple[ContextRule, ...] = (
             rf"passports?|여권|renew(?:ed|al)[\s\S]{{0,200}}(?:{_TRIP})|(?:{_TRIP})[\s\S]{{0,200}}renew(?:ed|al)"
         ),
     ),
-    ContextRule(
+    _rule(
         "DRIVER_LICENSE",
         _cue(
             r"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
@@ -208,7 +164,7 @@ RULES: tuple[ContextRule, ...] = (
     # the document word, then a clause about whose or which one it is, then the number after
     # "is", "was", "be", ":" or "->" in the same sentence ("the licence on file for my husband
     # is C4418203", "the passport I registered with was EB8812094")
-    ContextRule(
+    _rule(
         "DRIVER_LICENSE",
         _cue(r"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?"),
         _ID_RE,
@@ -217,7 +173,7 @@ RULES: tuple[ContextRule, ...] = (
         fillers=12,
         ends=_COPULA,
     ),
-    ContextRule(
+    _rule(
         "PASSPORT",
         _cue(r"passports?"),
         _ID_RE,
@@ -226,7 +182,7 @@ RULES: tuple[ContextRule, ...] = (
         fillers=12,
         ends=_COPULA,
     ),
-    ContextRule(
+    _rule(
         "MEDICAL_ID",
         _cue(
             r"mrn|medical[\s_-]+record(?:[\s_-]+(?:no|number|#))?|patient[\s_-]*(?:id|no|number|#)|"
@@ -241,7 +197,7 @@ RULES: tuple[ContextRule, ...] = (
         window=40,
         fillers=2,
     ),
-    ContextRule(
+    _rule(
         "DATE_OF_BIRTH",
         _cue(
             r"dob|d\.o\.b\.?|date[\s_-]+of[\s_-]+birth|birth[\s_-]*date|birthday|born|b-?day|생년월일|생일"
@@ -251,7 +207,7 @@ RULES: tuple[ContextRule, ...] = (
         window=30,
         fillers=2,
     ),
-    ContextRule(
+    _rule(
         "BANK_ACCOUNT",
         _cue(
             r"accounts?|acct|acc|a/c|routing|aba|sort[\s_-]*code|checking|savings|iban|bsb|"
@@ -262,7 +218,7 @@ RULES: tuple[ContextRule, ...] = (
         window=30,
         fillers=2,
     ),
-    ContextRule(
+    _rule(
         "US_SSN",
         _cue(
             r"ssn|social[\s_-]+security(?:[\s_-]+(?:no|number|#))?|social|soc\.?[\s_-]*sec|ss[\s_-]?#|sin|itin"
@@ -271,7 +227,7 @@ RULES: tuple[ContextRule, ...] = (
         _any,
         window=30,
     ),
-    ContextRule(
+    _rule(
         "CREDIT_CARD",
         _cue(
             r"card|visa|mastercard|master[\s_-]+card|amex|american[\s_-]+express|discover|cc|debit|credit"
@@ -281,7 +237,7 @@ RULES: tuple[ContextRule, ...] = (
         window=30,
         fillers=2,
     ),
-    ContextRule(
+    _rule(
         "UK_NINO",
         _cue(r"national[\s_-]+insurance(?:[\s_-]+(?:no|number))?|nino|ni[\s_-]*(?:no|number|#)"),
         re.compile(
@@ -290,7 +246,7 @@ RULES: tuple[ContextRule, ...] = (
         _any,
         window=30,
     ),
-    ContextRule(
+    _rule(
         "PHONE_NUMBER",
         _cue(
             r"phone|tel|telephone|mobile|cell|cellphone|call[\s_-]+me|text[\s_-]+me|whatsapp|fax|"

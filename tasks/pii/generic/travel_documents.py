@@ -9,14 +9,14 @@ also a knowledge-base article ("KB5034441") or a product code, so the shape coun
 a travel document's facts within the same line (:data:`_FACTS`; an expiry date, or an
 identity check in the text ("KYC", "identity verification"), only beside a document word:
 updates and warranties expire too, and a KYC ticket has a number of its own) and no order, tracking or product word
-right before it (:data:`tasks.pii.generic.identifiers._VETO`).
+right before it (:data:`tasks.pii.context.VETO`).
 """
 
 from __future__ import annotations
 
 import regex as re
 
-from tasks.pii.generic.identifiers import _VETO
+from tasks.pii.context import VETO as _VETO
 
 # one or two capitals, six to eight digits, one optional check letter or digit ("C8817265",
 # "EY3390215", "L898902C3"); a nine-digit number (US, UK) only right after a document word
