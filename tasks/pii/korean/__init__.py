@@ -21,7 +21,11 @@ from infra.errors import MissingDependencyError
 from tasks.pii.korean.address import address_spans
 from tasks.pii.korean.ids import ID_SPECS, id_spans, rrn_checksum_ok
 from tasks.pii.korean.names import korean_name_spans
-from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer
+from tasks.pii.span_recognizer import (
+    pattern_recognizer,
+    person_recognizer,
+    typed_span_recognizer,
+)
 
 __all__ = ["RECOGNIZERS", "has_hangul", "load_kiwi", "rrn_checksum_ok"]
 
@@ -58,18 +62,18 @@ def load_kiwi() -> Any:
 
 
 def _ids(language: str) -> Any:
-    return _spans_recognizer(
-        "KoreanIdRecognizer",
-        sorted({spec.entity for spec in ID_SPECS} | {"KR_FRN"}),
-        lambda text: [(s, e, t, score) for s, e, t, score in id_spans(text)],
+    return typed_span_recognizer(
+        name="KoreanIdRecognizer",
+        entities=sorted({spec.entity for spec in ID_SPECS} | {"KR_FRN"}),
+        spans=lambda text, _nlp: id_spans(text),
     )(supported_language=language)
 
 
 def _address(language: str) -> Any:
-    return _spans_recognizer(
-        "KoreanAddressRecognizer",
-        ["ADDRESS"],
-        lambda text: [(s, e, "ADDRESS", score) for s, e, score in address_spans(text)],
+    return typed_span_recognizer(
+        name="KoreanAddressRecognizer",
+        entities=["ADDRESS"],
+        spans=lambda text, _nlp: [(s, e, "ADDRESS", score) for s, e, score in address_spans(text)],
     )(supported_language=language)
 
 
@@ -94,34 +98,3 @@ RECOGNIZERS: dict[str, Callable[[str], Any]] = {
     "KoreanAddressRecognizer": _address,
     "KoreanNameRecognizer": _names,
 }
-
-
-def _spans_recognizer(
-    name: str, entities: list[str], spans: Callable[[str], list[tuple[int, int, str, float]]]
-) -> type:
-    """A recognizer class reporting ``spans(text)`` as ``(start, end, entity, score)``."""
-    from presidio_analyzer import LocalRecognizer, RecognizerResult
-
-    class SpansRecognizer(LocalRecognizer):
-        def __init__(self, supported_language: str = "ko") -> None:
-            super().__init__(
-                supported_entities=entities, supported_language=supported_language, name=name
-            )
-
-        def load(self) -> None:
-            pass
-
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            wanted = set(entities)
-            meta = {
-                RecognizerResult.RECOGNIZER_NAME_KEY: name,
-                RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-            }
-            return [
-                RecognizerResult(etype, start, end, score, recognition_metadata=dict(meta))
-                for start, end, etype, score in spans(text)
-                if etype in wanted
-            ]
-
-    SpansRecognizer.__name__ = SpansRecognizer.__qualname__ = name
-    return SpansRecognizer
