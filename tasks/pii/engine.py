@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
+from tasks.pii.filters import precision_filter
 from tasks.pii.generic.identifiers import date_after_name
 from tasks.pii.generic.structured import QUOTED, apply_structure
 from tasks.pii.korean import has_hangul
@@ -307,7 +308,7 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 res = engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 found[text].extend(r for r in res if _keep(lang, text, r))
     for text in unique:  # personal fields of tool results; findings kept inside their cells
-        found[text] = apply_structure(text, found[text], config.entities)
+        found[text] = precision_filter(text, apply_structure(text, found[text], config.entities))
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
     return [mapped[t] for t in texts]
 

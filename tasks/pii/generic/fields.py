@@ -18,6 +18,7 @@ import regex as re
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.lexicon import word_list
+from tasks.pii.names import NAME_PARTICLES as _PARTICLES
 from tasks.pii.names import lexicon, lexicon_support
 
 _ID = r"(?:_(?:no|nr|num|number|id|#))?"
@@ -272,6 +273,8 @@ def name_value(value: str, *, strong: bool = True) -> bool:
     words = [w for w in re.findall(r"\p{L}[\p{L}'’-]*", value)]
     if not words or all(w.lower() in STOP_WORDS for w in words):
         return False
+    if not strong and any(w.islower() and w in STOP_WORDS and w not in _PARTICLES for w in words):
+        return False  # "User: my Galaxy Buds won't pair": a chat turn, not a user's name
     firsts, lasts = lexicon()
     known = any(w.lower() in firsts or w.lower() in lasts for w in words)
     capitalised = any(w[0].isupper() and w.lower() not in STOP_WORDS for w in words)

@@ -97,6 +97,7 @@ def drop_references(
     """``findings`` without the phone and card numbers that are references (see the
     module); ``protected``: spans of values under reference keys."""
     dropped: set[str] = set()
+    references: list[tuple[int, int]] = []
     kept = []
     tracking = _tracking_spans(text)
     for r in findings:
@@ -116,12 +117,16 @@ def drop_references(
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
         if inside or date or _BEFORE.search(text[max(0, r.start - 40) : r.start]):
             dropped.add(_shape(value))
+            references.append((r.start, r.end))
             continue
         kept.append(r)
+    # a shorter finding inside a reference ("Reference 7731 <0045 2291 8810>") is part of it
     return [
         r
         for r in kept
-        if r.entity_type not in NUMBER_TYPES or _shape(text[r.start : r.end]) not in dropped
+        if r.entity_type not in NUMBER_TYPES
+        or _shape(text[r.start : r.end]) not in dropped
+        and not any(s <= r.start and r.end <= e for s, e in references)
     ]
 
 
