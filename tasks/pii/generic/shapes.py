@@ -26,7 +26,7 @@ _SPELLED_EMAIL = (
 )
 # an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
 # (not a login at a host: "ssh -p 2222 ops@bastion.internal", "scp f deploy@web1.example.com:")
-_EMAIL = r"(?<!(?:ssh|scp|sftp|mosh)\s+(?:-\w+\s+(?:\d+\s+)?)*(?:\S+\s+)?)(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
+_EMAIL = r"(?<![\w.+-])(?=[A-Za-z0-9][\w.+-]*@)(?<!(?:ssh|scp|sftp|mosh)\s+(?:-\w+\s+(?:\d+\s+)?)*(?:\S+\s+)?)[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![A-Za-z0-9.-])"
 # a Korean resident / foreigner registration number in any text (not only where Hangul is)
 _RRN = r"(?<![\d-])\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\s?-?\s?[1-8]\d{6}(?![\d-])"
 _IPV6 = (
