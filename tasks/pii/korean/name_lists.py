@@ -15,22 +15,10 @@ from functools import lru_cache
 
 from tasks.pii.lexicon import word_list
 
-SURNAMES = (
-    "남궁|황보|제갈|선우|독고|사공|서문|"
-    "김|이|박|최|정|강|조|윤|장|임|한|오|서|신|권|황|안|송|전|홍|유|고|문|양|손|배|백|허|남|"
-    "심|노|하|곽|성|차|주|우|구|민|류|나|진|지|엄|채|원|천|방|공|현|함|변|염|여|추|도|소|석|"
-    "선|설|마|길|연|위|표|명|기|반|라|왕|금|옥|육|인|맹|제|모|탁|국|어|은|편|용|예|경|봉|사|부|"
-    "가|복|태|목|형|피|두|감|음|빈|동|온|호|범|좌|팽|승|간|상|갈|단|견|당|리|로|임"
-)
+SURNAMES = "|".join(word_list("korean_name_lists_surnames"))
 COMPOUND_SURNAMES = frozenset(s for s in SURNAMES.split("|") if len(s) == 2)
 # syllables that make up most Korean given names; a surname + two of these is name-shaped
-GIVEN = set(
-    "민서지현수준우영정연은진하윤예원성호재유주희아혜경동상석훈철미숙순자명혁빈나다채소시태용"
-    "승규선형기남옥란애화인일한건환찬율린솔람결온도범종욱웅택식근길봉춘덕복분례임향금령의보"
-    "국광창효완청열균섭엽표필학해홍후휘겸곤구랑려륜리림별봄빛산새샘설세슬신안양오요운월위융"
-    "을익중치탁평항협황흠강교권늘바담대돈두래량렬록루룡름만매면모무문미배백벽병삼송실심여옥라가"
-    "말순검니엘"
-)
+GIVEN = set("".join(word_list("korean_name_lists_given_syllables")))
 # words kiwi tags as proper nouns or that look like a name but are not people
 STOP = set(word_list("korean_name_lists_stop"))
 # the ones a person is called by, not a person: "기사 님", "사장 님"

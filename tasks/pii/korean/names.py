@@ -49,14 +49,11 @@ _NEXT_CUE = re.compile(
 )
 _HONORIFIC = re.compile(rf"\s?(?:{_TITLES})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
-_NAME_ENDINGS = (
-    "입니다|입니당|이에요|이예요|예요|이고요|이구요|이고|이라고|라고|이라는|라는|인데요|인데|이세요|"
-    "이셨어요|이랑|이한테|이에게|이가|이는|이도|이를|이의|이와|이야|이네|씨|님|께서|께|야|아|구요"
-).split("|") + [t + p for t in ("님", "씨") for p in word_list("korean_names_name_endings")]
+_NAME_ENDINGS = list(word_list("korean_names_glued_endings")) + [
+    t + p for t in ("님", "씨") for p in word_list("korean_names_name_endings")
+]
 _FAMILIAR = word_list("korean_names_familiar")
-_ANY_ENDINGS = (
-    "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로|에게서".split("|")
-)
+_ANY_ENDINGS = list(word_list("korean_names_any_endings"))
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = word_list("korean_names_place_end")
 _BEFORE_CUE = re.compile(

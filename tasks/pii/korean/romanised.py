@@ -15,15 +15,7 @@ import regex as re
 
 from tasks.pii.lexicon import word_list
 
-_ROMAN_SURNAMES = (
-    "Kim|Gim|Lee|Yi|Rhee|Park|Pak|Bak|Choi|Choe|Jung|Jeong|Chung|Cheong|Kang|Gang|Cho|Jo|Yoon|"
-    "Yun|Jang|Chang|Lim|Im|Rim|Han|Oh|Seo|Suh|Shin|Sin|Kwon|Gwon|Hwang|Ahn|An|Song|Jeon|Jun|"
-    "Chun|Hong|Yoo|Yu|Ryu|Ryoo|Ko|Koh|Go|Moon|Mun|Yang|Son|Sohn|Bae|Baek|Paik|Baik|Heo|Hur|"
-    "Huh|Nam|Sim|Shim|Noh|Roh|Ha|Kwak|Gwak|Sung|Seong|Cha|Joo|Ju|Chu|Woo|Koo|Ku|Gu|Min|Na|Ra|"
-    "Jin|Ji|Eom|Um|Uhm|Chae|Won|Cheon|Bang|Gong|Hyun|Hyeon|Ham|Byun|Byeon|Yeom|Choo|Do|Seok|"
-    "Suk|Seon|Ma|Gil|Yeon|Pyo|Myung|Ki|Ban|Wang|Geum|Yuk|Maeng|Tak|Eun|Yong|Kyung|Bong|Tae|"
-    "Namgung|Hwangbo|Jegal|Sunwoo|Dokgo|Sagong"
-)
+_ROMAN_SURNAMES = "|".join(word_list("korean_romanised_surnames"))
 _SYL = (
     r"(?:kk|tt|pp|ss|jj|ch|sh|[bcdghjklmnprstwy])?"
     r"(?:yeo|yae|wae|eo|ae|ya|ye|yo|yu|wa|wo|we|wi|oe|eu|ui|oo|ee|ou|a|e|i|o|u)"
