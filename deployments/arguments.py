@@ -107,6 +107,38 @@ def consent_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def keys_args(p: argparse.ArgumentParser) -> None:
+    """create NAME [limits] | list | revoke KEY_ID."""
+    sub = p.add_subparsers(dest="keys_action", required=True)
+    create = sub.add_parser("create", help="create a key and print it once")
+    create.add_argument("name", type=non_empty, help="who the key is for (an app, a team)")
+    create.add_argument(
+        "--workload",
+        action="append",
+        type=workload,
+        help="a workload the key may call (repeat for more; default: any)",
+    )
+    create.add_argument(
+        "--rate",
+        dest="rate_per_min",
+        type=whole_number(1),
+        help="requests a minute, per gateway process (default: no limit)",
+    )
+    create.add_argument(
+        "--max-voices",
+        type=whole_number(0),
+        help="voices the key adds per version and release step "
+        "(default: FLYWHEEL_GATEWAY__KEY_VOICES_PER_STEP; 0: no cap)",
+    )
+    sub.add_parser("list", help="every key, revoked ones too (never the key itself)")
+    revoke = sub.add_parser("revoke", help="revoke a key: its callers get 401")
+    revoke.add_argument("key", type=non_empty, help="the key's name or id (key_...)")
+    for nested in sub.choices.values():  # the global flags after the action too
+        nested.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object"
+        )
+
+
 def retention_args(p: argparse.ArgumentParser) -> None:
     """How many days raw data is kept."""
     p.add_argument("--days", type=whole_number(1), help="default: FLYWHEEL_RAW_RETENTION_DAYS")

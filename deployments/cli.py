@@ -17,6 +17,7 @@ from deployments import (
     erasure_commands,
     golden_commands,
     governance_commands,
+    keys_commands,
     output,
     pii_eval_command,
     prove_command,
@@ -113,6 +114,13 @@ COMMANDS: tuple[Command, ...] = (
         "record a user's consent to training (grant or withdraw)",
         arguments.consent_args,
         governance_commands.consent,
+        starts_flow=False,
+    ),
+    Command(
+        "keys",
+        "the gateway's client API keys: create (shown once), list, revoke",
+        arguments.keys_args,
+        keys_commands.keys,
         starts_flow=False,
     ),
     Command(

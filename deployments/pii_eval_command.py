@@ -4,7 +4,8 @@ and type, the texts without personal data that came back altered, precision per 
 types fired on the ``--clean`` texts, and how often) and throughput. Labels may use
 Presidio's entity names; other types are measured as identifiers that must not survive.
 Leaked values are personal data: they are printed only with ``--show-values`` (to the
-terminal, never to a log)."""
+terminal, never to a log). A sealed held-out set (a ``SEALED`` file beside it) is reported in
+totals only, ``--show-values`` or not."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def evaluate_file(
 
     from infra.settings import get_settings
     from tasks.pii.engine import PiiConfig, load_engine
-    from tasks.pii.evaluation import evaluate, load_clean, load_labelled
+    from tasks.pii.evaluation import evaluate, is_sealed, load_clean, load_labelled
 
     items = load_labelled(path) if path is not None else []
     clean_items = load_clean(clean) if clean is not None else []
@@ -94,7 +95,9 @@ def evaluate_file(
             languages=(language,),
             spacy_models=((language, models.get(language, "")),),
         )
-    return evaluate(load_engine(config), items, clean_items)
+    report = evaluate(load_engine(config), items, clean_items)
+    report.sealed = any(p is not None and is_sealed(p) for p in (path, clean))
+    return report
 
 
 def exit_code(report: EvalReport, fail_on_leak: str | None) -> int:
@@ -109,6 +112,8 @@ def _text(path: str, f: dict[str, Any]) -> str:
     for etype, recall in f["recall_by_type"].items():
         lines.append(f"  recall {etype:<15} {recall:.3f}")
     lines.append(f"  leaks {f['leaks']} ({f['structured_leaks']} structured identifiers)")
+    for etype, n in f.get("leaks_by_type", {}).items():
+        lines.append(f"    {etype:<15} {n} (sealed set: totals only)")
     for leak in f["leaked"]:
         value = f"  {leak['value']}" if "value" in leak else ""
         lines.append(f"    line {leak['line']:>5}  {leak['type']}{value}")
@@ -130,8 +135,9 @@ def _text(path: str, f: dict[str, Any]) -> str:
         )
     if f["clean_file_texts"]:
         altered = f["clean_file_altered_lines"]
+        count = f.get("clean_file_altered", len(altered))
         lines.append(
-            f"  --clean: {len(altered)} of {f['clean_file_texts']} texts altered"
+            f"  --clean: {count} of {f['clean_file_texts']} texts altered"
             + (f" (lines {', '.join(map(str, altered))})" if altered else "")
         )
     for etype, fired in f["clean_fired_by_type"].items():

@@ -47,8 +47,9 @@ def cost_fields(rt: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
     from infra.cost_readers import open_cost_reader
     from infra.errors import MetricsError
 
+    admin_url, token = rt.settings.gateway.metrics_source()
     reader = open_cost_reader(
-        prometheus_url=rt.settings.release.prometheus_url, gateway_url=rt.settings.gateway.url
+        prometheus_url=rt.settings.release.prometheus_url, admin_url=admin_url, admin_token=token
     )
     if reader is None:
         return {}

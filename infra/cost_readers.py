@@ -35,7 +35,12 @@ class PrometheusCost:
         """Sums of ``increase`` over the window of each cost series of ``version``."""
         now = self.clock()
         rng = f"[{max(1, math.ceil(now - since))}s]"
-        labels = {"model": version, **({"workload": workload} if workload else {})}
+        # the gateway's own scrape only (infra.promql.GATEWAY_JOB)
+        labels = {
+            "job": "gateway",
+            "model": version,
+            **({"workload": workload} if workload else {}),
+        }
         labels |= {"route": route} if route else {}
 
         def total(name: str, extra: dict[str, str]) -> float:
@@ -86,10 +91,13 @@ class EmbeddedCost:
         return cost_from(total, by_batch)
 
 
-def open_cost_reader(*, prometheus_url: str | None, gateway_url: str | None) -> CostReader | None:
-    """Prometheus when its URL is set, else the gateway's ``/metrics``; None with neither."""
+def open_cost_reader(
+    *, prometheus_url: str | None, admin_url: str | None, admin_token: str | None = None
+) -> CostReader | None:
+    """Prometheus when its URL is set, else the gateway's ``/admin/metrics`` (admin listener
+    and token); None with neither."""
     if prometheus_url:
         return PrometheusCost(PrometheusClient(prometheus_url))
-    if gateway_url:
-        return EmbeddedCost(EmbeddedMetrics.from_url(gateway_url).scrape)
+    if admin_url and admin_token:
+        return EmbeddedCost(EmbeddedMetrics.from_url(admin_url, token=admin_token).scrape)
     return None

@@ -13,6 +13,7 @@ models/<version>/                                   weights, tokenizer, model ca
 gates/<version>/                                    release gate evidence
 deploy/state.json                                   routing state
 deploy/servers.json                                 versions served on other bases' servers
+gateway/keys.json                                   client API keys (hashed), their limits
 metrics/<stage>.json                                cumulative stage counters
 feedback/watermark.json                             late feedback read up to here
 feedback/stale/<stage>/window=<ISO start>           windows to redo: feedback changed
@@ -42,6 +43,8 @@ METRICS_PREFIX = "metrics/"
 STATE_KEY = "deploy/state.json"
 # where versions on another base model's server (a distilled student's) are served
 SERVERS_KEY = "deploy/servers.json"
+# the public listener's client API keys: SHA-256 digests only, never a key itself
+CLIENT_KEYS_KEY = "gateway/keys.json"
 FEEDBACK_WATERMARK_KEY = "feedback/watermark.json"
 STALE_PREFIX = "feedback/stale/"
 ERASED_PREFIX = "governance/erased/"  # one ledger entry per forget-user (hashed trace ids)

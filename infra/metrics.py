@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from infra.errors import ObjectNotFound, StoreError
+from infra.errors import ObjectNotFound, StoreError, redact_url
 from infra.keys import metrics_key
 from infra.retries import RETRIES
 from infra.store import ObjectStore
@@ -226,17 +226,48 @@ def publish(
 
 
 def _push(state: dict[str, Any], stage: str, url: str) -> bool:
+    """Push ``state`` to the Pushgateway at ``url``; credentials in the URL
+    (``http://user:password@pushgateway:9091``) are sent as HTTP basic auth, never logged."""
     from prometheus_client import push_to_gateway
 
+    bare, handler = pushgateway_target(url)
     try:
         push_to_gateway(
-            url,
+            bare,
             job="flywheel",
             grouping_key={"stage": stage},
             registry=build_registry(state),
             timeout=3,
+            handler=handler,
         )
         return True
     except Exception as exc:  # noqa: BLE001 - any push failure is logged and counted
-        log.warning("pushgateway %s unreachable for stage %s: %s", url, stage, type(exc).__name__)
+        log.warning(
+            "pushgateway %s unreachable for stage %s: %s",
+            redact_url(url),
+            stage,
+            type(exc).__name__,
+        )
         return False
+
+
+def pushgateway_target(url: str) -> tuple[str, Any]:
+    """``url`` without its credentials, and prometheus-client's push handler sending them as
+    basic auth (its default handler when the URL carries none)."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, default_handler
+    user, password = unquote(parts.username), unquote(parts.password or "")
+    netloc = parts.netloc.rpartition("@")[2]
+    bare = urlunsplit(parts._replace(netloc=netloc))
+
+    def handler(
+        url: str, method: str, timeout: float | None, headers: list[Any], data: bytes
+    ) -> Any:
+        return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+    return bare, handler

@@ -13,7 +13,8 @@ Two readers behind one interface, :class:`CanaryMetrics`:
   seconds since the window start, evaluated now; p99 from the latency buckets' increases with
   PromQL's ``histogram_quantile`` interpolation (the buckets are kept for the slow-request
   test of :mod:`tasks.release.latency`).
-- :class:`EmbeddedMetrics` (no Prometheus): scrapes the gateway's own ``/metrics`` exposition.
+- :class:`EmbeddedMetrics` (no Prometheus): scrapes the gateway's own ``/admin/metrics``
+  exposition (admin listener, admin token: the public ``/metrics`` names no route).
   :meth:`~EmbeddedMetrics.mark` keeps a scrape as a window start; :meth:`read` scrapes again
   and uses the deltas (counters now minus counters at the latest mark at or before the window
   start), and computes p99 from the bucket deltas with the same interpolation as
@@ -51,6 +52,9 @@ USERS = "agent_voices_total"
 ERROR_USERS = "agent_error_voices_total"
 FEEDBACK = "user_feedback_voices_total"
 QUANTILE = 0.99
+# the gateway's own scrape: a series any other job (the Pushgateway, anything on the network
+# that can push) carries under these names decides nothing
+GATEWAY_JOB = 'job="gateway"'
 
 
 @dataclass
@@ -138,19 +142,23 @@ class CanaryMetrics(Protocol):
         ...
 
 
-def open_canary_metrics(*, prometheus_url: str | None, gateway_url: str | None) -> CanaryMetrics:
-    """Prometheus when its URL is set, else the gateway's ``/metrics`` (embedded mode).
+def open_canary_metrics(
+    *, prometheus_url: str | None, admin_url: str | None, admin_token: str | None = None
+) -> CanaryMetrics:
+    """Prometheus when its URL is set, else the gateway's ``/admin/metrics`` on its admin
+    listener (embedded mode; the public ``/metrics`` names no route).
 
     Raises:
-        ConfigError: neither is set.
+        ConfigError: neither is set (or the admin listener without its token).
     """
     if prometheus_url:
         return PrometheusMetrics(PrometheusClient(prometheus_url))
-    if gateway_url:
-        return EmbeddedMetrics.from_url(gateway_url)
+    if admin_url and admin_token:
+        return EmbeddedMetrics.from_url(admin_url, token=admin_token)
     raise ConfigError(
         "canary analysis needs metrics: set FLYWHEEL_RELEASE__PROMETHEUS_URL, or "
-        "FLYWHEEL_GATEWAY__URL to read the gateway's /metrics directly"
+        "FLYWHEEL_GATEWAY__URL and FLYWHEEL_GATEWAY__ADMIN_TOKEN to read the gateway's "
+        "/admin/metrics directly"
     )
 
 
@@ -235,7 +243,7 @@ class PrometheusMetrics:
         self, model: str, route: str, seconds: float, now: float, workload: str | None
     ) -> RouteStats:
         mine = f',workload="{_escape(workload)}"' if workload else ""
-        sel = f'model="{_escape(model)}",route="{route}"{mine}'
+        sel = f'{GATEWAY_JOB},model="{_escape(model)}",route="{route}"{mine}'
         rng = f"[{max(1, math.ceil(seconds))}s]"
         q = self.client.query
         buckets = {
@@ -243,7 +251,7 @@ class PrometheusMetrics:
             for labels, v in q(f"sum by (le) (increase({LATENCY_BUCKETS}{{{sel}}}{rng}))", now)
             if "le" in labels and math.isfinite(v)
         }  # PromQL's histogram_quantile over these is histogram_quantile below
-        fb_sel = f'model="{_escape(model)}"{mine}'
+        fb_sel = f'{GATEWAY_JOB},model="{_escape(model)}"{mine}'
         feedback = increase_by(self.client, "value", FEEDBACK, fb_sel, rng, now)
 
         def total(name: str, extra: str = "") -> float:
@@ -287,13 +295,18 @@ class EmbeddedMetrics:
         self.snapshots: list[tuple[float, Series]] = []
 
     @classmethod
-    def from_url(cls, gateway_url: str, *, timeout_s: float = 5.0) -> EmbeddedMetrics:
-        """Scrape ``<gateway_url>/metrics`` over HTTP (a failed scrape raises ``MetricsError``)."""
-        url = gateway_url.rstrip("/") + "/metrics"
+    def from_url(
+        cls, gateway_url: str, *, token: str | None = None, timeout_s: float = 5.0
+    ) -> EmbeddedMetrics:
+        """Scrape the admin listener's ``<gateway_url>/admin/metrics`` with the admin
+        ``token`` (every series), or without one the public ``<gateway_url>/metrics`` (no
+        route-labelled series), over HTTP (a failed scrape raises ``MetricsError``)."""
+        url = gateway_url.rstrip("/") + ("/admin/metrics" if token else "/metrics")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
 
         def scrape() -> str:
             try:
-                resp = httpx.get(url, timeout=timeout_s)
+                resp = httpx.get(url, timeout=timeout_s, headers=headers)
                 resp.raise_for_status()
             except httpx.HTTPError as exc:
                 raise MetricsError(f"cannot scrape {url}: {type(exc).__name__}") from exc

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 FEEDBACK_MODELS = 100_000  # trace id -> labels remembered for user_feedback_total
 T = TypeVar("T")
+TraceLabels = tuple[str, str, int | None, tuple[str, int] | None]
 
 
 class CallRecorder:
@@ -56,7 +57,8 @@ class CallRecorder:
         self.dispatcher = dispatcher
         self.trace_ids = trace_ids
         self.max_trace_chars = max_trace_chars
-        self.trace_models: OrderedDict[str, tuple[str, str, int | None]] = OrderedDict()
+        # trace id -> (model, release line, voter, client key quota)
+        self.trace_models: OrderedDict[str, TraceLabels] = OrderedDict()
 
     def new_trace_id(self) -> str:
         """A signed trace id (feedback is accepted only for these)."""
@@ -110,6 +112,7 @@ class CallRecorder:
             workload=line,
             voter=self.voter(req),
             epoch=epoch_of(self.watcher.view(req.workload)),
+            quota=req.quota,
         )
 
     def failed(
@@ -160,7 +163,12 @@ class CallRecorder:
         # feedback counts for the version only when routing chose it (a version named by an
         # operator must not move the series its alerts and rails read)
         model = PINNED if route == "pinned" else version
-        self.trace_models[trace_id] = (model, self.line(req.workload), self.voter(req))
+        self.trace_models[trace_id] = (
+            model,
+            self.line(req.workload),
+            self.voter(req),
+            req.quota,
+        )
         if len(self.trace_models) > FEEDBACK_MODELS:
             self.trace_models.popitem(last=False)
         fields: dict[str, Any] = {

@@ -69,6 +69,60 @@ class BadRequest(ValueError):
     """The request does not follow the chat-completions shape or the gateway's limits."""
 
 
+TEXT_PARTS = frozenset({"text", "refusal"})
+# content parts a multimodal model server reads; those with a URL make it fetch the URL
+MEDIA_PARTS = {
+    "image_url": "image_url",
+    "video_url": "video_url",
+    "audio_url": "audio_url",
+    "input_audio": None,  # inline base64 only
+    "file": None,
+}
+
+
+def check_parts(
+    messages: list[dict[str, Any]], *, allow_media: bool, url_prefixes: Collection[str] = ()
+) -> None:
+    """Refuse content parts other than text unless ``allow_media``; then any URL a part names
+    must be an inline ``data:`` URL or start with one of ``url_prefixes`` (a model server
+    fetches other URLs, from inside the network).
+
+    Raises:
+        BadRequest: a part of another type, or a URL that is not allowed.
+    """
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in TEXT_PARTS:
+                continue
+            if kind not in MEDIA_PARTS:
+                raise BadRequest(f"content parts of type {str(kind)[:40]!r} are not accepted")
+            if not allow_media:
+                raise BadRequest(
+                    f"'{kind}' content parts are not accepted by this gateway "
+                    "(FLYWHEEL_GATEWAY__ALLOW_MEDIA)"
+                )
+            assert isinstance(part, dict)
+            field_name = MEDIA_PARTS[kind]
+            if kind == "file" and isinstance(part.get("file"), dict):
+                if part["file"].get("file_id") is not None:
+                    raise BadRequest("'file' parts must carry file_data, not a file_id")
+            if field_name is None:
+                continue
+            holder = part.get(field_name)
+            url = holder.get("url") if isinstance(holder, dict) else holder
+            if not isinstance(url, str):
+                raise BadRequest(f"'{kind}' parts need a URL")
+            if not url.startswith("data:") and not any(url.startswith(p) for p in url_prefixes):
+                raise BadRequest(
+                    f"'{kind}' URLs must be inline data: URLs "
+                    "(others only under FLYWHEEL_GATEWAY__MEDIA_URL_PREFIXES)"
+                )
+
+
 @dataclass
 class ChatRequest:
     """What the gateway uses of one chat request (``params.extra``: what it forwards)."""
@@ -89,6 +143,8 @@ class ChatRequest:
     # infra.gateway.requester): the key of a request with neither a user nor a session
     client: str | None = None
     tenant: str | None = None  # a digest of the API key it showed (infra.gateway.requester)
+    # the voices its client key may add to a step: (key id, cap); None: no cap
+    quota: tuple[str, int] | None = None
     # who asked, as the voice series count users: computed once per request by the gateway
     # (``Calls.voter``); ``()``: not yet
     voice: int | None | tuple[()] = field(default=(), repr=False, compare=False)
@@ -196,9 +252,12 @@ def parse_chat_request(
     workload_header: str | None = None,
     workloads: Collection[str] = (),
     shape_checked: bool = False,
+    allow_media: bool = False,
+    media_url_prefixes: Collection[str] = (),
 ) -> ChatRequest:
     """Validate the parts the gateway uses and the fields it forwards; the workload named is
     the request's only when it is one of ``workloads`` (else None: the shared release's).
+    Content parts other than text are refused unless ``allow_media`` (:func:`check_parts`).
     ``shape_checked``: the raw body's nesting was measured before it was parsed
     (:func:`infra.gateway.json_shape.shape_problem`, as the server's path does), so the
     parsed value is not walked again.
@@ -211,6 +270,7 @@ def parse_chat_request(
     messages = _messages(body, max_messages)  # the count first: it costs nothing to check
     if not shape_checked and too_deep(body):
         raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels")
+    check_parts(messages, allow_media=allow_media, url_prefixes=media_url_prefixes)
     model = body.get("model") or ROUTED_MODEL
     if not isinstance(model, str) or len(model) > MAX_ID_CHARS:
         raise BadRequest("'model' must be a model name")

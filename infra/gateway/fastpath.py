@@ -17,6 +17,7 @@ from starlette.requests import Request
 from infra.gateway.chat import error_response
 from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
 from infra.gateway.json_shape import body_shape_problem
+from infra.gateway.keyring import Caller, Refusal, refusal_response, workload_refusal
 from infra.gateway.requester import ClientResolver, tenant_of
 from infra.traces.conversation import WORKLOAD_HEADER
 
@@ -24,30 +25,63 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from infra.gateway.admin import Admin
+    from infra.gateway.keyring import KeyRing
     from infra.gateway.service import Gateway
 
 CHAT_PATH = "/v1/chat/completions"
 PRECHECK_BYTES = 64 * 1024  # bodies above this have their message count estimated first
 _WORKLOAD = WORKLOAD_HEADER.lower()  # header lookups here take lower-case names
+ADMIN_ONLY = Refusal(
+    401,
+    "missing or wrong bearer token (the admin token)",
+    "invalid_request_error",
+    "invalid_api_key",
+)
 
 
 class ChatEndpoint:
-    """Parses a chat request and hands it to the :class:`~infra.gateway.service.Gateway`."""
+    """Parses a chat request and hands it to the :class:`~infra.gateway.service.Gateway`.
 
-    def __init__(self, *, gateway: Gateway, admin: Admin) -> None:
+    On the public listener (``keys``: the client keys) a caller is checked against the keys
+    before its body is read (:mod:`infra.gateway.keyring`); the admin token is no credential
+    there (it is a client like any other, refused in keyed mode). On the admin listener
+    (``keys`` None) only the admin token is accepted: it may name any version that is not
+    retired and sees which version and route answered."""
+
+    def __init__(self, *, gateway: Gateway, admin: Admin, keys: KeyRing | None = None) -> None:
         self.gateway = gateway
         self.admin = admin
+        self.keys = keys
         gw = gateway.settings.gateway
         self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
         self.workloads = frozenset(gateway.settings.workloads)
+        self.allow_media, self.media_url_prefixes = gw.allow_media, tuple(gw.media_url_prefixes)
         self.clients = ClientResolver(gw.trusted_proxies, header=gw.client_header)
 
+    def caller(self, authorization: str | None) -> Caller | Refusal:
+        """Who shows ``authorization`` here: a client key on the public listener, the admin
+        token on the admin listener (:mod:`infra.gateway.keyring`)."""
+        if self.keys is None:  # the admin listener: the admin token or nothing
+            return Caller() if self.admin.shows_bearer(authorization or "") else ADMIN_ONLY
+        return self.keys.check(authorization)
+
     async def handle(
-        self, body: bytes, header: Callable[[str], str | None], client: str | None = None
+        self,
+        body: bytes,
+        header: Callable[[str], str | None],
+        client: str | None = None,
+        caller: Caller | None = None,
     ) -> Response:
         """The handler: the request's body, a lookup of its headers (lower-case names) and its
         client's address (:mod:`infra.gateway.requester`: the key of a request without a user
-        or session, for routing and voice alike)."""
+        or session, for routing and voice alike); ``caller``: already checked (else it is
+        checked here)."""
+        authorization = header("authorization")
+        if caller is None:
+            checked = self.caller(authorization)
+            if isinstance(checked, Refusal):
+                return refusal_response(checked)
+            caller = checked
         if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
             # far more messages than allowed: refused before parsing, which alone would hold
             # the event loop for a 4 MiB body of tiny messages
@@ -69,18 +103,23 @@ class ChatEndpoint:
                 max_messages=self.max_messages,
                 workloads=self.workloads,
                 shape_checked=True,
+                allow_media=self.allow_media,
+                media_url_prefixes=self.media_url_prefixes,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")
         except ValueError:  # orjson.JSONDecodeError is one
             return error_response(400, "the body is not valid JSON", kind="invalid_request_error")
-        authorization = header("authorization")
-        req.client, req.tenant = client, tenant_of(authorization)
+        if caller.key is not None and caller.key.workloads:
+            named = req.workload is not None or req.unconfigured_workload
+            if refused := workload_refusal(caller, req.workload, named=named):
+                return refusal_response(refused)
+            if req.workload is None:  # the key's own workload, when it is configured
+                req.workload = next((w for w in caller.key.workloads if w in self.workloads), None)
+        req.client, req.tenant, req.quota = client, tenant_of(authorization), caller.quota
         if req.unconfigured_workload:
             self.gateway.recorder.metrics.workload_unconfigured.inc()
-        # the admin token as the openai SDK sends its api_key: any other key is a public client
-        admin = self.admin.enabled and self.admin.shows_bearer(authorization or "")
-        return await self.gateway.chat(req, admin=admin)
+        return await self.gateway.chat(req, admin=self.keys is None)
 
     async def route(self, request: Request) -> Response:
         """The same handler as a plain Starlette route (no dependency solving per request)."""
@@ -97,6 +136,11 @@ class ChatEndpoint:
             value = headers.get(name.encode("latin-1"))
             return None if value is None else value.decode("latin-1")
 
+        # the caller before its body: a refused one never has its body buffered
+        checked = self.caller(header("authorization"))
+        if isinstance(checked, Refusal):
+            await refusal_response(checked)(scope, receive, send)
+            return
         chunks = []
         while True:
             message = await receive()
@@ -112,7 +156,7 @@ class ChatEndpoint:
             client = self.clients.resolve(peer, forwarded)
         else:
             client = peer
-        response = await self.handle(b"".join(chunks), header, client)
+        response = await self.handle(b"".join(chunks), header, client, checked)
         await response(scope, receive, send)
 
     @staticmethod

@@ -30,6 +30,7 @@ from infra.gateway.chat import error_response, json_response
 from infra.gateway.chat_request import too_deep
 from infra.gateway.ids import PINNED, random_hex
 from infra.gateway.json_shape import body_shape_problem
+from infra.gateway.keyring import Refusal, refusal_response
 from infra.traces import FeedbackEvent
 from infra.traces.conversation import DEFAULT_WORKLOAD
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from infra.gateway.calls import TraceLabels
+    from infra.gateway.keyring import KeyRing
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
     from infra.gateway.voices import Epoch
@@ -122,9 +125,11 @@ class FeedbackDesk:
         trace_ids: TraceIds,
         metrics: GatewayMetrics,
         dispatcher: TraceDispatcher,
-        trace_models: Mapping[str, tuple[str, str, int | None]],
+        trace_models: Mapping[str, TraceLabels],
         epoch: Callable[[str], Epoch] = lambda _line: (),
+        keys: KeyRing | None = None,
     ) -> None:
+        self.keys = keys  # the client keys a voter shows (None: anyone may vote)
         self.trace_ids = trace_ids
         self.metrics = metrics
         self.dispatcher = dispatcher
@@ -133,7 +138,12 @@ class FeedbackDesk:
         self.votes = Votes()
 
     async def handle(self, request: Request) -> Response:
-        """Accept one vote (202), or say why not (400, 404)."""
+        """Accept one vote (202), or say why not (400, 404; 401 without a client key in keyed
+        mode, :mod:`infra.gateway.keyring`)."""
+        if self.keys is not None:
+            checked = self.keys.check(request.headers.get("authorization"))
+            if isinstance(checked, Refusal):
+                return refusal_response(checked)
         raw = await request.body()
         # a vote is a flat object: anything else is refused before it is parsed
         if why := await body_shape_problem(raw, max_depth=4, max_containers=FLAT):
@@ -153,14 +163,19 @@ class FeedbackDesk:
             )
         # only versions this gateway served become labels (a client string would explode
         # cardinality)
-        model, line, voter = self.trace_models.get(
-            event.trace_id, ("unknown", DEFAULT_WORKLOAD, None)
+        model, line, voter, quota = self.trace_models.get(
+            event.trace_id, ("unknown", DEFAULT_WORKLOAD, None, None)
         )
         previous = self.votes.record(event.trace_id, event.value)
         routed = model != PINNED  # a version named by the request is kept out of the series
         if previous is None and routed:  # the voice: the user who was answered, once a step
             self.metrics.vote(
-                model=model, value=event.value, workload=line, voter=voter, epoch=self.epoch(line)
+                model=model,
+                value=event.value,
+                workload=line,
+                voter=voter,
+                epoch=self.epoch(line),
+                quota=quota,
             )
         elif previous is not None and previous != event.value and routed:
             self.metrics.feedback_changed.labels(model).inc()

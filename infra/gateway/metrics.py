@@ -3,21 +3,18 @@ use them), on a per-app registry.
 
 Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
 has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow
-errors before any user reaches it. The public listener's ``/metrics`` leaves out every series
-whose ``model`` names a version no public client was routed to (a candidate in its gate or
-shadow phase, a version only pinned by an operator): which version comes next, and how it
-fares, is not the public's to learn. A version is public while the routing state sends users
-to it (a stable version, a candidate at a weight above 0) and, for its counters' sake, ever
-after it answered a routed request (``route`` ``stable`` or ``canary``). The embedded canary
-analysis (:class:`infra.promql.EmbeddedMetrics`, ``FLYWHEEL_GATEWAY__URL`` + ``/metrics``)
-reads only the canary and stable routes of versions users are routed to, which both
-expositions show alike.
+errors before any user reaches it, and so does the embedded canary analysis
+(:class:`infra.promql.EmbeddedMetrics`, with the admin token). The public listener's
+``/metrics`` has no series with a ``route`` label, no ``flywheel_route_weight``, and no
+series whose ``model`` is not a stable version: whether a canary runs, which version it is,
+its weight and how it fares are not the public's to learn (a client that knew could aim its
+votes at the canary).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -25,7 +22,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from infra.cost import batch_bucket
-from infra.gateway.voices import Epoch, VoiceLedger
+from infra.gateway.voices import Epoch, Quota, VoiceLedger
 from infra.retries import RETRIES
 from infra.routing import RoutingState
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -33,6 +30,7 @@ from infra.traces.conversation import DEFAULT_WORKLOAD
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, not pinned)
 CANDIDATE_ROUTES = ("canary", "shadow")
+HIDDEN_FAMILIES = frozenset({"flywheel_route_weight"})  # never on the public /metrics
 FEEDBACK_VALUES = ("1", "0", "-1")
 # about 1.2-1.33x apart from 0.1 to 10 s, where p99s fall: the canary's p99 rail counts the
 # requests over the bounds next to stable's p99 (tasks/release/latency.py), and bounds 2-2.5x
@@ -119,6 +117,11 @@ class GatewayMetrics:
             "user_feedback_voices_total",
             "User feedback, each user's first vote per step.",
             ["model", "value", "workload"],
+            registry=r,
+        )
+        self.voices_capped = Counter(
+            "flywheel_voices_capped_total",
+            "Voices not counted: their client key had added its cap to the step.",
             registry=r,
         )
         self.voices_dropped = Counter(
@@ -225,7 +228,7 @@ class GatewayMetrics:
         )
         self._retries_seen: dict[str, int] = {}
         self._weighted: set[str] = set()
-        self._public: set[str] = set()  # the versions users are routed to now
+        self._public: set[str] = set()  # the stable versions: all the public exposition names
         # (model, route, workload) -> its label children: labels() hashes and locks per call
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
@@ -239,10 +242,12 @@ class GatewayMetrics:
         workload: str = DEFAULT_WORKLOAD,
         voter: int | None = None,
         epoch: Epoch = (),
+        quota: Quota | None = None,
     ) -> None:
         """Count one request of ``model`` on ``route`` with its latency, and an error if it
         failed; ``workload``: the release line that routed it (see the class docstring);
-        ``voter`` and ``epoch``: who asked, and the line's step, for the voice series."""
+        ``voter`` and ``epoch``: who asked, and the line's step, for the voice series;
+        ``quota``: the voices its client key may add (:mod:`infra.gateway.keyring`)."""
         key = (model, route, workload)
         children = self._children.get(key)
         if children is None:
@@ -254,9 +259,9 @@ class GatewayMetrics:
         children[1].observe(seconds)
         if error:
             self.errors.labels(*key).inc()
-        if self._admit(workload, epoch, voter, model, route):
+        if self._admit(workload, epoch, voter, model, route, quota):
             self.voices.labels(*key).inc()
-        if error and self._admit(workload, epoch, voter, model, "error:" + route):
+        if error and self._admit(workload, epoch, voter, model, "error:" + route, quota):
             self.error_voices.labels(*key).inc()
 
     def cost(
@@ -280,18 +285,37 @@ class GatewayMetrics:
         self.compute.labels(*key, batch).inc(max(0.0, compute_s))
 
     def vote(
-        self, *, model: str, value: int, workload: str, voter: int | None, epoch: Epoch
+        self,
+        *,
+        model: str,
+        value: int,
+        workload: str,
+        voter: int | None,
+        epoch: Epoch,
+        quota: Quota | None = None,
     ) -> None:
         """Count one first vote on a trace of ``model`` (``user_feedback_total``), and as a
         voice when it is the voter's first in the line's step."""
         self.feedback.labels(model, str(value), workload).inc()
-        if self._admit(workload, epoch, voter, model, "feedback"):
+        if self._admit(workload, epoch, voter, model, "feedback", quota):
             self.feedback_voices.labels(model, str(value), workload).inc()
 
-    def _admit(self, line: str, epoch: Epoch, voter: int | None, model: str, kind: str) -> bool:
-        admission = self.ledger.admit(line=line, epoch=epoch, voter=voter, model=model, kind=kind)
+    def _admit(
+        self,
+        line: str,
+        epoch: Epoch,
+        voter: int | None,
+        model: str,
+        kind: str,
+        quota: Quota | None = None,
+    ) -> bool:
+        admission = self.ledger.admit(
+            line=line, epoch=epoch, voter=voter, model=model, kind=kind, quota=quota
+        )
         if admission == "dropped":
             self.voices_dropped.inc()
+        elif admission == "capped":
+            self.voices_capped.inc()
         return admission == "counted"
 
     def set_routing(self, state: RoutingState) -> None:
@@ -311,9 +335,8 @@ class GatewayMetrics:
         for model, weight in weights.items():
             self.route_weight.labels(model).set(weight)
         self._weighted |= weights.keys()
-        # the versions users are sent to now: every stable one, candidates with a weight
-        public = {state.stable} | {m for m, w in weights.items() if w > 0}
-        public |= {state.release_of(name).stable for name in state.workloads}
+        # the versions the public may see named: the stable ones
+        public = {state.stable} | {state.release_of(name).stable for name in state.workloads}
         self._public = public
         self._zero_candidates(state)
 
@@ -336,8 +359,8 @@ class GatewayMetrics:
                 self.feedback_voices.labels(cand, value, workload)
 
     def render(self, *, public: bool = False) -> bytes:
-        """The exposition (``public``: without the series of versions no public client was
-        routed to, see the module docstring); with several worker processes
+        """The exposition (``public``: no route, no weight, no version but the stable ones, see
+        the module docstring); with several worker processes
         (``PROMETHEUS_MULTIPROC_DIR`` set by :mod:`infra.gateway.workers`) the sum over all of
         them, whichever worker answers."""
         for operation, n in RETRIES.since(self._retries_seen).items():
@@ -352,9 +375,9 @@ class GatewayMetrics:
 
 
 class PublicOnly(Collector):
-    """``source``'s metrics without the samples whose ``model`` label names a version that is
-    neither in ``public`` nor counted on a route that answers users; samples without a
-    ``model`` label, or with ``unknown`` (feedback on a trace another process served), stay."""
+    """``source``'s metrics without ``flywheel_route_weight``, without any sample that has a
+    ``route`` label, and without the samples whose ``model`` label names a version not in
+    ``public`` (the stable versions); samples without a ``model`` label stay."""
 
     def __init__(self, source: Collector, public: set[str]) -> None:
         self.source = source
@@ -362,22 +385,14 @@ class PublicOnly(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The filtered metric families."""
-        families = list(self.source.collect())
-        shown = self.public | {"unknown"} | routed_versions(families)
-        for family in families:
+        for family in self.source.collect():
+            if family.name in HIDDEN_FAMILIES:
+                continue
             kept = Metric(family.name, family.documentation, family.type, family.unit)
-            kept.samples = [s for s in family.samples if s.labels.get("model", "unknown") in shown]
+            kept.samples = [
+                s
+                for s in family.samples
+                if "route" not in s.labels
+                and ("model" not in s.labels or s.labels["model"] in self.public)
+            ]
             yield kept
-
-
-def routed_versions(families: Iterable[Metric]) -> set[str]:
-    """The versions ``agent_requests_total`` counts on the ``stable`` or ``canary`` route:
-    those that answered a public client's routed request (a count above 0: a candidate's
-    series exist at 0 from the moment the routing state names it, shadow phase included)."""
-    return {
-        s.labels["model"]
-        for family in families
-        if family.name == "agent_requests"
-        for s in family.samples
-        if s.name == "agent_requests_total" and s.labels.get("route") in USER_ROUTES and s.value
-    }

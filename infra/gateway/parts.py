@@ -18,6 +18,7 @@ from infra.gateway.admin import Admin
 from infra.gateway.aio import run_in_daemon_thread
 from infra.gateway.fastpath import ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
+from infra.gateway.keyring import KeyRing
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.requester import routing_secret
 from infra.gateway.routing import StateWatcher
@@ -40,7 +41,9 @@ class GatewayParts:
 
     gateway: Gateway
     admin: Admin
-    chat: ChatEndpoint
+    chat: ChatEndpoint  # the public listener's (client keys)
+    admin_chat: ChatEndpoint  # the admin listener's (the admin token)
+    keys: KeyRing
     feedback: FeedbackDesk
     watcher: StateWatcher
     pool: UpstreamPool
@@ -108,7 +111,9 @@ def build_parts(
     admin = Admin(
         settings=settings, store=store, watcher=watcher, catalog=catalog, on_rollback=on_rollback
     )
+    keys = KeyRing(store, settings.gateway)
     feedback = FeedbackDesk(
+        keys=keys,
         trace_ids=gateway.recorder.trace_ids,
         metrics=metrics,
         dispatcher=dispatcher,
@@ -118,7 +123,9 @@ def build_parts(
     return GatewayParts(
         gateway=gateway,
         admin=admin,
-        chat=ChatEndpoint(gateway=gateway, admin=admin),
+        chat=ChatEndpoint(gateway=gateway, admin=admin, keys=keys),
+        admin_chat=ChatEndpoint(gateway=gateway, admin=admin),
+        keys=keys,
         feedback=feedback,
         watcher=watcher,
         pool=pool,
@@ -135,6 +142,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     p: GatewayParts = app.state.parts
     await asyncio.to_thread(p.watcher.refresh)
     poller = asyncio.create_task(p.watcher.run(), name="routing-state")
+    if not p.keys.loaded:
+        await asyncio.to_thread(p.keys.refresh)
+    keys = asyncio.create_task(p.keys.run(p.watcher.interval_s), name="client-keys")
     await asyncio.to_thread(p.pool.refresh_served)
     servers = asyncio.create_task(_watch_served(p), name="model-servers")
     p.dispatcher.start()
@@ -145,6 +155,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         preload.cancel()
         poller.cancel()
+        keys.cancel()
         servers.cancel()
         await p.gateway.drain()
         await asyncio.to_thread(p.admin.finish_background)

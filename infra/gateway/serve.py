@@ -66,6 +66,8 @@ def serve_gateway(
     gateway.watcher.refresh()
     if why := unservable_stable(settings, gateway.pool.store, gateway.watcher.state.stable):
         line += f"\nwarning: {why} (chat requests get 502 until then)"
+    app.state.parts.keys.refresh()  # open or keyed mode, named in the startup line
+    line += f"\n{app.state.parts.keys.mode_line()}"
     if cfg.workers > 1:
         if app_kwargs:
             raise ConfigError("FLYWHEEL_GATEWAY__WORKERS > 1 serves the configured gateway only")
@@ -146,6 +148,7 @@ def start_background_gateway(
         options=server_options(cfg, admin_port=_port(sockets, 1)),
     )
     urls = [_url(s.getsockname()[0], s.getsockname()[1]) for s in sockets]
+    log.info("gateway on %s: %s", urls[0], app.state.parts.keys.mode_line())
     return GatewayHandle(
         url=urls[0],
         app=app,

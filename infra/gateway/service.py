@@ -16,10 +16,10 @@
   version's error; a canary's or shadow's refusal of a request stable answered is theirs.
 - A request naming a version (``model="v3"``) is pinned: no diverse sampling, no shadow, its
   metrics under ``route="pinned"``, traced as ``stable`` or ``canary`` by version, and its
-  feedback is not counted in ``user_feedback_total``. Without the admin token
-  (``Authorization: Bearer``) only a released version (the shared stable version or a
-  workload's own) may be named: any other is 404, as if it did not exist. A retired version
-  (erased) is 404 even to the admin.
+  feedback is not counted in ``user_feedback_total``. On the public listener only a released
+  version (the shared stable version or a workload's own) may be named: any other is 404, as
+  if it did not exist; the operator names any other on the admin listener (the admin token,
+  :mod:`infra.gateway.fastpath`). A retired version (erased) is 404 even to the admin.
 - Each request is routed by its workload (``X-Flywheel-Workload``, else ``metadata.workload``):
   a workload with a release of its own by that release (its stable version and its canary),
   any other by the shared routing (:meth:`infra.routing.RoutingState.for_workload`).
@@ -156,8 +156,8 @@ class Gateway:
     # -- chat ------------------------------------------------------------------------------
 
     async def chat(self, req: ChatRequest, *, admin: bool = False) -> Response:
-        """Answer one request; ``admin``: the caller showed the admin token, so it may name any
-        version that is not retired (a candidate, an old or a rolled-back one), and its answer
+        """Answer one request; ``admin``: the caller showed the admin token on the admin
+        listener, so it may name any version that is not retired (a candidate, an old or a rolled-back one), and its answer
         names the version and route that served it (no public answer does)."""
         started = time.perf_counter()
         state = self.watcher.view(req.workload)

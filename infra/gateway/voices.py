@@ -25,8 +25,13 @@ when the routing state moves a line on, that line's ledger starts again, so each
 hears every user afresh. The raw series (``agent_requests_total``, ``agent_errors_total``,
 ``user_feedback_total``) still count every event, for dashboards and alert rules. Memory is
 bounded (``MAX_KEYS`` users per line; past it, new users are not counted as voices and
-``flywheel_voices_dropped_total`` says so). Several gateway processes keep one ledger each: a
-user spread over N processes counts up to N times.
+``flywheel_voices_dropped_total`` says so). With client keys, each key adds to a version in a
+step at most as many users who met an error, and as many votes, as the other keys' users that
+version served in the step, or its cap where that is more (:mod:`infra.gateway.keyring`; the
+rest are counted in ``flywheel_voices_capped_total``): one key cannot outvote the others
+unless it is the only client. Users served are counted in full, so the step's split (sample
+ratio) and its minimum of users see every key's users. Several gateway processes keep one
+ledger each: a user spread over N processes counts up to N times.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ if TYPE_CHECKING:
 MAX_KEYS = 200_000  # (user, version, kind) entries per release line and step
 
 Epoch = tuple[object, ...]
-Admission = Literal["counted", "repeat", "dropped", "anonymous"]
+Admission = Literal["counted", "repeat", "dropped", "anonymous", "capped"]
+Quota = tuple[str, int]  # (client key id, voices it may add per version, kind and step)
 
 
 def epoch_of(view: RoutingState) -> Epoch:
@@ -58,6 +64,8 @@ class VoiceLedger:
         self.max_keys = max_keys
         self._key = os.urandom(16)  # per process: the hashes mean nothing outside it
         self._lines: dict[str, tuple[Epoch, dict[tuple[int, str, str], int]]] = {}
+        # per line: voices each client key added in the step, per (key id, model, kind)
+        self._quotas: dict[str, dict[tuple[str, str, str], int]] = {}
         self.dropped = 0
 
     def voter(self, key: str | None) -> int | None:
@@ -68,18 +76,29 @@ class VoiceLedger:
         return int.from_bytes(digest, "big")
 
     def admit(
-        self, *, line: str, epoch: Epoch, voter: int | None, model: str, kind: str
+        self,
+        *,
+        line: str,
+        epoch: Epoch,
+        voter: int | None,
+        model: str,
+        kind: str,
+        quota: Quota | None = None,
     ) -> Admission:
         """Whether this event of ``voter`` counts as a voice (``kind``: request, error or
         feedback) for ``model`` in ``line``'s current step (``counted``); counts it when it
         does. ``repeat``: the voter had its say in this step; ``dropped``: a new voter the
         ledger had no room for (also counted in ``dropped``); ``anonymous``: no voter, which
-        never counts as a voice."""
+        never counts as a voice; ``capped``: a new error or vote of a client key (``quota``:
+        its id and cap, :mod:`infra.gateway.keyring`) that already added as many of this kind
+        to ``model`` in the step as the other keys' users ``model`` served (at least its
+        cap)."""
         if voter is None:
             return "anonymous"
         current = self._lines.get(line)
         if current is None or current[0] != epoch:
             current = self._lines[line] = (epoch, {})
+            self._quotas[line] = {}
         seen = current[1]
         key = (voter, model, kind)
         n = seen.get(key, 0)
@@ -88,5 +107,20 @@ class VoiceLedger:
         if n == 0 and len(seen) >= self.max_keys:
             self.dropped += 1
             return "dropped"
+        if quota is not None:
+            added = self._quotas.setdefault(line, {})
+            if kind == "feedback" or kind.startswith("error:"):  # what the tests weigh
+                # at most as many as the other keys' users served by this version in the
+                # step, and at least the cap: no key outvotes the rest unless it is alone
+                mine = added.get((quota[0], model, kind), 0)
+                others = added.get(("", model, "served"), 0) - added.get(
+                    (quota[0], model, "served"), 0
+                )
+                if mine >= max(quota[1], others):
+                    return "capped"
+                added[(quota[0], model, kind)] = mine + 1
+            else:  # users served: counted in full (the split and the minimum read them)
+                for who in (quota[0], ""):
+                    added[(who, model, "served")] = added.get((who, model, "served"), 0) + 1
         seen[key] = n + 1
         return "counted"

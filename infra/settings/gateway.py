@@ -110,6 +110,19 @@ class GatewaySettings(BaseModel):
     # the rightmost address in client_header that is not itself a trusted proxy
     # (infra/gateway/requester.py). Empty: every peer is its own client, headers ignored
     trusted_proxies: list[str] = []
+    # client API keys (infra/client_keys.py, `flywheel keys`): once one is created the public
+    # listener serves only callers showing an active one; require_keys refuses every caller
+    # while none exists (no open mode even before the first key)
+    require_keys: bool = False
+    # while more than one key is active: the users who met an error and the votes one key
+    # adds per version and release step when the other keys' users served are fewer (its
+    # allowance is the larger of the two; a key's own max_voices overrides it; 0: no cap)
+    key_voices_per_step: int = Field(default=5, ge=0)
+    # image, audio, video and file content parts: refused (400) unless allowed, and then only
+    # inline ``data:`` URLs unless a URL starts with one of media_url_prefixes (a model
+    # server fetches such URLs from inside the network)
+    allow_media: bool = False
+    media_url_prefixes: list[str] = []
     client_header: str = Field(default="X-Forwarded-For", pattern=r"^[A-Za-z0-9-]+$")
 
     @field_validator("trusted_proxies")
@@ -126,6 +139,20 @@ class GatewaySettings(BaseModel):
         """``version``'s configured upstream (a bare URL entry is one without a key)."""
         entry = self.upstreams.get(version)
         return UpstreamSettings(url=entry) if isinstance(entry, str) else entry
+
+    def metrics_source(
+        self, public_url: str | None = None, *, admin_url: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """Where the embedded readers scrape every series: the admin listener's URL
+        (``admin_url``, else that of the gateway at ``public_url``, default ``url``) and the
+        admin token (None: unknown)."""
+        token = self.admin_token.get_secret_value() if self.admin_token else None
+        if admin_url:
+            return admin_url.rstrip("/"), token
+        if public_url and public_url.rstrip("/") != (self.url or "").rstrip("/"):
+            admin = self.model_copy(update={"url": public_url, "admin_url": None})
+            return admin.resolved_admin_url, token
+        return self.resolved_admin_url, token
 
     @property
     def resolved_admin_url(self) -> str | None:

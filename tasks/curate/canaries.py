@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, cast
 import regex as re
 
 from infra.traces.conversation import DEFAULT_WORKLOAD
+from tasks.pii.generic.references import TOLL_FREE_AREAS
 from tasks.pii.names import NAME_PARTICLES
-from tasks.pii.references import TOLL_FREE_AREAS
 
 if TYPE_CHECKING:
     from infra.settings import CurateSettings

@@ -107,11 +107,14 @@ def _per_request(cost: dict[str, Any] | None) -> float | None:
 
 
 def cost_meter(gateway_url: str) -> tuple[EmbeddedCost, float]:
-    """A reader of the gateway's cost counters, and the mark its window starts at (now)."""
+    """A reader of the gateway's cost counters (its admin listener's ``/admin/metrics``: the
+    public ``/metrics`` names no route), and the mark its window starts at (now)."""
     from infra.cost_readers import EmbeddedCost
     from infra.promql import EmbeddedMetrics
+    from infra.settings import get_settings
 
-    meter = EmbeddedCost(EmbeddedMetrics.from_url(gateway_url).scrape)
+    admin_url, token = get_settings().gateway.metrics_source(gateway_url)
+    meter = EmbeddedCost(EmbeddedMetrics.from_url(admin_url or gateway_url, token=token).scrape)
     return meter, meter.mark()
 
 

@@ -3,7 +3,7 @@
 The engine is built once per configuration (:func:`load_engine` is ``lru_cache``'d): one spaCy
 pipeline per configured language (never downloaded; a missing one is a
 :class:`MissingDependencyError` naming the pip package) and the recognisers of
-:mod:`tasks.pii.recognizers`. :func:`anonymize_texts` is the hot path: unique texts only, one
+:mod:`tasks.pii.registry`. :func:`anonymize_texts` is the hot path: unique texts only, one
 ``nlp.pipe`` pass per language through ``BatchAnalyzerEngine``, texts without letters skip
 the NLP pipeline. Results carry entity *types* and spans, never the values.
 """
@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin script
 
 from infra.errors import MissingDependencyError
-from tasks.pii.identifiers import date_after_name
+from tasks.pii.filters import precision_filter
+from tasks.pii.generic.identifiers import date_after_name
+from tasks.pii.generic.structured import QUOTED, apply_structure
 from tasks.pii.korean import has_hangul
 from tasks.pii.korean.not_personal import not_personal
+from tasks.pii.names.vocabulary import remember
 from tasks.pii.normalize import Normalized, normalize
-from tasks.pii.recognizers import build_recognizers
-from tasks.pii.structured import QUOTED, apply_structure
-from tasks.pii.vocabulary import remember
+from tasks.pii.registry import build_recognizers
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine, RecognizerResult
@@ -307,7 +308,7 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 res = engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 found[text].extend(r for r in res if _keep(lang, text, r))
     for text in unique:  # personal fields of tool results; findings kept inside their cells
-        found[text] = apply_structure(text, found[text], config.entities)
+        found[text] = precision_filter(text, apply_structure(text, found[text], config.entities))
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
     return [mapped[t] for t in texts]
 

@@ -24,12 +24,13 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from infra.errors import ConfigError
 from tasks.pii.engine import PiiEngine, Redaction, anonymize_texts
+from tasks.pii.lexicon import word_list
 
 TYPES = (
     "PERSON EMAIL_ADDRESS PHONE_NUMBER ADDRESS DATE_OF_BIRTH CREDIT_CARD BANK_ACCOUNT US_SSN "
@@ -61,7 +62,7 @@ LABEL_ALIASES = {
     "SSN": "US_SSN",
 }
 _TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
-_TITLES = frozenset("mr mrs ms mx miss dr prof sir mstr mr. mrs. ms. dr. prof.".split())
+_TITLES = frozenset(word_list("evaluation_titles"))
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class EvalReport:
     fired_clean_texts: Counter[str] = field(default_factory=Counter)
     clean_file_texts: int = 0  # of clean_texts, from the --clean file
     clean_file_altered: list[int] = field(default_factory=list)
+    sealed: bool = False  # totals only: no line numbers, no values
 
     @property
     def structured_leaks(self) -> int:
@@ -137,7 +139,10 @@ class EvalReport:
         }
 
     def summary(self, *, show_values: bool) -> dict[str, Any]:
-        """The report as plain fields (leaked values only with ``show_values``)."""
+        """The report as plain fields (leaked values only with ``show_values``; a sealed
+        report names no line and no value, only how many leaked of each type)."""
+        if self.sealed:
+            return self._sealed_summary()
         leaks = [
             {"line": leak.line, "type": leak.type, **({"value": leak.value} if show_values else {})}
             for leak in self.leaks
@@ -166,6 +171,26 @@ class EvalReport:
             "texts_per_s": round(self.lines / self.seconds, 1) if self.seconds else None,
             "chars_per_s": round(self.chars / self.seconds) if self.seconds else None,
         }
+
+    def _sealed_summary(self) -> dict[str, Any]:
+        full = replace(self, sealed=False, leaks=[], clean_altered=[], clean_file_altered=[])
+        return {
+            **full.summary(show_values=False),
+            "sealed": True,
+            "leaks": len(self.leaks),
+            "structured_leaks": self.structured_leaks,
+            "leaks_by_type": dict(sorted(Counter(leak.type for leak in self.leaks).items())),
+            "clean_altered": len(self.clean_altered),
+            "clean_altered_rate": (
+                round(len(self.clean_altered) / self.clean_texts, 4) if self.clean_texts else None
+            ),
+            "clean_file_altered": len(self.clean_file_altered),
+        }
+
+
+def is_sealed(path: Path) -> bool:
+    """Whether ``path`` is a sealed held-out set (its folder holds a ``SEALED`` file)."""
+    return (path.parent / "SEALED").is_file()
 
 
 def load_labelled(path: Path) -> list[Labelled]:

@@ -11,6 +11,8 @@ from typing import Any
 from tasks.pii.names import product_modifier
 
 Spans = Callable[[str, Any], Iterable[tuple[int, int]]]  # (text, nlp_artifacts) -> spans
+# (text, nlp_artifacts) -> (start, end, entity, score)
+TypedSpans = Callable[[str, Any], Iterable[tuple[int, int, str, float]]]
 
 
 def pattern_recognizer(entity: str, regex: str, score: float, name: str, *, language: str) -> Any:
@@ -33,7 +35,25 @@ def person_recognizer(*, name: str, score: float, spans: Spans, doc: str) -> typ
 
 def span_recognizer(*, entity: str, name: str, score: float, spans: Spans, doc: str) -> type:
     """A recognizer class named ``name`` (its constructor takes ``supported_language``) that
-    reports each span of ``spans(text, nlp_artifacts)`` as ``entity`` at ``score``."""
+    reports each span of ``spans(text, nlp_artifacts)`` as ``entity`` at ``score``; a name
+    that is a product's modifier ("the Paul Mitchell shampoo") is a brand, whoever finds it."""
+
+    def found(text: str, nlp_artifacts: Any) -> list[tuple[int, int, str, float]]:
+        hits = list(spans(text, nlp_artifacts))
+        if entity == "PERSON":
+            tokens = getattr(nlp_artifacts, "tokens", None)
+            hits = [(s, e) for s, e in hits if not product_modifier(tokens, s, e)]
+        return [(s, e, entity, score) for s, e in hits]
+
+    return typed_span_recognizer(name=name, entities=[entity], spans=found, doc=doc)
+
+
+def typed_span_recognizer(
+    *, name: str, entities: list[str], spans: TypedSpans, doc: str = ""
+) -> type:
+    """The one recogniser factory: a recognizer class named ``name`` (its constructor takes
+    ``supported_language``) reporting each ``(start, end, entity, score)`` of
+    ``spans(text, nlp_artifacts)`` whose entity was asked for."""
     from presidio_analyzer import LocalRecognizer, RecognizerResult
 
     class SpanRecognizer(LocalRecognizer):
@@ -41,31 +61,26 @@ def span_recognizer(*, entity: str, name: str, score: float, spans: Spans, doc: 
 
         def __init__(self, supported_language: str = "en") -> None:
             super().__init__(
-                supported_entities=[entity], supported_language=supported_language, name=name
+                supported_entities=list(entities),
+                supported_language=supported_language,
+                name=name,
             )
 
         def load(self) -> None:
             pass
 
         def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            if entity not in entities:
+            wanted = set(entities) & set(self.supported_entities)
+            if not wanted:
                 return []
-            found = spans(text, nlp_artifacts)
-            if entity == "PERSON":  # "the Paul Mitchell shampoo": a brand, whoever finds it
-                doc = getattr(nlp_artifacts, "tokens", None)
-                found = [(s, e) for s, e in found if not product_modifier(doc, s, e)]
+            meta = {
+                RecognizerResult.RECOGNIZER_NAME_KEY: name,
+                RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
+            }
             return [
-                RecognizerResult(
-                    entity,
-                    start,
-                    end,
-                    score,
-                    recognition_metadata={
-                        RecognizerResult.RECOGNIZER_NAME_KEY: name,
-                        RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-                    },
-                )
-                for start, end in found
+                RecognizerResult(etype, start, end, score, recognition_metadata=dict(meta))
+                for start, end, etype, score in spans(text, nlp_artifacts)
+                if etype in wanted
             ]
 
     SpanRecognizer.__name__ = SpanRecognizer.__qualname__ = name

@@ -49,7 +49,14 @@ class ReleaseOptions(BaseModel):
         default=None, ge=1, description="gate on the first N golden items only (default: all)"
     )
     gateway_url: str | None = Field(
-        default=None, description="where canary metrics are read (default: FLYWHEEL_GATEWAY__URL)"
+        default=None,
+        description="the gateway whose admin listener canary metrics are read from (default: "
+        "FLYWHEEL_GATEWAY__URL)",
+    )
+    admin_url: str | None = Field(
+        default=None,
+        description="its admin listener, when not at gateway_url's host and "
+        "FLYWHEEL_GATEWAY__ADMIN_PORT (default: FLYWHEEL_GATEWAY__ADMIN_URL)",
     )
     actor: str = Field(default="release-flow", description="who is recorded in the audit log")
     # overrides of ReleaseSettings for this run (empty: FLYWHEEL_RELEASE__<NAME>)

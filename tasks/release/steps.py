@@ -182,9 +182,11 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
     if run.metrics is None:
         from infra.promql import open_canary_metrics
 
+        admin_url, token = run.rt.settings.gateway.metrics_source(
+            run.opts.gateway_url, admin_url=run.opts.admin_url
+        )
         run.metrics = open_canary_metrics(
-            prometheus_url=run.policy.prometheus_url,
-            gateway_url=run.opts.gateway_url or run.rt.settings.gateway.url,
+            prometheus_url=run.policy.prometheus_url, admin_url=admin_url, admin_token=token
         )
         run.stable = run.routing.load().stable
     run.canary_start = run.canary_start or datetime.now(UTC)

@@ -128,7 +128,10 @@ def simulate(pop: Population, *, seed: int, workload: str, zero_init: bool) -> R
         if model == "v1":  # the candidate's series: absent before it exists
             born = WARMUP_S if zero_init else (times.min() if len(times) else np.inf)
             values[ticks < born] = np.nan
-        inner = ",".join(f'{k}="{v}"' for k, v in {"model": model, **labels}.items())
+        # as Prometheus scrapes the gateway: its job (the rules read no other's series)
+        inner = ",".join(
+            f'{k}="{v}"' for k, v in {"job": "gateway", "model": model, **labels}.items()
+        )
         rel.series[f'{name}{{{inner},workload="{workload}"}}'] = values
 
     t, who = tr.t, tr.step * pop.users + tr.user  # a voter in a step

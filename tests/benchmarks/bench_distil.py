@@ -140,13 +140,14 @@ def main() -> int:
     publish_model_dir(store, "v1", student_dir)
     golden = settings_golden(settings.reward, None, workloads=settings.workloads)
     handle = start_background_gateway(settings, host="127.0.0.1", port=0)
-    meter = EmbeddedCost(EmbeddedMetrics.from_url(handle.url).scrape)
+    assert handle.admin_url is not None  # the operator's listener: pinned versions, metrics
+    meter = EmbeddedCost(EmbeddedMetrics.from_url(handle.admin_url, token=ADMIN_TOKEN).scrape)
     since = meter.mark()
     scores: dict[str, list[float]] = {"v0": [], "v1": []}
     try:
         for _ in range(args.rounds):
             for version in ("v0", "v1") if _ % 2 == 0 else ("v1", "v0"):
-                answers = asyncio.run(ask_all(handle.url, version, golden, args.concurrency))
+                answers = asyncio.run(ask_all(handle.admin_url, version, golden, args.concurrency))
                 got = verified_scores(golden, answers, reward=settings.reward)
                 scores[version] += [float(v or 0.0) for v in got]
         cost = {v: meter.read_cost(v, since=since) for v in ("v0", "v1")}

@@ -41,6 +41,8 @@ from tests.benchmarks.release_sim import (  # noqa: E402
     summarize,
 )
 
+WHY = False  # --why
+
 HEADER = (
     "| candidate | promoted | rolled back | held | ended in | rate (95 % CI) | "
     "median requests to catch | s/release |\n|---|---|---|---|---|---|---|---|"
@@ -73,6 +75,12 @@ def run_rows(
     out = []
     for i, (name, _, _) in enumerate(rows):
         row = summarize(name, outcomes[i * runs : (i + 1) * runs])
+        if WHY and row["aa"]:  # why each identical candidate was rolled back
+            for (_, _, seed_i), o in zip(
+                items[i * runs : (i + 1) * runs], outcomes[i * runs : (i + 1) * runs], strict=True
+            ):
+                if o.outcome == "rolled_back":
+                    print(f"<!-- seed {seed_i}: {o.phase}: {' | '.join(o.reasons)} -->")
         out.append(row | {"s_per_release": per})
     return out
 
@@ -178,7 +186,10 @@ def main() -> None:
     ap.add_argument("--populations", default="")
     ap.add_argument("--no-contrasts", action="store_true")
     ap.add_argument("--aa-only", action="store_true")
+    ap.add_argument("--why", action="store_true", help="print why each A/A release rolled back")
     args = ap.parse_args()
+    global WHY
+    WHY = args.why
     if args.prometheus is None:  # production's reader when its binaries are here
         args.prometheus = bool(shutil.which("prometheus") and shutil.which("promtool"))
     started = time.perf_counter()

@@ -362,11 +362,18 @@ class World:
 
 def exported_lines(metrics: GatewayMetrics) -> list[str]:
     """The sample lines of the gateway's exposition (what Prometheus scrapes from
-    ``/admin/metrics``) that the release reads; ``_created`` samples left out."""
+    ``/admin/metrics``) that the release reads, with the ``job="gateway"`` label the scrape
+    adds (the release's queries and rules read that job alone); ``_created`` samples left
+    out."""
     out = []
     for line in metrics.render().decode().splitlines():
         if line.startswith(EXPORTED) and "_created{" not in line:
-            out.append(line)
+            name, brace, rest = line.partition("{")
+            if brace:
+                out.append(f'{name}{{job="gateway",{rest}')
+            else:
+                name, _, value = line.partition(" ")
+                out.append(f'{name}{{job="gateway"}} {value}')
     return out
 
 

@@ -197,7 +197,8 @@ def route_half_to_candidate(stack: Stack) -> None:
     state = RoutingState(stable="v0", candidate="v1", phase="canary", weight=50)
     save_state(stack.store, state, force=True)
     deadline = time.time() + 10
-    while httpx.get(f"{stack.gateway.url}/healthz", timeout=5).json()["candidate"] != "v1":
+    state_url = f"{stack.gateway.admin_url}/admin/state"  # no candidate is public
+    while httpx.get(state_url, headers=OPERATOR, timeout=5).json()["candidate"] != "v1":
         assert time.time() < deadline, "the gateway did not pick up the routing state"
         time.sleep(0.05)
 
@@ -205,12 +206,14 @@ def route_half_to_candidate(stack: Stack) -> None:
 def test_alert_rolls_the_failing_candidate_back_without_failing_users(stack: Stack) -> None:
     route_half_to_candidate(stack)
     fired = rolled_back = None
-    with Traffic(stack.gateway.url) as traffic:
+    with Traffic(str(stack.gateway.admin_url)) as traffic:  # the operator sees routes
         deadline = time.time() + 150
         while time.time() < deadline and rolled_back is None:
             fired = fired or firing_since(stack.prometheus, "CandidateModelRegression")
             try:  # a probe, not a user: a slow answer is retried, users are counted below
-                health = httpx.get(f"{stack.gateway.url}/healthz", timeout=5).json()
+                health = httpx.get(
+                    f"{stack.gateway.admin_url}/admin/state", headers=OPERATOR, timeout=5
+                ).json()
             except httpx.TimeoutException:
                 continue
             if health["candidate"] is None and health["weight"] == 0:

@@ -170,7 +170,7 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
         assert set(traffic.statuses) == {200}, traffic.statuses  # users saw no failure
         body = {"model": "v1", "messages": [{"role": "user", "content": "What is 2 + 3?"}]}
         by_name = httpx.post(  # not even the admin may call a retired version by name
-            f"{gw.url}/v1/chat/completions",
+            f"{gw.admin_url}/v1/chat/completions",
             json=body,
             headers={"Authorization": f"Bearer {TOKEN}"},
             timeout=10,

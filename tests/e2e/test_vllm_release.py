@@ -252,11 +252,13 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             seed = 0
             while not stop.is_set():
                 seed += 1
-                burst(gw.url, {"a": 12}, seed, seen)
+                burst(str(gw.admin_url), {"a": 12}, seed, seen)
 
         threads = [
             threading.Thread(target=crowd, daemon=True),
-            threading.Thread(target=paced, args=(gw.url, "b", 2.0, stop, seen), daemon=True),
+            threading.Thread(
+                target=paced, args=(str(gw.admin_url), "b", 2.0, stop, seen), daemon=True
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -273,6 +275,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
                 analysis_interval_s=2.0,
                 min_requests_per_step=8,
                 gateway_url=gw.url,
+                admin_url=gw.admin_url,
             ),
         )
         deadline = time.time() + 300
@@ -284,7 +287,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         for thread in gw.app.state.admin.threads:  # the rollback flow the webhook started
             thread.join(120)
         after = Users()
-        burst(gw.url, {"a": 8}, 999, {"a": after})  # A's users keep coming
+        burst(str(gw.admin_url), {"a": 8}, 999, {"a": after})  # A's users keep coming
         fired = firing(prom)
     state = load_state(store)
     a, b = state.release_of("a"), state.release_of("b")
@@ -390,8 +393,8 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
             "messages": [{"role": "user", "content": "2+3?"}],
         }
         for _ in range(20):  # the gateway re-reads where versions are served every 0.5 s
-            resp = httpx.post(  # as an operator pins a version: the admin token as api key
-                os.environ["FLYWHEEL_GATEWAY__URL"] + "/v1/chat/completions",
+            resp = httpx.post(  # as an operator pins a version: the admin listener and token
+                os.environ["FLYWHEEL_GATEWAY__ADMIN_URL"] + "/v1/chat/completions",
                 json=body,
                 headers={"Authorization": f"Bearer {os.environ['FLYWHEEL_GATEWAY__ADMIN_TOKEN']}"},
                 timeout=60,

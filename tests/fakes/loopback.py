@@ -103,10 +103,17 @@ class LoadResult:
 
 
 async def open_loop(
-    url: str, path: str, body: dict[str, Any], *, rate: float, seconds: float
+    url: str,
+    path: str,
+    body: dict[str, Any],
+    *,
+    rate: float,
+    seconds: float,
+    headers: dict[str, str] | None = None,
 ) -> LoadResult:
     """Send ``rate`` requests per second for ``seconds`` whatever the replies take (open loop:
-    latency counts from each request's scheduled time, so queueing is not hidden)."""
+    latency counts from each request's scheduled time, so queueing is not hidden), each with
+    ``headers``."""
     loop = asyncio.get_running_loop()
     payload = json.dumps(body).encode()
     idle: list[tuple[LoopbackConnection, float]] = []  # (connection, last used)
@@ -123,14 +130,14 @@ async def open_loop(
             else:
                 conn = await LoopbackConnection.open(url)
             try:
-                reply = await conn.post(path, payload)
+                reply = await conn.post(path, payload, headers)
             except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
                 if not reused or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                     raise
                 # closed by the server just as we reused it: retry once, as HTTP clients do
                 conn.close()
                 conn = await LoopbackConnection.open(url)
-                reply = await conn.post(path, payload)
+                reply = await conn.post(path, payload, headers)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             result.failures += 1
             kind = f"{type(exc).__name__}: {exc}"[:80]

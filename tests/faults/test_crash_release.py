@@ -93,6 +93,9 @@ class Served:
         return {
             "FLYWHEEL_GATEWAY__UPSTREAMS": self.upstreams,
             "FLYWHEEL_GATEWAY__DIVERSE_FRACTION": "0",
+            # canary metrics are read on the admin listener, with the token
+            "FLYWHEEL_GATEWAY__ADMIN_TOKEN": TOKEN,
+            "FLYWHEEL_GATEWAY__ADMIN_URL": str(self.gw.admin_url),
             # the state machine under SIGKILL is what is tested here; the PII-leak check
             # (tests/integration/test_release_pii_leak.py) would load the anonymiser in each
             # of the eleven release processes (seconds of CPU each, beside the other workers)

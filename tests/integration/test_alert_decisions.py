@@ -112,7 +112,7 @@ def test_a_failed_state_write_is_not_a_decision_and_the_retry_rolls_back(
         retry = alert(str(gw.admin_url), "v1", "fp-9")
         assert retry.status_code == 200 and retry.json()["rolled_back"] is True
         assert done.wait(10)
-        assert chat_versions(gw.url) == {"v0"}
+        assert chat_versions(str(gw.admin_url)) == {"v0"}
     stored = load_state(store)
     assert (stored.candidate, stored.weight, stored.rejected) == (None, 0.0, ["v1"])
     assert len(asked) == 1 and "v1" in asked[0]
@@ -136,10 +136,10 @@ def test_an_alert_for_the_promoted_version_rolls_back_during_the_bake_period(
         transitions.begin_release(routing, None, "v1", actor="flow")
         transitions.canary_move(routing, None, "v1", step=1, policy=POLICY, actor="flow").or_raise()
         transitions.promotion(routing, None, "v1", actor="flow", reason="passed").or_raise()
-        assert chat_versions(gw.url) == {"v1"}
+        assert chat_versions(str(gw.admin_url)) == {"v1"}
         resp = alert(str(gw.admin_url), "v1", "fp-after")
         assert resp.status_code == 200 and resp.json()["rolled_back"] is True
-        assert chat_versions(gw.url) == {"v0"}  # at once, on this worker
+        assert chat_versions(str(gw.admin_url)) == {"v0"}  # at once, on this worker
         unrelated = alert(str(gw.admin_url), "v0", "fp-stable").json()
         assert unrelated["rolled_back"] is False and unrelated["matched"] == 0
     stored = load_state(LocalStore(tmp_path / "store"))
@@ -173,7 +173,7 @@ def test_a_stale_run_through_the_gateway_changes_nothing_and_is_audited(tmp_path
             release_id=v1.release_id,
         )
         assert found.candidate == "v2" and routing.load().revision == v2.revision
-        assert chat_versions(gw.url) == {"v0", "v2"}
+        assert chat_versions(str(gw.admin_url)) == {"v0", "v2"}
     [event] = [
         r for r in scan(catalog, "audit_log").to_pylist() if r["event_type"] == "stale_decision"
     ]

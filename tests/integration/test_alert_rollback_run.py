@@ -85,7 +85,7 @@ def users_served(gw: GatewayHandle, n: int = 100) -> set[str]:
     body = {"messages": [{"role": "user", "content": "hi"}]}
     return {
         httpx.post(  # the serving version is told to the admin token's holder only
-            f"{gw.url}/v1/chat/completions", json={**body, "user": f"u{i}"}, headers=AUTH
+            f"{gw.admin_url}/v1/chat/completions", json={**body, "user": f"u{i}"}, headers=AUTH
         ).headers["x-flywheel-model"]
         for i in range(n)
     }

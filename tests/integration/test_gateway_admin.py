@@ -105,7 +105,9 @@ def test_firing_alert_rolls_back_at_once_and_once(tmp_path: Path, monkeypatch) -
         assert stored.candidate is None and stored.rejected == ["v1"]
         users = [f"user-{i}" for i in range(200)]
         bodies = [{"messages": [{"role": "user", "content": "hi"}], "user": u} for u in users]
-        replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", bodies, headers=AUTH))
+        replies = asyncio.run(
+            post_many(str(gw.admin_url), "/v1/chat/completions", bodies, headers=AUTH)
+        )
         assert {r.headers["x-flywheel-model"] for r in replies} == {"v0"}  # the admin sees it
         [event] = rollback_events(tmp_path, 1)
         again = httpx.post(f"{gw.admin_url}/admin/alerts", json=webhook("v1", "fp-1"), headers=AUTH)
@@ -237,7 +239,7 @@ def test_state_updates_and_manual_rollback(tmp_path: Path) -> None:
         resp = httpx.post(f"{gw.admin_url}/admin/state", json=update, headers=AUTH)
         assert resp.status_code == 200 and resp.json()["revision"] == 2
         reply = httpx.post(
-            f"{gw.url}/v1/chat/completions",
+            f"{gw.admin_url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "q"}]},
             headers=AUTH,  # only an answer to the admin names its version
         )
@@ -292,7 +294,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
             if bucket(key_of(user=f"u{i}", tenant=admin) or "", salt="v1", secret=secret) < 8_000
         )
         reply = httpx.post(
-            f"{gw.url}/v1/chat/completions",
+            f"{gw.admin_url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "q"}], "user": user},
             headers=AUTH,  # only an answer to the admin names its version
         )

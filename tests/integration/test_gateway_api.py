@@ -65,10 +65,14 @@ def spool(tmp_path: Path, kind: str = "trace", wait_for: int = 1) -> list[dict[s
         time.sleep(0.05)
 
 
-def metric(url: str, name: str, *, token: str | None = None, **labels: str) -> float:
+def metric(
+    url: GatewayHandle | str, name: str, *, token: str | None = None, **labels: str
+) -> float:
     """A sample of the public ``/metrics`` (with the admin ``token``: of the admin listener's
-    ``/admin/metrics`` at ``url``, every series)."""
-    if token is None:
+    ``/admin/metrics`` at ``url``, every series; ``url`` a gateway: its every series)."""
+    if not isinstance(url, str):
+        text = url.app.state.parts.metrics.render().decode()
+    elif token is None:
         text = httpx.get(f"{url}/metrics").text
     else:
         auth = {"Authorization": f"Bearer {token}"}
@@ -127,7 +131,7 @@ def test_openai_client_lists_models(tmp_path: Path, upstreams) -> None:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused")
         # only what a public client may name: the canary is reached through routing
         assert {m.id for m in client.models.list()} == {"flywheel", "v0"}
-        assert httpx.get(f"{gw.url}/healthz").json()["candidate"] == "v1"
+        assert httpx.get(f"{gw.url}/healthz").json() == {"status": "ok", "stable": "v0"}
 
 
 def test_feedback_is_recorded_and_counted(tmp_path: Path, upstreams) -> None:
@@ -142,9 +146,7 @@ def test_feedback_is_recorded_and_counted(tmp_path: Path, upstreams) -> None:
             httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": 5}).status_code
             == 400
         )
-        assert (
-            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
-        )
+        assert metric(gw, "user_feedback_total", model="v0", value="-1", workload="default") == 1
         [event] = spool(tmp_path, "feedback")
     assert (event["trace_id"], event["value"], event["comment"]) == (trace_id, -1, "wrong")
 
@@ -157,12 +159,11 @@ def test_metrics_carry_the_design_names(tmp_path: Path, upstreams) -> None:
         for _ in range(3):
             httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES, "user": "u"})
         assert (
-            metric(gw.url, "agent_requests_total", model="v1", route="canary", workload="default")
-            == 3
+            metric(gw, "agent_requests_total", model="v1", route="canary", workload="default") == 3
         )
         assert (
             metric(
-                gw.url,
+                gw,
                 "agent_latency_seconds_count",
                 model="v1",
                 route="canary",
@@ -170,13 +171,10 @@ def test_metrics_carry_the_design_names(tmp_path: Path, upstreams) -> None:
             )
             == 3
         )
-        assert (
-            metric(gw.url, "agent_errors_total", model="v1", route="canary", workload="default")
-            == 0
-        )
-        assert metric(gw.url, "flywheel_route_weight", model="v1") == 100
-        assert metric(gw.url, "flywheel_route_weight", model="v0") == 0
-        assert metric(gw.url, "flywheel_trace_sink_dropped_total") == 0
+        assert metric(gw, "agent_errors_total", model="v1", route="canary", workload="default") == 0
+        assert metric(gw, "flywheel_route_weight", model="v1") == 100
+        assert metric(gw, "flywheel_route_weight", model="v0") == 0
+        assert metric(gw, "flywheel_trace_sink_dropped_total") == 0
 
 
 def test_bad_requests_and_unknown_models_get_openai_errors(tmp_path: Path, upstreams) -> None:
@@ -189,7 +187,7 @@ def test_bad_requests_and_unknown_models_get_openai_errors(tmp_path: Path, upstr
             client.chat.completions.create(model="flywheel", messages=[])
         with pytest.raises(openai.NotFoundError):  # not released: only the operator names it
             client.chat.completions.create(model="v1", messages=MESSAGES)
-        operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=token, max_retries=0)
+        operator = openai.OpenAI(base_url=f"{gw.admin_url}/v1", api_key=token, max_retries=0)
         pinned = operator.chat.completions.create(model="v1", messages=MESSAGES)
         assert pinned.model == "v1"
         # not released: its series are the operator's alone (admin listener)
@@ -205,10 +203,7 @@ def test_a_failing_stable_upstream_is_a_502_and_counted(tmp_path: Path, upstream
     with start(tmp_path, upstreams) as gw:
         resp = httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES})
         assert resp.status_code == 502 and resp.json()["error"]["type"] == "upstream_error"
-        assert (
-            metric(gw.url, "agent_errors_total", model="v0", route="stable", workload="default")
-            == 1
-        )
+        assert metric(gw, "agent_errors_total", model="v0", route="stable", workload="default") == 1
         [trace] = spool(tmp_path)
     assert trace["error_count"] == 1 and trace["answer"] == ""
 
@@ -241,13 +236,9 @@ def test_a_failing_canary_is_counted_and_the_user_served_by_stable(
         for resp in replies:
             # served by stable (counted below); the user cannot tell the canary failed
             assert resp.status_code == 200 and "x-flywheel-model" not in resp.headers
+        assert metric(gw, "agent_errors_total", model="v1", route="canary", workload="default") == 2
         assert (
-            metric(gw.url, "agent_errors_total", model="v1", route="canary", workload="default")
-            == 2
-        )
-        assert (
-            metric(gw.url, "agent_requests_total", model="v0", route="stable", workload="default")
-            == 2
+            metric(gw, "agent_requests_total", model="v0", route="stable", workload="default") == 2
         )
 
 

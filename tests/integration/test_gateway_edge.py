@@ -83,9 +83,15 @@ def settle(gw: GatewayHandle, tmp_path: Path) -> list[dict[str, Any]]:
     return spool_lines(tmp_path)
 
 
-def metric(url: str, name: str, **labels: str) -> float:
+def metric(source: GatewayHandle | str, name: str, **labels: str) -> float:
+    """A sample of the gateway's every series (``source`` a gateway: what its admin listener's
+    ``/admin/metrics`` shows), or of the public ``/metrics`` at ``source``, a URL."""
+    if isinstance(source, str):
+        text = httpx.get(f"{source}/metrics").text
+    else:
+        text = source.app.state.parts.metrics.render().decode()
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in httpx.get(f"{url}/metrics").text.splitlines():
+    for line in text.splitlines():
         series, _, value = line.rpartition(" ")
         if series == (f"{name}{{{want}}}" if labels else name):
             return float(value)
@@ -150,7 +156,7 @@ def test_trace_text_is_capped_and_the_cut_counted(tmp_path: Path, upstreams) -> 
         assert resp.json()["choices"][0]["message"]["content"] == f"echo: {question}"  # user: all
         small = httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES})
         assert small.status_code == 200
-        assert metric(gw.url, "flywheel_trace_truncated_total") == 1
+        assert metric(gw, "flywheel_trace_truncated_total") == 1
     traces = {t["trace_id"]: t for t in settle(gw, tmp_path) if t["type"] == "trace"}
     cut = traces[resp.headers["x-trace-id"]]
     assert cut["question"] == question[:300] and len(cut["answer"]) == 300
@@ -171,16 +177,12 @@ def test_25_feedbacks_on_one_trace_count_once_and_the_last_vote_wins(
         for _ in range(25):
             resp = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": -1})
             assert resp.status_code == 202
-        assert (
-            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
-        )
+        assert metric(gw, "user_feedback_total", model="v0", value="-1", workload="default") == 1
         changed = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": trace_id, "value": 1})
         assert changed.status_code == 202 and changed.json()["counted"] is False
-        assert (
-            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
-        )
-        assert metric(gw.url, "user_feedback_total", model="v0", value="1", workload="default") == 0
-        assert metric(gw.url, "flywheel_feedback_changed_total", model="v0") == 1
+        assert metric(gw, "user_feedback_total", model="v0", value="-1", workload="default") == 1
+        assert metric(gw, "user_feedback_total", model="v0", value="1", workload="default") == 0
+        assert metric(gw, "flywheel_feedback_changed_total", model="v0") == 1
     lines = settle(gw, tmp_path)
     assert len([x for x in lines if x["type"] == "feedback"]) <= 2  # repeats are not written
     now = datetime.now(UTC)
@@ -201,13 +203,10 @@ def test_feedback_on_a_trace_the_gateway_never_served_is_refused(tmp_path: Path,
             resp = httpx.post(f"{gw.url}/v1/feedback", json={"trace_id": fake, "value": -1})
             assert resp.status_code == 404 and resp.json()["error"]["code"] == "trace_not_found"
         assert (
-            metric(gw.url, "user_feedback_total", model="unknown", value="-1", workload="default")
-            == 0
+            metric(gw, "user_feedback_total", model="unknown", value="-1", workload="default") == 0
         )
-        assert (
-            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 0
-        )
-        assert metric(gw.url, "flywheel_feedback_refused_total") == 3
+        assert metric(gw, "user_feedback_total", model="v0", value="-1", workload="default") == 0
+        assert metric(gw, "flywheel_feedback_refused_total") == 3
     assert not [x for x in settle(gw, tmp_path) if x["type"] == "feedback"]
 
 
@@ -235,7 +234,12 @@ def test_a_rejected_version_named_by_a_client_is_404(tmp_path: Path, upstreams) 
                 model="v1", messages=MESSAGES, extra_headers={"Authorization": "Bearer wrong"}
             )
         assert {m.id for m in client.models.list()} == {"flywheel", "v0"}
-        operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=TOKEN, max_retries=0)
+        # the admin token on the public listener is a client like any other
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(
+                model="v1", messages=MESSAGES, extra_headers={"Authorization": f"Bearer {TOKEN}"}
+            )
+        operator = openai.OpenAI(base_url=f"{gw.admin_url}/v1", api_key=TOKEN, max_retries=0)
         admin = operator.chat.completions.create(model="v1", messages=MESSAGES)
         assert admin.model == "v1"
         assert client.chat.completions.create(model="v0", messages=MESSAGES).model == "v0"
@@ -258,7 +262,7 @@ def test_admin_api_and_schema_are_off_the_public_listener(tmp_path: Path, upstre
         schema = httpx.get(f"{gw.admin_url}/admin/openapi.json").json()
         assert "/admin/alerts" in schema["paths"] and "/v1/chat/completions" not in schema["paths"]
         chat = httpx.post(f"{gw.admin_url}/v1/chat/completions", json={"messages": MESSAGES})
-        assert chat.status_code == 404  # and no chat on the admin listener
+        assert chat.status_code == 401  # the admin listener's chat is the operator's alone
 
 
 @pytest.mark.parametrize(

@@ -223,10 +223,10 @@ def test_the_trace_cap_holds_for_parts_extra_keys_user_and_session(
     pad = "z" * 200_000
     messages = [
         {"role": "system", "content": [{"type": "text", "text": pad}] * 2, "extra": pad},
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": pad}}]},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:" + pad}}]},
         {"role": "user", "content": "question", "name": pad, "padding": [pad]},
     ]
-    with start(tmp_path, upstream, max_trace_chars=3000) as gw:
+    with start(tmp_path, upstream, max_trace_chars=3000, allow_media=True) as gw:
         body = {"messages": messages, "user": "u" * 200, "metadata": {"workload": pad}}
         headers = {"X-Session-Id": "s" * 200}
         resp = httpx.post(f"{gw.url}/v1/chat/completions", json=body, headers=headers)

@@ -212,7 +212,7 @@ def test_an_unreachable_or_keyless_upstream_is_a_502_naming_no_host_or_key(
         v1=down,
         v2=UpstreamSettings(url=f"{url}/v1", api_key_file=key_file),
     ) as gw:
-        operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=TOKEN, max_retries=0)
+        operator = openai.OpenAI(base_url=f"{gw.admin_url}/v1", api_key=TOKEN, max_retries=0)
         for version in ("v1", "v2"):
             with pytest.raises(openai.APIStatusError) as failed:
                 operator.chat.completions.create(model=version, messages=MESSAGES)

@@ -92,7 +92,7 @@ def test_a_public_answer_is_the_same_whichever_version_served_it(
             assert reply.status_code == 200
             views[stream].add(public_view(reply, stream=stream))
         operator = httpx.post(
-            f"{gw.url}/v1/chat/completions", json={"messages": MESSAGES}, headers=OPERATOR
+            f"{gw.admin_url}/v1/chat/completions", json={"messages": MESSAGES}, headers=OPERATOR
         )
     assert upstreams["v0"].app.calls > 0 and upstreams["v1"].app.calls > 0  # both served
     assert len(views[False]) == 1, views[False]  # one look, whoever served
@@ -106,42 +106,49 @@ def test_a_public_answer_is_the_same_whichever_version_served_it(
     assert operator.headers["x-flywheel-route"] in ("stable", "canary")
 
 
-def test_the_public_metrics_name_no_version_no_user_was_routed_to(
+def test_the_public_metrics_name_no_candidate_route_or_weight(
     tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle]
 ) -> None:
+    """A client that read the candidate and its weight off /metrics could aim its votes at the
+    canary: the public exposition names the stable version alone, the embedded canary
+    analysis reads the admin listener's."""
     from infra.promql import EmbeddedMetrics
 
     store = LocalStore(tmp_path / "store")
     shadow = RoutingState(stable="v0", candidate="v1", phase="shadow", shadow_fraction=1.0)
     with start(tmp_path, upstreams, shadow) as gw:
         url = f"{gw.url}/v1/chat/completions"
-        reader = EmbeddedMetrics.from_url(gw.url)  # the embedded canary analysis
+        assert gw.admin_url is not None
+        reader = EmbeddedMetrics.from_url(gw.admin_url, token=TOKEN)  # the embedded analysis
         since = reader.mark()
         for i in range(6):
             assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
         pinned = {"model": "v2", "messages": MESSAGES}  # an operator's look at another one
-        assert httpx.post(url, json=pinned, headers=OPERATOR).status_code == 200
+        operator_url = f"{gw.admin_url}/v1/chat/completions"
+        assert httpx.post(operator_url, json=pinned, headers=OPERATOR).status_code == 200
         wait_for_background(gw)
         public = httpx.get(f"{gw.url}/metrics").text
         full = httpx.get(f"{gw.admin_url}/admin/metrics", headers=OPERATOR).text
         unauthorised = httpx.get(f"{gw.admin_url}/admin/metrics").status_code
-        assert 'agent_requests_total{model="v0",route="stable",workload="default"} 6.0' in public
+        assert "route=" not in public and "flywheel_route_weight" not in public
         assert '"v1"' not in public and '"v2"' not in public  # in no series at all
+        assert "flywheel_trace_sink_dropped_total" in public  # what the public may watch
         assert 'agent_requests_total{model="v1",route="shadow",workload="default"} 6.0' in full
         assert 'agent_requests_total{model="v2",route="pinned",workload="default"} 1.0' in full
         assert 'flywheel_route_weight{model="v1"} 0.0' in full
         assert unauthorised == 401
-        # the canary: users reach v1 now, and the analysis reads it on the public listener
+        # the canary: users reach v1 now; the public sees no more of it than before
         canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=100)
         save_state(store, canary, force=True)
         deadline = time.monotonic() + 10
-        while httpx.get(f"{gw.url}/healthz").json()["candidate"] != "v1":
+        while gw.app.state.parts.watcher.state.weight != 100:
             assert time.monotonic() < deadline, "the gateway did not pick up the canary"
             time.sleep(0.05)
         for i in range(4):
             assert httpx.post(url, json={"messages": MESSAGES, "user": f"u{i}"}).status_code == 200
         window = reader.read(candidate="v1", stable="v0", since=since)
         public = httpx.get(f"{gw.url}/metrics").text
+        health = httpx.get(f"{gw.url}/healthz").json()
     assert (window.candidate.requests, window.stable.requests) == (4, 6)
-    assert 'flywheel_route_weight{model="v1"} 100.0' in public
-    assert '"v2"' not in public  # still only pinned
+    assert '"v1"' not in public and "100.0" not in public and "route=" not in public
+    assert health == {"status": "ok", "stable": "v0"}

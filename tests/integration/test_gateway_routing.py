@@ -74,8 +74,8 @@ def traces(tmp_path: Path) -> list[dict[str, Any]]:
 def test_canary_weight_25_over_2000_users_is_sticky(tmp_path: Path) -> None:
     users = [f"user-{i}" for i in range(2000)]
     with start(tmp_path, None, RoutingState(candidate="v1", phase="canary", weight=25)) as gw:
-        first = ask_many(gw.url, users)
-        again = ask_many(gw.url, users[:300])
+        first = ask_many(str(gw.admin_url), users)
+        again = ask_many(str(gw.admin_url), users[:300])
     assert all(r.status == 200 for r in first + again)
     served = {u: r.headers["x-flywheel-model"] for u, r in zip(users, first, strict=True)}
     share = Counter(served.values())["v1"] / len(users)
@@ -88,14 +88,20 @@ def test_canary_weight_25_over_2000_users_is_sticky(tmp_path: Path) -> None:
 def test_a_state_change_in_the_store_is_picked_up(tmp_path: Path, upstreams) -> None:
     store = LocalStore(tmp_path / "store")
     with start(tmp_path, upstreams, RoutingState()) as gw:
-        assert {r.headers["x-flywheel-model"] for r in (ask_many(gw.url, ["a", "b"]))} == {"v0"}
+        assert {
+            r.headers["x-flywheel-model"] for r in (ask_many(str(gw.admin_url), ["a", "b"]))
+        } == {"v0"}
         state = load_state(store)
         save_state(store, state.model_copy(update={"candidate": "v1", "weight": 100.0}))
         deadline = time.monotonic() + 5
-        while httpx.get(f"{gw.url}/healthz").json()["candidate"] != "v1":
+        while (
+            httpx.get(f"{gw.admin_url}/admin/state", headers=OPERATOR).json()["candidate"] != "v1"
+        ):
             assert time.monotonic() < deadline, "the gateway did not pick up deploy/state.json"
             time.sleep(0.05)
-        assert {r.headers["x-flywheel-model"] for r in (ask_many(gw.url, ["a", "b"]))} == {"v1"}
+        assert {
+            r.headers["x-flywheel-model"] for r in (ask_many(str(gw.admin_url), ["a", "b"]))
+        } == {"v1"}
 
 
 def test_shadow_users_get_stable_answers_without_waiting(tmp_path: Path, upstreams) -> None:
@@ -106,7 +112,7 @@ def test_shadow_users_get_stable_answers_without_waiting(tmp_path: Path, upstrea
     with start(tmp_path, upstreams, state) as gw:
         safety.start()
         try:
-            replies = ask_many(gw.url, [f"u{i}" for i in range(10)], concurrency=10)
+            replies = ask_many(str(gw.admin_url), [f"u{i}" for i in range(10)], concurrency=10)
             # every user has an answer while no shadow copy has been answered yet
             assert upstreams["v1"].app.released == 0, "users waited for the shadow"
         finally:

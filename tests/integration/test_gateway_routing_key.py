@@ -42,7 +42,9 @@ def start(tmp_path: Path, **gateway: Any) -> GatewayHandle:
 
 
 def ask(client: httpx.Client, gw: GatewayHandle, **headers: str) -> str:
-    reply = client.post(f"{gw.url}/v1/chat/completions", json=BODY, headers=OPERATOR | headers)
+    reply = client.post(
+        f"{gw.admin_url}/v1/chat/completions", json=BODY, headers=OPERATOR | headers
+    )
     assert reply.status_code == 200, reply.text
     return reply.headers["x-flywheel-model"]
 

@@ -55,6 +55,7 @@ def test_flywheel_gateway_and_status_on_an_empty_home_say_what_to_run(tmp_path: 
         assert "gateway listening on" in proc.stdout.readline()
         warning = proc.stdout.readline()
         assert "stable version v0 cannot be served" in warning, warning
+        assert "open mode: no client API keys" in proc.stdout.readline()  # anyone may call
         assert "flywheel bootstrap" in warning and "FLYWHEEL_GATEWAY__UPSTREAMS" in warning
         models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()
         assert models["data"] == []  # nothing a client could call yet
@@ -113,7 +114,7 @@ def test_feedback_on_a_version_an_operator_named_is_not_counted(
         public = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="any", max_retries=0)
         with pytest.raises(openai.NotFoundError):  # gating or shadow: not callable by name
             public.chat.completions.create(model="v1", messages=MESSAGES)
-        operator = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=TOKEN, max_retries=0)
+        operator = openai.OpenAI(base_url=f"{gw.admin_url}/v1", api_key=TOKEN, max_retries=0)
         named = operator.chat.completions.with_raw_response.create(model="v1", messages=MESSAGES)
         routed = public.chat.completions.with_raw_response.create(
             model="flywheel", messages=MESSAGES
@@ -121,12 +122,8 @@ def test_feedback_on_a_version_an_operator_named_is_not_counted(
         for raw in (named, routed):
             vote = {"trace_id": raw.headers["x-trace-id"], "value": -1}
             assert httpx.post(f"{gw.url}/v1/feedback", json=vote).status_code == 202
-        assert (
-            metric(gw.url, "user_feedback_total", model="v1", value="-1", workload="default") == 0
-        )
-        assert (
-            metric(gw.url, "user_feedback_total", model="v0", value="-1", workload="default") == 1
-        )
+        assert metric(gw, "user_feedback_total", model="v1", value="-1", workload="default") == 0
+        assert metric(gw, "user_feedback_total", model="v0", value="-1", workload="default") == 1
         health = httpx.get(f"{gw.url}/healthz").json()
-        assert health["candidate"] is None  # in shadow the candidate is not public
+        assert health == {"status": "ok", "stable": "v0"}  # no candidate is ever public
     assert upstreams["v1"].app.calls == 1

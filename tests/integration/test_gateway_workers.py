@@ -45,19 +45,26 @@ def _wait_ready(url: str, proc: subprocess.Popen) -> None:
     raise TimeoutError(url)
 
 
-def _requests_total(url: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
+TOKEN = "workers-admin-token-0123456789abcdef0123"
+
+
+def _requests_total(admin_url: str) -> float:
+    """Requests answered, from the admin listener (the public /metrics names no route)."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    text = httpx.get(f"{admin_url}/admin/metrics", headers=auth, timeout=10).text
     return sum(float(v) for v in re.findall(r"^agent_requests_total\{[^}]*\} (\S+)$", text, re.M))
 
 
 def test_two_workers_serve_one_port_with_metrics_summed_over_both(tmp_path: Path) -> None:
     upstream = start_fake_upstream("v0")
-    port = _free_port()
+    port, admin_port = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
     env.update(
         {
             "FLYWHEEL_HOME": str(tmp_path),
             "FLYWHEEL_GATEWAY__PORT": str(port),
+            "FLYWHEEL_GATEWAY__ADMIN_PORT": str(admin_port),
+            "FLYWHEEL_GATEWAY__ADMIN_TOKEN": TOKEN,
             "FLYWHEEL_GATEWAY__WORKERS": "2",
             "FLYWHEEL_GATEWAY__DIVERSE_FRACTION": "0",
             "FLYWHEEL_GATEWAY__UPSTREAMS": json.dumps({"v0": upstream.url}),
@@ -74,7 +81,8 @@ def test_two_workers_serve_one_port_with_metrics_summed_over_both(tmp_path: Path
         replies = asyncio.run(post_many(url, "/v1/chat/completions", [body] * N, concurrency=8))
         assert [r.status for r in replies] == [200] * N
         # each scrape may reach either worker: both answer the total of both
-        assert [_requests_total(url) for _ in range(6)] == [float(N)] * 6
+        admin_url = f"http://127.0.0.1:{admin_port}"
+        assert [_requests_total(admin_url) for _ in range(6)] == [float(N)] * 6
         trace_ids = {r.headers["x-trace-id"] for r in replies}
     finally:
         proc.terminate()

@@ -79,15 +79,15 @@ def admin(gw: GatewayHandle, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_path: Path) -> None:
     with start(tmp_path, sql_canary(50)) as gw:
-        sql = served(gw.url, "sql")
-        other = served(gw.url, "support")
-        shared = served(gw.url, None)
+        sql = served(str(gw.admin_url), "sql")
+        other = served(str(gw.admin_url), "support")
+        shared = served(str(gw.admin_url), None)
         header = httpx.post(
-            f"{gw.url}/v1/chat/completions",
+            f"{gw.admin_url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
             headers={WORKLOAD_HEADER: "sql", **AUTH},
         )
-        exposition = httpx.get(f"{gw.url}/metrics").text
+        exposition = httpx.get(f"{gw.admin_url}/admin/metrics", headers=AUTH).text
     assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6
     assert 'flywheel_route_weight{model="sql-1"} 50.0' in exposition.splitlines()
     assert other == shared == Counter({"v0": len(USERS)})
@@ -97,23 +97,23 @@ def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_pat
 def test_a_workload_without_its_own_release_follows_the_shared_canary(tmp_path: Path) -> None:
     state = sql_canary(0, candidate="v1", phase="canary", weight=100)
     with start(tmp_path, state) as gw:
-        assert served(gw.url, "support") == Counter({"v1": len(USERS)})
-        assert served(gw.url, "sql") == Counter({"sql-0": len(USERS)})
+        assert served(str(gw.admin_url), "support") == Counter({"v1": len(USERS)})
+        assert served(str(gw.admin_url), "sql") == Counter({"sql-0": len(USERS)})
 
 
 def test_changing_one_workload_leaves_the_others_routing_untouched(tmp_path: Path) -> None:
     state = sql_canary(100, candidate="v1", phase="canary", weight=100)
     with start(tmp_path, state) as gw:
         admin(gw, "/admin/state", {"workload": "sup", "candidate": "sup-1", "weight": 100})
-        assert served(gw.url, "sup") == Counter({"sup-1": len(USERS)})
+        assert served(str(gw.admin_url), "sup") == Counter({"sup-1": len(USERS)})
         admin(gw, "/admin/state", {"workload": "sql", "weight": 0, "reason": "held"})
-        assert served(gw.url, "sql") == Counter({"sql-0": len(USERS)})
-        assert served(gw.url, "sup") == Counter({"sup-1": len(USERS)})
-        assert served(gw.url, None) == Counter({"v1": len(USERS)})
+        assert served(str(gw.admin_url), "sql") == Counter({"sql-0": len(USERS)})
+        assert served(str(gw.admin_url), "sup") == Counter({"sup-1": len(USERS)})
+        assert served(str(gw.admin_url), None) == Counter({"v1": len(USERS)})
         answer = admin(gw, "/admin/rollback", {"workload": "sup", "reason": "manual"})
         assert answer["rolled_back"] is True
-        assert served(gw.url, "sup") == Counter({"v0": len(USERS)})
-        assert served(gw.url, None) == Counter({"v1": len(USERS)})
+        assert served(str(gw.admin_url), "sup") == Counter({"v0": len(USERS)})
+        assert served(str(gw.admin_url), None) == Counter({"v1": len(USERS)})
     stored = load_state(LocalStore(tmp_path / "store"))
     assert (stored.candidate, stored.weight, stored.history) == ("v1", 100, [])
     assert stored.workloads["sup"].rejected == ["sup-1"]
@@ -131,8 +131,8 @@ def test_an_alert_labelled_with_a_workload_rolls_back_that_workload_alone(tmp_pa
         answer = admin(gw, "/admin/alerts", {"alerts": [alert]})
         assert answer["rolled_back"] is True and answer["state"]["workload"] == "sql"
         assert admin(gw, "/admin/alerts", {"alerts": [alert]})["duplicates"] == 1
-        assert served(gw.url, "sql") == Counter({"sql-0": len(USERS)})
-        assert served(gw.url, None) == Counter({"v1": len(USERS)})
+        assert served(str(gw.admin_url), "sql") == Counter({"sql-0": len(USERS)})
+        assert served(str(gw.admin_url), None) == Counter({"v1": len(USERS)})
     stored = load_state(LocalStore(tmp_path / "store"))
     assert stored.workloads["sql"].rejected == ["sql-1"] and stored.rejected == []
     assert (stored.candidate, stored.phase) == ("v1", "canary")
@@ -145,8 +145,8 @@ def test_public_clients_name_only_released_versions_and_never_a_retired_one(
     state.workloads["sup"] = WorkloadRelease(candidate="sup-1", phase="canary", weight=100)
 
     def ask(model: str, workload: str, auth: dict[str, str] | None = None) -> httpx.Response:
-        return httpx.post(
-            f"{gw.url}/v1/chat/completions",
+        return httpx.post(  # the operator (auth) on its own listener
+            f"{gw.admin_url if auth else gw.url}/v1/chat/completions",
             json={"model": model, "messages": [{"role": "user", "content": "hi"}]},
             headers={WORKLOAD_HEADER: workload, **(auth or {})},
         )
@@ -155,9 +155,19 @@ def test_public_clients_name_only_released_versions_and_never_a_retired_one(
         assert ask("sql-0", "sql").status_code == 200  # sql's own stable version
         assert ask("sql-0", "other").status_code == 200  # released: any workload may pin it
         assert ask("sql-1", "sql").status_code == 404  # a candidate needs the admin token
+        assert (
+            httpx.post(  # and the token is no credential on the public listener
+                f"{gw.url}/v1/chat/completions",
+                json={"model": "sql-1", "messages": [{"role": "user", "content": "hi"}]},
+                headers={WORKLOAD_HEADER: "sql", **AUTH},
+            ).status_code
+            == 404
+        )
         assert ask("sql-1", "sql", AUTH).status_code == 200
         assert ask("sup-1", "sup", AUTH).status_code == 404  # retired: never served
-        assert served(gw.url, "sup") == Counter({"v0": len(USERS)})  # its canary is skipped
+        assert served(str(gw.admin_url), "sup") == Counter(
+            {"v0": len(USERS)}
+        )  # its canary is skipped
 
 
 def test_a_workload_that_is_not_configured_is_served_and_traced_as_the_shared_release(
@@ -171,15 +181,17 @@ def test_a_workload_that_is_not_configured_is_served_and_traced_as_the_shared_re
 
     def ask(workload: str) -> httpx.Response:
         return httpx.post(
-            f"{gw.url}/v1/chat/completions",
+            f"{gw.admin_url}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "user": "u"},
             headers={WORKLOAD_HEADER: workload, **AUTH},  # AUTH: the serving version
         )
 
     with start(tmp_path, state, workloads=("sql",)) as gw:
         replies = {name: ask(name) for name in ("../x", "sup", "sql")}
-        served(gw.url, "../y", USERS[:3])  # metadata.workload, as the openai SDK sends it
-        exposition = httpx.get(f"{gw.url}/metrics").text
+        served(
+            str(gw.admin_url), "../y", USERS[:3]
+        )  # metadata.workload, as the openai SDK sends it
+        exposition = httpx.get(f"{gw.admin_url}/admin/metrics", headers=AUTH).text
     assert {n: (r.status_code, r.headers["x-flywheel-model"]) for n, r in replies.items()} == {
         "../x": (200, "v0"),
         "sup": (200, "v0"),

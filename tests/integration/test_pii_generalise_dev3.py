@@ -2,7 +2,7 @@
 classes through the whole engine: names with no cue word beside a name the lexicon knows or
 in a person's slot (West and East African, Amharic, Sri Lankan, Filipino names the model
 calls ORG), full names whose words are also places or words ("Sydney Price"), names made of
-words the English model never met (:mod:`tasks.pii.vocabulary`), lower-case names typed in a
+words the English model never met (:mod:`tasks.pii.names.vocabulary`), lower-case names typed in a
 hurry, passport numbers in an identity check (KYC) without travel words, addresses that open
 with the house or plot and name a landmark, and passwords on a command line. The precision
 side: companies and places joined by "and", brands named after people before what they sell

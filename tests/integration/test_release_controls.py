@@ -65,7 +65,8 @@ def chats(gw: GatewayHandle, n: int = 6) -> set[tuple[int, str | None]]:
     operator = {"Authorization": f"Bearer {TOKEN}"}
     for i in range(n):
         body = {"model": "flywheel", "messages": [{"role": "user", "content": f"{i} + 1 = ?"}]}
-        resp = httpx.post(f"{gw.url}/v1/chat/completions", json=body, headers=operator, timeout=30)
+        url = f"{gw.admin_url}/v1/chat/completions"  # the operator's listener
+        resp = httpx.post(url, json=body, headers=operator, timeout=30)
         seen.add((resp.status_code, resp.headers.get("x-flywheel-model")))
     return seen
 

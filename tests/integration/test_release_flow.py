@@ -163,7 +163,7 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
     from infra.gateway.serve import start_background_gateway
 
     with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
-        traffic = Traffic(gw.url)
+        traffic = Traffic(str(gw.admin_url))  # the operator sees routes
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()
         try:
@@ -177,6 +177,7 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
                     canary_steps=[50, 100],
                     min_requests_per_step=10,
                     gateway_url=gw.url,
+                    admin_url=gw.admin_url,
                 ),
             )
         finally:
@@ -221,6 +222,7 @@ def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:
                 canary_steps=[50, 100],
                 min_requests_per_step=5,
                 gateway_url=gw.url,
+                admin_url=gw.admin_url,
             ),
         )
     assert out.outcome == "held", out
@@ -247,12 +249,12 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()
         out = rollback(reason="latency looks wrong", actor="oncall")
-        health = httpx.get(f"{gw.url}/healthz").json()
+        health = gw.app.state.parts.watcher.state  # what the gateway routes by now
         again = rollback(reason="again", actor="oncall")
         for thread in gw.app.state.admin.threads:  # the gateway's audit write
             thread.join(10)
     assert (out["rolled_back"], out["via"]) == (True, "gateway")
-    assert (health["weight"], health["candidate"]) == (0.0, None)
+    assert (health.weight, health.candidate) == (0.0, None)
     state = load_state(store)
     assert state.rejected == ["v1"] and state.phase == "rolled_back"
     events = {r["event_type"]: r for r in audit(env)}
@@ -283,9 +285,9 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
         operator = {"Authorization": f"Bearer {TOKEN}"}  # only an operator names the candidate
         for version in ("v0", "v1", "v0", "v1"):  # warm both upstreams (pinned: not analysed)
             body = {"model": version, "messages": [{"role": "user", "content": "1 + 1 = ?"}]}
-            url = f"{gw.url}/v1/chat/completions"
+            url = f"{gw.admin_url}/v1/chat/completions"  # the operator's listener
             assert httpx.post(url, json=body, headers=operator).status_code == 200
-        traffic = Traffic(gw.url)
+        traffic = Traffic(str(gw.admin_url))  # the operator sees routes
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()
         try:
@@ -295,6 +297,7 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
                 step_deadline_s=30,
                 min_requests_per_step=5,
                 gateway_url=gw.url,
+                admin_url=gw.admin_url,
             )
             final = release_control(
                 "resume", reason="dashboards fine", actor="oncall", options=opts, return_state=True

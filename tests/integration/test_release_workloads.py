@@ -59,7 +59,8 @@ def answered_by(gw: GatewayHandle, workload: str | None) -> set[str | None]:
     seen = set()
     for i in range(4):
         body = {"messages": [{"role": "user", "content": f"{i} + 1 = ?"}], "user": f"u{i}"}
-        resp = httpx.post(f"{gw.url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+        url = f"{gw.admin_url}/v1/chat/completions"  # the operator's listener
+        resp = httpx.post(url, json=body, headers=headers, timeout=30)
         assert resp.status_code == 200, resp.text
         seen.add(resp.headers.get("x-flywheel-model"))
     return seen

@@ -18,6 +18,7 @@ from deployments import (
     cli,
     commands,
     governance_commands,
+    keys_commands,
     pii_eval_command,
     release_commands,
 )
@@ -25,11 +26,12 @@ from infra.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLER_MODULES = {
-    m.__name__ for m in (commands, governance_commands, release_commands, pii_eval_command)
+    m.__name__
+    for m in (commands, governance_commands, release_commands, pii_eval_command, keys_commands)
 }
 DESIGN_COMMANDS = set(
     "run bootstrap gateway simulate collect score curate train release status promote pause "
-    "resume abort rollback forget-user retention lineage erasure-status pii-eval distil".split()
+    "resume abort rollback forget-user retention lineage erasure-status pii-eval distil keys".split()
 ) | {
     "review",
     "prove",

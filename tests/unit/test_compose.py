@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()
 COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
-MIN_COMPOSE = (2, 20)  # depends_on.required, secrets.environment, top-level name
+MIN_COMPOSE = (2, 23)  # depends_on.required, secrets.environment, top-level name, configs.content
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 
 _REF = re.compile(
@@ -262,6 +262,7 @@ def test_the_file_states_the_compose_version_it_needs() -> None:
     assert stated and (int(stated[1]), int(stated[2])) == MIN_COMPOSE
     # the features that need it are still used (else lower the minimum)
     assert COMPOSE["name"] and any("environment" in s for s in COMPOSE["secrets"].values())
+    assert any("content" in c for c in COMPOSE["configs"].values())
     assert any(
         "required" in cond
         for spec in SERVICES.values()
@@ -291,7 +292,7 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     compose = compose_command()
     version = subprocess.run([*compose, "version", "--short"], capture_output=True, text=True)
     major, minor = (int(x) for x in version.stdout.strip().lstrip("v").split(".")[:2])
-    assert (major, minor) >= MIN_COMPOSE, f"the file needs Compose >= 2.20, found {version.stdout}"
+    assert (major, minor) >= MIN_COMPOSE, f"the file needs Compose >= 2.23, found {version.stdout}"
     env = {**FAKE_ENV, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     out = subprocess.run(
         [*compose, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],

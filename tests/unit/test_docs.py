@@ -189,8 +189,16 @@ def test_every_flywheel_command_and_option_named_exists() -> None:
                 bad.append((page, seg, unknown))
                 continue
             seen |= set(names)
+            # a command's own options and those of its actions (`flywheel keys create --x`)
+            parsers = [commands[n] for n in names]
+            parsers += [
+                p
+                for n in names
+                if any(isinstance(a, argparse._SubParsersAction) for a in commands[n]._actions)
+                for p in subparsers(commands[n]).values()
+            ]
             options = global_options | {
-                o for n in names for a in commands[n]._actions for o in a.option_strings
+                o for p in parsers for a in p._actions for o in a.option_strings
             }
             rest = re.split(r"\bflywheel ", line[match.end() :])[0]  # up to the next command
             bad += [(page, seg, o) for o in re.findall(r"--[a-z][a-z-]*", rest) if o not in options]

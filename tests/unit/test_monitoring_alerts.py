@@ -26,7 +26,14 @@ ROLLBACK = {"severity": "critical", "action": "rollback"}
 SUMMARY = "Candidate v1: 20% of its users met an error, over 1.5x the stable version's share"
 
 
+GATEWAY_SERIES = ("agent_", "user_feedback_", "flywheel_route_", "flywheel_trace_sink_")
+
+
 def series(name: str, values: str, **labels: str) -> dict[str, str]:
+    """One input series; the gateway's carry its scrape's ``job="gateway"`` unless ``job`` is
+    given (the rules read that job's series alone)."""
+    if name.startswith(GATEWAY_SERIES):
+        labels = {"job": "gateway", **labels}
     inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
     return {"series": f"{name}{{{inner}}}", "values": values}
 
@@ -192,6 +199,33 @@ CASES: dict[str, tuple[list[dict[str, str]], str, str, list[dict[str, str]]]] = 
     ),
     "stable already disliked, candidate a little worse": (
         stable() + candidate("canary", 20, 0) + feedback("v0", 3, 7) + feedback("v1", 2, 8),
+        "CandidateNegativeFeedback",
+        "50m",
+        [],
+    ),
+    "errors pushed by another job decide nothing": (
+        # what `curl --data-binary @- pushgateway:9091/metrics/job/x` plants, as scraped
+        stable()
+        + with_voices(
+            [
+                series(REQ, "0+20x60", model="v1", route="canary", job="pushgateway"),
+                series(ERR, "0+4x60", model="v1", route="canary", job="pushgateway"),
+            ]
+        ),
+        "CandidateModelRegression",
+        "10m",
+        [],
+    ),
+    "thumbs-down pushed by another job decide nothing": (
+        stable()
+        + candidate("canary", 20, 0)
+        + feedback("v0", 19, 1)
+        + with_voices(
+            [
+                series(FB, "0+1x90", model="v1", value="1", job="pushgateway"),
+                series(FB, "0+10x90", model="v1", value="-1", job="pushgateway"),
+            ]
+        ),
         "CandidateNegativeFeedback",
         "50m",
         [],

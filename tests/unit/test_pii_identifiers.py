@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ConfigError
-from tasks.pii.addresses import street_address_spans
 from tasks.pii.evaluation import _replaced_as, load_labelled
-from tasks.pii.identifiers import RULES, date_after_name
-from tasks.pii.name_spans import romanised_korean_spans, structured_name_spans
+from tasks.pii.generic.addresses import street_address_spans
+from tasks.pii.generic.identifiers import RULES, date_after_name
+from tasks.pii.generic.secrets import secret_spans
 from tasks.pii.names import corroborated
+from tasks.pii.names.spans import romanised_korean_spans, structured_name_spans
 from tasks.pii.normalize import normalize
-from tasks.pii.secrets import secret_spans
 
 
 def _found(entity: str, text: str) -> list[str]:

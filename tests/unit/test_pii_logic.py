@@ -9,7 +9,7 @@ from infra.errors import MissingDependencyError
 from infra.settings import CurateSettings
 from tasks.curate.kanon import placeholder_pattern
 from tasks.pii.engine import PiiConfig, _merge_spans, load_spacy
-from tasks.pii.recognizers import luhn_ok
+from tasks.pii.generic.contact import luhn_ok
 
 
 def test_config_from_settings_is_hashable_and_carries_custom_patterns() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.pii.romanise import greek
-from tasks.pii.titles import in_title_list
+from tasks.pii.names.romanise import greek
+from tasks.pii.names.titles import in_title_list
 
 
 @pytest.mark.parametrize(

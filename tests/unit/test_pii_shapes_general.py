@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from presidio_analyzer import RecognizerResult
 
-from tasks.pii.addresses import street_address_spans
-from tasks.pii.fields import Field, field_type
-from tasks.pii.references import drop_references
-from tasks.pii.secrets import secret_spans
+from tasks.pii.generic.addresses import street_address_spans
+from tasks.pii.generic.fields import Field, field_type
+from tasks.pii.generic.references import drop_references
+from tasks.pii.generic.secrets import secret_spans
 
 
 def _kept(text: str, value: str, entity: str) -> bool:
@@ -132,8 +132,8 @@ def test_postcode_unit_and_identity_document_fields() -> None:
 def _passports(text: str) -> list[str]:
     import regex as re
 
-    from tasks.pii.identifiers import RULES
-    from tasks.pii.shapes import SHAPES
+    from tasks.pii.generic.identifiers import RULES
+    from tasks.pii.generic.shapes import SHAPES
 
     spans = [span for rule in RULES if rule.entity == "PASSPORT" for span in rule.spans(text)]
     mrz = next(regex for entity, regex, _s, _n in SHAPES if entity == "PASSPORT")

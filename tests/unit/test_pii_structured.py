@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from tasks.pii.fields import Field, field_type, norm_key, valid_value
-from tasks.pii.identifiers import RULES
-from tasks.pii.json_scan import json_docs
-from tasks.pii.name_cues import caps_name_spans, cued_name_spans
-from tasks.pii.secrets import secret_spans
-from tasks.pii.structured import clip, forced_spans, propagated_names, scan
+from tasks.pii.generic.fields import Field, field_type, norm_key, valid_value
+from tasks.pii.generic.identifiers import RULES
+from tasks.pii.generic.json_scan import json_docs
+from tasks.pii.generic.secrets import secret_spans
+from tasks.pii.generic.structured import clip, forced_spans, propagated_names, scan
+from tasks.pii.names.cues import caps_name_spans, cued_name_spans
 
 
 def _forced(text: str) -> dict[str, str]:

@@ -252,8 +252,8 @@ def test_a_run_waiting_on_a_pause_steps_aside_when_release_control_resumes(
 
 def test_a_few_votes_below_the_feedback_ratio_are_not_a_regression() -> None:
     """20 users a side: 11 up / 9 down against stable's 14 / 6 is 0.79x, a draw of the same
-    version as often as not (p 0.17); 9 / 21 against 21 / 9 at 30 users a side is not
-    (p 0.001, under the canary's per-test level 0.05 / 20)."""
+    version as often as not (exact p 0.26); 8 / 22 against 22 / 8 at 30 users a side is not
+    (p 0.0003, under the canary's per-test level 0.05 x 0.8 / 20)."""
     noisy = analyse_step(
         window(RouteStats(100, 0, 0.2, {1: 11, -1: 9}), RouteStats(900, 0, 0.2, {1: 14, -1: 6})),
         CFG,
@@ -262,24 +262,44 @@ def test_a_few_votes_below_the_feedback_ratio_are_not_a_regression() -> None:
     assert noisy.evidence["feedback_ratio_vs_stable"] < 0.8
     assert any("not judged lower" in r for r in noisy.reasons)
     worse = analyse_step(
+        window(RouteStats(100, 0, 0.2, {1: 8, -1: 22}), RouteStats(900, 0, 0.2, {1: 22, -1: 8})),
+        CFG,
+    )
+    assert worse.verdict == "fail" and "feedback 0.27 = 0.36x" in worse.reasons[0]
+
+
+def test_the_feedback_rail_counts_small_samples_exactly() -> None:
+    """7 up of 20 against stable's 261 of 367 (0.71): a z-test read p 0.00033, the exact tail
+    (Fisher's test here: no vote neutral) is 0.0012; 9 / 21 against 21 / 9 is 0.00206, over the
+    per-test level 0.002 (the z-test's 0.001 was under it). Neutral votes count half."""
+    from scipy.stats import hypergeom
+
+    from tasks.release.feedback_rail import exact_lower_p, lower_p
+
+    p = lower_p(RouteStats(100, 0, 0.2, {1: 7, -1: 13}), RouteStats(900, 0, 0.2, {1: 261, -1: 106}))
+    assert p == pytest.approx(hypergeom.cdf(7, 387, 268, 20)) and 0.0012 < p < 0.0013
+    close = analyse_step(
         window(RouteStats(100, 0, 0.2, {1: 9, -1: 21}), RouteStats(900, 0, 0.2, {1: 21, -1: 9})),
         CFG,
     )
-    assert worse.verdict == "fail" and "feedback 0.30 = 0.43x" in worse.reasons[0]
+    assert close.verdict == "pass" and 0.002 < close.evidence["feedback_p"] < 0.0021
+    # a neutral vote is half an up: two neutrals weigh as one up and one down
+    assert exact_lower_p((1, 2, 3), (10, 0, 2)) < exact_lower_p((2, 0, 4), (10, 0, 2))
+    assert exact_lower_p((0, 0, 3), (4, 0, 0)) == pytest.approx(1 / 35)  # Fisher: 3 down, 4 up
 
 
 def test_the_rails_spend_alpha_over_the_canary_steps_and_tests() -> None:
-    """6 / 14 users up against 14 / 6 (one-sided p 0.006): significant for a canary of one
-    step (its five tests at 0.05 / 5 each), a draw for a canary of four steps (0.05 / 20 each):
+    """5 / 15 users up against 14 / 6 (one-sided p 0.005): significant for a canary of one
+    step (its five tests at 0.04 / 5 each), a draw for a canary of four steps (0.04 / 20 each):
     at alpha a test, a version no worse than stable would be rolled back by some step's draw
     up to steps x tests x alpha of the time."""
-    votes = window(RouteStats(100, 0, 0.2, {1: 6, -1: 14}), RouteStats(900, 0, 0.2, {1: 14, -1: 6}))
+    votes = window(RouteStats(100, 0, 0.2, {1: 5, -1: 15}), RouteStats(900, 0, 0.2, {1: 14, -1: 6}))
     four_steps = analyse_step(votes, CFG)
     assert four_steps.verdict == "pass", four_steps.reasons
-    assert 0.0025 < four_steps.evidence["feedback_p"] < 0.01
+    assert 0.0025 < four_steps.evidence["feedback_p"] < 0.008
     assert any("not judged lower" in r for r in four_steps.reasons)
     one_step = analyse_step(votes, CFG.model_copy(update={"canary_steps": (100,)}))
-    assert one_step.verdict == "fail" and "feedback 0.30 = 0.43x" in one_step.reasons[0]
+    assert one_step.verdict == "fail" and "feedback 0.25 = 0.36x" in one_step.reasons[0]
 
 
 class IdleStableMetrics(FakeMetrics):

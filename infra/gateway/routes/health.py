@@ -19,17 +19,14 @@ router = APIRouter()
 
 @router.get("/healthz")
 async def healthz(p: Parts) -> Response:
-    """200 while the stable version can be served; 503 with the reason otherwise."""
+    """200 while the stable version can be served; 503 with the reason otherwise. Names the
+    stable version only: a candidate, its weight and the release's phase are the admin
+    listener's (``/admin/state``), so no public caller can aim votes at a canary."""
     state = p.watcher.state
     reason = await p.pool.check(state.stable)
-    cand = state.routable_candidate()
     body: dict[str, Any] = {
         "status": "ok" if reason is None else "unhealthy",
         "stable": state.stable,
-        # named only while it is public (the canary); never an internal address
-        "candidate": cand if cand and state.weight > 0 else None,
-        "weight": state.weight,
-        "phase": state.phase,
     }
     if reason is not None:
         body["reason"] = reason
@@ -44,7 +41,7 @@ async def livez() -> Response:
 
 @router.get("/metrics")
 async def prometheus_metrics(p: Parts) -> Response:
-    """The public exposition: no series of a version no public client was routed to."""
+    """The public exposition: no route, no weight, no version but the stable ones."""
     return Response(p.metrics.render(public=True), media_type=EXPOSITION)
 
 

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from infra.gateway.chat import json_response
 from infra.gateway.fastpath import CHAT_PATH
+from infra.gateway.keyring import Refusal, refusal_response
 from infra.gateway.parts import Parts, parts
 from infra.gateway.routing import ROUTED_MODEL
 from infra.gateway.service import retired_versions
@@ -23,11 +24,27 @@ async def chat_completions(request: Request) -> Response:
 
 router.add_route(CHAT_PATH, chat_completions, methods=["POST"])
 
+admin_router = APIRouter()
+"""The admin listener's chat completions: the admin token only, any version not retired by
+name, the answering version and route in the response headers."""
+
+
+async def admin_chat_completions(request: Request) -> Response:
+    """A chat completion for the operator."""
+    return await parts(request).admin_chat.route(request)
+
+
+admin_router.add_route(CHAT_PATH, admin_chat_completions, methods=["POST"])
+
 
 @router.get("/v1/models")
-async def models(p: Parts) -> Response:
+async def models(request: Request, p: Parts) -> Response:
     """What a public client may name: the routed model and the stable version, while the
-    stable version can be served (none before `flywheel bootstrap`)."""
+    stable version can be served (none before `flywheel bootstrap`); 401 without a client
+    key in keyed mode."""
+    checked = p.keys.check(request.headers.get("authorization"))
+    if isinstance(checked, Refusal):
+        return refusal_response(checked)
     state = p.watcher.state
     servable = state.stable not in retired_versions(state)
     servable = servable and await p.pool.check(state.stable) is None

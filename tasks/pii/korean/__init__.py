@@ -1,7 +1,7 @@
 """Korean personal data for Presidio (``language='ko'``): names (kiwipiepy's morphology plus the
 cues Koreans write around them), registration numbers, passports, licences, birth dates,
 phones, accounts, cards, plates, medical ids, secrets and addresses, each in its own module;
-this one loads kiwipiepy and assembles the recognisers.
+this one loads kiwipiepy and builds the recognisers :mod:`tasks.pii.registry` lists.
 
 Patterns here never rely on ``\\b``: a digit followed by a Hangul particle (``...5678로``) is no
 word boundary, so every pattern uses digit look-arounds instead. The Korean pipeline is
@@ -21,9 +21,13 @@ from infra.errors import MissingDependencyError
 from tasks.pii.korean.address import address_spans
 from tasks.pii.korean.ids import ID_SPECS, id_spans, rrn_checksum_ok
 from tasks.pii.korean.names import korean_name_spans
-from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer
+from tasks.pii.span_recognizer import (
+    pattern_recognizer,
+    person_recognizer,
+    typed_span_recognizer,
+)
 
-__all__ = ["build_korean_recognizers", "has_hangul", "load_kiwi", "rrn_checksum_ok"]
+__all__ = ["RECOGNIZERS", "has_hangul", "load_kiwi", "rrn_checksum_ok"]
 
 HANGUL = re.compile(r"[\p{Hangul}]")
 _BRN = r"(?<![\d-])\d{3}-\d{2}-\d{5}(?![\d-])"
@@ -57,68 +61,40 @@ def load_kiwi() -> Any:
         ) from exc
 
 
-def build_korean_recognizers(language: str, common: list[Any]) -> list[Any]:
-    """Presidio recognisers for Korean text: ``common`` (e-mail, cards, IBAN, IP, URL and the
-    custom patterns, built by :func:`tasks.pii.recognizers.build_recognizers`) plus the
-    Korean identifiers (:mod:`tasks.pii.korean.ids`), addresses
-    (:mod:`tasks.pii.korean.address`) and names (:mod:`tasks.pii.korean.names`)."""
-    from presidio_analyzer.predefined_recognizers import KrBrnRecognizer
+def _ids(language: str) -> Any:
+    return typed_span_recognizer(
+        name="KoreanIdRecognizer",
+        entities=sorted({spec.entity for spec in ID_SPECS} | {"KR_FRN"}),
+        spans=lambda text, _nlp: id_spans(text),
+    )(supported_language=language)
 
+
+def _address(language: str) -> Any:
+    return typed_span_recognizer(
+        name="KoreanAddressRecognizer",
+        entities=["ADDRESS"],
+        spans=lambda text, _nlp: [(s, e, "ADDRESS", score) for s, e, score in address_spans(text)],
+    )(supported_language=language)
+
+
+def _names(language: str) -> Any:
     kiwi = load_kiwi()  # fail at engine construction, naming the package, not mid-batch
-    lang: dict[str, Any] = {"supported_language": language}
-    # korean.ids' IPv4 also works glued to a particle (192.168.0.1에서) and leaves version
-    # numbers (펌웨어 1.2.3.4 버전) alone
-    return [
-        *(r for r in common if r.name not in ("IpRecognizer", "Ipv4Recognizer")),
-        KrBrnRecognizer(**lang),
-        pattern_recognizer("KR_BRN", _BRN, 0.5, "KrBrnShapeRecognizer", language=language),
-        _spans_recognizer(
-            "KoreanIdRecognizer",
-            sorted({spec.entity for spec in ID_SPECS} | {"KR_FRN"}),
-            lambda text: [(s, e, t, score) for s, e, t, score in id_spans(text)],
-        )(**lang),
-        _spans_recognizer(
-            "KoreanAddressRecognizer",
-            ["ADDRESS"],
-            lambda text: [(s, e, "ADDRESS", score) for s, e, score in address_spans(text)],
-        )(**lang),
-        person_recognizer(
-            name="KoreanNameRecognizer",
-            score=0.6,
-            spans=lambda text, _nlp: (
-                korean_name_spans(text, kiwi.tokenize) if has_hangul(text) else []
-            ),
-            doc="Korean person names (see :func:`tasks.pii.korean.names.korean_name_spans`).",
-        )(**lang),
-    ]
+    return person_recognizer(
+        name="KoreanNameRecognizer",
+        score=0.6,
+        spans=lambda text, _nlp: korean_name_spans(text, kiwi.tokenize) if has_hangul(text) else [],
+        doc="Korean person names (see :func:`tasks.pii.korean.names.korean_name_spans`).",
+    )(supported_language=language)
 
 
-def _spans_recognizer(
-    name: str, entities: list[str], spans: Callable[[str], list[tuple[int, int, str, float]]]
-) -> type:
-    """A recognizer class reporting ``spans(text)`` as ``(start, end, entity, score)``."""
-    from presidio_analyzer import LocalRecognizer, RecognizerResult
-
-    class SpansRecognizer(LocalRecognizer):
-        def __init__(self, supported_language: str = "ko") -> None:
-            super().__init__(
-                supported_entities=entities, supported_language=supported_language, name=name
-            )
-
-        def load(self) -> None:
-            pass
-
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
-            wanted = set(entities)
-            meta = {
-                RecognizerResult.RECOGNIZER_NAME_KEY: name,
-                RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
-            }
-            return [
-                RecognizerResult(etype, start, end, score, recognition_metadata=dict(meta))
-                for start, end, etype, score in spans(text)
-                if etype in wanted
-            ]
-
-    SpansRecognizer.__name__ = SpansRecognizer.__qualname__ = name
-    return SpansRecognizer
+# the Korean recognisers by name (tasks.pii.registry lists them with the generic ones that
+# serve Korean too; korean.ids' IPv4 replaces the generic one: it works glued to a particle,
+# 192.168.0.1에서, and leaves version numbers, 펌웨어 1.2.3.4 버전, alone)
+RECOGNIZERS: dict[str, Callable[[str], Any]] = {
+    "KrBrnShapeRecognizer": lambda language: pattern_recognizer(
+        "KR_BRN", _BRN, 0.5, "KrBrnShapeRecognizer", language=language
+    ),
+    "KoreanIdRecognizer": _ids,
+    "KoreanAddressRecognizer": _address,
+    "KoreanNameRecognizer": _names,
+}

@@ -3,7 +3,7 @@ numbers (``.``, `` - ``, full-width forms), passports, driver's licences, dates 
 phones, bank accounts glued to the bank's name and cards; the IPs, plates, medical ids and
 secrets of :mod:`tasks.pii.korean.net_ids` join them in :data:`ID_SPECS`.
 
-Each identifier is an :class:`~tasks.pii.korean.idspec.IdSpec`: a value regex, an optional
+Each identifier is a value-first :class:`~tasks.pii.context.ContextRule`: a value regex, an optional
 context (words that must come shortly before, e.g. ``여권`` for a foreign passport) and a veto
 context (``주문번호``, ``송장``: an order or tracking number is not personal data).
 
@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 import regex as re
 
-from tasks.pii.korean.idspec import GAP, HY, PROVINCES, SEP, IdSpec, compile_v1, match_specs
+from tasks.pii.context import ContextRule, match_rules
+from tasks.pii.korean.idspec import GAP, HY, PROVINCES, SEP, compile_v1, near
 from tasks.pii.korean.net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECRET_SPECS
 
-__all__ = ["ID_SPECS", "IdSpec", "id_spans", "rrn_checksum_ok"]
+__all__ = ["ID_SPECS", "id_spans", "rrn_checksum_ok"]
 
 _ORDER_WORDS = (
     r"주문|송장|운송장|택배|배송\s?조회|조회\s?번호|접수|예약|모델|시리얼|일련|제품|상품|품번|사건|티켓|쿠폰|"
@@ -72,14 +73,14 @@ _RRN_CTX = compile_v1(r"(?i:주민|주번|등록번호|외국인|생년|신분|R
 _MASK = r"[*xX●○■□＊]"
 _RRN_SPECS = [
     # 6 + 7 with a separator (or a masked tail): nothing else is written this way
-    IdSpec(
+    near(
         "KR_RRN",
         compile_v1(rf"(?<![\d{HY}.])\d{{6}}{SEP}[1-8](?:\d{{6}}|{_MASK}{{6}})(?![\d{HY}])"),
         0.75,
         classify=_rrn_kind,
     ),
-    IdSpec("KR_RRN", compile_v1(rf"(?<![\d{HY}.])\d{{6}}\s*{HY}\s*{_MASK}{{7}}"), 0.6),
-    IdSpec(
+    near("KR_RRN", compile_v1(rf"(?<![\d{HY}.])\d{{6}}\s*{HY}\s*{_MASK}{{7}}"), 0.6),
+    near(
         "KR_RRN",
         compile_v1(r"(?<![\d.])\d{6}[1-8]\d{6}(?!\d)"),
         0.6,
@@ -87,7 +88,7 @@ _RRN_SPECS = [
         valid=_bare_rrn_ok,
         classify=_rrn_kind,
     ),
-    IdSpec(
+    near(
         "KR_RRN",
         compile_v1(r"(?<![\d.])\d{13}(?!\d)"),
         0.6,
@@ -97,13 +98,13 @@ _RRN_SPECS = [
 ]
 
 _RRN_SPECS += [
-    IdSpec(  # "990909-2": the birth date and the sex digit, after 주민번호
+    near(  # "990909-2": the birth date and the sex digit, after 주민번호
         "KR_RRN",
         compile_v1(rf"(?<![\d{HY}])\d{{6}}\s?{HY}\s?[1-8](?![\d*xX●○])"),
         0.6,
         context=_RRN_CTX,
     ),
-    IdSpec(  # the halves given apart: "뒷자리 1234567", "앞자리 850505"
+    near(  # the halves given apart: "뒷자리 1234567", "앞자리 850505"
         "KR_RRN",
         compile_v1(rf"(?<![\d{HY}.])(?:[1-8]\d{{6}}|\d{{6}})(?![\d{HY}.])"),
         0.55,
@@ -115,13 +116,13 @@ _RRN_SPECS += [
 
 _PASSPORT_CTX = compile_v1(r"(?i:여권|passport|旅券|pasaporte|reisepass|passeport|pp\s?no)")
 _PASSPORT_SPECS = [
-    IdSpec(  # Korean passports: old M12345678, new (2021) M123A4567
+    near(  # Korean passports: old M12345678, new (2021) M123A4567
         "PASSPORT",
         compile_v1(r"(?<![A-Za-z0-9])[MSRGDTOmsrgdto](?:\d{8}|\d{3}[A-Za-z]\d{4})(?![A-Za-z0-9])"),
         0.6,
         veto=_ORDER,
     ),
-    IdSpec(  # any country's number after the word "passport"
+    near(  # any country's number after the word "passport"
         "PASSPORT",
         compile_v1(r"(?<![A-Za-z0-9])(?=[A-Za-z]{0,3}\d)[A-Za-z0-9]{6,10}(?![A-Za-z0-9])"),
         0.7,
@@ -132,7 +133,7 @@ _PASSPORT_SPECS = [
 
 _LICENCE_CTX = compile_v1(r"(?i:면허|licen[cs]e|DL\b|운전)")
 _LICENCE_SPECS = [
-    IdSpec(  # 11-12-345678-90, 서울 12-345678-90
+    near(  # 11-12-345678-90, 서울 12-345678-90
         "DRIVER_LICENSE",
         compile_v1(
             rf"(?<![\d{HY}])(?:(?:{PROVINCES}|경기남부|경기북부)\s?|\d{{2}}\s*{HY}\s*)"
@@ -140,7 +141,7 @@ _LICENCE_SPECS = [
         ),
         0.75,
     ),
-    IdSpec(
+    near(
         "DRIVER_LICENSE",
         compile_v1(
             rf"(?<![\d{HY}])(?:(?:{PROVINCES}|경기남부|경기북부)\s?|\d{{2}}(?:{GAP})?)"
@@ -150,7 +151,7 @@ _LICENCE_SPECS = [
         context=_LICENCE_CTX,
         window=30,
     ),
-    IdSpec(  # foreign licences: letters and digits after the word
+    near(  # foreign licences: letters and digits after the word
         "DRIVER_LICENSE",
         compile_v1(
             r"(?<![A-Za-z0-9])(?=[A-Za-z]{0,3}\d)[A-Za-z0-9][A-Za-z0-9-]{5,16}(?![A-Za-z0-9])"
@@ -170,8 +171,8 @@ _DATE_FORMS = (
     r"|(?i:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2},?\s\d{4}))"
 )
 _DOB_SPECS = [
-    IdSpec("DATE_OF_BIRTH", compile_v1(_DATE_FORMS), 0.7, context=_DOB_CTX, window=40, after=16),
-    IdSpec(  # "1990년 3월 5일생", "90.03.05생", "1990-03-14 생이에요": the suffix says birth
+    near("DATE_OF_BIRTH", compile_v1(_DATE_FORMS), 0.7, context=_DOB_CTX, window=40, after=16),
+    near(  # "1990년 3월 5일생", "90.03.05생", "1990-03-14 생이에요": the suffix says birth
         "DATE_OF_BIRTH",
         compile_v1(
             r"(?<!\d)(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
@@ -188,7 +189,7 @@ _PHONE_PREFIX = (
     r"|0(?:1[016789]|2|[3-6][1-5]|70|50\d?|80))"
 )
 _PHONE_SPECS = [
-    IdSpec(
+    near(
         "PHONE_NUMBER",
         compile_v1(
             rf"(?<![\d+]){_PHONE_PREFIX}\s*(?:{HY}|\.|\))?\s*\d{{3,4}}\s*(?:{HY}|\.)?\s*"
@@ -204,7 +205,7 @@ _ORDER_NEXT = compile_v1(
     r"\s*(?:번\s*)?(?:주문|송장|운송장|접수|예약|영수증|결제번호|거래번호|반품)"
 )
 _ACCOUNT_SPECS = [
-    IdSpec(  # after a bank's name or 계좌: groups split by dashes, spaces or nothing
+    near(  # after a bank's name or 계좌: groups split by dashes, spaces or nothing
         "BANK_ACCOUNT",
         compile_v1(rf"(?<![\d{HY}])\d{{1,16}}(?:{GAP}\d{{1,8}}){{0,4}}(?![\d{HY}])"),
         0.6,
@@ -215,7 +216,7 @@ _ACCOUNT_SPECS = [
         valid=_digit_count(10, 16),
         veto_after=_ORDER_NEXT,
     ),
-    IdSpec(  # hyphenated groups as banks print them, unless an order/tracking number
+    near(  # hyphenated groups as banks print them, unless an order/tracking number
         "BANK_ACCOUNT",
         compile_v1(rf"(?<![\d{HY}.])\d{{2,6}}(?:{HY}\d{{2,8}}){{1,3}}(?![\d{HY}])"),
         0.45,
@@ -230,11 +231,11 @@ _CARD_GROUPS = (
     rf"(?<![\d{HY}])\d{{4}}(?:{GAP}(?:\d{{4}}|{_MASK}{{4}})){{2}}{GAP}\d{{3,4}}(?![\d{HY}])"
 )
 _CARD_SPECS = [
-    IdSpec("CREDIT_CARD", compile_v1(_CARD_GROUPS), 0.6, context=_CARD_CTX, window=24),
-    IdSpec("CREDIT_CARD", compile_v1(r"(?<!\d)\d{15,16}(?!\d)"), 0.6, context=_CARD_CTX, window=24),
-    IdSpec("CREDIT_CARD", compile_v1(_CARD_GROUPS), 0.4, veto=_ORDER),
+    near("CREDIT_CARD", compile_v1(_CARD_GROUPS), 0.6, context=_CARD_CTX, window=24),
+    near("CREDIT_CARD", compile_v1(r"(?<!\d)\d{15,16}(?!\d)"), 0.6, context=_CARD_CTX, window=24),
+    near("CREDIT_CARD", compile_v1(_CARD_GROUPS), 0.4, veto=_ORDER),
 ]
-ID_SPECS: tuple[IdSpec, ...] = (
+ID_SPECS: tuple[ContextRule, ...] = (
     *_RRN_SPECS,
     *_PASSPORT_SPECS,
     *_LICENCE_SPECS,
@@ -251,4 +252,4 @@ ID_SPECS: tuple[IdSpec, ...] = (
 
 def id_spans(text: str) -> list[tuple[int, int, str, float]]:
     """``(start, end, entity, score)`` of every Korean-text identifier in ``text``."""
-    return match_specs(text, ID_SPECS)
+    return match_rules(text, ID_SPECS)

@@ -28,6 +28,7 @@ from tasks.pii.korean.name_lists import (
     surname_split,
 )
 from tasks.pii.korean.romanised import latin_parts, romanised_spans
+from tasks.pii.lexicon import word_list
 
 Tokenize = Callable[[str], list[Any]]
 _WORD = re.compile(r"[가-힣]+")
@@ -48,20 +49,13 @@ _NEXT_CUE = re.compile(
 )
 _HONORIFIC = re.compile(rf"\s?(?:{_TITLES})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
-_NAME_ENDINGS = (
-    "입니다|입니당|이에요|이예요|예요|이고요|이구요|이고|이라고|라고|이라는|라는|인데요|인데|이세요|"
-    "이셨어요|이랑|이한테|이에게|이가|이는|이도|이를|이의|이와|이야|이네|씨|님|께서|께|야|아|구요"
-).split("|") + [
-    t + p
-    for t in ("님", "씨")
-    for p in "께 께서 이 은 의 을 에게 한테 도 과 가 는 를 랑 와".split()
+_NAME_ENDINGS = list(word_list("korean_names_glued_endings")) + [
+    t + p for t in ("님", "씨") for p in word_list("korean_names_name_endings")
 ]
-_FAMILIAR = ("이가", "이는", "이를", "이도", "이의", "이와", "이한테", "이에게", "이랑", "이네")
-_ANY_ENDINGS = (
-    "이|가|는|은|을|를|도|의|랑|한테|에게|와|과|한테서|하고|도요|요|로|으로|에게서".split("|")
-)
+_FAMILIAR = word_list("korean_names_familiar")
+_ANY_ENDINGS = list(word_list("korean_names_any_endings"))
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
-_PLACE_END = ("시", "도", "구", "군", "동", "읍", "면", "리", "로", "길", "역", "정", "점", "관")
+_PLACE_END = word_list("korean_names_place_end")
 _BEFORE_CUE = re.compile(
     r"(?:저는|전|나는|난|나|저|제\s?이름은|이름은?|이름이|성함은?|성함이|성명|고객명|예금주|수신인|"
     r"수령인|수취인|받는\s?분|보내는\s?분|받는\s?사람|보낸\s?사람|보내는\s?사람|신청인|보호자|"

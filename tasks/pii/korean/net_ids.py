@@ -9,7 +9,7 @@ import ipaddress
 
 import regex as re
 
-from tasks.pii.korean.idspec import HY, PROVINCES, IdSpec, compile_v1
+from tasks.pii.korean.idspec import HY, PROVINCES, compile_v1, near
 
 _PLATE_LETTERS = "가나다라마거너더러머버서어저고노도로모보소오조구누두루무부수우주아바사자하허호배"
 _UNIT_AFTER = r"(?![\d]|\s?(?:원|개|명|회|일|월|년|분|초|시간|점|권|대|건|km|kg|%|만|천|억))"
@@ -34,7 +34,7 @@ def _secretish(value: str) -> bool:
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 NET_SPECS = [
-    IdSpec(
+    near(
         "IP_ADDRESS",
         compile_v1(
             rf"(?<![\d.])(?<!(?i:v|ver|버전|version)\s?){_OCTET}(?:\.{_OCTET}){{3}}(?![\d]|\.\d)"
@@ -42,7 +42,7 @@ NET_SPECS = [
         0.7,
         veto_after=compile_v1(r"\s?(?i:버전|ver|version|릴리스|패치)"),
     ),
-    IdSpec(
+    near(
         "IP_ADDRESS",
         compile_v1(
             r"(?<![0-9A-Fa-f:])(?=[0-9A-Fa-f:]*::?[0-9A-Fa-f])[0-9A-Fa-f:]{2,39}(?![0-9A-Fa-f:])"
@@ -50,7 +50,7 @@ NET_SPECS = [
         0.7,
         valid=_ipv6_ok,
     ),
-    IdSpec(
+    near(
         "EMAIL_ADDRESS",
         compile_v1(
             r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+"
@@ -58,11 +58,11 @@ NET_SPECS = [
         ),
         0.8,
     ),
-    IdSpec("US_SSN", compile_v1(rf"(?<![\d{HY}])\d{{3}}{HY}\d{{2}}{HY}\d{{4}}(?![\d{HY}])"), 0.5),
+    near("US_SSN", compile_v1(rf"(?<![\d{HY}])\d{{3}}{HY}\d{{2}}{HY}\d{{4}}(?![\d{HY}])"), 0.5),
 ]
 
 PLATE_SPECS = [
-    IdSpec(  # 12가3456, 123가 4567, 서울12가3456
+    near(  # 12가3456, 123가 4567, 서울12가3456
         "KR_CAR_PLATE",
         compile_v1(
             rf"(?<![\d\p{{Hangul}}])(?:(?:{PROVINCES})\s?)?(?<!\d)\d{{2,3}}\s?[{_PLATE_LETTERS}]"
@@ -78,7 +78,7 @@ _MEDICAL_CTX = compile_v1(
     r"medical record|patient\s?(?:id|no|number)|member\s?(?:id|no)|insurance|policy)"
 )
 MEDICAL_SPECS = [
-    IdSpec(
+    near(
         "MEDICAL_ID",
         compile_v1(
             r"(?<![A-Za-z0-9-])(?=[A-Za-z0-9-]*\d{3})[A-Za-z0-9][A-Za-z0-9-]{4,20}"
@@ -96,7 +96,7 @@ _SECRET_CTX = (
     r"api\s?키|시크릿|secret|인증키|액세스\s?키|access[\s_-]?key|private[\s_-]?key|키값|apikey)"
 )
 SECRET_SPECS = [
-    IdSpec(
+    near(
         "SECRET",
         compile_v1(
             rf"{_SECRET_CTX}(?:\s?(?i:키|key))?(?:\s?(?:은|는|이|가|을|를|도|값|번호))?[\"']?\s*"
@@ -106,7 +106,7 @@ SECRET_SPECS = [
         0.7,
         valid=_secretish,
     ),
-    IdSpec(  # a quoted token a little after the word "password"
+    near(  # a quoted token a little after the word "password"
         "SECRET",
         compile_v1(r"[\"'“‘`](?P<v>[^\s\"'”’`\p{Hangul}]{6,120})[\"'”’`]"),
         0.6,
@@ -114,7 +114,7 @@ SECRET_SPECS = [
         window=30,
         valid=_secretish,
     ),
-    IdSpec(  # a password typed a little after the word, without quotes ("비번 ... happy0915")
+    near(  # a password typed a little after the word, without quotes ("비번 ... happy0915")
         "SECRET",
         compile_v1(
             r"(?<![\w@./:-])(?=[A-Za-z0-9!@#$%^&*_-]*\d)(?=[A-Za-z0-9!@#$%^&*_-]*[A-Za-z])"
@@ -124,7 +124,7 @@ SECRET_SPECS = [
         context=compile_v1(_SECRET_CTX),
         window=30,
     ),
-    IdSpec(  # well-known key shapes, anywhere
+    near(  # well-known key shapes, anywhere
         "SECRET",
         compile_v1(
             r"(?<![A-Za-z0-9_-])(?:AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}"

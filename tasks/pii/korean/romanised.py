@@ -13,15 +13,9 @@ from typing import Any
 
 import regex as re
 
-_ROMAN_SURNAMES = (
-    "Kim|Gim|Lee|Yi|Rhee|Park|Pak|Bak|Choi|Choe|Jung|Jeong|Chung|Cheong|Kang|Gang|Cho|Jo|Yoon|"
-    "Yun|Jang|Chang|Lim|Im|Rim|Han|Oh|Seo|Suh|Shin|Sin|Kwon|Gwon|Hwang|Ahn|An|Song|Jeon|Jun|"
-    "Chun|Hong|Yoo|Yu|Ryu|Ryoo|Ko|Koh|Go|Moon|Mun|Yang|Son|Sohn|Bae|Baek|Paik|Baik|Heo|Hur|"
-    "Huh|Nam|Sim|Shim|Noh|Roh|Ha|Kwak|Gwak|Sung|Seong|Cha|Joo|Ju|Chu|Woo|Koo|Ku|Gu|Min|Na|Ra|"
-    "Jin|Ji|Eom|Um|Uhm|Chae|Won|Cheon|Bang|Gong|Hyun|Hyeon|Ham|Byun|Byeon|Yeom|Choo|Do|Seok|"
-    "Suk|Seon|Ma|Gil|Yeon|Pyo|Myung|Ki|Ban|Wang|Geum|Yuk|Maeng|Tak|Eun|Yong|Kyung|Bong|Tae|"
-    "Namgung|Hwangbo|Jegal|Sunwoo|Dokgo|Sagong"
-)
+from tasks.pii.lexicon import word_list
+
+_ROMAN_SURNAMES = "|".join(word_list("korean_romanised_surnames"))
 _SYL = (
     r"(?:kk|tt|pp|ss|jj|ch|sh|[bcdghjklmnprstwy])?"
     r"(?:yeo|yae|wae|eo|ae|ya|ye|yo|yu|wa|wo|we|wi|oe|eu|ui|oo|ee|ou|a|e|i|o|u)"
@@ -33,17 +27,7 @@ _ROMAN = re.compile(
     rf"|(?P<g2>{_GIVEN_ROMAN})\s+(?P<s2>{_ROMAN_SURNAMES}))(?![A-Za-z])",
     re.IGNORECASE,
 )
-_NOT_GIVEN = {
-    "seoul", "busan", "incheon", "daegu", "daejeon", "gwangju", "ulsan", "sejong", "jeju",
-    "suwon", "gangnam", "hongdae", "itaewon", "jongno", "pangyo", "bundang", "ilsan", "songdo",
-    "gimpo", "kong", "korea", "the", "you", "and", "one", "to", "on", "in", "so", "no", "go",
-    "me", "we", "he", "she", "bye", "yes", "up", "man", "mall", "bank", "tea", "ok", "hi",
-    "la", "pay", "pro", "max", "mini", "plus", "home", "team", "map", "pop", "top",
-    # food, brands and words a romanised "surname + syllables" pair also spells
-    "ramyun", "ramen", "ramyeon", "bap", "kimchi", "bibimbap", "bulgogi", "tteok", "soju",
-    "makgeolli", "mandu", "kimbap", "gimbap", "jjigae", "guk", "tang", "myeon", "air", "line",
-    "station", "tower", "mart", "card", "book", "talk", "won", "check", "out", "pass", "pick",
-}  # fmt: skip
+_NOT_GIVEN = set(word_list("korean_romanised_not_given"))
 _LATIN_LABELLED = re.compile(
     r"(?:성명|이름|성함|고객명|예금주|수령인|수취인|신청인|보호자|환자명|담당자|예약자명?)"
     r"(?:\([^)]{0,10}\))?\s*[:：]?\s*(\p{Lu}\p{Ll}+(?:[ -]\p{Lu}\p{Ll}+){0,3})(?![\p{L}])"

@@ -1,0 +1,132 @@
+"""Contact details and cards as people write them: an offline e-mail validator (tldextract on
+its bundled suffix list), a Luhn-checked card pattern for any issuer, phone numbers (NANP,
+international, national trunk-0, bare digit runs, and Presidio's phonenumbers matcher run only
+on phone-like stretches) and UK National Insurance numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import regex as re
+
+_CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
+# North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
+_NANP = (
+    r"(?<![\w+])(?:(?:\+|00)?1[ .-]?)?\(?[2-9]\d{2}\)?[ .-]?\d{3}[ .-]\d{4}"
+    r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?!\d)"
+)
+# any three-digit area code, as people write it, even one the NANP validator rejects
+_NANP_ANY = r"(?<![\w+])(?:\(\d{3}\)\s?|\d{3}[.-])\d{3}[ .-]\d{4}(?![\d-])"
+# UK National Insurance numbers, reserved prefixes (ZZ, the test prefix) and any suffix too
+_NINO = r"(?<![\w-])[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-Z](?![\w-])"
+# after "00" at least eight more digits: "case 00418227" is a zero-padded reference
+_INTL = r"(?<![\w+])(?:\+|00(?=(?:[ .()-]?\d){8}))[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"
+_PHONEISH = re.compile(r"(?<![\w+])[+(]?\d[\d ().\-/]{5,}\d(?:\s?(?:x|ext\.?)\s?\d{1,5})?")
+_NOT_PHONE = re.compile(r"^\d{3}-\d{2}-\d{4,6}$")  # SSN and account-number shapes
+PHONE_REGIONS = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "IE", "CA", "AU", "IN", "BR", "IL", "KR")
+
+# national numbers with a trunk 0 ("(0141) 496 0621") and bare 10-15 digit runs
+_NATIONAL = r"(?<![\w+])\(?0\d{2,4}\)?[ -]?\d{3,4}[ -]?\d{3,4}(?!\d)"
+_BARE_DIGITS = r"(?<![\w+.-])\d{10,15}(?![\w.-])"
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn checksum of a card number (separators ignored)."""
+    nums = [int(c) for c in digits if c.isdigit()]
+    total = 0
+    for i, d in enumerate(reversed(nums)):
+        total += (d * 2 - 9 if d * 2 > 9 else d * 2) if i % 2 else d
+    return len(nums) >= 12 and total % 10 == 0
+
+
+def offline_email_recognizer() -> type:
+    """Presidio's e-mail recogniser, its domain checked against the bundled suffix list."""
+    from presidio_analyzer.predefined_recognizers import EmailRecognizer
+
+    extractor = _offline_tldextract()
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return bool(extractor(pattern_text.rsplit("@", 1)[-1]).fqdn)
+
+    return OfflineEmailRecognizer
+
+
+def luhn_card_recognizer(language: str) -> Any:
+    """Card numbers of any issuer, 12 to 19 digits, Luhn-valid."""
+    from presidio_analyzer import Pattern, PatternRecognizer
+
+    class LuhnCardRecognizer(PatternRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return luhn_ok(pattern_text)
+
+    return LuhnCardRecognizer(
+        supported_entity="CREDIT_CARD",
+        name="LuhnCardRecognizer",
+        patterns=[Pattern("any issuer, Luhn-valid", _CARD, 0.6)],
+        supported_language=language,
+    )
+
+
+def candidate_phone_recognizer(language: str) -> Any:
+    """Presidio's phonenumbers matcher on phone-like stretches, for :data:`PHONE_REGIONS`."""
+    from presidio_analyzer.predefined_recognizers import PhoneRecognizer
+
+    cls = _candidate_phone_recognizer(PhoneRecognizer)
+    return cls(supported_regions=PHONE_REGIONS, supported_language=language)
+
+
+# (entity, regex, score, recogniser name) of the phone and NINO shapes
+NANP_ANY = ("PHONE_NUMBER", _NANP_ANY, 0.45, "AnyAreaPhoneRecognizer")
+NINO = ("UK_NINO", _NINO, 0.5, "UkNinoRecognizer")
+PHONES = (
+    ("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
+    ("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
+    ("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
+    ("PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer"),
+)
+
+
+def _candidate_phone_recognizer(base: type) -> type:
+    import phonenumbers
+    from presidio_analyzer import EntityRecognizer
+
+    class CandidatePhoneRecognizer(base):  # type: ignore[misc,valid-type]
+        """Presidio's phonenumbers matcher, run only on phone-like stretches of the text
+        (scanning whole texts once per region is the analyzer's costliest step)."""
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+            results = []
+            for cand in _PHONEISH.finditer(text):
+                digits = sum(c.isdigit() for c in cand.group(0))
+                if not 7 <= digits <= 15 or _NOT_PHONE.match(cand.group(0)):
+                    continue
+                for region in self.supported_regions:  # first region that parses it wins
+                    found = [
+                        _Span(cand.start() + m.start, cand.start() + m.end)
+                        for m in phonenumbers.PhoneNumberMatcher(
+                            cand.group(0), region, self.leniency
+                        )
+                    ]
+                    results += [self._get_recognizer_result(s, text, region, None) for s in found]
+                    if found:
+                        break
+            return list(EntityRecognizer.remove_duplicates(results))
+
+    return CandidatePhoneRecognizer
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+
+
+@lru_cache(maxsize=1)
+def _offline_tldextract() -> Any:
+    """tldextract on its bundled public-suffix snapshot: no fetch, no cache directory."""
+    import tldextract
+
+    return tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)

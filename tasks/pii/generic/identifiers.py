@@ -1,0 +1,282 @@
+"""Identifiers that have a shape but no checksum, found by the words people put before them.
+
+A passport, a driver's licence, a medical record or insurance member id, a bank account, a
+date of birth: each is "some digits and letters" on its own, so a bare shape would also take
+order, tracking and model numbers. A :class:`ContextRule` takes a value only when a cue word
+("passport", "DOB", "member id", "acct") comes at most ``window`` characters before it and
+the words in between are fillers ("number is", "no.", ``": "``) - never an order, tracking or
+booking word. Cues never rely on ``\\b``: ``passport_no`` in JSON and ``여권번호는`` glued to
+a particle are cues too. Shapes that identify on their own (SSN with separators, IPv4/IPv6,
+a Luhn-valid card) are in :mod:`tasks.pii.generic.contact`; this module adds the context-only
+forms (a card that fails Luhn after "card number", an SSN without separators after "SSN").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import regex as re
+
+from tasks.pii.context import ContextRule
+
+# an id token: digits and letters in groups joined by single spaces or hyphens, where each
+# later group holds a digit ("S123-456-78-901-0", "NY 123 456 789", "M12345678", "1EG4-TE5-MK73")
+_ID = (
+    r"(?<![\w-])(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*"
+    r"(?:[ -][A-Za-z]*\d[A-Za-z0-9]*)*(?![\w-])"
+)
+_DIGIT_GROUPS = r"(?<![\w-])\d(?:[ -]?\d){5,33}(?![\w-])"
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_DATE = (
+    r"(?i)(?<![\w])(?:\d{1,2}\s?[/.-]\s?\d{1,2}\s?[/.-]\s?(?:\d{4}|\d{2})"
+    r"|\d{4}\s?[/.-]\s?\d{1,2}\s?[/.-]\s?\d{1,2}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?[\s-]+{_MONTH},?[\s-]+\d{{2,4}}"
+    rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+    r"|\d{4}\s?년\s?\d{1,2}\s?월\s?\d{1,2}\s?일|(?:19|20)\d{6}|\d{6}"
+    r"|\d{1,2}(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\d{2,4}"
+    r"|(?:19|20)\d{2})(?![\w])"
+)
+
+
+def _cue(words: str) -> re.Pattern[str]:
+    """Cue words, case-insensitive, bounded by non-letters (not ``\\b``: ``passport_no``)."""
+    return re.compile(rf"(?i)(?<![a-z])(?:{words})(?![a-z])")
+
+
+def _rule(
+    entity: str,
+    cue: re.Pattern[str],
+    value: re.Pattern[str],
+    valid: Callable[[str], bool],
+    *,
+    window: int = 32,
+    fillers: int = 1,
+    **more: Any,
+) -> ContextRule:
+    """A cue-first :class:`~tasks.pii.context.ContextRule`."""
+    return ContextRule(
+        entity=entity, cue=cue, value=value, valid=valid, window=window, fillers=fillers, **more
+    )
+
+
+def _counts(value: str) -> tuple[int, int]:
+    return sum(c.isdigit() for c in value), sum(c.isalpha() for c in value)
+
+
+def _id_of(min_digits: int, min_len: int, max_len: int) -> Callable[[str], bool]:
+    def ok(value: str) -> bool:
+        digits, letters = _counts(value)
+        return digits >= min_digits and min_len <= digits + letters <= max_len
+
+    return ok
+
+
+def _digits_between(low: int, high: int) -> Callable[[str], bool]:
+    return lambda value: low <= _counts(value)[0] <= high
+
+
+def _icao_number(value: str) -> bool:
+    """A passport's document number as ICAO 9303 writes it: nine capitals and digits, at least
+    one of each (the Dutch and German ones carry as few as one or two digits)."""
+    return len(value) == 9 and value.isalnum() and value.isupper() and _counts(value)[0] >= 1
+
+
+def _any(_value: str) -> bool:
+    return True
+
+
+_DATE_RE = re.compile(_DATE)
+# what a passport is renewed for
+_TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
+_ID_RE = re.compile(_ID)
+_GROUPS_RE = re.compile(_DIGIT_GROUPS)
+
+# what ends a clause naming the value: "is", "was", "should be", ":", "->", "="
+_COPULA = re.compile(r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads)|[:=]|->|→)\s*$")
+
+
+def _passport_number(value: str) -> bool:
+    """Letters and at least four digits, eight to ten digits alone, or ICAO's nine."""
+    return (
+        _id_of(4, 6, 12)(value)
+        and any(c.isalpha() for c in value)
+        or _id_of(8, 8, 10)(value)
+        and value.isdigit()
+        or _icao_number(value)
+    )
+
+
+RULES: tuple[ContextRule, ...] = (
+    _rule(
+        "PASSPORT",
+        _cue(
+            r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?|"
+            # the word in the languages of the name lexicon's locales
+            r"reisepass|passeport|pasaporte|passaporto|passaporte|paszport|paspoort"
+            # a national identity card: an ICAO travel document too
+            r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
+        ),
+        _ID_RE,
+        _id_of(4, 6, 12),
+        window=40,
+        fillers=2,
+    ),
+    # in a text about a passport: "my old number was C01X00T47", "new one K7745216", "mine is"
+    _rule(
+        "PASSPORT",
+        _cue(
+            r"(?:old|new|current|previous|other|expired|my|the|its|it's)\s+(?:number|no|one)|"
+            r"mine\s+is|mine:|it'?s|here(?:\s+it\s+is)?\s*:|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?|"
+            # another traveller's: "my son's is ..."
+            r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
+        ),
+        _ID_RE,
+        lambda value: (
+            _id_of(4, 6, 12)(value)
+            and any(c.isalpha() for c in value)
+            or _id_of(8, 8, 10)(value)
+            and value.isdigit()
+            or _icao_number(value)
+        ),
+        window=20,
+        fillers=1,
+        # a passport, or a renewal in a text about a booking or a flight: what is renewed
+        # for a trip is the passport ("I renewed it, the old number was ...")
+        topic=_cue(
+            rf"passports?|여권|renew(?:ed|al)[\s\S]{{0,200}}(?:{_TRIP})|(?:{_TRIP})[\s\S]{{0,200}}renew(?:ed|al)"
+        ),
+    ),
+    _rule(
+        "DRIVER_LICENSE",
+        _cue(
+            r"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
+            r"licen[cs]e[\s_-]*(?:no|number|#|num)|dl[\s_-]?#?|d/l|dln|운전면허(?:증|번호)?"
+        ),
+        _ID_RE,
+        _id_of(3, 5, 20),
+        window=40,
+        fillers=2,
+    ),
+    # the document word, then a clause about whose or which one it is, then the number after
+    # "is", "was", "be", ":" or "->" in the same sentence ("the licence on file for my husband
+    # is C4418203", "the passport I registered with was EB8812094")
+    _rule(
+        "DRIVER_LICENSE",
+        _cue(r"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?"),
+        _ID_RE,
+        lambda value: _id_of(4, 6, 16)(value) and not value.isalpha(),
+        window=90,
+        fillers=12,
+        ends=_COPULA,
+    ),
+    _rule(
+        "PASSPORT",
+        _cue(r"passports?"),
+        _ID_RE,
+        _passport_number,
+        window=90,
+        fillers=12,
+        ends=_COPULA,
+    ),
+    _rule(
+        "MEDICAL_ID",
+        _cue(
+            r"mrn|medical[\s_-]+record(?:[\s_-]+(?:no|number|#))?|patient[\s_-]*(?:id|no|number|#)|"
+            r"member[\s_-]*(?:id|no|number|#)|insurance[\s_-]*(?:id|no|number|#|card)|"
+            r"policy[\s_-]*(?:id|no|number|#)|subscriber[\s_-]*(?:id|no|number)|health[\s_-]+(?:card|insurance)|"
+            r"nhs(?:[\s_-]*(?:no|number))?|medicare|medicaid|beneficiary[\s_-]*id|chart[\s_-]*(?:no|number|#)|"
+            r"hospital[\s_-]*(?:no|number|#|id|record)|hosp\.?[\s_-]*(?:no|number|#|id)|"
+            r"건강보험증?(?:번호)?|환자번호|진료번호"
+        ),
+        _ID_RE,
+        _id_of(3, 5, 20),
+        window=40,
+        fillers=2,
+    ),
+    _rule(
+        "DATE_OF_BIRTH",
+        _cue(
+            r"dob|d\.o\.b\.?|date[\s_-]+of[\s_-]+birth|birth[\s_-]*date|birthday|born|b-?day|생년월일|생일"
+        ),
+        _DATE_RE,
+        _any,
+        window=30,
+        fillers=2,
+    ),
+    _rule(
+        "BANK_ACCOUNT",
+        _cue(
+            r"accounts?|acct|acc|a/c|routing|aba|sort[\s_-]*code|checking|savings|iban|bsb|"
+            r"bank(?:ing)?[\s_-]*(?:details|info)?|wire|deposit|계좌(?:번호)?"
+        ),
+        _GROUPS_RE,
+        _digits_between(6, 34),
+        window=30,
+        fillers=2,
+    ),
+    _rule(
+        "US_SSN",
+        _cue(
+            r"ssn|social[\s_-]+security(?:[\s_-]+(?:no|number|#))?|social|soc\.?[\s_-]*sec|ss[\s_-]?#|sin|itin"
+        ),
+        re.compile(r"(?<![\w-])\d{3}[ .-]?\d{2}[ .-]?\d{4}(?![\w-])"),
+        _any,
+        window=30,
+    ),
+    _rule(
+        "CREDIT_CARD",
+        _cue(
+            r"card|visa|mastercard|master[\s_-]+card|amex|american[\s_-]+express|discover|cc|debit|credit"
+        ),
+        re.compile(r"(?<![\w-])\d(?:[ .-]?\d){12,18}(?![\w-])"),
+        _any,
+        window=30,
+        fillers=2,
+    ),
+    _rule(
+        "UK_NINO",
+        _cue(r"national[\s_-]+insurance(?:[\s_-]+(?:no|number))?|nino|ni[\s_-]*(?:no|number|#)"),
+        re.compile(
+            r"(?<![\w-])[A-Za-z]{2}[\s_-]?\d{2}[\s_-]?\d{2}[\s_-]?\d{2}[\s_-]?[A-Da-d]?(?![\w-])"
+        ),
+        _any,
+        window=30,
+    ),
+    _rule(
+        "PHONE_NUMBER",
+        _cue(
+            r"phone|tel|telephone|mobile|cell|cellphone|call[\s_-]+me|text[\s_-]+me|whatsapp|fax|"
+            r"reach[\s_-]+me|contact[\s_-]+(?:no|number)|ph|mob|전화(?:번호)?|휴대폰|핸드폰|연락처"
+        ),
+        re.compile(
+            r"(?<![\w+])[+(]?\d[\d ().-]{5,18}\d(?:[\s_-]?(?:x|ext\.?)[\s_-]?\d{1,5})?(?![\w])"
+        ),
+        _digits_between(7, 15),
+        window=30,
+        fillers=2,
+    ),
+)
+
+
+def context_spans(rule: ContextRule) -> Callable[[str, object], list[tuple[int, int]]]:
+    """The span function of a recogniser for ``rule``."""
+    return lambda text, _nlp: list(rule.spans(text))
+
+
+# a full date (day, month and year) right after a person's name: "Lim Jaebeom 1994.01.06",
+# "Signed: Harold Whitcombe, 14 Nov 1951" - a record of someone, not an appointment
+_DATE_AFTER_NAME = re.compile(
+    r"(?i)[ \t]*[,(/|:-]?[ \t]*(?:b\.|born|dob)?[ \t]*"
+    r"(\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{4}[/.-]\d{1,2}[/.-]\d{1,2}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{4}}|{_MONTH}\s+\d{{1,2}},?\s+\d{{4}})(?![\w])"
+)
+
+
+def date_after_name(text: str, end: int) -> tuple[int, int] | None:
+    """The span of a full date written right after a name ending at ``end``, if any."""
+    m = _DATE_AFTER_NAME.match(text, end)
+    return m.span(1) if m else None

@@ -1,0 +1,153 @@
+"""Numbers that are references, not people: order, tracking, invoice, case, barcode and part
+numbers read as phone or card numbers, dates and timestamps read as phone numbers, version
+numbers read as IP addresses, and businesses' toll-free lines.
+
+A phone or card finding is dropped when an order/tracking/reference word stands right before
+it (only fillers such as "number is" between), when it is written like a date
+(``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
+when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
+is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
+unless the writer calls it theirs: "call me on", "my cell is"), or
+when it has the exact shape of a number dropped so in the same text ("part no. 1500-2231-88
+replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build", or after "roll back to" or "update to",
+is a version, not an IP address. A phone or card finding inside a carrier's tracking number
+(UPS ``1Z`` and sixteen characters, a run of digit groups longer than any phone or card
+number) is part of that number. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+references too (see :func:`reference_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import regex as re
+
+from tasks.pii.generic.fields import norm_key
+
+if TYPE_CHECKING:
+    from presidio_analyzer import RecognizerResult
+
+# account numbers are left alone: "Ref 123-45-678901" may well be one (the account rules
+# have their own cue words), and so are the user's custom patterns (settings)
+NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
+_WORDS = (
+    r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
+    r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
+    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
+    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?|"
+    # a carrier's name right before the number: "FedEx 771428903365", "DHL 4930228155"
+    r"fedex|ups|usps|dhl|royal\s+mail|parcelforce|evri|hermes|tnt|aramex|yamato|sagawa"
+)
+_BEFORE = re.compile(
+    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"
+    r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*"
+    # the reply to a question that named it: "your order number? sure, mine is ..."
+    r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
+    r"[\s:#.=-]*$"
+)
+_DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
+# a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
+_DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
+_EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
+_CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
+# North America's toll-free area codes: a business's line, never a person's
+TOLL_FREE_AREAS = frozenset({"800", "833", "844", "855", "866", "877", "888"})
+_TOLL_FREE = re.compile(
+    rf"^(?:\+?1[ .-]?)?\(?(?:{'|'.join(sorted(TOLL_FREE_AREAS))})\)?[ .-]?\d{{3}}[ .-]?\d{{4}}$"
+    r"|^(?:\+44[ -]?|0)80[08][ -]?\d{3}[ -]?\d{3,4}$"
+)
+# "call me on", "my cell is": the number after is the writer's, whatever its shape
+_MINE_BEFORE = re.compile(
+    r"(?i)(?:\b(?:call|text|ring|reach|phone|contact|message|whatsapp)\s+me|"
+    r"\bmy\s+(?:phone|number|cell|mobile|line|home\s+phone|work\s+phone))"
+    r"\b[^.\n\d]{0,20}$"
+)
+_VERSION_BEFORE = re.compile(
+    r"(?i)(?<![a-z])(?:(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
+    r"(?:\s*(?:is|was|no\.?|number|:|=|#))*"
+    # what is done to software: "roll back to 4.2.9.7", "after the update to 2.4.3.12"
+    r"|(?:roll(?:ed|ing)?[\s-]*back|revert(?:ed|ing)?|downgrad(?:e|ed|ing)|upgrad(?:e|ed|ing)|"
+    r"updat(?:e|ed|ing)|flash(?:ed|ing)?)\s+(?:it\s+|back\s+)?(?:to|from))[\s:#=]*v?$"
+)
+# a carrier's tracking number written in groups: UPS ("1Z 999 AA1 01 2345 6784"), or a run
+# of digit groups longer than any phone or card number (USPS's 20 to 22 digits): a phone or
+# card finding inside one is part of it
+_UPS = re.compile(r"(?i)(?<![a-z0-9])1Z(?:[ -]?[A-Z0-9]){16}(?![a-z0-9])")
+_DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)+(?![\w-])")
+_LONGEST_NUMBER = 19
+_KEY = re.compile(
+    rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin)"
+    r"(?:_(?:id|no|nr|num|number|ref|code|key))?"
+)
+
+
+def reference_key(key: str) -> bool:
+    """Whether a record key names a reference (``sku``, ``order_id``, ``trackingNumber``)."""
+    return bool(_KEY.fullmatch(norm_key(key)))
+
+
+def _shape(value: str) -> str:
+    return re.sub(r"[A-Za-z]", "A", re.sub(r"\d", "9", value))
+
+
+def drop_references(
+    text: str, findings: Sequence[RecognizerResult], protected: Sequence[tuple[int, int]] = ()
+) -> list[RecognizerResult]:
+    """``findings`` without the phone and card numbers that are references (see the
+    module); ``protected``: spans of values under reference keys."""
+    dropped: set[str] = set()
+    references: list[tuple[int, int]] = []
+    kept = []
+    tracking = _tracking_spans(text)
+    for r in findings:
+        if r.entity_type == "IP_ADDRESS" and _VERSION_BEFORE.search(
+            text[max(0, r.start - 20) : r.start]
+        ):
+            continue
+        if r.entity_type not in NUMBER_TYPES:
+            kept.append(r)
+            continue
+        value = text[r.start : r.end]
+        if any(s <= r.start and r.end <= e for s, e in tracking):
+            continue
+        inside = any(s <= r.start and r.end <= e for s, e in protected)
+        if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
+            continue
+        date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
+        if inside or date or _BEFORE.search(text[max(0, r.start - 40) : r.start]):
+            dropped.add(_shape(value))
+            references.append((r.start, r.end))
+            continue
+        kept.append(r)
+    # a shorter finding inside a reference ("Reference 7731 <0045 2291 8810>") is part of it
+    return [
+        r
+        for r in kept
+        if r.entity_type not in NUMBER_TYPES
+        or _shape(text[r.start : r.end]) not in dropped
+        and not any(s <= r.start and r.end <= e for s, e in references)
+    ]
+
+
+def _not_a_line(text: str, start: int, value: str) -> bool:
+    """A phone finding that cannot be a person's line: too few or too many digits, a
+    timestamp, the tail of a code, or a toll-free number."""
+    number = _EXTENSION.split(value, maxsplit=1)[0]  # "…-9722x32708": an extension's digits
+    digits = sum(c.isdigit() for c in number)
+    return (
+        not 7 <= digits <= 17  # E.164's 15 with the country code, and an "00" exit prefix
+        or bool(_DATE_TIME.match(value))
+        or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
+        or (bool(_TOLL_FREE.match(value.strip())) and not _MINE_BEFORE.search(text, 0, start))
+    )
+
+
+def _tracking_spans(text: str) -> list[tuple[int, int]]:
+    """UPS tracking numbers, and runs of digit groups with more digits than a phone or card
+    number has (a USPS tracking number)."""
+    spans = [m.span() for m in _UPS.finditer(text)]
+    for m in _DIGIT_RUN.finditer(text):
+        if sum(c.isdigit() for c in m.group(0)) > _LONGEST_NUMBER:
+            spans.append(m.span())
+    return spans

@@ -1,0 +1,88 @@
+"""Passport numbers written without the word "passport": the number a traveller gives for a
+booking, a check-in, a visa form or an APIS record, with its nationality, expiry or issuing
+country beside it ("nationality NGA, doc A05512873, expiry 2032-01-14", "travel ID
+K8120457, issued by Vietnam"), and the number of an airline's passenger record
+(``DOCS: P/NOR/31874592/NOR/...``) with the date of birth after it.
+
+A passport number's usual shape - one or two capital letters then six to eight digits - is
+also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
+a travel document's facts within the same line (:data:`_FACTS`; an expiry date, or an
+identity check in the text ("KYC", "identity verification"), only beside a document word:
+updates and warranties expire too, and a KYC ticket has a number of its own) and no order, tracking or product word
+right before it (:data:`tasks.pii.context.VETO`).
+"""
+
+from __future__ import annotations
+
+import regex as re
+
+from tasks.pii.context import VETO as _VETO
+
+# one or two capitals, six to eight digits, one optional check letter or digit ("C8817265",
+# "EY3390215", "L898902C3"); a nine-digit number (US, UK) only right after a document word
+_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,2}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
+# what is written beside a travel document's number and beside nothing else
+_FACTS = re.compile(
+    r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
+    r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
+    r"visa|apis|embassy|consulate|check-?in|immigration|border|travel(?:l)?ing\s+on)(?![a-z])"
+)
+# an expiry date counts beside a document word only: updates and warranties expire too
+_EXPIRY = re.compile(
+    r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
+)
+# an identity check (know-your-customer, anti-money-laundering) asks for the same document
+_IDENTITY_CHECK = re.compile(
+    r"(?i)(?<![a-z])(?:kyc|know\s+your\s+customer|aml|identity\s+(?:check|verification)|"
+    r"id\s+verification|verify\s+(?:your|the|their)\s+identity|proof\s+of\s+identity)(?![a-z])"
+)
+_DOCUMENT = re.compile(r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel)(?![a-z])")
+# a document word right before the value: then a nine-digit number counts too
+_DOC_WORD = re.compile(
+    r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
+    r"[\s:=#]*$"
+)
+# the other numbers a traveller gives at check-in: loyalty, membership, vouchers
+_NOT_DOCUMENT = re.compile(
+    r"(?i)(?<![a-z])(?:loyalty|frequent\s+fl[yi]er|member(?:ship)?|rewards?|miles|account|"
+    r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
+)
+_WINDOW = 60
+# an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
+# number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
+# after the record's capital DOCS ("| DOCS PAB482913")
+_APIS = re.compile(
+    r"(?<![A-Za-z0-9])P/[A-Z]{3}/(?P<value>[A-Z0-9]{5,15})/[A-Z]{3}(?![A-Za-z0-9])"
+    # the traveller's date of birth and sex follow ("/12MAR88/F/")
+    r"(?:/(?P<birth>\d{2}[A-Z]{3}\d{2,4})(?=/[MFXU](?![A-Za-z0-9])))?"
+    r"|(?<![A-Za-z])DOCS[ \t]*:?[ \t]*(?P<value>[A-Z]{0,3}\d{6,9}[A-Z0-9]?)(?![A-Za-z0-9/])"
+)
+
+
+def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """Passport-shaped values with a travel document's facts on their line (see module)."""
+    spans = [m.span("value") for m in _APIS.finditer(text)]
+    for m in _SHAPE.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
+        before = text[max(line_start, m.start() - _WINDOW) : m.start()]
+        after = text[m.end() : min(line_end, m.end() + _WINDOW)]
+        if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
+            continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
+        if m.group(0).isdigit() and not _DOC_WORD.search(before):
+            continue
+        cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
+        if _FACTS.search(before) or _FACTS.search(after) or cited and _DOCUMENT.search(before):
+            spans.append(m.span())
+    return spans
+
+
+def apis_birth_date_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """The traveller's date of birth in an airline passenger record's DOCS element."""
+    return [m.span("birth") for m in _APIS.finditer(text) if m.group("birth")]
+
+
+def _identity_check(text: str, m: re.Match[str]) -> bool:
+    """An identity check is what the text is about (within a few lines of the value)."""
+    return bool(_IDENTITY_CHECK.search(text, max(0, m.start() - 200), m.end() + 200))

@@ -1,0 +1,106 @@
+"""English names where people write them without capitals: after a greeting or
+self-introduction ("hey its diane metcalfe again", "im john and ...", "..., adaeze okonkwo
+here again") and in a sign-off
+("thanks, diane", "regards john pritchard", "- renee carter", "Thanks so much! Donna").
+
+A candidate is one or two words right after the cue; a word is a name word unless it is an
+English stop word or one of the words people put there instead of a name ("again", "team",
+"urgent", "everyone"), or it ends like a verb or adverb ("-ing", "-ed", "-ly"). spaCy's
+tagger cannot help here: lower-case names tag as common nouns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import regex as re
+
+from tasks.pii.lexicon import word_list
+from tasks.pii.names import NOT_GREETED
+from tasks.pii.span_recognizer import person_recognizer
+
+_CUE = re.compile(
+    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|im|i'm|i’m|i am|this is|"
+    # "its" opening the message or after a greeting, not the possessive ("on its way")
+    r"(?:(?<=^|[,.!?;:][ \t]*|(?:hey|hi|hello|yo|oh|ok)[,!]?[ \t]+)(?:its|it's|it’s))|"
+    r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
+    r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
+    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
+)
+# a self-identification after a clause or at the start: "..., adaeze okonkwo here again"
+_HERE = re.compile(
+    r"(?:^|(?<=[,.!?;:\n])[ \t]*)(\p{L}[\p{L}'’-]*)(?:[ \t]+(\p{L}[\p{L}'’-]*))?"
+    r"[ \t]+here(?:[ \t]+(?:again|from|with)\b|[ \t]*[,.!–—-]|[ \t]*$)"
+)
+_DASH = re.compile(r"(?m)^\s*[-–—~]\s*(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*$")
+_FINAL = re.compile(
+    # the name after a comma, a stop or a dash ("thanks — Henrietta")
+    r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?(?:[,.!]|[ \t]-+)\s+"
+    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
+)
+_NOT_NAMES = set(word_list("greetings_not_names"))
+
+
+# a letter's greeting: "Hi Eleftheria," opening the message or a line, one word, a comma
+_LETTER_GREETING = re.compile(
+    r"(?i)(?:^|\n)[ \t]*(?:hi|hello|hey|hiya|dear|good[ \t]+(?:morning|afternoon|evening))[ \t]+$"
+)
+_LETTER_COMMA = re.compile(r"[ \t]*(?:[,!]|[-–—][ \t]|$)", re.M)
+
+
+def greeted_name(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is one capitalised word a letter greets ("Hi Eleftheria,\n"): a
+    name, whether or not the lexicon knows it (Greek, Māori, Japanese given names)."""
+    word = text[start:end]
+    return (
+        word[:1].isupper()
+        and word.isalpha()
+        and word.lower() not in NOT_GREETED
+        and bool(_LETTER_GREETING.search(text, max(0, start - 12), start))
+        and bool(_LETTER_COMMA.match(text, end))
+    )
+
+
+def _is_name_word(word: str, stop: frozenset[str]) -> bool:
+    w = word.lower().strip("'’-")
+    return (
+        len(w) > 1
+        and w not in stop
+        and w not in _NOT_NAMES
+        and not w.endswith(("ing", "ed", "n't", "’t"))
+        # a hyphenated or elided given name or surname ("jean-luc", "o'brien")
+        and bool(re.fullmatch(r"\p{L}+(?:['’-]\p{L}+)*", w))
+    )
+
+
+def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of the names in greeting, introduction and sign-off positions."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    stop = frozenset(STOP_WORDS)
+    spans = []
+    for regex in (_CUE, _DASH, _FINAL, _HERE):
+        for m in regex.finditer(text, overlapped=True):
+            if not m.group(1) or not _is_name_word(m.group(1), stop):
+                continue
+            end = m.end(1)
+            if m.group(2) and _is_name_word(m.group(2), stop):
+                end = m.end(2)
+            spans.append((m.start(1), end))
+    return spans
+
+
+def lower_name_recognizer(keep: Callable[[str, int, int], bool] | None = None) -> type:
+    """The recogniser of :func:`lower_case_name_spans`; ``keep(text, start, end)`` filters
+    its spans (the English engine checks that something corroborates each name), a name a
+    letter greets (:func:`greeted_name`) passes."""
+    return person_recognizer(
+        name="LowerCaseNameRecognizer",
+        score=0.45,
+        spans=lambda text, _nlp: [
+            (s, e)
+            for s, e in lower_case_name_spans(text)
+            if keep is None or keep(text, s, e) or greeted_name(text, s, e)
+        ],
+        doc="Names in greeting and sign-off positions, any case (see the module).",
+    )

@@ -1,0 +1,213 @@
+"""Where names and addresses sit in structured text, whatever a model says: mail headers
+(``From: Sarah O'Neil <s@x.com>``), JSON and form fields (``"passenger_name": "..."``,
+``Name: ...``, ``"address": "..."``), airline style (``SMITH/JOHN MR``) and romanised
+Korean names (``HONG GILDONG``, ``Gil-dong Hong``, ``park jisoo``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex as re
+from spacy.lang.en.stop_words import STOP_WORDS
+
+from tasks.pii.generic.structured import scan
+from tasks.pii.lexicon import word_list
+from tasks.pii.names import (
+    AMBIGUOUS,
+    KOREAN_SURNAMES,
+    corroborated,
+    lexicon,
+    lexicon_support,
+    product_modifier,
+)
+from tasks.pii.names.cues import NOT_A_NAME
+
+_NAME = r"\p{Lu}[\p{L}'’.-]*(?:\s+\p{Lu}[\p{L}'’.-]*){0,3}"
+_HEADER = re.compile(
+    rf"(?m)^[>\s]*(?i:from|to|cc|bcc|reply-to|sender|de|von)\s*:\s*[\"']?"
+    rf"((?:\p{{Lu}}[\p{{L}}'’-]*,\s+)?{_NAME})[\"']?\s*(?:<|\[mailto|\(|$)"
+)
+_BEFORE_MAIL = re.compile(rf"[\"']?({_NAME})[\"']?\s*(?:<|\(|\[mailto:)[\w.+-]+@")
+_WROTE = re.compile(
+    rf"(?:,|\bat\s\d{{1,2}}:\d\d(?:\s?[AP]M)?,?)\s+({_NAME})\s+(?:<[^>]+>\s+)?wrote:"
+)
+# person keys of JSON objects and forms; a bare "name" needs a lexicon name in the value
+_PERSON_KEY = (
+    r"full[\s_-]?name|first[\s_-]?name|last[\s_-]?name|given[\s_-]?names?|family[\s_-]?name|"
+    r"surname|customer(?:[\s_-]?name)?|passenger(?:[\s_-]?name)?|pax(?:[\s_-]?name)?|"
+    r"card[\s_-]?holder(?:[\s_-]?name)?|account[\s_-]?holder(?:[\s_-]?name)?|holder[\s_-]?name|"
+    r"name[\s_-]?on[\s_-]?card|contact(?:[\s_-]?name)?|recipient(?:[\s_-]?name)?|"
+    r"sender(?:[\s_-]?name)?|patient(?:[\s_-]?name)?|employee(?:[\s_-]?name)?|"
+    r"guest(?:[\s_-]?name)?|travell?er(?:[\s_-]?name)?|beneficiary(?:[\s_-]?name)?|"
+    r"emergency[\s_-]?contact|insured(?:[\s_-]?name)?|policy[\s_-]?holder|"
+    r"applicant(?:[\s_-]?name)?|signed[\s_-]?by|requested[\s_-]?by|assignee|owner[\s_-]?name|"
+    r"ship[\s_-]?to[\s_-]?name|bill[\s_-]?to[\s_-]?name|holder|owner|name[\s_-]?on[\s_-]?account|"
+    r"name"
+)
+_KEYED = re.compile(
+    rf"(?m)(?:^|[\s{{,\"'])[\"']?(?P<key>(?i:{_PERSON_KEY}))[\"']?\s*[:=]\s*[\"']?"
+    r"(?P<value>\p{L}[\p{L}'’.-]*(?:,?[ ]+\p{L}[\p{L}'’.-]*){0,4})(?=[\"']?\s*(?:[,}\n;|]|$))"
+)
+_ADDRESS_WORDS = (
+    r"(?:(?:home|street|mailing|postal|shipping|billing|delivery|residential|current|"
+    r"permanent|ship[\s_-]?to)[\s_-]?)?(?:address(?:[\s_-]?line[\s_-]?\d)?|addr|street)"
+)
+# a quoted JSON value ("address": "Sveavägen 44, 111 34 Stockholm") or a form line
+_ADDRESS_KEY = re.compile(
+    rf"(?i)[\"'](?:{_ADDRESS_WORDS})[\"']\s*:\s*\"(?P<value>[^\"\n]*\d[^\"\n]*)\""
+    rf"|(?im)^[ \t]*(?:{_ADDRESS_WORDS})[ \t]*[:=][ \t]*(?P<line>[^\n]*\d[^\n]*?)[ \t]*$"
+)
+_AIRLINE = re.compile(
+    r"(?<![\p{L}/])(\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?/\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?)"
+    r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
+)
+_PAIR = re.compile(
+    r"(?<![\p{L}'-])(\p{Lu}\p{Ll}+|\p{Lu}+)\s(\p{Lu}[\p{Ll}'’]+|\p{Lu}+)(?![\p{L}'-])"
+)
+_NOT_AIRLINE = frozenset(set(word_list("name_spans_not_airline")))
+# a name alone on the line after a sign-off ("Kind regards\n\nFiona MacLeod")
+_SIGNED = re.compile(
+    r"(?im)^[ \t]*(?:best|kind regards|regards|best regards|warm regards|cheers|thanks|"
+    r"thank you|sincerely|many thanks|all the best|yours(?: truly| sincerely)?)[,!.]?[ \t]*\n+[ \t]*"
+    r"(?-i:(\p{Lu}[\p{L}'’.-]+(?:[ \t]\p{Lu}[\p{L}'’.-]+){0,3}))[ \t]*$"
+)
+# a relation, role or speech verb then a capitalised name ("my daughter Emily")
+_RELATION = re.compile(
+    r"(?i:\b(?:(?:mother|father|sister|brother|son|daughter)-in-law|wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
+    r"friend|gf|bf|girlfriend|boyfriend|ex|colleague|coworker|manager|boss|landlord|"
+    r"neighbou?r|nurse|doctor|agent|guy|accountant|lawyer|spoke\s+(?:with|to)|talked\s+to|"
+    r"ask\s+for|named|called)\s+)"
+    r"(\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2})"
+)
+# weaker cues: a name after or before them only when the lexicon knows it
+_NAME_WORDS = r"\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2}"
+_WEAK_CUE = re.compile(
+    rf"(?i:\b(?:name|under|to|for|from|with|by|tell|call|user|application|applicant|ask)"
+    rf"\s*[:,]?\s+)(?P<name>{_NAME_WORDS})"
+    rf"|(?:^|(?<=[\n,.!?]\s*))(?P<name>{_NAME_WORDS})(?=\s+(?i:here|speaking|said|says|"
+    rf"wrote|asked|called|from|will|is\s+the|-\s|\+\d))"
+)
+_SYLLABLE = (
+    r"(?:kk|tt|pp|ss|jj|ch|sh|g|k|n|d|t|r|l|m|b|p|s|j|h|y|w)?"
+    r"(?:yeo|yae|wae|weo|eo|eu|ae|oe|ui|wa|wi|we|ya|yo|yu|ye|oo|ee|a|e|i|o|u)(?:ng|n|l|m|k|p|t|b)?"
+)
+_GIVEN = re.compile(rf"(?i)^(?:{_SYLLABLE})(?:-?(?:{_SYLLABLE}))$")
+_TWO_WORDS = re.compile(
+    r"(?<![\p{L}'-])(\p{L}+(?:-\p{L}+)?)(?:\s+|,\s*)(\p{L}+(?:-\p{L}+)?)(?![\p{L}'-])"
+)
+_LOWER_SURNAMES = frozenset(word_list("name_spans_lower_surnames"))
+
+
+def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """Names in mail headers, before an e-mail address, in person fields of JSON and forms,
+    in airline style, and romanised Korean names."""
+    spans = []
+    for regex in (_HEADER, _BEFORE_MAIL, _WROTE):
+        spans += [(m.start(1), m.end(1)) for m in regex.finditer(text)]
+    tables = [(r.start, r.end) for r in scan(text).regions]
+    for m in _KEYED.finditer(text):
+        key, value = m.group("key").lower(), m.group("value")
+        if any(s <= m.start("value") < e for s, e in tables):
+            continue  # JSON and tables: tasks.pii.generic.structured reads their fields
+        if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
+            continue
+        if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):
+            spans.append((m.start("value"), m.end("value")))
+    for m in _AIRLINE.finditer(text):
+        if m.group(1) not in _NOT_AIRLINE and len(m.group(1)) >= 6:
+            spans.append((m.start(), m.end()))
+    spans += [(m.start(1), m.end(1)) for m in _SIGNED.finditer(text)]
+    for m in _RELATION.finditer(text):
+        if m.group(1).split()[0].lower() not in NOT_A_NAME:  # "ask for Premium support"
+            spans.append((m.start(1), m.end(1)))
+    doc = getattr(_nlp, "tokens", None)
+    for m in _WEAK_CUE.finditer(text):
+        if corroborated(text, *m.span("name")) and not _company_speaking(doc, *m.span("name")):
+            spans.append((m.start("name"), m.end("name")))
+    spans += romanised_korean_spans(text)
+    spans += [
+        m.span()
+        for m in _PAIR.finditer(text, overlapped=True)
+        if _known_pair(text, m) and not product_modifier(doc, *m.span())
+    ]
+    return spans
+
+
+_COMPANY_ENTS = frozenset("ORG GPE FAC PRODUCT NORP".split())
+
+
+def _company_speaking(doc: Any, start: int, end: int) -> bool:
+    """One word the lexicon does not know as a given name, that the model calls a company or
+    place: "Jumia said", "Asda says" (a shop or a city speaks through its staff)."""
+    span = doc.char_span(start, end, alignment_mode="expand") if doc is not None else None
+    return bool(
+        span is not None
+        and len(span) == 1
+        and lexicon_support(span.text) < 2
+        and span[0].ent_type_ in _COMPANY_ENTS
+    )
+
+
+def _known_pair(text: str, m: re.Match[str]) -> bool:
+    """A known given name then a known surname ("Aleksandr Volkov"), whatever the model says."""
+    firsts, lasts = lexicon()
+    first, last = m.group(1).lower(), m.group(2).lower()
+    return (
+        first in firsts
+        and first not in AMBIGUOUS
+        and last in lasts
+        and last not in AMBIGUOUS
+        and corroborated(text, m.start(), m.end())
+    )
+
+
+def address_field_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+    """Values of address fields in JSON and forms (with a house or unit number)."""
+    spans = []
+    for m in _ADDRESS_KEY.finditer(text):
+        group = "value" if m.group("value") is not None else "line"
+        spans.append((m.start(group), m.end(group)))
+    return spans
+
+
+def korean_name(value: str) -> bool:
+    """Whether ``value`` is a romanised Korean name (surname first or last)."""
+    words = value.replace(",", " ").split()
+    if len(words) != 2:
+        return False
+    return _pair(words[0], words[1]) or _pair(words[1], words[0])
+
+
+def _pair(surname: str, given: str) -> bool:
+    return (
+        surname.lower() in KOREAN_SURNAMES
+        and bool(_GIVEN.match(given))
+        and given.lower() not in STOP_WORDS
+        and len(given) >= 3
+    )
+
+
+def romanised_korean_spans(text: str) -> list[tuple[int, int]]:
+    """``HONG GILDONG``, ``Gil-dong Hong``, ``Kim Minjun``, ``park jisoo``: a known surname
+    and a two-syllable romanised given name, in title case, upper case or (surnames that are
+    rarely English words) lower case."""
+    spans = []
+    for m in _TWO_WORDS.finditer(text, overlapped=True):
+        a, b = m.group(1), m.group(2)
+        cased = _case_ok(a, b)
+        if not cased or not korean_name(f"{a} {b}"):
+            continue
+        if cased == "lower" and not ({a, b} & _LOWER_SURNAMES and "-" not in a):
+            continue
+        spans.append((m.start(1), m.end(2)))
+    return spans
+
+
+def _case_ok(a: str, b: str) -> str:
+    if all(w.isupper() for w in (a, b)):
+        return "upper"
+    if all(w[0].isupper() and w[1:].replace("-", "").islower() for w in (a, b)):
+        return "title"
+    if all(w.islower() for w in (a, b)):
+        return "lower"
+    return ""

@@ -1,0 +1,23 @@
+"""The precision side of issue 53: teams and greetings that sign or open a message where a
+name would, chat speaker labels read as record keys, and a phone finding inside a reference
+number; while the people beside them are still found."""
+
+from __future__ import annotations
+
+from tasks.pii.filters import not_a_name
+from tasks.pii.generic.fields import name_value
+
+
+def test_a_team_or_greeting_where_a_name_would_be_is_no_name_and_a_person_still_is() -> None:
+    for span in ("Accounts Payable", "The Logistics Team", "Warehouse", "Billing\nTo", "Good"):
+        assert not_a_name(span), span
+    for span in ("Doris Day", "Mr Sales", "Gareth Pryce", "Warehouse Wanjiru"):
+        assert not not_a_name(span), span
+
+
+def test_a_chat_turn_after_user_or_agent_is_not_read_as_their_name() -> None:
+    assert not name_value("my Galaxy Buds won't pair", strong=False)
+    assert not name_value("the Apple Watch Ultra strap snapped", strong=False)
+    assert name_value("Kwame Asante", strong=False)
+    assert name_value("kwame asante", strong=True)
+    assert name_value("Maria de la Cruz", strong=False)
