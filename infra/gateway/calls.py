@@ -25,7 +25,7 @@ from infra.upstream.statuses import UpstreamRefused
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
-    from infra.gateway.feedback import TraceIds
+    from infra.gateway.feedback import TraceIds, TraceLabels
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.routing import Decision, StateWatcher
     from infra.gateway.tracing import TraceDispatcher
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 FEEDBACK_MODELS = 100_000  # trace id -> labels remembered for user_feedback_total
 T = TypeVar("T")
-TraceLabels = tuple[str, str, int | None, tuple[str, int] | None]
 
 
 class CallRecorder:

@@ -38,12 +38,14 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from infra.gateway.calls import TraceLabels
     from infra.gateway.keyring import KeyRing
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
     from infra.gateway.voices import Epoch
 
+# what the gateway remembers of a trace for its vote: the version that answered, its release
+# line, the voter and the client key's quota
+TraceLabels = tuple[str, str, int | None, tuple[str, int] | None]
 NONCE_HEX, TAG_HEX = 20, 12
 _TRACE_ID = re.compile(rf"[0-9a-f]{{{NONCE_HEX + TAG_HEX}}}")
 FLAT = 16  # arrays and objects a feedback body may hold (a vote has one)
