@@ -266,6 +266,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         # whatever shares their batches on two cores: B's canary and B's stable alike, as both
         # are read over the same window (a run that read stable over the whole release rolled
         # B's copy back at 2.5x stable's p99); B's rails stay at their defaults.
+        monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_TOKEN", TOKEN)  # B's canary: /admin/metrics
         get_settings.cache_clear()
         b_out = release(
             good,
