@@ -109,7 +109,7 @@ def consent_args(p: argparse.ArgumentParser) -> None:
 
 def keys_args(p: argparse.ArgumentParser) -> None:
     """create NAME [limits] | list | revoke KEY_ID."""
-    sub = p.add_subparsers(dest="keys_action", required=True)
+    sub = p.add_subparsers(dest="keys_action", required=True, help="what to do with keys")
     create = sub.add_parser("create", help="create a key and print it once")
     create.add_argument("name", type=non_empty, help="who the key is for (an app, a team)")
     create.add_argument(

@@ -151,6 +151,12 @@ class LocalLM:
         on_cpu = str(getattr(model, "device", "cpu")) == "cpu"
         self._compute_clock = time.thread_time if threads == 1 and on_cpu else time.perf_counter
 
+    def compute_time(self) -> float:
+        """A clock of this model's compute: the calling thread's CPU time where one intra-op
+        thread on the CPU does all the work (other processes' load does not move it), else
+        wall time. Only differences mean anything."""
+        return self._compute_clock()
+
     @classmethod
     def load(
         cls,

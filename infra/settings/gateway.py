@@ -144,9 +144,11 @@ class GatewaySettings(BaseModel):
         self, public_url: str | None = None, *, admin_url: str | None = None
     ) -> tuple[str | None, str | None]:
         """Where the embedded readers scrape every series: the admin listener's URL
-        (``admin_url``, else that of the gateway at ``public_url``, default ``url``) and the
-        admin token (None: unknown)."""
+        (``admin_url``, else the configured ``FLYWHEEL_GATEWAY__ADMIN_URL``, else that of the
+        gateway at ``public_url``, default ``url``, on ``admin_port``) and the admin token
+        (None: unknown)."""
         token = self.admin_token.get_secret_value() if self.admin_token else None
+        admin_url = admin_url or self.admin_url
         if admin_url:
             return admin_url.rstrip("/"), token
         if public_url and public_url.rstrip("/") != (self.url or "").rstrip("/"):

@@ -93,6 +93,7 @@ def replace_reached(
 
 
 def line_name(workload: str | None) -> str:
+    """The release line's name in reports: the workload, else the shared line's."""
     return workload or DEFAULT_WORKLOAD
 
 
@@ -199,6 +200,7 @@ def abort_release(
 
 
 def plan_text(plan: ReplacementPlan) -> str:
+    """The replacement plan in one line: recipe, base, training sets and rows."""
     return (
         f"{plan.recipe.method} recipe of {plan.serving} from {plan.base} on the training sets "
         f"of {', '.join(plan.chain)}: {len(plan.rows)} rows, {plan.erased} erased rows left out"

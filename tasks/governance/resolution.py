@@ -118,6 +118,8 @@ def line_changes(
 
 
 def accepted_replacement(replacement: str | None, versions: ServableVersions) -> str:
+    """The replacement an erasure case may accept (it must exist and be servable); refuses
+    otherwise."""
     if not replacement:
         raise ControlRefused("no replacement was trained for this erasure; roll back instead")
     versions.require(replacement)
@@ -125,6 +127,7 @@ def accepted_replacement(replacement: str | None, versions: ServableVersions) ->
 
 
 def found_target(target: str | None) -> str:
+    """The earlier version a rollback resolution returns to; refuses when there is none."""
     if target is None:
         raise ControlRefused("no earlier servable version that never saw the user; accept instead")
     return target

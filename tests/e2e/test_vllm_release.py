@@ -252,7 +252,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             seed = 0
             while not stop.is_set():
                 seed += 1
-                burst(str(gw.admin_url), {"a": 12}, seed, seen)
+                burst(str(gw.admin_url), {"a": 12}, seed, seen, votes_to=gw.url)
 
         threads = [
             threading.Thread(target=crowd, daemon=True),
@@ -288,7 +288,9 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         for thread in gw.app.state.admin.threads:  # the rollback flow the webhook started
             thread.join(120)
         after = Users()
-        burst(str(gw.admin_url), {"a": 8}, 999, {"a": after})  # A's users keep coming
+        burst(
+            str(gw.admin_url), {"a": 8}, 999, {"a": after}, votes_to=gw.url
+        )  # A's users keep coming
         fired = firing(prom)
     state = load_state(store)
     a, b = state.release_of("a"), state.release_of("b")

@@ -66,6 +66,7 @@ def _ask(
     lock: threading.Lock,
     *,
     vote: bool = True,
+    votes_to: str | None = None,
 ) -> None:
     from tasks.demo import domain
     from tasks.demo.agent import request_messages
@@ -84,9 +85,10 @@ def _ask(
         resp.raise_for_status()
         answer = resp.json()["choices"][0]["message"]["content"] or ""
         value = 1 if domain.verify(req.item, answer) == 1.0 else -1  # type: ignore[attr-defined]
-        if vote:
+        if vote:  # on the public listener, as a user votes (the admin one takes no votes)
             trace = {"trace_id": resp.headers["x-trace-id"], "value": value}
-            httpx.post(f"{gateway}/v1/feedback", json=trace, headers=headers, timeout=30)
+            voted = httpx.post(f"{votes_to or gateway}/v1/feedback", json=trace, timeout=30)
+            voted.raise_for_status()
     except (httpx.HTTPError, KeyError, ValueError):
         with lock:
             users.failed += 1
@@ -96,9 +98,18 @@ def _ask(
         users.feedback[value] += 1
 
 
-def burst(gateway: str, counts: dict[str, int], seed: int, seen: dict[str, Users]) -> None:
+def burst(
+    gateway: str,
+    counts: dict[str, int],
+    seed: int,
+    seen: dict[str, Users],
+    *,
+    votes_to: str | None = None,
+) -> None:
     """``counts[w]`` requests of workload ``w``'s users (first turns of the demo agent's
-    conversations), four at a time, mixed; tallied into ``seen[w]``."""
+    conversations) to ``gateway`` (the admin listener, whose answers name their version), four
+    at a time, mixed, each user voting on ``votes_to`` (the public listener); tallied into
+    ``seen[w]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
     users = build_population(200, seed=0)
@@ -110,7 +121,15 @@ def burst(gateway: str, counts: dict[str, int], seed: int, seen: dict[str, Users
     jobs.sort(key=lambda job: job[1].index)  # the workloads' users interleaved
     with ThreadPoolExecutor(4) as pool:
         for workload, req in jobs:
-            pool.submit(_ask, gateway, workload, req, seen.setdefault(workload, Users()), lock)
+            pool.submit(
+                _ask,
+                gateway,
+                workload,
+                req,
+                seen.setdefault(workload, Users()),
+                lock,
+                votes_to=votes_to,
+            )
 
 
 def paced(

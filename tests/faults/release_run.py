@@ -1,7 +1,8 @@
-"""``python -m tests.faults.release_run VERSION GATEWAY_URL``: the release flow in its own
-process, as a deployment runs it, with the fault suite's short pacing (a small golden set, one
-short shadow phase, one short canary step) and canary metrics read from ``GATEWAY_URL``'s
-/metrics. Routing goes through the store (no admin URL), so the process's own writes of
+"""``python -m tests.faults.release_run VERSION GATEWAY_URL ADMIN_URL``: the release flow in its
+own process, as a deployment runs it, with the fault suite's short pacing (a small golden set,
+one short shadow phase, one short canary step) and canary metrics read from ``ADMIN_URL``'s
+/admin/metrics (the release's own option, for the metrics alone). Routing goes through the
+store (no ``FLYWHEEL_GATEWAY__ADMIN_URL``), so the process's own writes of
 ``deploy/state.json`` are the crash points."""
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ OPTIONS = {
 }
 
 
-def main(version: str, gateway_url: str) -> int:
+def main(version: str, gateway_url: str, admin_url: str) -> int:
     """Run the release; 0 once it has concluded (promoted, rolled back, held, ...)."""
     from flows.release import ReleaseOptions, release
 
-    out = release(version, ReleaseOptions(gateway_url=gateway_url, **OPTIONS))
+    options = ReleaseOptions(gateway_url=gateway_url, admin_url=admin_url, **OPTIONS)
+    out = release(version, options)
     print(f"release {version}: {out.outcome} ({'; '.join(out.reasons)})")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -89,13 +89,14 @@ class Served:
         return self
 
     def env(self) -> dict[str, str]:
-        """What the gateway and the release process share beyond the home."""
+        """What the gateway and the release process share beyond the home (not the admin
+        listener's URL: the release would route through it, and its own writes of the routing
+        state are the crash points; it reads the canary there, given as its option)."""
         return {
             "FLYWHEEL_GATEWAY__UPSTREAMS": self.upstreams,
             "FLYWHEEL_GATEWAY__DIVERSE_FRACTION": "0",
             # canary metrics are read on the admin listener, with the token
             "FLYWHEEL_GATEWAY__ADMIN_TOKEN": TOKEN,
-            "FLYWHEEL_GATEWAY__ADMIN_URL": str(self.gw.admin_url),
             # the state machine under SIGKILL is what is tested here; the PII-leak check
             # (tests/integration/test_release_pii_leak.py) would load the anonymiser in each
             # of the eleven release processes (seconds of CPU each, beside the other workers)
@@ -105,7 +106,14 @@ class Served:
     def release(self, api_url: str, **env: str) -> subprocess.CompletedProcess[str]:
         """The release of v1 in its own process (``returncode == -9``: a crash point fired)."""
         return subprocess.run(
-            [sys.executable, "-m", "tests.faults.release_run", "v1", self.gw.url],
+            [
+                sys.executable,
+                "-m",
+                "tests.faults.release_run",
+                "v1",
+                self.gw.url,
+                self.gw.admin_url,
+            ],
             cwd=ROOT,
             env=stage_env(self.home, api_url, **self.env(), **env),
             capture_output=True,

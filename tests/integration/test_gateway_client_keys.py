@@ -252,6 +252,8 @@ def test_healthz_and_public_metrics_name_no_candidate_during_a_canary(tmp_path: 
         metrics = httpx.get(f"{gw.url}/metrics").text
         full = httpx.get(f"{gw.admin_url}/admin/metrics", headers=OPERATOR).text
     assert health == {"status": "ok", "stable": "v0"}
-    assert '"v1"' not in metrics and "route=" not in metrics and "30.0" not in metrics
+    assert '"v1"' not in metrics and "route=" not in metrics
+    # no weight: the family is absent (a value of 30.0 may be any counter of the process's,
+    # the retries of other tests in this worker included)
     assert "flywheel_route_weight" not in metrics
     assert 'flywheel_route_weight{model="v1"} 30.0' in full
