@@ -5,29 +5,13 @@ only while another key is active, and a rate limit per key."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from infra.client_keys import create_key, read_keys, revoke_key
 from infra.gateway.keyring import Caller, KeyRing, Refusal
 from infra.settings import GatewaySettings
 from infra.store import LocalStore
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def flywheel(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("FLYWHEEL_", "PREFECT_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "deployments.cli", *args],
-        cwd=home,
-        env={**clean, "PYTHONPATH": str(ROOT), "FLYWHEEL_HOME": str(home / "fw")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.unit.test_cli_workloads import flywheel  # the CLI in a fresh process
 
 
 def test_the_cli_creates_lists_and_revokes_without_storing_the_key(tmp_path: Path) -> None:
