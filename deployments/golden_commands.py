@@ -10,6 +10,7 @@ from typing import Any
 
 from deployments.argtypes import workload
 from deployments.output import emit
+from deployments.review_commands import read_review_file
 
 
 def golden_args(p: argparse.ArgumentParser) -> None:
@@ -90,13 +91,9 @@ def _review(ns: argparse.Namespace, rt: Any) -> int:
     from dataclasses import asdict
 
     from infra.audit import record_event
-    from infra.errors import ReviewFileError
     from tasks.golden_proposals import review
 
-    try:
-        text = Path(ns.file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReviewFileError(f"cannot read {ns.file}: {exc}") from None
+    text = read_review_file(ns.file)
     done = review(rt, text, reviewer=ns.reviewer)
     if done.golden_version:
         record_event(

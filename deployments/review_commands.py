@@ -69,13 +69,9 @@ def _export(ns: argparse.Namespace, rt: Any) -> int:
 
 def _import(ns: argparse.Namespace, rt: Any) -> int:
     from infra.audit import record_event
-    from infra.errors import ReviewFileError
     from tasks.review import parse_labels, pending_items, store_labels, weekly_correlation
 
-    try:
-        text = Path(ns.file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReviewFileError(f"cannot read {ns.file}: {exc}") from None
+    text = read_review_file(ns.file)
     labels, blank = parse_labels(text, fmt=_format(ns))
     stored = store_labels(rt.catalog, labels)
     weeks = weekly_correlation(pending_items(rt.catalog, include_labelled=True))
@@ -99,3 +95,14 @@ def _import(ns: argparse.Namespace, rt: Any) -> int:
             fields["note"] = "reward-human correlation below 0.7: revisit the reward"
     emit(ns, "review import", fields)
     return 0
+
+
+def read_review_file(path: str) -> str:
+    """The text of the file a person filled in (UTF-8); raises ``ReviewFileError`` with one
+    clear line when it cannot be read."""
+    from infra.errors import ReviewFileError
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReviewFileError(f"cannot read {path}: {exc}") from None
