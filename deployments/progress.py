@@ -163,8 +163,10 @@ def ensure_prefect_api(command: str) -> None:
 def _check_api(url: str) -> None:
     import httpx
 
+    from infra.http import tls
+
     try:  # any answer will do (Prefect Cloud wants a key even for /health)
-        httpx.get(url.rstrip("/") + "/health", timeout=10)
+        httpx.get(url.rstrip("/") + "/health", timeout=10, verify=tls())
     except httpx.TransportError as exc:
         raise ConfigError(
             f"the Prefect API at {url} (PREFECT_API_URL) does not answer: {type(exc).__name__}"

@@ -79,8 +79,12 @@ class VLLMServer:
     def _post(self, url: str, path: str, body: dict[str, Any]) -> tuple[int, str]:
         import httpx
 
+        from infra.http import tls
+
         try:
-            resp = httpx.post(url + path, json=body, headers=self._auth, timeout=self.timeout_s)
+            resp = httpx.post(
+                url + path, json=body, headers=self._auth, timeout=self.timeout_s, verify=tls()
+            )
         except httpx.HTTPError as exc:
             return 0, f"unreachable ({type(exc).__name__})"
         return resp.status_code, resp.text[:300]
@@ -134,8 +138,12 @@ class VLLMServer:
     def _models(self, url: str) -> list[str]:
         import httpx
 
+        from infra.http import tls
+
         try:
-            resp = httpx.get(url + "/v1/models", headers=self._auth, timeout=self.timeout_s)
+            resp = httpx.get(
+                url + "/v1/models", headers=self._auth, timeout=self.timeout_s, verify=tls()
+            )
             resp.raise_for_status()
             return [str(m["id"]) for m in resp.json().get("data", [])]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
@@ -152,9 +160,11 @@ class VLLMServer:
         """None when every replica answers ``/health``, else why not."""
         import httpx
 
+        from infra.http import tls
+
         for url in self.urls:
             try:
-                if httpx.get(url + "/health", timeout=5.0).status_code != 200:
+                if httpx.get(url + "/health", timeout=5.0, verify=tls()).status_code != 200:
                     return f"model server {_where(url)} is not healthy"
             except httpx.HTTPError as exc:
                 return f"model server {_where(url)} is unreachable ({type(exc).__name__})"

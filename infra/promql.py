@@ -42,6 +42,7 @@ import httpx
 
 from infra.cost import CostStats, cost_from, sum_by
 from infra.errors import ConfigError, MetricsError, redact_url
+from infra.http import tls
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,9 @@ class PrometheusClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         try:
-            resp = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=self.timeout_s)
+            resp = httpx.get(
+                f"{self.url}/api/v1/query", params=params, timeout=self.timeout_s, verify=tls()
+            )
             body = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise MetricsError(
@@ -306,7 +309,7 @@ class EmbeddedMetrics:
 
         def scrape() -> str:
             try:
-                resp = httpx.get(url, timeout=timeout_s, headers=headers)
+                resp = httpx.get(url, timeout=timeout_s, headers=headers, verify=tls())
                 resp.raise_for_status()
             except httpx.HTTPError as exc:
                 raise MetricsError(f"cannot scrape {url}: {type(exc).__name__}") from exc

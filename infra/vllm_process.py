@@ -49,13 +49,15 @@ def _free_port() -> int:
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
     import httpx
 
+    from infra.http import tls
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-2000:]
             raise ModelServerError(f"vLLM exited with {proc.returncode} while starting:\n{tail}")
         try:
-            if httpx.get(url + "/health", timeout=2.0).status_code == 200:
+            if httpx.get(url + "/health", timeout=2.0, verify=tls()).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

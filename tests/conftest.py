@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from itertools import zip_longest
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,29 @@ for _var in [
     v for v in os.environ if v.startswith("FLYWHEEL_") and not v.startswith("FLYWHEEL_TEST_")
 ]:
     del os.environ[_var]  # a developer's .env or shell must not leak into tests
+
+
+def _one_tls_context() -> None:
+    """Every httpx client the tests make shares one SSL context (:func:`infra.http.tls`): httpx
+    reads the whole CA bundle for each client (about 30 ms of CPU), and the tests' one-off
+    ``httpx.get``/``post`` on loopback, thousands of them, spent minutes of the suite's two
+    cores on certificates (a quarter of the vLLM drill's CPU). Only the default verification
+    is shared; a client asking for anything else gets its own context."""
+    import httpx._transports.default as transports
+
+    from infra.http import tls
+
+    build = transports.create_ssl_context
+
+    def create(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is True and cert is None and trust_env:
+            return tls()
+        return build(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = create
+
+
+_one_tls_context()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

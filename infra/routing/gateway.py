@@ -16,6 +16,7 @@ from infra.errors import (
     ReleaseInterrupted,
     StateConflict,
 )
+from infra.http import tls
 from infra.routing.state import Rollback, RoutingState, StateChange
 
 if TYPE_CHECKING:
@@ -88,7 +89,12 @@ class GatewayRouting:
         """
         try:
             resp = httpx.request(
-                method, self.url + path, json=body, headers=self._headers, timeout=self.timeout_s
+                method,
+                self.url + path,
+                json=body,
+                headers=self._headers,
+                timeout=self.timeout_s,
+                verify=tls(),
             )
         except httpx.HTTPError as exc:
             raise GatewayUnavailable(

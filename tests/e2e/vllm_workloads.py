@@ -138,11 +138,10 @@ def paced(
     """One request of ``workload``'s users every ``every_s`` seconds until ``stop`` is set, so
     fewer land in a rule's window (15 s, 120 s in the shortened rules) than the candidate
     alert rules need before judging (500 requests for a p99), and no votes (the feedback rule
-    counts 20 voting users: at one request every 2 s a 120 s window holds 60, and an identical
-    candidate's chance lead, judged every second of a shortened window, rolled B back once in
-    four CI runs): on two shared cores a handful of requests that shared a batch with slow ones
-    would otherwise read as a regression of that workload's candidate; tallied into
-    ``seen[workload]``."""
+    counts 20 voting users: an identical candidate's chance lead, judged every second of a
+    shortened window, rolled B back once in four CI runs when these users voted): on two
+    shared cores a handful of requests that shared a batch with slow ones would otherwise read
+    as a regression of that workload's candidate; tallied into ``seen[workload]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
     users = build_population(200, seed=0)
