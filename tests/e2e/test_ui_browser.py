@@ -118,11 +118,15 @@ def submit_run(page: Any, server: PrefectServer, *, run_name: str, **fields: str
             field.get_by_role("button", name="str", exact=True).click()
         field.locator("textarea").fill(value)
     page.get_by_role("button", name="Submit").click()
-    page.get_by_text(f"{run_name} scheduled").first.wait_for()  # the UI's toast: it was created
+    # the run the click created, asked of the API until it is there: the UI's toast
+    # ("<name> scheduled") shows for a few seconds only, and a test process starved on two busy
+    # cores missed it and waited out its 180 s (CI-10)
+    query = {"flow_runs": {"name": {"any_": [run_name]}}}
+    deadline = time.monotonic() + WAIT_MS / 1000
     with api_client(server) as api:
-        found = api_json(
-            api, "POST", "/flow_runs/filter", json={"flow_runs": {"name": {"any_": [run_name]}}}
-        )
+        while not (found := api_json(api, "POST", "/flow_runs/filter", json=query)):
+            assert time.monotonic() < deadline, f"Submit created no run named {run_name}"
+            time.sleep(1.0)
     assert len(found) == 1, found
     page.goto(f"{server.url}/runs/flow-run/{found[0]['id']}")
 
