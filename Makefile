@@ -3,7 +3,11 @@
 # `make run` installs the project alone (.venv/.installed); the test, lint and docs tools (the
 # `dev` extra: .venv/.installed-dev) only the targets that use them. --no-compile: otherwise pip
 # byte-compiles every module it installs (about 70 CPU-s for some 35,000 files, most never
-# imported); Python compiles what is imported, once, on first use.
+# imported); Python compiles what is imported, once, on first use, and keeps it in __pycache__.
+# Not when PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it, as do many CI and
+# container images): then every process compiles every module it imports again, about 3.5 of
+# the 7 CPU-s a stage process spends importing torch, Prefect and spaCy, so no target here
+# inherits it.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,6 +17,7 @@ PIP_INSTALL := $(BIN)/pip install -q --no-compile
 WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 export RAGAS_DO_NOT_TRACK := true
+unexport PYTHONDONTWRITEBYTECODE
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 180
 
 VLLM_VENV := .venv-vllm
