@@ -204,16 +204,9 @@ def agreement(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from infra.runtime import Runtime
-    from tasks.release.agreement import (
-        agreement as summarize,
-    )
-    from tasks.release.agreement import (
-        agreement_plot,
-        agreement_text,
-        json_rows,
-        read_outcomes,
-        refresh_verifier,
-    )
+    from tasks.release.agreement import read_outcomes, refresh_verifier
+    from tasks.release.agreement_report import agreement as summarize
+    from tasks.release.agreement_report import agreement_plot, agreement_text, json_rows
 
     rt = Runtime.from_env()
     rows = read_outcomes(rt.catalog, ns.workload)

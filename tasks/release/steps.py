@@ -230,7 +230,8 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
 def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> dict[str, Any]:
     """The release's ``release_outcomes`` row (:mod:`tasks.release.agreement`): the gate's
     estimate (its stored report) beside the canary steps this run watched; its gauges."""
-    from tasks.release.agreement import live_verifier, outcome_row, report_outcome, write_outcome
+    from tasks.release.agreement import outcome_row, report_outcome, write_outcome
+    from tasks.release.agreement_online import live_verifier
 
     try:
         gate = read_report(run.rt.store, run.version)

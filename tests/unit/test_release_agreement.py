@@ -15,14 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.release.agreement import (
-    agreement,
-    in_a_row,
-    live_verifier,
-    outcome_row,
-    read_outcomes,
-    write_outcome,
-)
+from tasks.release.agreement import in_a_row, outcome_row, read_outcomes, write_outcome
+from tasks.release.agreement_online import live_verifier
+from tasks.release.agreement_report import agreement
 from tests.unit.test_monitoring_alerts import check_alert, series
 
 T0 = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
