@@ -1,6 +1,7 @@
 """``flywheel golden propose`` / ``flywheel golden review``: a golden set that follows traffic
-(:mod:`tasks.golden_proposals`). Proposals go to a JSONL file a person fills in (``decision``:
-accept, edit or reject); reviewing it publishes the accepted items as a new golden version."""
+(:mod:`tasks.golden_proposals`, :mod:`tasks.golden_review`). Proposals go to a JSONL file a
+person fills in (``decision``: accept, edit or reject); reviewing it publishes the accepted items
+as a new golden version."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _review(ns: argparse.Namespace, rt: Any) -> int:
     from dataclasses import asdict
 
     from infra.audit import record_event
-    from tasks.golden_proposals import review
+    from tasks.golden_review import review
 
     text = read_review_file(ns.file)
     done = review(rt, text, reviewer=ns.reviewer)

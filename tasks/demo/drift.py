@@ -231,7 +231,8 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
     from infra.runtime import Runtime
     from tasks.golden import settings_golden_set
     from tasks.golden_coverage import measure
-    from tasks.golden_proposals import export, pending, propose, review
+    from tasks.golden_proposals import export, pending, propose
+    from tasks.golden_review import review
     from tasks.release.agreement import read_outcomes
     from tasks.release.agreement_report import agreement, agreement_plot, agreement_text
 

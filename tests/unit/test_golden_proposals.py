@@ -1,6 +1,6 @@
-"""A golden set that follows traffic (tasks/golden_proposals.py): proposals from curated rows
-in uncovered clusters, refused near training data, a person's accept / edit / reject, and the
-new golden version the gate then decides on and names."""
+"""A golden set that follows traffic (tasks/golden_proposals.py, tasks/golden_review.py):
+proposals from curated rows in uncovered clusters, refused near training data, a person's
+accept / edit / reject, and the new golden version the gate then decides on and names."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from infra.errors import ReviewFileError
-from tasks import golden_proposals
+from tasks import golden_proposals, golden_review
 from tasks.golden import (
     GOLDEN_DIR,
     golden_version,
@@ -168,7 +168,7 @@ def test_propose_review_and_a_new_version_the_gate_reads(golden_home: Path, tmp_
     clock, _ = settings_golden_set(settings.reward, "clock", workloads=settings.workloads)
     assert len(clock) == 400  # another workload's set is untouched
     with pytest.raises(ReviewFileError, match="was already (accepted|edited)"):
-        golden_proposals.review(_runtime(), file.read_text())
+        golden_review.review(_runtime(), file.read_text())
     again = cli("propose", str(file), "--workload", "calculator")
     assert again["golden_version"] == done["golden_version"] and again["proposed"] == 0
 
@@ -181,7 +181,7 @@ def _runtime():
 
 def test_a_bad_decision_is_refused_with_its_line() -> None:
     with pytest.raises(ReviewFileError, match="line 2: decision 'maybe'"):
-        golden_proposals.parse_decisions(
+        golden_review.parse_decisions(
             '{"proposal_id": "p1", "decision": "accept"}\n{"proposal_id": "p2", "decision": "maybe"}\n'
         )
 
