@@ -10,14 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from infra.cost import CostReader, CostStats, cost_from, sum_by
-from infra.promql import (
-    EmbeddedMetrics,
-    PrometheusClient,
-    _deltas,
-    _escape,
-    increase_by,
-    parse_exposition,
-)
+from infra.promql_embedded import EmbeddedMetrics, counter_deltas, parse_exposition
+from infra.promql_prometheus import PrometheusClient, escape_label, increase_by
 
 
 class PrometheusCost:
@@ -44,11 +38,11 @@ class PrometheusCost:
         labels |= {"route": route} if route else {}
 
         def total(name: str, extra: dict[str, str]) -> float:
-            sel = ",".join(f'{k}="{_escape(v)}"' for k, v in (labels | extra).items())
+            sel = ",".join(f'{k}="{escape_label(v)}"' for k, v in (labels | extra).items())
             return sum(v for _, v in self.client.query(f"sum(increase({name}{{{sel}}}{rng}))", now))
 
         def by_batch(name: str) -> dict[str, float]:
-            sel = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            sel = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
             return increase_by(self.client, "batch", name, sel, rng, now)
 
         return cost_from(total, by_batch)
@@ -83,10 +77,10 @@ class EmbeddedCost:
         match |= {"route": route} if route else {}
 
         def total(name: str, extra: dict[str, str]) -> float:
-            return sum(_deltas(now, base, name, **match, **extra).values())
+            return sum(counter_deltas(now, base, name, **match, **extra).values())
 
         def by_batch(name: str) -> dict[str, float]:
-            return sum_by(_deltas(now, base, name, **match), "batch")
+            return sum_by(counter_deltas(now, base, name, **match), "batch")
 
         return cost_from(total, by_batch)
 

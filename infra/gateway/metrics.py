@@ -4,7 +4,7 @@ use them), on a per-app registry.
 Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
 has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow
 errors before any user reaches it, and so does the embedded canary analysis
-(:class:`infra.promql.EmbeddedMetrics`, with the admin token). The public listener's
+(:class:`infra.promql_embedded.EmbeddedMetrics`, with the admin token). The public listener's
 ``/metrics`` has no series with a ``route`` label, no ``flywheel_route_weight``, and no
 series whose ``model`` is not a stable version: whether a canary runs, which version it is,
 its weight and how it fares are not the public's to learn (a client that knew could aim its

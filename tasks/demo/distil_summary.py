@@ -110,7 +110,7 @@ def cost_meter(gateway_url: str) -> tuple[EmbeddedCost, float]:
     """A reader of the gateway's cost counters (its admin listener's ``/admin/metrics``: the
     public ``/metrics`` names no route), and the mark its window starts at (now)."""
     from infra.cost_readers import EmbeddedCost
-    from infra.promql import EmbeddedMetrics
+    from infra.promql_embedded import EmbeddedMetrics
     from infra.settings import get_settings
 
     admin_url, token = get_settings().gateway.metrics_source(gateway_url)

@@ -126,7 +126,7 @@ def main() -> int:
     from infra.cost_readers import EmbeddedCost
     from infra.gateway.serve import start_background_gateway
     from infra.models import publish_model_dir
-    from infra.promql import EmbeddedMetrics
+    from infra.promql_embedded import EmbeddedMetrics
     from infra.settings import get_settings
     from infra.store import open_store
     from tasks.demo.bootstrap import bootstrap_base_model

@@ -1,6 +1,6 @@
 """Simulated releases read through production's reader: a real Prometheus
-(:class:`~infra.promql.PrometheusMetrics`) over the gateway's counters, and the real alert
-rules (infra/prometheus/rules.yml) evaluated over the same data.
+(:class:`~infra.promql_prometheus.PrometheusMetrics`) over the gateway's counters, and the real
+alert rules (infra/prometheus/rules.yml) evaluated over the same data.
 
 Many releases of one population and candidate kind share one TSDB (each its own
 ``model``/``workload`` labels) and one Prometheus process. The gateway's exposition
@@ -38,7 +38,7 @@ import httpx
 import yaml
 
 from infra.errors import MetricsError
-from infra.promql import PrometheusMetrics, instant_rows
+from infra.promql_prometheus import PrometheusMetrics, instant_rows
 from infra.settings import ReleaseSettings
 from tasks.release.canary import watch_step
 from tasks.release.rollout import Clock
@@ -51,8 +51,9 @@ EVAL_S = 15  # the rule evaluation interval
 
 
 class KeepAliveClient:
-    """:class:`~infra.promql.PrometheusClient`'s queries over one kept-alive connection (the
-    benchmark makes thousands; a connection each would measure TCP, not the release)."""
+    """:class:`~infra.promql_prometheus.PrometheusClient`'s queries over one kept-alive
+    connection (the benchmark makes thousands; a connection each would measure TCP, not the
+    release)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
