@@ -9,13 +9,15 @@ What is real and what is scripted, so that it runs in seconds:
   verifier, the paired tests, the checks), the canary's analysis of one step
   (:func:`tasks.release.canary.analyse_step`), the coverage measure
   (:mod:`tasks.golden_coverage`), ``golden propose`` and ``golden review``
-  (:mod:`tasks.golden_proposals`) on ``flywheel.training_examples``, the new golden version,
-  the ``release_outcomes`` rows and the agreement report;
+  (:mod:`tasks.golden_proposals`, :mod:`tasks.golden_review`) on
+  ``flywheel.training_examples``, the new golden version, the ``release_outcomes`` rows and the
+  agreement report;
 - scripted: the model versions answer by a fixed accuracy per kind of question (as the release
   tests' fake upstreams do; a more accurate version is right wherever a less accurate one is),
   the users' traffic is answered in process (no gateway), and the curated rows are written as
   curate would write them for questions without personal data (the scripted users send none,
-  so there is nothing to anonymise). The whole loop with trained models is ``flywheel run``.
+  so there is nothing to anonymise; :mod:`tasks.demo.drift_traffic`). The whole loop with trained
+  models is ``flywheel run``.
 
 It runs in a home of its own (``<FLYWHEEL_HOME>/scenarios/drift``, emptied first) with a copy
 of the repository's calculator golden set, so nothing of the main home changes.
@@ -28,103 +30,16 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from infra.answers import Answer, Messages
+from tasks.demo.drift_traffic import VERSIONS, Ask, Scripted, traffic
 from tasks.golden import GOLDEN_DIR
 
 WORKLOAD = "calculator"
-POWER_TEMPLATES = ("What is {a} to the power of {b}?", "Compute {a} raised to the power {b}.")
-BASES, EXPONENTS = range(2, 14), range(2, 10)
-# accuracy per kind: v0 is stable; v1 and v2 are better at additions, far worse at powers
-VERSIONS: dict[str, dict[str, float]] = {
-    "v0": {"add": 0.80, "power": 0.90},
-    "v1": {"add": 0.90, "power": 0.05},
-    "v2": {"add": 0.92, "power": 0.10},
-}
 CANARY_USERS = 600  # the canary step's users: each votes once, on their first answer
-_CONTEXT = re.compile(r"calculator:\s*(\d+)\s*([+^])\s*(\d+)\s*=\s*(-?\d+)")
-
-
-@dataclass
-class Ask:
-    """One simulated request: who asks what, with the calculator's result in the context."""
-
-    user: str
-    question: str
-    messages: Messages
-    kind: str  # add | power
-    right: str
-
-
-def power_ask(rng: random.Random, user: str) -> Ask:
-    """A user asking an exponentiation (the calculator tool computes it)."""
-    a, b = rng.choice(BASES), rng.choice(EXPONENTS)
-    return _ask(user, rng.choice(POWER_TEMPLATES).format(a=a, b=b), f"{a} ^ {b}", a**b, "power")
-
-
-def add_ask(rng: random.Random, user: str) -> Ask:
-    """A user asking an addition (the demo domain's non-golden pairs and phrasings)."""
-    from tasks.demo import domain
-
-    item = domain.sample_question(rng)
-    a, b = item.operands or (0, 0)
-    return _ask(user, item.question, f"{a} + {b}", a + b, "add")
-
-
-def _ask(user: str, question: str, expr: str, value: int, kind: str) -> Ask:
-    context = f"calculator: {expr} = {value}"
-    call = {"name": "calculator", "arguments": json.dumps({"expression": expr})}
-    messages: Messages = [
-        {"role": "user", "content": question},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": "call_0", "type": "function", "function": call}],
-        },
-        {"role": "tool", "tool_call_id": "call_0", "content": context},
-    ]
-    return Ask(user, question, messages, kind, str(value))
-
-
-def traffic(n: int, *, power_share: float, seed: int, users: int = 120) -> list[Ask]:
-    """``n`` requests of ``users`` users, ``power_share`` of them exponentiations."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        user = f"drift-user-{rng.randrange(users)}"
-        out.append(power_ask(rng, user) if rng.random() < power_share else add_ask(rng, user))
-    return out
-
-
-@dataclass
-class Scripted:
-    """A model version answering by its accuracy per kind (an :class:`AnswerSource`)."""
-
-    version: str
-    accuracy: dict[str, float]
-    lm: Any = None
-
-    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
-        """Each request's answer: the calculator's result when the version gets it right."""
-        return [Answer(self.reply(m), 0.01) for m in requests]
-
-    def reply(self, messages: Messages) -> str:
-        """Right when the question's draw (the same for every version) is under the
-        version's accuracy for its kind; else off by one."""
-        text = "\n".join(str(m.get("content") or "") for m in messages)
-        found = _CONTEXT.search(text)
-        if found is None:
-            return "I don't know"
-        kind = "power" if found.group(2) == "^" else "add"
-        question = next(str(m["content"]) for m in messages if m.get("role") == "user")
-        right = int(found.group(4))
-        draw = random.Random(f"{kind}:{question}").random()
-        return str(right) if draw < self.accuracy[kind] else str(right + 1)
 
 
 @dataclass
