@@ -2,33 +2,34 @@
 code does: the README is page one and starts with ``make run`` / ``make test``; every ``make``
 target, ``flywheel`` command and option, ``python -m`` module, setting, header, metric, alert,
 repository path and dotted name the pages name exists; links stay inside the repository; the
-alert rules' runbook links resolve to a page and an anchor; the generated references cover
-every setting, command and table; and ``mkdocs build --strict`` passes."""
+alert rules' runbook links resolve to a page and an anchor. The generated references and the
+build are test_docs_reference.py's; the helpers both read with, docs_helpers.py."""
 
 from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
-import os
 import re
-import subprocess
-import sys
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 
-import pytest
 import yaml
 
 from deployments import cli
+from tests.unit.docs_helpers import (
+    DOCS,
+    PACKAGES,
+    PAGES,
+    README,
+    ROOT,
+    all_segments,
+    code_text,
+    hooks,
+    slugs,
+    subparsers,
+    text_of,
+)
 from tests.unit.test_compose_env import settings_env_names
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-DOCS = ROOT / "docs"
-PAGES = [README, *sorted(DOCS.rglob("*.md"))]
-PACKAGES = ("flows", "tasks", "infra", "deployments", "tests")
 # variables read outside the settings object (each must be read somewhere in the code)
 ENV_ONLY = {
     "FLYWHEEL_DEBUG",  # deployments/cli.py: tracebacks, as --debug
@@ -41,80 +42,6 @@ ENV_ONLY = {
     "FLYWHEEL_TEST_UI_SCREENSHOTS",  # tests/e2e/test_ui_browser.py: the docs' two pictures
 }
 OUTSIDE = re.compile(r"DESIGN|\.\./shared|shared folder|design article", re.I)
-
-
-# ------------------------------------------------------------------------------- helpers
-
-
-def text_of(page: Path) -> str:
-    return page.read_text(encoding="utf-8")
-
-
-def code_segments(text: str) -> list[str]:
-    """Every line of a fenced code block and every inline code span, where commands, paths
-    and names are written."""
-    segments: list[str] = []
-    prose: list[str] = []
-    fenced = False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        (segments if fenced else prose).append(line)
-    for match in re.finditer(r"(`+)(.+?)\1", "\n".join(prose), re.S):
-        segments.append(match.group(2).strip())
-    return segments
-
-
-def all_segments() -> list[tuple[str, str]]:
-    """(page, code segment) for every page."""
-    return [(str(p.relative_to(ROOT)), s) for p in PAGES for s in code_segments(text_of(p))]
-
-
-def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The parser of each ``flywheel`` command."""
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(action.choices)
-
-
-@cache
-def hooks() -> ModuleType:
-    """docs/hooks.py, the generator of the reference pages."""
-    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def code_files() -> list[Path]:
-    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
-    return [*files, ROOT / "Makefile", *(ROOT / "infra").rglob("*.yml")]
-
-
-@cache
-def code_text() -> str:
-    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in code_files())
-
-
-def slugs(page: Path) -> set[str]:
-    """The anchors MkDocs gives the page's headings (toc's slugify; ``{#id}`` attributes)."""
-    from markdown.extensions.toc import slugify
-
-    found = set()
-    fenced = False
-    for line in text_of(page).splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if fenced or not line.startswith("#"):
-            continue
-        heading = line.lstrip("#").strip()
-        if explicit := re.search(r"\{#([\w-]+)\}\s*$", heading):
-            found.add(explicit.group(1))
-            continue
-        heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
-        found.add(slugify(heading, "-"))
-    return found
 
 
 # ---------------------------------------------------------------------- the README, page one
@@ -335,73 +262,3 @@ def test_alert_runbook_links_resolve_to_a_page_and_an_anchor() -> None:
         page = ROOT / path
         assert path.startswith("docs/") and page.exists(), (alert, link)
         assert anchor in slugs(page), (alert, link, sorted(slugs(page)))
-
-
-def test_every_page_is_in_the_nav() -> None:
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
-
-    def files(nav: object) -> list[str]:
-        if isinstance(nav, str):
-            return [nav]
-        if isinstance(nav, list):
-            return [f for item in nav for f in files(item)]
-        if isinstance(nav, dict):
-            return [f for value in nav.values() for f in files(value)]
-        return []
-
-    in_nav = set(files(config["nav"]))
-    written = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
-    assert in_nav == written | set(hooks().GENERATED)
-    assert not written & set(hooks().GENERATED), "generated pages are never committed"
-
-
-# --------------------------------------------------------------- the generated references
-
-
-def test_configuration_reference_lists_every_setting() -> None:
-    page = hooks().configuration_page()
-    missing = sorted(n for n in settings_env_names() if not n.endswith("*") and n not in page)
-    assert not missing
-    rows = hooks().settings_rows()
-    by_env = {row["env"]: row for row in rows}
-    port = by_env["FLYWHEEL_GATEWAY__PORT"]
-    assert (port["type"], port["default"]) == ("int (≥ 0, ≤ 65535)", "8088")
-    assert by_env["FLYWHEEL_GATEWAY__MAX_BODY_BYTES"]["description"] == "larger requests get 413"
-    assert by_env["FLYWHEEL_CONSENT_MODE"]["description"].startswith("PIPA")
-    assert by_env["FLYWHEEL_S3_ACCESS_KEY_ID / AWS_ACCESS_KEY_ID"]["default"] == "unset"
-
-
-def test_cli_reference_lists_every_command_and_option() -> None:
-    page = hooks().cli_page()
-    parser = cli.build_parser()
-    for cmd in cli.COMMANDS:
-        assert f"## flywheel {cmd.name} " in page
-    for sub in subparsers(parser).values():
-        for action in sub._actions:
-            for option in action.option_strings if action.dest != "help" else ():
-                assert f"`{option}" in page or f", {option}" in page, (sub.prog, option)
-
-
-def test_storage_reference_lists_every_table_and_key() -> None:
-    from infra import catalog_schemas, keys
-
-    page = hooks().storage_page()
-    for table, schema in catalog_schemas.SCHEMAS.items():
-        assert f"### flywheel.{table}" in page
-        assert all(f"`{f.name}`" in page for f in schema)
-    prefixes = [v for k, v in vars(keys).items() if k.endswith(("_PREFIX", "_KEY"))]
-    assert prefixes and all(p in page for p in prefixes)
-
-
-def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
-    pytest.importorskip("mkdocs")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "reference/configuration/index.html").exists()
