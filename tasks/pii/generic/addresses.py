@@ -13,7 +13,8 @@ W8CX")."""
 from __future__ import annotations
 
 import regex as re
-from spacy.lang.en.stop_words import STOP_WORDS
+
+from tasks.pii.lexicon import STOP_WORDS
 
 _SUFFIX = (
     r"street|st|avenue|ave|av|road|rd|lane|ln|drive|dr|court|ct|boulevard|blvd|way|place|pl|"

@@ -15,9 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 
 import regex as re
-from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import NAME_PARTICLES as _PARTICLES
 from tasks.pii.names import lexicon, lexicon_support
 

@@ -22,7 +22,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import regex as re
-from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.generic.fields import (
     ROLES,
@@ -36,7 +35,7 @@ from tasks.pii.generic.fields import (
 from tasks.pii.generic.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
 from tasks.pii.generic.references import drop_references, reference_key
 from tasks.pii.generic.tables import Region, pairs, tables
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import AMBIGUOUS
 
 if TYPE_CHECKING:

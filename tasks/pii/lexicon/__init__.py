@@ -15,3 +15,8 @@ def word_list(name: str) -> tuple[str, ...]:
     """The entries of ``lexicon/<name>.txt`` in file order (the source line skipped)."""
     lines = (HERE / f"{name}.txt").read_text(encoding="utf-8").splitlines()
     return tuple(line for line in lines[1:] if line)
+
+
+# spaCy's English stop words, copied (their source line says from which release) so that
+# importing a flow does not import spaCy, thinc and torch (3 CPU-s a process)
+STOP_WORDS: frozenset[str] = frozenset(word_list("en_stop_words"))

@@ -134,7 +134,7 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
             folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
-    from spacy.lang.en.stop_words import STOP_WORDS
+    from tasks.pii.lexicon import STOP_WORDS
 
     # romanised Vietnamese and Chinese given names include "My", "An", "Do": not names here
     common = {w for w in STOP_WORDS} | {w for w in firsts | lasts if len(w) < 3}
@@ -337,7 +337,7 @@ def _common_noun(tok: Any) -> bool:
 
 
 def _full_name_shape(span: str) -> bool:
-    from spacy.lang.en.stop_words import STOP_WORDS
+    from tasks.pii.lexicon import STOP_WORDS
 
     words = span.split()
     return (

@@ -19,9 +19,8 @@ import unicodedata
 from typing import Any
 
 import regex as re
-from spacy.lang.en.stop_words import STOP_WORDS
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, lexicon
 
 _ROLE = (

@@ -75,7 +75,7 @@ def _is_name_word(word: str, stop: frozenset[str]) -> bool:
 
 def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
     """Spans of the names in greeting, introduction and sign-off positions."""
-    from spacy.lang.en.stop_words import STOP_WORDS
+    from tasks.pii.lexicon import STOP_WORDS
 
     stop = frozenset(STOP_WORDS)
     spans = []

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spacy.lang.en.stop_words import STOP_WORDS
-
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
 from tasks.pii.names.cues import fold
 from tasks.pii.names.subjects import name_run

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import regex as re
-from spacy.lang.en.stop_words import STOP_WORDS
 
 from tasks.pii.generic.structured import scan
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import (
     AMBIGUOUS,
     KOREAN_SURNAMES,

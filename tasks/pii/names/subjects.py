@@ -19,9 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spacy.lang.en.stop_words import STOP_WORDS
-
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import (
     AMBIGUOUS,
     EPONYMS,

@@ -1,0 +1,31 @@
+"""The anonymiser's word lists as data: each says where it comes from, and the copy of spaCy's
+English stop words is the installed spaCy's own (an upgrade that changes it fails here)."""
+
+from __future__ import annotations
+
+from tasks.pii.lexicon import HERE, STOP_WORDS
+
+
+def test_every_word_list_says_where_its_words_come_from() -> None:
+    lists = sorted(HERE.glob("*.txt"))
+    assert lists
+    for path in lists:
+        first = path.read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# source:"), path.name
+
+
+def test_the_stop_words_are_the_installed_spacys() -> None:
+    from spacy.lang.en.stop_words import STOP_WORDS as SPACY
+
+    assert STOP_WORDS == frozenset(SPACY)
+
+
+def test_importing_the_anonymiser_does_not_import_spacy() -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, flows.curate; print('spacy' in sys.modules, 'torch' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["False", "False"]
