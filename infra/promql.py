@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from infra.cost import CostStats
-from infra.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -136,30 +135,6 @@ class CanaryMetrics(Protocol):
             MetricsError: the metrics could not be read.
         """
         ...
-
-
-def open_canary_metrics(
-    *, prometheus_url: str | None, admin_url: str | None, admin_token: str | None = None
-) -> CanaryMetrics:
-    """Prometheus when its URL is set, else the gateway's ``/admin/metrics`` on its admin
-    listener (embedded mode; the public ``/metrics`` names no route).
-
-    Raises:
-        ConfigError: neither is set (or the admin listener without its token).
-    """
-    if prometheus_url:
-        from infra.promql_prometheus import PrometheusClient, PrometheusMetrics
-
-        return PrometheusMetrics(PrometheusClient(prometheus_url))
-    if admin_url and admin_token:
-        from infra.promql_embedded import EmbeddedMetrics
-
-        return EmbeddedMetrics.from_url(admin_url, token=admin_token)
-    raise ConfigError(
-        "canary analysis needs metrics: set FLYWHEEL_RELEASE__PROMETHEUS_URL, or "
-        "FLYWHEEL_GATEWAY__URL and FLYWHEEL_GATEWAY__ADMIN_TOKEN to read the gateway's "
-        "/admin/metrics directly"
-    )
 
 
 def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:

@@ -180,7 +180,7 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
     """Watch canary step ``index``; on to the next step or promoted, or concluded. Returns
     the state and the step's verdict."""
     if run.metrics is None:
-        from infra.promql import open_canary_metrics
+        from infra.canary_metrics import open_canary_metrics
 
         admin_url, token = run.rt.settings.gateway.metrics_source(
             run.opts.gateway_url, admin_url=run.opts.admin_url
