@@ -111,12 +111,17 @@ def form_field(page: Any, name: str) -> Any:
 def submit_run(page: Any, server: PrefectServer, *, run_name: str, **fields: str) -> None:
     """Fill the form (a field that may be empty is switched to text first), click Submit,
     and open the run's page (found by the name typed into the form)."""
-    page.locator("input[type=text]").first.fill(run_name)
+    from playwright.sync_api import expect
+
+    name_box = page.locator("input[type=text]").first
+    name_box.fill(run_name)
     for name, value in fields.items():
         field = form_field(page, name)
         if field.locator("textarea").count() == 0:
             field.get_by_role("button", name="str", exact=True).click()
         field.locator("textarea").fill(value)
+        expect(field.locator("textarea")).to_have_value(value)
+    expect(name_box).to_have_value(run_name)  # not replaced by the form's generated name
     page.get_by_role("button", name="Submit").click()
     # the run the click created, asked of the API until it is there: the UI's toast
     # ("<name> scheduled") shows for a few seconds only, and a test process starved on two busy
@@ -125,10 +130,20 @@ def submit_run(page: Any, server: PrefectServer, *, run_name: str, **fields: str
     deadline = time.monotonic() + WAIT_MS / 1000
     with api_client(server) as api:
         while not (found := api_json(api, "POST", "/flow_runs/filter", json=query)):
-            assert time.monotonic() < deadline, f"Submit created no run named {run_name}"
+            assert time.monotonic() < deadline, not_created(page, api, run_name)
             time.sleep(1.0)
     assert len(found) == 1, found
     page.goto(f"{server.url}/runs/flow-run/{found[0]['id']}")
+
+
+def not_created(page: Any, api: Any, run_name: str) -> str:
+    """Why no run of that name: what the page shows (an error toast?) and the runs there are."""
+    runs = api_json(api, "POST", "/flow_runs/filter", json={"limit": 20})
+    seen = [(r["name"], r["state_type"], r["created"]) for r in runs]
+    return (
+        f"Submit created no run named {run_name} (page {page.url}); runs: {seen}; "
+        f"page text: {page.inner_text('body')[-1500:]!r}"
+    )
 
 
 def test_a_rollback_started_from_the_ui_tells_what_it_did(
