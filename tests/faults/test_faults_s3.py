@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -96,8 +96,13 @@ def racing_writer(settings: Any, races: int) -> Iterator[list[int]]:
         SqlCatalog.commit_table = original  # type: ignore[method-assign]
 
 
-def run_stages(home: Any, store_url: str, s3: str, judge: str) -> dict[str, Any]:
-    """Plant one collected window, then score and curate it; what the run left behind."""
+def run_stages(
+    home: Any, store_url: str, s3: str, judge: str, *, faults: Callable[[bool], None]
+) -> dict[str, Any]:
+    """Plant one collected window, then score and curate it; what the run left behind.
+    ``faults(True)`` starts the injected faults for the two stages alone: the window is planted
+    and the outcome read back without them (a read of the outcome that met five faults in a row
+    failed the test, not a stage: CI-14)."""
     from flows.curate import curate
     from flows.score import score
     from infra.settings import get_settings
@@ -128,9 +133,11 @@ def run_stages(home: Any, store_url: str, s3: str, judge: str) -> dict[str, Any]
         plant_window(store, T0, [*generate(10, seed=3), *common], users=6)
         for key in store.list("scores/"):
             store.delete(key)  # stage 2 scores the window itself
+        faults(True)
         score(window_start=T0)
         with racing_writer(settings, races=2) as races:
             curate(window_start=T0)
+        faults(False)
         assert len(races) == 2
         return {
             "objects": {k: store.get(k) for k in sorted(store.list("scores/"))},
@@ -152,10 +159,18 @@ def test_stages_under_store_judge_and_commit_faults_equal_a_clean_run(
         fault_proxy(judge.base_url, rate=0.3, seed=12, **judge_fault) as llm,
     ):
         s3.enabled = llm.enabled = False
-        clean = run_stages(tmp_path / "clean", f"s3://{BUCKET}/clean", s3.url, f"{llm.url}/v1")
+
+        def faults(on: bool) -> None:
+            s3.enabled = llm.enabled = on
+
+        judge_url = f"{llm.url}/v1"
+        clean = run_stages(
+            tmp_path / "clean", f"s3://{BUCKET}/clean", s3.url, judge_url, faults=lambda on: None
+        )
         before = RETRIES.snapshot()
-        s3.enabled = llm.enabled = True
-        faulty = run_stages(tmp_path / "faulty", f"s3://{BUCKET}/faulty", s3.url, f"{llm.url}/v1")
+        faulty = run_stages(
+            tmp_path / "faulty", f"s3://{BUCKET}/faulty", s3.url, judge_url, faults=faults
+        )
         retries = RETRIES.since(before)
 
     assert faulty["objects"] == clean["objects"]  # the scores, byte for byte
