@@ -5,7 +5,9 @@ configuration error, never a 4xx other than throttling.
 
 Two ways in, one policy:
 
-- ``@task(**IO_RETRIES)`` on every Prefect task that does I/O (Prefect re-runs the task);
+- ``@task(**IO_RETRIES)`` on every Prefect task that does I/O (Prefect re-runs the task;
+  :mod:`infra.task_retries`, apart so that a process that only calls adapters, the gateway,
+  does not import Prefect);
 - :func:`retry_call` / :func:`retry_async` around one I/O call inside an adapter. These are the
   only retry loops in the code base: an adapter translates its client's errors into a
   :class:`TransientError` subclass (with ``retry_after_s`` when the server said how long to
@@ -25,16 +27,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-from prefect.cache_policies import NO_CACHE
+from typing import TypeVar
 
 from infra.errors import TransientError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-RetryCondition = Callable[[Any, Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -164,30 +163,3 @@ async def retry_async(
             if delay is None:
                 raise
             await asyncio.sleep(delay)
-
-
-def retry_on(*errors: type[BaseException]) -> RetryCondition:
-    """A ``retry_condition_fn`` that retries a failed task only when it raised one of ``errors``
-    (a transient failure); anything else is a data or configuration error and fails at once."""
-
-    def condition(task: Any, task_run: Any, state: Any) -> bool:
-        try:
-            state.result()
-        except errors:
-            return True
-        except Exception:  # noqa: BLE001 - not transient: no retry
-            return False
-        return False
-
-    return condition
-
-
-IO_RETRIES: dict[str, Any] = {
-    "retries": 3,
-    "retry_delay_seconds": [2, 5, 15],
-    "retry_jitter_factor": 0.5,
-    "retry_condition_fn": retry_on(TransientError),
-    "cache_policy": NO_CACHE,
-}
-"""The task options of every I/O task: 3 retries after 2, 5 and 15 s (+-50 % jitter), only for
-transient errors; no result caching (stages are keyed by window and replace their output)."""

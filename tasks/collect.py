@@ -18,8 +18,8 @@ from prefect.artifacts import create_table_artifact
 
 from infra.keys import rollouts_key
 from infra.privacy import user_key
-from infra.retries import IO_RETRIES
 from infra.settings.workloads import served_workload
+from infra.task_retries import IO_RETRIES
 from infra.traces import TraceRecord, TraceSource, WindowBatch
 from tasks.datasets import ROLLOUT_SCHEMA, Quarantine, Rollout, quarantine_row, raw_line_pointer
 

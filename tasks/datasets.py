@@ -23,7 +23,7 @@ from prefect import task
 
 from infra.catalog_schemas import SCHEMAS
 from infra.keys import rollouts_key, scores_key
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.reward import COMPONENTS, RewardColumns, RewardValues
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from infra.keys import (
     stale_prefix,
     window_of_key,
 )
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.datasets import read_rollouts
 
 if TYPE_CHECKING:

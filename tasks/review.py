@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.errors import ReviewFileError
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.datasets import BufferedExample
 
 if TYPE_CHECKING:

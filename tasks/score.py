@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.datasets import (
     MODEL_VERSION,
     PROMPT_GROUP,

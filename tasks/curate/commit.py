@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.audit import audit_row
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.curate.dedup import record_kept_task
 from tasks.curate.gates import STAGE
 from tasks.curate.kanon import held_task

@@ -22,7 +22,7 @@ from prefect import task
 from infra.cas import AT_ONCE, compare_and_swap
 from infra.errors import ObjectNotFound, PreconditionFailed
 from infra.keys import DEDUP_INDEX_KEY, parse_window_start, window_id
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.store import ObjectStore

@@ -16,7 +16,7 @@ from prefect import task
 
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import conversation_key, legacy_messages
 from tasks.curate.rows import Candidate
 from tasks.datasets import (

@@ -27,7 +27,7 @@ import regex as re
 from prefect import task
 
 from infra.keys import HELD_PREFIX, held_key
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

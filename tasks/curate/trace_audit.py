@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.audit import audit_row
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -28,7 +28,7 @@ from infra.errors import ObjectNotFound, PreconditionFailed
 from infra.keys import MODELS_PREFIX, ROLLOUTS_PREFIX, TRACES_PREFIX
 from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from infra.traces.langfuse_eraser import LangfuseDeletion, LangfuseEraser
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from infra.errors import ObjectNotFound
 from infra.keys import LANGFUSE_PENDING_PREFIX
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.governance.langfuse import langfuse_recheck
 from tasks.governance.reach import record_langfuse_confirmed
 

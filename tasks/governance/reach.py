@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from infra import models
 from infra.errors import ObjectNotFound
 from infra.keys import ERASURE_CASES_PREFIX
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

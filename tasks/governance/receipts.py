@@ -27,7 +27,7 @@ from prefect import task
 from infra.consent import erasure_receipt
 from infra.errors import PreconditionFailed
 from infra.keys import ERASED_PREFIX, ERASURE_CASES_PREFIX
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

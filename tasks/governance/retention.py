@@ -13,7 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from infra.audit import record_event
 from infra.keys import RAW_PREFIXES
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.governance.erasure import Erasure, erasure_details, erasure_markdown
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prefect import task
 
 from infra.model_server import adapter_path
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.model_server import ModelServer

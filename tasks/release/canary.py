@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.errors import MetricsError
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.release.cost_rail import CostLooks
 from tasks.release.rails import RAILS
 from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused

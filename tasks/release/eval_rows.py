@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.release.transitions import (
     begin_release,
     canary_move,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.keys import gate_prefix
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.store import ObjectStore

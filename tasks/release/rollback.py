@@ -14,7 +14,7 @@ from infra.audit import record_event
 from infra.base_servers import open_model_server
 from infra.errors import UnservableVersion
 from infra.models import ServableVersions
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.release.card import update_card
 from tasks.release.controls import roll_back
 from tasks.release.restore import restore_servable_stable

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
 from infra.routing import RoutingBackend, RoutingState
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from collections.abc import Callable

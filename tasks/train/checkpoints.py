@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 
 from infra import models
 from infra.causal_lm import root_dir
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from tasks.train.lineage import Evaluation, Lineage, lineage_files
 
 if TYPE_CHECKING:

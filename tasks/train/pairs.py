@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.local_lm import extract_question, render_prompt
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.datasets import WORKLOAD, PreferencePair
 from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden

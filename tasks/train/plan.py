@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
 from infra.settings.workloads import configured_workload
+from infra.task_retries import IO_RETRIES
 from tasks.train.evidence import ABLATION_FILE, regressed_methods
 from tasks.train.methods import MethodChoice, choose_method
 from tasks.train.pairs import GoldenFilter, Selection, prompt_renderer, select_training_data

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from infra.errors import PrivacyCheckFailed
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

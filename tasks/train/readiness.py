@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.retries import IO_RETRIES
+from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.train.buffer import buffer_of, in_buffer, workload_of
 
