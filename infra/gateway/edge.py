@@ -30,6 +30,7 @@ client reads it (RFC 9112 section 9.6).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -75,6 +76,8 @@ class GuardedProtocol(HttpToolsProtocol):
     admin_port: int | None = None
     public_open = 0  # open public connections in this process
     open_by_peer: ClassVar[dict[str, int]] = {}  # open public connections per peer address
+    # told of each refusal at a limit ("client" or "total"): the gateway's metric
+    on_refused: ClassVar[Callable[[str], None] | None] = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Count a public connection (or answer 503 and close at the limit) and start the head
@@ -98,6 +101,9 @@ class GuardedProtocol(HttpToolsProtocol):
             if cls.public_open >= self.max_connections or (per_client and mine >= per_client):
                 self._public = False  # not counted: it is closed now
                 self._refused = True
+                if cls.on_refused is not None:
+                    full = cls.public_open >= self.max_connections
+                    cls.on_refused("total" if full else "client")
                 self._answer_and_close(_BUSY)
                 return
             cls.public_open += 1
@@ -241,8 +247,14 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[GuardedProtocol]:
-    """A :class:`GuardedProtocol` class with the gateway's limits (one per server)."""
+def guarded_protocol(
+    cfg: GatewaySettings,
+    *,
+    admin_port: int | None,
+    on_refused: Callable[[str], None] | None = None,
+) -> type[GuardedProtocol]:
+    """A :class:`GuardedProtocol` class with the gateway's limits (one per server), telling
+    ``on_refused`` of each connection refused at a limit."""
     attrs: dict[str, Any] = {
         "max_header_bytes": cfg.max_header_bytes,
         "header_timeout_s": cfg.header_timeout_s,
@@ -252,17 +264,22 @@ def guarded_protocol(cfg: GatewaySettings, *, admin_port: int | None) -> type[Gu
         "admin_port": admin_port,
         "public_open": 0,
         "open_by_peer": {},
+        "on_refused": staticmethod(on_refused) if on_refused else None,
     }
     return type("GatewayProtocol", (GuardedProtocol,), attrs)
 
 
-def server_options(cfg: GatewaySettings, *, admin_port: int | None) -> dict[str, Any]:
-    """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol, the
-    keep-alive idle timeout, no proxy-header rewrite (:data:`~infra.gateway.asgi.SERVER_STACK`)."""
+def server_options(cfg: GatewaySettings, *, admin_port: int | None, app: Any) -> dict[str, Any]:
+    """uvicorn options of the gateway's server: uvloop, the guarded httptools protocol (its
+    refusals counted on ``app``'s ``flywheel_connections_refused_total``), the keep-alive idle
+    timeout, no proxy-header rewrite (:data:`~infra.gateway.asgi.SERVER_STACK`)."""
+    refused = app.state.parts.metrics.connections_refused
     return {
         "proxy_headers": False,
         "loop": "uvloop",
-        "http": guarded_protocol(cfg, admin_port=admin_port),
+        "http": guarded_protocol(
+            cfg, admin_port=admin_port, on_refused=lambda limit: refused.labels(limit).inc()
+        ),
         "ws": "none",  # no WebSocket route: an upgrade is answered as a request (module doc)
         "timeout_keep_alive": cfg.keep_alive_s,
     }

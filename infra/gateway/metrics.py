@@ -75,6 +75,8 @@ class GatewayMetrics:
     ``flywheel_workload_unconfigured_total`` (requests naming a workload that is not configured;
     the name is never a label),
     ``flywheel_client_refused_total{status}``,
+    ``flywheel_connections_refused_total{limit}`` (connections answered 503 at the public
+    listener's connection limit: ``client``, one peer's, or ``total``),
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render),
     ``agent_cost_requests_total``, ``agent_tokens_total{direction}`` and
     ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.cost`;
@@ -187,6 +189,13 @@ class GatewayMetrics:
             "Requests the model server refused as the client's own (400, 413 or 422 from the "
             "stable version too): answered with that status, no version's error.",
             ["status"],
+            registry=r,
+        )
+        self.connections_refused = Counter(
+            "flywheel_connections_refused_total",
+            "Public connections answered 503 at a connection limit (FLYWHEEL_GATEWAY__"
+            "MAX_CONNECTIONS_PER_CLIENT: limit=client, __MAX_CONNECTIONS: limit=total).",
+            ["limit"],
             registry=r,
         )
         self.sink_dropped = Counter(

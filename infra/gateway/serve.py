@@ -75,7 +75,7 @@ def serve_gateway(
         return
     config = uvicorn.Config(
         by_port(app, sockets),
-        **server_options(cfg, admin_port=_port(sockets, 1)),
+        **server_options(cfg, admin_port=_port(sockets, 1), app=app),
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -145,7 +145,7 @@ def start_background_gateway(
         by_port(app, sockets),
         sockets,
         timeout_s=startup_timeout_s,
-        options=server_options(cfg, admin_port=_port(sockets, 1)),
+        options=server_options(cfg, admin_port=_port(sockets, 1), app=app),
     )
     urls = [_url(s.getsockname()[0], s.getsockname()[1]) for s in sockets]
     log.info("gateway on %s: %s", urls[0], app.state.parts.keys.mode_line())

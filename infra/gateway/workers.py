@@ -114,6 +114,7 @@ def _worker(settings: Settings, sockets: list[socket.socket]) -> None:
         **server_options(
             settings.gateway,
             admin_port=sockets[1].getsockname()[1] if len(sockets) > 1 else None,
+            app=app,
         ),
         log_level="warning",
         access_log=False,

@@ -6,6 +6,7 @@ the other clients keep being served (asserted by what they receive, never by a c
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -163,6 +164,30 @@ def test_one_client_cannot_hold_every_connection_slot(
         for sock in held:
             sock.close()
         assert httpx.get(f"{gw.url}/livez", timeout=10).status_code == 200
+        assert refused(gw.url) == {"client": 1.0}  # the operator sees the gateway shed load
+
+
+def test_a_gateway_full_of_connections_refuses_the_next_and_counts_it(
+    tmp_path: Path, upstream: FakeUpstreamHandle
+) -> None:
+    with start(
+        tmp_path, upstream, max_connections=2, max_connections_per_client=0, header_timeout_s=30
+    ) as gw:
+        held = [connect(gw.url, source=f"127.0.0.{i}") for i in (2, 3)]
+        held[1].sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[1].recv(12) == b"HTTP/1.1 200"  # both are counted by now
+        assert read_to_eof(connect(gw.url, source="127.0.0.4")).startswith(b"HTTP/1.1 503")
+        for sock in held:
+            sock.close()
+        assert httpx.get(f"{gw.url}/livez", timeout=10).status_code == 200
+        assert refused(gw.url) == {"total": 1.0}
+
+
+def refused(url: str) -> dict[str, float]:
+    """``flywheel_connections_refused_total`` by ``limit``."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = re.findall(r'^flywheel_connections_refused_total\{limit="(\w+)"\} (\S+)$', text, re.M)
+    return {limit: float(value) for limit, value in found}
 
 
 def test_websocket_upgrades_return_their_connection_slots(

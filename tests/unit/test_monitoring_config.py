@@ -48,6 +48,7 @@ ALSO_IN_USE |= {"flywheel_pii_canary_recall"}  # issue 43: the canary check of e
 ALSO_IN_USE |= {"flywheel_release_contradictions_in_row"}
 # issue 51: the release alerts count users, not events (infra/gateway/voices.py)
 ALSO_IN_USE |= {"agent_voices_total", "agent_error_voices_total", "user_feedback_voices_total"}
+ALSO_IN_USE |= {"flywheel_connections_refused_total"}  # connection limits (infra/gateway/edge.py)
 DESIGN_METRICS |= {  # issue 16: human review and monitors (tasks/review.py, tasks/monitors.py)
     f"flywheel_{n}"
     for n in "reward_human_spearman reward_human_samples review_queued_total train_entropy "
