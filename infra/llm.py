@@ -24,7 +24,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from infra.errors import JudgeError, TransientError
-from infra.retries import Backoff, retry_async
+from infra.retries import Backoff, retry_after_seconds, retry_async
 
 if TYPE_CHECKING:
     from infra.settings import JudgeSettings
@@ -210,7 +210,7 @@ class ChatClient:
         if response.status_code >= 500 or response.status_code in (408, 429):
             self.stats.server_errors += 1
             error = _Retry(f"HTTP {response.status_code}")
-            error.retry_after_s = _retry_after(response)
+            error.retry_after_s = retry_after_seconds(response.headers.get("retry-after"))
             raise error
         if response.status_code >= 400:
             self.stats.failures += 1
@@ -231,14 +231,6 @@ class ChatClient:
         except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
             self.stats.malformed += 1
             raise _Retry(f"malformed reply for {schema.__name__}") from exc
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """The server's ``Retry-After`` in seconds (the delta-seconds form), when it sent one."""
-    try:
-        return float(response.headers["retry-after"])
-    except (KeyError, ValueError):
-        return None
 
 
 def ragas_llm(client: ChatClient) -> Any:

@@ -20,13 +20,16 @@ on the stage and gateway metrics), so an operator sees a flaky dependency before
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
+import math
 import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from infra.errors import TransientError
@@ -92,6 +95,29 @@ class RetryCounter:
 
 RETRIES = RetryCounter()
 """Every retry :func:`retry_call` and :func:`retry_async` made, by operation."""
+
+
+def retry_after_seconds(value: str | bytes | None, *, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds, the one reading of it for every adapter: delay
+    seconds (RFC 9110; a fraction as some servers send it) or an HTTP date; None when absent,
+    unreadable, negative or not finite (``inf`` or ``nan`` from a server is no wait to honour)."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not value or not (value := value.strip()):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        at = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at.tzinfo is None:  # an HTTP date is GMT; "-0000" parses as naive
+        at = at.replace(tzinfo=UTC)
+    return max(0.0, (at - (now or datetime.now(UTC))).total_seconds())
 
 
 def _retry_after(exc: BaseException) -> float | None:

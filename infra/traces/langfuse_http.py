@@ -16,11 +16,9 @@ message, so a run never hangs for hours: the eraser then defers the deletes it c
 
 from __future__ import annotations
 
-import email.utils
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 import httpx
@@ -32,7 +30,7 @@ from infra.errors import (
     SourceUnavailable,
     TransientSourceError,
 )
-from infra.retries import Backoff, retry_call
+from infra.retries import Backoff, retry_after_seconds, retry_call
 
 if TYPE_CHECKING:
     from infra.settings import LangfuseSettings
@@ -49,21 +47,6 @@ MAX_RETRY_AFTER_S = 120.0
 
 _UNAVAILABLE = (404, 405, 501)
 _RETRIABLE_4XX = (408, 409, 425, 429)
-
-
-def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """A ``Retry-After`` header in seconds: delta-seconds or an HTTP date; None if absent or
-    unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        at = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (at - (now or datetime.now(UTC))).total_seconds())
 
 
 def translate_status(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import orjson
 
 from infra.errors import TransientError, UpstreamError
+from infra.retries import retry_after_seconds
 
 # what a request's own content can cause: malformed (400), too large (413), unprocessable
 # (422). 401/403 (the gateway's credentials), 404 (vLLM: the model or adapter is not loaded)
@@ -56,9 +57,9 @@ def status_error(
     if status not in (408, 429) and status < 500:
         return UpstreamError(text)
     error = UpstreamUnavailable(text)
-    after = next((v for k, v in headers if k == b"retry-after"), b"")
-    if after.strip().isdigit():
-        error.retry_after_s = float(after)
+    error.retry_after_s = retry_after_seconds(
+        next((v for k, v in headers if k == b"retry-after"), None)
+    )
     return error
 
 

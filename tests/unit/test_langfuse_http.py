@@ -10,10 +10,10 @@ from email.utils import format_datetime
 import pytest
 
 from infra.errors import SourceError, SourceRateLimited, SourceUnavailable, TransientSourceError
+from infra.retries import retry_after_seconds
 from infra.traces.langfuse_http import (
     MAX_RETRY_AFTER_S,
     LangfuseHttp,
-    retry_after_seconds,
     translate_status,
 )
 
