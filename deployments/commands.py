@@ -238,9 +238,9 @@ def check_release(ns: argparse.Namespace) -> None:
     """The version must be servable: checked before a flow run starts (one line, routing
     untouched); the flow checks again for runs started from the UI."""
     from infra.errors import ControlRefused
-    from infra.models import ServableVersions
     from infra.routing import open_routing
     from infra.runtime import Runtime
+    from infra.serving.models import ServableVersions
     from tasks.release.controls import retired_refusal
 
     rt = Runtime.from_env()
@@ -278,7 +278,7 @@ def check_run(ns: argparse.Namespace) -> None:
     if ns.cycles == 0 and not getattr(ns, "distil", False):
         raise ConfigError("--cycles 0 runs nothing: it distils what is curated (add --distil)")
     if getattr(ns, "server", "local") == "vllm":
-        from infra.vllm_process import vllm_python
+        from infra.serving.vllm_process import vllm_python
 
         vllm_python()
 

@@ -71,9 +71,9 @@ def check(ns: argparse.Namespace) -> None:
 
 
 def _check_base(version: str) -> None:
-    from infra import models
     from infra.errors import ConfigError
     from infra.runtime import Runtime
+    from infra.serving import models
 
     store = Runtime.from_env().store
     if not re.fullmatch(r"v\d+", version) or not models.version_exists(store, version):

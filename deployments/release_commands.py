@@ -81,9 +81,9 @@ def check_promote(ns: argparse.Namespace) -> None:
     """A promotion needs a servable candidate that passed the gate (or --force with a reason):
     checked before a flow run starts; the flow checks again."""
     from infra.errors import ControlRefused
-    from infra.models import ServableVersions
     from infra.routing import open_routing
     from infra.runtime import Runtime
+    from infra.serving.models import ServableVersions
     from tasks.release.controls import promotion_refusal
 
     if ns.force and not (ns.reason or "").strip():
@@ -110,9 +110,9 @@ def pause(ns: argparse.Namespace) -> int:
 def check_resume(ns: argparse.Namespace) -> None:
     """Resuming routes traffic to the candidate again: it must be servable (checked before a
     flow run starts; the flow checks again)."""
-    from infra.models import ServableVersions
     from infra.routing import open_routing
     from infra.runtime import Runtime
+    from infra.serving.models import ServableVersions
 
     rt = Runtime.from_env()
     state = open_routing(rt.settings, rt.store).load().release_of(ns.workload)

@@ -10,11 +10,11 @@ from prefect import flow, get_run_logger
 from infra.audit import record_event
 from infra.errors import ControlRefused
 from infra.flow_docs import described
-from infra.models import ServableVersions
 from infra.parameters import Receipt, Workload
 from infra.routing import open_routing
 from infra.routing.state import own_workload
 from infra.runtime import Runtime
+from infra.serving.models import ServableVersions
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.erasure_steps import record_step
 from tasks.governance.reach import ErasureCase, load_case, open_cases, publish_gauges

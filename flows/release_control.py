@@ -8,13 +8,13 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger
 
 from flows.release import ReleaseOptions, release
-from infra.base_servers import open_model_server
 from infra.errors import ControlRefused
 from infra.flow_docs import described
-from infra.models import ServableVersions
 from infra.parameters import Workload
 from infra.routing import RoutingBackend, open_routing, scoped
 from infra.runtime import Runtime
+from infra.serving.base_servers import open_model_server
+from infra.serving.models import ServableVersions
 from infra.settings.workloads import configured_workload
 from tasks.release import controls
 from tasks.release.outcome import ReleaseOutcome, control_status

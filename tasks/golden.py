@@ -38,7 +38,7 @@ from tasks.reward.verifiers import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
 
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from infra.settings import RewardSettings
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"

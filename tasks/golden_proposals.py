@@ -91,7 +91,7 @@ def proposal_id(workload: str, question: str) -> str:
 
 def trained_trace_ids(store: ObjectStore) -> set[str]:
     """The ``training_examples`` trace ids any model version trained on (their lineage)."""
-    from infra.models import list_versions
+    from infra.serving.models import list_versions
     from tasks.train.lineage import read_lineage
 
     ids: set[str] = set()

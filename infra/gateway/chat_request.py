@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.gateway.routing import ROUTED_MODEL
-from infra.local_lm import message_text
+from infra.serving.local_lm import message_text
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from infra.upstream.completion import GenParams
 

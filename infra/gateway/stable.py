@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infra.models import ServableVersions
+from infra.serving.models import ServableVersions
 
 if TYPE_CHECKING:
     from infra.settings import Settings

@@ -5,7 +5,8 @@ answers costs little more than one. :class:`MicroBatcher` queues the prompts of 
 ``complete`` calls and hands them to one ``generate`` call: the first waits at most
 ``max_wait_s`` for company (so a lone request is barely delayed), a full batch goes at once,
 and requests that arrive while a batch runs form the next one. Each row keeps its own
-parameters and seed (:class:`infra.local_lm.RowParams`), so batching never changes an answer.
+parameters and seed (:class:`infra.serving.local_lm.RowParams`), so batching never changes an
+answer.
 
 A failed batch fails only its own requests, each with an :class:`UpstreamError`; a client that
 goes away is dropped from its batch (or its answer discarded) without disturbing the others.
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 from infra.errors import UpstreamError
 
 if TYPE_CHECKING:
-    from infra.local_lm import Generation, RowParams
+    from infra.serving.local_lm import Generation, RowParams
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """The in-process causal LM as an upstream: the embedded default model server, one
-:class:`infra.local_lm.LocalLM` per version fetched from ``models/<version>/`` in the store."""
+:class:`infra.serving.local_lm.LocalLM` per version fetched from ``models/<version>/`` in the
+store."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class LocalUpstream:
         """None when the model is loaded or loadable (in the store), else why not."""
         if self._lm is not None:
             return None
-        from infra.models import version_exists
+        from infra.serving.models import version_exists
 
         try:
             exists = await asyncio.to_thread(version_exists, self.store, self.version)
@@ -63,8 +64,8 @@ class LocalUpstream:
         return None
 
     def _load(self) -> Any:
-        from infra.local_lm import LocalLM
-        from infra.models import fetch_model, model_cache_root
+        from infra.serving.local_lm import LocalLM
+        from infra.serving.models import fetch_model, model_cache_root
 
         path = fetch_model(self.store, self.version, model_cache_root(self.settings))
         return LocalLM.load(path, device=self.settings.device)
@@ -87,7 +88,7 @@ class LocalUpstream:
     async def complete(self, messages: Messages, params: GenParams) -> Completion:
         """Generate (batched with concurrent requests), the model loaded on first use; raises
         ``UpstreamError``."""
-        from infra.local_lm import RowParams
+        from infra.serving.local_lm import RowParams
 
         lm = await self._model()
         assert self.batcher is not None

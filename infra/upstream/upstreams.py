@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from infra.base_servers import ServedAt, ServerTrust, openai_base, read_served
 from infra.errors import ConfigError, UpstreamError, redact_url
+from infra.serving.base_servers import ServedAt, ServerTrust, openai_base, read_served
 from infra.upstream.completion import (
     Completion,
     GenParams,
@@ -275,7 +275,8 @@ class UpstreamPool:
         self._local: dict[str, LocalUpstream] = {}
         self._engine: MicroBatcher | None = None  # the in-process versions' shared batcher
         self._checks: dict[str, tuple[float, str | None]] = {}
-        # versions on other bases' model servers (deploy/servers.json, :mod:`infra.base_servers`)
+        # versions on other bases' model servers (deploy/servers.json,
+        # :mod:`infra.serving.base_servers`)
         self._served: dict[str, ServedAt] = {}
         self._trust: ServerTrust | None = None  # built on the first read (it reads the salt)
         self._on_bases: dict[str, tuple[tuple[str, ...], Upstream]] = {}
@@ -344,7 +345,7 @@ class UpstreamPool:
         """Whether ``version`` can be served (configured, or published in the store). Blocking."""
         if version in self._upstreams:
             return True
-        from infra.models import version_exists
+        from infra.serving.models import version_exists
 
         try:
             return version_exists(self.store, version)

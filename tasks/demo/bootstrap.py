@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from infra import models
 from infra.errors import ConfigError, ObjectNotFound
-from infra.local_lm import LocalLM, intra_op_threads
+from infra.serving import models
+from infra.serving.local_lm import LocalLM, intra_op_threads
 from tasks import golden
 from tasks.demo import clock, domain
 from tasks.demo.pretrain import BootstrapConfig, evaluate_golden, fresh_model, progress

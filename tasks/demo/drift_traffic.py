@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.answers import Answer, Messages
+from infra.serving.answers import Answer, Messages
 
 POWER_TEMPLATES = ("What is {a} to the power of {b}?", "Compute {a} raised to the power {b}.")
 BASES, EXPONENTS = range(2, 14), range(2, 10)

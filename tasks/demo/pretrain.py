@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.errors import ConfigError
-from infra.local_lm import LocalLM, render_prompt
 from infra.progress import report_progress
+from infra.serving.local_lm import LocalLM, render_prompt
 from tasks.demo import domain
 from tasks.demo.llama_profile import agent_messages
 from tasks.demo.workloads import CALCULATOR, sample_question, verify

@@ -26,8 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from infra.causal_lm import warmup_cosine
-from infra.local_lm import LocalLM, intra_op_threads
+from infra.serving.causal_lm import warmup_cosine
+from infra.serving.local_lm import LocalLM, intra_op_threads
 from tasks.demo.pretrain import (
     NEAR_TARGET,
     PROGRESS_EVERY,

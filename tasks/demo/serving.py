@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from infra.base_servers import open_model_server
-from infra.models import model_cache_root
 from infra.routing import load_state
 from infra.runtime import Runtime
+from infra.serving.base_servers import open_model_server
+from infra.serving.models import model_cache_root
 from infra.settings import get_settings
 from tasks.release.adapters import load_candidate
 
@@ -79,8 +79,8 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
             _load_stable(rt, base_version)
             yield
         return
-    from infra.models import fetch_model
-    from infra.vllm_process import local_vllm
+    from infra.serving.models import fetch_model
+    from infra.serving.vllm_process import local_vllm
 
     base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
     log_path = rt.settings.home_dir / "logs" / "vllm.log"
@@ -107,8 +107,8 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
 def _launchers(rt: Runtime) -> Iterator[None]:
     """A launcher for other bases' vLLM servers in the block; at exit they are ended and
     forgotten in the store's map of where versions are served."""
-    from infra.base_servers import ServerTrust, launching, read_served, record_served
-    from infra.vllm_process import LocalLaunchers
+    from infra.serving.base_servers import ServerTrust, launching, read_served, record_served
+    from infra.serving.vllm_process import LocalLaunchers
 
     ms = rt.settings.model_server
     trust = ServerTrust.from_settings(rt.settings)
@@ -133,8 +133,8 @@ def _launchers(rt: Runtime) -> Iterator[None]:
 def _forget_dead(rt: Runtime) -> None:
     """Forget the recorded servers of other bases that do not answer (a run that ended without
     its clean-up left them): a release then starts them again instead of routing to nothing."""
-    from infra.base_servers import ServerTrust, read_served, record_served
-    from infra.model_server import VLLMServer
+    from infra.serving.base_servers import ServerTrust, read_served, record_served
+    from infra.serving.model_server import VLLMServer
 
     trust = ServerTrust.from_settings(rt.settings)
     dead = {

@@ -20,7 +20,7 @@ def redistil(rt: Runtime, plan: ReplacementPlan, *, max_steps: int | None) -> st
     """Distil and publish the replacement of ``plan.serving`` (a student); its version, or
     None when none of the rows left is an accepted answer."""
     from infra.catalog import current_snapshot_id
-    from infra.models import fetch_model, model_cache_root
+    from infra.serving.models import fetch_model, model_cache_root
     from infra.settings import StudentProfile
     from tasks.datasets import training_exclusions
     from tasks.distil.publish import distil_and_publish

@@ -100,7 +100,7 @@ def student_profile(settings: Settings, asked: str | None) -> tuple[str, Student
 def plan_distil(rt: Runtime, *, workload: str | None, student: str | None) -> DistilPlan:
     """The run's teacher (the workload's stable version, fetched), student profile and
     accepted rows, rendered with the teacher's prompt template."""
-    from infra.models import fetch_model, model_cache_root
+    from infra.serving.models import fetch_model, model_cache_root
     from tasks.datasets import training_exclusions
     from tasks.review import override_rewards
     from tasks.train.buffer import read_examples
@@ -162,7 +162,7 @@ def train_student(rt: Runtime, plan: DistilPlan, config: DistilConfig, work: Pat
     """The student trained on the plan's rows against the teacher, saved under ``work``."""
     from transformers import AutoTokenizer
 
-    from infra.causal_lm import load_causal_lm, placement
+    from infra.serving.causal_lm import load_causal_lm, placement
     from tasks.distil.trainer import distil_model
 
     where = placement(rt.settings.device)

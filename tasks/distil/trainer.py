@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.causal_lm import warmup_cosine
+from infra.serving.causal_lm import warmup_cosine
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -115,7 +115,7 @@ def distil_model(
 ) -> DistilOutcome:
     """Build the student of ``profile`` and train it on ``examples`` (``prompt`` as served,
     ``completion`` the accepted answer) against ``teacher``; saved to ``out_dir``."""
-    from infra.local_lm import intra_op_threads
+    from infra.serving.local_lm import intra_op_threads
     from tasks.distil.student import build_student
     from tasks.train.trainer import hardware
 

@@ -26,8 +26,8 @@ from infra.cas import compare_and_swap
 from infra.consent import erasure_receipt
 from infra.errors import ObjectNotFound, PreconditionFailed
 from infra.keys import MODELS_PREFIX, ROLLOUTS_PREFIX, TRACES_PREFIX
-from infra.models import rewrite_published_file
 from infra.privacy import user_key as hash_user
+from infra.serving.models import rewrite_published_file
 from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from prefect import get_run_logger
 
 from infra.audit import record_event
-from infra.base_servers import open_model_server
 from infra.errors import TransientError
 from infra.routing import RoutingBackend, RoutingState, load_state, open_routing
 from infra.runtime import Runtime
+from infra.serving.base_servers import open_model_server
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.erasure import Erasure
 from tasks.governance.reach import (

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from prefect import task
 from pydantic import BaseModel
 
-from infra import models
 from infra.errors import ObjectNotFound
 from infra.keys import ERASURE_CASES_PREFIX
+from infra.serving import models
 from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:

@@ -142,7 +142,7 @@ def replace_line(
 def train_replacement(rt: Runtime, plan: ReplacementPlan, max_steps: int | None) -> str | None:
     """Train and publish the replacement; None when nothing is left to train on."""
     from infra.catalog import current_snapshot_id
-    from infra.models import model_cache_root
+    from infra.serving.models import model_cache_root
     from tasks.datasets import training_exclusions
     from tasks.train.checkpoints import fetch_base_task
     from tasks.train.config import TrainConfig

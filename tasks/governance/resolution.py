@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from infra.errors import ControlRefused
-from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, StateChange, scoped
 from infra.runtime import Runtime
+from infra.serving.models import ServableVersions
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.governance.erasure_steps import retire_cases
 from tasks.governance.reach import ErasureCase, save_case

@@ -142,7 +142,7 @@ def golden_answers(
     model_dir: Path, golden: Sequence[GoldenItem], *, max_new_tokens: int = 16
 ) -> tuple[Any, list[str]]:
     """Greedy answers of a model to the golden questions, as the gateway renders the prompt."""
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
 
     lm = LocalLM.load(model_dir)
     texts: list[str] = []
@@ -210,7 +210,7 @@ def run_arm(
 ) -> ArmRun:
     """Train ``arm_name`` from the base model for ``seed``, answer the golden set, score and
     gate it (nothing published: the checkpoint lives in a temporary directory)."""
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from tasks.train.trainer import train_model
 
     arm = ARMS[arm_name]

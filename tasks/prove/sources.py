@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra import models
+from infra.serving import models
 from tasks.reward.verifiers import load_plugin
 
 if TYPE_CHECKING:

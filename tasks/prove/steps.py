@@ -78,7 +78,7 @@ def require_arms(arms: Sequence[str]) -> None:
 @task(cache_policy=NO_CACHE)
 def traffic_task(model_dir: Path, opts: ProveOptions) -> Traffic:
     """Returns the shared traffic: sampled once from the base model, scored, selected."""
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
 
     rt = Runtime.from_env()
     lm = LocalLM.load(model_dir)

@@ -17,7 +17,7 @@ from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from infra.settings import RewardSettings, Settings
 
 WINDOW = "prove"

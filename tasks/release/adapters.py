@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from prefect import task
 
-from infra.model_server import adapter_path
+from infra.serving.model_server import adapter_path
 from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
-    from infra.model_server import ModelServer
     from infra.routing import RoutingState
+    from infra.serving.model_server import ModelServer
     from infra.settings import ModelServerSettings
     from infra.store import ObjectStore
 

@@ -4,7 +4,7 @@ version went through (gating, shadow, canary steps, promoted, rolled back, held)
 when, who and why, as the routing state recorded them.
 
 The card is the one file of a published version that changes after publication
-(:data:`infra.models.MUTABLE`: its manifest hash is the trained card's). Stages accumulate:
+(:data:`infra.serving.models.MUTABLE`: its manifest hash is the trained card's). Stages accumulate:
 the routing state's history is the source, and a stage already on the card stays there.
 Updating a card never fails a release: a store error is logged and the release goes on.
 """

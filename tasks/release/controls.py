@@ -23,8 +23,8 @@ from tasks.release.transitions import ACTIVE, hold, promotion, reject, transitio
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.models import ServableVersions
     from infra.routing import Phase, RoutingBackend, RoutingState
+    from infra.serving.models import ServableVersions
 
 PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.Decision.PROCEED (not imported: heavy)
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from infra.settings import ReleaseSettings
 
 log = logging.getLogger(__name__)

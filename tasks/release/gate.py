@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.answers import Answer, AnswerSource, Messages
+from infra.serving.answers import Answer, AnswerSource, Messages
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.answers import open_answer_source
+from infra.serving.answers import open_answer_source
 from tasks.golden import GoldenItem, golden_version, load_golden, settings_golden_set
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from infra.answers import Answer, AnswerSource, Messages
+    from infra.serving.answers import Answer, AnswerSource, Messages
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
     from tasks.release.drift import Check

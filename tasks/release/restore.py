@@ -19,7 +19,7 @@ from infra.routing import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.models import ServableVersions
+    from infra.serving.models import ServableVersions
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger, task
 
 from infra.audit import record_event
-from infra.base_servers import open_model_server
 from infra.errors import UnservableVersion
-from infra.models import ServableVersions
+from infra.serving.base_servers import open_model_server
+from infra.serving.models import ServableVersions
 from infra.task_retries import IO_RETRIES
 from tasks.release.card import update_card
 from tasks.release.controls import roll_back

@@ -15,9 +15,9 @@ from tasks.release.machine import hold_task
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.model_server import ModelServer
     from infra.routing import RoutingBackend, RoutingState
     from infra.runtime import Runtime
+    from infra.serving.model_server import ModelServer
 
 
 def hold_unloadable(
@@ -45,7 +45,7 @@ def hold_unloadable(
 
 def server_args(rt: Runtime) -> dict[str, Any]:
     """The keywords of ``load_candidate``: the model-server settings and the model cache."""
-    from infra.models import model_cache_root
+    from infra.serving.models import model_cache_root
 
     return {"settings": rt.settings.model_server, "cache_root": model_cache_root(rt.settings)}
 

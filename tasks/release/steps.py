@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from prefect.artifacts import create_markdown_artifact
 
-from infra.base_servers import open_model_server
 from infra.errors import ControlRefused, ModelServerError, ObjectNotFound, ReleaseError
-from infra.models import ServableVersions
 from infra.routing import RoutingBackend, RoutingState, open_routing, scoped
+from infra.serving.base_servers import open_model_server
+from infra.serving.models import ServableVersions
 from infra.settings.workloads import configured_workload
 from tasks.monitors import gate_gauges
 from tasks.release import controls
@@ -38,9 +38,9 @@ from tasks.release.serving import hold_unloadable, require_room, server_args
 
 if TYPE_CHECKING:
     from infra.metrics import StageReport
-    from infra.model_server import ModelServer
     from infra.promql import CanaryMetrics
     from infra.runtime import Runtime
+    from infra.serving.model_server import ModelServer
     from infra.settings import ReleaseSettings
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra import models
-from infra.causal_lm import root_dir
+from infra.serving import models
+from infra.serving.causal_lm import root_dir
 from infra.task_retries import IO_RETRIES
 from tasks.train.lineage import Evaluation, Lineage, lineage_files
 
@@ -84,7 +84,7 @@ def evaluate_golden_dirs(
     """Greedy golden accuracy of the base and the new model on the golden set the settings name
     for ``workload`` (the same items, the same decoding, each item's verifier). A new LoRA
     adapter loads on the full version under ``base_dir``."""
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from tasks.golden import golden_accuracy, settings_golden
 
     golden = settings_golden(settings.reward, workload, workloads=settings.workloads)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, field_serializer
 
-from infra import models
-from infra.causal_lm import adapter_base, is_adapter
+from infra.serving import models
+from infra.serving.causal_lm import adapter_base, is_adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -25,7 +25,7 @@ Selection, in order (each drop is counted):
 A pair's prompt is the conversation up to the answer (the example's ``messages``: system
 prompt, earlier turns, tool calls and tool results) rendered exactly as the serving model
 sees it (``render``: :func:`prompt_renderer` of the model directory, its chat template; the
-demo model without one gets :func:`infra.local_lm.render_prompt`, the last user question).
+demo model without one gets :func:`infra.serving.local_lm.render_prompt`, the last user question).
 Only the final assistant turn is the completion, so earlier assistant turns and tool outputs
 sit in the prompt and are masked out of the loss. Old rows without messages render their
 question as the one user turn. A completion is the answer joined to the prompt with one
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.local_lm import extract_question, render_prompt
+from infra.serving.local_lm import extract_question, render_prompt
 from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from tasks.datasets import WORKLOAD, PreferencePair
@@ -78,7 +78,7 @@ def demo_render(messages: Messages | str) -> str:
 def prompt_renderer(model_dir: str | Path) -> Render:
     """How the served model sees a conversation (a list of OpenAI chat messages): its chat
     template if it has one (tool calls and tool results included), else the demo prompt
-    (mirrors :meth:`infra.local_lm.LocalLM.render`, without loading the weights)."""
+    (mirrors :meth:`infra.serving.local_lm.LocalLM.render`, without loading the weights)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)

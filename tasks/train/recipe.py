@@ -55,8 +55,8 @@ def select(
 ) -> dict[str, Any]:
     """Step 1: the flow's selection into ``run/`` (``selection.json``, ``run.json``);
     ``workload``: that workload's rows only (the selection records it for the lineage)."""
-    from infra.models import model_cache_root
     from infra.runtime import Runtime
+    from infra.serving.models import model_cache_root
     from tasks.train.checkpoints import fetch_base_task, pick_base_version
     from tasks.train.plan import plan_training
 

@@ -22,8 +22,8 @@ from prefect.utilities.annotations import quote
 from infra.audit import record_event
 from infra.catalog import current_snapshot_id
 from infra.metrics import StageReport
-from infra.models import model_cache_root
 from infra.runtime import Runtime
+from infra.serving.models import model_cache_root
 from tasks.train.checkpoints import (
     evaluate_task,
     fetch_base_task,

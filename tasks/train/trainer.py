@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.causal_lm import Placement, adapter_base, is_adapter, load_causal_lm, write_adapter_base
+from infra.serving.causal_lm import (
+    Placement,
+    adapter_base,
+    is_adapter,
+    load_causal_lm,
+    write_adapter_base,
+)
 from tasks.train.config import TrainConfig
 from tasks.train.methods import BUILDERS, Data, Method
 

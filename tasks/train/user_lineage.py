@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from infra import models
 from infra.errors import ObjectNotFound
+from infra.serving import models
 from tasks.train.lineage import LINEAGE, TrainedRows
 
 if TYPE_CHECKING:

@@ -125,8 +125,8 @@ def main() -> int:
 
     from infra.cost_readers import EmbeddedCost
     from infra.gateway.serve import start_background_gateway
-    from infra.models import publish_model_dir
     from infra.promql_embedded import EmbeddedMetrics
+    from infra.serving.models import publish_model_dir
     from infra.settings import get_settings
     from infra.store import open_store
     from tasks.demo.bootstrap import bootstrap_base_model

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from infra.local_lm import LocalLM  # noqa: E402
+from infra.serving.local_lm import LocalLM  # noqa: E402
 from infra.settings import GatewaySettings, Settings  # noqa: E402
 from infra.store import LocalStore  # noqa: E402
 from infra.upstream.completion import GenParams  # noqa: E402

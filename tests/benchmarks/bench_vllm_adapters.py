@@ -109,7 +109,7 @@ def throughput(url: str, models: list[str], args: argparse.Namespace) -> float:
 
 def measure(url: str, port: int, adapters: list[Path], args: argparse.Namespace) -> dict[str, Any]:
     """Load times, RSS before/after, and req/s per configuration over ``args.rounds`` rounds."""
-    from infra.model_server import VLLMServer
+    from infra.serving.model_server import VLLMServer
 
     server = VLLMServer([url], max_loras=len(adapters))
     for _ in range(3):  # warm-up: the first requests compile and allocate
@@ -172,7 +172,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Build the base and the adapters, start vLLM, measure, print."""
-    from infra.vllm_process import local_vllm
+    from infra.serving.vllm_process import local_vllm
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--adapters", type=int, default=7)  # two workloads' default max_loras

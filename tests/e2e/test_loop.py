@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from infra.catalog import open_catalog, scan
-from infra.local_lm import LocalLM, render_prompt
-from infra.models import fetch_model, model_cache_root
 from infra.routing import load_state
+from infra.serving.local_lm import LocalLM, render_prompt
+from infra.serving.models import fetch_model, model_cache_root
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks.demo import domain

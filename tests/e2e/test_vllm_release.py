@@ -94,11 +94,11 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     canary steps to promotion; A's users are back on A's stable, and no request fails."""
     from flows.release import ReleaseOptions, release
     from flows.rollback import rollback
-    from infra.base_servers import open_model_server
     from infra.gateway.serve import start_background_gateway
-    from infra.models import model_cache_root
     from infra.routing import WorkloadRelease, new_release_id
     from infra.runtime import Runtime
+    from infra.serving.base_servers import open_model_server
+    from infra.serving.models import model_cache_root
     from tasks.release.adapters import load_candidate
     from tests.e2e.vllm_workloads import Users, alerting, burst, firing, paced, publish_adapter
 
@@ -246,7 +246,7 @@ def test_the_trainers_prompt_is_token_for_token_what_vllm_is_sent(
     same messages (its /tokenize endpoint applies the served model's template)."""
     from transformers import AutoTokenizer
 
-    from infra.models import fetch_model, model_cache_root
+    from infra.serving.models import fetch_model, model_cache_root
 
     settings = get_settings()
     store = LocalStore(settings.resolved_store_url)
@@ -288,8 +288,8 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     decided."""
     from flows.loop import LoopOptions, run_loop
     from flows.release import ReleaseOptions
-    from infra.base_servers import ServerTrust, read_served
-    from infra.vllm_process import LocalLaunchers
+    from infra.serving.base_servers import ServerTrust, read_served
+    from infra.serving.vllm_process import LocalLaunchers
     from tasks.demo import loop_cycle
     from tasks.demo.loop_summary import loop_report
     from tasks.release import steps as release_steps

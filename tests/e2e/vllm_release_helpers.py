@@ -58,9 +58,9 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> Iterator[Served]:
     """``v0`` of the Llama profile bootstrapped into a fresh home and served by one vLLM."""
-    from infra.base_servers import open_model_server
     from infra.runtime import Runtime
-    from infra.vllm_process import local_vllm
+    from infra.serving.base_servers import open_model_server
+    from infra.serving.vllm_process import local_vllm
     from tasks.demo.bootstrap import bootstrap_base_model
 
     tmp = tmp_path_factory.mktemp("vllm")

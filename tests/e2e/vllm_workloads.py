@@ -32,7 +32,7 @@ def publish_adapter(store: LocalStore, source: str, version: str, *, scale_b: fl
     candidate made worse, the same shape, so vLLM loads it; 1: a copy)."""
     from safetensors.torch import load_file, save_file
 
-    from infra.models import publish_model_dir
+    from infra.serving.models import publish_model_dir
 
     work = store.root.parent / f"adapter-{version}"
     shutil.rmtree(work, ignore_errors=True)

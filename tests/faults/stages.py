@@ -56,8 +56,8 @@ def flywheel(*args: str, home: Path, api_url: str, **env: str) -> subprocess.Com
 
 def prepare_home(home: Path) -> None:
     """``home`` with an untrained tiny model as v0 and one planted, scored window at T0."""
-    from infra import models
     from infra.catalog import get_table, open_catalog
+    from infra.serving import models
     from infra.settings import Settings, get_settings
     from infra.store import LocalStore
     from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
@@ -117,7 +117,7 @@ def table_rows(home: Path, table: str) -> list[str]:
 
 def contents(home: Path) -> dict[str, Any]:
     """What a rerun must reproduce: every data table's rows and the listed model versions."""
-    from infra import models
+    from infra.serving import models
     from infra.settings import Settings
     from infra.store import LocalStore
 

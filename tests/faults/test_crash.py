@@ -79,7 +79,7 @@ def test_curate_killed_inside_its_iceberg_commit_then_rerun_equals_a_clean_run(
 def test_train_killed_during_publish_then_rerun_equals_a_clean_run(
     clean: dict[str, Any], api_url: str, tmp_path: Path
 ) -> None:
-    from infra.models import ServableVersions, list_versions
+    from infra.serving.models import ServableVersions, list_versions
     from infra.settings import Settings
     from infra.store import LocalStore
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import models
-from infra.local_lm import LocalLM
+from infra.serving import models
+from infra.serving.local_lm import LocalLM
 from infra.settings import Settings
 from infra.store import LocalStore
 from tasks.demo import bootstrap, domain

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from infra import models
+from infra.serving import models
 from infra.settings import Settings
 from infra.store import LocalStore
 from tasks.demo import bootstrap

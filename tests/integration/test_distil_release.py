@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from infra import models
 from infra.catalog import append_rows, open_catalog
 from infra.routing import RoutingState, load_state, save_state
+from infra.serving import models
 from infra.settings import get_settings
 from infra.store import open_store
 from tests.integration.test_train_methods import rows
@@ -104,7 +104,7 @@ def test_a_too_small_student_is_rolled_back_and_a_lean_one_passes_the_gate(
     prefect_api: None, teacher_home: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flows.release import ReleaseOptions, release
-    from infra.answers import open_answer_source
+    from infra.serving.answers import open_answer_source
     from tasks.golden import load_golden
     from tasks.release.gate import Decision, run_gate
     from tasks.reward import Scorer

@@ -134,7 +134,7 @@ def test_a_workloads_replacement_is_released_on_its_line_and_retires_only_what_s
 def failed_on_support(planted: dict, monkeypatch: pytest.MonkeyPatch) -> Runtime:
     """support's replacement v9 failed its gate on support's line; v0 and v2 are servable."""
     from infra.keys import model_prefix
-    from infra.models import COMPLETE
+    from infra.serving.models import COMPLETE
 
     rt = Runtime.from_env()
     for version in ("v0", "v2", "v9"):

@@ -268,8 +268,8 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     from infra.errors import RejectedVersion, StateConflict
     from infra.gateway.requester import key_of, routing_secret, tenant_of
     from infra.gateway.routing import bucket
-    from infra.models import ServableVersions
     from infra.routing import GatewayRouting, StateChange
+    from infra.serving.models import ServableVersions
     from infra.settings import ReleaseSettings
     from tasks.release import controls, transitions
 

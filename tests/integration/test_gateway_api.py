@@ -266,7 +266,7 @@ def test_diverse_sampling_traces_siblings_in_one_prompt_group(tmp_path: Path, up
 
 
 class FakeLM:
-    """Stands in for infra.local_lm.LocalLM (same methods): blocking, like the real one."""
+    """Stands in for infra.serving.local_lm.LocalLM (same methods): blocking, like the real one."""
 
     def __init__(self) -> None:
         self.threads: list[str] = []
@@ -275,7 +275,7 @@ class FakeLM:
         return f"Q: {messages[-1]['content']}\nA:"
 
     def generate_rows(self, prompts: list[str], rows: list[Any]) -> list[Any]:
-        from infra.local_lm import Generation
+        from infra.serving.local_lm import Generation
 
         self.threads.append(threading.current_thread().name)
         return [

@@ -1,10 +1,10 @@
-"""The release gate's answers from an HTTP upstream (``infra.answers.HttpAnswers``): the same
-client and request as the gateway's, greedy, a few at a time, a failing upstream retried and
+"""The release gate's answers from an HTTP upstream (``infra.serving.answers.HttpAnswers``): the
+same client and request as the gateway's, greedy, a few at a time, a failing upstream retried and
 then counted as an error, not raised."""
 
 from __future__ import annotations
 
-from infra.answers import HttpAnswers
+from infra.serving.answers import HttpAnswers
 from tests.fakes.upstream import start_fake_upstream
 
 CONVERSATIONS = [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import models
-from infra.causal_lm import adapter_base, is_adapter
-from infra.local_lm import LocalLM
+from infra.serving import models
+from infra.serving.causal_lm import adapter_base, is_adapter
+from infra.serving.local_lm import LocalLM
 from infra.settings import Settings
 from infra.store import LocalStore
 from tasks.train.checkpoints import evaluate_golden_dirs, is_demo_model

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from infra.local_lm import intra_op_threads
+from infra.serving.local_lm import intra_op_threads
 from tasks.demo.pretrain import BootstrapConfig, fresh_model, train_step
 from tasks.demo.pretrain_loop import PairedSteps, pretrain, second_cpu
 

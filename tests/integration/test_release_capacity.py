@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ControlRefused
-from infra.models import publish_model_dir
 from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
+from infra.serving.models import publish_model_dir
 from infra.settings import get_settings
 from infra.store import open_store
 from tests.fakes.lora_server import start_lora_server

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import models
-from infra.answers import open_answer_source
+from infra.serving import models
+from infra.serving.answers import open_answer_source
 from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.golden import load_golden

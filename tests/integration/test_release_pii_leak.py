@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.answers import Answer
+from infra.serving.answers import Answer
 from infra.settings import CurateSettings, ReleaseSettings, Settings
 from tasks.golden import load_golden
 from tasks.pii.engine import PiiConfig, load_engine

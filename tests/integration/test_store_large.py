@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 import pytest
 
-from infra import models
+from infra.serving import models
 from infra.store import LocalStore, S3Store
 from infra.store.transfer import MULTIPART_CHUNK, file_sha256, multipart_etag
 from tests.procs import S3RVER_CREDS, peak_rss_mib, s3_server, s3rver_server
@@ -39,7 +39,7 @@ CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 PUBLISH = """
 import json, sys
 from botocore.config import Config
-from infra import models
+from infra.serving import models
 from infra.store import S3Store
 endpoint, url, model_dir, key_id, secret, read_timeout = sys.argv[1:7]
 store = S3Store(url, endpoint_url=endpoint, access_key_id=key_id, secret_access_key=secret)

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from pyiceberg.expressions import EqualTo
 
-from infra import models
 from infra.catalog import append_rows, delete_rows, open_catalog, scan
-from infra.local_lm import LocalLM, render_prompt
 from infra.privacy import user_key
+from infra.serving import models
+from infra.serving.local_lm import LocalLM, render_prompt
 from infra.settings import RewardSettings, Settings, get_settings
 from infra.store import LocalStore
 from tasks.demo import domain

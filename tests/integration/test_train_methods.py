@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra import models
 from infra.catalog import append_rows, current_snapshot_id, open_catalog, scan
-from infra.local_lm import LocalLM
+from infra.serving import models
+from infra.serving.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
 from tasks.demo import domain

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from infra import models
 from infra.catalog import append_rows, open_catalog
+from infra.serving import models
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks.train.pairs import Selection

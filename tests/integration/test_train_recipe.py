@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import models
 from infra.catalog import append_rows, open_catalog
-from infra.local_lm import LocalLM
+from infra.serving import models
+from infra.serving.local_lm import LocalLM
 from infra.settings import get_settings
 from infra.store import open_store
 from tests.integration.test_train_methods import W1, W2, rows, tiny_model  # noqa: F401

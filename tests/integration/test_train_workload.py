@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import models
 from infra.catalog import append_rows, open_catalog, scan
 from infra.errors import UnknownWorkload
 from infra.keys import model_prefix
+from infra.serving import models
 from infra.settings import get_settings
 from infra.store import open_store
 from tasks.train.pairs import Selection

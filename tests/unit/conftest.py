@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.local_lm import LocalLM
+from infra.serving.local_lm import LocalLM
 from tasks.demo.pretrain import BootstrapConfig, build_model, build_tokenizer
 
 

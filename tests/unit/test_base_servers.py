@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.base_servers import (
+from infra.errors import ModelServerError
+from infra.serving.base_servers import (
     SERVERS_KEY,
     BaseServers,
     ServedAt,
@@ -25,8 +26,7 @@ from infra.base_servers import (
     record_served,
     version_urls,
 )
-from infra.errors import ModelServerError
-from infra.model_server import VLLMServer
+from infra.serving.model_server import VLLMServer
 from infra.settings import ModelServerSettings, Settings
 from infra.store import LocalStore
 from tests.fakes.lora_server import LoraServer, start_lora_server
@@ -250,8 +250,8 @@ def test_the_model_server_is_called_with_its_key_and_a_launch_sees_no_secrets(
     a caller without it): the release's loads and the gateway's calls carry the key, which
     every flywheel process derives from the salt when none is configured; and a launched
     server inherits none of this process's secrets."""
+    from infra.serving.vllm_process import launch_environment
     from infra.upstream.upstreams import HttpUpstream, model_server_upstream
-    from infra.vllm_process import launch_environment
 
     settings = Settings(home=tmp_path, model_server=ModelServerSettings(kind="vllm", urls=["x"]))
     key = settings.model_server_key()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.errors import UpstreamError
-from infra.local_lm import Generation, RowParams
+from infra.serving.local_lm import Generation, RowParams
 from infra.upstream.batcher import MicroBatcher
 
 

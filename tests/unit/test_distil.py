@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.answers import Answer, Messages
-from infra.local_lm import LocalLM
+from infra.serving.answers import Answer, Messages
+from infra.serving.local_lm import LocalLM
 from infra.settings.distil import DEFAULT_STUDENTS, PROFILE_STUDENT
 from tasks.release.noninferiority import (
     GateCost,

@@ -12,7 +12,6 @@ import pytest
 
 from deployments.erasure_commands import langfuse_line, status_fields, step_lines
 from infra.errors import ControlRefused, RejectedVersion
-from infra.models import ServableVersions
 from infra.routing import (
     RoutingState,
     StateChange,
@@ -21,6 +20,7 @@ from infra.routing import (
     record_transition,
     save_state,
 )
+from infra.serving.models import ServableVersions
 from infra.store import LocalStore
 from tasks.governance.reach import list_cases, new_case, role_of, save_case
 from tasks.governance.replacement import retire_versions, rollback_target
@@ -206,7 +206,7 @@ def test_scrubbing_a_models_lineage_keeps_the_model_fetchable(tmp_path: Path) ->
     follows, so the model still loads (before: "lineage.json does not match its hash")."""
     import json
 
-    from infra.models import fetch_model, publish_model_dir
+    from infra.serving.models import fetch_model, publish_model_dir
     from tasks.governance.erasure import scrub_objects
 
     key = "cd" * 32

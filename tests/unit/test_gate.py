@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.answers import Answer
+from infra.serving.answers import Answer
 from infra.settings import ReleaseSettings
 from tasks.golden import load_golden
 from tasks.release.drift import Check, diversity_check, length_bias_check

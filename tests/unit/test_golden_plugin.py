@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.answers import Answer
-from infra.local_lm import Generation
+from infra.serving.answers import Answer
+from infra.serving.local_lm import Generation
 from infra.settings import ReleaseSettings, RewardSettings, Settings
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import models
 from infra.errors import UnknownWorkload
 from infra.routing import RoutingState, WorkloadRelease, save_state
+from infra.serving import models
 from infra.settings import RewardSettings
 from infra.store import LocalStore
 from tasks.golden import own_golden_path, settings_golden

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ConfigError
-from infra.local_lm import LocalLM, extract_question, render_prompt
+from infra.serving.local_lm import LocalLM, extract_question, render_prompt
 
 PII_PREAMBLES = [
     "Hi, I'm Jane Roe (jane.roe@example.com).",
@@ -105,7 +105,7 @@ def test_torch_threads_come_back_whatever_order_overlapping_generations_end_in()
 
     import torch
 
-    from infra.local_lm import intra_op_threads
+    from infra.serving.local_lm import intra_op_threads
 
     torch.set_num_threads(2)
     first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.local_lm import LocalLM, RowParams
+from infra.serving.local_lm import LocalLM, RowParams
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from infra.upstream.completion import GenParams

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ModelServerError
-from infra.model_server import VLLMServer
 from infra.routing import RoutingState
 from infra.routing.state import Transition
+from infra.serving.model_server import VLLMServer
 from tasks.release.adapters import unload_unrouted
 from tests.procs import free_port
 
@@ -130,7 +130,7 @@ def test_in_process_versions_share_one_batcher(tmp_path: Path) -> None:
 
 def test_a_missing_or_empty_vllm_environment_names_make_vllm(tmp_path: Path) -> None:
     from infra.errors import ConfigError
-    from infra.vllm_process import vllm_python
+    from infra.serving.vllm_process import vllm_python
 
     with pytest.raises(ConfigError, match="make vllm"):
         vllm_python(tmp_path / "absent")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ModelServerError
-from infra.model_server import VLLMServer, capacity_refusal
+from infra.serving.model_server import VLLMServer, capacity_refusal
 from infra.settings import ModelServerSettings, RewardSettings, Settings, TrainSettings
 from infra.store import LocalStore
 from tests.fakes.lora_server import start_lora_server
@@ -51,7 +51,7 @@ def test_a_load_beyond_the_limit_is_refused_naming_the_limit_and_the_adapters() 
 
 
 def test_the_settings_limit_reaches_the_server(tmp_path: Path) -> None:
-    from infra.base_servers import open_model_server
+    from infra.serving.base_servers import open_model_server
 
     with start_lora_server() as fake:
         settings = Settings(

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import models
 from infra.errors import ObjectNotFound, StoreError
+from infra.serving import models
 from infra.store import LocalStore
 
 

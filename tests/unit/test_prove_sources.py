@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra import models
+from infra.serving import models
 from infra.settings import RewardSettings, Settings
 from infra.store import open_store
 from tasks.prove.sources import base_model, sample_questions

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
-from infra.models import ServableVersions
 from infra.routing import RoutingState, StoreRouting, save_state
+from infra.serving.models import ServableVersions
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from infra import models
 from infra.routing import RoutingState
 from infra.routing.state import apply_rollback, record_transition
+from infra.serving import models
 from infra.store import LocalStore
 from tasks.release.card import update_card
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ReleaseError, UnservableVersion
-from infra.models import ServableVersions, publish_model_dir
 from infra.routing import RoutingState, StoreRouting, save_state
+from infra.serving.models import ServableVersions, publish_model_dir
 from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, restore, transitions

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from deployments import cli
-from infra.models import ServableVersions
 from infra.routing import (
     RoutingState,
     StoreRouting,
@@ -19,6 +18,7 @@ from infra.routing import (
     scoped,
 )
 from infra.routing.alerts import alerts_by_workload
+from infra.serving.models import ServableVersions
 from infra.settings import ReleaseSettings, get_settings
 from infra.store import LocalStore
 from tasks.release import controls, machine, transitions

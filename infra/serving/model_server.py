@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class ModelServer(Protocol):
     """A server that serves ``base_version`` and loads or unloads LoRA adapters as model
-    versions (:class:`infra.base_servers.BaseServers`: one such server per base model)."""
+    versions (:class:`infra.serving.base_servers.BaseServers`: one such server per base model)."""
 
     base_version: str
 
@@ -198,7 +198,7 @@ def adapter_path(
     """Where the model server reads ``version``'s adapter: the local store's directory, or a
     copy fetched from the object store into ``adapter_dir`` (default ``cache_root``); as the
     server sees it (``server_path``)."""
-    from infra.models import fetch_model
+    from infra.serving.models import fetch_model
 
     local_root = getattr(store, "root", None)
     if isinstance(local_root, Path):

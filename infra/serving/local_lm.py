@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from infra.causal_lm import Device, is_adapter, load_causal_lm, placement
 from infra.errors import ConfigError
+from infra.serving.causal_lm import Device, is_adapter, load_causal_lm, placement
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class LocalLM:
     ) -> LocalLM:
         """Load a Hugging Face causal LM directory, or a LoRA adapter version on its base
         (``base_dir``, default: the base version fetched beside it), in eval mode on the
-        device and dtype :func:`infra.causal_lm.placement` picks for ``device``.
+        device and dtype :func:`infra.serving.causal_lm.placement` picks for ``device``.
 
         ``threads``: torch intra-op threads while generating (``None``: leave torch's
         setting). One by default: for a small model more threads only add OpenMP
@@ -267,13 +267,13 @@ class LocalLM:
 
     def generate_rows(self, prompts: list[str], rows: list[RowParams]) -> list[Generation]:
         """Completions for several prompts, each with its own temperature, top-p, token budget
-        and seed (:mod:`infra.local_sampling`): a row gets the same answer as when generated
+        and seed (:mod:`infra.serving.local_sampling`): a row gets the same answer as when generated
         alone. Rows whose prompt and budget would not fit the context together run in more
         than one batch."""
         import torch
         from transformers import LogitsProcessorList
 
-        from infra.local_sampling import RowSampler
+        from infra.serving.local_sampling import RowSampler
 
         budgets = [max(1, min(r.max_new_tokens, self.max_context - 1)) for r in rows]
         ids = [

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from infra.local_lm import LocalLM
+    from infra.serving.local_lm import LocalLM
     from infra.settings import Settings
     from infra.store import ObjectStore
 
@@ -125,9 +125,9 @@ class HttpAnswers:
 
 def open_answer_source(version: str, *, settings: Settings, store: ObjectStore) -> AnswerSource:
     """HTTP when the version has a configured upstream, else the in-process model from the store."""
-    from infra.base_servers import openai_base, version_urls
-    from infra.local_lm import LocalLM
-    from infra.models import fetch_model, model_cache_root, version_exists
+    from infra.serving.base_servers import openai_base, version_urls
+    from infra.serving.local_lm import LocalLM
+    from infra.serving.models import fetch_model, model_cache_root, version_exists
 
     entry = settings.gateway.upstream(version)
     url, key = (entry.url, entry.api_key()) if entry is not None else (None, None)

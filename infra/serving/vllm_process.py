@@ -21,7 +21,7 @@ from infra.errors import ConfigError, ModelServerError
 log = logging.getLogger(__name__)
 
 VENV_ENV = "FLYWHEEL_VLLM_VENV"
-DEFAULT_VENV = Path(__file__).resolve().parents[1] / ".venv-vllm"
+DEFAULT_VENV = Path(__file__).resolve().parents[2] / ".venv-vllm"
 STARTUP_TIMEOUT_S = 600.0  # ~50 s on an idle 2-core machine; much more when it is busy
 
 
@@ -149,8 +149,8 @@ def launch_environment(env: Mapping[str, str]) -> dict[str, str]:
 
 
 class LocalLaunchers:
-    """The :class:`~infra.base_servers.Launcher` of ``flywheel run --server vllm``: one local
-    vLLM per base model this process's releases load (a distilled student), each started by
+    """The :class:`~infra.serving.base_servers.Launcher` of ``flywheel run --server vllm``: one
+    local vLLM per base model this process's releases load (a distilled student), each started by
     :func:`local_vllm` with the configured server's LoRA settings, all ended by :meth:`close`
     (or when the block of ``with LocalLaunchers(...)`` exits)."""
 

@@ -19,7 +19,8 @@ from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWar
 
 
 class RowParams(Protocol):
-    """What a row asked for (:class:`infra.local_lm.RowParams`, which imports this module)."""
+    """What a row asked for (:class:`infra.serving.local_lm.RowParams`, which imports this
+    module)."""
 
     @property
     def temperature(self) -> float:

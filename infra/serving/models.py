@@ -188,12 +188,12 @@ def read_model_json(store: ObjectStore, version: str, name: str) -> dict[str, An
 def fetch_model(store: ObjectStore, version: str, cache_root: str | Path) -> Path:
     """A local directory holding ``version`` (downloaded once into ``cache_root/<version>``);
     for a LoRA adapter version its base version is fetched beside it
-    (:func:`infra.causal_lm.root_dir` finds it there).
+    (:func:`infra.serving.causal_lm.root_dir` finds it there).
 
     Raises:
         ObjectNotFound: the version (or an adapter's base) does not exist or is not complete.
     """
-    from infra.causal_lm import adapter_base, is_adapter
+    from infra.serving.causal_lm import adapter_base, is_adapter
 
     target = _fetch_one(store, version, cache_root)
     if is_adapter(target):

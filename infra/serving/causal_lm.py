@@ -7,8 +7,8 @@ GPU without bf16), CPU with fp32 otherwise; ``cpu`` and ``cuda`` force the devic
 A LoRA version (``models/<version>/`` holding ``adapter_config.json`` and
 ``adapter_model.safetensors``, no full weights) names the full version it applies to in
 ``base_model.json`` (``{"version": "v0"}``; also the ``base_model`` of its lineage and card).
-:func:`infra.models.fetch_model` fetches that base beside it, and :func:`load_causal_lm` loads
-the base and applies the adapter (merged for in-process serving: the same outputs, faster).
+:func:`infra.serving.models.fetch_model` fetches that base beside it, and :func:`load_causal_lm`
+loads the base and applies the adapter (merged for in-process serving: the same outputs, faster).
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def write_adapter_base(path: str | Path, version: str) -> None:
 
 def root_dir(path: str | Path, base_dir: str | Path | None = None) -> Path:
     """The full model directory under ``path``: ``path`` itself, or for an adapter ``base_dir``
-    (default: its base version beside it, where :func:`infra.models.fetch_model` puts it)."""
+    (default: its base version beside it, where :func:`infra.serving.models.fetch_model` puts
+    it)."""
     path = Path(path)
     if not is_adapter(path):
         return path

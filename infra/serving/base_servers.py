@@ -38,7 +38,7 @@ from infra.errors import ModelServerError, ObjectNotFound, PreconditionFailed
 from infra.keys import SERVERS_KEY
 
 if TYPE_CHECKING:
-    from infra.model_server import VLLMServer
+    from infra.serving.model_server import VLLMServer
     from infra.settings import Settings
     from infra.store import ObjectStore
 
@@ -57,8 +57,8 @@ def base_of(store: ObjectStore, version: str, *, default: str) -> str:
     """The full version ``version`` runs on: the base an adapter names, ``default`` (the
     configured server's base) for an adapter that names none, else ``version`` itself (a full
     model: a base of its own)."""
-    from infra.causal_lm import ADAPTER_CONFIG, BASE_MODEL_FILE
     from infra.keys import model_prefix
+    from infra.serving.causal_lm import ADAPTER_CONFIG, BASE_MODEL_FILE
 
     prefix = model_prefix(version)
     try:
@@ -236,7 +236,7 @@ class BaseServers:
         self.launcher = launcher
 
     def _server(self, base: str, urls: list[str] | tuple[str, ...]) -> VLLMServer:
-        from infra.model_server import VLLMServer
+        from infra.serving.model_server import VLLMServer
 
         p = self.primary
         return VLLMServer(
@@ -313,7 +313,7 @@ class BaseServers:
     def refusal(self, version: str, max_loras: int) -> str | None:
         """Why ``version`` cannot be loaded within ``max_loras`` adapters on its base's server
         (a base of its own takes no adapter slot); None when it can."""
-        from infra.model_server import capacity_refusal
+        from infra.serving.model_server import capacity_refusal
 
         base = base_of(self.store, version, default=self.base_version)
         if base == version and version != self.base_version:
@@ -334,10 +334,10 @@ class BaseServers:
 
 
 def open_model_server(config: Settings, store: ObjectStore) -> BaseServers | None:
-    """The configured model servers, one per base model (:mod:`infra.base_servers`; the
+    """The configured model servers, one per base model (:mod:`infra.serving.base_servers`; the
     launcher of this process's ``flywheel run --server vllm``, if any), or None (``kind``
     none: versions are served in process)."""
-    from infra.model_server import VLLMServer
+    from infra.serving.model_server import VLLMServer
 
     settings = config.model_server
     if not settings.enabled:
