@@ -40,12 +40,12 @@ def status(ns: argparse.Namespace) -> int:
 def cost_fields(rt: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
     """Cost per 1,000 requests of each line's stable and candidate over the last
     ``FLYWHEEL_COST__WINDOW_S`` (embedded: since the gateway started), as the gateway measured
-    it (:mod:`infra.cost`); nothing when no gateway or Prometheus is configured."""
+    it (:mod:`infra.metrics.cost`); nothing when no gateway or Prometheus is configured."""
     import time
 
-    from infra.cost import describe
-    from infra.cost_readers import open_cost_reader
     from infra.errors import MetricsError
+    from infra.metrics.cost import describe
+    from infra.metrics.cost_readers import open_cost_reader
 
     admin_url, token = rt.settings.gateway.metrics_source()
     reader = open_cost_reader(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from infra.metrics import StageReport, publish
+from infra.metrics.stage import StageReport, publish
 from infra.settings import Settings, get_settings
 from infra.store import ObjectStore, open_store
 

@@ -26,7 +26,7 @@ from tasks.datasets import ROLLOUT_SCHEMA, Quarantine, Rollout, quarantine_row, 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.store import ObjectStore
     from tasks.feedback import FeedbackRefresh
 

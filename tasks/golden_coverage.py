@@ -41,7 +41,7 @@ from infra.keys import coverage_key
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.settings import CurateSettings, RewardSettings
     from infra.store import ObjectStore
 

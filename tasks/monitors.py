@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
 
 
 def judge_feedback_agreement(

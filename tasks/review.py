@@ -36,7 +36,7 @@ from tasks.datasets import BufferedExample
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
     from infra.settings import ReviewSettings
 

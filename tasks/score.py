@@ -45,7 +45,7 @@ from tasks.reward.verifiers import DEFAULT_WORKLOAD
 from tasks.score_chunks import score_items
 
 if TYPE_CHECKING:
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
     from infra.store import ObjectStore
 

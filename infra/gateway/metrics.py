@@ -4,8 +4,8 @@ use them), on a per-app registry.
 Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
 has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow
 errors before any user reaches it, and so does the embedded canary analysis
-(:class:`infra.promql_embedded.EmbeddedMetrics`, with the admin token). The public listener's
-``/metrics`` has no series with a ``route`` label, no ``flywheel_route_weight``, and no
+(:class:`infra.metrics.promql_embedded.EmbeddedMetrics`, with the admin token). The public
+listener's ``/metrics`` has no series with a ``route`` label, no ``flywheel_route_weight``, and no
 series whose ``model`` is not a stable version: whether a canary runs, which version it is,
 its weight and how it fares are not the public's to learn (a client that knew could aim its
 votes at the canary).
@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from infra.cost import batch_bucket
 from infra.gateway.voices import Epoch, Quota, VoiceLedger
+from infra.metrics.cost import batch_bucket
 from infra.retries import RETRIES
 from infra.routing import RoutingState
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -79,7 +79,7 @@ class GatewayMetrics:
     listener's connection limit: ``client``, one peer's, or ``total``),
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render),
     ``agent_cost_requests_total``, ``agent_tokens_total{direction}`` and
-    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.cost`;
+    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.metrics.cost`;
     requests and compute also by ``batch``, the bucket of answers generated together).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
@@ -156,8 +156,8 @@ class GatewayMetrics:
             ["model", "value", "workload"],
             registry=r,
         )
-        # serving cost, measured (infra.cost): answered requests, tokens, compute seconds;
-        # requests and compute by the batch the answer was generated in (infra.cost.batch_bucket)
+        # serving cost, measured (infra.metrics.cost): answered requests, tokens, compute seconds;
+        # requests and compute by the batch the answer was generated in (infra.metrics.cost.batch_bucket)
         self.cost_requests = Counter(
             "agent_cost_requests_total",
             "Requests answered and metered.",
@@ -284,7 +284,7 @@ class GatewayMetrics:
         compute_s: float,
         batch_size: int | None = None,
     ) -> None:
-        """Meter one answered request of ``model`` (see :mod:`infra.cost`), its requests and
+        """Meter one answered request of ``model`` (see :mod:`infra.metrics.cost`), its requests and
         compute under the bucket of ``batch_size`` (the answers generated with it)."""
         key = (model, route, workload)
         batch = batch_bucket(batch_size)

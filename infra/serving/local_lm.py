@@ -297,7 +297,7 @@ class LocalLM:
                     logits_processor=LogitsProcessorList([sampler]),
                 )
                 share = (self._compute_clock() - started) / max(1, len(gens))
-                for gen in gens:  # the measured cost of serving each row (infra.cost)
+                for gen in gens:  # the measured cost of serving each row (infra.metrics.cost)
                     gen.compute_s, gen.batch_size = share, len(gens)
                 out += gens
         return out

@@ -42,7 +42,7 @@ class Completion:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
     # the model server's measured compute seconds for this answer (the in-process model's
-    # share of its batch); None: the gateway counts the call's own seconds (infra.cost)
+    # share of its batch); None: the gateway counts the call's own seconds (infra.metrics.cost)
     compute_s: float | None = None
     # how many answers the model server generated together with this one (its batch), where it
     # says; per-request compute falls with the batch, so cost is compared at equal batch sizes

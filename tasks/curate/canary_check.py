@@ -24,7 +24,7 @@ from tasks.curate.canaries import survives
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
     from tasks.curate.canaries import CanaryBatch
     from tasks.curate.rows import CuratedExample

@@ -9,7 +9,7 @@ from typing import Any
 
 from prefect import get_run_logger, unmapped
 
-from infra.metrics import StageReport
+from infra.metrics.stage import StageReport
 from infra.runners import task_runner
 from infra.runtime import Runtime
 from tasks.curate.anonymize import anonymize_task, chunked, count_entities

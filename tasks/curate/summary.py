@@ -11,7 +11,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 if TYPE_CHECKING:
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from tasks.curate.commit import Curation
     from tasks.curate.kanon import KDecision
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from tasks.demo.cycles import percent
 
 if TYPE_CHECKING:
-    from infra.cost import CostReader, CostStats
-    from infra.cost_readers import EmbeddedCost
+    from infra.metrics.cost import CostReader, CostStats
+    from infra.metrics.cost_readers import EmbeddedCost
     from tasks.distil.run import DistilResult
     from tasks.release.outcome import ReleaseOutcome
 
@@ -86,9 +86,9 @@ class DistilSummary:
 
     @property
     def matched_cost_ratio(self) -> float | None:
-        """The same at equal batch sizes (:func:`infra.cost.matched_compute_ratio`): what the
-        student's smaller share of the traffic does not skew (None: not measured)."""
-        from infra.cost import CostStats, matched_compute_ratio
+        """The same at equal batch sizes (:func:`infra.metrics.cost.matched_compute_ratio`): what
+        the student's smaller share of the traffic does not skew (None: not measured)."""
+        from infra.metrics.cost import CostStats, matched_compute_ratio
 
         if not self.teacher_cost or not self.student_cost:
             return None
@@ -109,8 +109,8 @@ def _per_request(cost: dict[str, Any] | None) -> float | None:
 def cost_meter(gateway_url: str) -> tuple[EmbeddedCost, float]:
     """A reader of the gateway's cost counters (its admin listener's ``/admin/metrics``: the
     public ``/metrics`` names no route), and the mark its window starts at (now)."""
-    from infra.cost_readers import EmbeddedCost
-    from infra.promql_embedded import EmbeddedMetrics
+    from infra.metrics.cost_readers import EmbeddedCost
+    from infra.metrics.promql_embedded import EmbeddedMetrics
     from infra.settings import get_settings
 
     admin_url, token = get_settings().gateway.metrics_source(gateway_url)

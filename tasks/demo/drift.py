@@ -270,7 +270,7 @@ def _canary(rt: Any, gate: Gate, *, seed: int, requests: int, release: int) -> s
     """One canary step at 50 % on the shifted traffic (twice the phase's requests, from up to
     :data:`CANARY_USERS` users): each user's first vote (up when the answer is right), judged
     by the canary's analysis; its ``release_outcomes`` row."""
-    from infra.promql import CanaryWindow, RouteStats
+    from infra.metrics.promql import CanaryWindow, RouteStats
     from tasks.release.agreement import outcome_row, write_outcome
     from tasks.release.canary import analyse_step
 

@@ -15,7 +15,7 @@ from tasks.train.checkpoints import evaluate_golden_dirs, publish_checkpoint, sc
 from tasks.train.lineage import card_markdown
 
 if TYPE_CHECKING:
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
 
 

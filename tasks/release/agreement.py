@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.catalog import Catalog
 
-    from infra.metrics import StageReport
+    from infra.metrics.stage import StageReport
     from infra.store import ObjectStore
 
 TABLE = "release_outcomes"

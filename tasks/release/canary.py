@@ -1,7 +1,7 @@
 """Canary steps: each step routes a share of the line's users to the candidate, waits
 ``analysis_interval_s`` and compares the two versions over the same interval, for the same
-workload, from the same series (:class:`~infra.promql.CanaryMetrics`), never against stable's
-history: a burst of load during the step slows both alike. The step that would send 100 %
+workload, from the same series (:class:`~infra.metrics.promql.CanaryMetrics`), never against
+stable's history: a burst of load during the step slows both alike. The step that would send 100 %
 keeps ``stable_holdback`` % of users on stable until the decision, so the last comparison is
 concurrent too; promotion then routes everyone to the new stable.
 
@@ -19,11 +19,11 @@ a user's requests are not independent trials):
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
   users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
-  per request (:mod:`infra.cost`) above ``cost_ratio_max`` x stable's, and shown so by a
+  per request (:mod:`infra.metrics.cost`) above ``cost_ratio_max`` x stable's, and shown so by a
   one-sided sign test over the step's slices (:mod:`tasks.release.cost_rail`), fails the
   step: the saving a cheaper model was promoted for must hold in traffic. Where the model
   server says how many answers it generated together, both are compared at the same batch
-  sizes (:func:`infra.cost.matched_compute_ratio`): the candidate's small share of the
+  sizes (:func:`infra.metrics.cost.matched_compute_ratio`): the candidate's small share of the
   traffic forms smaller batches, which alone would make each of its answers dearer;
 - an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
   every poll, its evidence kept per direction: a step fails at once when the candidate is
@@ -74,7 +74,7 @@ from tasks.release.sequential import (
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import CanaryMetrics, CanaryWindow, RouteStats
+    from infra.metrics.promql import CanaryMetrics, CanaryWindow, RouteStats
     from infra.routing import RoutingBackend
     from infra.settings import ReleaseSettings
     from tasks.release.sequential import Measure

@@ -8,11 +8,11 @@ The rail therefore cuts the step into *slices*: the stretch between two looks of
 canary looks every ``poll_s``) in which each version answered at least
 :data:`SLICE_REQUESTS` requests. Both versions in a slice were served at the same moment, so a
 slow spell of the machine falls on both; each slice gives one ratio of compute per request,
-at the same batch sizes where the server says them (:func:`infra.cost.matched_compute_ratio`,
-when the whole window can be matched). The step fails when the window's ratio is above
-``cost_ratio_max`` and the candidate was dearer than that in more slices than chance explains:
-a one-sided sign test over the slices, as the gate's over its turns, at
-:func:`~tasks.release.sequential.canary_test_alpha`.
+at the same batch sizes where the server says them
+(:func:`infra.metrics.cost.matched_compute_ratio`, when the whole window can be matched). The step
+fails when the window's ratio is above ``cost_ratio_max`` and the candidate was dearer than that in
+more slices than chance explains: a one-sided sign test over the slices, as the gate's over its
+turns, at :func:`~tasks.release.sequential.canary_test_alpha`.
 
 A candidate that costs what stable costs is dearer in about half the slices (fewer when its
 per-request compute is skewed: a mean of a few requests lies below the true mean more often
@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infra.cost import CostStats, matched_compute_ratio
+from infra.metrics.cost import CostStats, matched_compute_ratio
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 SLICE_REQUESTS = 5  # requests of each version a slice needs: one request's ratio is noise

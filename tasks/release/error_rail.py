@@ -11,7 +11,7 @@ from tasks.release.units import error_rate, paired_error_evidence
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 

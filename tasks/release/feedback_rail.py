@@ -27,7 +27,7 @@ from tasks.release.units import pooled_feedback
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 

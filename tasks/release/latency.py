@@ -36,12 +36,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.promql import QUANTILE, histogram_quantile
+from infra.metrics.promql import QUANTILE, histogram_quantile
 from tasks.release.units import users_per_request
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 

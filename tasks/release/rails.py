@@ -18,7 +18,7 @@ from tasks.release.latency import judge_p99
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
     from infra.settings import ReleaseSettings
 
 # (candidate, stable, policy, the per-test level, the step's looks at cost) -> the verdict

@@ -46,7 +46,7 @@ from tasks.release.rails import RAILS
 from tasks.release.units import paired_error_evidence, pooled_feedback
 
 if TYPE_CHECKING:
-    from infra.promql import CanaryWindow, RouteStats
+    from infra.metrics.promql import CanaryWindow, RouteStats
     from infra.settings import ReleaseSettings
 
 Direction = Literal["worse", "better", "none"]

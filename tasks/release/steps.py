@@ -37,8 +37,8 @@ from tasks.release.rollout import Clock, watch_shadow_task
 from tasks.release.serving import hold_unloadable, require_room, server_args
 
 if TYPE_CHECKING:
-    from infra.metrics import StageReport
-    from infra.promql import CanaryMetrics
+    from infra.metrics.promql import CanaryMetrics
+    from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
     from infra.serving.model_server import ModelServer
     from infra.settings import ReleaseSettings
@@ -180,7 +180,7 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
     """Watch canary step ``index``; on to the next step or promoted, or concluded. Returns
     the state and the step's verdict."""
     if run.metrics is None:
-        from infra.canary_metrics import open_canary_metrics
+        from infra.metrics.canary_metrics import open_canary_metrics
 
         admin_url, token = run.rt.settings.gateway.metrics_source(
             run.opts.gateway_url, admin_url=run.opts.admin_url

@@ -28,7 +28,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from infra.promql import RouteStats
+    from infra.metrics.promql import RouteStats
 
 
 def users_per_request(stats: RouteStats) -> float:

@@ -21,7 +21,7 @@ from prefect.utilities.annotations import quote
 
 from infra.audit import record_event
 from infra.catalog import current_snapshot_id
-from infra.metrics import StageReport
+from infra.metrics.stage import StageReport
 from infra.runtime import Runtime
 from infra.serving.models import model_cache_root
 from tasks.train.checkpoints import (

@@ -123,9 +123,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads while distilling")
     args = p.parse_args()
 
-    from infra.cost_readers import EmbeddedCost
     from infra.gateway.serve import start_background_gateway
-    from infra.promql_embedded import EmbeddedMetrics
+    from infra.metrics.cost_readers import EmbeddedCost
+    from infra.metrics.promql_embedded import EmbeddedMetrics
     from infra.serving.models import publish_model_dir
     from infra.settings import get_settings
     from infra.store import open_store

@@ -1,6 +1,6 @@
 """Simulated releases read through production's reader: a real Prometheus
-(:class:`~infra.promql_prometheus.PrometheusMetrics`) over the gateway's counters, and the real
-alert rules (infra/prometheus/rules.yml) evaluated over the same data.
+(:class:`~infra.metrics.promql_prometheus.PrometheusMetrics`) over the gateway's counters, and the
+real alert rules (infra/prometheus/rules.yml) evaluated over the same data.
 
 Many releases of one population and candidate kind share one TSDB (each its own
 ``model``/``workload`` labels) and one Prometheus process. The gateway's exposition
@@ -38,7 +38,7 @@ import httpx
 import yaml
 
 from infra.errors import MetricsError
-from infra.promql_prometheus import PrometheusMetrics, instant_rows
+from infra.metrics.promql_prometheus import PrometheusMetrics, instant_rows
 from infra.settings import ReleaseSettings
 from tasks.release.canary import watch_step
 from tasks.release.rollout import Clock
@@ -51,7 +51,7 @@ EVAL_S = 15  # the rule evaluation interval
 
 
 class KeepAliveClient:
-    """:class:`~infra.promql_prometheus.PrometheusClient`'s queries over one kept-alive
+    """:class:`~infra.metrics.promql_prometheus.PrometheusClient`'s queries over one kept-alive
     connection (the benchmark makes thousands; a connection each would measure TCP, not the
     release)."""
 

@@ -7,8 +7,8 @@ weights (:meth:`~infra.settings.ReleaseSettings.canary_weight`) judged by the re
 :func:`~tasks.release.canary.watch_step` on a fake clock, until promoted, rolled back or held.
 Traffic is :mod:`tests.benchmarks.release_world` (the gateway's routing and metrics). Here the
 canary reads the gateway's exposition with the embedded reader
-(:class:`~infra.promql_embedded.EmbeddedMetrics`); :mod:`tests.benchmarks.release_prom` reads the
-same traffic through Prometheus with the alert rules.
+(:class:`~infra.metrics.promql_embedded.EmbeddedMetrics`); :mod:`tests.benchmarks.release_prom`
+reads the same traffic through Prometheus with the alert rules.
 
 Golden gate: per item a chance of being right that both versions share (A/A), or the candidate's
 lowered by ``delta``; each version answers once; the real :func:`paired_test` and :func:`decide`.
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from infra.promql_embedded import EmbeddedMetrics, Series, parse_exposition, route_stats
+from infra.metrics.promql_embedded import EmbeddedMetrics, Series, parse_exposition, route_stats
 from infra.settings import ReleaseSettings
 from tasks.release.canary import watch_step
 from tasks.release.rollout import Clock, PhaseResult, watch_shadow
@@ -188,7 +188,7 @@ class HistoryBaseline:
         return self.world.t
 
     def read(self, *, candidate: str, stable: str, since: float, workload: str | None = None):  # type: ignore[no-untyped-def]
-        from infra.promql import CanaryWindow
+        from infra.metrics.promql import CanaryWindow
 
         snap = self.snaps
         now, s = self.world.t, int(since)

@@ -31,7 +31,7 @@ from infra.routing.state import own_workload
 from infra.traces import TraceRecord
 
 SCRAPE_S = 15  # Prometheus's scrape interval in the simulation
-# the families the release reads (infra/promql.py) and its alert rules: the rest of the
+# the families the release reads (infra/metrics/promql.py) and its alert rules: the rest of the
 # gateway's exposition is left out of the backfill to keep it small
 EXPORTED = ("agent_", "user_feedback_")
 

@@ -245,7 +245,7 @@ def test_alert_rolls_the_failing_candidate_back_without_failing_users(stack: Sta
 
 
 def test_canary_analysis_through_prometheus_never_passes_without_traffic(stack: Stack) -> None:
-    from infra.promql_prometheus import PrometheusClient, PrometheusMetrics
+    from infra.metrics.promql_prometheus import PrometheusClient, PrometheusMetrics
     from infra.routing import StoreRouting
     from infra.settings import ReleaseSettings
     from tasks.release.canary import watch_step

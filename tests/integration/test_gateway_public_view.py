@@ -112,7 +112,7 @@ def test_the_public_metrics_name_no_candidate_route_or_weight(
     """A client that read the candidate and its weight off /metrics could aim its votes at the
     canary: the public exposition names the stable version alone, the embedded canary
     analysis reads the admin listener's."""
-    from infra.promql_embedded import EmbeddedMetrics
+    from infra.metrics.promql_embedded import EmbeddedMetrics
 
     store = LocalStore(tmp_path / "store")
     shadow = RoutingState(stable="v0", candidate="v1", phase="shadow", shadow_fraction=1.0)

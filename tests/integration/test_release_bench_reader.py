@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.promql_embedded import parse_exposition, route_stats
-from infra.promql_prometheus import PrometheusMetrics
+from infra.metrics.promql_embedded import parse_exposition, route_stats
+from infra.metrics.promql_prometheus import PrometheusMetrics
 from tests.benchmarks.release_prom import BASE, Release, alerts_over, prometheus_over
 from tests.benchmarks.release_world import Load, Names, Population, Version, World
 

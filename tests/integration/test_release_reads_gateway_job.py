@@ -1,7 +1,7 @@
 """The release reads the gateway's own scrape alone: a second job in Prometheus exporting
 ``agent_errors_total`` and thumbs-down voices for the canary (a Pushgateway that honours pushed
 labels, a sidecar, anything Prometheus scrapes) changes nothing the canary's rails see. Real
-Prometheus, real :class:`~infra.promql_prometheus.PrometheusMetrics`."""
+Prometheus, real :class:`~infra.metrics.promql_prometheus.PrometheusMetrics`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from infra.promql_prometheus import PrometheusClient, PrometheusMetrics
+from infra.metrics.promql_prometheus import PrometheusClient, PrometheusMetrics
 from tests.procs import find_binary, free_port, service
 
 pytestmark = [pytest.mark.integration]

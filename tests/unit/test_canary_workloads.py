@@ -11,9 +11,9 @@ from typing import Any
 
 from infra.gateway.calls import CallRecorder
 from infra.gateway.metrics import GatewayMetrics
-from infra.promql import CanaryWindow, RouteStats
-from infra.promql_embedded import EmbeddedMetrics
-from infra.promql_prometheus import PrometheusMetrics
+from infra.metrics.promql import CanaryWindow, RouteStats
+from infra.metrics.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql_prometheus import PrometheusMetrics
 from infra.routing import RoutingState, StoreRouting, WorkloadRelease, save_state, scoped
 from infra.store import LocalStore
 from tasks.release.canary import watch_step

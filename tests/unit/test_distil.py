@@ -152,7 +152,7 @@ def test_an_erasure_replacement_of_a_student_need_not_be_cheaper() -> None:
 
 
 def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
-    from infra.cost import CostStats
+    from infra.metrics.cost import CostStats
     from tasks.demo.distil_summary import DistilSummary, distil_lines
     from tasks.demo.loop_summary import CycleSummary, LoopSummary, not_promoted
     from tasks.release.outcome import ReleaseOutcome

@@ -91,8 +91,8 @@ def test_the_local_upstream_answers_concurrent_callers_in_batches(
 
 
 def test_each_row_carries_its_share_of_the_batch_compute(tiny_lm: LocalLM) -> None:
-    """What the gateway meters as a request's serving cost (infra.cost): the batch's compute,
-    split evenly, and more of it for a batch that generates more tokens."""
+    """What the gateway meters as a request's serving cost (infra.metrics.cost): the batch's
+    compute, split evenly, and more of it for a batch that generates more tokens."""
     short = tiny_lm.generate_rows(PROMPTS, [RowParams(max_new_tokens=1)] * len(PROMPTS))
     long = tiny_lm.generate_rows(PROMPTS, [RowParams(max_new_tokens=40)] * len(PROMPTS))
     assert len({g.compute_s for g in long}) == 1

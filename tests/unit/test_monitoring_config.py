@@ -139,7 +139,7 @@ def test_rules_and_dashboard_read_only_design_metrics() -> None:
 
 def test_design_metrics_are_the_ones_the_code_emits() -> None:
     from infra.gateway.metrics import GatewayMetrics
-    from infra.metrics import HELP
+    from infra.metrics.stage import HELP
 
     gateway = {m.name for m in GatewayMetrics().registry.collect()}
     gateway = {n if n in DESIGN_METRICS else f"{n}_total" for n in gateway}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from infra.metrics import StageReport
+from infra.metrics.stage import StageReport
 from infra.settings import ReviewSettings
 from tasks.monitors import (
     distinct_ratio,

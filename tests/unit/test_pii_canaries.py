@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from infra.metrics import StageReport, _fold
+from infra.metrics.stage import StageReport, _fold
 from tasks.curate.canaries import Canary, CanaryBatch, CanaryValue, plant, run_seed, survives
 from tasks.curate.canary_check import RECALL_METRIC, check_canaries
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.metrics import StageReport, publish
+from infra.metrics.stage import StageReport, publish
 from infra.store import LocalStore
 
 PASSWORD = "pg-s3cret-7f1e"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.promql import CanaryWindow, RouteStats, histogram_quantile
-from infra.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql import CanaryWindow, RouteStats, histogram_quantile
+from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore

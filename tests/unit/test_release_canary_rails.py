@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.promql import CanaryWindow, RouteStats
-from infra.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql import CanaryWindow, RouteStats
+from infra.metrics.promql_embedded import EmbeddedMetrics
 from tasks.release.canary import analyse_step
 from tests.unit.test_release_canary import CFG, window
 

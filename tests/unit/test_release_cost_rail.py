@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
 from tasks.release.canary import analyse_step
 from tasks.release.cost_rail import CostLooks

@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from infra.gateway.metrics import GatewayMetrics
-from infra.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
 from tasks.release.canary import analyse_step
 from tests.benchmarks.release_sim import (

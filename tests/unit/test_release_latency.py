@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from infra.gateway.metrics import LATENCY_BUCKETS, GatewayMetrics
-from infra.promql import CanaryWindow, RouteStats, histogram_quantile
-from infra.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql import CanaryWindow, RouteStats, histogram_quantile
+from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
 from tasks.release.canary import analyse_step
 from tasks.release.latency import binomial_tail, slow_share

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.promql import CanaryWindow, RouteStats
+from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from infra.promql import CanaryWindow, RouteStats
+from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.routing import StoreRouting
 from tasks.release.canary import analyse_step
 from tasks.release.machine import conclude

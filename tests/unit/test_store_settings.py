@@ -76,7 +76,7 @@ def test_the_generated_salt_is_private_and_created_once_by_concurrent_processes(
 
 def test_a_prometheus_url_with_credentials_is_not_named_in_errors() -> None:
     from infra.errors import MetricsError
-    from infra.promql_prometheus import PrometheusClient
+    from infra.metrics.promql_prometheus import PrometheusClient
 
     client = PrometheusClient("http://ops:hunter2-secret@127.0.0.1:1/prom?token=abc", timeout_s=1)
     with pytest.raises(MetricsError) as err:

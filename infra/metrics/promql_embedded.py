@@ -1,6 +1,6 @@
-"""The embedded reader of :mod:`infra.promql` (no Prometheus): :class:`EmbeddedMetrics` scrapes
-the gateway's own ``/admin/metrics`` exposition, keeps a scrape at each window start and reads
-the counters' deltas since (:func:`route_stats`, :func:`counter_deltas`)."""
+"""The embedded reader of :mod:`infra.metrics.promql` (no Prometheus): :class:`EmbeddedMetrics`
+scrapes the gateway's own ``/admin/metrics`` exposition, keeps a scrape at each window start and
+reads the counters' deltas since (:func:`route_stats`, :func:`counter_deltas`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import httpx
 
-from infra.cost import cost_from, sum_by
 from infra.errors import MetricsError
 from infra.http import tls
-from infra.promql import (
+from infra.metrics.cost import cost_from, sum_by
+from infra.metrics.promql import (
     ERROR_USERS,
     ERRORS,
     FEEDBACK,

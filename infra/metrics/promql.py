@@ -8,19 +8,19 @@ independent (:mod:`tasks.release.units`).
 
 Two readers behind one interface, :class:`CanaryMetrics`:
 
-- :class:`~infra.promql_prometheus.PrometheusMetrics` (production,
+- :class:`~infra.metrics.promql_prometheus.PrometheusMetrics` (production,
   ``FLYWHEEL_RELEASE__PROMETHEUS_URL``): instant queries through Prometheus's HTTP API
   (``/api/v1/query``), ``increase(...[<N>s])`` with N the seconds since the window start,
   evaluated now; p99 from the latency buckets' increases with PromQL's ``histogram_quantile``
   interpolation (the buckets are kept for the slow-request test of :mod:`tasks.release.latency`).
-- :class:`~infra.promql_embedded.EmbeddedMetrics` (no Prometheus): scrapes the gateway's own
+- :class:`~infra.metrics.promql_embedded.EmbeddedMetrics` (no Prometheus): scrapes the gateway's own
   ``/admin/metrics`` exposition (admin listener, admin token: the public ``/metrics`` names no
-  route). :meth:`~infra.promql_embedded.EmbeddedMetrics.mark` keeps a scrape as a window start;
-  :meth:`~infra.promql_embedded.EmbeddedMetrics.read` scrapes again and uses the deltas
-  (counters now minus counters at the latest mark at or before the window start), and computes
-  p99 from the bucket deltas with the same interpolation as PromQL's ``histogram_quantile``. A
-  counter lower than at the mark means the gateway restarted: its current value is taken as the
-  delta. One gateway replica only: with several, run
+  route). :meth:`~infra.metrics.promql_embedded.EmbeddedMetrics.mark` keeps a scrape as a window
+  start; :meth:`~infra.metrics.promql_embedded.EmbeddedMetrics.read` scrapes again and uses the
+  deltas (counters now minus counters at the latest mark at or before the window start), and
+  computes p99 from the bucket deltas with the same interpolation as PromQL's
+  ``histogram_quantile``. A counter lower than at the mark means the gateway restarted: its current
+  value is taken as the delta. One gateway replica only: with several, run
   Prometheus.
 
 Both readers report what they did not see as zero requests, never as a pass: the release's
@@ -36,7 +36,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from infra.cost import CostStats
+from infra.metrics.cost import CostStats
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class RouteStats:
     latency_buckets: dict[float, float] = field(default_factory=dict)
     users: float = math.nan  # users served (the voice series); unset: one user per request
     error_users: float = math.nan  # users who met an error; unset: one per error
-    cost: CostStats | None = None  # what its answered requests cost (infra.cost)
+    cost: CostStats | None = None  # what its answered requests cost (infra.metrics.cost)
 
     def __post_init__(self) -> None:
         if math.isnan(self.users):

@@ -17,9 +17,9 @@ compute per request is higher for that alone. Requests and compute are therefore
 by ``batch`` (:func:`batch_bucket`: how many answers were generated together), and a candidate
 is compared with stable at the same batch sizes (:func:`matched_compute_ratio`).
 
-:class:`CostReader` is read like the canary's :class:`~infra.promql.CanaryMetrics`, which
+:class:`CostReader` is read like the canary's :class:`~infra.metrics.promql.CanaryMetrics`, which
 reads the same series for both versions of a step; the standalone readers (Prometheus, or the
-gateway's ``/metrics``) are in :mod:`infra.cost_readers`.
+gateway's ``/metrics``) are in :mod:`infra.metrics.cost_readers`.
 """
 
 from __future__ import annotations

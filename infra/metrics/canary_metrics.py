@@ -1,12 +1,12 @@
 """The canary's metrics reader chosen from the settings: Prometheus in production, else the
-gateway's own exposition (:mod:`infra.promql` says what each reads)."""
+gateway's own exposition (:mod:`infra.metrics.promql` says what each reads)."""
 
 from __future__ import annotations
 
 from infra.errors import ConfigError
-from infra.promql import CanaryMetrics
-from infra.promql_embedded import EmbeddedMetrics
-from infra.promql_prometheus import PrometheusClient, PrometheusMetrics
+from infra.metrics.promql import CanaryMetrics
+from infra.metrics.promql_embedded import EmbeddedMetrics
+from infra.metrics.promql_prometheus import PrometheusClient, PrometheusMetrics
 
 
 def open_canary_metrics(

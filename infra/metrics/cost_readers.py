@@ -1,4 +1,4 @@
-"""Serving cost read over a window (:mod:`infra.cost`): :class:`PrometheusCost` queries
+"""Serving cost read over a window (:mod:`infra.metrics.cost`): :class:`PrometheusCost` queries
 ``increase`` over the window, :class:`EmbeddedCost` scrapes the gateway (its counters since the
 gateway started, or since a :meth:`~EmbeddedCost.mark`)."""
 
@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infra.cost import CostReader, CostStats, cost_from, sum_by
-from infra.promql_embedded import EmbeddedMetrics, counter_deltas, parse_exposition
-from infra.promql_prometheus import PrometheusClient, escape_label, increase_by
+from infra.metrics.cost import CostReader, CostStats, cost_from, sum_by
+from infra.metrics.promql_embedded import EmbeddedMetrics, counter_deltas, parse_exposition
+from infra.metrics.promql_prometheus import PrometheusClient, escape_label, increase_by
 
 
 class PrometheusCost:
@@ -29,7 +29,7 @@ class PrometheusCost:
         """Sums of ``increase`` over the window of each cost series of ``version``."""
         now = self.clock()
         rng = f"[{max(1, math.ceil(now - since))}s]"
-        # the gateway's own scrape only (infra.promql.GATEWAY_JOB)
+        # the gateway's own scrape only (infra.metrics.promql.GATEWAY_JOB)
         labels = {
             "job": "gateway",
             "model": version,

@@ -1,6 +1,7 @@
-"""The production reader of :mod:`infra.promql`: :class:`PrometheusMetrics`, instant queries
+"""The production reader of :mod:`infra.metrics.promql`: :class:`PrometheusMetrics`, instant queries
 through Prometheus's HTTP API (:class:`PrometheusClient`), ``increase(...[<N>s])`` over each
-window, p99 from the latency buckets' increases (:func:`infra.promql.histogram_quantile`)."""
+window, p99 from the latency buckets' increases
+(:func:`infra.metrics.promql.histogram_quantile`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from infra.cost import cost_from
 from infra.errors import MetricsError, redact_url
 from infra.http import tls
-from infra.promql import (
+from infra.metrics.cost import cost_from
+from infra.metrics.promql import (
     ERROR_USERS,
     ERRORS,
     FEEDBACK,
