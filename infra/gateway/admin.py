@@ -53,7 +53,7 @@ from infra.routing.alerts import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from infra.gateway.routing import StateWatcher
+    from infra.gateway.cohorts import StateWatcher
     from infra.settings import Settings
     from infra.store import ObjectStore
 

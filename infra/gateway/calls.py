@@ -25,9 +25,9 @@ from infra.upstream.statuses import UpstreamRefused
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
+    from infra.gateway.cohorts import Decision, StateWatcher
     from infra.gateway.feedback import TraceIds, TraceLabels
     from infra.gateway.metrics import GatewayMetrics
-    from infra.gateway.routing import Decision, StateWatcher
     from infra.gateway.tracing import TraceDispatcher
     from infra.upstream.upstreams import Completion, GenParams
 

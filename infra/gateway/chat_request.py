@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.gateway.routing import ROUTED_MODEL
+from infra.gateway.cohorts import ROUTED_MODEL
 from infra.serving.local_lm import message_text
 from infra.traces.conversation import DEFAULT_WORKLOAD
 from infra.upstream.completion import GenParams

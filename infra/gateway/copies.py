@@ -17,7 +17,7 @@ from infra.upstream.statuses import UpstreamRefused
 if TYPE_CHECKING:
     from infra.gateway.calls import CallRecorder
     from infra.gateway.chat_request import ChatRequest
-    from infra.gateway.routing import Decision
+    from infra.gateway.cohorts import Decision
     from infra.upstream.upstreams import Completion, GenParams, UpstreamPool
 
 log = logging.getLogger(__name__)

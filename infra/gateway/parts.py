@@ -16,12 +16,12 @@ from fastapi import Depends, Request
 
 from infra.gateway.admin import Admin
 from infra.gateway.aio import run_in_daemon_thread
+from infra.gateway.cohorts import StateWatcher
 from infra.gateway.fastpath import ChatEndpoint
 from infra.gateway.feedback import FeedbackDesk, TraceIds
 from infra.gateway.keyring import KeyRing
 from infra.gateway.metrics import GatewayMetrics
 from infra.gateway.requester import routing_secret
-from infra.gateway.routing import StateWatcher
 from infra.gateway.service import Gateway
 from infra.gateway.tracing import TraceDispatcher, TraceSink, open_sink
 from infra.gateway.voices import epoch_of

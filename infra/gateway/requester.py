@@ -2,7 +2,7 @@
 
 A request's key is its ``user`` (OpenAI's field) under the API key it shows (the same ``user``
 under two API keys is two users), else its session (``X-Session-Id``, else the body's
-``session_id``), else its client. Routing (:func:`infra.gateway.routing.decide`) and the
+``session_id``), else its client. Routing (:func:`infra.gateway.cohorts.decide`) and the
 voice ledger (:mod:`infra.gateway.voices`) both take this key, so a client that sends no
 ``user`` (most applications on the openai SDK) sees one version for the whole canary step and
 is one voice in it: were it routed at random per request but counted per address, every such

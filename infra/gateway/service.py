@@ -50,11 +50,11 @@ from infra.gateway.chat import (
     wants_logprobs,
 )
 from infra.gateway.chat_request import ChatRequest
+from infra.gateway.cohorts import Decision, StateWatcher, decide
 from infra.gateway.copies import run_shadow, run_sibling
 from infra.gateway.diverse import sibling_temperatures
 from infra.gateway.ids import random_hex
 from infra.gateway.requester import request_key
-from infra.gateway.routing import Decision, StateWatcher, decide
 from infra.gateway.streaming import stream_chat
 from infra.upstream.statuses import UpstreamRefused
 from infra.upstream.upstreams import Completion, GenParams, UpstreamPool

@@ -26,7 +26,7 @@ from infra.upstream.statuses import UpstreamRefused
 from infra.upstream.upstreams import Completion, GenParams
 
 if TYPE_CHECKING:
-    from infra.gateway.routing import Decision
+    from infra.gateway.cohorts import Decision
     from infra.upstream.upstreams import UpstreamPool
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """One user, one voice: what the canary's tests count per user.
 
-Routing is sticky per user (:mod:`infra.gateway.routing`), so one user's requests, errors and
+Routing is sticky per user (:mod:`infra.gateway.cohorts`), so one user's requests, errors and
 votes all land on one version, and they are not independent of each other: a user who votes
 every answer down, a script that retries a failing request, one heavy client. Counted per
 request, one such user could vote a canary down trace by trace, or make a step look ten times

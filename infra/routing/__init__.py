@@ -22,9 +22,9 @@ event after (:mod:`infra.routing.events`); an audit failure is logged and never 
 """
 
 from infra.cas import compare_and_swap
+from infra.routing.admin_api import GatewayRouting
 from infra.routing.backend import RoutingBackend, open_routing
 from infra.routing.events import decision_details, record_decision, record_rollback, record_stale
-from infra.routing.gateway import GatewayRouting
 from infra.routing.state import (
     MAX_FINGERPRINTS,
     Phase,

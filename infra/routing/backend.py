@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, Unpack
 
-from infra.routing.gateway import GatewayRouting
+from infra.routing.admin_api import GatewayRouting
 from infra.routing.store import StoreRouting
 
 if TYPE_CHECKING:

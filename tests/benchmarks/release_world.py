@@ -1,5 +1,5 @@
 """Simulated traffic for the release benchmark (tests/benchmarks/release_sim.py): clients as
-production has them, routed by the gateway's own :func:`~infra.gateway.routing.decide` and
+production has them, routed by the gateway's own :func:`~infra.gateway.cohorts.decide` and
 counted by its own :class:`~infra.gateway.metrics.GatewayMetrics` on a fake clock.
 
 A population is a set of clients: identified users (``user`` set), one API key with no
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from itertools import accumulate
 from typing import Any, Literal
 
+from infra.gateway.cohorts import Decision, decide
 from infra.gateway.metrics import GatewayMetrics
-from infra.gateway.routing import Decision, decide
 from infra.gateway.voices import epoch_of
 from infra.routing import RoutingState
 from infra.routing.state import own_workload

@@ -266,8 +266,8 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     (``rejected`` is rewritten), a canary step in effect at once, a stale compare-and-swap
     refused, and the promotion recorded under the released version (``subject``)."""
     from infra.errors import RejectedVersion, StateConflict
+    from infra.gateway.cohorts import bucket
     from infra.gateway.requester import key_of, routing_secret, tenant_of
-    from infra.gateway.routing import bucket
     from infra.routing import GatewayRouting, StateChange
     from infra.serving.models import ServableVersions
     from infra.settings import ReleaseSettings

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.cohorts import bucket
 from infra.gateway.requester import key_of, routing_secret
-from infra.gateway.routing import bucket
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore

@@ -11,7 +11,7 @@ import pytest
 
 from infra.gateway import limits
 from infra.gateway.chat_request import BadRequest, parse_chat_request, too_deep
-from infra.gateway.routing import Decision
+from infra.gateway.cohorts import Decision
 from infra.gateway.service import Gateway, servable
 
 MESSAGES = [{"role": "user", "content": "hi"}]

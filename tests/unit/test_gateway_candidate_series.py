@@ -9,8 +9,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from infra.gateway.cohorts import StateWatcher
 from infra.gateway.metrics import GatewayMetrics
-from infra.gateway.routing import StateWatcher
 from infra.routing import RoutingState, save_state
 from infra.routing.state import WorkloadRelease
 from infra.store import LocalStore

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from infra.errors import ConfigError
+from infra.gateway.cohorts import BUCKETS, bucket
 from infra.gateway.requester import ClientResolver, key_of, routing_secret, tenant_of
-from infra.gateway.routing import BUCKETS, bucket
 from infra.settings import GatewaySettings
 
 PROXIES = ClientResolver(["10.0.0.0/8", "192.168.1.1"])

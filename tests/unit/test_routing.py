@@ -9,7 +9,7 @@ import pytest
 
 from infra.errors import StateConflict
 from infra.gateway.chat_request import BadRequest, parse_chat_request
-from infra.gateway.routing import StateWatcher, bucket, decide
+from infra.gateway.cohorts import StateWatcher, bucket, decide
 from infra.routing import (
     RoutingState,
     StoreRouting,

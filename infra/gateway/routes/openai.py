@@ -8,10 +8,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from infra.gateway.chat import json_response
+from infra.gateway.cohorts import ROUTED_MODEL
 from infra.gateway.fastpath import CHAT_PATH
 from infra.gateway.keyring import Refusal, refusal_response
 from infra.gateway.parts import Parts, parts
-from infra.gateway.routing import ROUTED_MODEL
 from infra.gateway.service import retired_versions
 
 router = APIRouter()
