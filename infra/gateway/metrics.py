@@ -1,26 +1,17 @@
 """Gateway metrics with the documented names (docs/operating/monitoring.md; the alert rules
-use them), on a per-app registry.
-
-Two expositions of the same samples. The admin listener's ``/admin/metrics`` (bearer token)
-has every series: Prometheus scrapes it, since the alert rules read a candidate's shadow
-errors before any user reaches it, and so does the embedded canary analysis
-(:class:`infra.metrics.promql_embedded.EmbeddedMetrics`, with the admin token). The public
-listener's ``/metrics`` has no series with a ``route`` label, no ``flywheel_route_weight``, and no
-series whose ``model`` is not a stable version: whether a canary runs, which version it is,
-its weight and how it fares are not the public's to learn (a client that knew could aim its
-votes at the canary).
+use them), on a per-app registry; what each listener's ``/metrics`` shows of them is
+:mod:`infra.gateway.exposition`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from infra.gateway.exposition import PublicOnly
 from infra.gateway.voices import Epoch, Quota, VoiceLedger
 from infra.metrics.cost import batch_bucket
 from infra.retries import RETRIES
@@ -30,7 +21,6 @@ from infra.traces.conversation import DEFAULT_WORKLOAD
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, not pinned)
 CANDIDATE_ROUTES = ("canary", "shadow")
-HIDDEN_FAMILIES = frozenset({"flywheel_route_weight"})  # never on the public /metrics
 FEEDBACK_VALUES = ("1", "0", "-1")
 # about 1.2-1.33x apart from 0.1 to 10 s, where p99s fall: the canary's p99 rail counts the
 # requests over the bounds next to stable's p99 (tasks/release/latency.py), and bounds 2-2.5x
@@ -79,8 +69,9 @@ class GatewayMetrics:
     listener's connection limit: ``client``, one peer's, or ``total``),
     ``flywheel_retries_total{operation}`` (this process's retries, brought up to date on render),
     ``agent_cost_requests_total``, ``agent_tokens_total{direction}`` and
-    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost, :mod:`infra.metrics.cost`;
-    requests and compute also by ``batch``, the bucket of answers generated together).
+    ``agent_compute_seconds_total`` (``model,route,workload``: serving cost,
+    :mod:`infra.metrics.cost`; requests and compute also by ``batch``, the bucket of answers
+    generated together).
 
     ``route`` is ``stable``, ``canary``, ``shadow`` or ``pinned`` (an explicit version asked for
     by name, e.g. by the release gate: kept apart so it never skews canary analysis). One
@@ -156,8 +147,8 @@ class GatewayMetrics:
             ["model", "value", "workload"],
             registry=r,
         )
-        # serving cost, measured (infra.metrics.cost): answered requests, tokens, compute seconds;
-        # requests and compute by the batch the answer was generated in (infra.metrics.cost.batch_bucket)
+        # serving cost, measured (infra.metrics.cost): answered requests, tokens, compute
+        # seconds; requests and compute by the batch the answer was generated in (batch_bucket)
         self.cost_requests = Counter(
             "agent_cost_requests_total",
             "Requests answered and metered.",
@@ -381,27 +372,3 @@ class GatewayMetrics:
             source = CollectorRegistry()
             multiprocess.MultiProcessCollector(source)
         return generate_latest(PublicOnly(source, self._public) if public else source)
-
-
-class PublicOnly(Collector):
-    """``source``'s metrics without ``flywheel_route_weight``, without any sample that has a
-    ``route`` label, and without the samples whose ``model`` label names a version not in
-    ``public`` (the stable versions); samples without a ``model`` label stay."""
-
-    def __init__(self, source: Collector, public: set[str]) -> None:
-        self.source = source
-        self.public = public
-
-    def collect(self) -> Iterator[Metric]:
-        """The filtered metric families."""
-        for family in self.source.collect():
-            if family.name in HIDDEN_FAMILIES:
-                continue
-            kept = Metric(family.name, family.documentation, family.type, family.unit)
-            kept.samples = [
-                s
-                for s in family.samples
-                if "route" not in s.labels
-                and ("model" not in s.labels or s.labels["model"] in self.public)
-            ]
-            yield kept
