@@ -98,11 +98,11 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._public:
             cls, per_client = type(self), self.max_connections_per_client
             mine = cls.open_by_peer.get(self._peer, 0)
-            if cls.public_open >= self.max_connections or (per_client and mine >= per_client):
+            full = cls.public_open >= self.max_connections
+            if full or (per_client and mine >= per_client):
                 self._public = False  # not counted: it is closed now
                 self._refused = True
                 if cls.on_refused is not None:
-                    full = cls.public_open >= self.max_connections
                     cls.on_refused("total" if full else "client")
                 self._answer_and_close(_BUSY)
                 return
