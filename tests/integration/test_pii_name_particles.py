@@ -2,7 +2,8 @@
 ``Klaus-D.``), form values (``Name on the account: ...``) and two-word sign-offs are replaced
 whole: no surname is left behind after a role word, a form label or a dash. (Each shape was a
 canary value that survived, in CI or in a 1,000-seed sweep of the canaries.) The precision
-side: a company after a name in running text, and a bulleted list, stay."""
+side: a company after a name in running text, a street named like a person, and a bulleted
+list, stay."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ def _one(text: str) -> str:
         ("write to me when it is done.\n— Karl Heinz van der Dussen", ["Karl", "Dussen"]),
         # a person who shares a brand's name, introducing themselves
         ("Hi, this is Raymond James. My card was charged twice.", ["Raymond", "James"]),
+        # CI-18's canary: a surname that is also a street's word, after "this is"
+        ("Hi, this is Grace Lane. My card was charged twice.", ["Grace", "Lane"]),
+        ("I'm Faith Street, the tenant of flat 4", ["Faith", "Street"]),
+        # a canary of a 1,000-seed sweep: an initial before a hyphenated given name, signing off
+        ("write to me when it is done.\n— H.-Dieter Lübs", ["Dieter", "Lübs"]),
     ],
 )
 def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]) -> None:
@@ -65,6 +71,8 @@ def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]
         ("passenger Maria Santos, flying to Rio de Janeiro on Friday", "Rio de Janeiro"),
         ("Dana asked what we cover:\n- Refunds\n- Returns\n- Store Credit", "- Store Credit"),
         ("Dana moved her IRA to Raymond James last year", "Raymond James"),
+        ("Dana asked us to ship it to Grace Lane instead", "Grace Lane"),
+        ("Dana wrote the steps:\n- A. Open the app", "A. Open the app"),
     ],
 )
 def test_what_follows_a_name_in_running_text_stays(text: str, kept: str) -> None:

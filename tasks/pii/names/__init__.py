@@ -212,8 +212,11 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
         return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
     last = span.split()[-1]
     if len(span.split()) > 1 and ORG_WORD.match(last):
-        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays)
-        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not _given_first(span, last):
+        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays, and so
+        # does a person introducing themselves: "this is Grace Lane")
+        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not (
+            _given_first(span, last) or _SELF_INTRO.search(text, max(0, start - 20), start)
+        ):
             return False
         if len(span.split()) > 2 and not _known(span.split()[-2]) or not _known(last):
             # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also

@@ -255,6 +255,8 @@ def _spans_after(
     for m in cues.finditer(text):
         i = starts.get(m.end())
         j = _name_end(doc, i, strong=strong) if i is not None else 0
+        if line and i is not None and j == i and _LEADING_INITIAL.fullmatch(doc[i].text):
+            j = _name_end(doc, i, strong=True)  # the sign-off line is a name: "— H.-Dieter Lübs"
         if i is not None and j == i and _NAME_FIELD_CUE.search(text, 0, m.end()):
             j = i + 1 if doc[i].is_alpha and doc[i].text[:1].isupper() else i
         form = strong and m.group(0).rstrip().endswith((":", "="))
