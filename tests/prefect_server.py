@@ -39,6 +39,7 @@ def prefect_cli() -> list[str]:
 class PrefectServer:
     url: str  # http://127.0.0.1:<port>, the UI; the API is under /api
     env: dict[str, str]  # environment for child processes that talk to this server
+    log: Path  # the server's own log (retryable errors too: 503s are logged with their cause)
 
     @property
     def api_url(self) -> str:
@@ -68,6 +69,7 @@ def prefect_server(
         PREFECT_SERVER_API_HOST="127.0.0.1",
         PREFECT_SERVER_API_PORT=str(port),
         PREFECT_LOGGING_LEVEL="INFO",
+        PREFECT_SERVER_LOG_RETRYABLE_ERRORS="true",
     )
     env.update(extra_env or {})
     log_path = tmp / "prefect-server.log"
@@ -79,7 +81,7 @@ def prefect_server(
             raise TimeoutError(f"{exc}\n--- server log ---\n{log_tail(log_path)}") from exc
         if proc.poll() is not None:  # something else answered on the port
             raise RuntimeError(f"prefect server exited\n{log_tail(log_path)}")
-        yield PrefectServer(url=url, env=env)
+        yield PrefectServer(url=url, env=env, log=log_path)
 
 
 def run_cli(

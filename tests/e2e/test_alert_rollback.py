@@ -42,21 +42,32 @@ OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 FOR, WINDOWS = "3s", {"5m": "15s", "30m": "120s", "1h": "240s"}
 
 
-def short_rules(dst: Path) -> Path:
+def short_rules(dst: Path, windows: dict[str, str] | None = None) -> Path:
+    """The repo's rules with every ``for:`` at :data:`FOR` and the range windows shortened
+    (:data:`WINDOWS`, or ``windows``)."""
+    shorter = windows or WINDOWS
     text = (ROOT / "infra/prometheus/rules.yml").read_text()
     text = re.sub(r"(\n\s+for:\s*)\S+", rf"\g<1>{FOR}", text)
-    text = re.sub(r"\[(5m|30m|1h)\]", lambda m: f"[{WINDOWS[m.group(1)]}]", text)
+    text = re.sub(r"\[(5m|30m|1h)\]", lambda m: f"[{shorter[m.group(1)]}]", text)
     dst.write_text(text)
     return dst
 
 
-def prometheus_config(tmp: Path, *, gateway: str, alertmanager: str, self_addr: str) -> Path:
+def prometheus_config(
+    tmp: Path,
+    *,
+    gateway: str,
+    alertmanager: str,
+    self_addr: str,
+    windows: dict[str, str] | None = None,
+) -> Path:
     """The repo's Prometheus config on loopback; ``gateway``: the admin listener's
-    ``host:port`` (it scrapes ``/admin/metrics`` with the admin token)."""
+    ``host:port`` (it scrapes ``/admin/metrics`` with the admin token); ``windows``: the
+    rules' shortened windows (:data:`WINDOWS` by default)."""
     cfg = yaml.safe_load((ROOT / "infra/prometheus/prometheus.yml").read_text())
     (tmp / "token").write_text(TOKEN)
     cfg["global"].update(scrape_interval="1s", evaluation_interval="1s")
-    cfg["rule_files"] = [str(short_rules(tmp / "rules.yml"))]
+    cfg["rule_files"] = [str(short_rules(tmp / "rules.yml", windows))]
     cfg["alerting"]["alertmanagers"][0]["static_configs"] = [{"targets": [alertmanager]}]
     targets = {"gateway": gateway, "alertmanager": alertmanager, "prometheus": self_addr}
     jobs = []

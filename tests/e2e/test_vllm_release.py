@@ -32,7 +32,7 @@ from pydantic import SecretStr
 from infra.routing import load_state, save_state
 from infra.settings import get_settings
 from infra.store import LocalStore
-from tests.e2e.test_alert_rollback import FOR, TOKEN
+from tests.e2e.test_alert_rollback import FOR, TOKEN, WINDOWS
 from tests.e2e.vllm_release_helpers import Served, served, served_env  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 # and it runs in CI's serial lane beside every other test
 DISTIL_ENV = {"FLYWHEEL_DISTIL__MIN_EXAMPLES": "20", "FLYWHEEL_DISTIL__STEPS": "40"}
 DISTIL_GATE_ITEMS = 50
+DRILL_WINDOWS = {**WINDOWS, "30m": "300s"}  # the feedback rule's window in the drill
 
 
 def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
@@ -100,7 +101,15 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     from infra.serving.base_servers import open_model_server
     from infra.serving.models import model_cache_root
     from tasks.release.adapters import load_candidate
-    from tests.e2e.vllm_workloads import Users, alerting, burst, firing, paced, publish_adapter
+    from tests.e2e.vllm_workloads import (
+        Users,
+        alerting,
+        burst,
+        feedback_inputs,
+        firing,
+        paced,
+        publish_adapter,
+    )
 
     rt = Runtime.from_env()
     store = rt.store
@@ -157,17 +166,23 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
         )
         stack.callback(gw.stop)
         assert gw.admin_url is not None
-        prom = alerting(stack, tmp_path, admin_url=gw.admin_url)
+        # the feedback rule's 30 minutes as 300 s: it counts each user's first vote of the
+        # step, so a window holds as many voices as new users came in it; on two cores shared
+        # with the rest of the suite A's users come at well under 1 request/s, and 120 s (CI-18:
+        # A never rolled back in 525 s) could hold fewer than the 20 voting users it asks for
+        prom = alerting(stack, tmp_path, admin_url=gw.admin_url, windows=DRILL_WINDOWS)
         stop = threading.Event()
 
         def crowd() -> None:  # A's users, many: their answers trip an alert; once A is rolled
             # back they have made their point (the burst after the release checks where they
             # land), and B's release goes on without their load (they kept the engine busy for
-            # the whole of B's release: 620 CPU-s, past the 900 s timeout on a slower machine)
+            # the whole of B's release: 620 CPU-s, past the 900 s timeout on a slower machine).
+            # Drawn from 2,000 people, so new users keep coming as in production (of 200, the
+            # demo's heavy users left 29 new ones in the 120 requests after the first 240)
             seed = 0
             while not stop.is_set() and load_state(store).release_of("a").phase != "rolled_back":
                 seed += 1
-                burst(str(gw.admin_url), {"a": 12}, seed, seen, votes_to=gw.url)
+                burst(str(gw.admin_url), {"a": 12}, seed, seen, votes_to=gw.url, population=2000)
 
         threads = [
             threading.Thread(target=crowd, daemon=True),
@@ -207,9 +222,13 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             str(gw.admin_url), {"a": 8}, 999, {"a": after}, votes_to=gw.url
         )  # A's users keep coming
         fired = firing(prom)
+        a_inputs = feedback_inputs(prom, "a")
     state = load_state(store)
     a, b = state.release_of("a"), state.release_of("b")
-    assert a.phase == "rolled_back" and worse in a.rejected, "a never rolled back"
+    assert a.phase == "rolled_back" and worse in a.rejected, (
+        f"a never rolled back: fired {fired}, rollbacks {rollbacks}, users {seen}, "
+        f"the feedback rule's inputs for a, a value a minute: {a_inputs}"
+    )
     assert a.stable == stable and a.weight == 0 and after.models == {stable: 8}
     assert (b_out.outcome, b.phase, b.stable) == ("promoted", "promoted", good), b_out.reasons
     assert state.stable == stable and not state.rejected  # the shared release untouched

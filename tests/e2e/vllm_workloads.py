@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -105,14 +106,16 @@ def burst(
     seen: dict[str, Users],
     *,
     votes_to: str | None = None,
+    population: int = 200,
 ) -> None:
     """``counts[w]`` requests of workload ``w``'s users (first turns of the demo agent's
     conversations) to ``gateway`` (the admin listener, whose answers name their version), four
     at a time, mixed, each user voting on ``votes_to`` (the public listener); tallied into
-    ``seen[w]``."""
+    ``seen[w]``. The users are drawn from ``population`` people (heavy users among them, as
+    the demo's population has)."""
     from tasks.demo.simulate import build_population, plan_requests
 
-    users = build_population(200, seed=0)
+    users = build_population(population, seed=0)
     lock = threading.Lock()
     jobs = []
     for i, (workload, n) in enumerate(sorted(counts.items())):
@@ -168,9 +171,39 @@ def firing(prometheus: str) -> set[tuple[str, str, str]]:
     return {f for f in found if f[0] in CANDIDATE_ALERTS}
 
 
-def alerting(stack: ExitStack, tmp_path: Path, *, admin_url: str) -> str:
+# what the feedback alert of one workload reads, for a drill's failure message
+FEEDBACK_INPUTS = (
+    "release:candidate_feedback_users:increase30m",
+    "release:candidate_thumbs_down_share:increase30m",
+    "release:stable_feedback_users:increase30m",
+    "release:stable_thumbs_down_share:increase30m",
+)
+
+
+def feedback_inputs(prometheus: str, workload: str) -> dict[str, list[float]]:
+    """Each of :data:`FEEDBACK_INPUTS` for ``workload`` over the last 15 minutes, a value a
+    minute (what the alert saw while the drill ran)."""
+    out = {}
+    end = time.time()
+    for series in FEEDBACK_INPUTS:
+        params = {
+            "query": f'max({series}{{workload="{workload}"}})',
+            "start": end - 900,
+            "end": end,
+            "step": 60,
+        }
+        data = httpx.get(f"{prometheus}/api/v1/query_range", params=params, timeout=5).json()
+        values = [v for r in data["data"]["result"] for _t, v in r["values"]]
+        out[series.split(":")[1]] = [round(float(v), 3) for v in values]
+    return out
+
+
+def alerting(
+    stack: ExitStack, tmp_path: Path, *, admin_url: str, windows: dict[str, str] | None = None
+) -> str:
     """Alertmanager (calling ``admin_url``'s /admin/alerts) and Prometheus (scraping its
-    /admin/metrics) with the repo's configs, shortened windows; returns Prometheus's URL."""
+    /admin/metrics) with the repo's configs, shortened windows (``windows``, else the alert
+    test's); returns Prometheus's URL."""
     am_port, prom_port = free_port(), free_port()
     am_args = [
         find_binary("alertmanager"),
@@ -188,6 +221,7 @@ def alerting(stack: ExitStack, tmp_path: Path, *, admin_url: str) -> str:
         gateway=admin_url.removeprefix("http://"),
         alertmanager=f"127.0.0.1:{am_port}",
         self_addr=f"127.0.0.1:{prom_port}",
+        windows=windows,
     )
     prom_args = [
         find_binary("prometheus"),
