@@ -16,7 +16,7 @@ from collections.abc import Callable
 import regex as re
 
 from tasks.pii.lexicon import word_list
-from tasks.pii.names import NOT_GREETED
+from tasks.pii.names import NOT_GREETED, lexicon
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
@@ -73,16 +73,34 @@ def _is_name_word(word: str, stop: frozenset[str]) -> bool:
     )
 
 
+def _writes_capitals(text: str) -> bool:
+    """Whether the writer starts the message with a capital ("Hi, ...", "Thanks, ..."): one
+    who does writes a name with one too, so a lower-case word after the greeting is a name
+    only where the name lexicon knows it ("Hi, john ..."); "hi, bongani here" is another
+    writer's."""
+    first = re.search(r"\p{L}", text)
+    return bool(first and first.group(0).isupper())
+
+
+def _known(word: str) -> bool:
+    firsts, lasts = lexicon()
+    w = word.strip("'’-").lower()
+    return w in firsts or w in lasts
+
+
 def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
     """Spans of the names in greeting, introduction and sign-off positions."""
     from tasks.pii.lexicon import STOP_WORDS
 
     stop = frozenset(STOP_WORDS)
+    capitals = _writes_capitals(text)
     spans = []
     for regex in (_CUE, _DASH, _FINAL, _HERE):
         for m in regex.finditer(text, overlapped=True):
             if not m.group(1) or not _is_name_word(m.group(1), stop):
                 continue
+            if regex is _CUE and capitals and m.group(1).islower() and not _known(m.group(1)):
+                continue  # "Hi, deliver to the back door": this writer would capitalise a name
             end = m.end(1)
             if m.group(2) and _is_name_word(m.group(2), stop):
                 end = m.end(2)
