@@ -19,6 +19,7 @@ from typing import Any
 import regex as re
 
 from tasks.pii.context import ContextRule
+from tasks.pii.lexicon import words_pattern
 
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
 # later group holds a digit ("S123-456-78-901-0", "NY 123 456 789", "M12345678", "1EG4-TE5-MK73")
@@ -114,9 +115,8 @@ RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         _cue(
-            r"passports?|pp[\s_-]?(?:no|#|num)|travel[\s_-]+doc(?:ument)?|여권(?:번호)?|"
-            # the word in the languages of the name lexicon's locales
-            r"reisepass|passeport|pasaporte|passaporto|passaporte|paszport|paspoort"
+            # the word in its users' and travellers' languages, and its abbreviations
+            rf"{words_pattern('passport_words')}|travel[\s_-]+doc(?:ument)?"
             # a national identity card: an ICAO travel document too
             r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
         ),

@@ -21,6 +21,7 @@ import regex as re
 from tasks.pii.context import ContextRule, match_rules
 from tasks.pii.korean.idspec import GAP, HY, PROVINCES, SEP, compile_v1, near
 from tasks.pii.korean.net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECRET_SPECS
+from tasks.pii.lexicon import words_pattern
 
 __all__ = ["ID_SPECS", "id_spans", "rrn_checksum_ok"]
 
@@ -114,7 +115,7 @@ _RRN_SPECS += [
     ),
 ]
 
-_PASSPORT_CTX = compile_v1(r"(?i:여권|passport|旅券|pasaporte|reisepass|passeport|pp\s?no)")
+_PASSPORT_CTX = compile_v1(f"(?i:{words_pattern('passport_words')})")
 _PASSPORT_SPECS = [
     near(  # Korean passports: old M12345678, new (2021) M123A4567
         "PASSPORT",

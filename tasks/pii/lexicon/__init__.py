@@ -7,6 +7,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+import regex as re
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -15,6 +17,14 @@ def word_list(name: str) -> tuple[str, ...]:
     """The entries of ``lexicon/<name>.txt`` in file order (the source line skipped)."""
     lines = (HERE / f"{name}.txt").read_text(encoding="utf-8").splitlines()
     return tuple(line for line in lines[1:] if line)
+
+
+def words_pattern(name: str) -> str:
+    """The entries of ``lexicon/<name>.txt`` as one regular-expression alternation, longest
+    first: a space in an entry is any spacing, ``_`` or ``-``, and a dot may end each word but
+    the last ("pp. no", "ppt_no")."""
+    entries = sorted(word_list(name), key=len, reverse=True)
+    return "|".join(r"\.?[\s_-]*".join(re.escape(w) for w in e.split()) for e in entries)
 
 
 # spaCy's English stop words, copied (their source line says from which release) so that
