@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.settings.workloads import configured_workload
+from infra.traces.conversation import Messages, ToolCall, ToolCallFunction
 from tasks.reward.verifiers import (
     DEFAULT_WORKLOAD,
     Verdict,
@@ -46,7 +47,6 @@ MANIFEST = "MANIFEST"
 MATCH_ENTRY_POINT_GROUP = "flywheel.golden_match"
 # the matcher when the settings name none: the embedded demo's, loaded by name like a user's
 DEFAULT_GOLDEN_MATCH = "tasks.demo.workloads:is_golden_question"
-Messages = list[dict[str, Any]]
 _FIELDS = ("item_id", "question", "contexts", "reference", "slice", "workload", "messages")
 
 
@@ -67,11 +67,11 @@ class GoldenItem:
         """The agent's final call for this item: its ``messages``, else the question with each
         context as the result of a tool call."""
         if self.messages:
-            return [dict(m) for m in self.messages]
+            return [m.copy() for m in self.messages]
         messages: Messages = [{"role": "user", "content": self.question}]
         for i, context in enumerate(self.contexts):
-            tool = {"name": "tool", "arguments": "{}"}
-            call = {"id": f"call_{i}", "type": "function", "function": tool}
+            tool: ToolCallFunction = {"name": "tool", "arguments": "{}"}
+            call: ToolCall = {"id": f"call_{i}", "type": "function", "function": tool}
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
             messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": context})
         return messages

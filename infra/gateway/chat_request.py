@@ -21,7 +21,7 @@ from typing import Any
 
 from infra.gateway.cohorts import ROUTED_MODEL
 from infra.serving.local_lm import message_text
-from infra.traces.conversation import DEFAULT_WORKLOAD
+from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
 from infra.upstream.completion import GenParams
 
 MAX_DEPTH = 32  # JSON nesting; an OpenAI request with tools needs well under 10
@@ -81,7 +81,7 @@ MEDIA_PARTS = {
 
 
 def check_parts(
-    messages: list[dict[str, Any]], *, allow_media: bool, url_prefixes: Collection[str] = ()
+    messages: Messages, *, allow_media: bool, url_prefixes: Collection[str] = ()
 ) -> None:
     """Refuse content parts other than text unless ``allow_media``; then any URL a part names
     must be an inline ``data:`` URL or start with one of ``url_prefixes`` (a model server
@@ -128,7 +128,7 @@ class ChatRequest:
     """What the gateway uses of one chat request (``params.extra``: what it forwards)."""
 
     model: str
-    messages: list[dict[str, Any]]
+    messages: Messages
     stream: bool
     params: GenParams
     user_id: str | None = None
@@ -232,7 +232,7 @@ def _identifier(value: Any, name: str) -> str | None:
     return text
 
 
-def _messages(body: Mapping[str, Any], max_messages: int) -> list[dict[str, Any]]:
+def _messages(body: Mapping[str, Any], max_messages: int) -> Messages:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list")

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 
 Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+AsgiMessage = dict[str, Any]
+Receive = Callable[[], Awaitable[AsgiMessage]]
+Send = Callable[[AsgiMessage], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -58,7 +58,7 @@ class BodyLimit:
         body = b"".join(chunks)
         replayed = False
 
-        async def replay() -> Message:
+        async def replay() -> AsgiMessage:
             nonlocal replayed
             if replayed:
                 return await receive()  # e.g. a streaming response waiting for a disconnect

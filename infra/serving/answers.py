@@ -9,14 +9,14 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from infra.traces.conversation import Messages
 
 if TYPE_CHECKING:
     from infra.serving.local_lm import LocalLM
     from infra.settings import Settings
     from infra.store import ObjectStore
-
-Messages = list[dict[str, Any]]
 
 
 @dataclass

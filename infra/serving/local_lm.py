@@ -36,6 +36,7 @@ from typing import Any
 
 from infra.errors import ConfigError
 from infra.serving.causal_lm import Device, is_adapter, load_causal_lm, placement
+from infra.traces.conversation import Message, Messages
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Generation:
     batch_size: int | None = None  # the rows generated together with it (itself included)
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: Message) -> str:
     """The text of an OpenAI chat message (string content or a list of text parts)."""
     content = message.get("content") or ""
     if isinstance(content, list):
@@ -90,7 +91,7 @@ def extract_question(text: str) -> str:
     return " ".join((questions or sentences)[-1].split())
 
 
-def render_prompt(messages: list[dict[str, Any]]) -> str:
+def render_prompt(messages: Messages) -> str:
     """OpenAI chat messages -> the embedded model's prompt: the last user question only."""
     users = [m for m in messages if m.get("role") == "user"]
     text = message_text(users[-1]) if users else (message_text(messages[-1]) if messages else "")
@@ -211,7 +212,7 @@ class LocalLM:
         """The model's total parameter count."""
         return int(sum(p.numel() for p in self.model.parameters()))
 
-    def render(self, messages: list[dict[str, Any]]) -> str:
+    def render(self, messages: Messages) -> str:
         """The prompt for ``messages``: the tokenizer's chat template if it has one, else
         :func:`render_prompt` (the embedded demo format)."""
         if getattr(self.tokenizer, "chat_template", None):

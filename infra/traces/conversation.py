@@ -12,7 +12,53 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Required, TypedDict
+
+JsonObject = dict[str, Any]  # arbitrary JSON: a tool call's arguments, a JSON schema, a raw body
+
+
+class ContentPart(TypedDict, total=False):
+    """One part of a message's ``content`` list (OpenAI: ``text``, ``refusal``, media parts
+    whose payload sits under the key their ``type`` names)."""
+
+    type: Required[str]
+    text: str
+    refusal: str
+    image_url: JsonObject
+    video_url: JsonObject
+    audio_url: JsonObject
+    input_audio: JsonObject
+    file: JsonObject
+
+
+class ToolCallFunction(TypedDict, total=False):
+    """The function a tool call names, its ``arguments`` a JSON string."""
+
+    name: str
+    arguments: str
+
+
+class ToolCall(TypedDict, total=False):
+    """One entry of an assistant message's ``tool_calls`` (OpenAI chat format)."""
+
+    id: str
+    type: str
+    function: ToolCallFunction
+
+
+class Message(TypedDict, total=False):
+    """One OpenAI chat message of a conversation: system, user, assistant (maybe with
+    ``tool_calls``) or a tool result (``tool_call_id``). A TypedDict: a plain dict at runtime,
+    so records and rows keep exactly the JSON they had."""
+
+    role: Required[str]
+    content: str | list[ContentPart] | None
+    name: str
+    tool_calls: list[ToolCall]
+    tool_call_id: str
+
+
+Messages = list[Message]  # a conversation, in order
 
 DEFAULT_WORKLOAD = "default"
 WORKLOAD_HEADER = "X-Flywheel-Workload"  # the request header naming a workload: its one spelling
@@ -31,20 +77,20 @@ def content_text(content: Any) -> str:
     return "" if content is None else json.dumps(content, sort_keys=True)
 
 
-def last_user_text(messages: list[dict[str, Any]]) -> str:
+def last_user_text(messages: Messages) -> str:
     """The last user turn (the derived ``question``); empty without one."""
     users = [m for m in messages if m.get("role") == "user"]
     return content_text(users[-1].get("content")) if users else ""
 
 
-def context_texts(messages: list[dict[str, Any]]) -> list[str]:
+def context_texts(messages: Messages) -> list[str]:
     """System prompts, tool and retrieval results in order (the derived ``contexts``)."""
     return [content_text(m.get("content")) for m in messages if m.get("role") in CONTEXT_ROLES]
 
 
-def legacy_messages(question: str, contexts: list[str]) -> list[dict[str, Any]]:
+def legacy_messages(question: str, contexts: list[str]) -> Messages:
     """The conversation an old (question, contexts) record stands for."""
-    messages: list[dict[str, Any]] = [
+    messages: Messages = [
         {"role": "tool", "tool_call_id": f"context_{i}", "content": c}
         for i, c in enumerate(contexts)
     ]
@@ -56,7 +102,7 @@ def _fold(text: str) -> str:
 
 
 def conversation_key(
-    messages: list[dict[str, Any]], answer: str, *, fold: Callable[[str], str] | None = None
+    messages: Messages, answer: str, *, fold: Callable[[str], str] | None = None
 ) -> str:
     """A hash of the conversation and its answer with each text folded (default: case and
     spacing) and tool call ids left out (a client numbers its calls per request): the dedup

@@ -43,10 +43,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from infra.traces import otel
-from infra.traces.conversation import context_texts, last_user_text, legacy_messages
+from infra.traces.conversation import (
+    Message,
+    Messages,
+    context_texts,
+    last_user_text,
+    legacy_messages,
+)
 
 if TYPE_CHECKING:
     from infra.settings import FeedbackSettings
@@ -156,7 +162,7 @@ def record_fields(
     }
 
 
-def _messages(value: Any, attrs: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def _messages(value: Any, attrs: dict[str, Any]) -> tuple[Messages, list[str]]:
     """The conversation of a generation input and the contexts it carries."""
     if isinstance(value, dict) and "messages" in value:
         value = value["messages"]
@@ -171,7 +177,9 @@ def _messages(value: Any, attrs: dict[str, Any]) -> tuple[list[dict[str, Any]], 
         return legacy_messages(question, [str(c) for c in contexts]), [str(c) for c in contexts]
     if not isinstance(value, list):
         return [], []
-    messages = [m for m in value if isinstance(m, dict) and isinstance(m.get("role"), str)]
+    messages = [
+        cast("Message", m) for m in value if isinstance(m, dict) and isinstance(m.get("role"), str)
+    ]
     return messages, context_texts(messages)
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
+
+from infra.traces.conversation import Message, Messages
 
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
 
@@ -32,7 +34,7 @@ def attributes(metadata: Any) -> dict[str, Any]:
     return found
 
 
-def _indexed(attrs: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+def _indexed(attrs: dict[str, Any], kind: str) -> Messages:
     turns: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         match = _INDEXED.match(key)
@@ -45,7 +47,7 @@ def _indexed(attrs: dict[str, Any], kind: str) -> list[dict[str, Any]]:
                 calls.setdefault(int(idx), {})[field] = value
             else:
                 turn[name] = value
-    out = []
+    out: Messages = []
     for _i, turn in sorted(turns.items()):
         calls = turn.pop("_calls", {})
         if calls:
@@ -57,17 +59,17 @@ def _indexed(attrs: dict[str, Any], kind: str) -> list[dict[str, Any]]:
                 }
                 for _j, c in sorted(calls.items())
             ]
-        if "role" in turn:
-            out.append(turn)
+        if "role" in turn:  # the attributes' values as the span carries them
+            out.append(cast("Message", turn))
     return out
 
 
-def prompt_messages(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+def prompt_messages(attrs: dict[str, Any]) -> Messages:
     """``gen_ai.prompt.N.*`` as OpenAI chat messages (empty when there are none)."""
     return _indexed(attrs, "prompt")
 
 
-def completion_message(attrs: dict[str, Any]) -> dict[str, Any] | None:
+def completion_message(attrs: dict[str, Any]) -> Message | None:
     """``gen_ai.completion.0.*`` as an assistant message, or None."""
     turns = _indexed(attrs, "completion")
     return turns[0] if turns else None

@@ -15,8 +15,6 @@ from typing import Any
 
 import orjson
 
-Messages = list[dict[str, Any]]
-
 
 @dataclass
 class GenParams:
@@ -39,6 +37,7 @@ class Completion:
     tokens_out: int | None = None
     logprobs: list[float] | None = None
     finish_reason: str | None = "stop"
+    # OpenAI tool calls as the upstream sent them (stream deltas carry ``index``, id may be None)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
     # the model server's measured compute seconds for this answer (the in-process model's

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import UpstreamError
+from infra.traces.conversation import Messages
 from infra.upstream.batcher import MicroBatcher
-from infra.upstream.completion import Completion, GenParams, Messages
+from infra.upstream.completion import Completion, GenParams
 
 if TYPE_CHECKING:
     from infra.settings import Settings

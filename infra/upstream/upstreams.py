@@ -14,10 +14,10 @@ import orjson
 
 from infra.errors import ConfigError, UpstreamError, redact_url
 from infra.serving.base_servers import ServedAt, ServerTrust, openai_base, read_served
+from infra.traces.conversation import Messages
 from infra.upstream.completion import (
     Completion,
     GenParams,
-    Messages,
     choice_logprob_tokens,
     logprob_values,
     read_events,

@@ -15,7 +15,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.traces.conversation import DEFAULT_WORKLOAD
+from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
 from tasks.curate.gates import quarantine_record, row_messages
 from tasks.curate.kanon import placeholder_pattern
 from tasks.curate.paraphrase import scrub_identifiers
@@ -60,14 +60,15 @@ def _anonymize_locked(
     return good, bad
 
 
-def _texts_of(row: Candidate, messages: list[dict[str, Any]]) -> list[str]:
+def _texts_of(row: Candidate, messages: Messages) -> list[str]:
     """Every distinct text of a row that can hold personal data, in a stable order."""
     texts = [row["question"], row["answer"], *(row.get("contexts") or [])]
     for m in messages:
-        if isinstance(m.get("content"), str):
-            texts.append(m["content"])
-        elif isinstance(m.get("content"), list):
-            texts += [p["text"] for p in m["content"] if isinstance(p, dict) and "text" in p]
+        content = m.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p["text"] for p in content if isinstance(p, dict) and "text" in p]
         for call in m.get("tool_calls") or []:
             args = (call.get("function") or {}).get("arguments")
             if isinstance(args, str):

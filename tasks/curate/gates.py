@@ -17,7 +17,7 @@ from prefect import task
 from infra.errors import ObjectNotFound
 from infra.keys import scores_key
 from infra.task_retries import IO_RETRIES
-from infra.traces.conversation import conversation_key, legacy_messages
+from infra.traces.conversation import Messages, conversation_key, legacy_messages
 from tasks.curate.rows import Candidate
 from tasks.datasets import (
     REWARD_COLUMNS,
@@ -84,7 +84,7 @@ def normalise(text: str) -> str:
     return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
 
 
-def row_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+def row_messages(row: Mapping[str, Any]) -> Messages:
     """A rollout row's conversation (JSON in the column; an old row's built from its question
     and contexts)."""
     raw = row.get("messages")

@@ -22,8 +22,8 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any
 
+from infra.traces.conversation import Messages, ToolCall
 from tasks.demo.domain import DomainItem, UnverifiableQuestion
 
 WORKLOAD = "clock"
@@ -60,7 +60,7 @@ def answer_of(start: int, delta: int) -> str:
     return fmt(start + delta)
 
 
-def clock_call(start: int, delta: int, call_id: str) -> dict[str, Any]:
+def clock_call(start: int, delta: int, call_id: str) -> ToolCall:
     """The agent's clock tool call (OpenAI ``tool_calls`` entry)."""
     args = json.dumps({"time": fmt(start), "add_minutes": delta})
     return {"id": call_id, "type": "function", "function": {"name": "clock", "arguments": args}}
@@ -172,7 +172,7 @@ def build_golden(n: int = GOLDEN_SIZE, seed: int = 20240602) -> list[DomainItem]
     return items
 
 
-def agent_call(item: DomainItem, call_id: str = "call_0") -> list[dict[str, Any]]:
+def agent_call(item: DomainItem, call_id: str = "call_0") -> Messages:
     """The clock agent's final call for ``item``: the question, the clock call, its result."""
     start, delta = item.operands or (0, 0)
     return [

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.traces.conversation import Messages, ToolCall
 from tasks import golden
 from tasks.golden import GOLDEN_DIR, GoldenItem, write_manifest
 
@@ -91,7 +92,7 @@ class DomainItem:
         )
 
 
-def calculator_call(a: int, b: int, call_id: str) -> dict[str, Any]:
+def calculator_call(a: int, b: int, call_id: str) -> ToolCall:
     """The agent's calculator tool call for ``a + b`` (OpenAI ``tool_calls`` entry)."""
     return {
         "id": call_id,
@@ -232,10 +233,10 @@ def build_golden(n: int = GOLDEN_SIZE, seed: int = 20240601) -> list[DomainItem]
     return items
 
 
-def agent_call(item: DomainItem) -> list[dict[str, Any]]:
+def agent_call(item: DomainItem) -> Messages:
     """The calculator agent's final call for ``item``, as the simulator and the gateway see
     it: the question, the calculator call and its result."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": item.question}]
+    messages: Messages = [{"role": "user", "content": item.question}]
     if item.operands:
         messages += [
             {

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.serving.answers import Answer, Messages
+from infra.serving.answers import Answer
+from infra.traces.conversation import Messages, ToolCallFunction
 
 POWER_TEMPLATES = ("What is {a} to the power of {b}?", "Compute {a} raised to the power {b}.")
 BASES, EXPONENTS = range(2, 14), range(2, 10)
@@ -52,7 +53,7 @@ def add_ask(rng: random.Random, user: str) -> Ask:
 
 def _ask(user: str, question: str, expr: str, value: int, kind: str) -> Ask:
     context = f"calculator: {expr} = {value}"
-    call = {"name": "calculator", "arguments": json.dumps({"expression": expr})}
+    call: ToolCallFunction = {"name": "calculator", "arguments": json.dumps({"expression": expr})}
     messages: Messages = [
         {"role": "user", "content": question},
         {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from infra.traces.conversation import Messages
 from tasks.demo import domain
 
 END = "<|end|>"
@@ -65,7 +66,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> list[dict[str, Any]]:
+def agent_messages(item: domain.DomainItem, *, with_tool: bool) -> Messages:
     """The messages the demo agent sends for ``item``: the question, and when ``with_tool``
     the calculator call and its result (as the simulator and the gateway see them)."""
     if with_tool:

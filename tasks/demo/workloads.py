@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from infra.errors import ConfigError
+from infra.traces.conversation import Messages, ToolCall
 from tasks.demo import clock, domain
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def verify(item: domain.DomainItem, answer: str) -> float:
     return domain.verify(item, answer)
 
 
-def tool_call(item: domain.DomainItem, call_id: str) -> dict[str, Any]:
+def tool_call(item: domain.DomainItem, call_id: str) -> ToolCall:
     """The agent's tool call for ``item`` (calculator or clock)."""
     a, b = item.operands or (0, 0)
     if workload_of(item) == CLOCK:
@@ -100,7 +101,7 @@ def tool_call(item: domain.DomainItem, call_id: str) -> dict[str, Any]:
     return domain.calculator_call(a, b, call_id)
 
 
-def agent_call(item: domain.DomainItem) -> list[dict[str, Any]]:
+def agent_call(item: domain.DomainItem) -> Messages:
     """The agent's final call for ``item``: question, tool call and the tool's result."""
     if workload_of(item) == CLOCK:
         return clock.agent_call(item)

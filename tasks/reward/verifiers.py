@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
+from infra.traces.conversation import Messages
 
 if TYPE_CHECKING:
     from infra.settings import RewardSettings
@@ -42,7 +43,7 @@ class VerifierTrace:
     reference: str | None = None
     workload: str = DEFAULT_WORKLOAD
     trace_id: str | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: Messages = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 

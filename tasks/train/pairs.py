@@ -49,7 +49,7 @@ from prefect import task
 
 from infra.serving.local_lm import extract_question, render_prompt
 from infra.task_retries import IO_RETRIES
-from infra.traces.conversation import DEFAULT_WORKLOAD
+from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
 from tasks.datasets import WORKLOAD, PreferencePair
 from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden
 from tasks.train.buffer import read_examples
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 
     from infra.settings import RewardSettings
 
-Messages = list[dict[str, Any]]
 Render = Callable[[Messages], str]
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*>")
 _NON_WORD = re.compile(r"[^0-9a-z]+")
