@@ -16,20 +16,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 from infra.errors import ConfigError
 from tasks.train.lineage import Evaluation, Lineage, Privacy, training_data
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from infra.runtime import Runtime
     from infra.settings import Settings, StudentProfile
+    from tasks.datasets import BufferedExample
     from tasks.distil.trainer import DistilConfig, DistilOutcome
     from tasks.train.pairs import Selection
-
-Row = TypeVar("Row", bound="Mapping[str, Any]")
 
 
 @dataclass(kw_only=True)
@@ -65,11 +64,13 @@ class DistilResult:
     lineage: Lineage | None = None
 
 
-def accepted(rows: Sequence[Row], settings: Settings) -> tuple[list[Row], Counter[str]]:
+def accepted(
+    rows: Sequence[BufferedExample], settings: Settings
+) -> tuple[list[BufferedExample], Counter[str]]:
     """The rows distillation learns from (see the module docstring) and the drops, counted."""
     cfg = settings.distil
     counts: Counter[str] = Counter()
-    out: list[Row] = []
+    out: list[BufferedExample] = []
     for row in rows:
         judge = row.get("reward_judge")
         if row.get("eligible_as") != "train":

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from infra.serving.causal_lm import warmup_cosine
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from infra.settings import DistilSettings, StudentProfile
+    from tasks.train.rows import SftRow
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class DistilOutcome:
     losses: list[float] = field(default_factory=list)
 
 
-def _rows(tok: Any, examples: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], list[int]]]:
+def _rows(tok: Any, examples: Sequence[SftRow]) -> list[tuple[list[int], list[int]]]:
     """(ids, labels) of each example: prompt masked out of the loss, EOS closing the answer."""
     out = []
     for ex in examples:
@@ -108,7 +109,7 @@ def distil_model(
     teacher_tok: Any,
     out_dir: Path,
     *,
-    examples: Sequence[Mapping[str, Any]],
+    examples: Sequence[SftRow],
     profile: StudentProfile,
     config: DistilConfig,
     device: str = "cpu",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from infra.routing import RoutingBackend, RoutingState
     from infra.store import ObjectStore
+    from tasks.datasets import BufferedExample
 
 
 @dataclass(kw_only=True)
@@ -42,7 +43,7 @@ class ReplacementPlan:
     base: str
     recipe: Lineage
     chain: list[str]  # the versions whose training sets are used, newest first
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[BufferedExample] = field(default_factory=list)  # training_examples rows
     erased: int = 0  # trained rows left out because they were erased
 
 

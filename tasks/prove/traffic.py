@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from infra.serving.local_lm import LocalLM
     from infra.settings import RewardSettings, Settings
+    from tasks.datasets import BufferedExample
 
 WINDOW = "prove"
 
@@ -116,7 +117,8 @@ def build_traffic(
     rows = sample_answers(lm, questions, temperatures=temperatures, seed=seed)
     score_rows(rows, settings=settings)
     selection = select(
-        rows,
+        # the buffer's columns select reads; no judge, hash or creation time (never read)
+        cast("list[BufferedExample]", rows),
         min_margin=settings.train.min_margin,
         contaminated=GoldenFilter.from_settings(settings.reward),
     )

@@ -39,7 +39,7 @@ import hashlib
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +50,7 @@ from prefect import task
 from infra.serving.local_lm import extract_question, render_prompt
 from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
-from tasks.datasets import WORKLOAD, PreferencePair
+from tasks.datasets import WORKLOAD, BufferedExample, PreferencePair
 from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden
 from tasks.train.buffer import read_examples
 from tasks.train.rows import PromptRow, SelectedPair, SftRow
@@ -102,7 +102,7 @@ class ChatRender:
         return str(text)
 
 
-def example_messages(row: Mapping[str, Any]) -> Messages:
+def example_messages(row: BufferedExample) -> Messages:
     """The conversation up to the answer of a training_examples row (an old row without
     messages: its question as the one user turn)."""
     raw = row.get("messages")
@@ -180,11 +180,11 @@ class Selection:
     workload: str | None = None  # the one workload whose rows these are (None: every workload)
 
 
-def _best(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _best(rows: list[BufferedExample]) -> BufferedExample:
     return min(rows, key=lambda r: (-float(r["reward"]), r["trace_id"]))
 
 
-def _worst(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+def _worst(rows: list[BufferedExample]) -> BufferedExample:
     return min(rows, key=lambda r: (float(r["reward"]), r["trace_id"]))
 
 
@@ -194,7 +194,7 @@ def pair_id(chosen_trace: str, rejected_trace: str) -> str:
 
 
 def select(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[BufferedExample],
     *,
     min_margin: float,
     contaminated: Callable[[str], bool],
@@ -208,7 +208,7 @@ def select(
     separator = getattr(render, "separator", None)  # a chat template's: "" (completion_text)
     counts: Counter[str] = Counter(read=len(rows))
     opted_out = opted_out or set()
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[BufferedExample]] = defaultdict(list)
     for row in rows:
         if row.get("reward") is None or not row.get("answer"):
             counts["dropped_unscored"] += 1
@@ -269,7 +269,7 @@ def select(
     )
 
 
-def _sft_row(prompt: str, best: Mapping[str, Any], *, separator: str | None) -> SftRow:
+def _sft_row(prompt: str, best: BufferedExample, *, separator: str | None) -> SftRow:
     return SftRow(
         prompt=prompt,
         completion=completion_text(prompt, best["answer"], separator=separator),
@@ -279,7 +279,7 @@ def _sft_row(prompt: str, best: Mapping[str, Any], *, separator: str | None) -> 
     )
 
 
-def _prompt_row(prompt: str, row: Mapping[str, Any]) -> PromptRow:
+def _prompt_row(prompt: str, row: BufferedExample) -> PromptRow:
     return PromptRow(
         prompt=prompt,
         question=row["question"],
@@ -294,8 +294,8 @@ def _pair_row(
     *,
     group: str,
     prompt: str,
-    best: Mapping[str, Any],
-    worst: Mapping[str, Any],
+    best: BufferedExample,
+    worst: BufferedExample,
     margin: float,
     now: datetime,
     separator: str | None,
