@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NotRequired, TypedDict
 
@@ -287,7 +286,7 @@ def raw_line_pointer(line: RawLine) -> dict[str, Any]:
     }
 
 
-def trace_pointer(row: Mapping[str, Any]) -> dict[str, Any]:
+def trace_pointer(row: Rollout | TrainingExample) -> dict[str, Any]:
     """A rollout (or example) row's trace id and a hash of its question and answer."""
     text = f"{row.get('question')}\x00{row.get('answer')}".encode()
     return {TRACE_ID: row.get(TRACE_ID), "sha256": hashlib.sha256(text).hexdigest()}

@@ -22,8 +22,6 @@ from infra.errors import PrivacyCheckFailed
 from tasks.curate.canaries import survives
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from infra.metrics.stage import StageReport
     from infra.runtime import Runtime
     from tasks.curate.canaries import CanaryBatch
@@ -110,7 +108,7 @@ class CanaryCheck:
             report.gauge(RECALL_METRIC, r, language=lang, entity_type=etype)
 
 
-def _texts(example: Mapping[str, Any]) -> list[str]:
+def _texts(example: CuratedExample) -> list[str]:
     """Every text of an anonymised row as it would be stored (messages decoded)."""
     texts = [example.get("question") or "", example.get("answer") or ""]
     texts += list(example.get("contexts") or [])

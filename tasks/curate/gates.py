@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from prefect import task
@@ -84,7 +83,7 @@ def normalise(text: str) -> str:
     return _PUNCT_EDGE.sub("", " ".join(text.lower().split()))
 
 
-def row_messages(row: Mapping[str, Any]) -> Messages:
+def row_messages(row: Rollout) -> Messages:
     """A rollout row's conversation (JSON in the column; an old row's built from its question
     and contexts)."""
     raw = row.get("messages")
@@ -94,7 +93,7 @@ def row_messages(row: Mapping[str, Any]) -> Messages:
     return legacy_messages(row.get("question") or "", list(row.get("contexts") or []))
 
 
-def dedup_key(row: Mapping[str, Any]) -> str:
+def dedup_key(row: Rollout) -> str:
     """The row's conversation and answer, folded by :func:`normalise`, as one hash."""
     return conversation_key(row_messages(row), row.get("answer") or "", fold=normalise)
 
@@ -160,7 +159,7 @@ def apply_gates(
     return out
 
 
-def quarantine_record(row: Mapping[str, Any], reason: str) -> Quarantine:
+def quarantine_record(row: Rollout, reason: str) -> Quarantine:
     """A quarantine row naming the trace and a hash of its text, never the text itself."""
     return quarantine_row(
         stage=STAGE, window=row.get("window") or "", reason=reason, pointer=trace_pointer(row)

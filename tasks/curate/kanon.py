@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 import regex as re
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from infra.store import ObjectStore
     from tasks.curate.rows import CuratedExample
-    from tasks.datasets import Quarantine
+    from tasks.datasets import Quarantine, Rollout
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
@@ -74,7 +74,7 @@ def placeholder_pattern(text: str, spans: Sequence[tuple[int, int, str]]) -> str
     return _SPACE.sub(" ", "".join(parts)).strip(" .!?")
 
 
-def _member(row: Mapping[str, Any]) -> str:
+def _member(row: CuratedExample) -> str:
     return row.get("user_key") or f"trace:{row['trace_id']}"
 
 
@@ -149,7 +149,7 @@ def drop_erased(
     examples: list[CuratedExample],
     quarantined: list[Quarantine],
     *,
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Rollout],
     excluded: Container[str],
     before: Container[str],
 ) -> tuple[list[CuratedExample], list[Quarantine]]:
@@ -200,7 +200,7 @@ def prune_held(store: ObjectStore, *, in_table: set[str], opted_out: set[str]) -
     return removed
 
 
-def _parquet(rows: Sequence[Mapping[str, Any]]) -> bytes:
+def _parquet(rows: Sequence[CuratedExample]) -> bytes:
     from infra.catalog import to_arrow
 
     sink = io.BytesIO()

@@ -4,7 +4,7 @@ erasure lease, k-anonymity and every write of the window, with its golden-set co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from prefect import get_run_logger, unmapped
@@ -20,7 +20,7 @@ from tasks.curate.gates import Gated
 from tasks.curate.kanon import canonical_patterns, drop_erased, k_anonymize, k_state_task
 from tasks.curate.rows import Candidate, CuratedExample
 from tasks.curate.summary import CurateResult, report_curate, window_result
-from tasks.datasets import Quarantine, training_exclusions
+from tasks.datasets import Quarantine, Rollout, training_exclusions
 from tasks.pii.engine import PiiConfig
 from tasks.review import queue_for_review
 
@@ -68,7 +68,7 @@ def commit_curation(
     gated: Gated,
     examples: list[CuratedExample],
     *,
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Rollout],
     quarantined: list[Quarantine],
     opted_out: set[str],
     canary: dict[str, Any] | None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
@@ -19,6 +19,9 @@ from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+
+    from tasks.curate.rows import CuratedExample
+    from tasks.datasets import Quarantine
 
 ACTOR = "curate.trace"
 
@@ -34,9 +37,9 @@ def _row(window: str, trace_id: str, event_type: str, details: dict[str, Any]) -
 def trace_audit_rows(
     window: str,
     *,
-    released: Sequence[Mapping[str, Any]],
-    held: Sequence[Mapping[str, Any]],
-    quarantined: Sequence[Mapping[str, Any]],
+    released: Sequence[CuratedExample],
+    held: Sequence[CuratedExample],
+    quarantined: Sequence[Quarantine],
     k: int,
 ) -> list[dict[str, Any]]:
     """One row per trace: ``curate.trace_anonymised`` (``{"entities": {type: count}}``),
