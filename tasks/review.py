@@ -22,16 +22,16 @@ import io
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from prefect import task
 
 from infra.errors import ReviewFileError
 from infra.task_retries import IO_RETRIES
-from tasks.datasets import BufferedExample
+from tasks.datasets import BufferedExample, TrainingExample
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -55,9 +55,26 @@ EXPORT_FIELDS = (
 )
 
 
+class ReviewItem(TypedDict):
+    """A ``review_queue`` row (infra/catalog_schemas.py): a queued trace and its label."""
+
+    trace_id: str
+    window: str
+    reason: str  # random | edge
+    reward: float | None
+    reward_feedback: float | None
+    question: str | None
+    answer: str | None
+    model_version: str | None
+    queued_at: datetime
+    human_score: float | None  # 0..1; None until labelled
+    reviewer: str | None  # a pseudonym, never a name or e-mail
+    labelled_at: datetime | None
+
+
 def sample_for_review(
-    rows: Sequence[Mapping[str, Any]], *, window: str, policy: ReviewSettings
-) -> list[dict[str, Any]]:
+    rows: Sequence[TrainingExample], *, window: str, policy: ReviewSettings
+) -> list[ReviewItem]:
     """Queue rows for one curated window: a seeded random share of the eligible rows plus the
     edge cases (largest |reward - feedback| among rows with feedback)."""
     eligible = sorted(
@@ -77,8 +94,9 @@ def sample_for_review(
         and r["trace_id"] not in chosen
     ]
     n_edge = math.ceil(len(rows) * policy.edge_rate)
-    edges = sorted(
-        with_feedback, key=lambda r: (-abs(r["reward"] - r["reward_feedback"]), r["trace_id"])
+    edges = sorted(  # every row here has feedback: ``or 0.0`` never applies
+        with_feedback,
+        key=lambda r: (-abs(r["reward"] - (r["reward_feedback"] or 0.0)), r["trace_id"]),
     )[:n_edge]
     now = datetime.now(UTC)
     return [
@@ -88,7 +106,7 @@ def sample_for_review(
     ]
 
 
-def _queue_row(row: Mapping[str, Any], *, window: str, reason: str, at: datetime) -> dict[str, Any]:
+def _queue_row(row: TrainingExample, *, window: str, reason: str, at: datetime) -> ReviewItem:
     return {
         "trace_id": row["trace_id"],
         "window": window,
@@ -105,7 +123,7 @@ def _queue_row(row: Mapping[str, Any], *, window: str, reason: str, at: datetime
     }
 
 
-def queue_window(catalog: Catalog, *, window: str, rows: list[dict[str, Any]]) -> int:
+def queue_window(catalog: Catalog, *, window: str, rows: list[ReviewItem]) -> int:
     """Replace the window's unlabelled queue items with ``rows`` (labelled items are kept and
     never queued twice); returns how many items were queued."""
     from pyiceberg.expressions import And, EqualTo, IsNull, NotNull
@@ -123,20 +141,22 @@ def _columns(table: Any, *names: str) -> list[list[Any]]:
     return [table.column(n).to_pylist() for n in names]
 
 
-def pending_items(catalog: Catalog, *, include_labelled: bool = False) -> list[dict[str, Any]]:
+def pending_items(catalog: Catalog, *, include_labelled: bool = False) -> list[ReviewItem]:
     """Queue items to review (oldest window first)."""
     from pyiceberg.expressions import IsNull
 
     from infra.catalog import scan
 
-    rows = scan(catalog, TABLE, None if include_labelled else IsNull("labelled_at")).to_pylist()
+    rows: list[ReviewItem] = scan(
+        catalog, TABLE, None if include_labelled else IsNull("labelled_at")
+    ).to_pylist()
     return sorted(rows, key=lambda r: (r["window"], r["reason"], r["trace_id"]))
 
 
 # ---- files a person fills in ----------------------------------------------------------------
 
 
-def export_items(items: list[dict[str, Any]], *, fmt: str) -> str:
+def export_items(items: list[ReviewItem], *, fmt: str) -> str:
     """The items as CSV or JSONL with the columns a reviewer fills (``human_score``: 0..1,
     ``reviewer``: a pseudonym)."""
     out = [{k: item.get(k) for k in EXPORT_FIELDS} for item in items]
@@ -249,7 +269,7 @@ class WeekCorrelation:
     spearman: float | None  # None: fewer than 3 labels, or a constant side
 
 
-def weekly_correlation(items: list[dict[str, Any]]) -> list[WeekCorrelation]:
+def weekly_correlation(items: list[ReviewItem]) -> list[WeekCorrelation]:
     """Spearman correlation of reward and human score per ISO week of labelling, oldest first."""
     from scipy.stats import spearmanr
 
@@ -258,8 +278,8 @@ def weekly_correlation(items: list[dict[str, Any]]) -> list[WeekCorrelation]:
         at, human, reward = item.get("labelled_at"), item.get("human_score"), item.get("reward")
         if at is None or human is None or reward is None:
             continue
-        year, week, _ = at.isocalendar()
-        weeks.setdefault(f"{year}-W{week:02d}", []).append((float(reward), float(human)))
+        year, number, _ = at.isocalendar()
+        weeks.setdefault(f"{year}-W{number:02d}", []).append((float(reward), float(human)))
     out = []
     for week in sorted(weeks):
         pairs = weeks[week]
@@ -293,8 +313,8 @@ def override_rewards(catalog: Catalog, rows: list[BufferedExample]) -> int:
 
 @task(**IO_RETRIES)
 def queue_review_task(
-    catalog: Catalog, *, window: str, rows: Sequence[Mapping[str, Any]], policy: ReviewSettings
-) -> list[dict[str, Any]]:
+    catalog: Catalog, *, window: str, rows: Sequence[TrainingExample], policy: ReviewSettings
+) -> list[ReviewItem]:
     """Returns the items queued for human review from a curated window."""
     items = sample_for_review(rows, window=window, policy=policy)
     queue_window(catalog, window=window, rows=items)
@@ -308,8 +328,8 @@ def push_review_task(queue: Any, trace_ids: list[str]) -> int:
 
 
 def queue_for_review(
-    rt: Runtime, report: StageReport, *, window: str, rows: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+    rt: Runtime, report: StageReport, *, window: str, rows: Sequence[TrainingExample]
+) -> list[ReviewItem]:
     """Queue a curated window's sample for human review (the ``review_queue`` table, and the
     Langfuse annotation queue when one is configured), count it by reason, and return it."""
     review = queue_review_task(rt.catalog, window=window, rows=rows, policy=rt.settings.review)

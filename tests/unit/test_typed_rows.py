@@ -9,6 +9,7 @@ import pytest
 
 from infra.catalog_schemas import SCHEMAS
 from tasks import datasets
+from tasks.review import ReviewItem
 from tasks.reward import RewardColumns
 
 TYPED_ROWS = {
@@ -18,6 +19,7 @@ TYPED_ROWS = {
     "preference_pairs": (datasets.PreferencePair, SCHEMAS["preference_pairs"]),
     "eval_results": (datasets.EvalResult, SCHEMAS["eval_results"]),
     "quarantine": (datasets.Quarantine, SCHEMAS["quarantine"]),
+    "review_queue": (ReviewItem, SCHEMAS["review_queue"]),
 }
 
 
