@@ -6,7 +6,7 @@ every reached version no line serves retired."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -146,7 +146,7 @@ def train_replacement(rt: Runtime, plan: ReplacementPlan, max_steps: int | None)
     from tasks.datasets import training_exclusions
     from tasks.train.checkpoints import fetch_base_task
     from tasks.train.config import TrainConfig
-    from tasks.train.methods import Data, MethodChoice
+    from tasks.train.methods import MethodChoice
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select
     from tasks.train.run import TrainRun, train_selection
 
@@ -164,7 +164,11 @@ def train_replacement(rt: Runtime, plan: ReplacementPlan, max_steps: int | None)
         windows=sorted({r["window"] for r in plan.rows}),
     )
     selection.workload = recipe.workload  # a workload's adapter is replaced by one for it
-    items: Data = {"dpo": selection.pairs, "rft": selection.sft, "grpo": selection.prompts}
+    items: dict[str, Sequence[object]] = {
+        "dpo": selection.pairs,
+        "rft": selection.sft,
+        "grpo": selection.prompts,
+    }
     method = recipe.method
     if not items.get(method):
         return None

@@ -29,7 +29,7 @@ from tasks.reward.verifiers import DEFAULT_WORKLOAD
 from tasks.train.config import Method, TrainConfig
 from tasks.train.methods import Data
 from tasks.train.pairs import Selection, completion_text
-from tasks.train.rows import SelectedPair
+from tasks.train.rows import PromptCompletion, SelectedPair
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -73,13 +73,13 @@ def shuffled_pairs(pairs: list[SelectedPair], *, seed: int) -> list[SelectedPair
     return out
 
 
-def oracle_rows(selection: Selection, *, reward: RewardSettings) -> list[dict[str, Any]]:
+def oracle_rows(selection: Selection, *, reward: RewardSettings) -> list[PromptCompletion]:
     """One SFT row per prompt group of the traffic, completed with the true answer: the
     reference the workload's verifier gives (prompts it has none for are left out)."""
     from tasks.reward.scorer import run_sync
     from tasks.reward.verifiers import VerifierTrace, verifier_for
 
-    rows = []
+    rows: list[PromptCompletion] = []
     for p in selection.prompts:
         workload = p.get("workload") or DEFAULT_WORKLOAD
         trace = VerifierTrace(
@@ -217,7 +217,7 @@ def run_arm(
     config = arm_config(arm, budget, seed=seed)
     reward, policy = settings.reward, settings.release
     data = arm_data(arm, selection, seed=seed, reward=reward)
-    items = len(data[{"dpo": "pairs", "rft": "sft", "grpo": "prompts"}[arm.method]])
+    items = len({"dpo": data["pairs"], "rft": data["sft"], "grpo": data["prompts"]}[arm.method])
     with tempfile.TemporaryDirectory(prefix=f"prove-{arm_name}-") as work:
         outcome = train_model(
             baseline.model_dir, Path(work) / "model", config=config, data=data, reward=reward

@@ -21,17 +21,25 @@ A builder makes the method's TRL trainer from the TrainingArguments every method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from tasks.train.config import Method
 
 if TYPE_CHECKING:
     from infra.settings import RewardSettings, Settings
+    from tasks.datasets import PreferencePair
     from tasks.train.config import TrainConfig
+    from tasks.train.rows import PromptCompletion, PromptRow
 
-Data = dict[str, Sequence[Mapping[str, Any]]]  # "pairs" for dpo, "sft" for rft, "prompts" for grpo
+
+class Data(TypedDict):
+    """A run's training data: ``pairs`` for dpo, ``sft`` for rft, ``prompts`` for grpo."""
+
+    pairs: Sequence[PreferencePair]
+    sft: Sequence[PromptCompletion]
+    prompts: Sequence[PromptRow]
 
 
 @dataclass(kw_only=True)
@@ -120,7 +128,10 @@ def _dpo(config: TrainConfig, *, data: Data, common: dict[str, Any], **trainer_k
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    rows = [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in data["pairs"]]
+    rows = [
+        {"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]}
+        for p in data["pairs"]
+    ]
     args = DPOConfig(
         **common,
         beta=config.beta,
@@ -155,7 +166,12 @@ def _grpo(
     from infra.settings import RewardSettings
 
     rows = [
-        {**{k: p[k] for k in ("prompt", "question", "contexts")}, "workload": p.get("workload")}
+        {
+            "prompt": p["prompt"],
+            "question": p["question"],
+            "contexts": p["contexts"],
+            "workload": p.get("workload"),
+        }
         for p in data["prompts"]
     ]
     if not any(r["workload"] for r in rows):  # no workloads recorded: one default workload

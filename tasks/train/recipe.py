@@ -90,6 +90,7 @@ def train(run: Path, overrides: dict[str, Any]) -> dict[str, Any] | None:
     ``outcome.json`` and returns it (other ranks: None)."""
     from infra.settings import get_settings
     from tasks.train.checkpoints import is_demo_model
+    from tasks.train.methods import Data
     from tasks.train.trainer import train_model
 
     info, selection = read_json(run / "run.json"), read_json(run / "selection.json")
@@ -105,7 +106,7 @@ def train(run: Path, overrides: dict[str, Any]) -> dict[str, Any] | None:
         base_dir,
         run / "model",
         config=config,
-        data={k: selection[k] for k in ("pairs", "sft", "prompts")},
+        data=Data(pairs=selection["pairs"], sft=selection["sft"], prompts=selection["prompts"]),
         base_version=info["base_version"],
     )
     if not (run / "model").is_dir():  # not the main process: it saved nothing

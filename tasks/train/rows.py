@@ -16,11 +16,16 @@ class SelectedPair(PreferencePair):
     _trace_ids: list[str]
 
 
-class SftRow(TypedDict):
-    """An RFT example: a prompt group's best answer as the completion of its prompt."""
+class PromptCompletion(TypedDict):
+    """What an RFT (SFT) trainer reads of an example: the prompt and its completion."""
 
     prompt: str
     completion: str
+
+
+class SftRow(PromptCompletion):
+    """An RFT example: a prompt group's best answer as the completion of its prompt."""
+
     trace_id: str
     user_key: str | None
     reward_config_hash: str | None
