@@ -9,9 +9,8 @@ curated before a name was checked: the shared release's, as the gateway serves t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, TypeVar
 
 from infra.settings.workloads import served_workload
 from infra.traces.conversation import DEFAULT_WORKLOAD
@@ -29,7 +28,18 @@ if TYPE_CHECKING:
 
     from pyiceberg.catalog import Catalog
 
-Row = TypeVar("Row", bound=Mapping[str, Any])
+
+class BufferKeys(TypedDict):
+    """The ``training_examples`` columns the buffer's limits read (a
+    :class:`~tasks.datasets.BufferedExample` has them; a table created before issue 15 has no
+    ``workload``)."""
+
+    window: str
+    created_at: datetime
+    workload: NotRequired[str | None]
+
+
+Row = TypeVar("Row", bound=BufferKeys)
 
 
 def buffer_of(windows: Iterable[str], k: int) -> list[str]:
@@ -38,7 +48,7 @@ def buffer_of(windows: Iterable[str], k: int) -> list[str]:
     return ordered if k <= 0 else ordered[-k:]
 
 
-def workload_of(row: Mapping[str, Any], workloads: Collection[str] | None = None) -> str:
+def workload_of(row: BufferKeys, workloads: Collection[str] | None = None) -> str:
     """The workload ``row`` belongs to: its own, ``default`` when it names none or, given the
     configured ``workloads``, one of none of them."""
     if workloads is None:

@@ -20,7 +20,7 @@ from prefect import task
 
 from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD
-from tasks.train.buffer import buffer_of, in_buffer, workload_of
+from tasks.train.buffer import BufferKeys, buffer_of, in_buffer, workload_of
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -69,7 +69,9 @@ def count_by_workload(catalog: Catalog, settings: Settings) -> WorkloadCounts:
     if all(d > 0 for d in days):  # every workload has a day limit: push the longest down
         oldest = datetime.now(UTC) - timedelta(days=max(days))
         row_filter = GreaterThanOrEqual("created_at", oldest.isoformat())
-    rows = table.scan(row_filter=row_filter, selected_fields=fields).to_arrow().to_pylist()
+    rows: list[BufferKeys] = (
+        table.scan(row_filter=row_filter, selected_fields=fields).to_arrow().to_pylist()
+    )
     workloads = settings.workloads
     rows = in_buffer(
         rows,
@@ -82,7 +84,7 @@ def count_by_workload(catalog: Catalog, settings: Settings) -> WorkloadCounts:
 
 
 def _per_workload(
-    rows: list[dict[str, Any]], buffer_windows: int, workloads: Collection[str]
+    rows: list[BufferKeys], buffer_windows: int, workloads: Collection[str]
 ) -> dict[str, int]:
     """Rows per workload within its newest ``buffer_windows`` windows (all when <= 0); a row
     naming a workload that is not configured is the shared release's (``default``)."""
