@@ -10,18 +10,18 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
+from infra.traces.conversation import DEFAULT_WORKLOAD, Message, Messages
 from tasks.curate.gates import quarantine_record, row_messages
 from tasks.curate.kanon import placeholder_pattern
 from tasks.curate.paraphrase import scrub_identifiers
 from tasks.curate.rows import Candidate, CuratedExample
 from tasks.datasets import Quarantine
-from tasks.pii.engine import PiiConfig, anonymize_texts, load_engine
+from tasks.pii.engine import PiiConfig, Redaction, anonymize_texts, load_engine
 
 _ENGINE_LOCK = threading.Lock()
 
@@ -76,7 +76,14 @@ def _texts_of(row: Candidate, messages: Messages) -> list[str]:
     return list(dict.fromkeys(t for t in texts if isinstance(t, str)))
 
 
-def _redact_rows(engine: Any, rows: list[Candidate]) -> list[dict[str, Any]]:
+class Redacted(TypedDict):
+    """A row's conversation and the redaction of each of its texts."""
+
+    messages: Messages
+    red: dict[str, Redaction]
+
+
+def _redact_rows(engine: Any, rows: list[Candidate]) -> list[Redacted]:
     """Per row: its messages and a text -> :class:`Redaction` map, from one batched pass."""
     per_row = []
     for row in rows:
@@ -87,7 +94,7 @@ def _redact_rows(engine: Any, rows: list[Candidate]) -> list[dict[str, Any]]:
     return [{"messages": m, "red": {t: redacted[t] for t in texts}} for m, texts in per_row]
 
 
-def _redact_message(message: dict[str, Any], red: dict[str, Any]) -> dict[str, Any]:
+def _redact_message(message: Message, red: dict[str, Redaction]) -> dict[str, Any]:
     out = dict(message)
     content = message.get("content")
     if isinstance(content, str):
@@ -116,7 +123,7 @@ def _scrub_user(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _user_pattern(messages: list[dict[str, Any]], red: dict[str, Any]) -> str:
+def _user_pattern(messages: Messages, red: dict[str, Redaction]) -> str:
     """The k-anonymity key: the placeholder pattern of every user turn, in order."""
     turns = [m["content"] for m in messages if m.get("role") == "user"]
     return "\n".join(
@@ -124,7 +131,7 @@ def _user_pattern(messages: list[dict[str, Any]], red: dict[str, Any]) -> str:
     )
 
 
-def _example(row: Candidate, redacted: dict[str, Any]) -> CuratedExample:
+def _example(row: Candidate, redacted: Redacted) -> CuratedExample:
     red, messages = redacted["red"], redacted["messages"]
     findings = sorted(e for r in red.values() for e in r.entities)
     clean = [_scrub_user(_redact_message(m, red)) for m in messages]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import regex as re
 
-from infra.traces.conversation import DEFAULT_WORKLOAD
+from infra.traces.conversation import DEFAULT_WORKLOAD, Messages, ToolCall
 from tasks.pii.generic.references import TOLL_FREE_AREAS
 from tasks.pii.names import NAME_PARTICLES
 
@@ -289,10 +289,10 @@ def survives(value: CanaryValue, texts: list[str]) -> bool:
 def _row(user: str, result: str, answer: str, *, window: str, at: Any) -> dict[str, Any]:
     """A rollout row as the gates hand it on (eligible, top reward, its own prompt group)."""
     trace_id = f"canary-{uuid.uuid4().hex}"
-    messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+    messages: Messages = [{"role": "user", "content": user}]
     contexts = []
     if result:
-        call: dict[str, Any] = {"id": "call_1", "type": "function"}
+        call: ToolCall = {"id": "call_1", "type": "function"}
         call["function"] = {"name": "lookup_customer", "arguments": json.dumps({"ticket": "open"})}
         messages += [
             {"role": "assistant", "content": None, "tool_calls": [call]},

@@ -4,8 +4,9 @@ and how a plan of requests falls into conversations (a first question and its fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from infra.traces.conversation import Messages
 from tasks.demo.workloads import tool_call
 
 if TYPE_CHECKING:
@@ -35,9 +36,7 @@ class Request(Protocol):
 R = TypeVar("R", bound=Request)
 
 
-def request_messages(
-    req: Request, history: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
+def request_messages(req: Request, history: Messages | None = None) -> Messages:
     """The agent's final call: the earlier turns of the conversation (``history``), the
     question, the agent's tool call (calculator or clock) and the tool's result."""
     call_id = f"call_{req.index:06d}"

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from infra.privacy import user_key
-from infra.traces.conversation import WORKLOAD_HEADER
+from infra.traces.conversation import WORKLOAD_HEADER, Messages
 from tasks.demo import domain, workloads
 from tasks.demo.agent import conversations, request_messages
 from tasks.demo.population import PREAMBLES, SimUser, build_population
@@ -189,7 +189,7 @@ async def _send(
     req: SimRequest,
     summary: SimulationSummary,
     gateway_root: str,
-    history: list[dict[str, Any]] | None = None,
+    history: Messages | None = None,
 ) -> str | None:
     """Send one request (after ``history``) and its feedback; returns the answer (None when
     the request failed)."""
@@ -272,7 +272,7 @@ async def _run(
 
         async def worker() -> None:
             while not queue.empty():
-                history: list[dict[str, Any]] = []
+                history: Messages = []
                 chain = queue.get_nowait()
                 for req in chain:
                     answer = await _send(client, http, req, summary, gateway_root, history)

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
-from infra.traces.conversation import Messages
+from infra.traces.conversation import Messages, ToolCall
 
 if TYPE_CHECKING:
     from infra.settings import RewardSettings
@@ -44,7 +44,7 @@ class VerifierTrace:
     workload: str = DEFAULT_WORKLOAD
     trace_id: str | None = None
     messages: Messages = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
