@@ -7,7 +7,7 @@ import json
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from infra.catalog import append_rows
 from infra.retries import Backoff, retry_call
@@ -18,6 +18,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class AuditRow(TypedDict):
+    """An ``audit_log`` row (infra/catalog_schemas.py); ``details`` is JSON."""
+
+    event_id: str
+    at: datetime
+    event_type: str
+    actor: str
+    subject: str
+    details: str
+
+
 def audit_row(
     *,
     event_type: str,
@@ -25,7 +36,7 @@ def audit_row(
     subject: str,
     details: dict[str, Any],
     at: datetime | None = None,
-) -> dict[str, Any]:
+) -> AuditRow:
     """An audit_log row; ``details`` must hold counts, ids and types, never personal data."""
     return {
         "event_id": uuid.uuid4().hex,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.audit import audit_row
+from infra.audit import AuditRow, audit_row
 from infra.task_retries import IO_RETRIES
 from tasks.curate.dedup import record_kept_task
 from tasks.curate.gates import STAGE
@@ -62,10 +62,10 @@ def audit_events(
     k: int,
     written: int,
     withdrawn: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[AuditRow]:
     """One audit row per decision kind (counts only)."""
 
-    def event(kind: str, details: dict[str, Any]) -> dict[str, Any]:
+    def event(kind: str, details: dict[str, Any]) -> AuditRow:
         return audit_row(event_type=f"curate.{kind}", actor=STAGE, subject=window, details=details)
 
     return [
@@ -100,7 +100,7 @@ def commit_task(
 
 
 @task(**IO_RETRIES)
-def audit_task(catalog: Catalog, rows: list[dict[str, Any]]) -> int:
+def audit_task(catalog: Catalog, rows: list[AuditRow]) -> int:
     """Returns how many audit events were appended (in one commit)."""
     from infra.catalog import append_rows
 
@@ -123,7 +123,7 @@ class Curation:
     canary: dict[str, Any] | None = None  # the canary check's audit details (no values)
 
 
-def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[dict[str, Any]]]:
+def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[AuditRow]]:
     """Write the window's curation: the one commit into ``training_examples``, the rows
     k-anonymity holds back, the quarantine and the dedup index of the rows kept. Returns the
     table's snapshot id after the commit and the per-trace audit rows (built before the commit,
@@ -159,7 +159,7 @@ def commit_window(rt: Runtime, done: Curation) -> tuple[int | None, list[dict[st
 
 
 def audit_window(
-    rt: Runtime, done: Curation, *, pii: Counter[str], per_trace: list[dict[str, Any]]
+    rt: Runtime, done: Curation, *, pii: Counter[str], per_trace: list[AuditRow]
 ) -> None:
     """Append the run's audit events (counts only: :func:`audit_events`, and its canary check)
     and replace the window's per-trace audit rows."""

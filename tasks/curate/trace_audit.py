@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
-from infra.audit import audit_row
+from infra.audit import AuditRow, audit_row
 from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 ACTOR = "curate.trace"
 
 
-def _row(window: str, trace_id: str, event_type: str, details: dict[str, Any]) -> dict[str, Any]:
+def _row(window: str, trace_id: str, event_type: str, details: dict[str, Any]) -> AuditRow:
     row = audit_row(
         event_type=event_type, actor=ACTOR, subject=f"{window}/{trace_id}", details=details
     )
@@ -41,11 +41,11 @@ def trace_audit_rows(
     held: Sequence[CuratedExample],
     quarantined: Sequence[Quarantine],
     k: int,
-) -> list[dict[str, Any]]:
+) -> list[AuditRow]:
     """One row per trace: ``curate.trace_anonymised`` (``{"entities": {type: count}}``),
     ``curate.trace_held`` (the k-anonymity reason) or ``curate.trace_quarantined`` (the
     quarantine reason). A trace appears once; quarantine wins, then held."""
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, AuditRow] = {}
     for ex in released:
         findings = Counter(ex.get("_pii_findings", ex.get("pii_entities") or []))
         rows[ex["trace_id"]] = _row(
@@ -66,7 +66,7 @@ def trace_audit_rows(
     return [rows[t] for t in sorted(rows)]
 
 
-def replace_trace_audit(catalog: Catalog, window: str, rows: list[dict[str, Any]]) -> int:
+def replace_trace_audit(catalog: Catalog, window: str, rows: list[AuditRow]) -> int:
     """Replace the window's per-trace audit rows in one commit; returns how many it holds."""
     from pyiceberg.expressions import And, EqualTo, StartsWith
 
@@ -78,6 +78,6 @@ def replace_trace_audit(catalog: Catalog, window: str, rows: list[dict[str, Any]
 
 
 @task(**IO_RETRIES)
-def trace_audit_task(catalog: Catalog, window: str, rows: list[dict[str, Any]]) -> int:
+def trace_audit_task(catalog: Catalog, window: str, rows: list[AuditRow]) -> int:
     """Returns how many per-trace audit rows the window now has."""
     return replace_trace_audit(catalog, window, rows)

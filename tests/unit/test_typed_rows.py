@@ -7,6 +7,7 @@ import typing
 
 import pytest
 
+from infra.audit import AuditRow
 from infra.catalog_schemas import SCHEMAS
 from tasks import datasets
 from tasks.review import ReviewItem
@@ -20,6 +21,7 @@ TYPED_ROWS = {
     "eval_results": (datasets.EvalResult, SCHEMAS["eval_results"]),
     "quarantine": (datasets.Quarantine, SCHEMAS["quarantine"]),
     "review_queue": (ReviewItem, SCHEMAS["review_queue"]),
+    "audit_log": (AuditRow, SCHEMAS["audit_log"]),
 }
 
 
