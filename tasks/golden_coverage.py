@@ -39,11 +39,12 @@ from infra.errors import ObjectNotFound
 from infra.keys import coverage_key
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from infra.metrics.stage import StageReport
     from infra.settings import CurateSettings, RewardSettings
     from infra.store import ObjectStore
+    from tasks.datasets import TrainingExample
 
 log = logging.getLogger(__name__)
 _PLACEHOLDER = re.compile(r"<[A-Z_]+>")
@@ -290,7 +291,7 @@ def measure_window(
     curate: CurateSettings,
     *,
     window: str,
-    examples: Sequence[Mapping[str, Any]],
+    examples: Sequence[TrainingExample],
     released: set[str],
     workloads: Sequence[str] = (),
 ) -> list[Coverage]:
@@ -300,7 +301,7 @@ def measure_window(
     from tasks.golden import settings_golden_set
     from tasks.reward.verifiers import DEFAULT_WORKLOAD
 
-    by_workload: dict[str, list[Mapping[str, Any]]] = {}
+    by_workload: dict[str, list[TrainingExample]] = {}
     for ex in examples:
         by_workload.setdefault(str(ex.get("workload") or DEFAULT_WORKLOAD), []).append(ex)
     out = []

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from infra.runtime import Runtime
     from infra.store import ObjectStore
+    from tasks.datasets import TrainingExample
 
 TABLE = "golden_proposals"
 PASS_AT = 0.5
@@ -129,7 +130,7 @@ class NearFilter:
 
 
 def candidates(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[TrainingExample],
     golden: Sequence[GoldenItem],
     *,
     workload: str,
@@ -156,7 +157,7 @@ def candidates(
     refused: dict[str, int] = {}
     proposals: list[Proposal] = []
     for n, cluster in enumerate(cov.clusters, start=1):
-        by_question: dict[str, list[Mapping[str, Any]]] = {}
+        by_question: dict[str, list[TrainingExample]] = {}
         for i in cluster.members:
             by_question.setdefault(normalize_question(questions[i]), []).append(rows[i])
         taken = 0
@@ -213,7 +214,7 @@ def candidates(
     )
 
 
-def _reference(group: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, str]:
+def _reference(group: Sequence[TrainingExample]) -> tuple[TrainingExample | None, str]:
     """The group's reference answer and why: the verifier passed it (highest reward among
     those), else the best-scored answer."""
     answered = [r for r in group if str(r.get("answer") or "").strip()]
