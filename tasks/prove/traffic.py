@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, cast
 
 from tasks.train.pairs import GoldenFilter, Selection, demo_render, select
 
@@ -24,11 +24,28 @@ if TYPE_CHECKING:
 WINDOW = "prove"
 
 
+class TrafficRow(TypedDict):
+    """One sampled answer with the buffer's columns stage 4 reads (:func:`score_rows` fills
+    in ``reward``, its configuration hash and ``eligible_as``)."""
+
+    trace_id: str
+    prompt_group: str
+    user_key: str
+    question: str
+    contexts: list[str]
+    answer: str
+    temperature: float
+    window: str
+    reward: NotRequired[float]
+    reward_config_hash: NotRequired[str]
+    eligible_as: NotRequired[str]
+
+
 @dataclass(kw_only=True)
 class Traffic:
     """Rows as stage 4 reads them, what it selects from them, and counts (no text)."""
 
-    rows: list[dict[str, Any]]
+    rows: list[TrafficRow]
     selection: Selection
     prompts: int
     temperatures: list[float]
@@ -57,9 +74,9 @@ def sample_answers(
     seed: int,
     max_new_tokens: int = 16,
     batch_size: int = 100,
-) -> list[dict[str, Any]]:
+) -> list[TrafficRow]:
     """Each (non-golden) question answered once per temperature (seeded)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[TrafficRow] = []
     for t_index, temperature in enumerate(temperatures):
         for start in range(0, len(items), batch_size):
             chunk = items[start : start + batch_size]
@@ -86,7 +103,7 @@ def sample_answers(
     return rows
 
 
-def score_rows(rows: list[dict[str, Any]], *, settings: Settings) -> str:
+def score_rows(rows: list[TrafficRow], *, settings: Settings) -> str:
     """Fill ``reward`` (stage-2 reward, no feedback) and ``eligible_as`` in place; returns the
     reward configuration hash."""
     from tasks.reward import ScoreItem, Scorer
@@ -117,7 +134,7 @@ def build_traffic(
     rows = sample_answers(lm, questions, temperatures=temperatures, seed=seed)
     score_rows(rows, settings=settings)
     selection = select(
-        # the buffer's columns select reads; no judge, hash or creation time (never read)
+        # the buffer's columns select reads; no judge or creation time (it never reads them)
         cast("list[BufferedExample]", rows),
         min_margin=settings.train.min_margin,
         contaminated=GoldenFilter.from_settings(settings.reward),
@@ -135,7 +152,7 @@ def build_traffic(
     )
 
 
-def _verified(rows: list[dict[str, Any]], reward: RewardSettings) -> list[float | None]:
+def _verified(rows: list[TrafficRow], reward: RewardSettings) -> list[float | None]:
     """The verifier's score of each answer (``None`` where it cannot tell)."""
     from tasks.reward.scorer import run_sync
     from tasks.reward.verifiers import VerifierTrace, verifier_for
