@@ -26,7 +26,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from infra.errors import ObjectNotFound
 from tasks.golden import GoldenItem, settings_golden_set
@@ -34,7 +34,7 @@ from tasks.golden_coverage import measure
 from tasks.reward.verifiers import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from pyiceberg.catalog import Catalog
 
@@ -46,6 +46,27 @@ TABLE = "golden_proposals"
 PASS_AT = 0.5
 PER_CLUSTER = 25
 EXPORT_FIELDS = ("proposal_id", "workload", "question", "reference", "reason", "decision")
+
+
+class ProposalRow(TypedDict):
+    """A ``golden_proposals`` row (infra/catalog_schemas.py); a pending one has no decision."""
+
+    proposal_id: str
+    workload: str
+    question: str
+    reference: str
+    reason: str
+    cluster: int
+    source_trace: str  # the reference's trace
+    question_trace: str  # the trace whose question it is
+    contexts: list[str]
+    messages: str | None  # JSON: the anonymised conversation
+    golden_version: str  # proposed against
+    status: str  # pending | accepted | edited | rejected
+    proposed_at: datetime
+    reviewer: NotRequired[str | None]  # a pseudonym, never a name or e-mail
+    decided_at: NotRequired[datetime | None]
+    new_version: NotRequired[str | None]  # the golden version it entered
 
 
 @dataclass
@@ -64,9 +85,23 @@ class Proposal:
     messages: str | None = None  # JSON: the question's conversation, as curate wrote it
     golden_version: str = ""  # the version it was proposed against
 
-    def row(self, at: datetime) -> dict[str, Any]:
+    def row(self, at: datetime) -> ProposalRow:
         """Its ``golden_proposals`` row, pending."""
-        return {**self.__dict__, "status": "pending", "proposed_at": at}
+        return ProposalRow(
+            proposal_id=self.proposal_id,
+            workload=self.workload,
+            question=self.question,
+            reference=self.reference,
+            reason=self.reason,
+            cluster=self.cluster,
+            source_trace=self.source_trace,
+            question_trace=self.question_trace,
+            contexts=self.contexts,
+            messages=self.messages,
+            golden_version=self.golden_version,
+            status="pending",
+            proposed_at=at,
+        )
 
 
 @dataclass
@@ -270,7 +305,7 @@ def _pending_of(workload: str) -> Any:
     return And(EqualTo("workload", workload), EqualTo("status", "pending"))
 
 
-def export(proposals: Sequence[Mapping[str, Any]]) -> str:
+def export(proposals: Sequence[ProposalRow]) -> str:
     """The review file: one JSON object a line, ``decision`` empty for a person to fill in
     (``accept``, ``edit`` with the changed ``question`` / ``reference``, or ``reject``)."""
     lines = [
@@ -282,7 +317,7 @@ def export(proposals: Sequence[Mapping[str, Any]]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def pending(catalog: Catalog, workload: str) -> list[dict[str, Any]]:
+def pending(catalog: Catalog, workload: str) -> list[ProposalRow]:
     """The workload's pending proposals."""
     from infra.catalog import scan
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ReviewFileError
+from infra.traces.conversation import Messages
 from tasks.golden import (
     GOLDEN_DIR,
     GoldenItem,
@@ -30,10 +31,10 @@ from tasks.golden import (
     own_golden_path,
     write_manifest,
 )
-from tasks.golden_proposals import TABLE
+from tasks.golden_proposals import TABLE, ProposalRow
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Sequence
 
     from infra.runtime import Runtime
     from infra.settings import RewardSettings
@@ -95,7 +96,7 @@ def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
 
     decisions = parse_decisions(text)
     ids = [d["proposal_id"] for d in decisions]
-    queued = {
+    queued: dict[str, ProposalRow] = {
         r["proposal_id"]: r
         for r in scan(rt.catalog, TABLE, In("proposal_id", ids) if ids else None).to_pylist()
     }
@@ -114,7 +115,7 @@ def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
     now = datetime.now(UTC)
     rows, items = [], []
     for d in decided:
-        row = dict(queued[d["proposal_id"]])
+        row = queued[d["proposal_id"]].copy()
         if d["decision"] == "edit":
             row["question"] = str(d.get("question") or "").strip()
             row["reference"] = str(d.get("reference") or "").strip()
@@ -122,10 +123,10 @@ def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
                 raise ReviewFileError(
                     f"proposal {d['proposal_id']}: an edit needs a question and a reference"
                 )
-        row.update(
-            status={"accept": "accepted", "edit": "edited", "reject": "rejected"}[d["decision"]]
-        )
-        row.update(reviewer=reviewer, decided_at=now)
+        row["status"] = {"accept": "accepted", "edit": "edited", "reject": "rejected"}[
+            d["decision"]
+        ]
+        row["reviewer"], row["decided_at"] = reviewer, now
         rows.append(row)
         if d["decision"] != "reject":
             items.append(_item(row))
@@ -154,10 +155,11 @@ def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
     )
 
 
-def _item(row: Mapping[str, Any]) -> GoldenItem:
+def _item(row: ProposalRow) -> GoldenItem:
     """A golden item from a reviewed proposal (its conversation as curate wrote it, the last
     user turn replaced by an edited question)."""
-    messages = json.loads(row["messages"]) if row.get("messages") else []
+    raw = row.get("messages")
+    messages: Messages = json.loads(raw) if raw else []
     if messages:  # the question as reviewed (an edit changes it)
         for m in reversed(messages):
             if m.get("role") == "user":

@@ -10,6 +10,7 @@ import pytest
 from infra.audit import AuditRow
 from infra.catalog_schemas import SCHEMAS
 from tasks import datasets
+from tasks.golden_proposals import ProposalRow
 from tasks.review import ReviewItem
 from tasks.reward import RewardColumns
 
@@ -22,6 +23,7 @@ TYPED_ROWS = {
     "quarantine": (datasets.Quarantine, SCHEMAS["quarantine"]),
     "review_queue": (ReviewItem, SCHEMAS["review_queue"]),
     "audit_log": (AuditRow, SCHEMAS["audit_log"]),
+    "golden_proposals": (ProposalRow, SCHEMAS["golden_proposals"]),
 }
 
 
