@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infra.catalog import append_rows, replace_where, scan
 from tasks.release.agreement_online import (
@@ -54,6 +54,55 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
 
 TABLE = "release_outcomes"
+
+
+class OutcomeRow(TypedDict):
+    """A ``release_outcomes`` row (infra/catalog_schemas.py): one release of one workload."""
+
+    release_id: str
+    workload: str
+    version: str
+    baseline: str
+    gate_decision: str | None
+    outcome: str  # promoted | rolled_back | held | interrupted
+    golden_version: str | None
+    golden_items: int | None
+    offline_reward_diff: float | None
+    offline_reward_low: float | None
+    offline_reward_high: float | None
+    offline_p: float | None
+    offline_gain: bool
+    golden_accuracy_baseline: float | None
+    golden_accuracy_candidate: float | None
+    golden_accuracy_diff: float | None
+    golden_accuracy_low: float | None
+    golden_accuracy_high: float | None
+    canary_start: datetime
+    canary_end: datetime
+    requests_candidate: float
+    requests_stable: float
+    error_share_candidate: float | None
+    error_share_stable: float | None
+    online_error_diff: float | None
+    online_error_low: float | None
+    online_error_high: float | None
+    voters_candidate: float
+    voters_stable: float
+    feedback_candidate: float | None
+    feedback_stable: float | None
+    online_feedback_diff: float | None
+    online_feedback_low: float | None
+    online_feedback_high: float | None
+    verifier_scored_candidate: int | None  # None until the canary is scored
+    verifier_scored_stable: int | None
+    verifier_pass_candidate: float | None
+    verifier_pass_stable: float | None
+    online_verifier_diff: float | None
+    online_verifier_low: float | None
+    online_verifier_high: float | None
+    online_worse: bool
+    contradicts: bool
+    created_at: datetime
 
 
 # ---- the row ----------------------------------------------------------------------------------
@@ -90,7 +139,7 @@ def outcome_row(
     verifier: Mapping[str, tuple[int, int]] | None,
     alpha: float,
     created_at: datetime | None = None,
-) -> dict[str, Any]:
+) -> OutcomeRow:
     """The ``release_outcomes`` row of one release (``gate``: the gate's summary, as
     ``report.json`` holds it; ``windows``: each canary step's evidence)."""
     test = gate.get("test") or {}
@@ -130,11 +179,12 @@ def outcome_row(
     feedback = mean_diff(cand.votes, stable.votes)
     row.update(_diff_columns("error", errors))
     row.update(_diff_columns("feedback", feedback))
-    set_verifier(row, verifier)
+    out = cast("OutcomeRow", row)  # every column but the verifier's and the verdicts' now
+    set_verifier(out, verifier)
     p = test.get("p_value")
-    row["offline_gain"] = bool(p is not None and p < alpha and (test.get("mean_diff") or 0) > 0)
-    judge(row)
-    return row
+    out["offline_gain"] = bool(p is not None and p < alpha and (test.get("mean_diff") or 0) > 0)
+    judge(out)
+    return out
 
 
 def _diff_columns(name: str, d: Diff) -> dict[str, float | None]:
@@ -145,7 +195,7 @@ def _diff_columns(name: str, d: Diff) -> dict[str, float | None]:
     }
 
 
-def set_verifier(row: dict[str, Any], verifier: Mapping[str, tuple[int, int]] | None) -> None:
+def set_verifier(row: OutcomeRow, verifier: Mapping[str, tuple[int, int]] | None) -> None:
     """The verifier's pass rates of both versions over the canary (None: not scored yet)."""
     (nc, kc), (nb, kb) = (
         (verifier.get(row["version"], (0, 0)), verifier.get(row["baseline"], (0, 0)))
@@ -156,10 +206,12 @@ def set_verifier(row: dict[str, Any], verifier: Mapping[str, tuple[int, int]] | 
     row["verifier_scored_stable"] = nb if verifier is not None else None
     row["verifier_pass_candidate"] = kc / nc if nc else None
     row["verifier_pass_stable"] = kb / nb if nb else None
-    row.update(_diff_columns("verifier", share_diff(kc, nc, kb, nb)))
+    d = share_diff(kc, nc, kb, nb)  # the columns _diff_columns("verifier", d) names
+    row["online_verifier_diff"], row["online_verifier_low"] = d.value, d.low
+    row["online_verifier_high"] = d.high
 
 
-def judge(row: dict[str, Any]) -> None:
+def judge(row: OutcomeRow) -> None:
     """``online_worse`` (an online difference significantly against the candidate) and
     ``contradicts`` (that, after a significant offline gain)."""
     worse = [
@@ -171,24 +223,22 @@ def judge(row: dict[str, Any]) -> None:
     row["contradicts"] = bool(row["offline_gain"] and row["online_worse"])
 
 
-def online_diff(row: Mapping[str, Any]) -> tuple[float | None, float | None, float | None, str]:
+def online_diff(row: OutcomeRow) -> tuple[float | None, float | None, float | None, str]:
     """The online difference a release is plotted and ranked by: the users' feedback, else (no
     votes) the verifier's pass rate; with its interval and its name."""
-    for name in ("feedback", "verifier"):
-        if row.get(f"online_{name}_diff") is not None:
-            return (
-                row[f"online_{name}_diff"],
-                row[f"online_{name}_low"],
-                row[f"online_{name}_high"],
-                name,
-            )
+    if row.get("online_feedback_diff") is not None:
+        low, high = row["online_feedback_low"], row["online_feedback_high"]
+        return row["online_feedback_diff"], low, high, "feedback"
+    if row.get("online_verifier_diff") is not None:
+        low, high = row["online_verifier_low"], row["online_verifier_high"]
+        return row["online_verifier_diff"], low, high, "verifier"
     return None, None, None, "none"
 
 
 # ---- the table --------------------------------------------------------------------------------
 
 
-def read_outcomes(catalog: Catalog, workload: str | None = None) -> list[dict[str, Any]]:
+def read_outcomes(catalog: Catalog, workload: str | None = None) -> list[OutcomeRow]:
     """The ``release_outcomes`` rows (of ``workload``), oldest first."""
     from pyiceberg.expressions import EqualTo
 
@@ -196,7 +246,7 @@ def read_outcomes(catalog: Catalog, workload: str | None = None) -> list[dict[st
     return sorted(table.to_pylist(), key=lambda r: r["created_at"])
 
 
-def write_outcome(catalog: Catalog, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+def write_outcome(catalog: Catalog, row: OutcomeRow) -> list[OutcomeRow]:
     """Append ``row`` (a rerun replaces the release's row) and return the workload's rows,
     oldest first, with it."""
     from pyiceberg.expressions import And, EqualTo
@@ -209,7 +259,7 @@ def write_outcome(catalog: Catalog, row: Mapping[str, Any]) -> list[dict[str, An
     return read_outcomes(catalog, row["workload"])
 
 
-def in_a_row(rows: Sequence[Mapping[str, Any]]) -> int:
+def in_a_row(rows: Sequence[OutcomeRow]) -> int:
     """How many of the latest ``rows`` contradicted the gate in a row."""
     n = 0
     for row in reversed(rows):
@@ -219,7 +269,7 @@ def in_a_row(rows: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
-def report_outcome(report: StageReport, rows: Sequence[Mapping[str, Any]]) -> None:
+def report_outcome(report: StageReport, rows: Sequence[OutcomeRow]) -> None:
     """The latest release's gauges (``workload`` label): offline and online difference, whether
     it contradicted the gate, and the contradictions in a row."""
     latest = rows[-1]
@@ -233,7 +283,7 @@ def report_outcome(report: StageReport, rows: Sequence[Mapping[str, Any]]) -> No
     report.gauge("flywheel_release_contradictions_in_row", float(in_a_row(rows)), **labels)
 
 
-def refresh_verifier(catalog: Catalog, store: ObjectStore, rows: list[dict[str, Any]]) -> int:
+def refresh_verifier(catalog: Catalog, store: ObjectStore, rows: list[OutcomeRow]) -> int:
     """Fill in the verifier's pass rates of the rows whose canary windows are scored now (the
     row is rewritten, its verdict judged again); returns how many rows changed."""
     changed = 0

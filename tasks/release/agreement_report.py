@@ -8,13 +8,14 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from tasks.release.agreement import in_a_row, online_diff
+from infra.traces.conversation import JsonObject
+from tasks.release.agreement import OutcomeRow, in_a_row, online_diff
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 
-def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def agreement(rows: Sequence[OutcomeRow]) -> dict[str, Any]:
     """Over the releases with both an offline and an online difference: how many, the share
     whose signs agree, and Spearman's rank correlation (None under three releases)."""
     pairs: list[tuple[float, float]] = []
@@ -55,7 +56,7 @@ def _interval(value: Any, low: Any, high: Any) -> str:
     return f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def agreement_text(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:
+def agreement_text(rows: Sequence[OutcomeRow], summary: Mapping[str, Any]) -> str:
     """The releases side by side and the agreement over them (what the CLI prints)."""
     head = (
         "workload  release  vs  gate  outcome  golden  offline reward diff  golden accuracy "
@@ -106,7 +107,7 @@ def agreement_text(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]
     return "\n".join(lines)
 
 
-def agreement_plot(rows: Sequence[Mapping[str, Any]], path: str) -> str | None:
+def agreement_plot(rows: Sequence[OutcomeRow], path: str) -> str | None:
     """Offline reward difference against online difference, one point per release with both
     intervals, written to ``path`` as PNG; None (nothing written) without matplotlib."""
     try:
@@ -143,6 +144,6 @@ def _err(v: float, low: float | None, high: float | None) -> list[list[float]] |
     return [[max(v - low, 0.0)], [max(high - v, 0.0)]]
 
 
-def json_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def json_rows(rows: Sequence[OutcomeRow]) -> list[JsonObject]:
     """The rows JSON-ready (times as ISO strings)."""
     return json.loads(json.dumps(list(rows), default=lambda o: o.isoformat()))

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from infra.runtime import Runtime
     from infra.serving.model_server import ModelServer
     from infra.settings import ReleaseSettings
+    from tasks.release.agreement import OutcomeRow
 
 
 @dataclass(kw_only=True)
@@ -227,7 +228,7 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
     return state, result.verdict
 
 
-def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> dict[str, Any]:
+def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> OutcomeRow:
     """The release's ``release_outcomes`` row (:mod:`tasks.release.agreement`): the gate's
     estimate (its stored report) beside the canary steps this run watched; its gauges."""
     from tasks.release.agreement import outcome_row, report_outcome, write_outcome

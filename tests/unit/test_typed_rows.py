@@ -11,6 +11,7 @@ from infra.audit import AuditRow
 from infra.catalog_schemas import SCHEMAS
 from tasks import datasets
 from tasks.golden_proposals import ProposalRow
+from tasks.release.agreement import OutcomeRow
 from tasks.review import ReviewItem
 from tasks.reward import RewardColumns
 
@@ -24,6 +25,7 @@ TYPED_ROWS = {
     "review_queue": (ReviewItem, SCHEMAS["review_queue"]),
     "audit_log": (AuditRow, SCHEMAS["audit_log"]),
     "golden_proposals": (ProposalRow, SCHEMAS["golden_proposals"]),
+    "release_outcomes": (OutcomeRow, SCHEMAS["release_outcomes"]),
 }
 
 
