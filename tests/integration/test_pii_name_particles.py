@@ -56,6 +56,11 @@ def _one(text: str) -> str:
         ("I'm Faith Street, the tenant of flat 4", ["Faith", "Street"]),
         # a canary of a 1,000-seed sweep: an initial before a hyphenated given name, signing off
         ("write to me when it is done.\n— H.-Dieter Lübs", ["Dieter", "Lübs"]),
+        # canaries of a 3,000-seed sweep: a surname that is also a team's word in a form field,
+        # and one the tagger reads as a plural noun (its form says surname)
+        ("Name on the account: Régulo Sales, date of birth 19.01.1994", ["Régulo", "Sales"]),
+        ("the order for the customer Dervla O'Dea? Reach them", ["Dervla", "O'Dea"]),
+        ("the order for the customer Aoife McCrae? Reach them", ["Aoife", "McCrae"]),
     ],
 )
 def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]) -> None:
@@ -73,6 +78,7 @@ def test_a_name_with_particles_leaves_no_part_behind(text: str, words: list[str]
         ("Dana moved her IRA to Raymond James last year", "Raymond James"),
         ("Dana asked us to ship it to Grace Lane instead", "Grace Lane"),
         ("Dana wrote the steps:\n- A. Open the app", "A. Open the app"),
+        ("Dana, name on the account: Marketing Dept, please", "Marketing Dept"),
     ],
 )
 def test_what_follows_a_name_in_running_text_stays(text: str, kept: str) -> None:

@@ -70,6 +70,9 @@ _TITLE_AIRLINE = re.compile(
     r"(?![\p{L}/])"
 )
 _MENTION = re.compile(r"(?<![\w.])@(\p{Lu}\p{Ll}+(?:[-'’]\p{Lu}?\p{Ll}+)*)(?![\p{L}\d_.@-])")
+# a surname by its form, whatever the tagger reads ("O'Dea" as a plural noun): a capital, an
+# apostrophe and a capitalised word (O'Dea, D'Arcy, N'Diaye), or Mc/Mac before one (McCrae)
+_SURNAME_FORM = re.compile(r"\p{Lu}['’]\p{Lu}\p{Ll}+|Ma?c\p{Lu}\p{Ll}+")
 _MODEL_AFTER = re.compile(r"[-/]?[A-Za-z]*\d")
 _CAPS_LINE = re.compile(r"[^\n]+")
 # a capital word not glued to digits: "01MAR30" of an airline record is a date, not "Mar"
@@ -131,7 +134,12 @@ def _name_end(doc: Any, i: int, *, strong: bool) -> int:
     while j < len(doc) and j - i < 5:
         tok = doc[j]
         glued = not doc[j - 1].whitespace_
-        if _capitalised(tok) and (tok.tag_ in ("NNP", "NNPS") or _known(tok.text) or glued):
+        if _capitalised(tok) and (
+            tok.tag_ in ("NNP", "NNPS")
+            or _known(tok.text)
+            or glued
+            or _SURNAME_FORM.fullmatch(tok.text)
+        ):
             j += 1
         elif (
             tok.text in ("-", "'", "’")
@@ -234,12 +242,14 @@ def _word_surname(doc: Any, j: int) -> bool:
 
 def _form_value_end(doc: Any, j: int) -> int:
     """After a form label (``Name on the account: Grzegorz auch Schlauchin, ...``) the value
-    runs to the field's end: up to two more lower-case words and a capitalised one, when a
-    comma, semicolon, full stop or line end closes them; else ``j``."""
+    runs to the field's end: up to two more lower-case words and a capitalised one, or one
+    more word in title case ("Régulo Sales,"), when a comma, semicolon, full stop or line end
+    closes them; else ``j``."""
     k = j
     while k < len(doc) and k - j < 2 and doc[k].is_lower and doc[k].is_alpha:
         k += 1
-    if k == j or k >= len(doc) or not _capitalised(doc[k]):
+    # the label says the field is a name: a word that elsewhere is a team's ("Sales") too
+    if k >= len(doc) or not (_capitalised(doc[k]) or k == j and _title_word(doc[k])):
         return j
     closed = k + 1 == len(doc) or doc[k + 1].text in (",", ";", ".") or doc[k + 1].is_space
     return k + 1 if closed else j
