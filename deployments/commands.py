@@ -137,7 +137,7 @@ def bootstrap(ns: argparse.Namespace) -> int:
     return 0
 
 
-def gateway(ns: argparse.Namespace) -> int:
+def gateway(ns: argparse.Namespace) -> int:  # noqa: ARG001 - every command takes its namespace
     """flywheel gateway: serve the gateway until interrupted."""
     from infra.gateway.serve import serve_gateway
     from infra.settings import get_settings

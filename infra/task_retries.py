@@ -18,7 +18,7 @@ def retry_on(*errors: type[BaseException]) -> RetryCondition:
     """A ``retry_condition_fn`` that retries a failed task only when it raised one of ``errors``
     (a transient failure); anything else is a data or configuration error and fails at once."""
 
-    def condition(task: Any, task_run: Any, state: Any) -> bool:
+    def condition(task: Any, task_run: Any, state: Any) -> bool:  # noqa: ARG001 - Prefect's
         try:
             state.result()
         except errors:

@@ -11,6 +11,7 @@ step is idempotent: reading the same feedback twice changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from collections.abc import Mapping
@@ -133,10 +134,8 @@ def stale_windows(store: ObjectStore, *, stage: str, exclude: str | None = None)
 
 def clear_stale(store: ObjectStore, *, stage: str, window: str) -> None:
     """Done with ``window``: ``stage`` redid it."""
-    try:
+    with contextlib.suppress(ObjectNotFound):
         store.delete(stale_key(stage, window))
-    except ObjectNotFound:
-        pass
 
 
 refresh_feedback_task = task(**IO_RETRIES)(refresh_feedback)

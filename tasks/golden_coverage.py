@@ -177,7 +177,7 @@ def measure(
         sims, vectoriser, vectors = similarities(prompts, golden)
     cov.covered = sum(s >= threshold for s in sims)
     uncovered = [i for i, s in enumerate(sims) if s < threshold]
-    groups = _group(uncovered, prompts, vectors, threshold)
+    groups = _group(uncovered, vectors, threshold)
     released = released if released is not None else [True] * len(prompts)
     terms = vectoriser.get_feature_names_out() if vectoriser is not None else []
     for members in sorted(groups, key=len, reverse=True)[:max_clusters]:
@@ -196,9 +196,7 @@ def measure(
     return cov
 
 
-def _group(
-    indices: list[int], prompts: Sequence[str], vectors: Any, threshold: float
-) -> list[list[int]]:
+def _group(indices: list[int], vectors: Any, threshold: float) -> list[list[int]]:
     """Greedy leader grouping of ``indices`` by cosine on ``vectors`` (None: one group)."""
     if vectors is None:
         return [indices] if indices else []

@@ -82,6 +82,47 @@ def parse_decisions(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def _one_workload(decided: list[dict[str, Any]], queued: dict[str, ProposalRow]) -> set[str]:
+    """The workload of the decided proposals, each pending in the queue, all of one workload.
+
+    Raises:
+        ReviewFileError: a proposal not in the queue, already decided, or of another workload.
+    """
+    for d in decided:
+        row = queued.get(d["proposal_id"])
+        if row is None:
+            raise ReviewFileError(
+                f"proposal {d['proposal_id']} is not in the queue (flywheel golden propose)"
+            )
+        if row["status"] != "pending":
+            raise ReviewFileError(f"proposal {d['proposal_id']} was already {row['status']}")
+    workloads = {queued[d["proposal_id"]]["workload"] for d in decided}
+    if len(workloads) > 1:
+        raise ReviewFileError(f"one workload per review file, not {sorted(workloads)}")
+    return workloads
+
+
+def _decided_row(
+    d: dict[str, Any], queued: ProposalRow, *, reviewer: str, at: datetime
+) -> ProposalRow:
+    """The proposal's row with its decision (an edit's question and reference) and reviewer.
+
+    Raises:
+        ReviewFileError: an edit that empties the question or the reference.
+    """
+    row = queued.copy()
+    if d["decision"] == "edit":
+        row["question"] = str(d.get("question") or "").strip()
+        row["reference"] = str(d.get("reference") or "").strip()
+        if not row["question"] or not row["reference"]:
+            raise ReviewFileError(
+                f"proposal {d['proposal_id']}: an edit needs a question and a reference"
+            )
+    row["status"] = {"accept": "accepted", "edit": "edited", "reject": "rejected"}[d["decision"]]
+    row["reviewer"], row["decided_at"] = reviewer, at
+    return row
+
+
 def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
     """Store the decisions of a review file and publish the accepted and edited items as a new
     golden version of their workload.
@@ -101,35 +142,10 @@ def review(rt: Runtime, text: str, *, reviewer: str = "cli") -> Reviewed:
         for r in scan(rt.catalog, TABLE, In("proposal_id", ids) if ids else None).to_pylist()
     }
     decided = [d for d in decisions if d["decision"]]
-    for d in decided:
-        row = queued.get(d["proposal_id"])
-        if row is None:
-            raise ReviewFileError(
-                f"proposal {d['proposal_id']} is not in the queue (flywheel golden propose)"
-            )
-        if row["status"] != "pending":
-            raise ReviewFileError(f"proposal {d['proposal_id']} was already {row['status']}")
-    workloads = {queued[d["proposal_id"]]["workload"] for d in decided}
-    if len(workloads) > 1:
-        raise ReviewFileError(f"one workload per review file, not {sorted(workloads)}")
+    workloads = _one_workload(decided, queued)
     now = datetime.now(UTC)
-    rows, items = [], []
-    for d in decided:
-        row = queued[d["proposal_id"]].copy()
-        if d["decision"] == "edit":
-            row["question"] = str(d.get("question") or "").strip()
-            row["reference"] = str(d.get("reference") or "").strip()
-            if not row["question"] or not row["reference"]:
-                raise ReviewFileError(
-                    f"proposal {d['proposal_id']}: an edit needs a question and a reference"
-                )
-        row["status"] = {"accept": "accepted", "edit": "edited", "reject": "rejected"}[
-            d["decision"]
-        ]
-        row["reviewer"], row["decided_at"] = reviewer, now
-        rows.append(row)
-        if d["decision"] != "reject":
-            items.append(_item(row))
+    rows = [_decided_row(d, queued[d["proposal_id"]], reviewer=reviewer, at=now) for d in decided]
+    items = [_item(row) for row in rows if row["status"] != "rejected"]
     workload = next(iter(workloads), None)
     path = version = None
     count = 0

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +51,8 @@ def tree_cpu(pid: int) -> float:
     children = Path(f"/proc/{pid}/task/{pid}/children")
     if children.exists():
         for child in children.read_text().split():
-            try:
+            with suppress(FileNotFoundError, ProcessLookupError):
                 total += tree_cpu(int(child))
-            except (FileNotFoundError, ProcessLookupError):
-                pass
     return total
 
 

@@ -8,6 +8,7 @@ thread per call (at most a few per second here) never does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,10 +34,8 @@ async def run_in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
             callback, value = future.set_exception, exc
         else:
             callback, value = future.set_result, result
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is gone (shutdown): no one waits
             loop.call_soon_threadsafe(deliver, callback, value)
-        except RuntimeError:  # the loop is gone (shutdown): nobody is waiting any more
-            pass
 
     threading.Thread(target=run, name="gateway-io", daemon=True).start()
     return await future

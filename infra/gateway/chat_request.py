@@ -107,9 +107,9 @@ def check_parts(
                 )
             assert isinstance(part, dict)
             field_name = MEDIA_PARTS[kind]
-            if kind == "file" and isinstance(part.get("file"), dict):
-                if part["file"].get("file_id") is not None:
-                    raise BadRequest("'file' parts must carry file_data, not a file_id")
+            file = part.get("file")
+            if kind == "file" and isinstance(file, dict) and file.get("file_id") is not None:
+                raise BadRequest("'file' parts must carry file_data, not a file_id")
             if field_name is None:
                 continue
             holder = part.get(field_name)

@@ -161,9 +161,12 @@ def cap_messages(fields: dict[str, Any], max_chars: int) -> bool:
 
 def _cap_message(message: dict[str, Any], max_chars: int) -> dict[str, Any]:
     """``message`` itself when it fits, else a copy with its OpenAI keys, texts cut."""
-    if len(message) <= len(_MESSAGE_KEYS) and _json_len(message) <= max_chars:
-        if all(k in _MESSAGE_KEYS for k in message):
-            return message
+    if (
+        len(message) <= len(_MESSAGE_KEYS)
+        and _json_len(message) <= max_chars
+        and all(k in _MESSAGE_KEYS for k in message)
+    ):
+        return message
     out = {k: message[k] for k in _MESSAGE_KEYS if k in message}
     content = out.get("content")
     if isinstance(content, str):

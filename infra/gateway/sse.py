@@ -100,7 +100,7 @@ class EventStream(Response):
         self.background = None
         self.raw_headers = [*headers, (b"content-type", b"text/event-stream; charset=utf-8")]
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:  # noqa: ARG002 - ASGI
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         connection = _connection(send)
         gone: asyncio.Future[None] | None = None  # watched once a second event comes

@@ -139,7 +139,22 @@ def local_vllm(
 # anything else this process holds
 _LAUNCH_NAMES = frozenset({"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM"})
 _LAUNCH_PREFIXES = tuple(
-    "LC_ VLLM_ HF_ TRANSFORMERS_ CUDA_ NVIDIA_ OMP_ MKL_ OPENBLAS_ TORCH PYTORCH_ LD_ XDG_ NCCL_".split()
+    [
+        "LC_",
+        "VLLM_",
+        "HF_",
+        "TRANSFORMERS_",
+        "CUDA_",
+        "NVIDIA_",
+        "OMP_",
+        "MKL_",
+        "OPENBLAS_",
+        "TORCH",
+        "PYTORCH_",
+        "LD_",
+        "XDG_",
+        "NCCL_",
+    ]
 )
 
 

@@ -8,6 +8,7 @@ beside this module, one concept per module.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import secrets
@@ -203,10 +204,8 @@ def _create_secret_file(path: Path, value: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(value)
-        try:
-            os.link(tmp, path)  # fails when the file exists: never replaces a salt in use
-        except FileExistsError:
-            pass
+        with contextlib.suppress(FileExistsError):  # never replaces a salt in use
+            os.link(tmp, path)
     finally:
         os.unlink(tmp)
 

@@ -96,9 +96,9 @@ class MicroBatcher:
             self._loop, self._pending, self._worker, self._wake = loop, [], None, None
         future: asyncio.Future[Generation] = loop.create_future()
         self._pending.append(_Request(prompt, row, future, generate, group or self.name))
-        if len(self._pending) >= self.max_batch and self._wake is not None:
-            if not self._wake.done():
-                self._wake.set_result(None)
+        wake = self._wake
+        if len(self._pending) >= self.max_batch and wake is not None and not wake.done():
+            wake.set_result(None)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._drain(), name=f"batcher-{self.name}")
         # a cancelled caller cancels its future: the worker skips it or discards its answer

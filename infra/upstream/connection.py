@@ -87,7 +87,7 @@ class Connection(asyncio.Protocol):
         """The upstream finished sending: the connection closes."""
         return False  # close our side too
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 - asyncio's
         """End a body delimited by the connection's close, else fail the exchange under way."""
         self.closed = True
         if self.headers_done and not self.delimited and self.error is None:

@@ -84,7 +84,12 @@ class Scripted:
     accuracy: dict[str, float]
     lm: Any = None
 
-    def answer(self, requests: Sequence[Messages], *, max_tokens: int) -> list[Answer]:
+    def answer(
+        self,
+        requests: Sequence[Messages],
+        *,
+        max_tokens: int,  # noqa: ARG002 - the answerer interface's max_tokens: a scripted reply
+    ) -> list[Answer]:
         """Each request's answer: the calculator's result when the version gets it right."""
         return [Answer(self.reply(m), 0.01) for m in requests]
 

@@ -15,6 +15,7 @@ computed here alone: slower, not different.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -163,10 +164,8 @@ class PairedSteps:
     def _stop(self) -> None:
         conn, proc, self._conn, self._proc = self._conn, self._proc, None, None
         if conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 conn.send(None)
-            except OSError:
-                pass
             conn.close()
         if proc is not None:
             proc.join(timeout=10)

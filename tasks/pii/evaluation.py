@@ -32,11 +32,26 @@ from infra.errors import ConfigError
 from tasks.pii.engine import PiiEngine, Redaction, anonymize_texts
 from tasks.pii.lexicon import word_list
 
-TYPES = (
-    "PERSON EMAIL_ADDRESS PHONE_NUMBER ADDRESS DATE_OF_BIRTH CREDIT_CARD BANK_ACCOUNT US_SSN "
-    "KR_RRN KR_FRN PASSPORT DRIVER_LICENSE MEDICAL_ID SECRET IP_ADDRESS KR_CAR_PLATE UK_NINO "
-    "KR_BRN"
-).split()
+TYPES = [
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "ADDRESS",
+    "DATE_OF_BIRTH",
+    "CREDIT_CARD",
+    "BANK_ACCOUNT",
+    "US_SSN",
+    "KR_RRN",
+    "KR_FRN",
+    "PASSPORT",
+    "DRIVER_LICENSE",
+    "MEDICAL_ID",
+    "SECRET",
+    "IP_ADDRESS",
+    "KR_CAR_PLATE",
+    "UK_NINO",
+    "KR_BRN",
+]
 UNSTRUCTURED = ("PERSON", "ADDRESS")
 # the engine's entity names -> the labels' vocabulary
 ENGINE_TYPES = {

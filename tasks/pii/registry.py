@@ -96,7 +96,7 @@ REGISTRY: tuple[tuple[str, str, Build], ...] = (
         (LATIN if shape[3] == "Ipv4Recognizer" else EVERY, shape[3], _pattern(shape))
         for shape in SHAPES
     ),
-    ("custom", "Custom<Entity>Recognizer", lambda lang: None),  # FLYWHEEL_CURATE__CUSTOM_PATTERNS
+    ("custom", "Custom<Entity>Recognizer", lambda _lang: None),  # FLYWHEEL_CURATE__CUSTOM_PATTERNS
     # names, phones and addresses of Latin-script text
     (LATIN, "CandidatePhoneRecognizer", contact.candidate_phone_recognizer),
     (LATIN, "NameFallbackRecognizer", spacy_names.name_fallback),

@@ -85,13 +85,12 @@ log = logging.getLogger(__name__)
 def analyse_step(
     window: CanaryWindow | None,
     policy: ReleaseSettings,
-    seq: SequentialState | None = None,
     *,
     cost: CostLooks | None = None,
     weight: float | None = None,
 ) -> PhaseResult:
-    """Judge one canary window by its guard rails (``seq``: the step's sequential state, whose
-    always-valid p-values are updated by this look; ``cost``: the step's looks at cost, which
+    """Judge one canary window by its guard rails (the sequential test is the step's own,
+    :func:`sequential_verdict`, after it; ``cost``: the step's looks at cost, which
     the cost rail's test is over; ``weight``: the step's candidate share of users in percent,
     whose split a pass must match, :func:`sample_ratio_mismatch`; None: not checked)."""
     if window is None:

@@ -29,7 +29,9 @@ class Judge(Protocol):
     ) -> float | None:
         """The answer's score in 0..1, or None when the judge cannot tell."""
 
-    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+    def reference_for(  # noqa: ARG002 - the scorer interface's
+        self, question: str, contexts: list[str]
+    ) -> str | None:
         """A reference answer the judge knows without a call, if any."""
 
 
@@ -94,7 +96,7 @@ class LLMJudge:
         ]
         return rubric_score(await self.client.chat_json(messages, Rubric, max_tokens=256))
 
-    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+    def reference_for(self, question: str, contexts: list[str]) -> str | None:  # noqa: ARG002
         """None: the LLM judge writes a reference only on request (areference)."""
         return None
 

@@ -145,7 +145,11 @@ class PluginVerifier:
         )
         return (await self.verify(trace)).score
 
-    def reference_for(self, question: str, contexts: list[str]) -> str | None:
+    def reference_for(
+        self,
+        question: str,  # noqa: ARG002
+        contexts: list[str],  # noqa: ARG002 - the scorer interface's
+    ) -> str | None:
         """None: a plug-in gives its reference with the verdict."""
         return None
 

@@ -104,7 +104,7 @@ def grpo_reward(reward: Settings | RewardSettings) -> Callable[..., list[float |
         settings = cast(Settings, reward)
 
     def reward_fn(
-        prompts: list[Any],
+        prompts: list[Any],  # noqa: ARG001 - TRL passes prompts and completions by name
         completions: list[Any],
         question: list[str],
         contexts: list[list[str]],

@@ -107,7 +107,14 @@ def progress_callback(report: Progress) -> Any:
     from transformers import TrainerCallback
 
     class _Progress(TrainerCallback):  # type: ignore[misc]
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        def on_log(
+            self,
+            args: Any,  # noqa: ARG002
+            state: Any,
+            control: Any,  # noqa: ARG002
+            logs: Any = None,
+            **kw: Any,  # noqa: ARG002 - transformers' callback signature
+        ) -> None:
             if state.is_world_process_zero:
                 report(int(state.global_step), int(state.max_steps), dict(logs or {}))
 

@@ -89,74 +89,79 @@ class FaultProxy:
             conn.close()
 
 
-def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    """The proxy's request handler (its :class:`FaultProxy` set by :func:`_handler`)."""
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            return
+    protocol_version = "HTTP/1.1"
+    proxy: FaultProxy
 
-        def _body(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
-                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
                 self.rfile.readline()
-                return b"".join(chunks)
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.rfile.readline()
+            return b"".join(chunks)
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-        def _fail(self, status: int = 503) -> None:
-            self.send_response(status)
-            if status == 429:
-                self.send_header("Retry-After", "0")
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(proxy.body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(proxy.body)
+    def _fail(self, status: int = 503) -> None:
+        self.send_response(status)
+        if status == 429:
+            self.send_header("Retry-After", "0")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(self.proxy.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(self.proxy.body)
 
-        def _relay(self) -> None:
-            try:
-                self._answer()
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up first
-                self.close_connection = True
+    def _relay(self) -> None:
+        try:
+            self._answer()
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up first
+            self.close_connection = True
 
-        def _answer(self) -> None:
-            body = self._body()
-            kind = proxy.draw(self.command)
-            if kind == "reset":
-                self.close_connection = True
-                return
-            if kind == "throttle":
-                self._fail(429)
-                return
-            if kind == "slow":
-                time.sleep(proxy.slow_s)
-            if kind in ("before", "slow"):
-                self._fail()
-                return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-            if body:
-                headers["Content-Length"] = str(len(body))
-            status, answer_headers, data = proxy.forward(self.command, self.path, headers, body)
-            if kind == "after":
-                self._fail()
-                return
-            self.send_response(status)
-            head = self.command == "HEAD"  # the upstream's Content-Length: the object's size
-            for key, value in answer_headers:
-                if key.lower() not in HOP_BY_HOP and (head or key.lower() != "content-length"):
-                    self.send_header(key, value)
-            if not head:
-                self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+    def _answer(self) -> None:
+        body = self._body()
+        kind = self.proxy.draw(self.command)
+        if kind == "reset":
+            self.close_connection = True
+            return
+        if kind == "throttle":
+            self._fail(429)
+            return
+        if kind == "slow":
+            time.sleep(self.proxy.slow_s)
+        if kind in ("before", "slow"):
+            self._fail()
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        if body:
+            headers["Content-Length"] = str(len(body))
+        status, answer_headers, data = self.proxy.forward(self.command, self.path, headers, body)
+        if kind == "after":
+            self._fail()
+            return
+        self.send_response(status)
+        head = self.command == "HEAD"  # the upstream's Content-Length: the object's size
+        for key, value in answer_headers:
+            if key.lower() not in HOP_BY_HOP and (head or key.lower() != "content-length"):
+                self.send_header(key, value)
+        if not head:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _relay
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _relay
 
-    return Handler
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    """A handler class bound to ``proxy`` (the server makes one handler per request)."""
+    return type("Handler", (_Handler,), {"proxy": proxy})
 
 
 @contextmanager

@@ -220,18 +220,20 @@ def test_a_4mib_request_of_many_messages_is_answered_and_livez_meanwhile(
     """Over the message cap: a 400 naming it; under it (1000 messages of 4 KB): answered,
     the trace capped. /livez is answered on the same listener between them."""
     tiny = [{"role": "user", "content": "x"}] * 120_000
-    with start(tmp_path, upstream, max_messages=1024, max_trace_chars=4000) as gw:
-        with httpx.Client(base_url=gw.url, timeout=60) as client:
-            refused = client.post("/v1/chat/completions", json={"messages": tiny})
-            assert refused.status_code == 400 and "MAX_MESSAGES" in refused.text
-            assert client.get("/livez").status_code == 200
-            many = [{"role": "user", "content": f"{n} " + "y" * 4000} for n in range(1000)]
-            body = json.dumps({"messages": many})
-            assert 3.5 * 2**20 < len(body) < 4 * 2**20
-            answered = client.post("/v1/chat/completions", content=body)
-            assert answered.status_code == 200
-            assert answered.json()["choices"][0]["message"]["content"].startswith("echo: 999 ")
-            assert client.get("/livez").status_code == 200
+    with (
+        start(tmp_path, upstream, max_messages=1024, max_trace_chars=4000) as gw,
+        httpx.Client(base_url=gw.url, timeout=60) as client,
+    ):
+        refused = client.post("/v1/chat/completions", json={"messages": tiny})
+        assert refused.status_code == 400 and "MAX_MESSAGES" in refused.text
+        assert client.get("/livez").status_code == 200
+        many = [{"role": "user", "content": f"{n} " + "y" * 4000} for n in range(1000)]
+        body = json.dumps({"messages": many})
+        assert 3.5 * 2**20 < len(body) < 4 * 2**20
+        answered = client.post("/v1/chat/completions", content=body)
+        assert answered.status_code == 200
+        assert answered.json()["choices"][0]["message"]["content"].startswith("echo: 999 ")
+        assert client.get("/livez").status_code == 200
     lines = [
         line
         for path in (tmp_path / "store" / "traces").rglob("*.jsonl")

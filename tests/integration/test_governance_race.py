@@ -23,14 +23,10 @@ pytestmark = pytest.mark.integration
 
 def test_exclusive_waits_for_shared_and_shared_waits_for_exclusive(tmp_path) -> None:
     lease = Lease(LocalStore(tmp_path), TABLES_LEASE, wait_s=0.5, poll_s=0.05)
-    with lease.shared(), lease.shared():
-        with pytest.raises(LeaseBusy):
-            with lease.exclusive():
-                pass
-    with lease.exclusive():
-        with pytest.raises(LeaseBusy):
-            with lease.shared():
-                pass
+    with lease.shared(), lease.shared(), pytest.raises(LeaseBusy), lease.exclusive():
+        pass
+    with lease.exclusive(), pytest.raises(LeaseBusy), lease.shared():
+        pass
     released = threading.Event()
 
     def hold() -> None:

@@ -30,8 +30,30 @@ HANDLER_MODULES = {
     for m in (commands, governance_commands, release_commands, pii_eval_command, keys_commands)
 }
 DESIGN_COMMANDS = set(
-    "run bootstrap gateway simulate collect score curate train release status promote pause "
-    "resume abort rollback forget-user retention lineage erasure-status pii-eval distil keys".split()
+    [
+        "run",
+        "bootstrap",
+        "gateway",
+        "simulate",
+        "collect",
+        "score",
+        "curate",
+        "train",
+        "release",
+        "status",
+        "promote",
+        "pause",
+        "resume",
+        "abort",
+        "rollback",
+        "forget-user",
+        "retention",
+        "lineage",
+        "erasure-status",
+        "pii-eval",
+        "distil",
+        "keys",
+    ]
 ) | {
     "review",
     "prove",

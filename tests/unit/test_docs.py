@@ -151,9 +151,10 @@ def _defines(module: Path, name: str) -> bool:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return True
-        elif isinstance(node, ast.ImportFrom | ast.Import):
-            if any((a.asname or a.name.split(".")[-1]) == name for a in node.names):
-                return True
+        elif isinstance(node, ast.ImportFrom | ast.Import) and any(
+            (a.asname or a.name.split(".")[-1]) == name for a in node.names
+        ):
+            return True
     return False
 
 

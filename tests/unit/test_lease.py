@@ -24,9 +24,8 @@ def test_the_erasure_lease_is_independent_of_the_table_lease(tmp_path: Path) -> 
     with erasure.exclusive():
         with tables.shared():  # a forget-user's own commits
             pass
-        with pytest.raises(LeaseBusy, match="erasure lease"):
-            with erasure.shared():
-                pass
+        with pytest.raises(LeaseBusy, match="erasure lease"), erasure.shared():
+            pass
 
 
 def test_a_hold_longer_than_the_ttl_is_renewed(tmp_path: Path) -> None:
@@ -38,9 +37,11 @@ def test_a_hold_longer_than_the_ttl_is_renewed(tmp_path: Path) -> None:
         while json.loads(store.get(ERASURE_LEASE))["exclusive"]["expires"] <= taken + 0.3:
             assert time.monotonic() < deadline, "the hold was never renewed"
             time.sleep(0.05)
-        with pytest.raises(LeaseBusy):  # past its first TTL, still held
-            with Lease(store, ERASURE_LEASE, wait_s=0).shared():
-                pass
+        with (
+            pytest.raises(LeaseBusy),  # past its first TTL, still held
+            Lease(store, ERASURE_LEASE, wait_s=0).shared(),
+        ):
+            pass
     with Lease(store, ERASURE_LEASE, wait_s=0).shared():  # and released at the end
         pass
 

@@ -17,4 +17,4 @@ def test_every_word_list_says_where_its_words_come_from() -> None:
 def test_the_stop_words_are_the_installed_spacys() -> None:
     from spacy.lang.en.stop_words import STOP_WORDS as SPACY
 
-    assert STOP_WORDS == frozenset(SPACY)
+    assert frozenset(SPACY) == STOP_WORDS

@@ -39,10 +39,13 @@ def test_reward_columns_and_buffer_columns_are_columns_of_their_tables() -> None
     assert set(typing.get_type_hints(RewardColumns)) <= set(datasets.SCORE_SCHEMA.names)
     examples = SCHEMAS["training_examples"].names
     assert [c for c in examples if c in datasets.BUFFER_COLUMNS] == list(datasets.BUFFER_COLUMNS)
-    assert datasets.REWARD_COLUMNS == tuple(
-        c
-        for c in datasets.SCORE_SCHEMA.names
-        if c.startswith("reward") and c != "reward_config_hash"
+    assert (
+        tuple(
+            c
+            for c in datasets.SCORE_SCHEMA.names
+            if c.startswith("reward") and c != "reward_config_hash"
+        )
+        == datasets.REWARD_COLUMNS
     )
 
 

@@ -97,7 +97,12 @@ def _candidate_phone_recognizer(base: type) -> type:
         """Presidio's phonenumbers matcher, run only on phone-like stretches of the text
         (scanning whole texts once per region is the analyzer's costliest step)."""
 
-        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list:
+        def analyze(
+            self,
+            text: str,
+            entities: list[str],  # noqa: ARG002
+            nlp_artifacts: Any = None,  # noqa: ARG002 - Presidio passes every argument by name
+        ) -> list:
             results = []
             for cand in _PHONEISH.finditer(text):
                 digits = sum(c.isdigit() for c in cand.group(0))

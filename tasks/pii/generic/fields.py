@@ -12,6 +12,7 @@ identifier holds digits, a phone 7-15 of them.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import regex as re
@@ -79,7 +80,7 @@ _DOC_ONLY_SIBLINGS = frozenset(word_list("fields_doc_only_siblings"))
 _DOC_PARENTS = frozenset(word_list("fields_doc_parents"))
 _DOC_SIBLINGS = frozenset(word_list("fields_doc_siblings"))
 # keys that only a person's record has: a "name" beside them is a person's
-_PERSON_SIBLINGS = frozenset("nationality citizenship gender sex marital_status".split())
+_PERSON_SIBLINGS = frozenset(["nationality", "citizenship", "gender", "sex", "marital_status"])
 _SECRET_PLACEHOLDER = re.compile(
     r"(?i)^(?:\$\{?|%\(|\{\{|os\.(?:environ|getenv)|process\.env|(?:get)?env\(|vault:|ref\+)"
 )
@@ -89,7 +90,7 @@ ROLES = frozenset(word_list("fields_roles"))
 # roles that also name things: a value under them must look like a name, not just be letters
 WEAK_ROLES = frozenset(word_list("fields_weak_roles"))
 _NAME_KEYS = frozenset(word_list("fields_name_keys"))
-_NOT_PERSON_KEYS = frozenset("user_agent http_user_agent agent_version user_type".split())
+_NOT_PERSON_KEYS = frozenset(["user_agent", "http_user_agent", "agent_version", "user_type"])
 _GENERIC_NAME = frozenset(word_list("fields_generic_name"))
 _GENERIC_ID = frozenset(word_list("fields_generic_id"))
 _ADDRESS_PARENTS = frozenset(word_list("fields_address_parents"))
@@ -102,8 +103,16 @@ _MASK = re.compile(r"^[*xX•#\-\s.]*\d{0,4}[*xX•#\-\s.]*$")
 _NAME_SHAPE = re.compile(r"^\p{L}[\p{L}'’.,/\- ]*$")
 # bare (unquoted) JSON values are identifiers written as numbers ("dob": 19870512)
 BARE_TYPES = frozenset(
-    "PHONE_NUMBER DATE_OF_BIRTH PASSPORT DRIVER_LICENSE MEDICAL_ID US_SSN BANK_ACCOUNT "
-    "CREDIT_CARD".split()
+    [
+        "PHONE_NUMBER",
+        "DATE_OF_BIRTH",
+        "PASSPORT",
+        "DRIVER_LICENSE",
+        "MEDICAL_ID",
+        "US_SSN",
+        "BANK_ACCOUNT",
+        "CREDIT_CARD",
+    ]
 )
 
 
@@ -240,27 +249,39 @@ def valid_value(entity: str, value: str, *, bare: bool = False, weak: bool = Fal
         return False
     if entity == "PERSON":
         return name_value(v, strong=not weak)
-    if entity == "EMAIL_ADDRESS":
-        return "@" in v or " at " in v.lower()
-    if entity == "PHONE_NUMBER":
-        return 7 <= digits <= 15 and not re.search(r"[^\d\s()+\-./x]", v.lower().replace("ext", ""))
-    if entity == "DATE_OF_BIRTH":
-        return digits >= 2 and len(v) <= 40
-    if entity in ("CREDIT_CARD",):
-        return 12 <= digits <= 19
-    if entity == "BANK_ACCOUNT":
-        return digits >= 6
-    if entity == "US_SSN":
-        return digits >= 9
-    if entity in ("PASSPORT", "DRIVER_LICENSE", "MEDICAL_ID", "UK_NINO"):
-        return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34
-    if entity == "SECRET":  # ${DB_PASS}, os.environ["X"]: read from elsewhere, no secret
-        return len(v) >= 4 and not set(v) <= set("*•x") and not _SECRET_PLACEHOLDER.match(v)
-    if entity == "IP_ADDRESS":
-        return digits >= 2 and ("." in v or ":" in v)
-    if entity == "ADDRESS":
-        return len(v) >= 5 and any(c.isalpha() for c in v) and (digits > 0 or "," in v)
-    return True
+    check = _VALUE_CHECKS.get(entity)
+    return check is None or check(v, digits)
+
+
+def _phone(v: str, digits: int) -> bool:
+    return 7 <= digits <= 15 and not re.search(r"[^\d\s()+\-./x]", v.lower().replace("ext", ""))
+
+
+def _secret(v: str, _digits: int) -> bool:
+    """``${DB_PASS}``, ``os.environ["X"]``: read from elsewhere, no secret."""
+    return len(v) >= 4 and not set(v) <= set("*•x") and not _SECRET_PLACEHOLDER.match(v)
+
+
+def _document_number(v: str, digits: int) -> bool:
+    return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34
+
+
+# what a value of each type has (value, its digit count); a type not here: anything not empty
+_VALUE_CHECKS: dict[str, Callable[[str, int], bool]] = {
+    "EMAIL_ADDRESS": lambda v, _d: "@" in v or " at " in v.lower(),
+    "PHONE_NUMBER": _phone,
+    "DATE_OF_BIRTH": lambda v, d: d >= 2 and len(v) <= 40,
+    "CREDIT_CARD": lambda _v, d: 12 <= d <= 19,
+    "BANK_ACCOUNT": lambda _v, d: d >= 6,
+    "US_SSN": lambda _v, d: d >= 9,
+    "PASSPORT": _document_number,
+    "DRIVER_LICENSE": _document_number,
+    "MEDICAL_ID": _document_number,
+    "UK_NINO": _document_number,
+    "SECRET": _secret,
+    "IP_ADDRESS": lambda v, d: d >= 2 and ("." in v or ":" in v),
+    "ADDRESS": lambda v, d: len(v) >= 5 and any(c.isalpha() for c in v) and (d > 0 or "," in v),
+}
 
 
 def name_value(value: str, *, strong: bool = True) -> bool:

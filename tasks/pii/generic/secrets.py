@@ -14,7 +14,7 @@ quotes) and the value looks like one (a digit or a symbol, or it was quoted or g
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import regex as re
 
@@ -137,50 +137,58 @@ def _password_shape(value: str) -> bool:
     return bool(letters) and digits and (symbol or mixed)
 
 
+# a secret given after a cue (a command line's password, a flag's argument, a login pair, "the
+# new one is ..."): which of the values after it is one, read without trailing punctuation
+_AFTER_CUE: tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...] = (
+    (_COMMAND_LINE, lambda v: not _PLACEHOLDER.match(v) and (_password_shape(v) or len(v) >= 12)),
+    (_FLAG_ARGUMENT, lambda v: not _PLACEHOLDER.match(v) and _password_shape(v) and "/" not in v),
+    (_LOGIN_PAIR, _password_shape),
+    (_NEW_ONE, lambda v: _password_shape(v) and not _REFERENCE_CODE.fullmatch(v)),
+)
+
+
 def secret_spans(text: str, _nlp: object = None) -> Iterator[tuple[int, int]]:
     """Spans of pasted secrets in ``text``."""
     for m in _TOKENS.finditer(text):
         yield m.start(), m.end()
-    if _AWS_KEY_ID.search(text):
-        for m in _AWS_SECRET.finditer(text):
-            value = m.group(0)
-            if (
-                sum(c.isdigit() for c in value)
-                and any(c.isupper() for c in value)
-                and any(c.islower() for c in value)
-            ):
-                yield m.span()
-    for m in _COMMAND_LINE.finditer(text):
-        value = m.group("value").rstrip(_TRAILING)
-        if not _PLACEHOLDER.match(value) and (_password_shape(value) or len(value) >= 12):
-            yield m.start("value"), m.start("value") + len(value)
-    for m in _FLAG_ARGUMENT.finditer(text):
-        value = m.group("value").rstrip(_TRAILING)
-        if not _PLACEHOLDER.match(value) and _password_shape(value) and "/" not in value:
-            yield m.start("value"), m.start("value") + len(value)
-    for m in _DEFINE.finditer(text):
-        if not _PLACEHOLDER.match(m.group("value")):
-            yield m.span("value")
-    for m in _URL_PASSWORD.finditer(text):
-        if not _PLACEHOLDER.match(m.group("value")):
-            yield m.span("value")
-    for m in _LOGIN_PAIR.finditer(text):
-        value = m.group("value").rstrip(_TRAILING)
-        if _password_shape(value):
-            yield m.start("value"), m.start("value") + len(value)
-    for m in _NEW_ONE.finditer(text):
-        value = m.group("value").rstrip(_TRAILING)
-        if _password_shape(value) and not _REFERENCE_CODE.fullmatch(value):
-            yield m.start("value"), m.start("value") + len(value)
+    yield from _aws_secret_spans(text)
+    for pattern, accept in _AFTER_CUE:
+        for m in pattern.finditer(text):
+            value = m.group("value").rstrip(_TRAILING)
+            if accept(value):
+                yield m.start("value"), m.start("value") + len(value)
+    for pattern in (_DEFINE, _URL_PASSWORD):  # the whole value, quoted or delimited
+        for m in pattern.finditer(text):
+            if not _PLACEHOLDER.match(m.group("value")):
+                yield m.span("value")
+    yield from _keyed_spans(text)
+
+
+def _aws_secret_spans(text: str) -> Iterator[tuple[int, int]]:
+    """An AWS secret key beside an access key id: 40 characters of mixed case and digits."""
+    if not _AWS_KEY_ID.search(text):
+        return
+    for m in _AWS_SECRET.finditer(text):
+        value = m.group(0)
+        if (
+            sum(c.isdigit() for c in value)
+            and any(c.isupper() for c in value)
+            and any(c.islower() for c in value)
+        ):
+            yield m.span()
+
+
+def _keyed_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Values after a secret's key (``password=``, ``PIN:``, ``"api_key": "..."``)."""
     for m in _KEYED.finditer(text):
         value = m.group("value").rstrip(_TRAILING)
         if _PIN.match(m.group(0)) and value.isdigit() and 4 <= len(value) <= 8:
             if not _GIFT.search(text[max(0, m.start() - 30) : m.start()]):
                 yield m.start("value"), m.start("value") + len(value)
             continue
-        if len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q"):
-            if not any(c.isdigit() for c in value) or len(value) < 6:
-                continue
+        weak = len(value) < 4 or not _STRONG_SEP.search(m.group("sep")) and not m.group("q")
+        if weak and (not any(c.isdigit() for c in value) or len(value) < 6):
+            continue
         if _PLACEHOLDER.match(value):
             continue
         if _looks_secret(value, bool(m.group("q")), m.group("sep")):

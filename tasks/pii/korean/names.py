@@ -213,9 +213,13 @@ def _word_name(text: str, kiwi: _Kiwi, start: int, word: str, intro: bool) -> in
             text, kiwi, start, stem, ending, strong=strong, known=known
         ):
             return len(stem)
-        if len(stem) == 2 and stem[0] != stem[1] and stem not in ROLE_WORDS:
-            if _given_alone(text, kiwi, start, stem, ending, strong=strong, known=known):
-                return 2
+        if (
+            len(stem) == 2
+            and stem[0] != stem[1]
+            and stem not in ROLE_WORDS
+            and _given_alone(text, kiwi, start, stem, ending, strong=strong, known=known)
+        ):
+            return 2
     return 0
 
 

@@ -197,36 +197,9 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     if EPONYMS.match(span.strip()):
         # "Hi, this is Raymond James": a person introducing themselves by a brand's name
         return len(span.split()) >= 2 and bool(_SELF_INTRO.search(text, 0, start))
-    if any(c.isdigit() or c in "_@/#" for c in span) or in_title_list(text, start, end):
-        return False  # "Forza Horizon II, ... are on the bundle": titles, not people
-    if span.strip().lower() in NOT_GREETED:
-        return False  # "Hi Team,", "Dear Customer,": whom a letter greets when no one by name
-    if all(w in _CALENDAR for w in _words(span)):
-        return False  # "Jan–Mar", "May to June": months and days are no one's name
-    if span.split()[0].lower() in _DETERMINERS or _fold(span.split()[0]) in STREET_FIRST:
-        return False  # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
-    after = text[end : end + 30]
-    if re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after) or (
-        _ORG_AFTER.match(after) and not _owner(span)
-    ):
-        return False  # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
-    last = span.split()[-1]
-    if len(span.split()) > 1 and ORG_WORD.match(last):
-        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays, and so
-        # does a person introducing themselves: "this is Grace Lane")
-        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not (
-            _given_first(span, last) or _SELF_INTRO.search(text, max(0, start - 20), start)
-        ):
-            return False
-        if len(span.split()) > 2 and not _known(span.split()[-2]) or not _known(last):
-            # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also
-            # a place word stays ("Lois Lane", "Minji Park"), and so does a cued name
-            if not _person_cue(text, start, end):
-                return False
-    if _named_place(span, after) and not _person_cue(text, start, end):
-        return False  # "Lenin Square is", "Reagan National flights", "Ruth's Chris Steak House"
-    support = lexicon_support(span)
-    if support == 2 or has_cue(text, start, end):
+    if _not_a_name(text, start, end) or _a_place(text, start, end):
+        return False
+    if lexicon_support(span) == 2 or has_cue(text, start, end):
         return True
     # two or three capitalised words, none a stop word nor an ambiguous name word ("Zainab
     # Abubakar", "Sunita Reddy"; not "the Ray-Ban Meta", "Cancel my Netflix Premium"): the
@@ -234,6 +207,47 @@ def corroborated(text: str, start: int, end: int, *, model: bool = False) -> boo
     # ("my Oneplus Nord keeps rebooting")
     owned = _OWNED.search(text, max(0, start - 8), start)
     return model and _full_name_shape(span) and not owned
+
+
+def _not_a_name(text: str, start: int, end: int) -> bool:
+    """What the span's words, or the words after it, say is no one's name."""
+    span, after = text[start:end], text[end : end + 30]
+    return bool(
+        # "Forza Horizon II, ... are on the bundle": titles, not people
+        any(c.isdigit() or c in "_@/#" for c in span)
+        or in_title_list(text, start, end)
+        # "Hi Team,", "Dear Customer,": whom a letter greets when no one by name
+        or span.strip().lower() in NOT_GREETED
+        # "Jan–Mar", "May to June": months and days are no one's name
+        or all(w in _CALENDAR for w in _words(span))
+        # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
+        or span.split()[0].lower() in _DETERMINERS
+        or _fold(span.split()[0]) in STREET_FIRST
+        # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
+        or re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after)
+        or (_ORG_AFTER.match(after) and not _owner(span))
+    )
+
+
+def _a_place(text: str, start: int, end: int) -> bool:
+    """Whether the span is a street, a building or a place named after a person."""
+    span, after = text[start:end], text[end : end + 30]
+    words = span.split()
+    last = words[-1]
+    if len(words) > 1 and ORG_WORD.match(last):
+        # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays, and so
+        # does a person introducing themselves: "this is Grace Lane")
+        if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not (
+            _given_first(span, last) or _SELF_INTRO.search(text, max(0, start - 20), start)
+        ):
+            return True
+        # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also a place
+        # word stays ("Lois Lane", "Minji Park"), and so does a cued name
+        half_known = len(words) > 2 and not _known(words[-2]) or not _known(last)
+        if half_known and not _person_cue(text, start, end):
+            return True
+    # "Lenin Square is", "Reagan National flights", "Ruth's Chris Steak House"
+    return _named_place(span, after) and not _person_cue(text, start, end)
 
 
 def _owner(span: str) -> bool:

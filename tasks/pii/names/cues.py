@@ -80,7 +80,21 @@ _CAPS_WORD = re.compile(r"(?<![\p{L}\d'’])\p{Lu}[\p{Lu}'’-]*\p{Lu}(?![\p{L}\
 # capitalised words that follow "ask for", "customer" or "thanks" and are no one's name
 NOT_A_NAME = frozenset(word_list("name_cues_not_a_name"))
 _NOT_PERSON_ENT = frozenset(
-    "ORG PRODUCT GPE LOC FAC NORP WORK_OF_ART EVENT LAW LANGUAGE DATE TIME MONEY".split()
+    [
+        "ORG",
+        "PRODUCT",
+        "GPE",
+        "LOC",
+        "FAC",
+        "NORP",
+        "WORK_OF_ART",
+        "EVENT",
+        "LAW",
+        "LANGUAGE",
+        "DATE",
+        "TIME",
+        "MONEY",
+    ]
 )
 
 
@@ -180,7 +194,7 @@ def _caps_given_after_comma(doc: Any, j: int) -> bool:
         and given.is_alpha
         and len(given.text) >= 3
         and _capitalised(given)
-        and (j + 2 >= len(doc) or not doc[j + 2].text == ",")
+        and (j + 2 >= len(doc) or doc[j + 2].text != ",")
     )
 
 

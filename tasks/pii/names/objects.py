@@ -24,13 +24,15 @@ from tasks.pii.names.subjects import name_run
 from tasks.pii.names.titles import in_title_list
 from tasks.pii.names.vocabulary import unseen
 
-_JOINERS = frozenset("and & or".split())
+_JOINERS = frozenset(["and", "&", "or"])
 # verbs done to a person: the proper noun after them is one ("refunded Dallas Price")
 _PERSON_VERBS = frozenset(word_list("name_objects_person_verbs"))
 # words after which a lower-case name stands ("spoke to tunde", "refund for ...", "under")
 _LOWER_SLOT = frozenset(word_list("name_objects_lower_slot"))
 _SPEECH = frozenset(word_list("name_objects_speech"))
-_NOT_PERSON_ENT = frozenset("GPE LOC FAC NORP PRODUCT WORK_OF_ART EVENT LAW DATE TIME".split())
+_NOT_PERSON_ENT = frozenset(
+    ["GPE", "LOC", "FAC", "NORP", "PRODUCT", "WORK_OF_ART", "EVENT", "LAW", "DATE", "TIME"]
+)
 
 
 def object_name_spans(text: str, nlp_artifacts: Any) -> list[tuple[int, int]]:

@@ -132,7 +132,7 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     return spans
 
 
-_COMPANY_ENTS = frozenset("ORG GPE FAC PRODUCT NORP".split())
+_COMPANY_ENTS = frozenset(["ORG", "GPE", "FAC", "PRODUCT", "NORP"])
 
 
 def _company_speaking(doc: Any, start: int, end: int) -> bool:
