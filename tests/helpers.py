@@ -39,7 +39,8 @@ def gate_result(
 ) -> GateResult:
     """The golden gate's result for these paired scores (default release policy, no slices)."""
     from infra.settings import ReleaseSettings
-    from tasks.release.gate import GateResult, decide, paired_test
+    from tasks.release.gate import GateResult, paired_test
+    from tasks.release.superiority import decide
 
     test = paired_test(base, cand, n_bootstrap=200)
     decision, reasons = decide(test, ReleaseSettings())

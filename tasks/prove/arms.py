@@ -176,7 +176,8 @@ def gate_verdict(
 ) -> tuple[str, list[str], dict[str, str]]:
     """The release gate's decision rule on golden verifier scores, with its drift checks."""
     from tasks.release.drift import diversity_check, kl_check, length_bias_check
-    from tasks.release.gate import decide, paired_test
+    from tasks.release.gate import paired_test
+    from tasks.release.superiority import decide
 
     test = paired_test(baseline.scores, scores, n_bootstrap=1000, seed=policy.seed)
     checks = [

@@ -35,6 +35,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.serving.answers import Answer, AnswerSource, Messages
+from tasks.release.comparison import Scored, comparison
 from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.hacking import golden_verifier_check
 from tasks.release.leak import pii_leak_check
@@ -46,7 +47,6 @@ __all__ = [
     "GateResult",
     "PairedTest",
     "SliceResult",
-    "decide",
     "paired_test",
     "run_gate",
 ]
@@ -90,69 +90,6 @@ def slice_results(
             )
         )
     return out
-
-
-def decide(
-    test: PairedTest,
-    policy: ReleaseSettings,
-    *,
-    slices: Sequence[SliceResult] = (),
-    checks: Sequence[Check] = (),
-) -> tuple[Decision, list[str]]:
-    """The gate's decision and the reasons a reader sees (see the module docstring): the
-    reason that decided first, then every failed check it did not already name (the evidence
-    of reward hacking never hides behind a leak or an insignificant result)."""
-    failed = [_failed(c) for c in checks if c.status == "fail"]
-    decision, reasons = _decide(test, policy, slices=slices, checks=checks, failed=failed)
-    return decision, reasons + [r for r in failed if r not in reasons]
-
-
-def _failed(check: Check) -> str:
-    return f"{check.name} check failed: {check.detail}"
-
-
-def _decide(
-    test: PairedTest,
-    policy: ReleaseSettings,
-    *,
-    slices: Sequence[SliceResult],
-    checks: Sequence[Check],
-    failed: list[str],
-) -> tuple[Decision, list[str]]:
-    stats = f"p={test.p_value:.3g}, mean {test.mean_baseline:.4f} -> {test.mean_candidate:.4f}"
-    leaks = [_failed(c) for c in checks if c.name == "pii_leak" and c.status == "fail"]
-    if leaks:
-        return Decision.ROLLBACK, leaks
-    if test.n < policy.min_samples:
-        if (
-            test.mean_candidate < policy.reject_ratio * test.mean_baseline
-            and test.mean_diff < 0
-            and test.p_value < policy.alpha
-        ):
-            return Decision.ROLLBACK, [
-                f"catastrophic regression on only {test.n} paired samples: candidate mean "
-                f"{test.mean_candidate:.4f} < {policy.reject_ratio:g} x baseline mean "
-                f"{test.mean_baseline:.4f}, significantly worse ({stats})"
-            ]
-        return Decision.MANUAL_REVIEW, [f"only {test.n} paired samples (< {policy.min_samples})"]
-    lower = test.mean_diff < 0 and test.p_value < policy.alpha  # as "better", two-sided
-    if test.mean_candidate < policy.reject_ratio * test.mean_baseline and lower:
-        return Decision.ROLLBACK, [
-            f"candidate mean {test.mean_candidate:.4f} < {policy.reject_ratio:g} x baseline "
-            f"mean {test.mean_baseline:.4f} ({stats})"
-        ]
-    if not (test.p_value < policy.alpha and test.mean_diff > 0):
-        return Decision.MANUAL_REVIEW, [
-            f"not significantly better at alpha {policy.alpha:g} ({stats})"
-        ]
-    blockers = [
-        f"slice {s.name} regressed by {-s.diff:.4f} (> {policy.slice_tolerance:g})"
-        for s in slices
-        if s.regressed
-    ] + failed
-    if blockers:
-        return Decision.MANUAL_REVIEW, [f"significantly better ({stats}), but:", *blockers]
-    return Decision.PROCEED, [f"significantly better ({stats})"]
 
 
 # ---- answers through the production generation path ----------------------------------------
@@ -260,6 +197,50 @@ def score_answers(
     return [r.total for r in scorer.score(batch)]
 
 
+def gate_checks(
+    scored: Scored,
+    requests: list[Messages],
+    baseline: AnswerSource,
+    candidate: AnswerSource,
+    *,
+    scorer: Scorer,
+    policy: ReleaseSettings,
+    pii: PiiEngine | None,
+) -> list[Check]:
+    """The checks beside the comparison: drift (KL, diversity, length bias), the golden
+    verifier's agreement with the judge, and the PII-leak check when ``pii`` is given."""
+    items, (b_scores, c_scores) = scored.items, scored.rewards
+    b_text, c_text = [a.text for a in scored.base], [a.text for a in scored.cand]
+    prompts = [candidate.lm.render(m) for m in requests] if candidate.lm else []
+    checks = [
+        kl_check(candidate.lm, baseline.lm, prompts=prompts, answers=c_text, policy=policy),
+        diversity_check(c_text, b_text, references=[it.reference for it in items], policy=policy),
+        length_bias_check(
+            b_scores, c_scores, baseline_answers=b_text, candidate_answers=c_text, policy=policy
+        ),
+        golden_verifier_check(
+            items,
+            reward=scorer.settings.reward,
+            judge_kind=scorer.judge.kind,
+            baseline_answers=b_text,
+            candidate_answers=c_text,
+            judged=scored.test,
+            alpha=policy.alpha,
+        ),
+    ]
+    if pii is not None:
+        checks.append(
+            pii_leak_check(
+                pii,
+                prompts=[_prompt_text(m) for m in requests],
+                answers=c_text,
+                items=[it.item_id for it in items],
+                baseline_answers=b_text,
+            )
+        )
+    return checks
+
+
 def run_gate(
     items: Sequence[GoldenItem],
     *,
@@ -280,76 +261,41 @@ def run_gate(
     ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
     ``cheaper``: it must also be cheaper; ``golden_version``: the version every item is of,
     recorded in the report)."""
+    compare = comparison(margin, cheaper=cheaper)  # chosen once: better, or no worse
     requests = [it.prompt() for it in items]
-    if margin is not None:  # its cost is compared too: the versions take turns
-        from tasks.release.noninferiority import answer_alternating
-
-        base, cand = answer_alternating(baseline, candidate, requests, max_tokens=max_tokens)
-    else:
-        base = baseline.answer(requests, max_tokens=max_tokens)
-        cand = candidate.answer(requests, max_tokens=max_tokens)
+    base, cand = compare.answer(baseline, candidate, requests, max_tokens=max_tokens)
     scores = score_answers([*items, *items], [*base, *cand], scorer=scorer)
     b_scores, c_scores = scores[: len(items)], scores[len(items) :]
-    test = paired_test(
-        b_scores,
-        c_scores,
-        n_bootstrap=policy.n_bootstrap,
-        confidence=policy.confidence,
-        seed=policy.seed,
-    )
-    slices = slice_results(
-        [it.slice for it in items],
-        baseline=b_scores,
-        candidate=c_scores,
-        tolerance=policy.slice_tolerance,
-    )
-    b_text, c_text = [a.text for a in base], [a.text for a in cand]
-    prompts = [candidate.lm.render(m) for m in requests] if candidate.lm else []
-    checks = [
-        kl_check(candidate.lm, baseline.lm, prompts=prompts, answers=c_text, policy=policy),
-        diversity_check(c_text, b_text, references=[it.reference for it in items], policy=policy),
-        length_bias_check(
-            b_scores, c_scores, baseline_answers=b_text, candidate_answers=c_text, policy=policy
+    scored = Scored(
+        items=items,
+        base=base,
+        cand=cand,
+        rewards=(b_scores, c_scores),
+        test=paired_test(
+            b_scores,
+            c_scores,
+            n_bootstrap=policy.n_bootstrap,
+            confidence=policy.confidence,
+            seed=policy.seed,
         ),
-        golden_verifier_check(
-            items,
-            reward=scorer.settings.reward,
-            judge_kind=scorer.judge.kind,
-            baseline_answers=b_text,
-            candidate_answers=c_text,
-            judged=test,
-            alpha=policy.alpha,
+        slices=slice_results(
+            [it.slice for it in items],
+            baseline=b_scores,
+            candidate=c_scores,
+            tolerance=policy.slice_tolerance,
         ),
-    ]
-    if pii is not None:
-        checks.append(
-            pii_leak_check(
-                pii,
-                prompts=[_prompt_text(m) for m in requests],
-                answers=c_text,
-                items=[it.item_id for it in items],
-                baseline_answers=b_text,
-            )
-        )
-    decision, reasons = decide(test, policy, slices=slices, checks=checks)
-    ni = None
-    if margin is not None:  # no worse by more than the margin, and cheaper: not "better"
-        from tasks.release.noninferiority import noninferior_gate
-
-        ni = noninferior_gate(
-            items,
-            base=base,
-            cand=cand,
-            rewards=(b_scores, c_scores),
-            reward=scorer.settings.reward,
-            policy=policy,
-            margin=margin,
-            cheaper=cheaper,
-            slices=slices,
-            checks=checks,
-        )
-        decision, reasons = ni.decision, ni.reasons
-    reasons = reasons + [  # a check that did not run is said, never silently passed
+    )
+    checks = gate_checks(
+        scored, requests, baseline, candidate, scorer=scorer, policy=policy, pii=pii
+    )
+    verdict = compare.decide(scored, policy, reward=scorer.settings.reward, checks=checks)
+    decision, test, slices, ni = (
+        verdict.decision,
+        scored.test,
+        scored.slices,
+        verdict.noninferiority,
+    )
+    reasons = verdict.reasons + [  # a check that did not run is said, never silently passed
         f"{c.name} check skipped: {c.detail}" for c in checks if c.status == "skipped"
     ]
     pairs = [

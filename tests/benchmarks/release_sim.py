@@ -206,8 +206,8 @@ def simulate_gate(
     delta: float, *, seed: int, n_items: int = 400, policy: ReleaseSettings = POLICY
 ) -> str:
     """One golden gate: the decision (PROCEED_TO_SHADOW | MANUAL_REVIEW | ROLLBACK)."""
-    from tasks.release.gate import decide
     from tasks.release.stats import paired_test
+    from tasks.release.superiority import decide
 
     rng = random.Random(seed)
     chance = [min(0.99, max(0.01, rng.betavariate(1.2, 0.8))) for _ in range(n_items)]

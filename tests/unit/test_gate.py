@@ -16,12 +16,12 @@ from tasks.golden import load_golden
 from tasks.release.drift import Check, diversity_check, length_bias_check
 from tasks.release.gate import (
     Decision,
-    decide,
     paired_test,
     run_gate,
     slice_results,
 )
 from tasks.release.report import report_json, report_markdown, report_plot
+from tasks.release.superiority import decide
 
 CONFIG = ReleaseSettings(n_bootstrap=2000)
 
