@@ -147,8 +147,11 @@ def paced(
     as a regression of that workload's candidate; tallied into ``seen[workload]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
-    users = build_population(200, seed=0)
-    plan = plan_requests(users, requests=500, seed=11, feedback_fraction=1.0)
+    # new people keep coming, as in production: a release step needs 10 distinct users on
+    # stable's 10 % holdback, and 500 requests of the demo's 200 people (heavy users among
+    # them) ran out before B's 90 % step had them once A's crowd was gone (CI-20: 14 min)
+    users = build_population(2000, seed=0)
+    plan = plan_requests(users, requests=3000, seed=11, feedback_fraction=1.0)
     lock = threading.Lock()
     tally = seen.setdefault(workload, Users())
     for req in plan:
