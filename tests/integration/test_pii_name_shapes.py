@@ -77,6 +77,9 @@ LOWER_CASE_NAMES = [
     ("thanks, diane", ["diane"]),
     ("Hi john, can you call me back", ["john"]),
     ("Hi, this is tendai moyo, my card was charged twice", ["tendai", "moyo"]),
+    # after a self-introduction any word is the writer's name, whatever the case of the rest
+    ("I'm tendai, order 5521 never came", ["tendai"]),
+    ("This is bongani from flat 4", ["bongani"]),
 ]
 
 

@@ -39,6 +39,11 @@ _FINAL = re.compile(
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
 )
 _NOT_NAMES = set(word_list("greetings_not_names"))
+# a self-introduction: the word after it is the writer's name, whatever its case ("I'm tendai")
+_INTRODUCTION = re.compile(
+    r"(?i)(?<![\p{L}'’])(?:im|i'm|i’m|i am|this is|its|it's|it’s|my name is|name's|call me)"
+    r"(?![\p{L}'’])"
+)
 
 
 # a letter's greeting: "Hi Eleftheria," opening the message or a line, one word, a comma
@@ -75,9 +80,9 @@ def _is_name_word(word: str, stop: frozenset[str]) -> bool:
 
 def _writes_capitals(text: str) -> bool:
     """Whether the writer starts the message with a capital ("Hi, ...", "Thanks, ..."): one
-    who does writes a name with one too, so a lower-case word after the greeting is a name
-    only where the name lexicon knows it ("Hi, john ..."); "hi, bongani here" is another
-    writer's."""
+    who does writes a name with one too, so a lower-case word after a greeting or a sign-off
+    is a name only where the name lexicon knows it ("Hi, john ..."); after a
+    self-introduction any word is ("I'm tendai"); "hi, bongani here" is another writer's."""
     first = re.search(r"\p{L}", text)
     return bool(first and first.group(0).isupper())
 
@@ -99,7 +104,13 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
         for m in regex.finditer(text, overlapped=True):
             if not m.group(1) or not _is_name_word(m.group(1), stop):
                 continue
-            if regex is _CUE and capitals and m.group(1).islower() and not _known(m.group(1)):
+            if (
+                regex is _CUE
+                and capitals
+                and m.group(1).islower()
+                and not _INTRODUCTION.search(text, m.start(), m.start(1))
+                and not _known(m.group(1))
+            ):
                 continue  # "Hi, deliver to the back door": this writer would capitalise a name
             end = m.end(1)
             if m.group(2) and _is_name_word(m.group(2), stop):
