@@ -48,6 +48,8 @@ class Verdict:
 
 
 class Comparison(Protocol):
+    """How a gate asks both versions and decides on their scored answers."""
+
     def answer(
         self,
         baseline: AnswerSource,
@@ -55,7 +57,9 @@ class Comparison(Protocol):
         requests: list[Messages],
         *,
         max_tokens: int,
-    ) -> tuple[list[Answer], list[Answer]]: ...
+    ) -> tuple[list[Answer], list[Answer]]:
+        """The baseline's and the candidate's answers to ``requests``, in item order."""
+        ...
 
     def decide(
         self,
@@ -64,7 +68,9 @@ class Comparison(Protocol):
         *,
         reward: RewardSettings,
         checks: Sequence[Check],
-    ) -> Verdict: ...
+    ) -> Verdict:
+        """The gate's verdict on the scored answers and the checks beside them."""
+        ...
 
 
 @dataclass(frozen=True)
