@@ -131,7 +131,7 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
                 continue  # absent, or a property some locales compute
             names = [latin(n) if cyrillic else greek(n) if locale == "el_GR" else n for n in listed]
             # "Aurélie" -> "aurelie", "Çelik" -> "celik", "O'Connor" -> "oconnor"
-            folded = (_fold(n).replace("'", "").replace("’", "") for n in names)
+            folded = (fold(n).replace("'", "").replace("’", "") for n in names)
             into.update(n for n in folded if n.isascii() and n.isalpha())
     lasts.update(KOREAN_SURNAMES)
     from tasks.pii.lexicon import STOP_WORDS
@@ -141,15 +141,16 @@ def lexicon() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(firsts - common), frozenset(lasts - common)
 
 
-def _fold(word: str) -> str:
-    """A word without diacritics, lower-cased (the lexicon's and its look-ups' form)."""
+def fold(word: str) -> str:
+    """A word without diacritics, lower-cased (``Lefèvre`` -> ``lefevre``: the lexicon's and
+    its look-ups' form)."""
     decomposed = unicodedata.normalize("NFKD", word)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
 def _words(span: str) -> list[str]:
     """The span's words as the lexicon holds them (``D'Arcy`` -> ``darcy``)."""
-    words = [_fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
+    words = [fold(w) for w in re.findall(r"\p{L}[\p{L}'’]*", span)]
     return [w.replace("'", "").replace("’", "") if w[-2:] not in ("'s", "’s") else w for w in words]
 
 
@@ -222,7 +223,7 @@ def _not_a_name(text: str, start: int, end: int) -> bool:
         or all(w in _CALENDAR for w in _words(span))
         # "the Ray-Ban Meta", "my Netflix Premium", "Rua Augusta", "Calle Ocho"
         or span.split()[0].lower() in _DETERMINERS
-        or _fold(span.split()[0]) in STREET_FIRST
+        or fold(span.split()[0]) in STREET_FIRST
         # "Pixel 7a", "Flight 1432", "Delta Air Lines", "Chase Bank"
         or re.match(r"[ \t]*[-#]?\d{1,4}[A-Za-z]{0,3}(?![\d./:-])", after)
         or (_ORG_AFTER.match(after) and not _owner(span))
@@ -243,7 +244,7 @@ def _a_place(text: str, start: int, end: int) -> bool:
             return True
         # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also a place
         # word stays ("Lois Lane", "Minji Park"), and so does a cued name
-        half_known = len(words) > 2 and not _known(words[-2]) or not _known(last)
+        half_known = len(words) > 2 and not known(words[-2]) or not known(last)
         if half_known and not _person_cue(text, start, end):
             return True
     # "Lenin Square is", "Reagan National flights", "Ruth's Chris Steak House"
@@ -286,13 +287,13 @@ def _named_place(span: str, after: str) -> bool:
     following = re.match(r"[ \t]+([\p{L}]+)", after)
     if following and PLACE_WORD.match(following.group(1)):
         return True
-    return len(words) > 1 and bool(PLACE_WORD.match(words[-1])) and not _known(words[-1])
+    return len(words) > 1 and bool(PLACE_WORD.match(words[-1])) and not known(words[-1])
 
 
 _TITLE_BEFORE = re.compile(r"\b\p{Lu}\p{Ll}{0,3}\.?[ \t]+$")
 
 
-def _known(word: str) -> bool:
+def known(word: str) -> bool:
     """Whether the lexicon holds the word as a given name or a surname."""
     folded = _words(word)
     firsts, lasts = lexicon()
@@ -306,9 +307,7 @@ def _given_first(span: str, last: str) -> bool:
     """Whether the span opens with a clear given name ("Lois Lane") or ends with a Korean
     surname ("Minji Park")."""
     first = _words(span)[:1]
-    return _fold(last) in KOREAN_SURNAMES or (
-        first[0] in lexicon()[0] and first[0] not in AMBIGUOUS
-    )
+    return fold(last) in KOREAN_SURNAMES or (first[0] in lexicon()[0] and first[0] not in AMBIGUOUS)
 
 
 _TIME_ENTS = frozenset({"DATE", "TIME"})

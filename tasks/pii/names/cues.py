@@ -15,13 +15,12 @@
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 import regex as re
 
 from tasks.pii.lexicon import STOP_WORDS, word_list
-from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, lexicon
+from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, fold, known, lexicon
 
 _ROLE = (
     r"customer|client|passenger|pax|driver|manager|supervisor|parent|child|kid|son|daughter|"
@@ -98,16 +97,10 @@ _NOT_PERSON_ENT = frozenset(
 )
 
 
-def fold(word: str) -> str:
-    """A word without its diacritics, lower-cased (``Lefèvre`` -> ``lefevre``)."""
-    decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-
-
 def _known(word: str) -> bool:
-    firsts, lasts = lexicon()
+    """A name the lexicon knows that is not also an ordinary word."""
     w = fold(word.strip("'’-"))
-    return (w in firsts or w in lasts) and w not in AMBIGUOUS and w not in STOP_WORDS
+    return known(word) and w not in AMBIGUOUS and w not in STOP_WORDS
 
 
 def _capitalised(tok: Any) -> bool:

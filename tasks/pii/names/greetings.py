@@ -16,7 +16,7 @@ from collections.abc import Callable
 import regex as re
 
 from tasks.pii.lexicon import word_list
-from tasks.pii.names import NOT_GREETED, lexicon
+from tasks.pii.names import NOT_GREETED, known
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
@@ -87,12 +87,6 @@ def _writes_capitals(text: str) -> bool:
     return bool(first and first.group(0).isupper())
 
 
-def _known(word: str) -> bool:
-    firsts, lasts = lexicon()
-    w = word.strip("'’-").lower()
-    return w in firsts or w in lasts
-
-
 def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
     """Spans of the names in greeting, introduction and sign-off positions."""
     from tasks.pii.lexicon import STOP_WORDS
@@ -109,7 +103,7 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
                 and capitals
                 and m.group(1).islower()
                 and not _INTRODUCTION.search(text, m.start(), m.start(1))
-                and not _known(m.group(1))
+                and not known(m.group(1))
             ):
                 continue  # "Hi, deliver to the back door": this writer would capitalise a name
             end = m.end(1)

@@ -18,8 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.pii.lexicon import STOP_WORDS, word_list
-from tasks.pii.names import AMBIGUOUS, EPONYMS, ORG_WORD, STREET_FIRST, lexicon, lexicon_support
-from tasks.pii.names.cues import fold
+from tasks.pii.names import (
+    AMBIGUOUS,
+    EPONYMS,
+    ORG_WORD,
+    STREET_FIRST,
+    fold,
+    lexicon,
+    lexicon_support,
+)
 from tasks.pii.names.subjects import name_run
 from tasks.pii.names.titles import in_title_list
 from tasks.pii.names.vocabulary import unseen

@@ -26,10 +26,10 @@ from tasks.pii.names import (
     ORG_WORD,
     PLACE_WORD,
     STREET_FIRST,
+    fold,
     lexicon,
     lexicon_support,
 )
-from tasks.pii.names.cues import fold
 
 # what opens a clause before its subject
 _OPENERS = frozenset(word_list("subjects_openers"))

@@ -15,11 +15,12 @@ from tasks.pii.names import (
     ORG_WORD,
     SELF_INTRODUCTION,
     corroborated,
+    fold,
     has_cue,
     lexicon_support,
     product_modifier,
 )
-from tasks.pii.names.cues import fold, particles_end
+from tasks.pii.names.cues import particles_end
 from tasks.pii.span_recognizer import person_recognizer
 
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
