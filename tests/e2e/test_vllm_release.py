@@ -102,6 +102,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     from infra.serving.models import model_cache_root
     from tasks.release.adapters import load_candidate
     from tests.e2e.vllm_workloads import (
+        CROWD,
         Users,
         alerting,
         burst,
@@ -182,7 +183,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
             seed = 0
             while not stop.is_set() and load_state(store).release_of("a").phase != "rolled_back":
                 seed += 1
-                burst(str(gw.admin_url), {"a": 12}, seed, seen, votes_to=gw.url, population=2000)
+                burst(str(gw.admin_url), {"a": 12}, seed, seen, votes_to=gw.url, population=CROWD)
 
         threads = [
             threading.Thread(target=crowd, daemon=True),

@@ -99,6 +99,14 @@ def _ask(
         users.feedback[value] += 1
 
 
+CROWD = 2_000
+"""The people the drill's voting crowd and paced users come from. New people keep coming, as
+in production: a release step needs 10 distinct users on stable's 10 % holdback, and 500
+requests of the demo's 200 people (heavy users among them) ran out before B's 90 % step had
+them once A's crowd was gone (CI-20: 14 min); of 200 people the 120 requests after the first
+240 bring 29 new voters, of 2,000 about 80 (CI-18: A's feedback rule never fired)."""
+
+
 def burst(
     gateway: str,
     counts: dict[str, int],
@@ -147,10 +155,7 @@ def paced(
     as a regression of that workload's candidate; tallied into ``seen[workload]``."""
     from tasks.demo.simulate import build_population, plan_requests
 
-    # new people keep coming, as in production: a release step needs 10 distinct users on
-    # stable's 10 % holdback, and 500 requests of the demo's 200 people (heavy users among
-    # them) ran out before B's 90 % step had them once A's crowd was gone (CI-20: 14 min)
-    users = build_population(2000, seed=0)
+    users = build_population(CROWD, seed=0)
     plan = plan_requests(users, requests=3000, seed=11, feedback_fraction=1.0)
     lock = threading.Lock()
     tally = seen.setdefault(workload, Users())
