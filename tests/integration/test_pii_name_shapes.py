@@ -69,12 +69,19 @@ OPENERS = [
     "Hi, upgrade my plan to premium",
     "Hi, apologies for the double message",
     "Hi, sent the photos yesterday",
+    # and after a capitalised sign-off, or a term of address in a name's place
+    "Thanks, works now",
+    "Thanks, sounds good",
+    "Cheers, mate",
+    "thanks buddy, that fixed it",
 ]
 LOWER_CASE_NAMES = [
     ("hi zainab the order is late", ["zainab"]),
     ("hello adaeze can you check my refund", ["adaeze"]),
     ("hi, bongani here", ["bongani"]),
     ("thanks, diane", ["diane"]),
+    ("Thanks, Máté", ["Máté"]),
+    ("Best, Leon", ["Leon"]),
     ("Hi john, can you call me back", ["john"]),
     ("Hi, this is tendai moyo, my card was charged twice", ["tendai", "moyo"]),
     # after a self-introduction any word is the writer's name, whatever the case of the rest

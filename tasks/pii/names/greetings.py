@@ -99,13 +99,15 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
             if not m.group(1) or not _is_name_word(m.group(1), stop):
                 continue
             if (
-                regex is _CUE
+                regex in (_CUE, _FINAL)
                 and capitals
                 and m.group(1).islower()
                 and not _INTRODUCTION.search(text, m.start(), m.start(1))
                 and not known(m.group(1))
             ):
-                continue  # "Hi, deliver to the back door": this writer would capitalise a name
+                # "Hi, deliver to the back door", "Thanks, works now": this writer would
+                # capitalise a name
+                continue
             end = m.end(1)
             if m.group(2) and _is_name_word(m.group(2), stop):
                 end = m.end(2)
