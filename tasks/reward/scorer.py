@@ -350,26 +350,13 @@ async def ascore_batch(
 
 
 def score_answer(
+    item: ScoreItem,
     *,
-    question: str,
-    contexts: list[str],
-    answer: str,
-    reference: str | None = None,
-    feedback: int | None = None,
-    latency_s: float | None = None,
     judge: Judge | None = None,
     settings: Settings | None = None,
     ragas_mode: str | None = None,
 ) -> RewardBreakdown:
     """The reward of one answer (use :class:`Scorer` or :func:`score_batch` for many)."""
-    item = ScoreItem(
-        question=question,
-        contexts=list(contexts),
-        answer=answer,
-        reference=reference,
-        feedback=feedback,
-        latency_s=latency_s,
-    )
     return score_batch([item], judge=judge, settings=settings, ragas_mode=ragas_mode)[0]
 
 

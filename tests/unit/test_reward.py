@@ -102,10 +102,13 @@ def test_non_llm_faithfulness_and_recall() -> None:
     assert support("The answer is 82.", CTX) == 0.0
     assert support("Paris is the capital", ["Paris is the capital of France"]) == 1.0
     assert support("?!", CTX) is None
-    b = score_answer(question="What is 23+58?", contexts=CTX, answer="81", settings=Settings())
+    b = score_answer(
+        ScoreItem(question="What is 23+58?", contexts=CTX, answer="81"), settings=Settings()
+    )
     assert (b.faithfulness, b.context_recall) == (1.0, 1.0)
     no_ctx = score_answer(
-        question="Hi there", contexts=[], answer="Hello", latency_s=1.0, settings=Settings()
+        ScoreItem(question="Hi there", contexts=[], answer="Hello", latency_s=1.0),
+        settings=Settings(),
     )
     assert set(no_ctx.missing) == {"judge", "faithfulness", "context_recall"}
     assert Scorer(Settings()).ragas_mode == "non_llm"
