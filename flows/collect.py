@@ -12,6 +12,7 @@ from infra.lease import erasure_lease
 from infra.parameters import Hours
 from infra.runtime import Runtime
 from tasks.collect import (
+    CollectCounts,
     CollectResult,
     collect_result,
     dedupe,
@@ -65,17 +66,14 @@ def collect(window_start: datetime | None = None, hours: Hours = 1) -> CollectRe
             late = refresh_feedback_task(
                 rt.store, source, lookahead_hours=rt.settings.feedback_lookahead_hours
             )
-        result = collect_result(
-            batch,
-            window=window,
+        counts = CollectCounts(
             written=len(records),
             quarantined=len(bad),
             opted_out=opted_out,
             duplicates=duplicates,
             unconfigured=unconfigured,
-            key=key,
-            late=late,
         )
+        result = collect_result(batch, counts, window=window, key=key, late=late)
         report_collect(report, result, late)
     publish_collect(result, late, hours=hours)
     return result

@@ -150,15 +150,23 @@ def invalid_rows(batch: WindowBatch, *, window: str) -> list[Quarantine]:
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class CollectCounts:
+    """What became of the window's traces: ``written`` to the batch, ``quarantined``, and
+    those dropped as ``opted_out`` or ``duplicates``, or shared as ``unconfigured``."""
+
+    written: int
+    quarantined: int
+    opted_out: int
+    duplicates: int
+    unconfigured: int
+
+
 def collect_result(
     batch: WindowBatch,
+    counts: CollectCounts,
     *,
     window: str,
-    written: int,
-    quarantined: int,
-    opted_out: int,
-    duplicates: int,
-    unconfigured: int,
     key: str,
     late: FeedbackRefresh,
 ) -> CollectResult:
@@ -166,13 +174,13 @@ def collect_result(
     by the source."""
     return CollectResult(
         window=window,
-        read=len(batch.records) + quarantined + sum(batch.dropped.values()),
-        written=written,
-        quarantined=quarantined,
-        opted_out=opted_out,
-        duplicates=duplicates,
+        read=len(batch.records) + counts.quarantined + sum(batch.dropped.values()),
+        written=counts.written,
+        quarantined=counts.quarantined,
+        opted_out=counts.opted_out,
+        duplicates=counts.duplicates,
         key=key,
-        unconfigured_workload=unconfigured,
+        unconfigured_workload=counts.unconfigured,
         dropped=dict(batch.dropped),
         feedback_changed=late.changed,
     )
