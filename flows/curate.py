@@ -13,7 +13,7 @@ from infra.lease import erasure_lease
 from infra.runtime import Runtime
 from tasks.curate.dedup import seen_before_task
 from tasks.curate.gates import apply_gates, join_scores, load_inputs_task, quarantine_record
-from tasks.curate.steps import anonymize_window, commit_curation
+from tasks.curate.steps import Anonymised, anonymize_window, commit_curation
 from tasks.curate.summary import CurateResult, publish_curate
 from tasks.datasets import training_exclusions
 from tasks.feedback import clear_stale, mark_stale, stale_windows_task
@@ -57,17 +57,16 @@ def curate(window_start: datetime | None = None) -> CurateResult:
             rt, report, gated.kept, windows=[*stale, window]
         )
         bad = [quarantine_record(r, "no score row for this trace") for r in unscored] + broken
+        anonymised = Anonymised(examples, bad, canary)
         with erasure_lease(rt.store, rt.settings).shared():  # no erasure from read to write
             result, queued = commit_curation(
                 rt,
                 report,
                 window,
                 gated,
-                examples,
+                anonymised,
                 rows=[*rows, *unscored],
-                quarantined=bad,
                 opted_out=opted_out,
-                canary=canary,
                 read=rollouts.num_rows,
             )
     publish_curate(result, queued=queued)

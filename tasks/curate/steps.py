@@ -5,6 +5,7 @@ erasure lease, k-anonymity and every write of the window, with its golden-set co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prefect import get_run_logger, unmapped
@@ -27,6 +28,16 @@ from tasks.review import queue_for_review
 # Traces per anonymisation task, in spaCy batches (512 at the default batch size): the unit
 # the task runner (FLYWHEEL_TASK_RUNNER: threads, dask, ray) spreads out.
 CHUNK_BATCHES = 8
+
+
+@dataclass(frozen=True)
+class Anonymised:
+    """The window's rows after :func:`anonymize_window`: the anonymised ``examples``, every
+    row ``quarantined`` so far, and the canary check's audit details (None: no canaries)."""
+
+    examples: list[CuratedExample]
+    quarantined: list[Quarantine]
+    canary: dict[str, Any] | None
 
 
 def anonymize_window(
@@ -66,12 +77,10 @@ def commit_curation(
     report: StageReport,
     window: str,
     gated: Gated,
-    examples: list[CuratedExample],
+    anonymised: Anonymised,
     *,
     rows: Sequence[Rollout],
-    quarantined: list[Quarantine],
     opted_out: set[str],
-    canary: dict[str, Any] | None,
     read: int,
 ) -> tuple[CurateResult, int]:
     """k-anonymity and every write of the window (held rows, the table, quarantine, review
@@ -80,6 +89,7 @@ def commit_curation(
     (``rows``: the window's rollouts) are left out here. Returns the result and how many
     rows were queued for review."""
     cfg, gates_read = rt.settings.curate, opted_out
+    examples, quarantined, canary = anonymised.examples, anonymised.quarantined, anonymised.canary
     opted_out = training_exclusions(rt.catalog, mode=rt.settings.consent_mode)  # read again
     examples, bad = drop_erased(
         examples, quarantined, rows=rows, excluded=opted_out, before=gates_read

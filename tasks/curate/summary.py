@@ -13,6 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 if TYPE_CHECKING:
     from infra.metrics.stage import StageReport
     from tasks.curate.commit import Curation
+    from tasks.curate.gates import Gated
     from tasks.curate.kanon import KDecision
 
 
@@ -46,14 +47,14 @@ def curate_result(
     window: str,
     read: int,
     decision: KDecision,
-    dropped: Counter[str],
+    gated: Gated,
     pii: Counter[str],
     quarantined: int,
     snapshot_id: int | None,
     withdrawn: int,
-    ineligible: Counter[str] | None = None,
 ) -> CurateResult:
-    """The run's counts from what k-anonymity decided and what the gates dropped."""
+    """The run's counts from what k-anonymity decided and what the gates dropped (``gated``:
+    its drops by reason, and the reward-incomplete ones by why)."""
     roles = Counter(r["eligible_as"] for r in decision.release)
     return CurateResult(
         window=window,
@@ -64,11 +65,11 @@ def curate_result(
         k_withheld=len(decision.hold),
         released=len(decision.released_ids),
         quarantined=quarantined,
-        dropped=dict(sorted(dropped.items())),
+        dropped=dict(sorted(gated.dropped.items())),
         pii_entities=dict(sorted(pii.items())),
         snapshot_id=snapshot_id,
         withdrawn=withdrawn,
-        ineligible=dict((ineligible or Counter()).most_common()),
+        ineligible=dict(gated.ineligible.most_common()),
     )
 
 
@@ -81,12 +82,11 @@ def window_result(
         window=done.window,
         read=read,
         decision=done.decision,
-        dropped=done.gated.dropped,
+        gated=done.gated,
         pii=pii,
         quarantined=len(done.quarantined),
         snapshot_id=snapshot_id,
         withdrawn=done.state.withdrawn,
-        ineligible=done.gated.ineligible,
     )
     checked = (done.canary or {}).get("recall", [])
     result.canary_recall = {f"{c['language']}/{c['entity_type']}": c["recall"] for c in checked}

@@ -6,6 +6,7 @@ from collections import Counter
 
 from infra.keys import held_key
 from infra.store import LocalStore
+from tasks.curate.gates import Gated
 from tasks.curate.kanon import KDecision, prune_held, read_held, write_held
 from tasks.curate.summary import curate_result, summary_markdown
 
@@ -42,7 +43,7 @@ def test_summary_counts_roles_and_releases() -> None:
         window="w",
         read=5,
         decision=decision,
-        dropped=Counter(duplicate=2),
+        gated=Gated(kept=[], dropped=Counter(duplicate=2)),
         pii=Counter(PERSON=3),
         quarantined=0,
         snapshot_id=7,
