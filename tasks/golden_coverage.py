@@ -66,6 +66,14 @@ def sentences(text: str) -> list[str]:
     return parts or [text]
 
 
+@dataclass(frozen=True)
+class GoldenSet:
+    """The golden questions a measure compares with, and the golden set's version."""
+
+    questions: Sequence[str]
+    version: str
+
+
 @dataclass
 class Cluster:
     """A group of uncovered prompts: size, share of the window, telling tokens, one example."""
@@ -154,27 +162,26 @@ def similarities(prompts: Sequence[str], golden: Sequence[str]) -> tuple[list[fl
 
 def measure(
     prompts: Sequence[str],
-    golden: Sequence[str],
+    golden: GoldenSet,
     *,
     workload: str,
     window: str,
-    golden_version: str,
     threshold: float,
     released: Sequence[bool] | None = None,
     ids: Sequence[str] | None = None,
     max_clusters: int = MAX_CLUSTERS,
 ) -> Coverage:
-    """The coverage of ``prompts`` (anonymised) by the ``golden`` questions; ``released``: per
-    prompt, whether k-anonymity released it (only a released prompt is shown as an example;
+    """The coverage of ``prompts`` (anonymised) by the ``golden`` set's questions; ``released``:
+    per prompt, whether k-anonymity released it (only a released prompt is shown as an example;
     None: all were); ``ids``: each prompt's trace id (the stored measure names its examples by
     them)."""
-    cov = Coverage(workload, window, golden_version, len(prompts), 0, threshold)
+    cov = Coverage(workload, window, golden.version, len(prompts), 0, threshold)
     if not prompts:
         return cov
-    if not golden:
+    if not golden.questions:
         sims, vectoriser, vectors = [0.0] * len(prompts), None, None
     else:
-        sims, vectoriser, vectors = similarities(prompts, golden)
+        sims, vectoriser, vectors = similarities(prompts, golden.questions)
     cov.covered = sum(s >= threshold for s in sims)
     uncovered = [i for i, s in enumerate(sims) if s < threshold]
     groups = _group(uncovered, vectors, threshold)
@@ -311,10 +318,9 @@ def measure_window(
             continue
         cov = measure(
             [str(r["question"]) for r in rows],
-            [it.question for it in items],
+            GoldenSet([it.question for it in items], version),
             workload=workload,
             window=window,
-            golden_version=version,
             threshold=curate.coverage_similarity,
             released=[r["trace_id"] in released for r in rows],
             ids=[str(r["trace_id"]) for r in rows],

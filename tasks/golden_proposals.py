@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from infra.errors import ObjectNotFound
 from tasks.golden import GoldenItem, settings_golden_set
-from tasks.golden_coverage import measure
+from tasks.golden_coverage import GoldenSet, measure
 from tasks.reward.verifiers import DEFAULT_WORKLOAD
 
 if TYPE_CHECKING:
@@ -181,10 +181,9 @@ def candidates(
     questions = [str(r["question"]) for r in rows]
     cov = measure(
         questions,
-        [it.question for it in golden],
+        GoldenSet([it.question for it in golden], golden_version),
         workload=workload,
         window="curated",
-        golden_version=golden_version,
         threshold=threshold,
         max_clusters=1_000,
     )

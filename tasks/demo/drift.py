@@ -145,7 +145,7 @@ def run_drift(
 def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: float) -> DriftReport:
     from infra.runtime import Runtime
     from tasks.golden import settings_golden_set
-    from tasks.golden_coverage import measure
+    from tasks.golden_coverage import GoldenSet, measure
     from tasks.golden_proposals import export, pending, propose
     from tasks.golden_review import review
     from tasks.release.agreement import read_outcomes
@@ -159,10 +159,9 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
     def coverage(asks: list[Ask], golden: list[Any], gv: str) -> Any:
         return measure(
             [a.question for a in asks],
-            [it.question for it in golden],
+            GoldenSet([it.question for it in golden], gv),
             workload=WORKLOAD,
             window="scenario",
-            golden_version=gv,
             threshold=threshold,
         )
 

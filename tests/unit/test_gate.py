@@ -239,7 +239,7 @@ def test_report_shows_the_decision_and_its_numbers(scorer) -> None:
 
 def test_report_names_its_golden_version_and_warns_of_low_coverage(scorer) -> None:
     from tasks.golden import golden_version
-    from tasks.golden_coverage import gate_warning, measure
+    from tasks.golden_coverage import GoldenSet, gate_warning, measure
 
     items = load_golden()[:40]
     version = golden_version()
@@ -254,10 +254,9 @@ def test_report_names_its_golden_version_and_warns_of_low_coverage(scorer) -> No
     prompts = ["What is 12+30?", "What is 3 to the power of 4?", "What is 2 to the power of 9?"]
     coverage = measure(
         prompts,
-        [it.question for it in items],
+        GoldenSet([it.question for it in items], version),
         workload="calculator",
         window="2026-11-30T10:00:00Z",
-        golden_version=version,
         threshold=0.6,
     )
     result.warnings.append(str(gate_warning(coverage, minimum=0.8, golden_version=version)))

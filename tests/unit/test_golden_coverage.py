@@ -33,10 +33,9 @@ CLOCK = ["What time is it 45 minutes after 10:30?", "What time is it 20 minutes 
 def measure(prompts: list[str], **kw) -> golden_coverage.Coverage:
     return golden_coverage.measure(
         prompts,
-        GOLDEN,
+        golden_coverage.GoldenSet(GOLDEN, "gTEST"),
         workload="calculator",
         window="2026-11-30T10:00:00Z",
-        golden_version="gTEST",
         threshold=0.6,
         **kw,
     )
