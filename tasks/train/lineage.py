@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from infra.settings import CurateSettings, Settings
     from infra.store import ObjectStore
     from tasks.train.config import TrainConfig
-    from tasks.train.methods import MethodChoice
     from tasks.train.pairs import Selection
+    from tasks.train.run import TrainRun
     from tasks.train.trainer import TrainOutcome
 
 LINEAGE = "lineage.json"
@@ -201,20 +201,19 @@ def training_data(
 
 
 def build_lineage(
+    run: TrainRun,
     *,
-    base_version: str,
-    train_run: str,
-    choice: MethodChoice,
     config: TrainConfig,
-    selection: Selection,
     pairs_snapshot_id: int | None,
     consent_snapshot_id: int | None,
     outcome: TrainOutcome,
     evaluation: Evaluation,
     settings: Settings,
-    started_at: datetime,
 ) -> Lineage:
-    """The lineage of a trained checkpoint, before it is published (``version`` unset)."""
+    """The lineage of a checkpoint ``run`` trained (its id, base version, method choice,
+    selection and start), before it is published (``version`` unset)."""
+    base_version, train_run, choice = run.base, run.run_id, run.choice
+    selection, started_at = run.selection, run.started
     pairs = None
     if pairs_snapshot_id is not None:
         pairs = PairsSnapshot(

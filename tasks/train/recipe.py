@@ -131,6 +131,7 @@ def publish(run: Path) -> str:
     from tasks.train.lineage import build_lineage
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import Selection, write_pairs
+    from tasks.train.run import TrainRun
     from tasks.train.trainer import TrainOutcome
 
     rt = Runtime.from_env()
@@ -144,12 +145,17 @@ def publish(run: Path) -> str:
     evaluation = evaluate_golden_dirs(
         Path(info["base_dir"]), model_dir, settings=rt.settings, workload=selection.workload
     )
-    lineage = build_lineage(
-        base_version=info["base_version"],
-        train_run=info["train_run"],
+    planned = TrainRun(
+        run_id=info["train_run"],
+        base=info["base_version"],
+        base_dir=Path(info["base_dir"]),
         choice=MethodChoice(**info["choice"]),
-        config=config,
         selection=selection,
+        started=info["started_at"],
+    )
+    lineage = build_lineage(
+        planned,
+        config=config,
         pairs_snapshot_id=pairs_sid,
         consent_snapshot_id=current_snapshot_id(rt.catalog, "consent"),
         outcome=TrainOutcome(
@@ -162,7 +168,6 @@ def publish(run: Path) -> str:
         ),
         evaluation=evaluation,
         settings=rt.settings,
-        started_at=info["started_at"],
     )
     published = publish_checkpoint(rt.store, model_dir, lineage=lineage)
     record_event(

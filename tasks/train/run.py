@@ -157,17 +157,13 @@ def train_selection(
             workload=selection.workload,
         )
         lineage = build_lineage(
-            base_version=base,
-            train_run=run_id,
-            choice=choice,
+            run,
             config=config,
-            selection=selection,
             pairs_snapshot_id=pairs_sid,
             consent_snapshot_id=consent_sid,
             outcome=outcome,
             evaluation=evaluation,
             settings=rt.settings,
-            started_at=run.started,
         )
         lineage = publish_task(rt.store, outcome.output_dir, lineage=lineage)
     report_training(report, outcome=outcome, lineage=lineage)

@@ -30,6 +30,7 @@ from tasks.train.lineage import (
 )
 from tasks.train.methods import Method, MethodChoice
 from tasks.train.pairs import GoldenFilter, Selection, select
+from tasks.train.run import TrainRun
 from tasks.train.trainer import TrainOutcome
 from tasks.train.user_lineage import LineageView
 
@@ -98,14 +99,19 @@ def _lineage(method: Method, tmp_path: Path) -> Lineage:
         "rewards/margins": 0.123456789,
         "rewards/accuracies": 0.75,
     }
-    lineage = build_lineage(
-        base_version="v0",
-        train_run="run-123",
+    run = TrainRun(
+        run_id="run-123",
+        base="v0",
+        base_dir=tmp_path,
         choice=MethodChoice(method=method, reason=f"requested {method}: 4 items", available=4),
+        selection=_selection(),
+        started=datetime(2026, 3, 2, 12, 0, tzinfo=UTC),
+    )
+    lineage = build_lineage(
+        run,
         config=TrainConfig(
             method=method, max_steps=20, learning_rate=5e-5, use_lora=method == "rft"
         ),
-        selection=_selection(),
         pairs_snapshot_id=pairs_sid,
         consent_snapshot_id=consent_sid,
         outcome=TrainOutcome(
@@ -120,7 +126,6 @@ def _lineage(method: Method, tmp_path: Path) -> Lineage:
             golden_items=200, base_accuracy=0.46, accuracy=0.865, decoding="greedy"
         ),
         settings=Settings(home=tmp_path / "home", curate=curate),
-        started_at=datetime(2026, 3, 2, 12, 0, tzinfo=UTC),
     )
     finished = datetime.fromisoformat(FINISHED)
     return lineage.model_copy(update={"version": "v1", "finished_at": finished})
