@@ -9,6 +9,7 @@ curated before a name was checked: the shared release's, as the gateway serves t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, TypeVar
 
@@ -104,6 +105,20 @@ def in_buffer(
         if limit <= 0 or row[CREATED_AT] >= now - timedelta(days=limit):
             out.append(row)
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferScope:
+    """Which rows of the rolling buffer a selection reads: :func:`read_examples`'s limits
+    (the newest ``buffer_windows``, ``buffer_days`` and ``workload_days``, the rows
+    ``served_by`` one version, ``workload``'s rows among the configured ``workloads``)."""
+
+    buffer_windows: int = 0
+    buffer_days: float = 0
+    workload_days: dict[str, float] | None = None
+    served_by: str | None = None
+    workload: str | None = None
+    workloads: Collection[str] | None = None
 
 
 def read_examples(

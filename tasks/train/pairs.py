@@ -52,7 +52,7 @@ from infra.task_retries import IO_RETRIES
 from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
 from tasks.datasets import WORKLOAD, BufferedExample, PreferencePair
 from tasks.golden import GoldenItem, golden_matcher, own_golden_path, settings_golden
-from tasks.train.buffer import read_examples
+from tasks.train.buffer import BufferScope, read_examples
 from tasks.train.rows import PromptRow, SelectedPair, SftRow
 
 if TYPE_CHECKING:
@@ -341,33 +341,30 @@ def write_pairs(
 def select_training_data(
     catalog: Catalog,
     *,
-    buffer_windows: int = 0,
+    scope: BufferScope = BufferScope(),
     min_margin: float,
     render: Render = demo_render,
     contaminated: Callable[[str], bool],
-    buffer_days: float = 0,
-    workload_days: dict[str, float] | None = None,
     human_override: bool = True,
-    served_by: str | None = None,
     consent_mode: str = "opt_in",
-    workload: str | None = None,
-    workloads: Collection[str] | None = None,
 ) -> Selection:
-    """Read the buffer at one snapshot and select pairs, singles and prompts from it; a trace
-    a person labelled trains with the human score as its reward (``human_override``); users
-    excluded by consent now, per ``consent_mode``, are dropped even if curate kept them;
-    ``workload``: that workload's rows only (None: every workload's; ``workloads``: the
-    configured ones, see :func:`~tasks.train.buffer.workload_of`)."""
+    """Read the buffer (its rows in ``scope``) at one snapshot and select pairs, singles and
+    prompts from it; a trace a person labelled trains with the human score as its reward
+    (``human_override``); users excluded by consent now, per ``consent_mode``, are dropped
+    even if curate kept them; ``scope.workload``: that workload's rows only (None: every
+    workload's; ``scope.workloads``: the configured ones, see
+    :func:`~tasks.train.buffer.workload_of`)."""
     from tasks.datasets import training_exclusions
 
+    workload = scope.workload
     rows, sid, windows = read_examples(
         catalog,
-        buffer_windows,
-        buffer_days=buffer_days,
-        workload_days=workload_days,
-        served_by=served_by,
+        scope.buffer_windows,
+        buffer_days=scope.buffer_days,
+        workload_days=scope.workload_days,
+        served_by=scope.served_by,
         workload=workload,
-        workloads=workloads,
+        workloads=scope.workloads,
     )
     if human_override:
         from tasks.review import override_rewards

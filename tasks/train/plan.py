@@ -18,6 +18,7 @@ from prefect import task
 
 from infra.settings.workloads import configured_workload
 from infra.task_retries import IO_RETRIES
+from tasks.train.buffer import BufferScope
 from tasks.train.evidence import ABLATION_FILE, regressed_methods
 from tasks.train.methods import MethodChoice, choose_method
 from tasks.train.pairs import GoldenFilter, Selection, prompt_renderer, select_training_data
@@ -54,19 +55,22 @@ def plan_training(
     """
     cfg, workloads = settings.train, settings.workloads
     configured_workload(workload, workloads)
-    selection = select_training_data(
-        catalog,
+    scope = BufferScope(
         buffer_windows=cfg.buffer_windows,
         buffer_days=cfg.buffer_days,
         workload_days=cfg.workload_buffer_days,
+        served_by=base_version if cfg.on_policy else None,
+        workload=workload,
+        workloads=workloads,
+    )
+    selection = select_training_data(
+        catalog,
+        scope=scope,
         min_margin=cfg.min_margin,
         render=prompt_renderer(base_dir),
         contaminated=GoldenFilter.from_settings(settings.reward, workload, workloads=workloads),
         human_override=settings.review.override_rewards,
-        served_by=base_version if cfg.on_policy else None,
         consent_mode=settings.consent_mode,
-        workload=workload,
-        workloads=workloads,
     )
     choice = choose_method(
         method or cfg.method,

@@ -114,6 +114,7 @@ def test_a_conversation_goes_gateway_to_pairs_and_langfuse_gives_the_same_record
     from flows.collect import collect
     from flows.curate import curate
     from flows.score import score
+    from tasks.train.buffer import BufferScope
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select_training_data
 
     monkeypatch.setenv("FLYWHEEL_CURATE__K_ANONYMITY", "1")
@@ -153,7 +154,7 @@ def test_a_conversation_goes_gateway_to_pairs_and_langfuse_gives_the_same_record
         open_catalog(settings),
         min_margin=0.2,
         render=render,
-        buffer_days=7,
+        scope=BufferScope(buffer_days=7),
         contaminated=GoldenFilter.from_settings(settings.reward),
     )
     assert len(selection.pairs) == 1

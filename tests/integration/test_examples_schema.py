@@ -14,6 +14,7 @@ from infra.catalog import NAMESPACE, SCHEMAS, append_rows, open_catalog, scan
 from infra.keys import window_id
 from infra.settings import get_settings
 from tasks.demo import domain
+from tasks.train.buffer import BufferScope
 from tasks.train.pairs import GoldenFilter, select_training_data
 
 pytestmark = pytest.mark.integration
@@ -78,9 +79,11 @@ def test_a_weekly_train_run_with_default_settings_reads_the_last_7_days(
     # the selection the train flow makes with its settings (flows/train.py)
     sel = select_training_data(
         catalog,
-        buffer_windows=cfg.buffer_windows,
-        buffer_days=cfg.buffer_days,
-        workload_days=cfg.workload_buffer_days,
+        scope=BufferScope(
+            buffer_windows=cfg.buffer_windows,
+            buffer_days=cfg.buffer_days,
+            workload_days=cfg.workload_buffer_days,
+        ),
         min_margin=cfg.min_margin,
         contaminated=GoldenFilter.from_settings(get_settings().reward),
     )

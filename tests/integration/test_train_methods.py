@@ -15,6 +15,7 @@ from infra.serving.local_lm import LocalLM
 from infra.settings import RewardSettings, get_settings
 from infra.store import LocalStore
 from tasks.demo import domain
+from tasks.train.buffer import BufferScope
 from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage
 from tasks.train.methods import grpo_reward
@@ -89,7 +90,7 @@ def test_selection_reads_the_last_windows_at_one_snapshot_and_reruns_replace(
         append_rows(catalog, "training_examples", rows(window, 4))
     sel = select_training_data(
         catalog,
-        buffer_windows=2,
+        scope=BufferScope(buffer_windows=2),
         min_margin=0.2,
         contaminated=GoldenFilter.from_settings(get_settings().reward),
     )
