@@ -28,7 +28,16 @@ from tasks.demo import domain, workloads
 from tasks.demo.agent import conversations, request_messages
 from tasks.demo.population import PREAMBLES, SimUser, build_population
 
-__all__ = ["PREAMBLES", "SimRequest", "SimUser", "build_population", "plan_requests", "simulate"]
+__all__ = [
+    "PREAMBLES",
+    "Connection",
+    "Crowd",
+    "SimRequest",
+    "SimUser",
+    "build_population",
+    "plan_requests",
+    "simulate",
+]
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -54,6 +63,28 @@ class SimRequest:
     neutral: bool
     follows: int | None = None  # index of the earlier request this one follows up on
     workload: str | None = None  # sent as X-Flywheel-Workload (None: the default workload)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Crowd:
+    """Who the simulated users are and how they rate: ``n_users`` people drawn from
+    ``population_seed`` (the same people come back run after run), an ``opt_out_fraction``
+    of them opted out of training; a ``feedback_fraction`` of requests is rated, on the
+    verifier score with ``feedback_noise``."""
+
+    n_users: int = 200
+    population_seed: int = 0
+    opt_out_fraction: float = 0.1
+    feedback_fraction: float = 0.3
+    feedback_noise: float = 0.3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """How the simulated users reach the gateway: the key they send, each call's timeout."""
+
+    api_key: str = "sk-flywheel-simulator"
+    timeout_s: float = 60.0
 
 
 @dataclass
@@ -293,32 +324,29 @@ def simulate(
     requests: int,
     concurrency: int = 8,
     seed: int = 0,
-    population_seed: int = 0,
+    crowd: Crowd = Crowd(),
     catalog: Catalog | None = None,
     settings: Settings,
-    n_users: int = 200,
-    opt_out_fraction: float = 0.1,
-    feedback_fraction: float = 0.3,
-    feedback_noise: float = 0.3,
-    api_key: str = "sk-flywheel-simulator",
-    timeout_s: float = 60.0,
+    connection: Connection = Connection(),
 ) -> SimulationSummary:
     """Send ``requests`` simulated user requests through the gateway at ``base_url`` (its root,
     e.g. ``http://127.0.0.1:8088``), record consent, give feedback; returns what happened.
 
-    ``population_seed`` fixes who the users are (the same people come back run after run);
-    ``seed`` fixes what they ask this run (vary it per cycle for fresh traffic)."""
+    ``crowd.population_seed`` fixes who the users are (the same people come back run after
+    run); ``seed`` fixes what they ask this run (vary it per cycle for fresh traffic)."""
     from infra.catalog import open_catalog
 
     started = time.perf_counter()
     gateway_root = base_url.rstrip("/").removesuffix("/v1")
-    users = build_population(n_users, seed=population_seed, opt_out_fraction=opt_out_fraction)
+    users = build_population(
+        crowd.n_users, seed=crowd.population_seed, opt_out_fraction=crowd.opt_out_fraction
+    )
     plan = plan_requests(
         users,
         requests=requests,
         seed=seed,
-        feedback_fraction=feedback_fraction,
-        feedback_noise=feedback_noise,
+        feedback_fraction=crowd.feedback_fraction,
+        feedback_noise=crowd.feedback_noise,
         demo_workloads=workloads.of_settings(settings),
     )
     summary = SimulationSummary(requests=requests, users=len(users))
@@ -334,8 +362,8 @@ def simulate(
             plan,
             gateway_root=gateway_root,
             concurrency=concurrency,
-            api_key=api_key,
-            timeout_s=timeout_s,
+            api_key=connection.api_key,
+            timeout_s=connection.timeout_s,
             summary=summary,
         )
     )

@@ -20,7 +20,14 @@ from infra.catalog import open_catalog, scan
 from infra.privacy import user_key
 from infra.settings import Settings
 from tasks.demo import domain
-from tasks.demo.simulate import build_population, plan_requests, record_consent, simulate
+from tasks.demo.simulate import (
+    Connection,
+    Crowd,
+    build_population,
+    plan_requests,
+    record_consent,
+    simulate,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -101,10 +108,9 @@ def test_users_ask_through_the_openai_api_with_pii_consent_and_feedback(
         requests=150,
         concurrency=6,
         seed=3,
-        population_seed=3,
+        crowd=Crowd(n_users=40, population_seed=3),
         catalog=catalog,
         settings=settings,
-        n_users=40,
     )
     assert (summary.succeeded, summary.failed) == (150, 0)
     assert len(fake.chats) == 150
@@ -166,9 +172,9 @@ def test_an_unreachable_gateway_is_counted_not_raised(settings: Settings) -> Non
         requests=4,
         concurrency=4,
         seed=0,
+        crowd=Crowd(n_users=10),
         settings=settings,
-        n_users=10,
-        timeout_s=5,
+        connection=Connection(timeout_s=5),
     )
     assert (summary.succeeded, summary.failed) == (0, 4)
     assert re.fullmatch(r"[0-9a-f]{64}", user_key("u", "s"))
