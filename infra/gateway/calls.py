@@ -11,7 +11,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -25,7 +25,7 @@ from infra.upstream.statuses import UpstreamRefused
 
 if TYPE_CHECKING:
     from infra.gateway.chat_request import ChatRequest
-    from infra.gateway.cohorts import Decision, StateWatcher
+    from infra.gateway.cohorts import StateWatcher
     from infra.gateway.feedback import TraceIds, TraceLabels
     from infra.gateway.metrics import GatewayMetrics
     from infra.gateway.tracing import TraceDispatcher
@@ -35,6 +35,24 @@ log = logging.getLogger(__name__)
 
 FEEDBACK_MODELS = 100_000  # trace id -> labels remembered for user_feedback_total
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """One upstream call of a request, as it is counted and traced: the parsed request, the
+    version that answers and its route, the sampling it is asked with, when it began (a
+    ``perf_counter`` value, its latency clock), its prompt group (a diverse request's
+    siblings share it) and its shadow pairing. Built once where the gateway has routed the
+    request (:meth:`infra.gateway.service.Gateway.chat`); the stable version standing in
+    for a canary, a shadow copy and a sibling are copies of it with their own fields."""
+
+    req: ChatRequest
+    version: str
+    route: str
+    params: GenParams
+    started: float
+    prompt_group: str
+    pairing_id: str | None = None
 
 
 class CallRecorder:
@@ -78,20 +96,12 @@ class CallRecorder:
             req.voice = self.metrics.ledger.voter(request_key(req))
         return req.voice if isinstance(req.voice, int) else None
 
-    def observe(
-        self,
-        *,
-        version: str,
-        route: str,
-        started: float,
-        error: bool,
-        req: ChatRequest,
-        done: Completion | None = None,
-    ) -> None:
-        """Count one call of ``req`` and its latency since ``started`` (a ``perf_counter``
-        value), and its user as a voice of the release line's current step; ``done``: the
-        answer, metered (tokens, and the model server's compute or else the call's seconds)."""
-        seconds = time.perf_counter() - started
+    def observe(self, call: Call, *, error: bool, done: Completion | None = None) -> None:
+        """Count one call and its latency since ``call.started`` (a ``perf_counter`` value),
+        and its user as a voice of the release line's current step; ``done``: the answer,
+        metered (tokens, and the model server's compute or else the call's seconds)."""
+        req, version, route = call.req, call.version, call.route
+        seconds = time.perf_counter() - call.started
         line = self.line(req.workload)
         if done is not None and not error:
             self.metrics.cost(
@@ -114,51 +124,22 @@ class CallRecorder:
             quota=req.quota,
         )
 
-    def failed(
-        self,
-        req: ChatRequest,
-        *,
-        version: str,
-        route: str,
-        params: GenParams,
-        started: float,
-        prompt_group: str,
-        took: float | None = None,
-    ) -> None:
-        """Count and trace one failed call of ``version`` (``took``: its seconds, when it
-        ended before now)."""
+    def failed(self, call: Call, *, took: float | None = None) -> None:
+        """Count and trace one failed call (``took``: its seconds, when it ended before
+        now); its trace pairs with no shadow copy."""
+        call = replace(call, pairing_id=None)
         if took is not None:
-            started = time.perf_counter() - took
-        self.observe(version=version, route=route, started=started, error=True, req=req)
-        self.trace(
-            req,
-            trace_id=self.new_trace_id(),
-            version=version,
-            route=route,
-            params=params,
-            started=started,
-            done=None,
-            prompt_group=prompt_group,
-        )
+            call = replace(call, started=time.perf_counter() - took)
+        self.observe(call, error=True)
+        self.trace(call, trace_id=self.new_trace_id(), done=None)
 
     def client_refused(self, exc: UpstreamRefused) -> None:
         """Count a request refused as the client's own (by status only: no version)."""
         self.metrics.client_refused.labels(str(exc.status)).inc()
 
-    def trace(
-        self,
-        req: ChatRequest,
-        *,
-        trace_id: str,
-        version: str,
-        route: str,
-        params: GenParams,
-        started: float,
-        done: Completion | None,
-        prompt_group: str,
-        pairing_id: str | None = None,
-    ) -> None:
-        """Hand one trace to the dispatcher (``done=None``: the call failed)."""
+    def trace(self, call: Call, *, trace_id: str, done: Completion | None) -> None:
+        """Hand one trace of ``call`` to the dispatcher (``done=None``: the call failed)."""
+        req, version, route, params = call.req, call.version, call.route, call.params
         # feedback counts for the version only when routing chose it (a version named by an
         # operator must not move the series its alerts and rails read)
         model = PINNED if route == "pinned" else version
@@ -176,7 +157,7 @@ class CallRecorder:
             "workload": req.workload,
             "messages": req.messages,
             "user_id": req.user_id,
-            "prompt_group": prompt_group,
+            "prompt_group": call.prompt_group,
             "question": req.question,
             "contexts": req.contexts,
             "answer": done.text if done else "",
@@ -184,14 +165,14 @@ class CallRecorder:
             "model_version": version,
             "temperature": params.temperature,
             "top_p": params.top_p,
-            "latency_s": time.perf_counter() - started,
+            "latency_s": time.perf_counter() - call.started,
             "tokens_in": done.tokens_in if done else None,
             "tokens_out": done.tokens_out if done else None,
             "finish_reason": done.finish_reason if done else None,
             "error_count": 0 if done else 1,
             "created_at": datetime.now(UTC),
             "route": _trace_route(route, version, self.watcher.view(req.workload).stable),
-            "pairing_id": pairing_id,
+            "pairing_id": call.pairing_id,
             "logprobs": done.logprobs if done else None,
         }
         cut, size = capped_size(fields, self.max_trace_chars)
@@ -200,30 +181,20 @@ class CallRecorder:
         self.dispatcher.submit_trace(fields, size=size)
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Served(Generic[T]):
-    """The result of a routed call and who gave it."""
+    """The result of a routed call and the call that gave it (the stable version's, when it
+    stood in for a failed canary: its own latency clock, no shadow pairing)."""
 
     value: T
-    version: str
-    route: str
-    started: float  # when the call that answered began (its latency clock)
-    pairing_id: str | None  # the shadow pairing; gone when the stable version stood in
+    call: Call
 
 
 async def call_routed(
-    call: Callable[[str], Awaitable[T]],
-    *,
-    recorder: CallRecorder,
-    req: ChatRequest,
-    decision: Decision,
-    params: GenParams,
-    started: float,
-    prompt_group: str,
-    pairing_id: str | None,
+    ask: Callable[[str], Awaitable[T]], *, recorder: CallRecorder, call: Call
 ) -> Served[T]:
-    """``call(version)`` for the decision's version; if that is the canary and it fails, the
-    failure is counted and traced, and ``call(stable)`` answers. Success is the caller's to
+    """``ask(version)`` for the call's version; if that is the canary and it fails, the
+    failure is counted and traced, and ``ask(stable)`` answers. Success is the caller's to
     count (a stream is counted when it ends).
 
     A refusal (HTTP 400, 413 or 422) is the client's when the stable version refuses the
@@ -237,59 +208,36 @@ async def call_routed(
             ``flywheel_client_refused_total`` only).
         UpstreamError: the version that had to answer failed (already counted and logged).
     """
-    version, route = decision.version, decision.route
+    version, route = call.version, call.route
     refused_after: float | None = None  # the canary's refusal: seconds it took
     try:
-        value = await call(version)
-        return Served(
-            value=value, version=version, route=route, started=started, pairing_id=pairing_id
-        )
+        return Served(value=await ask(version), call=call)
     except UpstreamRefused as exc:
         if route != "canary":
             recorder.client_refused(exc)
             raise
-        refused_after = time.perf_counter() - started
+        refused_after = time.perf_counter() - call.started
     except UpstreamError as exc:
-        recorder.failed(
-            req,
-            version=version,
-            route=route,
-            params=params,
-            started=started,
-            prompt_group=prompt_group,
-        )
+        recorder.failed(call)
         if route != "canary":
             log.warning("upstream %s failed: %s", version, exc)
             raise
-    stable, fallback_started = recorder.watcher.view(req.workload).stable, time.perf_counter()
+    stable = recorder.watcher.view(call.req.workload).stable
+    fallback = replace(
+        call, version=stable, route="stable", started=time.perf_counter(), pairing_id=None
+    )
     try:
-        value = await call(stable)
+        value = await ask(stable)
     except UpstreamRefused as exc:
         recorder.client_refused(exc)  # the canary's refusal, if any, was the client's too
         raise
     except UpstreamError as again:
-        recorder.observe(
-            version=stable,
-            route="stable",
-            started=fallback_started,
-            error=True,
-            req=req,
-        )
+        recorder.observe(fallback, error=True)
         log.warning("upstream %s failed: %s", stable, again)
         raise
     if refused_after is not None:  # stable accepted what the canary refused: the canary's
-        recorder.failed(
-            req,
-            version=version,
-            route=route,
-            params=params,
-            started=started,
-            prompt_group=prompt_group,
-            took=refused_after,
-        )
-    return Served(
-        value=value, version=stable, route="stable", started=fallback_started, pairing_id=None
-    )
+        recorder.failed(call, took=refused_after)
+    return Served(value=value, call=fallback)
 
 
 def _trace_route(route: str, version: str, stable: str) -> str:

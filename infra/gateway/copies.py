@@ -8,67 +8,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from infra.errors import UpstreamError
-from infra.gateway.ids import random_hex
 from infra.upstream.statuses import UpstreamRefused
 
 if TYPE_CHECKING:
-    from infra.gateway.calls import CallRecorder
-    from infra.gateway.chat_request import ChatRequest
-    from infra.gateway.cohorts import Decision
-    from infra.upstream.upstreams import Completion, GenParams, UpstreamPool
+    from infra.gateway.calls import Call, CallRecorder
+    from infra.upstream.upstreams import Completion, UpstreamPool
 
 log = logging.getLogger(__name__)
 
 
-async def run_sibling(
-    pool: UpstreamPool,
-    recorder: CallRecorder,
-    req: ChatRequest,
-    *,
-    decision: Decision,
-    params: GenParams,
-    group: str,
-    started: float,
-) -> None:
-    """A diverse-sampling sibling: traced in the same prompt group, never returned."""
+async def run_sibling(pool: UpstreamPool, recorder: CallRecorder, call: Call) -> None:
+    """A diverse-sampling sibling (``call``: its version, params and prompt group): traced,
+    never returned."""
     done: Completion | None = None
     try:
-        done = await pool.get(decision.version).complete(req.messages, params)
+        done = await pool.get(call.version).complete(call.req.messages, call.params)
     except UpstreamError as exc:
-        log.debug("diverse sibling on %s failed: %s", decision.version, exc)
-    recorder.trace(
-        req,
-        trace_id=recorder.new_trace_id(),
-        version=decision.version,
-        route=decision.route,
-        params=params,
-        started=started,
-        done=done,
-        prompt_group=group,
-    )
+        log.debug("diverse sibling on %s failed: %s", call.version, exc)
+    recorder.trace(call, trace_id=recorder.new_trace_id(), done=done)
 
 
 async def run_shadow(
     pool: UpstreamPool,
     recorder: CallRecorder,
-    req: ChatRequest,
-    *,
-    version: str,
-    params: GenParams,
-    pairing: str,
+    call: Call,
     stable_answered: asyncio.Future[bool] | None = None,
 ) -> None:
-    """The candidate's copy of a stable request, traced with the shared pairing id. A
-    refusal (400, 413, 422) is the shadow's error only when the stable version answered
-    the request (``stable_answered``): else it was the client's, and is neither counted
-    nor traced."""
+    """The candidate's copy of a stable request (``call``: the candidate, route ``shadow``,
+    the stable call's pairing id), counted and traced from when it starts. A refusal (400,
+    413, 422) is the shadow's error only when the stable version answered the request
+    (``stable_answered``): else it was the client's, and is neither counted nor traced."""
     t0 = time.perf_counter()
+    version = call.version
     done: Completion | None = None
     try:
-        done = await pool.get(version).complete(req.messages, params)
+        done = await pool.get(version).complete(call.req.messages, call.params)
     except UpstreamRefused as exc:
         took = time.perf_counter() - t0
         if stable_answered is not None and not await stable_answered:
@@ -77,17 +55,6 @@ async def run_shadow(
         t0 = time.perf_counter() - took
     except UpstreamError as exc:
         log.debug("shadow on %s failed: %s", version, exc)
-    recorder.observe(
-        version=version, route="shadow", started=t0, error=done is None, req=req, done=done
-    )
-    recorder.trace(
-        req,
-        trace_id=recorder.new_trace_id(),
-        version=version,
-        route="shadow",
-        params=params,
-        started=t0,
-        done=done,
-        prompt_group=random_hex(),
-        pairing_id=pairing,
-    )
+    call = replace(call, started=t0)
+    recorder.observe(call, error=done is None, done=done)
+    recorder.trace(call, trace_id=recorder.new_trace_id(), done=done)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import Response
 
 from infra.errors import UpstreamError
-from infra.gateway.calls import CallRecorder, call_routed
+from infra.gateway.calls import Call, CallRecorder, call_routed
 from infra.gateway.chat import (
     completion_body,
     error_response,
@@ -178,71 +178,45 @@ class Gateway:
         if refused is not None:
             return refused
         decision = servable(decision, state)
-        params = req.params
-        gw = self.settings.gateway
-        diverse = (
-            (not req.stream or gw.diverse_fraction > 0)
-            and decision.route != "pinned"
-            and self.rng.random() < gw.diverse_fraction
-            and bool(gw.diverse_temperatures)
-        )
-        temperatures = sibling_temperatures(params.temperature, gw.diverse_temperatures)
-        if diverse:
-            params = replace(params, temperature=temperatures[0])
+        params, sibling_params = self.sampling(req, decision)
         pairing_id = None
         stable_answered: asyncio.Future[bool] | None = None  # what the shadow's refusal means
         if decision.shadow_version is not None:
             pairing_id = random_hex()
             stable_answered = asyncio.get_running_loop().create_future()
-            shadow = run_shadow(
-                self.pool,
-                self.recorder,
-                req,
-                version=decision.shadow_version,
-                params=params,
-                pairing=pairing_id,
-                stable_answered=stable_answered,
+        call = Call(
+            req=req,
+            version=decision.version,
+            route=decision.route,
+            params=params,
+            started=started,
+            prompt_group=random_hex(),
+            pairing_id=pairing_id,
+        )
+        if decision.shadow_version is not None:
+            shadow = replace(
+                call, version=decision.shadow_version, route="shadow", prompt_group=random_hex()
             )
-            self.spawn(shadow)
-        prompt_group = random_hex()
+            self.spawn(run_shadow(self.pool, self.recorder, shadow, stable_answered))
         siblings = (
-            partial(
-                self.spawn_siblings,
-                req,
-                decision=decision,
-                params=[replace(params, temperature=t) for t in temperatures[1:]],
-                group=prompt_group,
-            )
-            if diverse
+            partial(self.spawn_siblings, call, sibling_params)
+            if sibling_params is not None
             else None
         )
         answered = False
         try:
             if req.stream:
                 response = await stream_chat(
-                    req,
+                    call,
                     pool=self.pool,
                     recorder=self.recorder,
-                    decision=decision,
-                    params=params,
-                    started=started,
-                    prompt_group=prompt_group,
-                    pairing_id=pairing_id,
                     reveal=admin,
                     # a stream's siblings start once it has ended well: not at its first token
                     # (they would compete with it), never for a client that hung up
                     on_end=(lambda ok: ok and siblings()) if siblings is not None else None,
                 )
             else:
-                response = await self.answer(
-                    req,
-                    decision=decision,
-                    params=params,
-                    started=started,
-                    prompt_group=prompt_group,
-                    pairing_id=pairing_id,
-                    reveal=admin,
-                )
+                response = await self.answer(call, reveal=admin)
             answered = response.status_code == 200
         finally:
             if stable_answered is not None:
@@ -251,86 +225,60 @@ class Gateway:
             siblings()
         return response
 
-    def spawn_siblings(
-        self, req: ChatRequest, *, decision: Decision, params: list[GenParams], group: str
-    ) -> None:
-        """Start the diverse-sampling siblings of an answered request (each at its own
-        ``params``), never awaited: once the user's own call has answered (its reply goes out
-        before they run), so they never compete with it. A request refused or failed gets none
-        (they would only fail or be refused likewise)."""
+    def sampling(
+        self, req: ChatRequest, decision: Decision
+    ) -> tuple[GenParams, list[GenParams] | None]:
+        """The params the user is answered with, and its diverse-sampling siblings' (None: the
+        request is not sampled; a pinned request never is)."""
+        params = req.params
+        gw = self.settings.gateway
+        diverse = (
+            (not req.stream or gw.diverse_fraction > 0)
+            and decision.route != "pinned"
+            and self.rng.random() < gw.diverse_fraction
+            and bool(gw.diverse_temperatures)
+        )
+        if not diverse:
+            return params, None
+        temperatures = sibling_temperatures(params.temperature, gw.diverse_temperatures)
+        first, rest = temperatures[0], temperatures[1:]
+        return replace(params, temperature=first), [replace(params, temperature=t) for t in rest]
+
+    def spawn_siblings(self, call: Call, params: list[GenParams]) -> None:
+        """Start the diverse-sampling siblings of an answered request's ``call`` (each at its
+        own ``params``, in its prompt group), never awaited: once the user's own call has
+        answered (its reply goes out before they run), so they never compete with it. A
+        request refused or failed gets none (they would only fail or be refused likewise)."""
         for sibling in params:
-            spawned = self.spawn(
-                run_sibling(
-                    self.pool,
-                    self.recorder,
-                    req,
-                    decision=decision,
-                    params=sibling,
-                    group=group,
-                    started=time.perf_counter(),
-                )
-            )
-            if not spawned:
+            copy = replace(call, params=sibling, started=time.perf_counter(), pairing_id=None)
+            if not self.spawn(run_sibling(self.pool, self.recorder, copy)):
                 self.recorder.metrics.siblings_skipped.inc()
 
-    async def answer(
-        self,
-        req: ChatRequest,
-        *,
-        decision: Decision,
-        params: GenParams,
-        started: float,
-        prompt_group: str,
-        pairing_id: str | None,
-        reveal: bool = False,
-    ) -> Response:
-        """Answer a non-streaming request from the decided version (the stable one if the canary
+    async def answer(self, call: Call, *, reveal: bool = False) -> Response:
+        """Answer a non-streaming ``call`` from its version (the stable one if the canary
         fails), record and trace it; 502 when no version answered. ``reveal``: the response
         names the version and route that served it (a request with the admin token)."""
+        req, params = call.req, call.params
 
         async def complete(version: str) -> Completion:
             return await self.pool.get(version).complete(req.messages, params)
 
         try:
-            served = await call_routed(
-                complete,
-                recorder=self.recorder,
-                req=req,
-                decision=decision,
-                params=params,
-                started=started,
-                prompt_group=prompt_group,
-                pairing_id=pairing_id,
-            )
+            served = await call_routed(complete, recorder=self.recorder, call=call)
         except UpstreamRefused as exc:
             return upstream_refused(exc)
         except UpstreamError as exc:
             return upstream_failed(exc)
-        version, route = served.version, served.route
-        self.recorder.observe(
-            version=version,
-            route=route,
-            started=served.started,
-            error=False,
-            req=req,
-            done=served.value,
-        )
+        self.recorder.observe(served.call, error=False, done=served.value)
         trace_id = self.recorder.new_trace_id()
+        # the trace's latency runs from the request's start (a stream's, from its call's)
         self.recorder.trace(
-            req,
-            trace_id=trace_id,
-            version=version,
-            route=route,
-            params=params,
-            started=started,
-            done=served.value,
-            prompt_group=prompt_group,
-            pairing_id=served.pairing_id,
+            replace(served.call, started=call.started), trace_id=trace_id, done=served.value
         )
         body = completion_body(
             served.value, trace_id=trace_id, model=req.model, logprobs=wants_logprobs(req)
         )
-        shown = (version, route) if reveal else None
+        shown = (served.call.version, served.call.route) if reveal else None
         return json_response(body, headers=response_headers(trace_id, served=shown))
 
     async def drain(self, timeout_s: float = 2.0) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 
 from infra.errors import UpstreamError
-from infra.gateway.calls import CallRecorder, call_routed
+from infra.gateway.calls import Call, CallRecorder, call_routed
 from infra.gateway.chat import (
     chunk_line,
     logprobs_body,
@@ -19,14 +19,12 @@ from infra.gateway.chat import (
     upstream_refused,
     wants_logprobs,
 )
-from infra.gateway.chat_request import ChatRequest
 from infra.gateway.sse import DONE_LINE, EventStream, assemble_tool_calls, tool_call_deltas
 from infra.upstream.completion import merge_meta
 from infra.upstream.statuses import UpstreamRefused
-from infra.upstream.upstreams import Completion, GenParams
+from infra.upstream.upstreams import Completion
 
 if TYPE_CHECKING:
-    from infra.gateway.cohorts import Decision
     from infra.upstream.upstreams import UpstreamPool
 
 log = logging.getLogger(__name__)
@@ -35,43 +33,30 @@ Pieces = AsyncIterator[Completion]
 
 
 async def stream_chat(
-    req: ChatRequest,
+    call: Call,
     *,
     pool: UpstreamPool,
     recorder: CallRecorder,
-    decision: Decision,
-    params: GenParams,
-    started: float,
-    prompt_group: str,
-    pairing_id: str | None,
     reveal: bool = False,
     on_end: Callable[[bool], object] | None = None,
 ) -> Response:
-    """Stream the answer as SSE chunks. The first piece is awaited before the response starts,
-    so an upstream that fails at once still gets a proper status (or, on the canary, the stable
-    version's answer). ``reveal``: the response names the version and route that served it
-    (a request with the admin token; see :mod:`infra.gateway.chat`). ``on_end``: called once
-    the stream is over, with whether the client got the whole answer (False: the upstream
-    failed mid-answer or the client hung up)."""
+    """Stream the answer to ``call`` as SSE chunks. The first piece is awaited before the
+    response starts, so an upstream that fails at once still gets a proper status (or, on the
+    canary, the stable version's answer). ``reveal``: the response names the version and
+    route that served it (a request with the admin token; see :mod:`infra.gateway.chat`).
+    ``on_end``: called once the stream is over, with whether the client got the whole answer
+    (False: the upstream failed mid-answer or the client hung up)."""
+    messages, params = call.req.messages, call.params
 
     async def first_piece(version: str) -> tuple[Completion, Pieces]:
-        pieces = pool.get(version).stream(req.messages, params)
+        pieces = pool.get(version).stream(messages, params)
         try:
             return await anext(pieces), pieces
         except StopAsyncIteration:
             return Completion(text="", finish_reason="stop"), pieces
 
     try:
-        served = await call_routed(
-            first_piece,
-            recorder=recorder,
-            req=req,
-            decision=decision,
-            params=params,
-            started=started,
-            prompt_group=prompt_group,
-            pairing_id=pairing_id,
-        )
+        served = await call_routed(first_piece, recorder=recorder, call=call)
     except UpstreamRefused as exc:
         return upstream_refused(exc)
     except UpstreamError as exc:
@@ -79,20 +64,14 @@ async def stream_chat(
     first, pieces = served.value
     trace_id = recorder.new_trace_id()
     body = _relay(
-        req,
+        served.call,
         first=first,
         pieces=pieces,
         recorder=recorder,
         trace_id=trace_id,
-        version=served.version,
-        route=served.route,
-        params=params,
-        started=served.started,
-        prompt_group=prompt_group,
-        pairing_id=served.pairing_id,
         on_end=on_end,
     )
-    shown = (served.version, served.route) if reveal else None
+    shown = (served.call.version, served.call.route) if reveal else None
     return EventStream(
         body,
         headers=response_headers(trace_id, served=shown),
@@ -101,20 +80,15 @@ async def stream_chat(
 
 
 async def _relay(
-    req: ChatRequest,
+    call: Call,
     *,
     first: Completion,
     pieces: Pieces,
     recorder: CallRecorder,
     trace_id: str,
-    version: str,
-    route: str,
-    params: GenParams,
-    started: float,
-    prompt_group: str,
-    pairing_id: str | None,
     on_end: Callable[[bool], object] | None = None,
 ) -> AsyncGenerator[bytes, None]:
+    req = call.req
     total = Completion(text="", finish_reason=None, logprobs=None)
     texts: list[str] = []
     ok = failed = False
@@ -158,7 +132,7 @@ async def _relay(
         ok = True
     except UpstreamError as exc:
         failed = True
-        log.warning("upstream %s failed mid-stream: %s", version, exc)
+        log.warning("upstream %s failed mid-stream: %s", call.version, exc)
         # the same words whichever version was answering
         err = {"error": {"message": "upstream failed mid-answer", "type": "upstream_error"}}
         yield b"data: " + json.dumps(err).encode() + b"\n\n"
@@ -167,24 +141,7 @@ async def _relay(
         if aclose is not None:
             await aclose()
         total.text = "".join(texts)
-        recorder.observe(
-            version=version,
-            route=route,
-            started=started,
-            error=failed,
-            req=req,
-            done=total if ok else None,
-        )
-        recorder.trace(
-            req,
-            trace_id=trace_id,
-            version=version,
-            route=route,
-            params=params,
-            started=started,
-            done=total if ok else None,
-            prompt_group=prompt_group,
-            pairing_id=pairing_id,
-        )
+        recorder.observe(call, error=failed, done=total if ok else None)
+        recorder.trace(call, trace_id=trace_id, done=total if ok else None)
         if on_end is not None:
             on_end(ok)

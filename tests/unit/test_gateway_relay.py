@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from infra.gateway.calls import Call
 from infra.gateway.chat_request import ChatRequest
 from infra.gateway.streaming import _relay
 from infra.upstream.completion import Completion, GenParams
@@ -16,7 +17,7 @@ from infra.upstream.completion import Completion, GenParams
 class Recorder:
     """What the relay calls on the recorder, ignored."""
 
-    def observe(self, **_: Any) -> None:
+    def observe(self, *_: Any, **__: Any) -> None:
         pass
 
     def trace(self, *_: Any, **__: Any) -> None:
@@ -39,17 +40,18 @@ def relayed(pieces: list[Completion], *, include_usage: bool) -> list[bytes]:
 
     async def run() -> list[bytes]:
         body = _relay(
-            req,
+            Call(
+                req=req,
+                version="v0",
+                route="stable",
+                params=req.params,
+                started=0.0,
+                prompt_group="g",
+            ),
             first=pieces[0],
             pieces=upstream(pieces[1:]),
             recorder=Recorder(),  # type: ignore[arg-type]
             trace_id="t",
-            version="v0",
-            route="stable",
-            params=req.params,
-            started=0.0,
-            prompt_group="g",
-            pairing_id=None,
         )
         return [event async for event in body]
 
