@@ -53,6 +53,12 @@ class LLMStats:
     budget_exhausted: int = 0
 
 
+def judge_backoff(max_retries: int = 3, base_s: float = 0.5) -> Backoff:
+    """A judge's retry policy: ``max_retries`` retries after the first attempt, the first
+    after ``base_s`` seconds, doubling up to ``MAX_BACKOFF_S`` (jittered)."""
+    return Backoff(attempts=max_retries + 1, base_s=base_s, max_s=MAX_BACKOFF_S)
+
+
 class ChatClient:
     """An OpenAI-compatible ``/chat/completions`` endpoint with retries, a concurrency limit and
     a call budget."""
@@ -64,20 +70,18 @@ class ChatClient:
         model: str,
         api_key: str | None = None,
         timeout_s: float = 30.0,
-        max_retries: int = 3,
         concurrency: int = 16,
         call_budget: int = 10_000,
-        backoff_s: float = 0.5,
+        retry: Backoff | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._api_key = api_key
         self.timeout_s = timeout_s
-        self.max_retries = max_retries
         self.concurrency = concurrency
         self.call_budget = call_budget
-        self.backoff_s = backoff_s
+        self.retry = retry or judge_backoff()  # default: 3 retries, from 0.5 s
         self._transport = transport  # e.g. httpx.MockTransport in tests
         self.stats = LLMStats()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,7 +109,7 @@ class ChatClient:
             "model": judge.model,
             "api_key": judge.api_key.get_secret_value() if judge.api_key else None,
             "timeout_s": judge.timeout_s,
-            "max_retries": judge.max_retries,
+            "retry": judge_backoff(judge.max_retries),
             "concurrency": judge.concurrency,
             "call_budget": judge.call_budget,
         }
@@ -170,7 +174,6 @@ class ChatClient:
         }
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        policy = Backoff(attempts=self.max_retries + 1, base_s=self.backoff_s, max_s=MAX_BACKOFF_S)
         attempts = 0
 
         async def attempt() -> M:
@@ -181,7 +184,7 @@ class ChatClient:
             return await self._attempt(sem, body, schema)
 
         try:
-            return await retry_async(attempt, operation="judge.chat", policy=policy)
+            return await retry_async(attempt, operation="judge.chat", policy=self.retry)
         except _Retry as exc:
             self.stats.failures += 1
             raise JudgeError(f"judge failed after {attempts} attempts: {exc}") from exc

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from infra.gateway.app import create_app
+    from infra.gateway.parts import Intervals
     from infra.gateway.serve import GatewayHandle, serve_gateway, start_background_gateway
 
 __all__ = [
     "GatewayHandle",
+    "Intervals",
     "create_app",
     "serve_gateway",
     "start_background_gateway",
@@ -21,6 +23,7 @@ __all__ = [
 
 _LAZY = {
     "create_app": "infra.gateway.app",
+    "Intervals": "infra.gateway.parts",
     "GatewayHandle": "infra.gateway.serve",
     "serve_gateway": "infra.gateway.serve",
     "start_background_gateway": "infra.gateway.serve",

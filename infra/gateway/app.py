@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from infra.gateway.chat import error_response
-from infra.gateway.parts import GatewayParts, attach, build_parts, lifespan
+from infra.gateway.parts import GatewayParts, Intervals, attach, build_parts, lifespan
 from infra.gateway.routes import ADMIN, PUBLIC
 from infra.gateway.secret_checks import check_admin_token, check_user_salt
 
@@ -38,8 +38,7 @@ def create_app(
     catalog: Catalog | None = None,
     on_rollback: Callable[..., None] | None = None,
     sink: TraceSink | None = None,
-    state_interval_s: float = 0.5,
-    flush_interval_s: float = 1.0,
+    intervals: Intervals | None = None,
     seed: int | None = None,
 ) -> FastAPI:
     """Build the gateway. ``store`` defaults to the configured object store (routing state and
@@ -47,7 +46,9 @@ def create_app(
     events (default: the configured catalog, opened on first use), ``sink`` replaces the
     configured trace sink, ``on_rollback(reason, **release)`` (``version``, ``release_id``,
     ``workload`` of the release rolled back) replaces asking Prefect to run the rollback
-    deployment after a rollback (it runs in a background thread). The admin API's app is
+    deployment after a rollback (it runs in a background thread), ``intervals`` set how often
+    the routing state is re-read and traces are flushed (default: every 0.5 s and 1 s), ``seed``
+    seeds the shadow and diverse sampling draws. The admin API's app is
     ``app.state.admin_app``.
 
     Raises:
@@ -67,8 +68,7 @@ def create_app(
         catalog=catalog,
         on_rollback=on_rollback,
         sink=sink,
-        state_interval_s=state_interval_s,
-        flush_interval_s=flush_interval_s,
+        intervals=intervals or Intervals(),
         seed=seed,
     )
     # the public listener: no schema, no docs, no admin routes (those are on the admin app)

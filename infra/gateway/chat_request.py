@@ -17,12 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.gateway.cohorts import ROUTED_MODEL
 from infra.serving.local_lm import message_text
 from infra.traces.conversation import DEFAULT_WORKLOAD, Messages
 from infra.upstream.completion import GenParams
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 MAX_DEPTH = 32  # JSON nesting; an OpenAI request with tools needs well under 10
 MAX_ID_CHARS = 256  # ``user``, the session id
@@ -243,34 +246,57 @@ def _messages(body: Mapping[str, Any], max_messages: int) -> Messages:
     return messages
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatLimits:
+    """What a chat request must keep within (the gateway's settings): ``max_tokens_limit``
+    (a larger budget is clamped to it), ``max_messages``, the configured ``workloads`` a
+    request may name, and whether content parts other than text are accepted
+    (``allow_media``, their URLs under ``media_url_prefixes``: :func:`check_parts`)."""
+
+    max_tokens_limit: int
+    max_messages: int
+    workloads: frozenset[str] = frozenset()
+    allow_media: bool = False
+    media_url_prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChatLimits:
+        """The limits ``settings`` configure (``FLYWHEEL_GATEWAY__*``, ``FLYWHEEL_WORKLOADS``)."""
+        gw = settings.gateway
+        return cls(
+            max_tokens_limit=gw.max_tokens_limit,
+            max_messages=gw.max_messages,
+            workloads=frozenset(settings.workloads),
+            allow_media=gw.allow_media,
+            media_url_prefixes=tuple(gw.media_url_prefixes),
+        )
+
+
 def parse_chat_request(
     body: Any,
     *,
+    limits: ChatLimits,
     session_header: str | None,
-    max_tokens_limit: int,
-    max_messages: int,
     workload_header: str | None = None,
-    workloads: Collection[str] = (),
     shape_checked: bool = False,
-    allow_media: bool = False,
-    media_url_prefixes: Collection[str] = (),
 ) -> ChatRequest:
-    """Validate the parts the gateway uses and the fields it forwards; the workload named is
-    the request's only when it is one of ``workloads`` (else None: the shared release's).
-    Content parts other than text are refused unless ``allow_media`` (:func:`check_parts`).
-    ``shape_checked``: the raw body's nesting was measured before it was parsed
-    (:func:`infra.gateway.json_shape.shape_problem`, as the server's path does), so the
-    parsed value is not walked again.
+    """Validate the parts the gateway uses and the fields it forwards, within ``limits``; the
+    workload named is the request's only when it is one of ``limits.workloads`` (else None:
+    the shared release's). Content parts other than text are refused unless
+    ``limits.allow_media`` (:func:`check_parts`). ``shape_checked``: the raw body's nesting
+    was measured before it was parsed (:func:`infra.gateway.json_shape.shape_problem`, as
+    the server's path does), so the parsed value is not walked again.
 
     Raises:
         BadRequest: the body breaks the shape or a limit (the message says which field).
     """
+    max_tokens_limit, max_messages = limits.max_tokens_limit, limits.max_messages
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     messages = _messages(body, max_messages)  # the count first: it costs nothing to check
     if not shape_checked and too_deep(body):
         raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels")
-    check_parts(messages, allow_media=allow_media, url_prefixes=media_url_prefixes)
+    check_parts(messages, allow_media=limits.allow_media, url_prefixes=limits.media_url_prefixes)
     model = body.get("model") or ROUTED_MODEL
     if not isinstance(model, str) or len(model) > MAX_ID_CHARS:
         raise BadRequest("'model' must be a model name")
@@ -295,7 +321,7 @@ def parse_chat_request(
     stream_options = body.get("stream_options") or {}
     metadata = body.get("metadata")
     named = workload_header or (metadata.get("workload") if isinstance(metadata, dict) else None)
-    workload = named if isinstance(named, str) and named in workloads else None
+    workload = named if isinstance(named, str) and named in limits.workloads else None
     return ChatRequest(
         model=model,
         messages=messages,

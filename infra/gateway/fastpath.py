@@ -15,7 +15,7 @@ import orjson
 from starlette.requests import Request
 
 from infra.gateway.chat import error_response
-from infra.gateway.chat_request import MAX_DEPTH, BadRequest, parse_chat_request
+from infra.gateway.chat_request import MAX_DEPTH, BadRequest, ChatLimits, parse_chat_request
 from infra.gateway.json_shape import body_shape_problem
 from infra.gateway.keyring import Caller, Refusal, refusal_response, workload_refusal
 from infra.gateway.requester import ClientResolver, tenant_of
@@ -53,9 +53,7 @@ class ChatEndpoint:
         self.admin = admin
         self.keys = keys
         gw = gateway.settings.gateway
-        self.max_tokens_limit, self.max_messages = gw.max_tokens_limit, gw.max_messages
-        self.workloads = frozenset(gateway.settings.workloads)
-        self.allow_media, self.media_url_prefixes = gw.allow_media, tuple(gw.media_url_prefixes)
+        self.limits = ChatLimits.from_settings(gateway.settings)
         self.clients = ClientResolver(gw.trusted_proxies, header=gw.client_header)
 
     def caller(self, authorization: str | None) -> Caller | Refusal:
@@ -82,12 +80,12 @@ class ChatEndpoint:
             if isinstance(checked, Refusal):
                 return refusal_response(checked)
             caller = checked
-        if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.max_messages:
+        if len(body) > PRECHECK_BYTES and body.count(b'"role"') > 2 * self.limits.max_messages:
             # far more messages than allowed: refused before parsing, which alone would hold
             # the event loop for a 4 MiB body of tiny messages
             return error_response(
                 400,
-                f"more than {self.max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)",
+                f"more than {self.limits.max_messages} messages (FLYWHEEL_GATEWAY__MAX_MESSAGES)",
                 kind="invalid_request_error",
             )
         # nesting and size of structure measured on the bytes (off the loop for a large
@@ -97,14 +95,10 @@ class ChatEndpoint:
         try:
             req = parse_chat_request(
                 orjson.loads(body),
+                limits=self.limits,
                 session_header=header("x-session-id"),
                 workload_header=header(_WORKLOAD),
-                max_tokens_limit=self.max_tokens_limit,
-                max_messages=self.max_messages,
-                workloads=self.workloads,
                 shape_checked=True,
-                allow_media=self.allow_media,
-                media_url_prefixes=self.media_url_prefixes,
             )
         except BadRequest as exc:
             return error_response(400, str(exc), kind="invalid_request_error")
@@ -115,7 +109,9 @@ class ChatEndpoint:
             if refused := workload_refusal(caller, req.workload, named=named):
                 return refusal_response(refused)
             if req.workload is None:  # the key's own workload, when it is configured
-                req.workload = next((w for w in caller.key.workloads if w in self.workloads), None)
+                req.workload = next(
+                    (w for w in caller.key.workloads if w in self.limits.workloads), None
+                )
         req.client, req.tenant, req.quota = client, tenant_of(authorization), caller.quota
         if req.unconfigured_workload:
             self.gateway.recorder.metrics.workload_unconfigured.inc()

@@ -74,6 +74,16 @@ ADMIN_ONLY = [Depends(authorize)]
 """The dependencies of every admin router."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Intervals:
+    """How often the gateway works in the background (seconds): ``state_s``, the routing
+    state re-read (and client keys, and where versions are served); ``flush_s``, queued
+    traces written at most this long after the first of them arrives."""
+
+    state_s: float = 0.5
+    flush_s: float = 1.0
+
+
 def build_parts(
     settings: Settings,
     store: ObjectStore,
@@ -82,20 +92,19 @@ def build_parts(
     catalog: Catalog | None,
     on_rollback: Callable[..., None] | None,
     sink: TraceSink | None,
-    state_interval_s: float,
-    flush_interval_s: float,
+    intervals: Intervals,
     seed: int | None,
 ) -> GatewayParts:
     """The parts (see :func:`~infra.gateway.app.create_app` for the arguments)."""
     metrics = GatewayMetrics(voices_per_step=settings.gateway.voices_per_step)
-    watcher = StateWatcher(store, interval_s=state_interval_s, on_change=metrics.set_routing)
+    watcher = StateWatcher(store, interval_s=intervals.state_s, on_change=metrics.set_routing)
     metrics.set_routing(watcher.state)
     dispatcher = TraceDispatcher(
         sink or open_sink(settings, store),
         maxsize=settings.gateway.trace_queue_size,
         max_bytes=settings.gateway.trace_queue_bytes,
         dropped=metrics.sink_dropped,
-        flush_interval_s=flush_interval_s,
+        flush_interval_s=intervals.flush_s,
     )
     pool = UpstreamPool(settings, store, overrides=upstreams)
     gateway = Gateway(

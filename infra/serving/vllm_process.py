@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import ConfigError, ModelServerError
@@ -73,27 +74,37 @@ def model_context(model_dir: str | Path) -> int:
     return int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 2048)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """The vLLM server's engine flags. ``max_loras``: adapters it holds and batches together
+    (``--max-loras``; the settings' ``model_server.max_loras``, which the release enforces);
+    ``max_lora_rank``: ``--max-lora-rank``; ``max_model_len``: ``--max-model-len`` (None: the
+    model's own context, :func:`model_context`); ``memory_fraction``:
+    ``--gpu-memory-utilization``, 0.08 of this machine's 23 GiB is ~1.9 GiB (the default 0.92
+    fails when other processes hold memory)."""
+
+    max_loras: int = 3
+    max_lora_rank: int = 16
+    max_model_len: int | None = None
+    memory_fraction: float = 0.08
+
+
 @contextmanager
 def local_vllm(
     model_dir: str | Path,
     *,
     served_name: str = "v0",
-    max_loras: int = 3,
-    max_lora_rank: int = 16,
-    max_model_len: int | None = None,
-    memory_fraction: float = 0.08,
+    engine: Engine | None = None,
     log_path: Path,
     api_key: str | None = None,
     venv: str | Path | None = None,
     timeout_s: float = STARTUP_TIMEOUT_S,
 ) -> Iterator[str]:
-    """Run vLLM on ``model_dir`` (served as ``served_name``) on a free loopback port; yields
-    its base URL (``http://127.0.0.1:<port>``). ``memory_fraction``: 0.08 of this machine's
-    23 GiB is ~1.9 GiB (the default 0.92 fails when other processes hold memory).
-    ``max_loras``: adapters it holds and batches together (``--max-loras``; the settings'
-    ``model_server.max_loras``, which the release enforces). ``api_key``: the bearer key it
-    requires on ``/v1/*`` (``Settings.model_server_key``; None, for benchmarks only: open); it gets only the environment
-    :func:`launch_environment` lets through.
+    """Run vLLM on ``model_dir`` (served as ``served_name``, with the ``engine`` flags,
+    default :class:`Engine`'s) on a free loopback port; yields its base URL
+    (``http://127.0.0.1:<port>``). ``api_key``: the bearer key it requires on ``/v1/*``
+    (``Settings.model_server_key``; None, for benchmarks only: open); it gets only the
+    environment :func:`launch_environment` lets through.
 
     Raises:
         ConfigError: no vLLM environment.
@@ -101,8 +112,11 @@ def local_vllm(
     """
     python = vllm_python(venv)
     port = _free_port()
+    engine = engine or Engine()
+    max_model_len = engine.max_model_len
     if max_model_len is None:
         max_model_len = model_context(model_dir)
+    max_loras, max_lora_rank = engine.max_loras, engine.max_lora_rank
     args = [
         str(python),
         "-m",
@@ -112,7 +126,7 @@ def local_vllm(
         *("--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port)),
         # on the CPU build this is the share of the machine's RAM vLLM takes (KV cache
         # included) and must be free at startup: a small share for the demo-size model
-        *("--gpu-memory-utilization", str(memory_fraction)),
+        *("--gpu-memory-utilization", str(engine.memory_fraction)),
     ]
     if api_key is not None:
         args += ["--api-key", api_key]
@@ -166,22 +180,21 @@ def launch_environment(env: Mapping[str, str]) -> dict[str, str]:
 class LocalLaunchers:
     """The :class:`~infra.serving.base_servers.Launcher` of ``flywheel run --server vllm``: one
     local vLLM per base model this process's releases load (a distilled student), each started by
-    :func:`local_vllm` with the configured server's LoRA settings, all ended by :meth:`close`
+    :func:`local_vllm` with the configured server's LoRA settings (``engine``), all ended by :meth:`close`
     (or when the block of ``with LocalLaunchers(...)`` exits)."""
 
     def __init__(
         self,
         *,
         log_dir: Path,
-        max_loras: int,
-        max_lora_rank: int,
+        engine: Engine,
         api_key: str,
         venv: str | Path | None = None,
         timeout_s: float = STARTUP_TIMEOUT_S,
     ) -> None:
         self.log_dir = log_dir
         self.api_key = api_key
-        self.max_loras, self.max_lora_rank = max_loras, max_lora_rank
+        self.engine = engine
         self.venv, self.timeout_s = venv, timeout_s
         self._servers: dict[str, tuple[ExitStack, list[str]]] = {}
 
@@ -194,8 +207,7 @@ class LocalLaunchers:
             local_vllm(
                 model_dir,
                 served_name=base,
-                max_loras=self.max_loras,
-                max_lora_rank=self.max_lora_rank,
+                engine=self.engine,
                 log_path=self.log_dir / f"vllm-{base}.log",
                 api_key=self.api_key,
                 venv=self.venv,

@@ -30,6 +30,7 @@ import json
 import logging
 import urllib.parse
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -60,6 +61,18 @@ V2_FIELDS = "core,basic,time,io,metadata,model,usage,metrics"
 _NO_SDK_RETRIES: Any = {"max_retries": 0}  # retries are ours: per page, counted, then raised
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """What reading a window keeps: traces of at most ``max_record_bytes`` each, feedback
+    scored up to ``feedback_lookahead_hours`` after the window ends, under ``feedback``'s
+    score names (``FLYWHEEL_MAX_RECORD_BYTES``,
+    ``FLYWHEEL_FEEDBACK_LOOKAHEAD_HOURS``, ``FLYWHEEL_FEEDBACK__*``)."""
+
+    max_record_bytes: int = 1_000_000
+    feedback_lookahead_hours: int = 24
+    feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
+
+
 class LangfuseSource(LangfuseHttp):
     """Reads a window of traces and their feedback scores from Langfuse's public API."""
 
@@ -74,10 +87,8 @@ class LangfuseSource(LangfuseHttp):
         page_size: int = 100,
         page_retries: int = 4,
         timeout_s: float = 30,
-        max_record_bytes: int = 1_000_000,
-        feedback_lookahead_hours: int = 24,
         backoff_s: float = 0.5,
-        feedback: FeedbackSettings | None = None,
+        reading: Reading | None = None,
     ):
         from langfuse.api.client import LangfuseAPI
 
@@ -90,9 +101,10 @@ class LangfuseSource(LangfuseHttp):
             timeout_s=timeout_s,
             backoff_s=backoff_s,
         )
-        self.max_record_bytes = max_record_bytes
-        self.feedback_lookahead = timedelta(hours=feedback_lookahead_hours)
-        self.feedback = feedback or FeedbackSettings()
+        reading = reading or Reading()
+        self.max_record_bytes = reading.max_record_bytes
+        self.feedback_lookahead = timedelta(hours=reading.feedback_lookahead_hours)
+        self.feedback = reading.feedback
         self._api = LangfuseAPI(
             base_url=self.host,
             username=public_key,
@@ -110,9 +122,11 @@ class LangfuseSource(LangfuseHttp):
         return {
             **cls.connection(lf, cls.ROLE),
             "page_retries": lf.page_retries,
-            "max_record_bytes": settings.max_record_bytes,
-            "feedback_lookahead_hours": settings.feedback_lookahead_hours,
-            "feedback": settings.feedback,
+            "reading": Reading(
+                max_record_bytes=settings.max_record_bytes,
+                feedback_lookahead_hours=settings.feedback_lookahead_hours,
+                feedback=settings.feedback,
+            ),
         }
 
     # -- the TraceSource protocol -----------------------------------------------------------

@@ -80,7 +80,7 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
             yield
         return
     from infra.serving.models import fetch_model
-    from infra.serving.vllm_process import local_vllm
+    from infra.serving.vllm_process import Engine, local_vllm
 
     base_dir = fetch_model(rt.store, base_version, model_cache_root(rt.settings))
     log_path = rt.settings.home_dir / "logs" / "vllm.log"
@@ -88,8 +88,7 @@ def serving(server: Server, *, base_version: str) -> Iterator[None]:
     with local_vllm(
         base_dir,
         served_name=base_version,
-        max_loras=ms.max_loras or 1,
-        max_lora_rank=ms.max_lora_rank,
+        engine=Engine(max_loras=ms.max_loras or 1, max_lora_rank=ms.max_lora_rank),
         log_path=log_path,
         api_key=rt.settings.model_server_key(),
     ) as url:
@@ -108,15 +107,14 @@ def _launchers(rt: Runtime) -> Iterator[None]:
     """A launcher for other bases' vLLM servers in the block; at exit they are ended and
     forgotten in the store's map of where versions are served."""
     from infra.serving.base_servers import ServerTrust, launching, read_served, record_served
-    from infra.serving.vllm_process import LocalLaunchers
+    from infra.serving.vllm_process import Engine, LocalLaunchers
 
     ms = rt.settings.model_server
     trust = ServerTrust.from_settings(rt.settings)
     _forget_dead(rt)
     with LocalLaunchers(
         log_dir=rt.settings.home_dir / "logs",
-        max_loras=ms.max_loras or 1,
-        max_lora_rank=ms.max_lora_rank,
+        engine=Engine(max_loras=ms.max_loras or 1, max_lora_rank=ms.max_lora_rank),
         api_key=rt.settings.model_server_key(),
     ) as launchers:
         try:

@@ -172,7 +172,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Build the base and the adapters, start vLLM, measure, print."""
-    from infra.serving.vllm_process import local_vllm
+    from infra.serving.vllm_process import Engine, local_vllm
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--adapters", type=int, default=7)  # two workloads' default max_loras
@@ -183,12 +183,17 @@ def main() -> None:
     args = parser.parse_args()
     base = build_base(WORK / "base")
     adapters = build_adapters(base, args.adapters)
-    with local_vllm(base, served_name="v0", max_loras=1, log_path=WORK / "vllm-1.log") as url:
+    with local_vllm(
+        base, served_name="v0", engine=Engine(max_loras=1), log_path=WORK / "vllm-1.log"
+    ) as url:
         for _ in range(8):  # as many requests as the main server has had when measured
             ask(url, "v0", args.tokens)
         rss_one_slot = server_rss(int(url.rsplit(":", 1)[1]))
     with local_vllm(
-        base, served_name="v0", max_loras=args.adapters, log_path=WORK / "vllm.log"
+        base,
+        served_name="v0",
+        engine=Engine(max_loras=args.adapters),
+        log_path=WORK / "vllm.log",
     ) as url:
         out = measure(url, int(url.rsplit(":", 1)[1]), adapters, args)
     out["rss_one_slot"] = rss_one_slot

@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=16, help="per version, round and mode")
     args = parser.parse_args()
-    from infra.serving.vllm_process import local_vllm
+    from infra.serving.vllm_process import Engine, local_vllm
     from tasks.demo.llama_profile import build_tokenizer
 
     tok = build_tokenizer(2048)
@@ -105,7 +105,7 @@ def main() -> None:
                     local_vllm(
                         work / name / role,
                         served_name="m",
-                        max_model_len=2048,
+                        engine=Engine(max_model_len=2048),
                         log_path=work / name / f"{role}.log",
                     )
                 )

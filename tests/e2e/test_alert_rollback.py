@@ -24,6 +24,7 @@ import httpx
 import pytest
 import yaml
 
+from infra.gateway.parts import Intervals
 from infra.gateway.serve import GatewayHandle, start_background_gateway
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
@@ -122,7 +123,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         )
         store = LocalStore(settings.resolved_store_url)
         save_state(store, RoutingState(stable="v0"))
-        gw = start_background_gateway(settings, port=0, store=store, state_interval_s=0.2)
+        gw = start_background_gateway(
+            settings, port=0, store=store, intervals=Intervals(state_s=0.2)
+        )
         stack.callback(gw.stop)
         assert gw.admin_url is not None  # Alertmanager calls the admin listener
         am_port, prom_port = free_port(), free_port()

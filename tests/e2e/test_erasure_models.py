@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from infra.catalog import append_rows, open_catalog, scan
+from infra.gateway.parts import Intervals
 from infra.routing import (
     RoutingState,
     StateChange,
@@ -154,7 +155,7 @@ def test_weekly_run_replaces_and_retires_the_version_that_saw_the_user(
     assert gauges(store)["flywheel_erasure_oldest_pending_seconds"] > 0
 
     with start_background_gateway(
-        settings, port=0, state_interval_s=0.1, flush_interval_s=0.2
+        settings, port=0, intervals=Intervals(state_s=0.1, flush_s=0.2)
     ) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url)

@@ -29,6 +29,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from infra.gateway.parts import Intervals
 from infra.routing import load_state, save_state
 from infra.settings import get_settings
 from infra.store import LocalStore
@@ -163,7 +164,11 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     seen: dict[str, Users] = {}
     with ExitStack() as stack:
         gw = start_background_gateway(
-            settings, port=0, store=store, state_interval_s=0.2, on_rollback=rollback_flow
+            settings,
+            port=0,
+            store=store,
+            intervals=Intervals(state_s=0.2),
+            on_rollback=rollback_flow,
         )
         stack.callback(gw.stop)
         assert gw.admin_url is not None

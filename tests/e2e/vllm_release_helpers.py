@@ -60,7 +60,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
     """``v0`` of the Llama profile bootstrapped into a fresh home and served by one vLLM."""
     from infra.runtime import Runtime
     from infra.serving.base_servers import open_model_server
-    from infra.serving.vllm_process import local_vllm
+    from infra.serving.vllm_process import Engine, local_vllm
     from tasks.demo.bootstrap import bootstrap_base_model
 
     tmp = tmp_path_factory.mktemp("vllm")
@@ -80,7 +80,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, bootstrap_cache: Path) -> I
         with local_vllm(
             boot.model_dir,
             served_name="v0",
-            max_loras=slots,
+            engine=Engine(max_loras=slots),
             log_path=tmp / "vllm.log",
             api_key=key,  # every call below must carry it
         ) as url:

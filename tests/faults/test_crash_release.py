@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from infra.gateway.parts import Intervals
 from tests.faults.stages import ROOT, copy_home, stage_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -81,7 +82,7 @@ class Served:
             mp.setenv("FLYWHEEL_GATEWAY__ADMIN_TOKEN", TOKEN)
             settings = Settings(home=self.home)
         self.gw = start_background_gateway(
-            settings, port=0, state_interval_s=0.1, flush_interval_s=0.2
+            settings, port=0, intervals=Intervals(state_s=0.1, flush_s=0.2)
         ).__enter__()
         self.traffic = Traffic(self.gw.url)
         self.thread = threading.Thread(target=self.traffic.run, daemon=True)

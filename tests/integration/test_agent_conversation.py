@@ -20,6 +20,7 @@ import pytest
 
 from infra.catalog import open_catalog, scan
 from infra.gateway import start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.keys import window_id
 from infra.settings import GatewaySettings, Settings, get_settings
 from infra.store import open_store
@@ -86,7 +87,11 @@ def _send_through_gateway(settings: Settings, *, workload: str) -> None:
     )
     try:
         with start_background_gateway(
-            gw_settings, port=0, store=open_store(settings), flush_interval_s=0.1, seed=0
+            gw_settings,
+            port=0,
+            store=open_store(settings),
+            intervals=Intervals(flush_s=0.1),
+            seed=0,
         ) as gw:
             resp = httpx.post(
                 f"{gw.url}/v1/chat/completions",

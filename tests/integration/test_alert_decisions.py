@@ -16,6 +16,7 @@ import pytest
 from infra.catalog import get_table, open_catalog, scan
 from infra.errors import TransientStoreError
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.keys import STATE_KEY
 from infra.routing import GatewayRouting, RoutingState, load_state, save_state
 from infra.settings import ReleaseSettings
@@ -55,7 +56,12 @@ def start_on(tmp_path: Path, store: LocalStore, state: RoutingState, **kw: objec
     save_state(store, state)
     upstreams = {v: EchoUpstream(v) for v in ("v0", "v1", "v2")}
     return start_background_gateway(
-        settings_for(tmp_path), port=0, store=store, upstreams=upstreams, state_interval_s=0.1, **kw
+        settings_for(tmp_path),
+        port=0,
+        store=store,
+        upstreams=upstreams,
+        intervals=Intervals(state_s=0.1),
+        **kw,
     )
 
 

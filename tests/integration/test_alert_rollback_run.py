@@ -18,6 +18,7 @@ import pytest
 
 from infra.catalog import get_table, open_catalog, scan
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import GatewayRouting, RoutingState, load_state, save_state
 from infra.settings import ReleaseSettings, Settings, get_settings
 from infra.store import open_store
@@ -64,7 +65,7 @@ def gateway(
         port=0,
         store=open_store(env),
         upstreams=echo,
-        state_interval_s=0.1,
+        intervals=Intervals(state_s=0.1),
         on_rollback=prefect_busy,
     ) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")

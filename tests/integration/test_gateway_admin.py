@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from infra.catalog import get_table, open_catalog, scan
 from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.admin import trigger_prefect_rollback
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -50,7 +51,7 @@ def start(tmp_path: Path, state: RoutingState | None = None, **kw: Any) -> Gatew
     settings = kw.pop("settings", None) or settings_for(tmp_path)
     upstreams = {v: EchoUpstream(v) for v in ("v0", "v1", "v2")}
     return start_background_gateway(
-        settings, port=0, store=store, upstreams=upstreams, state_interval_s=0.1, **kw
+        settings, port=0, store=store, upstreams=upstreams, intervals=Intervals(state_s=0.1), **kw
     )
 
 

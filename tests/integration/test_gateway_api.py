@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -47,7 +48,7 @@ def start(tmp_path: Path, upstreams: dict[str, FakeUpstreamHandle], **gw: Any) -
     )
     store = LocalStore(tmp_path / "store")
     return start_background_gateway(
-        settings, port=0, store=store, state_interval_s=0.1, flush_interval_s=0.1, seed=0
+        settings, port=0, store=store, intervals=Intervals(state_s=0.1, flush_s=0.1), seed=0
     )
 
 
@@ -291,7 +292,9 @@ def test_embedded_model_is_served_off_the_event_loop(tmp_path: Path, monkeypatch
     monkeypatch.setattr(LocalUpstream, "_load", lambda self: lm)
     settings = Settings(home=tmp_path, gateway=GatewaySettings(diverse_fraction=0.0))
     store = LocalStore(tmp_path / "store")
-    with start_background_gateway(settings, port=0, store=store, flush_interval_s=0.1) as gw:
+    with start_background_gateway(
+        settings, port=0, store=store, intervals=Intervals(flush_s=0.1)
+    ) as gw:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused")
         reply = client.chat.completions.create(model="flywheel", messages=MESSAGES)
         streamed = client.chat.completions.create(model="flywheel", messages=MESSAGES, stream=True)

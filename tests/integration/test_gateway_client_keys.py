@@ -18,6 +18,7 @@ import pytest
 
 from infra.client_keys import create_key, read_keys
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
@@ -51,7 +52,7 @@ def gateway(
     save_state(store, state or RoutingState(stable="v0"))
     upstreams = {v: EchoUpstream(v) for v in ("v0", "v1")}
     with start_background_gateway(
-        settings, port=0, store=store, upstreams=upstreams, state_interval_s=0.1
+        settings, port=0, store=store, upstreams=upstreams, intervals=Intervals(state_s=0.1)
     ) as gw:
         yield gw, store
 

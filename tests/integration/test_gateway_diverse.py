@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from tests.fakes.upstream import FakeUpstreamHandle, start_fake_upstream
@@ -41,7 +42,7 @@ def start(tmp_path: Path, upstream: FakeUpstreamHandle, **gw: Any) -> GatewayHan
     )
     store = LocalStore(tmp_path / "store")
     return start_background_gateway(
-        settings, port=0, store=store, state_interval_s=0.1, flush_interval_s=0.1, seed=0
+        settings, port=0, store=store, intervals=Intervals(state_s=0.1, flush_s=0.1), seed=0
     )
 
 

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 
 from infra.errors import ConfigError
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -65,7 +66,7 @@ def start(
         ),
     )
     return start_background_gateway(
-        settings, port=0, store=store, state_interval_s=0.1, flush_interval_s=0.1
+        settings, port=0, store=store, intervals=Intervals(state_s=0.1, flush_s=0.1)
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
 from tests.fakes.upstream import FakeUpstreamHandle, long_for_long, start_fake_upstream
@@ -44,7 +45,7 @@ def start(tmp_path: Path, upstream: FakeUpstreamHandle, **gw: Any) -> GatewayHan
         ),
     )
     return start_background_gateway(
-        settings, port=0, store=LocalStore(tmp_path / "store"), flush_interval_s=0.1
+        settings, port=0, store=LocalStore(tmp_path / "store"), intervals=Intervals(flush_s=0.1)
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.gateway.serve import serve_in_thread
 from infra.settings import GatewaySettings, Settings, UpstreamSettings
 from infra.store import LocalStore
@@ -74,8 +75,7 @@ def start(tmp_path: Path, url: str, **upstreams: Any) -> GatewayHandle:
         settings,
         port=0,
         store=LocalStore(tmp_path / "store"),
-        state_interval_s=0.1,
-        flush_interval_s=0.1,
+        intervals=Intervals(state_s=0.1, flush_s=0.1),
     )
 
 

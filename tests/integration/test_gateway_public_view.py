@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -50,7 +51,7 @@ def start(
     )
     store = LocalStore(tmp_path / "store")
     save_state(store, state)
-    return start_background_gateway(settings, port=0, store=store, flush_interval_s=0.1)
+    return start_background_gateway(settings, port=0, store=store, intervals=Intervals(flush_s=0.1))
 
 
 def public_view(reply: httpx.Response, *, stream: bool) -> tuple[Any, ...]:

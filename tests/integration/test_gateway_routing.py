@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -50,7 +51,11 @@ def start(
     )
     local = None if upstreams else {v: EchoUpstream(v) for v in ("v0", "v1")}
     return start_background_gateway(
-        settings, port=0, store=store, upstreams=local, state_interval_s=0.1, flush_interval_s=0.1
+        settings,
+        port=0,
+        store=store,
+        upstreams=local,
+        intervals=Intervals(state_s=0.1, flush_s=0.1),
     )
 
 

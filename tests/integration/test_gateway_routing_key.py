@@ -14,6 +14,7 @@ import pytest
 
 from infra.gateway import GatewayHandle, start_background_gateway
 from infra.gateway.cohorts import bucket
+from infra.gateway.parts import Intervals
 from infra.gateway.requester import key_of, routing_secret
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
@@ -37,7 +38,7 @@ def start(tmp_path: Path, **gateway: Any) -> GatewayHandle:
     save_state(store, HALF)
     upstreams = {v: EchoUpstream(v) for v in ("v0", "v1")}
     return start_background_gateway(
-        settings, port=0, store=store, upstreams=upstreams, state_interval_s=0.1
+        settings, port=0, store=store, upstreams=upstreams, intervals=Intervals(state_s=0.1)
     )
 
 

@@ -18,6 +18,7 @@ from pydantic import SecretStr
 
 from infra.errors import ConfigError
 from infra.gateway import start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -110,7 +111,9 @@ def test_feedback_on_a_version_an_operator_named_is_not_counted(
             diverse_fraction=0.0,
         ),
     )
-    with start_background_gateway(settings, port=0, store=store, state_interval_s=0.1) as gw:
+    with start_background_gateway(
+        settings, port=0, store=store, intervals=Intervals(state_s=0.1)
+    ) as gw:
         public = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="any", max_retries=0)
         with pytest.raises(openai.NotFoundError):  # gating or shadow: not callable by name
             public.chat.completions.create(model="v1", messages=MESSAGES)

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from infra.errors import StoreError
 from infra.gateway import start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.settings import GatewaySettings, LangfuseSettings, Settings
 from infra.store import LocalStore
 from infra.traces import FeedbackEvent, TraceRecord
@@ -89,7 +90,9 @@ def load_in_own_process(home: str, rate: float, seconds: float) -> LoadOutcome:
         home=tmp_path, gateway=GatewaySettings(upstreams={"v0": upstream.url}, diverse_fraction=0)
     )
     try:
-        with start_background_gateway(settings, port=0, store=store, flush_interval_s=0.2) as gw:
+        with start_background_gateway(
+            settings, port=0, store=store, intervals=Intervals(flush_s=0.2)
+        ) as gw:
             result = asyncio.run(
                 open_loop(gw.url, "/v1/chat/completions", BODY, rate=rate, seconds=seconds)
             )
@@ -173,7 +176,7 @@ def test_an_unreachable_langfuse_never_fails_requests(tmp_path: Path) -> None:
         store=store,
         sink=sink,
         upstreams={"v0": EchoUpstream("v0")},
-        flush_interval_s=0.1,
+        intervals=Intervals(flush_s=0.1),
     ) as gw:
         replies = asyncio.run(post_many(gw.url, "/v1/chat/completions", [BODY] * 40))
         assert [r.status for r in replies] == [200] * 40

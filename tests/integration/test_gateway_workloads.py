@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from infra.gateway import GatewayHandle, start_background_gateway
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, WorkloadRelease, load_state, save_state
 from infra.settings import GatewaySettings, Settings
 from infra.store import LocalStore
@@ -47,7 +48,7 @@ def start(
         port=0,
         store=store,
         upstreams={v: EchoUpstream(v) for v in VERSIONS},
-        state_interval_s=0.1,
+        intervals=Intervals(state_s=0.1),
         on_rollback=lambda reason, **_: None,
     )
 

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from infra.errors import ConfigError, SourceError, TransientSourceError
 from infra.settings import LangfuseSettings, Settings
 from infra.traces import WindowBatch
-from infra.traces.langfuse_reader import LangfuseSource
+from infra.traces.langfuse_reader import LangfuseSource, Reading
 from tests.fakes.langfuse import FakeLangfuseServer, FakeObservation, FakeScore, FakeTrace
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
@@ -152,7 +152,7 @@ def test_malformed_traces_are_reported_without_their_values(fake: FakeLangfuseSe
     }
     for tid, obs in bad.items():
         fake.add_trace(FakeTrace(id=tid, timestamp=at, observations=[obs], user_id=secret))
-    with source(fake, max_record_bytes=20_000) as src:
+    with source(fake, reading=Reading(max_record_bytes=20_000)) as src:
         batch = src.read_window(START, END)
 
     assert len(batch.records) == 5

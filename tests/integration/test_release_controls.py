@@ -17,6 +17,7 @@ from deployments import cli
 from infra.catalog import open_catalog, scan
 from infra.errors import ReleaseError, UnservableVersion
 from infra.gateway import GatewayHandle
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import Settings, get_settings
 from infra.store import open_store
@@ -49,7 +50,7 @@ def gateway(env: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[GatewayH
     """The gateway serving users; the CLI and the flows change routing through its admin API."""
     from infra.gateway.serve import start_background_gateway
 
-    with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
+    with start_background_gateway(env, port=0, intervals=Intervals(state_s=0.1)) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from infra.catalog import open_catalog, scan
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import get_settings
 from infra.store import open_store
@@ -162,7 +163,7 @@ def test_release_goes_through_shadow_and_canary_to_promoted(prefect_api, env) ->
     from flows.release import release
     from infra.gateway.serve import start_background_gateway
 
-    with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
+    with start_background_gateway(env, port=0, intervals=Intervals(state_s=0.1, flush_s=0.2)) as gw:
         traffic = Traffic(str(gw.admin_url))  # the operator sees routes
         thread = threading.Thread(target=traffic.run, daemon=True)
         thread.start()
@@ -212,7 +213,7 @@ def test_canary_step_without_traffic_does_not_pass(prefect_api, env) -> None:
     from flows.release import release
     from infra.gateway.serve import start_background_gateway
 
-    with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
+    with start_background_gateway(env, port=0, intervals=Intervals(state_s=0.1)) as gw:
         out = release(
             "v1",
             options(
@@ -244,7 +245,7 @@ def test_rollback_flow_goes_through_the_gateway_admin_api(
     save_state(
         store, RoutingState(stable="v0", candidate="v1", phase="canary", weight=50), force=True
     )
-    with start_background_gateway(env, port=0, state_interval_s=0.1) as gw:
+    with start_background_gateway(env, port=0, intervals=Intervals(state_s=0.1)) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()
@@ -281,7 +282,7 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
     save_state(store, canary, force=True)
     controls.pause(StoreRouting(store), open_catalog(env), actor="oncall", reason="dashboards")
     assert load_state(store).phase == "held"
-    with start_background_gateway(env, port=0, state_interval_s=0.1, flush_interval_s=0.2) as gw:
+    with start_background_gateway(env, port=0, intervals=Intervals(state_s=0.1, flush_s=0.2)) as gw:
         operator = {"Authorization": f"Bearer {TOKEN}"}  # only an operator names the candidate
         for version in ("v0", "v1", "v0", "v1"):  # warm both upstreams (pinned: not analysed)
             body = {"model": version, "messages": [{"role": "user", "content": "1 + 1 = ?"}]}

@@ -14,6 +14,7 @@ import pytest
 from deployments import cli
 from infra.catalog import open_catalog, scan
 from infra.gateway import GatewayHandle
+from infra.gateway.parts import Intervals
 from infra.routing import RoutingState, load_state, save_state
 from infra.settings import Settings, get_settings
 from infra.store import open_store
@@ -40,7 +41,7 @@ def gateway(flywheel_home, monkeypatch: pytest.MonkeyPatch) -> Iterator[GatewayH
     monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_TOKEN", TOKEN)
     get_settings.cache_clear()
     save_state(open_store(get_settings()), RoutingState(stable="v0"))
-    with start_background_gateway(get_settings(), port=0, state_interval_s=0.1) as gw:
+    with start_background_gateway(get_settings(), port=0, intervals=Intervals(state_s=0.1)) as gw:
         monkeypatch.setenv("FLYWHEEL_GATEWAY__URL", gw.url)
         monkeypatch.setenv("FLYWHEEL_GATEWAY__ADMIN_URL", gw.admin_url or "")
         get_settings.cache_clear()

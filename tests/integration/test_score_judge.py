@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from infra.llm import ChatClient
+from infra.llm import ChatClient, judge_backoff
 from infra.settings import JudgeSettings, Settings
 from tasks.reward import ScoreItem, Scorer
 from tests.fakes.judge_server import FakeJudgeServer
@@ -39,7 +39,9 @@ def _scorer(server: FakeJudgeServer, *, ragas_mode: str = "non_llm", **judge: ob
     settings = Settings(
         judge=JudgeSettings(kind="llm", base_url=server.base_url, concurrency=CONCURRENCY, **judge)  # type: ignore[arg-type]
     )
-    client = ChatClient.from_settings(settings.judge, backoff_s=0.02)
+    client = ChatClient.from_settings(
+        settings.judge, retry=judge_backoff(settings.judge.max_retries, base_s=0.02)
+    )
     return Scorer(settings, ragas_mode=ragas_mode, client=client)
 
 

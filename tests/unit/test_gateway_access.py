@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.gateway import limits
-from infra.gateway.chat_request import BadRequest, parse_chat_request, too_deep
+from infra.gateway.chat_request import BadRequest, ChatLimits, parse_chat_request, too_deep
 from infra.gateway.cohorts import Decision
 from infra.gateway.service import Gateway, servable
 
@@ -68,12 +68,11 @@ def test_a_retired_canary_or_shadow_is_replaced_by_the_stable_version() -> None:
 
 
 def parse(body: dict[str, Any], **limits_: int) -> Any:
-    return parse_chat_request(
-        body,
-        session_header=None,
+    limits = ChatLimits(
         max_tokens_limit=limits_.get("max_tokens_limit", 100),
         max_messages=limits_.get("max_messages", 10),
     )
+    return parse_chat_request(body, limits=limits, session_header=None)
 
 
 def test_no_budget_is_invented_and_a_huge_one_is_clamped() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.gateway.chat_request import BadRequest, parse_chat_request
+from infra.gateway.chat_request import BadRequest, ChatLimits, parse_chat_request
 
 INTERNAL = "http://minio:9000/flywheel/deploy/state.json"  # a compose service's address
 PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
@@ -23,9 +23,8 @@ def parse(content: Any, **options: Any) -> Any:
             {"role": "user", "content": content},
         ]
     }
-    return parse_chat_request(
-        body, session_header=None, max_tokens_limit=512, max_messages=64, **options
-    )
+    limits = ChatLimits(max_tokens_limit=512, max_messages=64, **options)
+    return parse_chat_request(body, limits=limits, session_header=None)
 
 
 def image(url: str) -> list[dict[str, Any]]:
@@ -64,12 +63,12 @@ def test_allowed_media_takes_data_urls_only_unless_a_prefix_is_listed() -> None:
         parse(
             image("https://cdn.example.com.attacker.net/x.png"),
             allow_media=True,
-            media_url_prefixes=["https://cdn.example.com/"],
+            media_url_prefixes=("https://cdn.example.com/",),
         )
     ok = parse(
         image("https://cdn.example.com/r/1.png"),
         allow_media=True,
-        media_url_prefixes=["https://cdn.example.com/"],
+        media_url_prefixes=("https://cdn.example.com/",),
     )
     assert ok.messages[1]["content"][1]["image_url"]["url"] == "https://cdn.example.com/r/1.png"
     with pytest.raises(BadRequest, match="file_id"):

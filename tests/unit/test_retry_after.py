@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from infra.errors import JudgeError
-from infra.llm import ChatClient
+from infra.llm import ChatClient, judge_backoff
 from infra.retries import retry_after_seconds
 from infra.traces.langfuse_http import translate_status
 from infra.upstream.statuses import status_error
@@ -70,8 +70,7 @@ def test_a_judge_answering_retry_after_inf_is_still_retried() -> None:
     client = ChatClient(
         base_url="http://judge.invalid/v1",
         model="judge",
-        max_retries=1,
-        backoff_s=0.01,
+        retry=judge_backoff(max_retries=1, base_s=0.01),
         transport=httpx.MockTransport(answer),
     )
     try:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from infra.errors import JudgeError
-from infra.llm import ChatClient
+from infra.llm import ChatClient, judge_backoff
 from infra.settings import JudgeSettings, RewardSettings, Settings
 from tasks.reward import (
     ComponentCache,
@@ -193,9 +193,10 @@ def _client(replies: list[tuple[int, str]], **kw: object) -> tuple[ChatClient, l
         body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
         return httpx.Response(status, json=body if status == 200 else {"error": "x"})
 
-    params: dict = {"base_url": "http://judge.test/v1", "model": "m", "backoff_s": 0.001}
+    params: dict = {"base_url": "http://judge.test/v1", "model": "m"}
     params.update(kw)
-    return ChatClient(transport=httpx.MockTransport(handler), **params), seen
+    retry = judge_backoff(max_retries=params.pop("max_retries", 3), base_s=0.001)
+    return ChatClient(transport=httpx.MockTransport(handler), retry=retry, **params), seen
 
 
 GOOD = json.dumps({"accuracy": True, "completeness": True, "clarity": False, "conciseness": True})

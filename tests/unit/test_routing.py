@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.errors import StateConflict
-from infra.gateway.chat_request import BadRequest, parse_chat_request
+from infra.gateway.chat_request import BadRequest, ChatLimits, parse_chat_request
 from infra.gateway.cohorts import StateWatcher, bucket, decide
 from infra.routing import (
     RoutingState,
@@ -165,6 +165,10 @@ def test_watcher_survives_a_missing_or_broken_state(tmp_path) -> None:
     assert not watcher.refresh() and watcher.state.weight == 5  # keeps the last good state
 
 
+def limits(max_messages: int) -> ChatLimits:
+    return ChatLimits(max_tokens_limit=4096, max_messages=max_messages)
+
+
 def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
     body = {
         "model": "flywheel",
@@ -178,14 +182,14 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
         "temperature": 0.5,
         "stop": ["\n"],
     }
-    req = parse_chat_request(body, session_header="s1", max_tokens_limit=4096, max_messages=100)
+    req = parse_chat_request(body, limits=limits(100), session_header="s1")
     assert req.question == "what is 2+2?"
     assert req.contexts == ["calculator: 2+2=4"]
     assert (req.user_id, req.session_id) == ("alice", "s1")
     assert req.params.temperature == 0.5 and req.params.max_tokens is None  # none named
     assert req.params.extra == {"stop": ["\n"]}  # passed through; `user` never is
     custom = parse_chat_request(
-        {**body, "contexts": ["doc"]}, session_header=None, max_tokens_limit=4096, max_messages=9
+        {**body, "contexts": ["doc"]}, limits=limits(9), session_header=None
     )
     assert custom.contexts == ["doc"]
 
@@ -201,7 +205,7 @@ def test_parse_chat_request_extracts_what_the_trace_needs() -> None:
 )
 def test_parse_chat_request_rejects_malformed_bodies(body: object) -> None:
     with pytest.raises(BadRequest):
-        parse_chat_request(body, session_header=None, max_tokens_limit=4096, max_messages=100)
+        parse_chat_request(body, limits=limits(100), session_header=None)
 
 
 def test_compare_and_swap_decides_again_on_the_state_a_concurrent_writer_left(
