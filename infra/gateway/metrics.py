@@ -96,6 +96,18 @@ class GatewayMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.ledger = VoiceLedger(cap=voices_per_step)
+        self._voice_metrics(r)
+        self._traffic_metrics(r)
+        self._cost_metrics(r)
+        self._operational_metrics(r)
+        self._retries_seen: dict[str, int] = {}
+        self._weighted: set[str] = set()
+        self._public: set[str] = set()  # the stable versions: all the public exposition names
+        # (model, route, workload) -> its label children: labels() hashes and locks per call
+        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def _voice_metrics(self, r: CollectorRegistry) -> None:
+        """The canary's unit: users, each counted at most ``voices_per_step`` times a step."""
         labels = ["model", "route", "workload"]
         self.voices = Counter(
             "agent_voices_total", "Users served, each once per step.", labels, registry=r
@@ -122,6 +134,9 @@ class GatewayMetrics:
             "Users not counted as voices: the ledger of a step was full.",
             registry=r,
         )
+
+    def _traffic_metrics(self, r: CollectorRegistry) -> None:
+        """Requests, errors, latency and feedback events per version, route and workload."""
         self.requests = Counter(
             "agent_requests_total",
             "Chat requests answered.",
@@ -147,6 +162,10 @@ class GatewayMetrics:
             ["model", "value", "workload"],
             registry=r,
         )
+
+    def _cost_metrics(self, r: CollectorRegistry) -> None:
+        """Serving cost, measured (:mod:`infra.metrics.cost`)."""
+        labels = ["model", "route", "workload"]
         # serving cost, measured (infra.metrics.cost): answered requests, tokens, compute
         # seconds; requests and compute by the batch the answer was generated in (batch_bucket)
         self.cost_requests = Counter(
@@ -168,6 +187,9 @@ class GatewayMetrics:
             [*labels, "batch"],
             registry=r,
         )
+
+    def _operational_metrics(self, r: CollectorRegistry) -> None:
+        """What an operator watches: weights, refusals, drops and retries."""
         self.route_weight = Gauge(
             "flywheel_route_weight",
             "Share of routed traffic in percent.",
@@ -226,11 +248,6 @@ class GatewayMetrics:
             ["operation"],
             registry=r,
         )
-        self._retries_seen: dict[str, int] = {}
-        self._weighted: set[str] = set()
-        self._public: set[str] = set()  # the stable versions: all the public exposition names
-        # (model, route, workload) -> its label children: labels() hashes and locks per call
-        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def observe(
         self,
