@@ -31,7 +31,7 @@ from typing import Any
 
 from infra.errors import SourceError, SourceUnavailable
 from infra.privacy import user_key as hash_user
-from infra.traces.langfuse_http import V2_OBSERVATIONS_MAX, LangfuseHttp
+from infra.traces.langfuse_http import V2_OBSERVATIONS_MAX, LangfuseHttp, Query
 from infra.traces.langfuse_scan import (
     list_filters,
     listed_trace_ids,
@@ -88,7 +88,7 @@ class LangfuseFinder(LangfuseHttp):
     def _trace_user(self, trace_id: str) -> str | None:
         """The trace's ``userId`` ("" when it has none); None when no read finds the trace."""
         if self._v2():
-            query = {"traceId": trace_id, "limit": 1, "fields": "core,basic"}
+            query: Query = {"traceId": trace_id, "limit": 1, "fields": "core,basic"}
             data = (
                 self.send("v2 observations", "GET", V2_OBSERVATIONS, params=query).get("data") or []
             )
@@ -120,7 +120,7 @@ class LangfuseFinder(LangfuseHttp):
         trace or its scores (never confirmed)."""
         body_read = False
         if self._v2():
-            query = {"traceId": trace_id, "limit": 1, "fields": "core"}
+            query: Query = {"traceId": trace_id, "limit": 1, "fields": "core"}
             if self.send("v2 observations", "GET", V2_OBSERVATIONS, params=query).get("data"):
                 return True
             body_read = True
@@ -137,7 +137,7 @@ class LangfuseFinder(LangfuseHttp):
         for api in ("v3", "v2") if self._scores_api is None else (self._scores_api,):
             if not api:
                 return None
-            query = {"traceId": trace_id, "limit": 1}
+            query: Query = {"traceId": trace_id, "limit": 1}
             try:
                 body = self.send(f"{api} scores", "GET", SCORES[api], params=query)
             except SourceUnavailable:
@@ -170,7 +170,7 @@ class LangfuseFinder(LangfuseHttp):
     def _observed(self, trace_id: str) -> bool:
         """Whether Langfuse holds an observation of the trace (v1: the trace itself)."""
         if self._v2():
-            query = {"traceId": trace_id, "limit": 1, "fields": "core"}
+            query: Query = {"traceId": trace_id, "limit": 1, "fields": "core"}
             return bool(
                 self.send("v2 observations", "GET", V2_OBSERVATIONS, params=query).get("data")
             )

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from infra.settings import LangfuseSettings
 
 T = TypeVar("T")
+Query = Mapping[str, str | int | float | bool | None]  # a request's query parameters
 
 PAGE_MAX = 100
 """The largest ``limit`` Langfuse accepts on its page-numbered lists (v1 traces, v2 and v3
@@ -188,7 +189,7 @@ class LangfuseHttp(LangfuseClient):
         method: str,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
+        params: Query | None = None,
         json: Any = None,
         idempotent: bool = True,
     ) -> dict[str, Any]:
@@ -206,7 +207,7 @@ class LangfuseHttp(LangfuseClient):
         return self.retrying(what, request, idempotent=idempotent)
 
     def _once(
-        self, what: str, method: str, url: str, params: Mapping[str, Any] | None, body: Any
+        self, what: str, method: str, url: str, params: Query | None, body: Any
     ) -> dict[str, Any]:
         try:
             resp = self._http.request(method, url, params=params, json=body)

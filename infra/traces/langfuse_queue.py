@@ -9,13 +9,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
 from infra.errors import SourceError, SourceUnavailable
 from infra.traces.langfuse_http import LangfuseHttp
 
 log = logging.getLogger(__name__)
+
+
+class QueueItem(TypedDict, total=False):
+    """One item of an annotation queue, as Langfuse's public API lists it
+    (``AnnotationQueueItem``: times as ISO strings)."""
+
+    id: str
+    queueId: str
+    objectId: str
+    objectType: str  # TRACE | OBSERVATION | SESSION
+    status: str  # PENDING | COMPLETED
+    completedAt: str | None
+    createdAt: str
+    updatedAt: str
 
 
 class LangfuseReviewQueue(LangfuseHttp):
@@ -37,9 +51,9 @@ class LangfuseReviewQueue(LangfuseHttp):
                 "FLYWHEEL_REVIEW__LANGFUSE_QUEUE_ID and the API keys)"
             ) from None
 
-    def items(self, *, status: str | None = None) -> list[dict[str, Any]]:
+    def items(self, *, status: str | None = None) -> list[QueueItem]:
         """Every item of the queue (``status``: PENDING or COMPLETED only)."""
-        out: list[dict[str, Any]] = []
+        out: list[QueueItem] = []  # each page's ``data``, as the API answered it
         page = 1
         while True:
             params: dict[str, Any] = {"page": page, "limit": self.limit()}

@@ -52,6 +52,7 @@ from infra.traces.mapping import (
     record_fields,
     time_key,
 )
+from infra.traces.observation import Observation, observation
 from infra.traces.record import RawLine, WindowBatch, parse_trace
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,8 @@ class LangfuseSource(LangfuseHttp):
         return batch
 
     # -- fetching ---------------------------------------------------------------------------
-    def _observations_v2(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        seen: dict[str, dict[str, Any]] = {}
+    def _observations_v2(self, start: datetime, end: datetime) -> list[Observation]:
+        seen: dict[str, Observation] = {}
         pages = self._cursor_pages(
             "v2 observations page",
             self._api.observations.get_many,
@@ -177,11 +178,11 @@ class LangfuseSource(LangfuseHttp):
         )
         for obs in pages:
             item = obs.model_dump(mode="json", exclude_none=True)
-            seen.setdefault(item["id"], {**item, "_windowTime": item.get("startTime")})
+            seen.setdefault(item["id"], observation(item, window_time=item.get("startTime")))
         return list(seen.values())
 
-    def _observations_v1(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _observations_v1(self, start: datetime, end: datetime) -> list[Observation]:
+        out: list[Observation] = []
         seen: set[str] = set()
         window = {"fromTimestamp": iso_utc(start), "toTimestamp": iso_utc(end)}
         params = {**window, "orderBy": "timestamp.asc", "limit": self.limit()}
@@ -199,7 +200,7 @@ class LangfuseSource(LangfuseHttp):
                 obs.setdefault("traceId", full["id"])
                 obs.setdefault("userId", full.get("userId"))
                 obs.setdefault("sessionId", full.get("sessionId"))
-                out.append({**obs, "_windowTime": full.get("timestamp")})
+                out.append(observation(obs, window_time=full.get("timestamp")))
         return out
 
     def read_feedback(self, start: datetime, end: datetime) -> dict[str, Feedback]:
@@ -314,12 +315,12 @@ class LangfuseSource(LangfuseHttp):
 
     # -- mapping ----------------------------------------------------------------------------
     def _build_batch(
-        self, observations: list[dict[str, Any]], *, start: datetime, end: datetime, api: str
+        self, observations: list[Observation], *, start: datetime, end: datetime, api: str
     ) -> WindowBatch:
-        by_trace: dict[str, list[dict[str, Any]]] = {}
+        by_trace: dict[str, list[Observation]] = {}
         for obs in observations:
-            if obs.get("traceId"):
-                by_trace.setdefault(obs["traceId"], []).append(obs)
+            if tid := obs.get("traceId"):
+                by_trace.setdefault(tid, []).append(obs)
         batch, skipped = WindowBatch(), 0
         for trace_id, group in by_trace.items():
             gen = pick_generation(group)

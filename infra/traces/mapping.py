@@ -56,6 +56,7 @@ from infra.traces.conversation import (
 
 if TYPE_CHECKING:
     from infra.settings import FeedbackSettings
+    from infra.traces.observation import Observation
     from infra.traces.record import TraceRecord
 
 Feedback = Literal[-1, 0, 1]
@@ -88,7 +89,7 @@ def generation_metadata(record: TraceRecord) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v is not None}
 
 
-def pick_generation(group: list[dict[str, Any]]) -> dict[str, Any] | None:
+def pick_generation(group: list[Observation]) -> Observation | None:
     """A trace's record observation: its root GENERATION, else the latest; None without one."""
     gens = [o for o in group if otel.is_generation(o)]
     roots = [o for o in gens if o.get("isRootObservation") or not o.get("parentObservationId")]
@@ -96,9 +97,7 @@ def pick_generation(group: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(pool, key=lambda o: (str(o.get("startTime")), o["id"])) if pool else None
 
 
-def record_fields(
-    *, trace_id: str, gen: dict[str, Any], group: list[dict[str, Any]]
-) -> dict[str, Any]:
+def record_fields(*, trace_id: str, gen: Observation, group: list[Observation]) -> dict[str, Any]:
     """The TraceRecord fields of one generation; ValueError reasons never quote values."""
     meta = _decode(gen.get("metadata"))
     meta = {k: _decode(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
@@ -183,7 +182,7 @@ def _messages(value: Any, attrs: dict[str, Any]) -> tuple[Messages, list[str]]:
     return messages, context_texts(messages)
 
 
-def _retrieved(group: list[dict[str, Any]]) -> list[str]:
+def _retrieved(group: list[Observation]) -> list[str]:
     """Outputs of the trace's RETRIEVER observations (documents), as texts, in time order."""
     out: list[str] = []
     spans = sorted(

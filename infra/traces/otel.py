@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from infra.traces.conversation import Message, Messages
+
+if TYPE_CHECKING:
+    from infra.traces.observation import Observation
 
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
 
@@ -88,7 +91,7 @@ def model(attrs: dict[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def is_generation(observation: dict[str, Any]) -> bool:
+def is_generation(observation: Observation) -> bool:
     """A GENERATION, or a span carrying a GenAI prompt (an OTel LLM span Langfuse kept as a
     SPAN)."""
     if observation.get("type") == "GENERATION":

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, TypedDict
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetPydanticSchema,
     ValidationError,
     field_validator,
     model_validator,
@@ -21,10 +22,25 @@ from pydantic import (
 
 from infra.traces.conversation import (
     DEFAULT_WORKLOAD,
+    Messages,
+    ToolCall,
     context_texts,
     last_user_text,
     legacy_messages,
 )
+
+# A typed list validated as the list of JSON objects it is: pydantic checks each entry is an
+# object and keeps it exactly as sent (every key, any content), while mypy reads the TypedDict.
+AS_JSON_OBJECTS = GetPydanticSchema(lambda _type, handler: handler(list[dict[str, Any]]))
+
+
+class ToolRun(TypedDict):
+    """A tool the agent ran, as a Langfuse TOOL observation of its trace records it: a record
+    read from Langfuse lists these after the answer's own tool calls."""
+
+    name: str | None
+    input: Any  # arbitrary JSON: whatever the tool was given
+    output: Any  # arbitrary JSON: whatever it returned
 
 
 class TraceRecord(BaseModel):
@@ -44,11 +60,11 @@ class TraceRecord(BaseModel):
     user_id: str | None = None
     workload: str = Field(default=DEFAULT_WORKLOAD, min_length=1, max_length=128)
     prompt_group: str = Field(min_length=1, max_length=128)
-    messages: list[dict[str, Any]] = []
+    messages: Annotated[Messages, AS_JSON_OBJECTS] = []
     question: str
     contexts: list[str] = []
     answer: str
-    tool_calls: list[dict[str, Any]] = []
+    tool_calls: Annotated[list[ToolCall | ToolRun], AS_JSON_OBJECTS] = []
     model_version: str = Field(min_length=1)
     temperature: float | None = Field(default=None, ge=0.0, le=5.0)
     top_p: float | None = Field(default=None, ge=0.0, le=1.0)
