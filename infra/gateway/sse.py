@@ -13,38 +13,40 @@ from typing import Any
 
 from starlette.responses import Response
 
+from infra.upstream.completion import ToolCallDelta
+
 DONE_LINE = b"data: [DONE]\n\n"  # the last event of an OpenAI stream
 
 
-def tool_call_deltas(calls: list[dict[str, Any]], *, first_index: int) -> list[dict[str, Any]]:
+def tool_call_deltas(calls: list[ToolCallDelta], *, first_index: int) -> list[ToolCallDelta]:
     """Tool calls as stream deltas: an upstream's deltas (several events read at once merged
     into one delta per call, so a client that reads one delta per index misses nothing), whole
     calls (an in-process model) numbered from ``first_index``."""
-    out: list[dict[str, Any]] = []
+    out: list[ToolCallDelta] = []
     for n, call in enumerate(calls):
         if "index" not in call:
             out.append({"index": first_index + n, **call})
         elif out and out[-1].get("index") == call["index"]:
             _merge_delta(out[-1], call)
         else:
-            out.append({**call, "function": dict(call.get("function") or {})})
+            out.append({**call, "function": {**(call.get("function") or {})}})
     return out
 
 
-def _merge_delta(into: dict[str, Any], delta: dict[str, Any]) -> None:
+def _merge_delta(into: ToolCallDelta, delta: ToolCallDelta) -> None:
     for key in ("id", "type"):
         if into.get(key) is None and delta.get(key) is not None:
             into[key] = delta[key]
     fn, more = into["function"], delta.get("function") or {}
     if not fn.get("name") and more.get("name"):
         fn["name"] = more["name"]
-    if more.get("arguments"):
-        fn["arguments"] = (fn.get("arguments") or "") + more["arguments"]
+    if arguments := more.get("arguments"):
+        fn["arguments"] = (fn.get("arguments") or "") + arguments
 
 
 def assemble_tool_calls(
-    calls: list[dict[str, Any]], deltas: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    calls: list[ToolCallDelta], deltas: list[ToolCallDelta]
+) -> list[ToolCallDelta]:
     """Whole tool calls from stream deltas, appended to ``calls`` by their ``index``."""
     for delta in deltas:
         index = delta.get("index", len(calls))

@@ -11,9 +11,46 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, TypeGuard
 
 import orjson
+
+
+class ToolCallDeltaFunction(TypedDict, total=False):
+    """The function of a tool call as an upstream sends it: ``name`` once, ``arguments`` whole
+    or in fragments (openai's ``ChoiceDeltaToolCallFunction``)."""
+
+    name: str | None
+    arguments: str | None
+
+
+class ToolCallDelta(TypedDict, total=False):
+    """A tool call as an upstream sends it: one entry of a stream chunk's ``delta.tool_calls``
+    (openai's ``ChoiceDeltaToolCall``: ``index`` names the call, ``id``, ``type`` and
+    ``function.name`` come once, ``function.arguments`` in fragments), or, without ``index``,
+    a whole call of a finished answer (its ``id`` may still be None)."""
+
+    index: int
+    id: str | None
+    type: str | None
+    function: ToolCallDeltaFunction
+
+
+class TopLogprob(TypedDict, total=False):
+    """One of the likeliest tokens at a position (openai's ``TopLogprob``)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class TokenLogprob(TypedDict, total=False):
+    """One entry of a choice's ``logprobs.content`` (openai's ``ChatCompletionTokenLogprob``)."""
+
+    token: str
+    logprob: float
+    bytes: list[int] | None
+    top_logprobs: list[TopLogprob]
 
 
 @dataclass
@@ -38,8 +75,8 @@ class Completion:
     logprobs: list[float] | None = None
     finish_reason: str | None = "stop"
     # OpenAI tool calls as the upstream sent them (stream deltas carry ``index``, id may be None)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    logprob_tokens: list[dict[str, Any]] | None = None  # the upstream's ``logprobs.content``
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    logprob_tokens: list[TokenLogprob] | None = None  # the upstream's ``logprobs.content``
     # the model server's measured compute seconds for this answer (the in-process model's
     # share of its batch); None: the gateway counts the call's own seconds (infra.metrics.cost)
     compute_s: float | None = None
@@ -55,12 +92,22 @@ def logprob_values(tokens: list[Any] | None) -> list[float] | None:
     return [float(t["logprob"]) for t in tokens if isinstance(t, dict) and "logprob" in t] or None
 
 
-def choice_logprob_tokens(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
+def choice_logprob_tokens(choice: dict[str, Any]) -> list[TokenLogprob] | None:
     """The OpenAI/vLLM ``logprobs.content`` entries of a choice (token, logprob, ...)."""
     content = (choice.get("logprobs") or {}).get("content")
     if not isinstance(content, list):
         return None
-    return [t for t in content if isinstance(t, dict) and "logprob" in t] or None
+    return [t for t in content if _is_token_logprob(t)] or None
+
+
+# The upstream's JSON is typed where it is read: an entry is taken for what OpenAI's API says it
+# is once it is an object (and, for a logprob, has one); every other key is read with .get.
+def _is_token_logprob(entry: object) -> TypeGuard[TokenLogprob]:
+    return isinstance(entry, dict) and "logprob" in entry
+
+
+def _is_tool_call(entry: object) -> TypeGuard[ToolCallDelta]:
+    return isinstance(entry, dict)
 
 
 async def read_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Completion]:
@@ -106,7 +153,7 @@ def fold_chunk(into: Completion, event: dict[str, Any], texts: list[str]) -> Non
         if content := delta.get("content"):
             texts.append(content)
         if calls := delta.get("tool_calls"):
-            into.tool_calls.extend(c for c in calls if isinstance(c, dict))
+            into.tool_calls.extend(c for c in calls if _is_tool_call(c))
         if isinstance(lp := choice.get("logprobs"), dict) and isinstance(
             tokens := lp.get("content"), list
         ):
