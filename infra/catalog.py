@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# a row of any table: one of the row TypedDicts (tasks.datasets and beside), each a
+# Mapping[str, object] to mypy; read by column name only
+Row = TypeVar("Row", bound=Mapping[str, object])
 
 COMMIT_RETRIES = Backoff(attempts=6, base_s=0.1, max_s=2.0)
 """A lost commit race is retried at once from a fresh table: 6 attempts, 0.1 s doubling."""
@@ -187,7 +190,7 @@ def _evolved(table: Table, name: str) -> Table:
     return table.refresh()
 
 
-def to_arrow(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+def to_arrow(name: str, rows: Sequence[Row]) -> pa.Table:
     """Rows as an Arrow table with exactly the schema of ``name`` (extra keys ignored)."""
     schema = SCHEMAS[name]
     columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
@@ -226,7 +229,7 @@ def _write(name: str, write: Callable[[], None]) -> None:
     retry_call(once, operation="catalog.commit", policy=COMMIT_RETRIES)
 
 
-def append_rows(catalog: Catalog, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def append_rows(catalog: Catalog, name: str, rows: Sequence[Row]) -> None:
     """Append rows to a table in one commit (no-op for no rows).
 
     Raises:
@@ -236,13 +239,13 @@ def append_rows(catalog: Catalog, name: str, rows: Sequence[Mapping[str, Any]]) 
         _write(name, lambda: _lease_append(catalog, name, rows))
 
 
-def _lease_append(catalog: Catalog, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def _lease_append(catalog: Catalog, name: str, rows: Sequence[Row]) -> None:
     with table_lease_of(catalog):
         get_table(catalog, name).append(to_arrow(name, rows))
 
 
 def replace_where(
-    catalog: Catalog, name: str, row_filter: BooleanExpression, rows: Sequence[Mapping[str, Any]]
+    catalog: Catalog, name: str, row_filter: BooleanExpression, rows: Sequence[Row]
 ) -> None:
     """Replace the rows matching ``row_filter`` with ``rows`` in one commit (a rerun never
     duplicates: the same filter replaces what the last run wrote).

@@ -9,9 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from infra.routing.state import RoutingState, bake_target, fingerprint_key, own_workload
+
+
+class MatchedAlert(TypedDict):
+    """A firing Alertmanager alert a rollback acts on, as its evidence records it."""
+
+    alertname: str | None
+    fingerprint: str
+    labels: dict[str, str]  # the alert's labels, as Alertmanager sent them
+    startsAt: str | None
 
 
 def alert_target(state: RoutingState, *, bake_s: float) -> str | None:
@@ -41,11 +50,11 @@ def alerts_by_workload(state: RoutingState, alerts: list[Any]) -> dict[str | Non
 
 def match_alerts(
     state: RoutingState, alerts: list[Any], target: str | None
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[MatchedAlert], int]:
     """The firing alerts naming ``target`` not yet acted on in ``state``'s release, and how
     many were already acted on (duplicates)."""
     seen = set(state.alert_fingerprints)
-    matched: list[dict[str, Any]] = []
+    matched: list[MatchedAlert] = []
     duplicates = 0
     for alert in alerts:
         if not isinstance(alert, dict) or alert.get("status") != "firing":

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 from urllib.parse import urlparse
 
 from infra.errors import (
@@ -32,6 +32,17 @@ from infra.store.transfer import temp_beside, transfer_config
 T = TypeVar("T")
 STORE_RETRIES = Backoff(attempts=5, base_s=0.1)
 """Five attempts per store call, 0.1 / 0.2 / 0.4 / 0.8 s (+-50 %) apart."""
+
+
+class ListedObject(TypedDict, total=False):
+    """One entry of a ``ListObjectsV2`` page's ``Contents`` (S3's API: ``Key``, ``LastModified``,
+    ``Size``, ``ETag``, ...); the store reads the key and the time."""
+
+    Key: str
+    LastModified: datetime
+    Size: int
+    ETag: str
+
 
 _TRANSIENT_CODES = {
     "SlowDown",
@@ -186,12 +197,12 @@ class S3Store:
                 return False
             raise
 
-    def _pages(self, prefix: str) -> builtins.list[dict[str, Any]]:
+    def _pages(self, prefix: str) -> builtins.list[ListedObject]:
         full = (
             self._key(prefix, prefix=True) if prefix else (f"{self.prefix}/" if self.prefix else "")
         )
 
-        def listing() -> builtins.list[dict[str, Any]]:
+        def listing() -> builtins.list[ListedObject]:
             paginator = self._client.get_paginator("list_objects_v2")
             pages = paginator.paginate(Bucket=self.bucket, Prefix=full)
             return [obj for page in pages for obj in page.get("Contents", [])]
