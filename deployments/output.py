@@ -14,7 +14,7 @@ BAD_INPUT = 2
 FAILED = 1
 
 
-def emit(ns: argparse.Namespace, title: str, fields: Mapping[str, Any]) -> None:
+def emit(ns: argparse.Namespace, title: str, fields: Mapping[str, object]) -> None:
     """Print a command's summary: ``title`` then one aligned ``key  value`` line per field, or
     (``--json``) the fields as one JSON object with ``command`` first."""
     if getattr(ns, "json", False):
@@ -23,7 +23,7 @@ def emit(ns: argparse.Namespace, title: str, fields: Mapping[str, Any]) -> None:
         print(render(title, fields))
 
 
-def render(title: str, fields: Mapping[str, Any]) -> str:
+def render(title: str, fields: Mapping[str, object]) -> str:
     """``title`` and the fields as aligned ``key  value`` lines (underscores read as spaces)."""
     names = {key: key.replace("_", " ") for key in fields}
     width = max((len(n) for n in names.values()), default=0)

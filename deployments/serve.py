@@ -20,11 +20,12 @@ import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import yaml
 
 from infra.settings.workloads import DEFAULT_WORKLOAD
+from infra.traces.conversation import JsonObject
 
 if TYPE_CHECKING:
     from prefect import Flow
@@ -34,7 +35,18 @@ log = logging.getLogger(__name__)
 
 PREFECT_YAML = Path(__file__).with_name("prefect.yaml")
 REPO_ROOT = PREFECT_YAML.parent.parent
-SCHEDULE_KEYS = ("interval", "anchor_date", "cron", "rrule", "timezone")
+
+
+class Schedule(TypedDict, total=False):
+    """One entry of a deployment's ``schedules:`` in prefect.yaml (Prefect's schedule keys)."""
+
+    interval: float  # seconds
+    anchor_date: str
+    cron: str
+    rrule: str
+    timezone: str
+    active: bool
+    parameters: JsonObject  # the flow's parameters for this schedule (arbitrary JSON)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +56,7 @@ class DeploymentSpec:
     name: str
     entrypoint: str  # flows/<module>.py:<function>
     parameters: dict[str, Any] = field(default_factory=dict)
-    schedules: list[dict[str, Any]] = field(default_factory=list)
+    schedules: list[Schedule] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     description: str | None = None
     concurrency_limit: int | dict[str, Any] | None = None
@@ -109,7 +121,13 @@ def build_deployment(spec: DeploymentSpec, workloads: Collection[str] = ()) -> R
 
     schedules = [
         DeploymentScheduleCreate(
-            schedule=construct_schedule(**{k: s[k] for k in SCHEDULE_KEYS if k in s}),
+            schedule=construct_schedule(
+                interval=s.get("interval"),
+                anchor_date=s.get("anchor_date"),
+                cron=s.get("cron"),
+                rrule=s.get("rrule"),
+                timezone=s.get("timezone"),
+            ),
             active=s.get("active", True),
             parameters=s.get("parameters") or {},
         )
@@ -132,10 +150,12 @@ def build_deployment(spec: DeploymentSpec, workloads: Collection[str] = ()) -> R
     return served
 
 
-def limit_workloads(nodes: list[dict[str, Any]], workloads: Collection[str]) -> None:
+def limit_workloads(nodes: list[JsonObject], workloads: Collection[str]) -> None:
     """Make each ``workload`` field among ``nodes`` (a schema's properties, and its models')
     a choice of ``default`` (the shared release) and the configured ``workloads``: the run
-    form shows a list, and the server refuses any other name before the run exists."""
+    form shows a list, and the server refuses any other name before the run exists.
+
+    The nodes are JSON schema objects (arbitrary JSON: ``JsonObject``)."""
     choices = [DEFAULT_WORKLOAD, *sorted(set(workloads) - {DEFAULT_WORKLOAD})]
     for node in nodes:
         props = node.get("properties", node)

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from infra.errors import ReviewFileError
 from infra.traces.conversation import Messages
@@ -43,6 +43,16 @@ HISTORY = "HISTORY"
 DECISIONS = ("accept", "edit", "reject")
 
 
+class Decision(TypedDict, total=False):
+    """One line of a review file: a proposal and the person's decision (empty: undecided); an
+    edit's ``question`` and ``reference`` as they changed them."""
+
+    proposal_id: Required[str]
+    decision: Required[str]  # accept | edit | reject | "" (undecided)
+    question: str
+    reference: str
+
+
 @dataclass
 class Reviewed:
     """What one ``golden review`` did."""
@@ -57,13 +67,13 @@ class Reviewed:
     items: int  # the new version's items
 
 
-def parse_decisions(text: str) -> list[dict[str, Any]]:
+def parse_decisions(text: str) -> list[Decision]:
     """The review file's lines, each checked (a known proposal id comes later).
 
     Raises:
         ReviewFileError: a line is not JSON, or its decision is not accept / edit / reject.
     """
-    out = []
+    out: list[Decision] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -78,11 +88,12 @@ def parse_decisions(text: str) -> list[dict[str, Any]]:
             )
         if not data.get("proposal_id"):
             raise ReviewFileError(f"line {n}: no proposal_id")
-        out.append({**data, "decision": decision})
+        # the file's edge, checked above: a proposal id and a known decision (or none)
+        out.append(cast("Decision", {**data, "decision": decision}))
     return out
 
 
-def _one_workload(decided: list[dict[str, Any]], queued: dict[str, ProposalRow]) -> set[str]:
+def _one_workload(decided: list[Decision], queued: dict[str, ProposalRow]) -> set[str]:
     """The workload of the decided proposals, each pending in the queue, all of one workload.
 
     Raises:
@@ -102,9 +113,7 @@ def _one_workload(decided: list[dict[str, Any]], queued: dict[str, ProposalRow])
     return workloads
 
 
-def _decided_row(
-    d: dict[str, Any], queued: ProposalRow, *, reviewer: str, at: datetime
-) -> ProposalRow:
+def _decided_row(d: Decision, queued: ProposalRow, *, reviewer: str, at: datetime) -> ProposalRow:
     """The proposal's row with its decision (an edit's question and reference) and reviewer.
 
     Raises:

@@ -242,7 +242,7 @@ def store_labels(catalog: Catalog, labels: list[Label]) -> int:
     if not labels:
         return 0
     by_id = {label.trace_id: label for label in labels}
-    items = scan(catalog, TABLE, In("trace_id", sorted(by_id))).to_pylist()
+    items: list[ReviewItem] = scan(catalog, TABLE, In("trace_id", sorted(by_id))).to_pylist()
     unknown = sorted(set(by_id) - {r["trace_id"] for r in items})
     if unknown:
         shown = ", ".join(unknown[:3]) + (
@@ -252,7 +252,9 @@ def store_labels(catalog: Catalog, labels: list[Label]) -> int:
     now = datetime.now(UTC)
     for item in items:
         label = by_id[item["trace_id"]]
-        item.update(human_score=label.human_score, reviewer=label.reviewer, labelled_at=now)
+        item.update(
+            {"human_score": label.human_score, "reviewer": label.reviewer, "labelled_at": now}
+        )
     replace_where(catalog, TABLE, In("trace_id", sorted(by_id)), items)
     return len(items)
 

@@ -65,15 +65,15 @@ class TrainOutcome:
     output_dir: Path
     steps: int
     metrics: dict[str, float]
-    log_history: list[dict[str, Any]] = field(default_factory=list)
+    log_history: list[dict[str, float]] = field(default_factory=list)  # the trainer's state
     wall_s: float = 0.0
     hardware: str = ""
 
 
-def summarize(log_history: list[dict[str, Any]], steps: int) -> dict[str, float]:
+def summarize(log_history: list[dict[str, float]], steps: int) -> dict[str, float]:
     """Final loss, first loss, runtime and the last logged value of each method metric."""
     logs = [h for h in log_history if "loss" in h]
-    final: dict[str, Any] = next((h for h in reversed(log_history) if "train_runtime" in h), {})
+    final: dict[str, float] = next((h for h in reversed(log_history) if "train_runtime" in h), {})
     out: dict[str, float] = {"steps": float(steps)}
     if logs:
         out["first_loss"] = float(logs[0]["loss"])
