@@ -275,7 +275,7 @@ def propose(rt: Runtime, workload: str, *, per_cluster: int = PER_CLUSTER) -> Pr
     where = EqualTo("workload", workload)
     if workload == DEFAULT_WORKLOAD:
         where = Or(where, IsNull("workload"))
-    rows = scan(rt.catalog, "training_examples", where).to_pylist()
+    rows: list[TrainingExample] = scan(rt.catalog, "training_examples", where).to_pylist()
     trained_ids = trained_trace_ids(rt.store)
     trained = [str(r["question"]) for r in rows if r["trace_id"] in trained_ids]
     found = candidates(  # a row trained on is itself near training data: refused

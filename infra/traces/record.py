@@ -22,6 +22,7 @@ from pydantic import (
 
 from infra.traces.conversation import (
     DEFAULT_WORKLOAD,
+    JsonObject,
     Messages,
     ToolCall,
     context_texts,
@@ -30,8 +31,9 @@ from infra.traces.conversation import (
 )
 
 # A typed list validated as the list of JSON objects it is: pydantic checks each entry is an
-# object and keeps it exactly as sent (every key, any content), while mypy reads the TypedDict.
-AS_JSON_OBJECTS = GetPydanticSchema(lambda _type, handler: handler(list[dict[str, Any]]))
+# object (arbitrary JSON to pydantic: JsonObject) and keeps it exactly as sent (every key, any
+# content), while mypy reads the TypedDict.
+AS_JSON_OBJECTS = GetPydanticSchema(lambda _type, handler: handler(list[JsonObject]))
 
 
 class ToolRun(TypedDict):

@@ -33,8 +33,11 @@ from infra.task_retries import IO_RETRIES
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from infra.audit import AuditRow
     from infra.store import ObjectStore
     from infra.traces.langfuse_eraser import LangfuseDeletion
+    from tasks.datasets import PreferencePair, Quarantine
+    from tasks.golden_proposals import ProposalRow
 
 log = logging.getLogger(__name__)
 
@@ -158,14 +161,14 @@ def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[st
         if n:
             delete_rows(catalog, name, EqualTo("user_key", key))
         deleted[name] = n
-    pairs = scan(catalog, "preference_pairs").to_pylist()
+    pairs: list[PreferencePair] = scan(catalog, "preference_pairs").to_pylist()
     ids = [p["pair_id"] for p in pairs if key in (p["user_keys"] or [])]
     deleted["preference_pairs"] = _delete_in(catalog, "preference_pairs", "pair_id", ids)
     needles = [key, *trace_ids]
-    audit = scan(catalog, "audit_log").to_pylist()
+    audit: list[AuditRow] = scan(catalog, "audit_log").to_pylist()
     ids = [a["event_id"] for a in audit if _mentions(f"{a['subject']} {a['details']}", needles)]
     deleted["audit_log"] = _delete_in(catalog, "audit_log", "event_id", ids)
-    quarantine = scan(catalog, "quarantine").to_pylist()
+    quarantine: list[Quarantine] = scan(catalog, "quarantine").to_pylist()
     hits = [i for i, q in enumerate(quarantine) if _mentions(q["record"] or "", needles)]
     if hits:  # quarantine has no id column: rewrite the table without those rows
         from pyiceberg.expressions import AlwaysTrue
@@ -182,7 +185,7 @@ def delete_user_rows(catalog: Catalog, key: str, trace_ids: set[str]) -> dict[st
     # a golden proposal (tasks/golden_proposals.py) names the traces its question and its
     # reference came from; an item already published to a golden file is a file the operator
     # keeps (docs/operating/golden-set.md)
-    proposed = scan(catalog, "golden_proposals").to_pylist()
+    proposed: list[ProposalRow] = scan(catalog, "golden_proposals").to_pylist()
     ids = sorted(
         {
             p["proposal_id"]
