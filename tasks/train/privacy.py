@@ -26,6 +26,8 @@ from infra.task_retries import IO_RETRIES
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from infra.audit import AuditRow
+
 CHECK_EVENT = "curate.canary_check"  # tasks.curate.canary_check.AUDIT_EVENT
 ACTOR = "train-and-release"
 DAY = timedelta(days=1)
@@ -86,7 +88,8 @@ def canary_day(catalog: Catalog, *, min_recall: float, now: datetime | None = No
     since = (now or datetime.now(UTC)) - DAY
     where = And(EqualTo("event_type", CHECK_EVENT), GreaterThanOrEqual("at", since.isoformat()))
     day = CanaryDay(min_recall=min_recall, since=since)
-    for row in scan(catalog, "audit_log", where).to_pylist():
+    rows: list[AuditRow] = scan(catalog, "audit_log", where).to_pylist()
+    for row in rows:
         details = json.loads(row["details"] or "{}")
         day.runs += 1
         day.failed_runs += details.get("passed") is False
