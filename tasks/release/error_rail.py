@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tasks.release.latency import binomial_tail
+from tasks.release.stats import binomial_tail
 from tasks.release.units import error_rate, paired_error_evidence
 from tasks.release.verdict import Judged
 

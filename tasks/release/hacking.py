@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.golden import verified_scores
 from tasks.release.drift import Check, Status
-from tasks.release.latency import binomial_tail
+from tasks.release.stats import binomial_tail
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.metrics.promql import QUANTILE, histogram_quantile
+from tasks.release.stats import binomial_tail
 from tasks.release.units import users_per_request
 from tasks.release.verdict import Judged
 
@@ -153,17 +154,3 @@ def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
             )
         )
     return min(tests, key=lambda t: (t.p_value, -t.bound_s))
-
-
-def binomial_tail(k: float, n: float, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p), continued to counts that are not whole (counts on the
-    user scale) through the regularized incomplete beta function: ``I_p(k, n - k + 1)``."""
-    if k <= 0:
-        return 1.0
-    if p <= 0:
-        return 0.0
-    if p >= 1 or k > n:
-        return 1.0 if p >= 1 else 0.0
-    from scipy.special import betainc
-
-    return float(betainc(k, n - k + 1, p))

@@ -1,5 +1,6 @@
 """The paired comparison of the release gate (and of the shadow phase): candidate - baseline
-per item, tested four ways."""
+per item, tested four ways; and the binomial tail the gate's sign test and the canary's
+latency and error rails share."""
 
 from __future__ import annotations
 
@@ -81,3 +82,17 @@ def paired_test(
         effect_size=effect,
         nonzero_pairs=nonzero,
     )
+
+
+def binomial_tail(k: float, n: float, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), continued to counts that are not whole (counts on the
+    user scale) through the regularized incomplete beta function: ``I_p(k, n - k + 1)``."""
+    if k <= 0:
+        return 1.0
+    if p <= 0:
+        return 0.0
+    if p >= 1 or k > n:
+        return 1.0 if p >= 1 else 0.0
+    from scipy.special import betainc
+
+    return float(betainc(k, n - k + 1, p))
