@@ -241,7 +241,7 @@ def check_release(ns: argparse.Namespace) -> None:
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from infra.serving.models import ServableVersions
-    from tasks.release.controls import retired_refusal
+    from tasks.release.machine.controls import retired_refusal
 
     rt = Runtime.from_env()
     ServableVersions.from_settings(rt.settings, rt.store).require(ns.version)
@@ -346,7 +346,7 @@ def prove(ns: argparse.Namespace) -> int:
 
 
 def release_fields(r: Any) -> dict[str, Any]:
-    """The summary of a release run (a :class:`tasks.release.outcome.ReleaseOutcome`)."""
+    """The summary of a release run (a :class:`tasks.release.machine.outcome.ReleaseOutcome`)."""
     gate = r.gate or {}
     workload = {"workload": w} if (w := getattr(r, "workload", None)) else {}
     return workload | {

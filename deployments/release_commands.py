@@ -19,7 +19,7 @@ def status(ns: argparse.Namespace) -> int:
     from infra.gateway.stable import unservable_stable
     from infra.routing import open_routing
     from infra.runtime import Runtime
-    from tasks.release.controls import release_status
+    from tasks.release.machine.controls import release_status
 
     rt = Runtime.from_env()
     routing = open_routing(rt.settings, rt.store)
@@ -84,7 +84,7 @@ def check_promote(ns: argparse.Namespace) -> None:
     from infra.routing import open_routing
     from infra.runtime import Runtime
     from infra.serving.models import ServableVersions
-    from tasks.release.controls import promotion_refusal
+    from tasks.release.machine.controls import promotion_refusal
 
     if ns.force and not (ns.reason or "").strip():
         raise ControlRefused("promote --force needs --reason TEXT (recorded in the audit log)")
@@ -176,7 +176,7 @@ def report(ns: argparse.Namespace) -> int:
     from infra.keys import gate_prefix
     from infra.settings import get_settings
     from infra.store import open_store
-    from tasks.release.report import read_report
+    from tasks.release.gate.report import read_report
 
     if ns.version == "agreement":
         return agreement(ns)
@@ -204,9 +204,9 @@ def agreement(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from infra.runtime import Runtime
-    from tasks.release.agreement import read_outcomes, refresh_verifier
-    from tasks.release.agreement_report import agreement as summarize
-    from tasks.release.agreement_report import agreement_plot, agreement_text, json_rows
+    from tasks.release.gate.agreement import read_outcomes, refresh_verifier
+    from tasks.release.gate.agreement_report import agreement as summarize
+    from tasks.release.gate.agreement_report import agreement_plot, agreement_text, json_rows
 
     rt = Runtime.from_env()
     rows = read_outcomes(rt.catalog, ns.workload)

@@ -10,12 +10,11 @@ from infra.flow_docs import described
 from infra.parameters import ModelVersion
 from infra.runtime import Runtime
 from tasks.monitors import report_gauges
-from tasks.release.card import update_card
-from tasks.release.machine import next_step, plan_release
-from tasks.release.options import ReleaseOptions
-from tasks.release.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
-from tasks.release.serving import unload_unrouted
-from tasks.release.steps import (
+from tasks.release.machine.card import update_card
+from tasks.release.machine.machine import next_step, plan_release
+from tasks.release.machine.outcome import CONCLUDED, NOTHING_TO_DO, ReleaseOutcome, conclude
+from tasks.release.machine.serving import unload_unrouted
+from tasks.release.machine.steps import (
     canary_step,
     gate_step,
     ready_server,
@@ -23,6 +22,7 @@ from tasks.release.steps import (
     shadow_step,
     start_run,
 )
+from tasks.release.options import ReleaseOptions
 
 __all__ = ["ReleaseOptions", "release"]
 

@@ -16,9 +16,9 @@ from infra.runtime import Runtime
 from infra.serving.base_servers import open_model_server
 from infra.serving.models import ServableVersions
 from infra.settings.workloads import configured_workload
-from tasks.release import controls
-from tasks.release.outcome import ReleaseOutcome, control_status
-from tasks.release.serving import unload_unrouted
+from tasks.release.machine import controls
+from tasks.release.machine.outcome import ReleaseOutcome, control_status
+from tasks.release.machine.serving import unload_unrouted
 from tasks.run_report import publish_outcome
 
 Action = Literal["promote", "pause", "resume", "abort"]

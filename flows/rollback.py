@@ -10,7 +10,7 @@ from infra.flow_docs import described
 from infra.parameters import ReleaseId, RollbackVersion, Workload
 from infra.routing import RoutingState, open_routing, scoped
 from infra.runtime import Runtime
-from tasks.release.rollback import (
+from tasks.release.machine.rollback import (
     Rollback,
     log_rollback,
     restore_stable,

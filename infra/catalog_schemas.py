@@ -103,7 +103,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("labelled_at", TS),
         ]
     ),
-    # offline-online agreement (tasks/release/agreement.py): one row per release that reached
+    # offline-online agreement (tasks/release/gate/agreement.py): one row per release that reached
     # the canary and workload, the gate's estimate beside what the canary measured
     "release_outcomes": pa.schema(
         [

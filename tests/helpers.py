@@ -10,7 +10,7 @@ from infra.traces import TraceRecord
 
 if TYPE_CHECKING:
     from infra.gateway import GatewayHandle
-    from tasks.release.gate import GateResult
+    from tasks.release.gate.gate import GateResult
 
 
 def make_trace(i: int, at: datetime, **overrides: object) -> TraceRecord:
@@ -39,8 +39,8 @@ def gate_result(
 ) -> GateResult:
     """The golden gate's result for these paired scores (default release policy, no slices)."""
     from infra.settings import ReleaseSettings
-    from tasks.release.gate import GateResult, paired_test
-    from tasks.release.superiority import decide
+    from tasks.release.gate.gate import GateResult, paired_test
+    from tasks.release.gate.superiority import decide
 
     test = paired_test(base, cand, n_bootstrap=200)
     decision, reasons = decide(test, ReleaseSettings())

@@ -23,7 +23,7 @@ USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, 
 CANDIDATE_ROUTES = ("canary", "shadow")
 FEEDBACK_VALUES = ("1", "0", "-1")
 # about 1.2-1.33x apart from 0.1 to 10 s, where p99s fall: the canary's p99 rail counts the
-# requests over the bounds next to stable's p99 (tasks/release/latency.py), and bounds 2-2.5x
+# requests over the bounds next to stable's p99 (tasks/release/canary/latency.py), and bounds 2-2.5x
 # apart hid a tail 1.6x slower inside one bucket; 27 buckets a series (the 0.25, 0.5, 1, 2.5 s
 # bounds of old kept, for dashboards), 13 more than before per model, route and workload
 LATENCY_BUCKETS = (

@@ -4,7 +4,7 @@ both: a burst of load during a step slows both versions alike, and stable's hist
 the baseline. Requests, errors and latency are read from the raw series; ``users`` served,
 ``error_users`` who met an error, and each user's first vote from the gateway's voice series
 (:mod:`infra.gateway.voices`): the rails weigh requests by users, the unit they treat as
-independent (:mod:`tasks.release.units`).
+independent (:mod:`tasks.release.canary.units`).
 
 Two readers behind one interface, :class:`CanaryMetrics`:
 
@@ -12,7 +12,7 @@ Two readers behind one interface, :class:`CanaryMetrics`:
   ``FLYWHEEL_RELEASE__PROMETHEUS_URL``): instant queries through Prometheus's HTTP API
   (``/api/v1/query``), ``increase(...[<N>s])`` with N the seconds since the window start,
   evaluated now; p99 from the latency buckets' increases with PromQL's ``histogram_quantile``
-  interpolation (the buckets are kept for the slow-request test of :mod:`tasks.release.latency`).
+  interpolation (the buckets are kept for the slow-request test of :mod:`tasks.release.canary.latency`).
 - :class:`~infra.metrics.promql_embedded.EmbeddedMetrics` (no Prometheus): scrapes the gateway's own
   ``/admin/metrics`` exposition (admin listener, admin token: the public ``/metrics`` names no
   route). :meth:`~infra.metrics.promql_embedded.EmbeddedMetrics.mark` keeps a scrape as a window

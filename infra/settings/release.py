@@ -33,7 +33,7 @@ class ReleaseSettings(BaseModel):
     shadow_fraction: float = Field(default=0.2, ge=0, le=1)
     # the share of alpha the shadow phase spends on "worse than stable" (one-sided); the
     # canary spends the rest: an identical version is rolled back at most alpha of the time
-    # by shadow and canary together (tasks/release/sequential.py, release_alpha_split)
+    # by shadow and canary together (tasks/release/canary/sequential.py, release_alpha_split)
     shadow_alpha_share: float = Field(default=0.2, gt=0, lt=1)
     min_shadow_pairs: int = Field(default=30, ge=2)
     # canary steps (stable's p99 counts as at least 50 ms, its error rate as at least
@@ -65,7 +65,7 @@ class ReleaseSettings(BaseModel):
     error_floor: float = 0.001
     latency_floor_s: float = 0.05
     no_data_action: Literal["hold", "rollback"] = "hold"  # hold: weight 0, held for a person
-    # always-valid sequential test of each canary step (tasks/release/sequential.py): None
+    # always-valid sequential test of each canary step (tasks/release/canary/sequential.py): None
     # judges a step at its horizon by the guard rails above only
     sequential_alpha: float | None = Field(default=0.05, gt=0, lt=1)
     sequential_min_requests: int = Field(default=10, ge=1)  # before the first sequential look

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from infra.metrics.cost import CostReader, CostStats
     from infra.metrics.cost_readers import EmbeddedCost
     from tasks.distil.run import DistilResult
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
 
 
 @dataclass(kw_only=True)

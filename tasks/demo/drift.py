@@ -5,9 +5,9 @@ gate on the old golden set, is caught by the canary, and is rejected by the gate
 
 What is real and what is scripted, so that it runs in seconds:
 
-- real: the golden gate (:func:`tasks.release.gate.run_gate`: the stage-2 reward with the demo's
+- real: the golden gate (:func:`tasks.release.gate.gate.run_gate`: the stage-2 reward with the demo's
   verifier, the paired tests, the checks), the canary's analysis of one step
-  (:func:`tasks.release.canary.analyse_step`), the coverage measure
+  (:func:`tasks.release.canary.canary.analyse_step`), the coverage measure
   (:mod:`tasks.golden_coverage`), ``golden propose`` and ``golden review``
   (:mod:`tasks.golden_proposals`, :mod:`tasks.golden_review`) on
   ``flywheel.training_examples``, the new golden version, the ``release_outcomes`` rows and the
@@ -148,8 +148,8 @@ def _scenario(home: Path, *, requests: int, seed: int, per_cluster: int, t0: flo
     from tasks.golden_coverage import GoldenSet, measure
     from tasks.golden_proposals import export, pending, propose
     from tasks.golden_review import review
-    from tasks.release.agreement import read_outcomes
-    from tasks.release.agreement_report import agreement, agreement_plot, agreement_text
+    from tasks.release.gate.agreement import read_outcomes
+    from tasks.release.gate.agreement_report import agreement, agreement_plot, agreement_text
 
     rt = Runtime.from_env()
     settings = rt.settings
@@ -240,7 +240,7 @@ def _curate(rt: Any, asks: list[Ask], *, stable: Scripted) -> None:
 
 def _gate(rt: Any, items: list[Any], golden_version: str, candidate: str) -> Gate:
     """The golden gate, candidate against v0, on ``items``."""
-    from tasks.release.gate import run_gate
+    from tasks.release.gate.gate import run_gate
     from tasks.reward import Scorer
 
     result = run_gate(
@@ -270,8 +270,8 @@ def _canary(rt: Any, gate: Gate, *, seed: int, requests: int, release: int) -> s
     :data:`CANARY_USERS` users): each user's first vote (up when the answer is right), judged
     by the canary's analysis; its ``release_outcomes`` row."""
     from infra.metrics.promql import CanaryWindow, RouteStats
-    from tasks.release.agreement import outcome_row, write_outcome
-    from tasks.release.canary import analyse_step
+    from tasks.release.canary.canary import analyse_step
+    from tasks.release.gate.agreement import outcome_row, write_outcome
 
     if gate.decision != "PROCEED_TO_SHADOW":
         return f"canary {gate.version}: not reached (the gate said {gate.decision})"

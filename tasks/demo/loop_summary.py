@@ -14,7 +14,7 @@ from tasks.demo.distil_summary import DistilSummary, distil_lines
 if TYPE_CHECKING:
     from tasks.collect import CollectResult
     from tasks.curate.summary import CurateResult
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
     from tasks.train.run import TrainRunResult
 
 

@@ -15,7 +15,7 @@ from infra.runtime import Runtime
 from infra.serving.base_servers import open_model_server
 from infra.serving.models import model_cache_root
 from infra.settings import get_settings
-from tasks.release.adapters import load_candidate
+from tasks.release.machine.adapters import load_candidate
 
 Server = Literal["local", "vllm"]
 

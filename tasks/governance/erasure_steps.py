@@ -26,7 +26,7 @@ from tasks.governance.reach import (
     save_case,
 )
 from tasks.governance.replacement import mark_retired, retire_versions
-from tasks.release.serving import unload_unrouted
+from tasks.release.machine.serving import unload_unrouted
 
 ACTOR = "erasure-replacement"
 

@@ -145,7 +145,7 @@ def open_cases(store: ObjectStore) -> list[ErasureCase]:
 def role_of(state: RoutingState, version: str, *, bake_s: float, at: datetime) -> Role:
     """The version's place in the serving path now, on any release line (the shared one or
     a workload's own)."""
-    from tasks.release.adapters import retired_at
+    from tasks.release.machine.adapters import retired_at
 
     if version in state.retired:
         return "retired"

@@ -30,13 +30,13 @@ from tasks.governance.replacement import (
     reached,
     routed_versions,
 )
-from tasks.release import controls
+from tasks.release.machine import controls
 from tasks.release.options import ReleaseOptions
 
 if TYPE_CHECKING:
     from prefect import Flow
 
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
 
 
 def replace_reached(

@@ -118,7 +118,7 @@ def routed_versions(state: RoutingState) -> set[str]:
 def rollback_target(state: RoutingState, *, avoid: set[str], servable: Any) -> str | None:
     """The newest version that was stable before and never saw an erased user (not in
     ``avoid``), not retired or rejected, and servable (``servable(version) -> bool``)."""
-    from tasks.release.restore import earlier_stables
+    from tasks.release.machine.restore import earlier_stables
 
     for version in [state.stable, *earlier_stables(state)]:
         bad = version in avoid or version in state.retired or version in state.rejected

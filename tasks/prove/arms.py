@@ -175,9 +175,9 @@ def gate_verdict(
     lms: tuple[Any, Any] | None = None,
 ) -> tuple[str, list[str], dict[str, str]]:
     """The release gate's decision rule on golden verifier scores, with its drift checks."""
-    from tasks.release.drift import diversity_check, kl_check, length_bias_check
-    from tasks.release.gate import paired_test
-    from tasks.release.superiority import decide
+    from tasks.release.gate.drift import diversity_check, kl_check, length_bias_check
+    from tasks.release.gate.gate import paired_test
+    from tasks.release.gate.superiority import decide
 
     test = paired_test(baseline.scores, scores, n_bootstrap=1000, seed=policy.seed)
     checks = [

@@ -1,6 +1,6 @@
-"""What the release gate decides, shared by the golden gate (:mod:`tasks.release.gate`) and
-the non-inferiority gate of a cheaper model (:mod:`tasks.release.noninferiority`); and what
-each canary guard rail judges (:class:`Judged`, :mod:`tasks.release.rails`)."""
+"""What the release gate decides, shared by the golden gate (:mod:`tasks.release.gate.gate`) and
+the non-inferiority gate of a cheaper model (:mod:`tasks.release.gate.noninferiority`); and what
+each canary guard rail judges (:class:`Judged`, :mod:`tasks.release.canary.rails`)."""
 
 from __future__ import annotations
 

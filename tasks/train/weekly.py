@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from prefect.artifacts import create_markdown_artifact
 
 if TYPE_CHECKING:
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
     from tasks.train.readiness import WorkloadCounts
     from tasks.train.run import TrainRunResult
 

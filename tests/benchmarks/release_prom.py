@@ -10,7 +10,7 @@ kept every 15 s of simulated time, written as OpenMetrics with timestamps and ba
 creates them, so what ``increase()`` misses of a series' first increment is measured, not
 hidden. A step's end is only known once Prometheus has judged it, so each canary step is a
 round: every live release serves the step's weight until its deadline, Prometheus is started
-over the blocks, the real :func:`~tasks.release.canary.watch_step` reads at simulated times,
+over the blocks, the real :func:`~tasks.release.canary.canary.watch_step` reads at simulated times,
 and each release is rewound to the second its step ended (:meth:`World.rewind`) before the next
 step. The shadow phase reads trace pairs, not metrics, and runs live.
 
@@ -40,8 +40,8 @@ import yaml
 from infra.errors import MetricsError
 from infra.metrics.promql_prometheus import PrometheusMetrics, instant_rows
 from infra.settings import ReleaseSettings
-from tasks.release.canary import watch_step
-from tasks.release.rollout import Clock
+from tasks.release.canary.canary import watch_step
+from tasks.release.canary.rollout import Clock
 from tests.benchmarks.release_sim import POLICY, Outcome, ended, run_shadow, start_step
 from tests.benchmarks.release_world import Names, Population, Version, World
 

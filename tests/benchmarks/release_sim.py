@@ -1,10 +1,10 @@
 """Simulated releases through the real decision code, for the error-rate benchmark
 (bench_release_decisions.py) and its fast test (tests/unit/test_release_error_rates.py).
 
-A release: the shadow phase (the real :func:`~tasks.release.rollout.watch_shadow` on the
+A release: the shadow phase (the real :func:`~tasks.release.canary.rollout.watch_shadow` on the
 simulated shadow pairs, scored by their live reward), then every canary step with the real
 weights (:meth:`~infra.settings.ReleaseSettings.canary_weight`) judged by the real
-:func:`~tasks.release.canary.watch_step` on a fake clock, until promoted, rolled back or held.
+:func:`~tasks.release.canary.canary.watch_step` on a fake clock, until promoted, rolled back or held.
 Traffic is :mod:`tests.benchmarks.release_world` (the gateway's routing and metrics). Here the
 canary reads the gateway's exposition with the embedded reader
 (:class:`~infra.metrics.promql_embedded.EmbeddedMetrics`); :mod:`tests.benchmarks.release_prom`
@@ -24,8 +24,8 @@ from typing import Any, cast
 
 from infra.metrics.promql_embedded import EmbeddedMetrics, Series, parse_exposition, route_stats
 from infra.settings import ReleaseSettings
-from tasks.release.canary import watch_step
-from tasks.release.rollout import Clock, PhaseResult, watch_shadow
+from tasks.release.canary.canary import watch_step
+from tasks.release.canary.rollout import Clock, PhaseResult, watch_shadow
 from tests.benchmarks.release_world import Load, Population, Version, World
 
 SAME = Version()
@@ -206,8 +206,8 @@ def simulate_gate(
     delta: float, *, seed: int, n_items: int = 400, policy: ReleaseSettings = POLICY
 ) -> str:
     """One golden gate: the decision (PROCEED_TO_SHADOW | MANUAL_REVIEW | ROLLBACK)."""
+    from tasks.release.gate.superiority import decide
     from tasks.release.stats import paired_test
-    from tasks.release.superiority import decide
 
     rng = random.Random(seed)
     chance = [min(0.99, max(0.01, rng.betavariate(1.2, 0.8))) for _ in range(n_items)]

@@ -262,8 +262,8 @@ def test_canary_analysis_through_prometheus_never_passes_without_traffic(stack: 
     from infra.metrics.promql_prometheus import PrometheusClient, PrometheusMetrics
     from infra.routing import StoreRouting
     from infra.settings import ReleaseSettings
-    from tasks.release.canary import watch_step
-    from tasks.release.rollout import Clock
+    from tasks.release.canary.canary import watch_step
+    from tasks.release.canary.rollout import Clock
 
     stack.upstreams["v1"].app.fail_rate = 0.0
     route_half_to_candidate(stack)

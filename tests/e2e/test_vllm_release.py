@@ -101,7 +101,7 @@ def test_workload_a_is_rolled_back_by_an_alert_while_b_is_promoted_on_one_vllm(
     from infra.runtime import Runtime
     from infra.serving.base_servers import open_model_server
     from infra.serving.models import model_cache_root
-    from tasks.release.adapters import load_candidate
+    from tasks.release.machine.adapters import load_candidate
     from tests.e2e.vllm_workloads import (
         CROWD,
         Users,
@@ -317,7 +317,7 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     from infra.serving.vllm_process import LocalLaunchers
     from tasks.demo import loop_cycle
     from tasks.demo.loop_summary import loop_report
-    from tasks.release import steps as release_steps
+    from tasks.release.machine import steps as release_steps
 
     for key, value in DISTIL_ENV.items():
         monkeypatch.setenv(key, value)

@@ -21,7 +21,7 @@ from infra.keys import STATE_KEY
 from infra.routing import GatewayRouting, RoutingState, load_state, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release import transitions
+from tasks.release.machine import transitions
 from tests.fakes.upstream import EchoUpstream
 from tests.integration.test_gateway_admin import (
     AUTH,
@@ -155,8 +155,8 @@ def test_an_alert_for_the_promoted_version_rolls_back_during_the_bake_period(
 
 
 def test_a_stale_run_through_the_gateway_changes_nothing_and_is_audited(tmp_path: Path) -> None:
-    from tasks.release import controls, machine
-    from tasks.release.rollout import PhaseResult
+    from tasks.release.canary.rollout import PhaseResult
+    from tasks.release.machine import controls, machine
 
     catalog = open_catalog(settings_for(tmp_path))
     failed = PhaseResult(verdict="fail", reasons=["error ratio 3x stable"])

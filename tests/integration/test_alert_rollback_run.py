@@ -22,7 +22,7 @@ from infra.gateway.parts import Intervals
 from infra.routing import GatewayRouting, RoutingState, load_state, save_state
 from infra.settings import ReleaseSettings, Settings, get_settings
 from infra.store import open_store
-from tasks.release import transitions
+from tasks.release.machine import transitions
 from tests.fakes.upstream import EchoUpstream
 from tests.integration.test_gateway_admin import AUTH, TOKEN, webhook
 

@@ -106,7 +106,7 @@ def test_a_too_small_student_is_rolled_back_and_a_lean_one_passes_the_gate(
     from flows.release import ReleaseOptions, release
     from infra.serving.answers import open_answer_source
     from tasks.golden import load_golden
-    from tasks.release.gate import Decision, run_gate
+    from tasks.release.gate.gate import Decision, run_gate
     from tasks.reward import Scorer
 
     tiny = _distil("tiny", monkeypatch, steps="20")

@@ -22,7 +22,7 @@ from infra.routing import RoutingState, StateChange, load_state, open_routing, s
 from infra.runtime import Runtime
 from tasks.governance.reach import load_case, new_case, now, role_of, save_case
 from tasks.governance.replacement import ReplacementPlan, lines_reached, routed_versions
-from tasks.release.outcome import ReleaseOutcome
+from tasks.release.machine.outcome import ReleaseOutcome
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock
 RECEIPT = "ab" * 32

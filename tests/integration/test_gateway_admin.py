@@ -272,7 +272,7 @@ def test_every_release_transition_goes_through_the_admin_api(tmp_path: Path) -> 
     from infra.routing import GatewayRouting, StateChange
     from infra.serving.models import ServableVersions
     from infra.settings import ReleaseSettings
-    from tasks.release import controls, transitions
+    from tasks.release.machine import controls, transitions
 
     policy = ReleaseSettings(canary_steps=(100,))
     with start(tmp_path, RoutingState(rejected=["v1"])) as gw:

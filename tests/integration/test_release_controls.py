@@ -170,7 +170,7 @@ def test_rollback_after_a_promotion_returns_to_the_previous_stable_while_it_bake
 ) -> None:
     from infra.routing import GatewayRouting
     from infra.settings import ReleaseSettings
-    from tasks.release import transitions
+    from tasks.release.machine import transitions
 
     routing = GatewayRouting(str(gateway.admin_url), TOKEN)
     transitions.begin_release(routing, None, "v2", actor="flow")

@@ -275,7 +275,7 @@ def test_resume_continues_a_paused_canary_to_promotion(prefect_api, env) -> None
     from flows.release_control import release_control
     from infra.gateway.serve import start_background_gateway
     from infra.routing import StoreRouting
-    from tasks.release import controls
+    from tasks.release.machine import controls
 
     store = open_store(env)
     canary = RoutingState(stable="v0", candidate="v1", phase="canary", weight=50, step=0)

@@ -14,7 +14,7 @@ from infra.serving.answers import open_answer_source
 from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.golden import load_golden
-from tasks.release.gate import Decision, run_gate
+from tasks.release.gate.gate import Decision, run_gate
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from infra.serving.answers import Answer
 from infra.settings import CurateSettings, ReleaseSettings, Settings
 from tasks.golden import load_golden
 from tasks.pii.engine import PiiConfig, load_engine
-from tasks.release.gate import Decision, run_gate
-from tasks.release.leak import find_leaks
-from tasks.release.rollout import judge_shadow
+from tasks.release.canary.rollout import judge_shadow
+from tasks.release.gate.gate import Decision, run_gate
+from tasks.release.gate.leak import find_leaks
 from tests.helpers import make_trace
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")

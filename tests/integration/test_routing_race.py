@@ -15,8 +15,8 @@ from infra.errors import PreconditionFailed
 from infra.routing import RoutingState, StoreRouting, load_state, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore, ObjectStore, S3Store
-from tasks.release.machine import after_canary_step
-from tasks.release.rollout import PhaseResult
+from tasks.release.canary.rollout import PhaseResult
+from tasks.release.machine.machine import after_canary_step
 from tests.procs import s3_server
 
 pytestmark = pytest.mark.integration

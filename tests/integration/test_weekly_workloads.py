@@ -21,7 +21,7 @@ from infra.keys import window_id
 from infra.routing import StateChange, load_state, open_routing, scoped
 from infra.runtime import Runtime
 from infra.settings import get_settings
-from tasks.release.outcome import ReleaseOutcome
+from tasks.release.machine.outcome import ReleaseOutcome
 from tasks.train.run import TrainRunResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.waits]  # mostly waits on the clock

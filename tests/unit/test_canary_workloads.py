@@ -16,7 +16,7 @@ from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.metrics.promql_prometheus import PrometheusMetrics
 from infra.routing import RoutingState, StoreRouting, WorkloadRelease, save_state, scoped
 from infra.store import LocalStore
-from tasks.release.canary import watch_step
+from tasks.release.canary.canary import watch_step
 from tests.unit.test_release_canary import CFG, FakeClock
 
 SQL = WorkloadRelease(candidate="v1", phase="canary", weight=10)
@@ -126,7 +126,7 @@ def test_a_workloads_canary_step_reads_its_own_metrics(tmp_path: Path) -> None:
 def test_a_workloads_shadow_phase_pairs_its_own_requests_alone() -> None:
     from datetime import UTC, datetime
 
-    from tasks.release.rollout import shadow_pairs
+    from tasks.release.canary.rollout import shadow_pairs
     from tests.helpers import make_trace
 
     at = datetime(2026, 1, 1, 10, tzinfo=UTC)

@@ -13,7 +13,7 @@ import pytest
 from infra.serving.answers import Answer, Messages
 from infra.serving.local_lm import LocalLM
 from infra.settings.distil import DEFAULT_STUDENTS, PROFILE_STUDENT
-from tasks.release.noninferiority import (
+from tasks.release.gate.noninferiority import (
     GateCost,
     decide_noninferior,
     gate_cost,
@@ -71,7 +71,7 @@ def test_a_student_five_points_worse_fails_at_margin_two() -> None:
 
 def test_the_gate_promotes_only_non_inferior_and_cheaper() -> None:
     from infra.settings import ReleaseSettings
-    from tasks.release.gate import Decision
+    from tasks.release.gate.gate import Decision
 
     policy = ReleaseSettings()
     same = _items(200, 0.8, seed=3)
@@ -111,7 +111,7 @@ class Timed:
 
 
 def _gate_cost(scale: float, noise: random.Random) -> GateCost:
-    from tasks.release.noninferiority import answer_alternating, turn_size
+    from tasks.release.gate.noninferiority import answer_alternating, turn_size
 
     clock = [0, noise.randrange(1, 22)]  # turns taken; where the slow spell starts
     requests: list[Messages] = [[{"role": "user", "content": "x" * i}] for i in range(200)]
@@ -142,7 +142,7 @@ def test_equal_costs_are_called_cheaper_in_about_alpha_of_gates_and_a_real_savin
 
 def test_an_erasure_replacement_of_a_student_need_not_be_cheaper() -> None:
     from infra.settings import ReleaseSettings
-    from tasks.release.gate import Decision
+    from tasks.release.gate.gate import Decision
 
     same = _items(200, 0.8, seed=4)
     ok = noninferiority_test(same, list(same), margin=2.0)
@@ -155,7 +155,7 @@ def test_the_loop_summary_names_verdict_margin_p_and_both_costs() -> None:
     from infra.metrics.cost import CostStats
     from tasks.demo.distil_summary import DistilSummary, distil_lines
     from tasks.demo.loop_summary import CycleSummary, LoopSummary, not_promoted
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
 
     d = DistilSummary(
         workload="calculator",
@@ -215,10 +215,10 @@ def test_a_student_not_shown_cheaper_is_held_for_a_person_who_resumes_it_as_a_st
     from infra.routing import RoutingState, StoreRouting, save_state
     from infra.settings import ReleaseSettings
     from infra.store import LocalStore
-    from tasks.release import controls, machine, transitions
-    from tasks.release.noninferiority import NonInferiorGate
+    from tasks.release.gate.noninferiority import NonInferiorGate
+    from tasks.release.gate.report import gate_evidence
+    from tasks.release.machine import controls, machine, transitions
     from tasks.release.options import ReleaseOptions, continued_options
-    from tasks.release.report import gate_evidence
     from tests.helpers import gate_result
 
     routing = StoreRouting(LocalStore(tmp_path / "store"))

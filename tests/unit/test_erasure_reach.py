@@ -24,9 +24,9 @@ from infra.serving.models import ServableVersions
 from infra.store import LocalStore
 from tasks.governance.reach import list_cases, new_case, role_of, save_case
 from tasks.governance.replacement import retire_versions, rollback_target
-from tasks.release import controls, machine, transitions
-from tasks.release.adapters import unload_unrouted
-from tasks.release.restore import restore_servable_stable
+from tasks.release.machine import controls, machine, transitions
+from tasks.release.machine.adapters import unload_unrouted
+from tasks.release.machine.restore import restore_servable_stable
 
 RECEIPT = "ab" * 32
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)

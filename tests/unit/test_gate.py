@@ -13,15 +13,15 @@ import pytest
 from infra.serving.answers import Answer
 from infra.settings import ReleaseSettings
 from tasks.golden import load_golden
-from tasks.release.drift import Check, diversity_check, length_bias_check
-from tasks.release.gate import (
+from tasks.release.gate.drift import Check, diversity_check, length_bias_check
+from tasks.release.gate.gate import (
     Decision,
     paired_test,
     run_gate,
     slice_results,
 )
-from tasks.release.report import report_json, report_markdown, report_plot
-from tasks.release.superiority import decide
+from tasks.release.gate.report import report_json, report_markdown, report_plot
+from tasks.release.gate.superiority import decide
 
 CONFIG = ReleaseSettings(n_bootstrap=2000)
 

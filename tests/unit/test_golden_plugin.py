@@ -67,7 +67,7 @@ def test_the_judge_is_the_verifier_the_settings_name(settings: Settings) -> None
 
 def test_the_gate_runs_on_the_settings_golden_set(settings: Settings) -> None:
     from tasks.golden import settings_golden
-    from tasks.release.gate import Decision, run_gate
+    from tasks.release.gate.gate import Decision, run_gate
     from tasks.reward import Scorer
 
     items = settings_golden(settings.reward)
@@ -142,7 +142,7 @@ GATE_WITHOUT_DEMO = """
 import sys
 from infra.settings import ReleaseSettings, RewardSettings, Settings
 from tasks.golden import settings_golden
-from tasks.release.gate import run_gate
+from tasks.release.gate.gate import run_gate
 from tasks.reward import Scorer
 from tests.unit.test_golden_plugin import REWARD, Atlas
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infra.settings import RewardSettings
 from tasks.golden import load_golden
-from tasks.release.hacking import golden_verifier_check
+from tasks.release.gate.hacking import golden_verifier_check
 from tasks.release.stats import PairedTest, paired_test
 
 ITEMS = load_golden()[:40]

@@ -4,7 +4,7 @@ the digit runs both models print."""
 
 from __future__ import annotations
 
-from tasks.release.leak import Leak, excess_types, leak_check_result
+from tasks.release.gate.leak import Leak, excess_types, leak_check_result
 
 
 def leaks(kind: str, n: int, *, start: int = 0) -> list[Leak]:

@@ -108,7 +108,7 @@ def test_the_demo_registers_each_workloads_verifier_only_when_it_runs_several(
 def test_a_cycle_counts_its_windows_its_training_and_its_release() -> None:
     from tasks.collect import CollectResult
     from tasks.curate.summary import CurateResult
-    from tasks.release.outcome import ReleaseOutcome
+    from tasks.release.machine.outcome import ReleaseOutcome
     from tasks.train.run import TrainRunResult
 
     shared = CycleSummary(cycle=1, baseline="v0")

@@ -12,7 +12,7 @@ from infra.errors import ModelServerError
 from infra.routing import RoutingState
 from infra.routing.state import Transition
 from infra.serving.model_server import VLLMServer
-from tasks.release.adapters import unload_unrouted
+from tasks.release.machine.adapters import unload_unrouted
 from tests.procs import free_port
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

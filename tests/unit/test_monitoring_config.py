@@ -44,7 +44,7 @@ ALSO_IN_USE |= {  # issue 29: erasure reaching the models (tasks/governance/reac
     f"flywheel_erasure_{n}" for n in ("oldest_pending_seconds", "deadline_seconds")
 } | {"flywheel_erasure_replacement_failed"}
 ALSO_IN_USE |= {"flywheel_pii_canary_recall"}  # issue 43: the canary check of every curate run
-# issue 55: offline-online agreement per release (tasks/release/agreement.py)
+# issue 55: offline-online agreement per release (tasks/release/gate/agreement.py)
 ALSO_IN_USE |= {"flywheel_release_contradictions_in_row"}
 # issue 51: the release alerts count users, not events (infra/gateway/voices.py)
 ALSO_IN_USE |= {"agent_voices_total", "agent_error_voices_total", "user_feedback_voices_total"}

@@ -13,9 +13,9 @@ from infra.routing import RoutingState, StoreRouting, save_state
 from infra.serving.models import ServableVersions
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release import controls, machine, transitions
-from tasks.release.gate import Decision
-from tasks.release.report import gate_evidence
+from tasks.release.gate.gate import Decision
+from tasks.release.gate.report import gate_evidence
+from tasks.release.machine import controls, machine, transitions
 from tests.helpers import gate_result
 
 CFG = ReleaseSettings(canary_steps=(5, 25, 50, 100), shadow_fraction=0.2)
@@ -175,7 +175,7 @@ def test_config_from_settings_and_overrides() -> None:
 def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
     routing: StoreRouting,
 ) -> None:
-    from tasks.release.rollout import PhaseResult
+    from tasks.release.canary.rollout import PhaseResult
 
     start(routing)
     transitions.canary_move(routing, None, "v1", step=1, policy=CFG, actor="test").or_raise()
@@ -196,7 +196,7 @@ def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
 
 
 def test_a_failed_step_rolls_back_with_its_evidence(routing: StoreRouting) -> None:
-    from tasks.release.rollout import PhaseResult
+    from tasks.release.canary.rollout import PhaseResult
 
     start(routing)
     transitions.canary_move(routing, None, "v1", step=0, policy=CFG, actor="test").or_raise()

@@ -1,4 +1,4 @@
-"""Offline-online agreement per release (tasks/release/agreement.py): the ``release_outcomes``
+"""Offline-online agreement per release (tasks/release/gate/agreement.py): the ``release_outcomes``
 row built from a gate report and the canary steps' evidence, its table, ``flywheel report
 agreement`` and the alert when the canary contradicts the gate twice in a row."""
 
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.release.agreement import in_a_row, outcome_row, read_outcomes, write_outcome
-from tasks.release.agreement_online import live_verifier
-from tasks.release.agreement_report import agreement
+from tasks.release.gate.agreement import in_a_row, outcome_row, read_outcomes, write_outcome
+from tasks.release.gate.agreement_online import live_verifier
+from tasks.release.gate.agreement_report import agreement
 from tests.unit.test_monitoring_alerts import check_alert, series
 
 T0 = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
@@ -254,7 +254,7 @@ def test_two_contradictions_in_a_row_fire_the_alert(values: str, expected, tmp_p
 
 def test_report_fills_in_the_verifier_once_the_canary_is_scored(settings, tmp_path: Path) -> None:
     from infra.catalog import open_catalog
-    from tasks.release.agreement import refresh_verifier
+    from tasks.release.gate.agreement import refresh_verifier
 
     catalog = open_catalog(settings)
     write_outcome(catalog, row(0.05, 0.001, [step({}, {})], release_id="r1"))

@@ -15,10 +15,10 @@ from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release import controls
-from tasks.release.canary import analyse_step, watch_step
-from tasks.release.machine import conclude
-from tasks.release.rollout import Clock, shadow_pairs
+from tasks.release.canary.canary import analyse_step, watch_step
+from tasks.release.canary.rollout import Clock, shadow_pairs
+from tasks.release.machine import controls
+from tasks.release.machine.machine import conclude
 from tests.helpers import make_trace
 
 CFG = ReleaseSettings(

@@ -9,7 +9,7 @@ import pytest
 from infra.gateway.metrics import GatewayMetrics
 from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.metrics.promql_embedded import EmbeddedMetrics
-from tasks.release.canary import analyse_step
+from tasks.release.canary.canary import analyse_step
 from tests.unit.test_release_canary import CFG, window
 
 
@@ -37,7 +37,7 @@ def test_the_feedback_rail_counts_small_samples_exactly() -> None:
     per-test level 0.002 (the z-test's 0.001 was under it). Neutral votes count half."""
     from scipy.stats import hypergeom
 
-    from tasks.release.feedback_rail import exact_lower_p, lower_p
+    from tasks.release.canary.feedback_rail import exact_lower_p, lower_p
 
     p = lower_p(RouteStats(100, 0, 0.2, {1: 7, -1: 13}), RouteStats(900, 0, 0.2, {1: 261, -1: 106}))
     assert p == pytest.approx(hypergeom.cdf(7, 387, 268, 20)) and 0.0012 < p < 0.0013
@@ -141,8 +141,8 @@ def test_errors_that_cluster_on_users_count_as_fewer_trials() -> None:
     are worth fewer independent trials, and the same 1.6x difference is no longer significant."""
     import random
 
-    from tasks.release.error_rail import more_errors_p
-    from tasks.release.units import design_effect
+    from tasks.release.canary.error_rail import more_errors_p
+    from tasks.release.canary.units import design_effect
 
     def side(rate: float, *, clustered: bool, seed: int) -> RouteStats:
         rng = random.Random(seed)

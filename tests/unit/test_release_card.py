@@ -10,7 +10,7 @@ from infra.routing import RoutingState
 from infra.routing.state import apply_rollback, record_transition
 from infra.serving import models
 from infra.store import LocalStore
-from tasks.release.card import update_card
+from tasks.release.machine.card import update_card
 
 GATE = {
     "decision": "pass",

@@ -16,9 +16,9 @@ from infra.routing import RoutingState, StoreRouting, save_state
 from infra.serving.models import ServableVersions, publish_model_dir
 from infra.settings import GatewaySettings, ReleaseSettings, Settings
 from infra.store import LocalStore
-from tasks.release import controls, machine, restore, transitions
-from tasks.release.gate import Decision
-from tasks.release.report import gate_evidence
+from tasks.release.gate.gate import Decision
+from tasks.release.gate.report import gate_evidence
+from tasks.release.machine import controls, machine, restore, transitions
 from tests.helpers import gate_result
 
 ROOT = Path(__file__).resolve().parents[2]

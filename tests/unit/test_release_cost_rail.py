@@ -16,9 +16,9 @@ import pytest
 from infra.gateway.metrics import GatewayMetrics
 from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
-from tasks.release.canary import analyse_step
-from tasks.release.cost_rail import CostLooks
-from tasks.release.rollout import PhaseResult
+from tasks.release.canary.canary import analyse_step
+from tasks.release.canary.cost_rail import CostLooks
+from tasks.release.canary.rollout import PhaseResult
 
 CFG = ReleaseSettings(analysis_interval_s=120, min_requests_per_step=20)
 STUDENT = CFG.model_copy(update={"cost_ratio_max": 1.0})
@@ -63,7 +63,7 @@ class Step:
 
 
 def run_step(traffic: Traffic, policy: ReleaseSettings = STUDENT, *, seed: int = 0) -> PhaseResult:
-    """A canary step as :func:`~tasks.release.canary.watch_step` judges it: at each look the
+    """A canary step as :func:`~tasks.release.canary.canary.watch_step` judges it: at each look the
     window since the step's start is read and analysed with the step's looks at cost (without
     the sequential test and the routing, which these tests do not need). Returns the last
     look's result."""
@@ -192,12 +192,12 @@ def test_one_window_alone_is_one_slice_and_never_fails_the_rail() -> None:
 
 
 def test_a_canary_step_runs_the_rail_over_its_own_looks(tmp_path: Path) -> None:
-    """The real step loop (:func:`~tasks.release.canary.watch_step`) keeps the step's looks at
+    """The real step loop (:func:`~tasks.release.canary.canary.watch_step`) keeps the step's looks at
     cost: a student at 1.5x fails the step, one at 1.03x passes it."""
     from infra.routing import RoutingState, StoreRouting, save_state
     from infra.store import LocalStore
-    from tasks.release.canary import watch_step
-    from tasks.release.rollout import Clock
+    from tasks.release.canary.canary import watch_step
+    from tasks.release.canary.rollout import Clock
 
     verdicts = {}
     for scale in (1.5, 1.03):

@@ -14,9 +14,9 @@ from infra.errors import RejectedVersion, ReleaseError, ReleaseInterrupted
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release import controls, machine, transitions
-from tasks.release.adapters import unload_unrouted
-from tasks.release.rollout import PhaseResult
+from tasks.release.canary.rollout import PhaseResult
+from tasks.release.machine import controls, machine, transitions
+from tasks.release.machine.adapters import unload_unrouted
 
 POLICY = ReleaseSettings(canary_steps=(5, 100), shadow_fraction=0.0)
 FAILED = PhaseResult(verdict="fail", reasons=["error ratio 3x stable"])

@@ -20,7 +20,7 @@ import pytest
 from infra.gateway.metrics import GatewayMetrics
 from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
-from tasks.release.canary import analyse_step
+from tasks.release.canary.canary import analyse_step
 from tests.benchmarks.release_sim import (
     KNOWN_BAD,
     POLICY,

@@ -16,8 +16,8 @@ from infra.gateway.metrics import LATENCY_BUCKETS, GatewayMetrics
 from infra.metrics.promql import CanaryWindow, RouteStats, histogram_quantile
 from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
-from tasks.release.canary import analyse_step
-from tasks.release.latency import slow_share
+from tasks.release.canary.canary import analyse_step
+from tasks.release.canary.latency import slow_share
 from tasks.release.stats import binomial_tail
 
 CFG = ReleaseSettings(min_requests_per_step=5)

@@ -13,8 +13,8 @@ from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.routing import RoutingState, StoreRouting, save_state
 from infra.settings import ReleaseSettings
 from infra.store import LocalStore
-from tasks.release.canary import beyond_rails, watch_step
-from tasks.release.sequential import (
+from tasks.release.canary.canary import beyond_rails, watch_step
+from tasks.release.canary.sequential import (
     SequentialState,
     canary_test_alpha,
     measure,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.settings import ReleaseSettings, Settings
-from tasks.release.rollout import judge_shadow
+from tasks.release.canary.rollout import judge_shadow
 from tests.helpers import make_trace
 
 AT = datetime(2026, 11, 23, 10, tzinfo=UTC)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.routing import StoreRouting
-from tasks.release.canary import analyse_step
-from tasks.release.machine import conclude
+from tasks.release.canary.canary import analyse_step
+from tasks.release.machine.machine import conclude
 from tests.unit.test_release_canary import CFG, FakeClock, FakeMetrics, routing, watch, window
 
 __all__ = ["routing"]  # the fixture, used by name

@@ -21,10 +21,10 @@ from infra.routing.alerts import alerts_by_workload
 from infra.serving.models import ServableVersions
 from infra.settings import ReleaseSettings, get_settings
 from infra.store import LocalStore
-from tasks.release import controls, machine, transitions
-from tasks.release.adapters import unload_unrouted
-from tasks.release.report import gate_evidence
-from tasks.release.rollout import PhaseResult
+from tasks.release.canary.rollout import PhaseResult
+from tasks.release.gate.report import gate_evidence
+from tasks.release.machine import controls, machine, transitions
+from tasks.release.machine.adapters import unload_unrouted
 from tests.helpers import gate_result
 
 CFG = ReleaseSettings(canary_steps=(5, 100), shadow_fraction=0.2)

@@ -11,7 +11,7 @@ from infra.audit import AuditRow
 from infra.catalog_schemas import SCHEMAS
 from tasks import datasets
 from tasks.golden_proposals import ProposalRow
-from tasks.release.agreement import OutcomeRow
+from tasks.release.gate.agreement import OutcomeRow
 from tasks.review import ReviewItem
 from tasks.reward import RewardColumns
 

@@ -5,7 +5,7 @@ Decision (the seed's rule, in this order):
 
 0. candidate answers naming identifiers (e-mail, phone, card, ...) that are not in their prompt,
    more often than the baseline's answers to the same prompts -> ``ROLLBACK`` (the PII-leak
-   check, :mod:`tasks.release.leak`);
+   check, :mod:`tasks.release.gate.leak`);
 1. fewer than ``min_samples`` pairs -> ``MANUAL_REVIEW`` (no automatic verdict on little data),
    unless the regression is catastrophic: candidate mean below ``reject_ratio`` of the baseline
    and significantly worse (p < ``alpha``) even on those few pairs -> ``ROLLBACK``;
@@ -35,10 +35,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.serving.answers import Answer, AnswerSource, Messages
-from tasks.release.comparison import Scored, comparison
-from tasks.release.drift import Check, diversity_check, kl_check, length_bias_check
-from tasks.release.hacking import golden_verifier_check
-from tasks.release.leak import pii_leak_check
+from tasks.release.gate.comparison import Scored, comparison
+from tasks.release.gate.drift import Check, diversity_check, kl_check, length_bias_check
+from tasks.release.gate.hacking import golden_verifier_check
+from tasks.release.gate.leak import pii_leak_check
 from tasks.release.stats import PairedTest, paired_test
 from tasks.release.verdict import Decision, SliceResult
 
@@ -258,7 +258,7 @@ def run_gate(
 ) -> GateResult:
     """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
     the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's);
-    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.noninferiority`;
+    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.gate.noninferiority`;
     ``cheaper``: it must also be cheaper; ``golden_version``: the version every item is of,
     recorded in the report)."""
     compare = comparison(margin, cheaper=cheaper)  # chosen once: better, or no worse

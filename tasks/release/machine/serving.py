@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from prefect import get_run_logger
 
 from infra.errors import ControlRefused, ModelServerError
-from tasks.release.adapters import unload_unrouted_task
-from tasks.release.machine import hold_task
+from tasks.release.machine.adapters import unload_unrouted_task
+from tasks.release.machine.machine import hold_task
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

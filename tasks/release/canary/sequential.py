@@ -10,7 +10,7 @@ was worse early in a step therefore never licenses a "clearly better" pass later
 entered the "worse" p-value.
 
 - **Errors** are counts, often rare (request-level, each user's weight bounded:
-  :mod:`tasks.release.units`): with the versions' errors taken together fixed, each is the
+  :mod:`tasks.release.canary.units`): with the versions' errors taken together fixed, each is the
   candidate's with its share of the requests when the versions are equal. The test is a
   binomial mSPRT on that share, exact for small counts, mixed over rate ratios ``rho``
   (``RATIOS`` x ``error_ratio_max``, and their inverses for "better"): 2 candidate errors
@@ -33,7 +33,7 @@ What a step does with it (:func:`sequential_verdict`):
 - clearly better (p_better < ``sequential_alpha``) on one, not leaning worse on the other, with
   ``min_requests_per_step`` requests and the guard rails passing: the step passes at once;
 - otherwise the step runs to its horizon (``analysis_interval_s``) and the guard rails
-  (:func:`~tasks.release.canary.analyse_step`) decide, the sequential test still able to fail it.
+  (:func:`~tasks.release.canary.canary.analyse_step`) decide, the sequential test still able to fail it.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.release.rails import RAILS
-from tasks.release.units import paired_error_evidence, pooled_feedback
+from tasks.release.canary.rails import RAILS
+from tasks.release.canary.units import paired_error_evidence, pooled_feedback
 
 if TYPE_CHECKING:
     from infra.metrics.promql import CanaryWindow, RouteStats
@@ -160,7 +160,7 @@ def canary_test_alpha(policy: ReleaseSettings) -> float:
 
 def _errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings) -> tuple[float, ...] | None:
     """(candidate rate, stable rate, requests, requests, Lambda_worse, Lambda_better) with
-    each user's errors bounded (:func:`~tasks.release.units.error_evidence`); None when a side
+    each user's errors bounded (:func:`~tasks.release.canary.units.error_evidence`); None when a side
     has no request."""
     (ec, nc), (es, ns) = paired_error_evidence(c, s)
     if nc <= 0 or ns <= 0:

@@ -15,10 +15,10 @@ from infra.errors import UnservableVersion
 from infra.serving.base_servers import open_model_server
 from infra.serving.models import ServableVersions
 from infra.task_retries import IO_RETRIES
-from tasks.release.card import update_card
-from tasks.release.controls import roll_back
-from tasks.release.restore import restore_servable_stable
-from tasks.release.serving import unload_unrouted
+from tasks.release.machine.card import update_card
+from tasks.release.machine.controls import roll_back
+from tasks.release.machine.restore import restore_servable_stable
+from tasks.release.machine.serving import unload_unrouted
 
 if TYPE_CHECKING:
     from infra.routing import RoutingBackend, RoutingState

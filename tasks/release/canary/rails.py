@@ -1,7 +1,7 @@
 """The canary's guard rails, one list (:data:`RAILS`): each rail judges one canary window,
 candidate against stable over the same interval, at the canary's per-test level, and returns
 one verdict (:class:`~tasks.release.verdict.Judged`, or None: nothing to judge). The false-alarm
-budget counts them (:func:`~tasks.release.sequential.tests_per_step`): a new rail is one
+budget counts them (:func:`~tasks.release.canary.sequential.tests_per_step`): a new rail is one
 function and one entry here.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tasks.release.cost_rail import CostLooks, judge_cost
-from tasks.release.error_rail import judge_errors
-from tasks.release.feedback_rail import judge_feedback
-from tasks.release.latency import judge_p99
+from tasks.release.canary.cost_rail import CostLooks, judge_cost
+from tasks.release.canary.error_rail import judge_errors
+from tasks.release.canary.feedback_rail import judge_feedback
+from tasks.release.canary.latency import judge_p99
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What the release gate is asked with (:class:`GateInputs`): the golden set and its version,
 the baseline and candidate answer sources, the scorer, the policy and the PII analyser, built
-in one place for the ``release`` flow (:mod:`tasks.release.steps`)."""
+in one place for the ``release`` flow (:mod:`tasks.release.machine.steps`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class GateInputs:
-    """Everything :func:`tasks.release.gate.golden_gate_task` is called with."""
+    """Everything :func:`tasks.release.gate.gate.golden_gate_task` is called with."""
 
     items: list[GoldenItem]
     golden_version: str

@@ -6,7 +6,7 @@ mirrored pair (same ``pairing_id``, routes ``stable`` and ``shadow`` in the trac
 with the stage-2 reward and paired-tested. The golden gate already showed an improvement, so
 the shadow phase asks whether live traffic contradicts it: the candidate is rolled back when
 it is significantly worse (one-sided p below the shadow's share of alpha,
-:func:`~tasks.release.sequential.shadow_test_alpha`; the reason says when its mean is also
+:func:`~tasks.release.canary.sequential.shadow_test_alpha`; the reason says when its mean is also
 below ``reject_ratio`` of stable's), and proceeds to the canary otherwise. The canary spends
 the rest of alpha, so shadow and canary together roll an identical version back at most
 alpha of the time.
@@ -16,7 +16,7 @@ live traffic shows it worse by more than that margin (:func:`_noninferior_shadow
 Live rewards are noisy (judge, latency, context metrics): 31 pairs at 0.598 -> 0.563 (p 0.57)
 are not evidence, while 3 answers of 30 worse and none better (one-sided p 0.04) are.
 
-Canary: each step's analysis is :mod:`tasks.release.canary`.
+Canary: each step's analysis is :mod:`tasks.release.canary.canary`.
 
 Both phases poll the routing state every ``poll_s``: a rollback or abort ends them at once; a
 pause waits (up to ``pause_timeout_s``) and restarts the step's analysis window, unless the
@@ -154,8 +154,8 @@ def judge_shadow(
     ``pii``: the stage-3 analyser, shadow answers naming identifiers that were not in their
     request, more often than the stable answers to the same requests, fail the phase (PII-leak
     check)."""
-    from tasks.release.gate import paired_test
-    from tasks.release.report import json_safe
+    from tasks.release.gate.gate import paired_test
+    from tasks.release.gate.report import json_safe
     from tasks.reward import ScoreItem
 
     def item(r: TraceRecord) -> ScoreItem:
@@ -176,7 +176,7 @@ def judge_shadow(
         "shadow_errors": sum(r.error_count > 0 for _, r in pairs),
     }
     if pii is not None:
-        from tasks.release.leak import find_leaks, leak_check_result
+        from tasks.release.gate.leak import find_leaks, leak_check_result
 
         shadow = [r for _, r in pairs]
         prompts = ["\n".join([r.question, *r.contexts]) for r in shadow]
@@ -205,9 +205,9 @@ def shadow_verdict(
 ) -> PhaseResult:
     """The shadow verdict of a release that must be better, on the pairs' paired test (the
     PII check passed): it fails when significantly worse (one-sided p below
-    :func:`~tasks.release.sequential.shadow_test_alpha`), named as below ``reject_ratio`` x
+    :func:`~tasks.release.canary.sequential.shadow_test_alpha`), named as below ``reject_ratio`` x
     stable where its mean is."""
-    from tasks.release.sequential import shadow_test_alpha
+    from tasks.release.canary.sequential import shadow_test_alpha
 
     stats = (
         f"{test.n} pairs, mean {test.mean_baseline:.4f} -> "
@@ -254,9 +254,9 @@ def _noninferior_shadow(
     when worse than stable by more than its margin, shown by the test of "significantly
     worse" shifted by the margin (one-sided, at the shadow's share of alpha), in points of the
     gate's scale (:func:`margin_scores`)."""
-    from tasks.release.noninferiority import noninferiority_test
-    from tasks.release.report import json_safe
-    from tasks.release.sequential import shadow_test_alpha
+    from tasks.release.canary.sequential import shadow_test_alpha
+    from tasks.release.gate.noninferiority import noninferiority_test
+    from tasks.release.gate.report import json_safe
 
     margin = policy.noninferiority_margin or 0.0
     level = shadow_test_alpha(policy)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from infra.serving.answers import Answer, AnswerSource, Messages
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
-    from tasks.release.drift import Check
+    from tasks.release.gate.drift import Check
     from tasks.release.verdict import Decision, SliceResult
 
 
@@ -125,7 +125,7 @@ def noninferiority_test(
 class GateCost:
     """Measured compute per request of both versions while they answered the golden set, and
     whether the candidate is cheaper with confidence. The gate asks both versions in turns
-    (:func:`tasks.release.gate.answer_alternating`); each turn's seconds compare the two on
+    (:func:`tasks.release.gate.gate.answer_alternating`); each turn's seconds compare the two on
     the same items at about the same moment. Cheaper: the candidate took less in more turns
     than chance explains (one-sided sign test, ``p_value`` below ``alpha``). Two versions that
     cost the same are then called cheaper in at most ``alpha`` of gates, not in half of them

@@ -17,24 +17,24 @@ from infra.serving.base_servers import open_model_server
 from infra.serving.models import ServableVersions
 from infra.settings.workloads import configured_workload
 from tasks.monitors import gate_gauges
-from tasks.release import controls
-from tasks.release.adapters import load_candidate_task
-from tasks.release.canary import watch_step_task
-from tasks.release.eval_rows import write_eval_results_task
-from tasks.release.gate import golden_gate_task
-from tasks.release.gate_inputs import coverage_warnings, gate_inputs, pii_engine, scorer
-from tasks.release.machine import (
+from tasks.release.canary.canary import watch_step_task
+from tasks.release.canary.rollout import Clock, watch_shadow_task
+from tasks.release.gate.eval_rows import write_eval_results_task
+from tasks.release.gate.gate import golden_gate_task
+from tasks.release.gate.gate_inputs import coverage_warnings, gate_inputs, pii_engine, scorer
+from tasks.release.gate.report import gate_evidence, read_report, report_markdown, write_report_task
+from tasks.release.machine import controls
+from tasks.release.machine.adapters import load_candidate_task
+from tasks.release.machine.machine import (
     after_canary_step_task,
     after_shadow_task,
     apply_gate_task,
     begin_release_task,
     hold_task,
 )
+from tasks.release.machine.outcome import ReleaseOutcome
+from tasks.release.machine.serving import hold_unloadable, require_room, server_args
 from tasks.release.options import ReleaseOptions, continued_options
-from tasks.release.outcome import ReleaseOutcome
-from tasks.release.report import gate_evidence, read_report, report_markdown, write_report_task
-from tasks.release.rollout import Clock, watch_shadow_task
-from tasks.release.serving import hold_unloadable, require_room, server_args
 
 if TYPE_CHECKING:
     from infra.metrics.promql import CanaryMetrics
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from infra.runtime import Runtime
     from infra.serving.model_server import ModelServer
     from infra.settings import ReleaseSettings
-    from tasks.release.agreement import OutcomeRow
+    from tasks.release.gate.agreement import OutcomeRow
 
 
 @dataclass(kw_only=True)
@@ -229,10 +229,10 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
 
 
 def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> OutcomeRow:
-    """The release's ``release_outcomes`` row (:mod:`tasks.release.agreement`): the gate's
+    """The release's ``release_outcomes`` row (:mod:`tasks.release.gate.agreement`): the gate's
     estimate (its stored report) beside the canary steps this run watched; its gauges."""
-    from tasks.release.agreement import outcome_row, report_outcome, write_outcome
-    from tasks.release.agreement_online import live_verifier
+    from tasks.release.gate.agreement import outcome_row, report_outcome, write_outcome
+    from tasks.release.gate.agreement_online import live_verifier
 
     try:
         gate = read_report(run.rt.store, run.version)

@@ -12,7 +12,7 @@ at the same batch sizes where the server says them
 (:func:`infra.metrics.cost.matched_compute_ratio`, when the whole window can be matched). The step
 fails when the window's ratio is above ``cost_ratio_max`` and the candidate was dearer than that in
 more slices than chance explains: a one-sided sign test over the slices, as the gate's over its
-turns, at :func:`~tasks.release.sequential.canary_test_alpha`.
+turns, at :func:`~tasks.release.canary.sequential.canary_test_alpha`.
 
 A candidate that costs what stable costs is dearer in about half the slices (fewer when its
 per-request compute is skewed: a mean of a few requests lies below the true mean more often
@@ -20,7 +20,7 @@ than above), so the rail fails it in at most that level of steps; a candidate at
 dearer in nearly every slice and fails once about nine slices are in (2^-9 = 0.002).
 
 The false-alarm budget: this is one more failure test per step in a non-inferiority release,
-and :func:`~tasks.release.sequential.tests_per_step` counts it: with the cost rail the canary's
+and :func:`~tasks.release.canary.sequential.tests_per_step` counts it: with the cost rail the canary's
 ``alpha`` is split over six tests a step instead of five.
 """
 

@@ -49,7 +49,7 @@ def stages_of(state: RoutingState, version: str) -> list[dict[str, Any]]:
 
 
 def gate_summary(gate: dict[str, Any]) -> dict[str, Any]:
-    """What the card keeps of the gate's evidence (:func:`tasks.release.report.gate_evidence`)."""
+    """What the card keeps of the gate's evidence (:func:`tasks.release.gate.report.gate_evidence`)."""
     keep = (
         "decision",
         "baseline",

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tasks.release.drift import Check
+from tasks.release.gate.drift import Check
 
 if TYPE_CHECKING:
     from tasks.pii.engine import PiiEngine

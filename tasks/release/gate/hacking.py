@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tasks.golden import verified_scores
-from tasks.release.drift import Check, Status
+from tasks.release.gate.drift import Check, Status
 from tasks.release.stats import binomial_tail
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ variance pooled, used before, read 7 up of 20 against stable's 71 % of 367 as p 
 where the exact tail is 0.0012: at the canary's per-test level of 0.002 the normal curve's
 tail is several times too thin for 20 votes, and 2 of 60 identical releases of 1,000 users
 were rolled back on the feedback rail's first step. The rail looks once per
-canary step, at the canary's per-test level (:func:`~tasks.release.sequential.canary_test_alpha`:
+canary step, at the canary's per-test level (:func:`~tasks.release.canary.sequential.canary_test_alpha`:
 ``alpha`` split over every step's tests, Bonferroni): at ``alpha`` each, a version no worse than
 stable would be rolled back by some step's draw up to steps x alpha of the time. Votes are
 users' (each user's first vote in the step, :mod:`infra.gateway.voices`), so one user's 200
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from tasks.release.units import pooled_feedback
+from tasks.release.canary.units import pooled_feedback
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from prefect import task
 
 from infra.task_retries import IO_RETRIES
-from tasks.release.transitions import (
+from tasks.release.machine.transitions import (
     begin_release,
     canary_move,
     hold,
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from infra.routing import Phase, RoutingBackend, RoutingState
     from infra.settings import ReleaseSettings
-    from tasks.release.gate import GateResult
-    from tasks.release.rollout import PhaseResult
+    from tasks.release.canary.rollout import PhaseResult
+    from tasks.release.gate.gate import GateResult
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def apply_gate(
     """PROCEED_TO_SHADOW -> shadow (or the first canary step), ROLLBACK -> rolled_back and
     rejected, MANUAL_REVIEW -> held until a person resumes (or aborts) it; each only while
     ``result.version``'s release (``release_id`` when given) is current. ``gate``: the gate's
-    evidence (:func:`tasks.release.report.gate_evidence`), recorded with the transition."""
-    from tasks.release.gate import Decision
+    evidence (:func:`tasks.release.gate.report.gate_evidence`), recorded with the transition."""
+    from tasks.release.gate.gate import Decision
 
     version, evidence = result.version, {"gate": gate}
     first = result.reasons[0] if result.reasons else ""

@@ -16,7 +16,7 @@ from infra.task_retries import IO_RETRIES
 
 if TYPE_CHECKING:
     from infra.store import ObjectStore
-    from tasks.release.gate import GateResult
+    from tasks.release.gate.gate import GateResult
 
 
 def report_json(result: GateResult) -> dict[str, Any]:

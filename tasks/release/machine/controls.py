@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ControlRefused, ReleaseInterrupted
 from infra.routing import bake_target, record_stale
-from tasks.release.transitions import ACTIVE, hold, promotion, reject, transition
+from tasks.release.machine.transitions import ACTIVE, hold, promotion, reject, transition
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from infra.routing import Phase, RoutingBackend, RoutingState
     from infra.serving.models import ServableVersions
 
-PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.Decision.PROCEED (not imported: heavy)
+PROCEED = "PROCEED_TO_SHADOW"  # tasks.release.gate.gate.Decision.PROCEED (not imported: heavy)
 
 
 def retired_refusal(state: RoutingState, version: str | None) -> str | None:

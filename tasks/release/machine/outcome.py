@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 
-from tasks.release.card import update_card
-from tasks.release.controls import release_status
+from tasks.release.machine.card import update_card
+from tasks.release.machine.controls import release_status
 
 if TYPE_CHECKING:
     from infra.routing import RoutingBackend, RoutingState
@@ -55,7 +55,7 @@ def control_status(
     rt: Runtime, routing: RoutingBackend, continued: ReleaseOutcome | None = None
 ) -> dict[str, Any]:
     """After a person's decision: the model card of the version its last transition names
-    updated, and the routing state (:func:`~tasks.release.controls.release_status`) with the
+    updated, and the routing state (:func:`~tasks.release.machine.controls.release_status`) with the
     outcome of the release a resume ``continued`` (``release``)."""
     after = routing.load()
     if after.history and (subject := after.history[-1].candidate):

@@ -1,4 +1,4 @@
-"""The canary's side of the offline-online agreement (:mod:`tasks.release.agreement`): a
+"""The canary's side of the offline-online agreement (:mod:`tasks.release.gate.agreement`): a
 difference with its 95 % interval (of two means, of two shares), each version's traffic summed
 over the canary steps (requests, errors, first votes), and the verifier's pass rates on the live
 answers the score stage scored in the canary's interval."""

@@ -1,4 +1,4 @@
-"""Agreement over releases (:mod:`tasks.release.agreement`'s rows): how often the gate's
+"""Agreement over releases (:mod:`tasks.release.gate.agreement`'s rows): how often the gate's
 offline estimate and the canary's online difference agree in sign and rank, the table and
 summary ``flywheel report agreement`` prints, its plot, and the rows JSON-ready."""
 
@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from infra.traces.conversation import JsonObject
-from tasks.release.agreement import OutcomeRow, in_a_row, online_diff
+from tasks.release.gate.agreement import OutcomeRow, in_a_row, online_diff
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -23,8 +23,8 @@ gate when both hold. ``flywheel_release_contradictions_in_row{workload}`` counts
 latest releases that contradicted it in a row; the alert ``GoldenGateContradicted`` fires at 2.
 
 The canary's measurements (differences with their intervals, each version's traffic, the live
-verifier) are in :mod:`tasks.release.agreement_online`; the agreement over releases, its text
-and plot in :mod:`tasks.release.agreement_report`.
+verifier) are in :mod:`tasks.release.gate.agreement_online`; the agreement over releases, its text
+and plot in :mod:`tasks.release.gate.agreement_report`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infra.catalog import append_rows, replace_where, scan
-from tasks.release.agreement_online import (
+from tasks.release.gate.agreement_online import (
     NONE,
     Z95,
     Diff,

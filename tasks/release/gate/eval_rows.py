@@ -11,7 +11,7 @@ from infra.task_retries import IO_RETRIES
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from tasks.release.gate import GateResult
+    from tasks.release.gate.gate import GateResult
 
 
 def write_eval_results(catalog: Catalog, result: GateResult) -> int:

@@ -1,5 +1,5 @@
 """The superiority verdict of the release gate (its rule, in order, is the gate's module
-docstring, :mod:`tasks.release.gate`): a leak rolls back; too few pairs hold, unless the
+docstring, :mod:`tasks.release.gate.gate`): a leak rolls back; too few pairs hold, unless the
 regression is catastrophic; a significantly lower candidate is rejected; a significantly
 better one proceeds unless a slice regressed or a check failed; anything else is held."""
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from infra.settings import ReleaseSettings
-    from tasks.release.drift import Check
+    from tasks.release.gate.drift import Check
     from tasks.release.stats import PairedTest
     from tasks.release.verdict import SliceResult
 

@@ -15,11 +15,11 @@ of both versions slower than each. When the versions are alike, each slow reques
 candidate's with the candidate's share of all requests in the window, whatever the load did
 meanwhile (a burst slows both: it adds slow requests to both sides in proportion); the
 candidate fails only when it holds significantly more of them, a one-sided binomial test at
-the canary's per-test level (:func:`~tasks.release.sequential.canary_test_alpha`). Twice
+the canary's per-test level (:func:`~tasks.release.canary.sequential.canary_test_alpha`). Twice
 stable's share of slow requests (``TAIL_RATIO``), borne out by the same test, fails the rail
 too: a tail-only regression (the slowest 2 % 1.6x slower, the median the same) shows there.
 
-The test counts users, not requests (:mod:`tasks.release.units`): routing is sticky, and a
+The test counts users, not requests (:mod:`tasks.release.canary.units`): routing is sticky, and a
 user whose own requests are slow brings a cluster of slow requests to one side, so each
 version's slow requests are weighed by its users per request, and its share is its share of
 the users. Counted as independent requests, 3-7 % of steps failed an identical candidate whose
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.metrics.promql import QUANTILE, histogram_quantile
+from tasks.release.canary.units import users_per_request
 from tasks.release.stats import binomial_tail
-from tasks.release.units import users_per_request
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def judge_p99(
     """The p99 guard rail (None when the candidate's p99 is unknown): over
     ``latency_p99_ratio_max`` x stable's p99 (at least ``latency_floor_s``) and, where both
     histograms are known, significantly more slow requests (:func:`slow_share`). A window in
-    which stable served too few users never reaches it (:func:`~tasks.release.canary.too_little`):
+    which stable served too few users never reaches it (:func:`~tasks.release.canary.canary.too_little`):
     the floor alone is no comparison (a loop test's canary was rolled back on one candidate
     request slowed by the machine, 479 ms against the 50 ms floor, stable's holdback idle)."""
     if candidate.p99_s is None:
@@ -79,7 +79,7 @@ TAIL_RATIO = 2.0  # twice stable's share of slow requests is a regression, whate
 @dataclass(frozen=True, kw_only=True)
 class SlowShare:
     """The slow requests of both versions over the same window, and the test between them on
-    the user scale (:mod:`tasks.release.units`)."""
+    the user scale (:mod:`tasks.release.canary.units`)."""
 
     bound_s: float  # a bucket bound next to stable's p99
     candidate_slow: float  # candidate requests slower than the bound

@@ -1,13 +1,13 @@
 """The canary's error rail: the candidate's request-level error rate, each user's weight
-bounded (:mod:`tasks.release.units`), against stable's over the same interval, failed only when
+bounded (:mod:`tasks.release.canary.units`), against stable's over the same interval, failed only when
 above the ratio and significantly higher (a one-sided binomial test on the errors' split)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tasks.release.canary.units import error_rate, paired_error_evidence
 from tasks.release.stats import binomial_tail
-from tasks.release.units import error_rate, paired_error_evidence
 from tasks.release.verdict import Judged
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings, *, level: float) -> Judged:
     """The error rail: the candidate's request-level error rate, each user's weight bounded
-    (:mod:`tasks.release.units`), above ``error_ratio_max`` x stable's (at least
+    (:mod:`tasks.release.canary.units`), above ``error_ratio_max`` x stable's (at least
     ``error_floor``) and significantly higher (:func:`more_errors_p`)."""
     cand, stable = error_rate(c) or 0.0, error_rate(s) or 0.0
     stable_rate = max(stable, policy.error_floor)
@@ -38,7 +38,7 @@ def judge_errors(c: RouteStats, s: RouteStats, policy: ReleaseSettings, *, level
 
 def more_errors_p(c: RouteStats, s: RouteStats) -> float:
     """One-sided p-value that the candidate's error rate is higher (errors with each user's
-    weight bounded, :func:`~tasks.release.units.error_evidence`): with both versions' errors
+    weight bounded, :func:`~tasks.release.canary.units.error_evidence`): with both versions' errors
     taken together fixed, how often the candidate would hold this many of them or more with
     its share of the requests (a binomial tail: Fisher's exact test without the finite
     population's correction, a little more cautious)."""

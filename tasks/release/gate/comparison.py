@@ -1,8 +1,8 @@
 """How the release gate compares a candidate with its baseline, chosen once per gate: a
 candidate must be **better** (:class:`Superiority`, the paired test of
-:mod:`tasks.release.superiority`), or a cheaper model (a distilled student) must be **no
+:mod:`tasks.release.gate.superiority`), or a cheaper model (a distilled student) must be **no
 worse** by more than a margin and, where asked, cheaper (:class:`NoWorse`,
-:mod:`tasks.release.noninferiority`). Each says how the two versions are asked (a
+:mod:`tasks.release.gate.noninferiority`). Each says how the two versions are asked (a
 non-inferiority gate compares cost, so the versions take turns) and how the scored answers
 are decided."""
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from tasks.release.noninferiority import answer_alternating, noninferior_gate
-from tasks.release.superiority import decide
+from tasks.release.gate.noninferiority import answer_alternating, noninferior_gate
+from tasks.release.gate.superiority import decide
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from infra.serving.answers import Answer, AnswerSource, Messages
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
-    from tasks.release.drift import Check
-    from tasks.release.noninferiority import NonInferiorGate
+    from tasks.release.gate.drift import Check
+    from tasks.release.gate.noninferiority import NonInferiorGate
     from tasks.release.stats import PairedTest
     from tasks.release.verdict import Decision, SliceResult
 
@@ -97,7 +97,7 @@ class Superiority:
         reward: RewardSettings,  # noqa: ARG002 - the comparison interface's: a student's
         checks: Sequence[Check],
     ) -> Verdict:
-        """The paired test's verdict (:func:`tasks.release.superiority.decide`)."""
+        """The paired test's verdict (:func:`tasks.release.gate.superiority.decide`)."""
         decision, reasons = decide(scored.test, policy, slices=scored.slices, checks=checks)
         return Verdict(decision, reasons)
 

@@ -5,7 +5,7 @@ stable's history: a burst of load during the step slows both alike. The step tha
 keeps ``stable_holdback`` % of users on stable until the decision, so the last comparison is
 concurrent too; promotion then routes everyone to the new stable.
 
-What is compared, on which unit (:mod:`tasks.release.units`; routing is sticky per user, so
+What is compared, on which unit (:mod:`tasks.release.canary.units`; routing is sticky per user, so
 a user's requests are not independent trials):
 
 - errors: the request-level error rate, which does not saturate for heavy users, each
@@ -15,17 +15,17 @@ a user's requests are not independent trials):
   on the errors' split, given their total);
 - p99 latency: above ``latency_p99_ratio_max`` x stable's p99 and significantly more slow
   requests than the candidate's share, weighed by users (each version's slow requests times
-  its users per request; :mod:`tasks.release.latency`);
+  its users per request; :mod:`tasks.release.canary.latency`);
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
-  users on both sides and significantly lower (:mod:`tasks.release.feedback_rail`);
+  users on both sides and significantly lower (:mod:`tasks.release.canary.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute
   per request (:mod:`infra.metrics.cost`) above ``cost_ratio_max`` x stable's, and shown so by a
-  one-sided sign test over the step's slices (:mod:`tasks.release.cost_rail`), fails the
+  one-sided sign test over the step's slices (:mod:`tasks.release.canary.cost_rail`), fails the
   step: the saving a cheaper model was promoted for must hold in traffic. Where the model
   server says how many answers it generated together, both are compared at the same batch
   sizes (:func:`infra.metrics.cost.matched_compute_ratio`): the candidate's small share of the
   traffic forms smaller batches, which alone would make each of its answers dearer;
-- an always-valid sequential test (:mod:`tasks.release.sequential`) of errors and feedback on
+- an always-valid sequential test (:mod:`tasks.release.canary.sequential`) of errors and feedback on
   every poll, its evidence kept per direction: a step fails at once when the candidate is
   beyond a rail and clearly worse, and passes early when clearly better (at
   ``sequential_alpha``) with the rails holding.
@@ -34,7 +34,7 @@ The false-alarm budget: a version identical to stable must be rolled back at mos
 the time over the whole canary. Each step runs five failure tests (errors and feedback at the
 horizon and sequentially "worse", latency at the horizon; the sequential "better" tests only
 pass a step early; the cost rail is a sixth where it is set), so each runs at the canary's
-share of ``alpha`` over ``5 x steps`` (:func:`~tasks.release.sequential.canary_test_alpha`,
+share of ``alpha`` over ``5 x steps`` (:func:`~tasks.release.canary.sequential.canary_test_alpha`,
 Bonferroni; the shadow phase spends ``shadow_alpha_share`` of ``alpha``). ``make bench`` measures the
 rates (tests/benchmarks/bench_release_decisions.py).
 
@@ -61,10 +61,10 @@ from prefect import task
 
 from infra.errors import MetricsError
 from infra.task_retries import IO_RETRIES
-from tasks.release.cost_rail import CostLooks
-from tasks.release.rails import RAILS
-from tasks.release.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
-from tasks.release.sequential import (
+from tasks.release.canary.cost_rail import CostLooks
+from tasks.release.canary.rails import RAILS
+from tasks.release.canary.rollout import Clock, PhaseResult, _interrupted, _wait_while_paused
+from tasks.release.canary.sequential import (
     SequentialState,
     canary_test_alpha,
     evidence,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from infra.metrics.promql import CanaryMetrics, CanaryWindow, RouteStats
     from infra.routing import RoutingBackend
     from infra.settings import ReleaseSettings
-    from tasks.release.sequential import Measure
+    from tasks.release.canary.sequential import Measure
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The release state machine, its transitions and controls, the release and rollback steps."""
