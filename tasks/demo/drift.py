@@ -241,16 +241,19 @@ def _curate(rt: Any, asks: list[Ask], *, stable: Scripted) -> None:
 def _gate(rt: Any, items: list[Any], golden_version: str, candidate: str) -> Gate:
     """The golden gate, candidate against v0, on ``items``."""
     from tasks.release.gate.gate import run_gate
+    from tasks.release.gate.gate_inputs import GateInputs
     from tasks.reward import Scorer
 
     result = run_gate(
-        items,
-        baseline=Scripted("v0", VERSIONS["v0"]),
-        candidate=Scripted(candidate, VERSIONS[candidate]),
-        scorer=Scorer(rt.settings),
-        policy=rt.settings.release,
-        workload=WORKLOAD,
-        golden_version=golden_version,
+        GateInputs(
+            items=items,
+            baseline=Scripted("v0", VERSIONS["v0"]),
+            candidate=Scripted(candidate, VERSIONS[candidate]),
+            scorer=Scorer(rt.settings),
+            policy=rt.settings.release,
+            workload=WORKLOAD,
+            golden_version=golden_version,
+        )
     )
     t = result.test
     return Gate(

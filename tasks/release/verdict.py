@@ -1,12 +1,20 @@
-"""What the release gate decides, shared by the golden gate (:mod:`tasks.release.gate.gate`) and
-the non-inferiority gate of a cheaper model (:mod:`tasks.release.gate.noninferiority`); and what
-each canary guard rail judges (:class:`Judged`, :mod:`tasks.release.canary.rails`)."""
+"""What the release gate decides, and on what (:class:`Scored`), shared by the golden gate
+(:mod:`tasks.release.gate.gate`) and the non-inferiority gate of a cheaper model
+(:mod:`tasks.release.gate.noninferiority`); and what each canary guard rail judges
+(:class:`Judged`, :mod:`tasks.release.canary.rails`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from infra.serving.answers import Answer
+    from tasks.golden import GoldenItem
+    from tasks.release.stats import PairedTest
 
 
 class Decision(StrEnum):
@@ -27,6 +35,18 @@ class SliceResult:
     mean_candidate: float
     diff: float
     regressed: bool
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Both versions' answers to the golden items, their rewards and the paired test."""
+
+    items: Sequence[GoldenItem]
+    base: Sequence[Answer]
+    cand: Sequence[Answer]
+    rewards: tuple[Sequence[float], Sequence[float]]
+    test: PairedTest
+    slices: list[SliceResult]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -333,10 +333,10 @@ def test_run_distil_serves_the_student_on_a_vllm_of_its_own_and_releases_it(
     pinned: list[tuple[int, str | None]] = []  # the gateway asked for the student by name
     gate = release_steps.golden_gate_task
 
-    def gate_then_ask(items: Any, **kwargs: Any) -> Any:
-        result = gate(items, **kwargs)  # the student's server is up (and recorded) meanwhile
+    def gate_then_ask(inputs: Any) -> Any:
+        result = gate(inputs)  # the student's server is up (and recorded) meanwhile
         body = {
-            "model": kwargs["candidate"].version,
+            "model": inputs.candidate.version,
             "messages": [{"role": "user", "content": "2+3?"}],
         }
         for _ in range(20):  # the gateway re-reads where versions are served every 0.5 s

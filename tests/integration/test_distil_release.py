@@ -107,6 +107,7 @@ def test_a_too_small_student_is_rolled_back_and_a_lean_one_passes_the_gate(
     from infra.serving.answers import open_answer_source
     from tasks.golden import load_golden
     from tasks.release.gate.gate import Decision, run_gate
+    from tasks.release.gate.gate_inputs import GateInputs
     from tasks.reward import Scorer
 
     tiny = _distil("tiny", monkeypatch, steps="20")
@@ -126,13 +127,15 @@ def test_a_too_small_student_is_rolled_back_and_a_lean_one_passes_the_gate(
     settings = get_settings()
     store = open_store(settings)
     gate = run_gate(
-        load_golden()[:120],
-        baseline=open_answer_source("v1", settings=settings, store=store),
-        candidate=open_answer_source(lean.version, settings=settings, store=store),
-        scorer=Scorer(settings),
-        policy=settings.release,
-        max_tokens=settings.gateway.max_new_tokens,
-        margin=2.0,
+        GateInputs(
+            items=load_golden()[:120],
+            baseline=open_answer_source("v1", settings=settings, store=store),
+            candidate=open_answer_source(lean.version, settings=settings, store=store),
+            scorer=Scorer(settings),
+            policy=settings.release,
+            max_tokens=settings.gateway.max_new_tokens,
+            margin=2.0,
+        )
     )
     assert gate.decision == Decision.PROCEED, gate.reasons
     assert gate.noninferiority is not None

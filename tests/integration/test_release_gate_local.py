@@ -15,6 +15,7 @@ from infra.settings import ReleaseSettings, Settings
 from infra.store import LocalStore
 from tasks.golden import load_golden
 from tasks.release.gate.gate import Decision, run_gate
+from tasks.release.gate.gate_inputs import GateInputs
 
 pytestmark = pytest.mark.integration
 
@@ -62,12 +63,14 @@ def gate(published: tuple[Settings, LocalStore], version: str, **drift: float):
 
     settings, store = published
     return run_gate(
-        load_golden()[:48],
-        baseline=open_answer_source("v0", settings=settings, store=store),
-        candidate=open_answer_source(version, settings=settings, store=store),
-        scorer=Scorer(settings),
-        policy=ReleaseSettings(n_bootstrap=1000, min_samples=30, **drift),
-        max_tokens=8,
+        GateInputs(
+            items=load_golden()[:48],
+            baseline=open_answer_source("v0", settings=settings, store=store),
+            candidate=open_answer_source(version, settings=settings, store=store),
+            scorer=Scorer(settings),
+            policy=ReleaseSettings(n_bootstrap=1000, min_samples=30, **drift),
+            max_tokens=8,
+        )
     )
 
 

@@ -17,6 +17,7 @@ from tasks.golden import load_golden
 from tasks.pii.engine import PiiConfig, load_engine
 from tasks.release.canary.rollout import judge_shadow
 from tasks.release.gate.gate import Decision, run_gate
+from tasks.release.gate.gate_inputs import GateInputs
 from tasks.release.gate.leak import find_leaks
 from tests.helpers import make_trace
 
@@ -79,12 +80,14 @@ def test_a_candidate_echoing_earlier_emails_is_stopped_at_the_gate(engine, score
         max_tokens=16,
     )
     result = run_gate(
-        items,
-        baseline=Calculator("v0"),
-        candidate=candidate,
-        scorer=scorer,
-        policy=POLICY,
-        pii=engine,
+        GateInputs(
+            items=items,
+            baseline=Calculator("v0"),
+            candidate=candidate,
+            scorer=scorer,
+            policy=POLICY,
+            pii=engine,
+        )
     )
     assert result.decision == Decision.ROLLBACK
     assert result.reasons[0].startswith("pii_leak check failed: 40 of 40 candidate answers")
@@ -97,12 +100,14 @@ def test_a_candidate_echoing_earlier_emails_is_stopped_at_the_gate(engine, score
 def test_the_same_answers_without_the_echo_pass_the_check(engine, scorer) -> None:
     items = load_golden()[:40]
     result = run_gate(
-        items,
-        baseline=Calculator("v0"),
-        candidate=Calculator("v1"),
-        scorer=scorer,
-        policy=POLICY,
-        pii=engine,
+        GateInputs(
+            items=items,
+            baseline=Calculator("v0"),
+            candidate=Calculator("v1"),
+            scorer=scorer,
+            policy=POLICY,
+            pii=engine,
+        )
     )
     check = next(c for c in result.checks if c.name == "pii_leak")
     assert check.status == "pass" and result.decision != Decision.ROLLBACK
@@ -153,12 +158,14 @@ class DigitNoise(Calculator):
 def test_digit_runs_the_baseline_prints_too_do_not_hold_the_candidate(engine, scorer) -> None:
     items = load_golden()[:40]
     result = run_gate(
-        items,
-        baseline=DigitNoise("v0"),
-        candidate=DigitNoise("v1"),
-        scorer=scorer,
-        policy=POLICY,
-        pii=engine,
+        GateInputs(
+            items=items,
+            baseline=DigitNoise("v0"),
+            candidate=DigitNoise("v1"),
+            scorer=scorer,
+            policy=POLICY,
+            pii=engine,
+        )
     )
     check = next(c for c in result.checks if c.name == "pii_leak")
     assert check.value == 10.0  # the analyser does flag the runs, in both models' answers
@@ -166,12 +173,14 @@ def test_digit_runs_the_baseline_prints_too_do_not_hold_the_candidate(engine, sc
     assert result.decision != Decision.ROLLBACK
     # the same runs against a baseline that never prints them hold the candidate
     held = run_gate(
-        items,
-        baseline=Calculator("v0"),
-        candidate=DigitNoise("v1"),
-        scorer=scorer,
-        policy=POLICY,
-        pii=engine,
+        GateInputs(
+            items=items,
+            baseline=Calculator("v0"),
+            candidate=DigitNoise("v1"),
+            scorer=scorer,
+            policy=POLICY,
+            pii=engine,
+        )
     )
     assert held.decision == Decision.ROLLBACK
     assert held.reasons[0].startswith("pii_leak check failed: 10 of 40 candidate answers")

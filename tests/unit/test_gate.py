@@ -20,6 +20,7 @@ from tasks.release.gate.gate import (
     run_gate,
     slice_results,
 )
+from tasks.release.gate.gate_inputs import GateInputs
 from tasks.release.gate.report import report_json, report_markdown, report_plot
 from tasks.release.gate.superiority import decide
 
@@ -202,7 +203,9 @@ def test_run_gate_with_the_stage2_reward_and_consistent_eval_rows(scorer) -> Non
     items = load_golden()[:120]
     base = FakeSource("v0", 0.5, seed=0)
     better = FakeSource("v1", 0.9, seed=0)  # same seed: right wherever v0 is right, and more
-    result = run_gate(items, baseline=base, candidate=better, scorer=scorer, policy=CONFIG)
+    result = run_gate(
+        GateInputs(items=items, baseline=base, candidate=better, scorer=scorer, policy=CONFIG)
+    )
     assert result.decision == Decision.PROCEED and result.test.p_value < 0.05
     assert {c.name: c.status for c in result.checks} == {
         "kl": "skipped",
@@ -221,11 +224,13 @@ def test_run_gate_with_the_stage2_reward_and_consistent_eval_rows(scorer) -> Non
 def test_report_shows_the_decision_and_its_numbers(scorer) -> None:
     items = load_golden()[:60]
     worse = run_gate(
-        items,
-        baseline=FakeSource("v0", 0.8),
-        candidate=FakeSource("v2", 0.2),
-        scorer=scorer,
-        policy=CONFIG,
+        GateInputs(
+            items=items,
+            baseline=FakeSource("v0", 0.8),
+            candidate=FakeSource("v2", 0.2),
+            scorer=scorer,
+            policy=CONFIG,
+        )
     )
     assert worse.decision == Decision.ROLLBACK
     md = report_markdown(worse)
@@ -244,12 +249,14 @@ def test_report_names_its_golden_version_and_warns_of_low_coverage(scorer) -> No
     items = load_golden()[:40]
     version = golden_version()
     result = run_gate(
-        items,
-        baseline=FakeSource("v0", 0.5),
-        candidate=FakeSource("v1", 0.5),
-        scorer=scorer,
-        policy=CONFIG,
-        golden_version=version,
+        GateInputs(
+            items=items,
+            baseline=FakeSource("v0", 0.5),
+            candidate=FakeSource("v1", 0.5),
+            scorer=scorer,
+            policy=CONFIG,
+            golden_version=version,
+        )
     )
     prompts = ["What is 12+30?", "What is 3 to the power of 4?", "What is 2 to the power of 9?"]
     coverage = measure(

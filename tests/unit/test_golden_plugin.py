@@ -68,16 +68,19 @@ def test_the_judge_is_the_verifier_the_settings_name(settings: Settings) -> None
 def test_the_gate_runs_on_the_settings_golden_set(settings: Settings) -> None:
     from tasks.golden import settings_golden
     from tasks.release.gate.gate import Decision, run_gate
+    from tasks.release.gate.gate_inputs import GateInputs
     from tasks.reward import Scorer
 
     items = settings_golden(settings.reward)
     assert [it.item_id for it in items] == ["c1", "c2", "c3", "c4"]
     result = run_gate(
-        items,
-        baseline=Atlas("v0", miss=[1, 3]),
-        candidate=Atlas("v1"),
-        scorer=Scorer(settings),
-        policy=ReleaseSettings(n_bootstrap=200),
+        GateInputs(
+            items=items,
+            baseline=Atlas("v0", miss=[1, 3]),
+            candidate=Atlas("v1"),
+            scorer=Scorer(settings),
+            policy=ReleaseSettings(n_bootstrap=200),
+        )
     )
     assert result.decision == Decision.MANUAL_REVIEW  # 4 items: too few for a verdict
     check = next(c for c in result.checks if c.name == "golden_verifier")
@@ -143,12 +146,13 @@ import sys
 from infra.settings import ReleaseSettings, RewardSettings, Settings
 from tasks.golden import settings_golden
 from tasks.release.gate.gate import run_gate
+from tasks.release.gate.gate_inputs import GateInputs
 from tasks.reward import Scorer
 from tests.unit.test_golden_plugin import REWARD, Atlas
 
 settings = Settings(reward=RewardSettings(**REWARD))
-result = run_gate(settings_golden(settings.reward), baseline=Atlas("v0", miss=[0]),
-    candidate=Atlas("v1"), scorer=Scorer(settings), policy=ReleaseSettings(n_bootstrap=50))
+result = run_gate(GateInputs(items=settings_golden(settings.reward), baseline=Atlas("v0", miss=[0]),
+    candidate=Atlas("v1"), scorer=Scorer(settings), policy=ReleaseSettings(n_bootstrap=50)))
 print(result.decision.value, sorted(m for m in sys.modules if m.startswith("tasks.demo")))
 """
 

@@ -19,23 +19,9 @@ if TYPE_CHECKING:
 
     from infra.serving.answers import Answer, AnswerSource, Messages
     from infra.settings import ReleaseSettings, RewardSettings
-    from tasks.golden import GoldenItem
     from tasks.release.gate.drift import Check
     from tasks.release.gate.noninferiority import NonInferiorGate
-    from tasks.release.stats import PairedTest
-    from tasks.release.verdict import Decision, SliceResult
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Both versions' answers to the golden items, their rewards and the paired test."""
-
-    items: Sequence[GoldenItem]
-    base: Sequence[Answer]
-    cand: Sequence[Answer]
-    rewards: tuple[Sequence[float], Sequence[float]]
-    test: PairedTest
-    slices: list[SliceResult]
+    from tasks.release.verdict import Decision, Scored
 
 
 @dataclass(frozen=True)
@@ -130,15 +116,11 @@ class NoWorse:
     ) -> Verdict:
         """The non-inferiority test's and the cost's verdict (not "better")."""
         ni = noninferior_gate(
-            scored.items,
-            base=scored.base,
-            cand=scored.cand,
-            rewards=scored.rewards,
+            scored,
             reward=reward,
             policy=policy,
             margin=self.margin,
             cheaper=self.cheaper,
-            slices=scored.slices,
             checks=checks,
         )
         return Verdict(ni.decision, ni.reasons, ni)

@@ -35,12 +35,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from infra.serving.answers import Answer, AnswerSource, Messages
-from tasks.release.gate.comparison import Scored, comparison
+from tasks.release.gate.comparison import comparison
 from tasks.release.gate.drift import Check, diversity_check, kl_check, length_bias_check
 from tasks.release.gate.hacking import golden_verifier_check
 from tasks.release.gate.leak import pii_leak_check
 from tasks.release.stats import PairedTest, paired_test
-from tasks.release.verdict import Decision, SliceResult
+from tasks.release.verdict import Decision, Scored, SliceResult
 
 __all__ = [
     "Decision",
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from tasks.datasets import EvalResult
     from tasks.golden import GoldenItem
     from tasks.pii.engine import PiiEngine
+    from tasks.release.gate.gate_inputs import GateInputs
     from tasks.reward import Scorer
 
 log = logging.getLogger(__name__)
@@ -241,29 +242,13 @@ def gate_checks(
     return checks
 
 
-def run_gate(
-    items: Sequence[GoldenItem],
-    *,
-    baseline: AnswerSource,
-    candidate: AnswerSource,
-    scorer: Scorer,
-    policy: ReleaseSettings,
-    max_tokens: int = 16,
-    run_id: str | None = None,
-    pii: PiiEngine | None = None,
-    workload: str | None = None,
-    margin: float | None = None,
-    cheaper: bool = True,
-    golden_version: str | None = None,
-) -> GateResult:
-    """Answer, score, compare and decide (nothing written); ``pii``: the stage-3 analyser for
-    the PII-leak check (None: skipped); ``workload``: whose release it gates (the report's);
-    ``margin``: a cheaper model's non-inferiority gate (:mod:`tasks.release.gate.noninferiority`;
-    ``cheaper``: it must also be cheaper; ``golden_version``: the version every item is of,
-    recorded in the report)."""
-    compare = comparison(margin, cheaper=cheaper)  # chosen once: better, or no worse
+def run_gate(inputs: GateInputs, *, run_id: str | None = None) -> GateResult:
+    """Answer, score, compare and decide (nothing written) on what ``inputs`` names."""
+    items, baseline, candidate = inputs.items, inputs.baseline, inputs.candidate
+    scorer, policy, pii = inputs.scorer, inputs.policy, inputs.pii
+    compare = comparison(inputs.margin, cheaper=inputs.cheaper)  # chosen once: better or no worse
     requests = [it.prompt() for it in items]
-    base, cand = compare.answer(baseline, candidate, requests, max_tokens=max_tokens)
+    base, cand = compare.answer(baseline, candidate, requests, max_tokens=inputs.max_tokens)
     scores = score_answers([*items, *items], [*base, *cand], scorer=scorer)
     b_scores, c_scores = scores[: len(items)], scores[len(items) :]
     scored = Scored(
@@ -325,13 +310,13 @@ def run_gate(
         checks=checks,
         items=pairs,
         errors=errors,
-        workload=workload,
+        workload=inputs.workload,
         noninferiority=ni.summary() if ni else None,
-        golden_version=golden_version,
+        golden_version=inputs.golden_version,
     )
 
 
 @task(cache_policy=NO_CACHE)
-def golden_gate_task(items: list[GoldenItem], **kwargs: Any) -> GateResult:
+def golden_gate_task(inputs: GateInputs) -> GateResult:
     """Returns the gate's result for the candidate against the baseline on the golden items."""
-    return run_gate(items, **kwargs)
+    return run_gate(inputs)

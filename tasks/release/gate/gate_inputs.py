@@ -11,41 +11,36 @@ from infra.serving.answers import open_answer_source
 from tasks.golden import GoldenItem, golden_version, load_golden, settings_golden_set
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from infra.runtime import Runtime
+    from infra.serving.answers import AnswerSource
     from infra.settings import ReleaseSettings
+    from tasks.pii.engine import PiiEngine
     from tasks.release.options import ReleaseOptions
+    from tasks.reward import Scorer
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class GateInputs:
-    """Everything :func:`tasks.release.gate.gate.golden_gate_task` is called with."""
+    """What :func:`tasks.release.gate.gate.run_gate` is asked with: the golden items (of
+    ``golden_version``, recorded in the report), the baseline and candidate answer sources,
+    the scorer and the policy; ``pii``: the stage-3 analyser for the PII-leak check (None:
+    skipped); ``workload``: whose release it gates (the report's); ``margin``: a cheaper
+    model's non-inferiority gate (:mod:`tasks.release.gate.noninferiority`), ``cheaper``: it
+    must also be cheaper."""
 
-    items: list[GoldenItem]
-    golden_version: str
-    baseline: Any  # an answer source
-    candidate: Any  # an answer source
-    scorer: Any
+    items: Sequence[GoldenItem]
+    baseline: AnswerSource
+    candidate: AnswerSource
+    scorer: Scorer
     policy: ReleaseSettings
-    max_tokens: int
-    pii: Any
-    workload: str | None
-    margin: float | None
-    cheaper: bool
-
-    def kwargs(self) -> dict[str, Any]:
-        """The gate task's keyword arguments (everything but the items)."""
-        return {
-            "golden_version": self.golden_version,
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "scorer": self.scorer,
-            "policy": self.policy,
-            "max_tokens": self.max_tokens,
-            "pii": self.pii,
-            "workload": self.workload,
-            "margin": self.margin,
-            "cheaper": self.cheaper,
-        }
+    max_tokens: int = 16
+    pii: PiiEngine | None = None
+    workload: str | None = None
+    margin: float | None = None
+    cheaper: bool = True
+    golden_version: str | None = None
 
 
 def gate_inputs(

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from infra.settings import ReleaseSettings, RewardSettings
     from tasks.golden import GoldenItem
     from tasks.release.gate.drift import Check
-    from tasks.release.verdict import Decision, SliceResult
+    from tasks.release.verdict import Decision, Scored, SliceResult
 
 
 @dataclass(kw_only=True)
@@ -306,20 +306,17 @@ def decide_noninferior(
 
 
 def noninferior_gate(
-    items: Sequence[GoldenItem],
+    scored: Scored,
     *,
-    base: Sequence[Answer],
-    cand: Sequence[Answer],
-    rewards: tuple[Sequence[float], Sequence[float]],
     reward: RewardSettings,
     policy: ReleaseSettings,
     margin: float,
-    slices: Sequence[SliceResult],
     checks: Sequence[Check],
     cheaper: bool = True,
 ) -> NonInferiorGate:
-    """Score, test, measure and decide a non-inferiority release on the gate's answers (asked
-    by :func:`answer_alternating`, whose turns :func:`gate_cost` compares)."""
+    """Score, test, measure and decide a non-inferiority release on the gate's scored answers
+    (asked by :func:`answer_alternating`, whose turns :func:`gate_cost` compares)."""
+    items, base, cand, rewards = scored.items, scored.base, scored.cand, scored.rewards
     b, scale = golden_scores(items, [a.text for a in base], rewards[0], reward=reward)
     c, other = golden_scores(items, [a.text for a in cand], rewards[1], reward=reward)
     if "reward" in (scale, other):  # one scale for both
@@ -327,7 +324,7 @@ def noninferior_gate(
     ni = noninferiority_test(b, c, margin=margin, alpha=policy.alpha, scale=scale)
     cost = gate_cost(base, cand, alpha=policy.alpha, turn=turn_size(len(items)))
     decision, reasons = decide_noninferior(
-        ni, cost, policy, slices=slices, checks=checks, require_cheaper=cheaper
+        ni, cost, policy, slices=scored.slices, checks=checks, require_cheaper=cheaper
     )
     kl = [c for c in checks if c.name == "kl" and c.status == "fail"]
     if kl:

@@ -108,7 +108,7 @@ def gate_step(run: ReleaseRun) -> tuple[RoutingState, str]:
         if run.server is not None:  # the gate asks the candidate on the model server
             load_candidate_task(run.server, rt.store, version, **server_args(rt))
         inputs = gate_inputs(rt, opts, run.policy, version=version, stable=state.stable)
-        result = golden_gate_task(inputs.items, **inputs.kwargs())
+        result = golden_gate_task(inputs)
     except ModelServerError as exc:  # a replica that cannot load it holds the release
         run.out.reasons = [str(exc)]
         return hold_unloadable(
@@ -127,7 +127,7 @@ def gate_step(run: ReleaseRun) -> tuple[RoutingState, str]:
                 release_id=run.release_id,
             )
         raise
-    result.warnings += coverage_warnings(rt, opts.workload, inputs.golden_version)
+    result.warnings += coverage_warnings(rt, opts.workload, inputs.golden_version or "")
     run.gauges = gate_gauges(result.checks)
     run.out.report_keys = write_report_task(rt.store, result)
     write_eval_results_task(rt.catalog, result)
