@@ -274,7 +274,8 @@ def _canary(rt: Any, gate: Gate, *, seed: int, requests: int, release: int) -> s
     by the canary's analysis; its ``release_outcomes`` row."""
     from infra.metrics.promql import CanaryWindow, RouteStats
     from tasks.release.canary.canary import analyse_step
-    from tasks.release.gate.agreement import outcome_row, write_outcome
+    from tasks.release.gate.agreement import Release, outcome_row, write_outcome
+    from tasks.release.gate.agreement_online import CanaryWatch
 
     if gate.decision != "PROCEED_TO_SHADOW":
         return f"canary {gate.version}: not reached (the gate said {gate.decision})"
@@ -302,19 +303,16 @@ def _canary(rt: Any, gate: Gate, *, seed: int, requests: int, release: int) -> s
     window = CanaryWindow(stats["candidate"], stats["stable"], "scenario", 60.0)
     result = analyse_step(window, policy)
     start = datetime.now(UTC)
-    row = outcome_row(
+    released = Release(
         release_id=f"drift-release-{release}",
         workload=WORKLOAD,
         version=gate.version,
         baseline="v0",
         outcome="rolled_back" if result.verdict == "fail" else "promoted",
-        gate=gate.summary,
-        windows=[result.evidence],
-        canary_start=start - timedelta(minutes=1),
-        canary_end=start,
-        verifier=None,
-        alpha=policy.alpha,
-        created_at=start,
+    )
+    canary = CanaryWatch(windows=[result.evidence], start=start - timedelta(minutes=1), end=start)
+    row = outcome_row(
+        released, gate=gate.summary, canary=canary, alpha=policy.alpha, created_at=start
     )
     write_outcome(rt.catalog, row)
     verdict = "rolled back" if result.verdict == "fail" else result.verdict

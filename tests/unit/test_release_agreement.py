@@ -15,8 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.release.gate.agreement import in_a_row, outcome_row, read_outcomes, write_outcome
-from tasks.release.gate.agreement_online import live_verifier
+from tasks.release.gate.agreement import (
+    Release,
+    in_a_row,
+    outcome_row,
+    read_outcomes,
+    write_outcome,
+)
+from tasks.release.gate.agreement_online import CanaryWatch, live_verifier
 from tasks.release.gate.agreement_report import agreement
 from tests.unit.test_monitoring_alerts import check_alert, series
 
@@ -60,17 +66,23 @@ def step(cand_votes: dict[str, float], stable_votes: dict[str, float], errors: f
 
 
 def row(diff: float, p: float, steps: list[dict], **kw: Any) -> dict[str, Any]:
-    return outcome_row(
+    release = Release(
         release_id=kw.pop("release_id", "r1"),
         workload=kw.pop("workload", "calculator"),
         version=kw.pop("version", "v2"),
         baseline="v1",
         outcome=kw.pop("outcome", "promoted"),
-        gate=gate(diff, p),
+    )
+    canary = CanaryWatch(
         windows=steps,
-        canary_start=T0,
-        canary_end=T0 + timedelta(minutes=6),
+        start=T0,
+        end=T0 + timedelta(minutes=6),
         verifier=kw.pop("verifier", None),
+    )
+    return outcome_row(
+        release,
+        gate=gate(diff, p),
+        canary=canary,
         alpha=0.05,
         created_at=kw.pop("created_at", T0 + timedelta(minutes=7)),
     )

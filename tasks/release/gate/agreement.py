@@ -30,6 +30,7 @@ and plot in :mod:`tasks.release.gate.agreement_report`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -37,6 +38,7 @@ from infra.catalog import append_rows, replace_where, scan
 from tasks.release.gate.agreement_online import (
     NONE,
     Z95,
+    CanaryWatch,
     Diff,
     canary_sides,
     live_verifier,
@@ -125,33 +127,38 @@ def golden_accuracy(gate: Mapping[str, Any]) -> tuple[float | None, float | None
     return base, cand, Diff(d, d - Z95 * se, d + Z95 * se)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """One release as its ``release_outcomes`` row names it: its id, workload, candidate
+    ``version`` against ``baseline``, and how it concluded (``outcome``)."""
+
+    release_id: str
+    workload: str | None
+    version: str
+    baseline: str
+    outcome: str
+
+
 def outcome_row(
+    release: Release,
     *,
-    release_id: str,
-    workload: str | None,
-    version: str,
-    baseline: str,
-    outcome: str,
     gate: Mapping[str, Any],
-    windows: Sequence[Mapping[str, Any]],
-    canary_start: datetime,
-    canary_end: datetime,
-    verifier: Mapping[str, tuple[int, int]] | None,
+    canary: CanaryWatch,
     alpha: float,
     created_at: datetime | None = None,
 ) -> OutcomeRow:
     """The ``release_outcomes`` row of one release (``gate``: the gate's summary, as
-    ``report.json`` holds it; ``windows``: each canary step's evidence)."""
+    ``report.json`` holds it; ``canary``: what its canary steps measured)."""
     test = gate.get("test") or {}
     acc_b, acc_c, acc = golden_accuracy(gate)
-    cand, stable = canary_sides(windows)
+    cand, stable = canary_sides(canary.windows)
     row: dict[str, Any] = {
-        "release_id": release_id,
-        "workload": workload or DEFAULT_WORKLOAD,
-        "version": version,
-        "baseline": baseline,
+        "release_id": release.release_id,
+        "workload": release.workload or DEFAULT_WORKLOAD,
+        "version": release.version,
+        "baseline": release.baseline,
         "gate_decision": gate.get("decision"),
-        "outcome": outcome,
+        "outcome": release.outcome,
         "golden_version": gate.get("golden_version"),
         "golden_items": test.get("n"),
         "offline_reward_diff": test.get("mean_diff"),
@@ -163,8 +170,8 @@ def outcome_row(
         "golden_accuracy_diff": acc.value,
         "golden_accuracy_low": acc.low,
         "golden_accuracy_high": acc.high,
-        "canary_start": canary_start,
-        "canary_end": canary_end,
+        "canary_start": canary.start,
+        "canary_end": canary.end,
         "requests_candidate": cand.requests,
         "requests_stable": stable.requests,
         "error_share_candidate": cand.error_share(),
@@ -180,7 +187,7 @@ def outcome_row(
     row.update(_diff_columns("error", errors))
     row.update(_diff_columns("feedback", feedback))
     out = cast("OutcomeRow", row)  # every column but the verifier's and the verdicts' now
-    set_verifier(out, verifier)
+    set_verifier(out, canary.verifier)
     p = test.get("p_value")
     out["offline_gain"] = bool(p is not None and p < alpha and (test.get("mean_diff") or 0) > 0)
     judge(out)

@@ -107,6 +107,18 @@ class Side:
         return self.errors / self.requests if self.requests > 0 else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CanaryWatch:
+    """What one release's canary measured: each step's evidence (``windows``, as
+    :func:`canary_sides` reads them), the interval the steps span, and the live verifier's
+    counts in it per version (None: not scored yet; :func:`live_verifier`)."""
+
+    windows: Sequence[Mapping[str, Any]]
+    start: datetime
+    end: datetime
+    verifier: Mapping[str, tuple[int, int]] | None = None
+
+
 def canary_sides(windows: Iterable[Mapping[str, Any]]) -> tuple[Side, Side]:
     """The candidate's and stable's traffic summed over the canary steps' evidence (each a
     step's ``{"candidate": ..., "stable": ...}``; a step without them is skipped)."""

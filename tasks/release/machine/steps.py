@@ -231,8 +231,8 @@ def canary_step(run: ReleaseRun, index: int) -> tuple[RoutingState, str]:
 def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> OutcomeRow:
     """The release's ``release_outcomes`` row (:mod:`tasks.release.gate.agreement`): the gate's
     estimate (its stored report) beside the canary steps this run watched; its gauges."""
-    from tasks.release.gate.agreement import outcome_row, report_outcome, write_outcome
-    from tasks.release.gate.agreement_online import live_verifier
+    from tasks.release.gate.agreement import Release, outcome_row, report_outcome, write_outcome
+    from tasks.release.gate.agreement_online import CanaryWatch, live_verifier
 
     try:
         gate = read_report(run.rt.store, run.version)
@@ -241,24 +241,21 @@ def record_outcome(run: ReleaseRun, outcome: str, report: StageReport) -> Outcom
     end = datetime.now(UTC)
     start = run.canary_start or end
     baseline = run.stable or str(gate.get("baseline"))
-    row = outcome_row(
+    release = Release(
         release_id=run.release_id or "",
         workload=run.opts.workload,
         version=run.version,
         baseline=baseline,
         outcome=outcome,
-        gate=gate,
-        windows=run.canary,
-        canary_start=start,
-        canary_end=end,
-        verifier=live_verifier(
-            run.rt.store,
-            since=start,
-            until=end,
-            versions=[run.version, baseline],
-            workload=run.opts.workload,
-        ),
-        alpha=run.policy.alpha,
     )
+    verifier = live_verifier(
+        run.rt.store,
+        since=start,
+        until=end,
+        versions=[run.version, baseline],
+        workload=run.opts.workload,
+    )
+    canary = CanaryWatch(windows=run.canary, start=start, end=end, verifier=verifier)
+    row = outcome_row(release, gate=gate, canary=canary, alpha=run.policy.alpha)
     report_outcome(report, write_outcome(run.rt.catalog, row))
     return row
