@@ -115,7 +115,8 @@ def test_a_version_rejected_between_the_read_and_the_write_is_not_released(
     routing = StoreRouting(store)
     transitions.begin_release(routing, None, "v1", actor="flow")
     why = {"reason": "gate: manual review", "evidence": {}}
-    transitions.hold(routing, None, "v1", actor="flow", resume_to="shadow", **why)
+    resume = transitions.Resume(phase="shadow")
+    transitions.hold(routing, None, "v1", actor="flow", resume=resume, **why)
 
     def person_rejects() -> None:  # while the held v1's release is started again
         transitions.reject(routing, None, "v1", actor="person", reason="wrong data", evidence={})

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ControlRefused, ReleaseInterrupted
 from infra.routing import bake_target, record_stale
-from tasks.release.machine.transitions import ACTIVE, hold, promotion, reject, transition
+from tasks.release.machine.transitions import (
+    ACTIVE,
+    Resume,
+    hold,
+    promotion,
+    reject,
+    transition,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -201,8 +208,7 @@ def pause(
         actor=actor,
         reason=reason,
         evidence={"paused": True},
-        resume_to=state.phase,
-        step=state.step,
+        resume=Resume(phase=state.phase, step=state.step),
     )
     return moved.or_raise()
 

@@ -24,6 +24,7 @@ from prefect import task
 
 from infra.task_retries import IO_RETRIES
 from tasks.release.machine.transitions import (
+    Resume,
     begin_release,
     canary_move,
     hold,
@@ -133,8 +134,7 @@ def apply_gate(
             version,
             reason=f"gate: manual review ({first})",
             **ours,
-            resume_to="canary" if direct else "shadow",
-            restore=restore,
+            resume=Resume(phase="canary" if direct else "shadow", restore=restore),
         )
     return moved.state
 
@@ -241,9 +241,7 @@ def conclude(
             actor=actor,
             evidence=evidence,
             reason=f"{where} has no verdict (no data): {why}",
-            resume_to=phase,
-            step=step,
-            restore=restore,
+            resume=Resume(phase=phase, step=step, restore=restore),
             release_id=release_id,
             weight=0.0,
             shadow_fraction=0.0,

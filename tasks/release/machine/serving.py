@@ -11,6 +11,7 @@ from prefect import get_run_logger
 from infra.errors import ControlRefused, ModelServerError
 from tasks.release.machine.adapters import unload_unrouted_task
 from tasks.release.machine.machine import hold_task
+from tasks.release.machine.transitions import Resume
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -35,7 +36,7 @@ def hold_unloadable(
         catalog,
         version,
         actor=actor,
-        resume_to="gating",
+        resume=Resume(phase="gating"),
         reason=str(exc),
         evidence={"model_server": str(exc)[:500]},
         release_id=release_id,

@@ -34,6 +34,7 @@ from tasks.release.machine.machine import (
 )
 from tasks.release.machine.outcome import ReleaseOutcome
 from tasks.release.machine.serving import hold_unloadable, require_room, server_args
+from tasks.release.machine.transitions import Resume
 from tasks.release.options import ReleaseOptions, continued_options
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def gate_step(run: ReleaseRun) -> tuple[RoutingState, str]:
                 rt.catalog,
                 version,
                 actor=opts.actor,
-                resume_to="gating",
+                resume=Resume(phase="gating"),
                 reason=f"gate could not run: {type(exc).__name__}",
                 evidence={"error": repr(exc)[:500]},
                 release_id=run.release_id,

@@ -30,7 +30,7 @@ from infra.routing import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pyiceberg.catalog import Catalog
 
@@ -253,6 +253,16 @@ def _start(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Resume:
+    """Where a held release continues when a person resumes it: ``phase`` (canary: at
+    ``step``), with the routing in ``restore`` (``weight``, ``shadow_fraction``) set again."""
+
+    phase: Phase
+    step: int = 0
+    restore: Mapping[str, float] | None = None
+
+
 def hold(
     routing: RoutingBackend,
     catalog: Catalog | None,
@@ -261,14 +271,12 @@ def hold(
     actor: str,
     reason: str,
     evidence: dict[str, Any],
-    resume_to: Phase,
-    step: int = 0,
-    restore: dict[str, float] | None = None,
+    resume: Resume,
     **changes: Any,
 ) -> Moved:
-    """Hold the release for a person; resuming continues at ``resume_to`` / ``step`` and sets
-    the routing in ``restore`` (``weight``, ``shadow_fraction``) again."""
-    evidence = {**evidence, "resume_to": {"phase": resume_to, "step": step, **(restore or {})}}
+    """Hold the release for a person; resuming continues where ``resume`` says."""
+    resume_to = {"phase": resume.phase, "step": resume.step, **(resume.restore or {})}
+    evidence = {**evidence, "resume_to": resume_to}
     return try_transition(
         routing,
         catalog,
