@@ -172,7 +172,7 @@ def test_a_stale_run_through_the_gateway_changes_nothing_and_is_audited(tmp_path
             routing,
             catalog,
             "v1",
-            phase="canary",
+            at=machine.Step("canary"),
             result=failed,
             policy=POLICY,
             actor="flow",

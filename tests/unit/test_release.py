@@ -183,8 +183,7 @@ def test_a_step_held_for_lack_of_data_gets_its_traffic_back_on_resume(
         routing,
         None,
         "v1",
-        phase="canary",
-        step=1,
+        at=machine.Step("canary", index=1),
         policy=CFG,
         actor="test",
         result=PhaseResult(verdict="no_data", reasons=["3 candidate requests < 50 required"]),
@@ -204,7 +203,7 @@ def test_a_failed_step_rolls_back_with_its_evidence(routing: StoreRouting) -> No
         verdict="fail", reasons=["error ratio 9.00% = 9.00x stable 1.00%"], evidence={"source": "x"}
     )
     state = machine.conclude(
-        routing, None, "v1", phase="canary", result=result, policy=CFG, actor="t"
+        routing, None, "v1", at=machine.Step("canary"), result=result, policy=CFG, actor="t"
     )
     assert (state.phase, state.rejected) == ("rolled_back", ["v1"])
     assert state.history[-1].evidence["canary"]["source"] == "x"

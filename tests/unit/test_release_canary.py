@@ -18,7 +18,7 @@ from infra.store import LocalStore
 from tasks.release.canary.canary import analyse_step, watch_step
 from tasks.release.canary.rollout import Clock, shadow_pairs
 from tasks.release.machine import controls
-from tasks.release.machine.machine import conclude
+from tasks.release.machine.machine import Step, conclude
 from tests.helpers import make_trace
 
 CFG = ReleaseSettings(
@@ -281,6 +281,6 @@ def test_a_step_in_which_stable_served_nobody_is_held_never_passed(routing: Stor
     assert "stable served 0 users < 10 required" in result.reasons[0]
 
     state = conclude(
-        routing, None, "v1", phase="canary", result=result, policy=CFG, actor="test", step=0
+        routing, None, "v1", at=Step("canary"), result=result, policy=CFG, actor="test"
     )
     assert (state.phase, state.weight, state.stable, state.candidate) == ("held", 0.0, "v0", "v1")

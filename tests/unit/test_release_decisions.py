@@ -43,7 +43,14 @@ def in_canary(routing: StoreRouting, version: str, *, force: bool = False) -> Ro
 
 def stale_failure(routing: StoreRouting, version: str, **kw: str | None) -> RoutingState:
     return machine.conclude(
-        routing, None, version, phase="canary", result=FAILED, policy=POLICY, actor="flow", **kw
+        routing,
+        None,
+        version,
+        at=machine.Step("canary"),
+        result=FAILED,
+        policy=POLICY,
+        actor="flow",
+        **kw,
     )
 
 

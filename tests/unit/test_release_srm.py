@@ -6,7 +6,7 @@ from __future__ import annotations
 from infra.metrics.promql import CanaryWindow, RouteStats
 from infra.routing import StoreRouting
 from tasks.release.canary.canary import analyse_step
-from tasks.release.machine.machine import conclude
+from tasks.release.machine.machine import Step, conclude
 from tests.unit.test_release_canary import CFG, FakeClock, FakeMetrics, routing, watch, window
 
 __all__ = ["routing"]  # the fixture, used by name
@@ -38,7 +38,7 @@ def test_a_split_that_does_not_match_the_weight_holds_the_step(routing: StoreRou
     result = watch(routing, clock, Leaky(clock))
     assert result.verdict == "no_data" and "sample ratio mismatch" in result.reasons[0]
     state = conclude(
-        routing, None, "v1", phase="canary", result=result, policy=CFG, actor="test", step=0
+        routing, None, "v1", at=Step("canary"), result=result, policy=CFG, actor="test"
     )
     assert (state.phase, state.weight, state.stable) == ("held", 0.0, "v0")
 

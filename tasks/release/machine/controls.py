@@ -20,6 +20,7 @@ from infra.errors import ControlRefused, ReleaseInterrupted
 from infra.routing import bake_target, record_stale
 from tasks.release.machine.transitions import (
     ACTIVE,
+    Edge,
     Resume,
     hold,
     promotion,
@@ -245,11 +246,10 @@ def resume(
         routing,
         catalog,
         state.candidate,
-        to_phase=phase,
+        edge=Edge(phase, ("held",)),
         actor=actor,
         reason=reason,
         evidence={"handover": True} if handover else {},
-        expect=("held",),
         step=int(target.get("step", 0)),
         **routing_changes,
     )

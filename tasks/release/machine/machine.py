@@ -24,6 +24,7 @@ from prefect import task
 
 from infra.task_retries import IO_RETRIES
 from tasks.release.machine.transitions import (
+    Edge,
     Resume,
     begin_release,
     canary_move,
@@ -115,8 +116,7 @@ def apply_gate(
             routing,
             catalog,
             version,
-            to_phase="shadow",
-            expect=("gating",),
+            edge=Edge("shadow", ("gating",)),
             reason=f"gate passed ({first}); shadowing {policy.shadow_fraction:.0%} of traffic",
             **ours,
             shadow_fraction=policy.shadow_fraction,
@@ -152,7 +152,7 @@ def after_shadow(
     """A passed shadow phase enters the first canary step; anything else is concluded."""
     ours: dict[str, Any] = {"policy": policy, "actor": actor, "release_id": release_id}
     if result.verdict != "pass":
-        return conclude(routing, catalog, version, phase="shadow", result=result, **ours)
+        return conclude(routing, catalog, version, at=Step("shadow"), result=result, **ours)
     evidence = {"shadow": {"reasons": result.reasons, **result.evidence}}
     return canary_move(routing, catalog, version, step=0, evidence=evidence, **ours).state
 
@@ -176,10 +176,9 @@ def after_canary_step(
             routing,
             catalog,
             version,
-            phase="canary",
+            at=Step("canary", index=step),
             result=result,
             policy=policy,
-            step=step,
             **ours,
         )
     evidence = {"previous_step": {"step": step, "reasons": result.reasons, **result.evidence}}
@@ -198,17 +197,24 @@ def conclude(
     catalog: Catalog | None,
     version: str,
     *,
-    phase: Phase,
+    at: Step,
     result: PhaseResult,
     policy: ReleaseSettings,
     actor: str,
-    step: int = 0,
     release_id: str | None = None,
 ) -> RoutingState:
-    """End a shadow phase or canary step that did not pass: ``fail`` rolls back (rejected);
-    ``no_data`` holds with no traffic (or rolls back, ``no_data_action``); ``paused`` and
-    ``interrupted`` leave the state as a person or the gateway set it. A verdict about a
-    release that is no longer current (a stale run) changes nothing and is audited."""
+    """End the shadow phase or canary step ``at`` that did not pass: ``fail`` rolls back
+    (rejected); ``no_data`` holds with no traffic (or rolls back, ``no_data_action``);
+    ``paused`` and ``interrupted`` leave the state as a person or the gateway set it. A verdict
+    about a release that is no longer current (a stale run) changes nothing and is audited.
+
+    Raises:
+        ValueError: ``at`` is the gate (:func:`apply_gate` ends it).
+    """
+    kind, step = at.kind, at.index
+    if kind == "gate":
+        raise ValueError("the gate is concluded by apply_gate")
+    phase: Phase = kind
     evidence: dict[str, Any] = {
         str(phase): {"verdict": result.verdict, "reasons": result.reasons, **result.evidence}
     }

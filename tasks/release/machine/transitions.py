@@ -61,37 +61,41 @@ class Moved:
         return self.state
 
 
+@dataclass(frozen=True)
+class Edge:
+    """An edge of the state machine: into phase ``to`` from a release in one of ``expect``
+    (None: from whatever phase it is in)."""
+
+    to: Phase
+    expect: tuple[Phase, ...] | None = None
+
+
 def try_transition(
     routing: RoutingBackend,
     catalog: Catalog | None,
     version: str,
     *,
-    to_phase: Phase,
+    edge: Edge,
     actor: str,
     reason: str,
     evidence: dict[str, Any] | None = None,
-    expect: tuple[Phase, ...] | None = None,
     release_id: str | None = None,
-    starts: str | None = None,
     **changes: Any,
 ) -> Moved:
-    """Move ``version``'s release (``release_id`` when given) to ``to_phase`` with ``changes``
+    """Move ``version``'s release (``release_id`` when given) along ``edge`` with ``changes``
     (compare-and-swap, retried on conflicts), then write its audit event; not moved when the
-    release is not in ``expect`` or another release is current. ``starts``: the id of the
-    release this transition starts.
+    release is not in ``edge.expect`` or another release is current.
 
     Raises:
         StateConflict: the state kept changing (transient).
     """
-
-    if starts is not None:
-        changes["release_id"] = starts
+    expect = edge.expect
 
     def decide(state: RoutingState) -> StateChange | None:
         if _refusal(state, version, expect=expect, release_id=release_id):
             return None
         return StateChange(
-            phase=to_phase,
+            phase=edge.to,
             subject=version,
             actor=actor,
             reason=reason,
@@ -110,7 +114,7 @@ def try_transition(
                 actor=actor,
                 version=version,
                 release_id=release_id,
-                asked=to_phase,
+                asked=edge.to,
                 why=why,
             )
         return Moved(state=before, moved=False, why=why)
@@ -281,11 +285,10 @@ def hold(
         routing,
         catalog,
         version,
-        to_phase="held",
+        edge=Edge("held", ACTIVE),
         actor=actor,
         reason=reason,
         evidence=evidence,
-        expect=ACTIVE,
         **changes,
     )
 
@@ -343,11 +346,10 @@ def promotion(
         routing,
         catalog,
         version,
-        to_phase="promoted",
+        edge=Edge("promoted", (*ACTIVE, "held")),
         actor=actor,
         reason=reason,
         evidence={**(evidence or {}), "previous_stable": previous},
-        expect=(*ACTIVE, "held"),
         release_id=release_id,
         stable=version,
         candidate=None,
@@ -375,11 +377,10 @@ def canary_move(
         routing,
         catalog,
         version,
-        to_phase="canary",
+        edge=Edge("canary", ACTIVE),
         actor=actor,
         reason=f"canary step {step + 1}/{len(policy.canary_steps)}: {weight:g}% of traffic",
         evidence=evidence,
-        expect=ACTIVE,
         release_id=release_id,
         step=step,
         weight=weight,
