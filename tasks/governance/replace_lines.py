@@ -148,7 +148,8 @@ def train_replacement(rt: Runtime, plan: ReplacementPlan, max_steps: int | None)
     from tasks.train.config import TrainConfig
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import GoldenFilter, prompt_renderer, select
-    from tasks.train.run import TrainRun, train_selection
+    from tasks.train.plan import TrainRun
+    from tasks.train.run import train_selection
 
     cfg, recipe = rt.settings.train, plan.recipe
     base_dir = fetch_base_task(rt.store, plan.base, cache_root=model_cache_root(rt.settings))

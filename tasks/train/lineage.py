@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from infra.store import ObjectStore
     from tasks.train.config import TrainConfig
     from tasks.train.pairs import Selection
-    from tasks.train.run import TrainRun
+    from tasks.train.plan import TrainRun
     from tasks.train.trainer import TrainOutcome
 
 LINEAGE = "lineage.json"

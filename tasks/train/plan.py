@@ -11,6 +11,7 @@ decontaminated against W's golden set too)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,3 +107,17 @@ def plan_training_task(
         method=method,
         workload=workload,
     )
+
+
+@dataclass(kw_only=True)
+class TrainRun:
+    """What one train run trains: its id (``train_run``: links pairs and lineage to it), the
+    base version and its local directory, the rows selected and the method chosen for them,
+    and when it started."""
+
+    run_id: str
+    base: str
+    base_dir: Path
+    choice: MethodChoice
+    selection: Selection
+    started: datetime

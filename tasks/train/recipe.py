@@ -131,7 +131,7 @@ def publish(run: Path) -> str:
     from tasks.train.lineage import build_lineage
     from tasks.train.methods import MethodChoice
     from tasks.train.pairs import Selection, write_pairs
-    from tasks.train.run import TrainRun
+    from tasks.train.plan import TrainRun
     from tasks.train.trainer import TrainOutcome
 
     rt = Runtime.from_env()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -37,7 +36,7 @@ from tasks.train.config import TrainConfig
 from tasks.train.lineage import Lineage, build_lineage, card_markdown
 from tasks.train.methods import Data, MethodChoice
 from tasks.train.pairs import Selection, write_pairs_task
-from tasks.train.plan import plan_training_task
+from tasks.train.plan import TrainRun, plan_training_task
 from tasks.train.trainer import TrainOutcome, progress_callback, train_task
 
 
@@ -59,20 +58,6 @@ class TrainRunResult:
     metrics: dict[str, float] = field(default_factory=dict)
     lineage: Lineage | None = None
     workload: str | None = None  # trained on this workload's rows only (None: every workload)
-
-
-@dataclass(kw_only=True)
-class TrainRun:
-    """What one train run trains: its id (``train_run``: links pairs and lineage to it), the
-    base version and its local directory, the rows selected and the method chosen for them,
-    and when it started."""
-
-    run_id: str
-    base: str
-    base_dir: Path
-    choice: MethodChoice
-    selection: Selection
-    started: datetime
 
 
 def plan_run(

@@ -30,7 +30,7 @@ from tasks.train.lineage import (
 )
 from tasks.train.methods import Method, MethodChoice
 from tasks.train.pairs import GoldenFilter, Selection, select
-from tasks.train.run import TrainRun
+from tasks.train.plan import TrainRun
 from tasks.train.trainer import TrainOutcome
 from tasks.train.user_lineage import LineageView
 
