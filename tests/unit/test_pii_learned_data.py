@@ -1,10 +1,13 @@
 """The learned name layer's training text (tasks/pii/learned/data.py): a seed gives the same
-examples, every shape users write is there, a stated share has no name at all, each span is a
+examples (in any process), every shape users write is there, a stated share has no name at all, each span is a
 name of the text, and no non-Latin name and no line of a test set gets in."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,11 +17,28 @@ from tasks.pii.learned.data import NEGATIVE_SHARE, generate, name_locales
 
 SHAPES = {"chat", "lower", "mail", "note", "form", "near", "neg", "json", "csv"}
 TEST_DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_seed_gives_the_same_examples_and_another_seed_others() -> None:
     assert generate(60, seed=3) == generate(60, seed=3)
     assert generate(60, seed=3) != generate(60, seed=4)
+
+
+def test_a_seed_gives_the_same_examples_in_another_process_whatever_its_hash_seed() -> None:
+    script = "from tasks.pii.learned.data import generate; print(repr(generate(300, seed=0)))"
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outs) == 1
 
 
 def test_every_shape_is_there_and_the_negatives_at_their_share() -> None:

@@ -33,17 +33,22 @@ ROMANISED = ("ja_JP", "zh_CN", "zh_TW")  # Faker's romanised person providers
 TITLES = ("Mr.", "Ms.", "Mrs.", "Dr.", "Prof.", "Mr", "Ms", "Dr")
 DAYS = ("Monday", "Tuesday", "Friday", "tomorrow", "next week", "March 3", "the 14th")
 TAGGED = frozenset({"name", "name2", "first", "first2", "last"})
+# the other fields, typed as the source model's labels so that it keeps telling them apart
+TYPED = {"company": "ORG", "street": "FAC", "city": "GPE", "product": "PRODUCT"}
 _FIELD = re.compile(r"\{(\w+)\}")
 _LATIN = re.compile(r"^[\p{Latin}\s.'’-]+$")
 
 
 @dataclass(frozen=True)
 class Example:
-    """One generated text, the ``(start, end)`` spans of the names in it, and its shape."""
+    """One generated text, the ``(start, end)`` spans of the names in it, its shape, and the
+    ``(start, end, label)`` spans of its companies (ORG), streets (FAC), cities (GPE) and
+    products (PRODUCT)."""
 
     text: str
     names: tuple[tuple[int, int], ...]
     shape: str
+    others: tuple[tuple[int, int, str], ...] = ()
 
 
 @cache
@@ -85,7 +90,8 @@ class _Names:
         self.fakers = {loc: Faker(loc) for loc in name_locales()}
         for n, fake in enumerate(self.fakers.values()):
             fake.seed_instance(seed * 1000 + n)
-        self.places = Faker(["en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT"])
+        # not it_IT: it draws its cities from a set, in another order in each process
+        self.places = Faker(["en_US", "en_GB", "de_DE", "fr_FR", "es_ES"])
         self.places.seed_instance(seed)
 
     def person(self) -> tuple[str, str]:
@@ -117,18 +123,22 @@ class _Names:
 
 def _from_template(names: _Names, shape: str, template: str, *, lower: bool) -> Example:
     people = {"1": names.person(), "2": names.person()}
-    text, spans, at = "", [], 0
+    text, spans, others, at = "", [], [], 0
     for m in _FIELD.finditer(template):
-        value = names.fill(m.group(1), people)
+        field = m.group(1)
+        value = names.fill(field, people)
         piece = template[at : m.start()]
         text += piece.lower() if lower else piece
         start = len(text)
         text += value.lower() if lower else value
-        if m.group(1) in TAGGED:
+        if field in TAGGED:
             spans.append((start, len(text)))
+        elif field.rstrip("2") in TYPED:
+            skip = 4 if value.startswith("the ") else 0  # "the Orbit app": "Orbit app"
+            others.append((start + skip, len(text), TYPED[field.rstrip("2")]))
         at = m.end()
     text += template[at:].lower() if lower else template[at:]
-    return Example(text, tuple(spans), "lower" if lower else shape)
+    return Example(text, tuple(spans), "lower" if lower else shape, tuple(others))
 
 
 def _structured(names: _Names) -> Example:
@@ -144,6 +154,7 @@ def _structured(names: _Names) -> Example:
         row["id"] = rng.randint(1, 9999)  # last: "3163,Gina Kim" is one token to spaCy
         rows.append(row)
     tagged = [str(row[k]) for row in rows for k in name_keys]
+    typed = {str(row[k]): TYPED[k] for row in rows for k in other_keys if k in TYPED}
     if rng.random() < 0.5:
         text, shape = json.dumps(rows if len(rows) > 1 else rows[0], ensure_ascii=False), "json"
     else:
@@ -152,7 +163,13 @@ def _structured(names: _Names) -> Example:
         writer.writeheader()
         writer.writerows(rows)
         text, shape = buf.getvalue().rstrip("\n"), "csv"
-    return Example(text, _find_all(text, tagged), shape)
+    spans = _find_all(text, tagged)
+    others = tuple(
+        (s, e, typed[text[s:e]])
+        for s, e in _find_all(text, list(typed))
+        if not any(s < end and e > start for start, end in spans)
+    )
+    return Example(text, spans, shape, others)
 
 
 def _other(key: str) -> str:
