@@ -56,6 +56,7 @@ class PiiConfig:
     score_threshold: float = 0.35
     batch_size: int = 64
     n_process: int = 1
+    learned_names: bool = False
 
     @classmethod
     def from_settings(cls, curate: CurateSettings) -> PiiConfig:
@@ -70,6 +71,7 @@ class PiiConfig:
             score_threshold=curate.score_threshold,
             batch_size=curate.batch_size,
             n_process=curate.n_process,
+            learned_names=curate.learned_names,
         )
 
 
@@ -195,7 +197,10 @@ def load_engine(config: PiiConfig) -> PiiEngine:
     nlp_engine = _nlp_engine(config)
     registry = RecognizerRegistry(supported_languages=list(config.languages))
     for lang in config.languages:
-        for recognizer in build_recognizers(lang, dict(config.custom_patterns)):
+        recognizers = build_recognizers(
+            lang, dict(config.custom_patterns), learned_names=config.learned_names
+        )
+        for recognizer in recognizers:
             registry.add_recognizer(recognizer)
     analyzer = AnalyzerEngine(
         registry=registry,

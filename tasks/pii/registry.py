@@ -6,7 +6,8 @@ Korean: English and the other Latin-script languages) or :data:`KOREAN`; ``build
 returns one Presidio recogniser. The recognisers themselves live by family: ``generic/``
 (identifiers, contacts, secrets, addresses, tool-result structure), ``names/`` (English and
 romanised names by the words around them), ``ner/`` (the spaCy model's names, corroborated),
-``korean/`` (Korean text). A new recogniser is one line here plus its module in its family
+``korean/`` (Korean text). :data:`LEARNED_EN` marks the learned English name layer
+(``ner/learned_names.py``), built only when ``FLYWHEEL_CURATE__LEARNED_NAMES`` is on. A new recogniser is one line here plus its module in its family
 (``docs/contributing.md``).
 """
 
@@ -24,10 +25,11 @@ from tasks.pii.names.greetings import lower_name_recognizer
 from tasks.pii.names.objects import object_name_spans
 from tasks.pii.names.spans import structured_name_spans
 from tasks.pii.names.subjects import subject_name_spans
-from tasks.pii.ner import spacy_names
+from tasks.pii.ner import learned_names, spacy_names
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
 EVERY, LATIN, KOREAN = "every", "latin", "ko"
+LEARNED_EN = "learned-en"  # English only, and only with the learned_names setting on
 Build = Callable[[str], Any]
 
 
@@ -143,6 +145,7 @@ REGISTRY: tuple[tuple[str, str, Build], ...] = (
             "Names beside a name or in a person's slot (see tasks.pii.names.objects).",
         ),
     ),
+    (LEARNED_EN, "LearnedNameRecognizer", learned_names.learned_names),
     (LATIN, "AnyAreaPhoneRecognizer", _pattern(contact.NANP_ANY)),
     (LATIN, "UkNinoRecognizer", _pattern(contact.NINO)),
     (
@@ -177,15 +180,23 @@ def serves(languages: str, language: str) -> bool:
     """Whether a registry entry's ``languages`` include ``language``."""
     if languages == EVERY:
         return True
+    if languages == LEARNED_EN:
+        return language == "en"
     return language == "ko" if languages == KOREAN else language != "ko"
 
 
-def build_recognizers(language: str, custom_patterns: dict[str, str]) -> list[Any]:
+def build_recognizers(
+    language: str, custom_patterns: dict[str, str], *, learned_names: bool = False
+) -> list[Any]:
     """The recognisers of :data:`REGISTRY` that serve ``language``, in order, with the custom
-    patterns from settings where the registry places them."""
+    patterns from settings where the registry places them (and the learned English name
+    layer where ``learned_names`` asks for it)."""
     out = []
     for languages, _name, build in REGISTRY:
-        if languages == "custom":
+        if languages == LEARNED_EN:
+            if learned_names and language == "en":
+                out.append(build(language))
+        elif languages == "custom":
             out += [
                 pattern_recognizer(
                     entity, regex, 0.9, f"Custom{entity.title()}Recognizer", language=language
