@@ -89,7 +89,19 @@ def test_a_workloads_canary_weight_routes_its_traffic_and_never_anothers(tmp_pat
             headers={WORKLOAD_HEADER: "sql", **AUTH},
         )
         exposition = httpx.get(f"{gw.admin_url}/admin/metrics", headers=AUTH).text
-    assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6
+    # the split is a pure function of the deployment's secret: 3,000 random secrets put 162-233
+    # of these 400 users in the canary (4 standard deviations is 160-240); CI-26 saw 159 once,
+    # cause not found, so a failure shows what the gateway counted for the workload
+    counted = [
+        line
+        for line in exposition.splitlines()
+        if 'workload="sql"' in line
+        and (line.startswith(("agent_requests_total", "agent_errors_total")))
+    ]
+    assert set(sql) == {"sql-0", "sql-1"} and 0.4 <= sql["sql-1"] / len(USERS) <= 0.6, (
+        dict(sql),
+        counted,
+    )
     assert 'flywheel_route_weight{model="sql-1"} 50.0' in exposition.splitlines()
     assert other == shared == Counter({"v0": len(USERS)})
     assert header.headers["x-flywheel-model"] in ("sql-0", "sql-1")
