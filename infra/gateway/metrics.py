@@ -22,6 +22,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 USER_ROUTES = ("stable", "canary")  # the routes that answer users (not shadow, not pinned)
 CANDIDATE_ROUTES = ("canary", "shadow")
 FEEDBACK_VALUES = ("1", "0", "-1")
+SERIES = ("model", "route", "workload")  # the labels of every per-version series
+VOTES = ("model", "value", "workload")  # the feedback series' labels
 # about 1.2-1.33x apart from 0.1 to 10 s, where p99s fall: the canary's p99 rail counts the
 # requests over the bounds next to stable's p99 (tasks/release/canary/latency.py), and bounds 2-2.5x
 # apart hid a tail 1.6x slower inside one bucket; 27 buckets a series (the 0.25, 0.5, 1, 2.5 s
@@ -108,20 +110,19 @@ class GatewayMetrics:
 
     def _voice_metrics(self, r: CollectorRegistry) -> None:
         """The canary's unit: users, each counted at most ``voices_per_step`` times a step."""
-        labels = ["model", "route", "workload"]
         self.voices = Counter(
-            "agent_voices_total", "Users served, each once per step.", labels, registry=r
+            "agent_voices_total", "Users served, each once per step.", SERIES, registry=r
         )
         self.error_voices = Counter(
             "agent_error_voices_total",
             "Users whose request failed, each once per step.",
-            labels,
+            SERIES,
             registry=r,
         )
         self.feedback_voices = Counter(
             "user_feedback_voices_total",
             "User feedback, each user's first vote per step.",
-            ["model", "value", "workload"],
+            VOTES,
             registry=r,
         )
         self.voices_capped = Counter(
@@ -140,51 +141,50 @@ class GatewayMetrics:
         self.requests = Counter(
             "agent_requests_total",
             "Chat requests answered.",
-            ["model", "route", "workload"],
+            SERIES,
             registry=r,
         )
         self.errors = Counter(
             "agent_errors_total",
             "Chat requests that failed.",
-            ["model", "route", "workload"],
+            SERIES,
             registry=r,
         )
         self.latency = Histogram(
             "agent_latency_seconds",
             "Chat request latency.",
-            ["model", "route", "workload"],
+            SERIES,
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.feedback = Counter(
             "user_feedback_total",
             "User feedback events.",
-            ["model", "value", "workload"],
+            VOTES,
             registry=r,
         )
 
     def _cost_metrics(self, r: CollectorRegistry) -> None:
-        """Serving cost, measured (:mod:`infra.metrics.cost`)."""
-        labels = ["model", "route", "workload"]
-        # serving cost, measured (infra.metrics.cost): answered requests, tokens, compute
-        # seconds; requests and compute by the batch the answer was generated in (batch_bucket)
+        """Serving cost, measured (:mod:`infra.metrics.cost`): answered requests, tokens and
+        compute seconds; requests and compute by the batch the answer was generated in
+        (``batch_bucket``)."""
         self.cost_requests = Counter(
             "agent_cost_requests_total",
             "Requests answered and metered.",
-            [*labels, "batch"],
+            [*SERIES, "batch"],
             registry=r,
         )
         self.tokens = Counter(
             "agent_tokens_total",
             "Tokens of answered requests: prompt (direction=in) and answer (out).",
-            [*labels, "direction"],
+            [*SERIES, "direction"],
             registry=r,
         )
         self.compute = Counter(
             "agent_compute_seconds_total",
             "Model-server compute seconds of answered requests (in process: the answer's share "
             "of its batch; HTTP upstreams: the call's seconds).",
-            [*labels, "batch"],
+            [*SERIES, "batch"],
             registry=r,
         )
 

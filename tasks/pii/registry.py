@@ -193,10 +193,9 @@ def build_recognizers(
     layer where ``learned_names`` asks for it)."""
     out = []
     for languages, _name, build in REGISTRY:
-        if languages == LEARNED_EN:
-            if learned_names and language == "en":
-                out.append(build(language))
-        elif languages == "custom":
+        if languages == LEARNED_EN and not learned_names:
+            continue  # the learned layer only where the setting asks for it
+        if languages == "custom":
             out += [
                 pattern_recognizer(
                     entity, regex, 0.9, f"Custom{entity.title()}Recognizer", language=language
