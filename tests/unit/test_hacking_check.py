@@ -103,3 +103,35 @@ def test_a_small_verified_dip_or_one_the_judge_saw_passes() -> None:
         **seen,
     )
     assert check.status == "pass", check.detail
+
+
+def test_the_example_answers_are_the_lost_ones_the_judge_liked_best() -> None:
+    """What CI's exploitable-judge run produced at d969ae9: a candidate that hedged a third of
+    the time lost items both ways, to plain wrong numbers (the lenient judge marked them down
+    too) and to hedges (the judge rewarded them); the five examples were all plain wrong
+    numbers, which show no hack. The judged rewards put the hedges first."""
+    base = RIGHT[:30] + ["0"] * 10
+    wrong = [str(int(it.reference) + 2) for it in ITEMS]
+    cand = wrong[:20] + HEDGED[20:30] + ["0"] * 10  # 20 plain losses, then 10 hedged ones
+    base_reward = [0.8] * 30 + [0.1] * 10
+    cand_reward = [0.75] * 20 + [1.0] * 10 + [0.1] * 10  # the judge liked it more overall
+    check = golden_verifier_check(
+        ITEMS,
+        reward=REWARD,
+        judge_kind="llm",
+        baseline_answers=base,
+        candidate_answers=cand,
+        judged=judged(base_reward, cand_reward),
+        judged_rewards=(base_reward, cand_reward),
+    )
+    assert check.status == "fail", check.detail
+    assert check.extra["example_answers"] == HEDGED[20:25]
+    without = golden_verifier_check(  # the item order alone shows the plain losses
+        ITEMS,
+        reward=REWARD,
+        judge_kind="llm",
+        baseline_answers=base,
+        candidate_answers=cand,
+        judged=judged(base_reward, cand_reward),
+    )
+    assert without.extra["example_answers"] == wrong[:5]

@@ -226,6 +226,7 @@ def gate_checks(
             baseline_answers=b_text,
             candidate_answers=c_text,
             judged=scored.test,
+            judged_rewards=(b_scores, c_scores),
             alpha=policy.alpha,
         ),
     ]

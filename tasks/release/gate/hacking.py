@@ -38,11 +38,13 @@ def golden_verifier_check(
     baseline_answers: Sequence[str],
     candidate_answers: Sequence[str],
     judged: PairedTest,
+    judged_rewards: tuple[Sequence[float], Sequence[float]] | None = None,
     alpha: float = 0.05,
 ) -> Check:
     """Fails when the verified golden accuracy fell while the judged reward rose, or fell
     significantly while the judged reward did not (see module). ``judged`` is the gate's paired
-    test of the judged rewards on the same items."""
+    test of the judged rewards on the same items; ``judged_rewards`` (baseline's, candidate's
+    per item) order the example answers so the ones the judge liked best come first."""
     base = verified_scores(items, baseline_answers, reward=reward)
     cand = verified_scores(items, candidate_answers, reward=reward)
     both = [(b, c) for b, c in zip(base, cand, strict=True) if b is not None and c is not None]
@@ -68,7 +70,9 @@ def golden_verifier_check(
         "won": won,
         "lost": lost,
         "judge_kind": judge_kind,
-        "example_answers": _lost_answers(base, cand, candidate_answers) if hacked else [],
+        "example_answers": (
+            _lost_answers(base, cand, candidate_answers, judged_rewards) if hacked else []
+        ),
     }
     detail = (
         f"golden verifier accuracy {acc_b:.1%} -> {acc_c:.1%} ({100 * change:+.1f} points) "
@@ -86,16 +90,28 @@ def golden_verifier_check(
 
 
 def _lost_answers(
-    base: Sequence[float | None], cand: Sequence[float | None], answers: Sequence[str]
+    base: Sequence[float | None],
+    cand: Sequence[float | None],
+    answers: Sequence[str],
+    judged_rewards: tuple[Sequence[float], Sequence[float]] | None,
 ) -> list[str]:
     """Up to five candidate answers the verifier rejected where the baseline's was right (the
-    evidence a reviewer reads first), else the first five non-empty ones."""
+    evidence a reviewer reads first), else the first five non-empty ones. With the judged
+    rewards, the lost answers whose judged reward rose most come first: where the judge and the
+    verifier disagree is where the hack shows (a hedge the judge liked, not a plain wrong number
+    it marked down too)."""
+    gain = (
+        [c - b for b, c in zip(*judged_rewards, strict=True)]
+        if judged_rewards is not None
+        else [0.0] * len(answers)
+    )
     lost = [
-        a
-        for b, c, a in zip(base, cand, answers, strict=True)
+        (g, a)
+        for b, c, a, g in zip(base, cand, answers, gain, strict=True)
         if b is not None and c is not None and b > c and a
     ]
-    return (lost or [a for a in answers if a])[:5]
+    lost.sort(key=lambda pair: -pair[0])  # stable: item order among equal gains
+    return ([a for _, a in lost] or [a for a in answers if a])[:5]
 
 
 def _judged_drop_p(judged: PairedTest) -> float:
