@@ -3,15 +3,21 @@
 5xx and lost commit races), with exponential backoff and jitter; never a data or
 configuration error, never a 4xx other than throttling.
 
-Two ways in, one policy:
+Two ways in, one policy, and each failure retried at one level only:
 
+- :func:`retry_call` / :func:`retry_async` around one I/O call inside an adapter. These are the
+  only retry loops in flywheel's code: an adapter translates its client's errors into a
+  :class:`TransientError` subclass (with ``retry_after_s`` when the server said how long to
+  wait) and lets the helper decide whether and when to try again. Its budget is the outage it
+  rides out (the store's: about 10 s). An error it gives up on is marked (:func:`gave_up`).
 - ``@task(**IO_RETRIES)`` on every Prefect task that does I/O (Prefect re-runs the task;
   :mod:`infra.task_retries`, apart so that a process that only calls adapters, the gateway,
-  does not import Prefect);
-- :func:`retry_call` / :func:`retry_async` around one I/O call inside an adapter. These are the
-  only retry loops in the code base: an adapter translates its client's errors into a
-  :class:`TransientError` subclass (with ``retry_after_s`` when the server said how long to
-  wait) and lets the helper decide whether and when to try again.
+  does not import Prefect) retries a transient error no helper has retried: a marked one
+  fails the task at once. Retries inside retries made one store call run up to 20 times (5
+  attempts in the adapter, each of 4 task attempts) and re-ran every step of the task before it.
+- Two libraries retry inside their own calls, and are then that level: pyarrow's S3 client for
+  a request for the warehouse's files, pyiceberg for a commit that lost a race.
+  :mod:`infra.catalog` marks what they gave up on and counts pyiceberg's redone commits.
 
 Every retry is counted per operation in :data:`RETRIES` (``flywheel_retries_total{operation}``
 on the stage and gateway metrics), so an operator sees a flaky dependency before it fails.
@@ -65,6 +71,12 @@ class Backoff:
 
 DEFAULT = Backoff()
 """The adapters' policy: 4 attempts, 0.2 / 0.4 / 0.8 s (+-50 %) between them."""
+
+STORE_RETRIES = Backoff(attempts=7, base_s=0.2, max_s=4.0)
+"""A call to the object store or the warehouse (the S3 store's calls, the catalog's opens and
+reads): 7 attempts, 0.2 / 0.4 / 0.8 / 1.6 / 3.2 / 4 s (+-50 %) apart, about 10 s of an
+unreachable or throttling endpoint ridden out inside the call. The only level that retries it:
+a task does not retry what this gave up on (see the module)."""
 
 
 class RetryCounter:
@@ -147,6 +159,33 @@ def _next_delay(exc: BaseException, retry: int, policy: Backoff, operation: str)
     return delay
 
 
+_GAVE_UP = "_flywheel_retries_spent"
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def mark_gave_up(exc: E) -> E:
+    """``exc``, marked as retried to the end of a budget (:func:`gave_up`): for an adapter whose
+    client retried the call itself (pyarrow's S3 client for the warehouse's requests)."""
+    setattr(exc, _GAVE_UP, True)  # noqa: B010 - a private mark on whatever was raised
+    return exc
+
+
+def gave_up(exc: BaseException) -> bool:
+    """Whether a retry helper already spent its budget on ``exc`` or on an error ``exc`` was
+    raised from (``raise ... from``; not one it met while handling another, which says nothing
+    of its own cause): retrying it from an outer level would multiply attempts."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if getattr(current, _GAVE_UP, False):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
+
+
 def retry_call(
     fn: Callable[[], T],
     *,
@@ -156,16 +195,20 @@ def retry_call(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """``fn()``, called again after a backoff while it raises one of ``retry_on``; the last
-    error is raised unchanged once ``policy.attempts`` calls have failed. Anything else is
-    raised at once. ``operation`` names the call in logs and :data:`RETRIES` (no data in it)."""
+    error is raised unchanged (marked, :func:`gave_up`) once ``policy.attempts`` calls have
+    failed. Anything else is raised at once, and so is an error an inner helper gave up on. ``operation`` names the call in logs and
+    :data:`RETRIES` (no data in it)."""
     retry = 0
     while True:
         try:
             return fn()
         except retry_on as exc:
+            if gave_up(exc):  # an inner helper spent its budget on it already
+                raise
             retry += 1
             delay = _next_delay(exc, retry, policy, operation)
             if delay is None:
+                mark_gave_up(exc)
                 raise
             sleep(delay)
 
@@ -184,8 +227,11 @@ async def retry_async(
         try:
             return await fn()
         except retry_on as exc:
+            if gave_up(exc):
+                raise
             retry += 1
             delay = _next_delay(exc, retry, policy, operation)
             if delay is None:
+                mark_gave_up(exc)
                 raise
             await asyncio.sleep(delay)

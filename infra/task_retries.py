@@ -10,19 +10,21 @@ from typing import Any
 from prefect.cache_policies import NO_CACHE
 
 from infra.errors import TransientError
+from infra.retries import gave_up
 
 RetryCondition = Callable[[Any, Any, Any], bool]
 
 
 def retry_on(*errors: type[BaseException]) -> RetryCondition:
     """A ``retry_condition_fn`` that retries a failed task only when it raised one of ``errors``
-    (a transient failure); anything else is a data or configuration error and fails at once."""
+    (a transient failure) that no adapter has already retried (:func:`infra.retries.gave_up`:
+    retries at one level); anything else is a data or configuration error and fails at once."""
 
     def condition(task: Any, task_run: Any, state: Any) -> bool:  # noqa: ARG001 - Prefect's
         try:
             state.result()
-        except errors:
-            return True
+        except errors as exc:
+            return not gave_up(exc)
         except Exception:  # noqa: BLE001 - not transient: no retry
             return False
         return False
@@ -38,4 +40,6 @@ IO_RETRIES: dict[str, Any] = {
     "cache_policy": NO_CACHE,
 }
 """The task options of every I/O task: 3 retries after 2, 5 and 15 s (+-50 % jitter), only for
-transient errors; no result caching (stages are keyed by window and replace their output)."""
+transient errors no adapter has retried (a lost race the task redoes as a whole, an error from
+code outside the adapters); no result caching (stages are keyed by window and replace their
+output)."""

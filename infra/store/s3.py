@@ -25,13 +25,11 @@ from infra.errors import (
     TransientStoreError,
 )
 from infra.faults import kill_point
-from infra.retries import Backoff, retry_call
+from infra.retries import STORE_RETRIES, retry_call
 from infra.store.base import check_key
 from infra.store.transfer import temp_beside, transfer_config
 
 T = TypeVar("T")
-STORE_RETRIES = Backoff(attempts=5, base_s=0.1)
-"""Five attempts per store call, 0.1 / 0.2 / 0.4 / 0.8 s (+-50 %) apart."""
 
 
 class ListedObject(TypedDict, total=False):

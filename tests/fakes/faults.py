@@ -12,7 +12,7 @@ Faults, drawn per request from ``random.Random(seed)``:
   time-out).
 
 ``faults`` counts what was injected by kind (at most ``max_faults`` in all), ``forwarded`` the
-calls the upstream saw.
+calls the upstream saw. An :class:`Aim` limits the faults to some methods or paths.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +34,22 @@ S3_UNAVAILABLE = (
     b"<Message>injected fault</Message></Error>"
 )
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+@dataclass(frozen=True)
+class Aim:
+    """Which calls may fail: these methods (None: any), whose path contains ``paths`` (None:
+    any path; ``/_locks/`` aims at the store's leases, ``/warehouse/flywheel/`` at the tables'
+    files)."""
+
+    methods: frozenset[str] | None = None
+    paths: str | None = None
+
+    def hits(self, method: str, path: str) -> bool:
+        """Whether a call of ``method`` to ``path`` may fail."""
+        return (self.methods is None or method in self.methods) and (
+            self.paths is None or self.paths in path
+        )
 
 
 class FaultProxy:
@@ -47,13 +64,13 @@ class FaultProxy:
         kinds: tuple[str, ...] = ("before", "after", "reset"),
         slow_s: float = 0.0,
         body: bytes = S3_UNAVAILABLE,
-        methods: frozenset[str] | None = None,
+        aim: Aim = Aim(),
         max_faults: int | None = None,
     ) -> None:
         parsed = urlparse(upstream)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
         self.rate, self.kinds, self.slow_s, self.body = rate, kinds, slow_s, body
-        self.methods = methods  # None: every method may fail
+        self.aim = aim
         self.max_faults = max_faults  # None: no limit
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -62,13 +79,13 @@ class FaultProxy:
         self.enabled = True
         self.url = ""
 
-    def draw(self, method: str) -> str | None:
+    def draw(self, method: str, path: str = "") -> str | None:
         """The fault for the next call, or None to pass it through."""
         with self._lock:
             roll, kind = self._rng.random(), self._rng.choice(self.kinds)
             if not self.enabled or roll >= self.rate:
                 return None
-            if self.methods is not None and method not in self.methods:
+            if not self.aim.hits(method, path):
                 return None
             if self.max_faults is not None and sum(self.faults.values()) >= self.max_faults:
                 return None
@@ -126,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         body = self._body()
-        kind = self.proxy.draw(self.command)
+        kind = self.proxy.draw(self.command, self.path)
         if kind == "reset":
             self.close_connection = True
             return

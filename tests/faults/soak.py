@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.fakes.faults import fault_proxy
+from tests.fakes.faults import Aim, fault_proxy
 from tests.fakes.loopback import open_loop
 from tests.fakes.upstream import start_fake_upstream
 from tests.procs import free_port, s3_server, wait_http
@@ -111,7 +111,9 @@ def soak(home: Path, *, rate: float, seconds: float, warmup_s: float = 5.0) -> S
     url = f"http://127.0.0.1:{port}"
     with (
         s3_server(BUCKET) as endpoint,
-        fault_proxy(endpoint, rate=0.2, seed=5, methods=frozenset({"PUT", "POST"})) as store,
+        fault_proxy(
+            endpoint, rate=0.2, seed=5, aim=Aim(methods=frozenset({"PUT", "POST"}))
+        ) as store,
     ):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FLYWHEEL_", "PREFECT_"))}
         env.update(

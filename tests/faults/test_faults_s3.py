@@ -64,8 +64,9 @@ def _other_row(i: int) -> dict[str, Any]:
 @contextmanager
 def racing_writer(settings: Any, races: int) -> Iterator[list[int]]:
     """Another writer that commits a row to training_examples just before each of the stage's
-    first ``races`` commits to it reaches the catalog: those commits lose the race (their
-    base snapshot is stale) and must be redone. Yields the races run so far."""
+    first ``races`` commits to it reaches the catalog: each of those but the first loses the
+    race (its base snapshot is stale) and must be redone (the first creates the table's
+    partition spec, which an append does not conflict with). Yields the races run so far."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     from infra.catalog import append_rows, open_catalog
@@ -135,10 +136,10 @@ def run_stages(
             store.delete(key)  # stage 2 scores the window itself
         faults(True)
         score(window_start=T0)
-        with racing_writer(settings, races=2) as races:
+        with racing_writer(settings, races=3) as races:
             curate(window_start=T0)
         faults(False)
-        assert len(races) == 2
+        assert len(races) == 3
         return {
             "objects": {k: store.get(k) for k in sorted(store.list("scores/"))},
             "training_examples": table_rows(home, "training_examples"),
@@ -178,7 +179,9 @@ def test_stages_under_store_judge_and_commit_faults_equal_a_clean_run(
     ids = [json.loads(r)["trace_id"] for r in faulty["training_examples"]]
     assert len(ids) == len(set(ids)) > 20  # nothing duplicated
     assert sum(s3.faults.values()) > 20 and sum(llm.faults.values()) > 10
-    assert retries.get("catalog.commit", 0) >= 2  # the lost races, redone
+    # the two lost races, redone by pyiceberg alone (it counted 2 or more when the commit was
+    # also redone around failed file writes: two levels)
+    assert retries.get("catalog.commit", 0) == 2
     assert retries.get("judge.chat", 0) >= sum(llm.faults.values())
     assert sum(n for op, n in retries.items() if op.startswith("store.")) >= 10
     counted = faulty["metrics"]["curate"]["counters"]["flywheel_retries_total"]

@@ -11,7 +11,7 @@ import pytest
 from infra.errors import PreconditionFailed
 from infra.retries import RETRIES
 from infra.store import S3Store
-from tests.fakes.faults import fault_proxy
+from tests.fakes.faults import Aim, fault_proxy
 from tests.procs import s3_server
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,9 @@ def _store(url: str, prefix: str) -> S3Store:
 
 def test_a_conditional_write_applied_but_unanswered_is_a_success(s3: str) -> None:
     put = frozenset({"PUT"})
-    with fault_proxy(s3, rate=1.0, seed=1, kinds=("after",), methods=put, max_faults=1) as proxy:
+    with fault_proxy(
+        s3, rate=1.0, seed=1, kinds=("after",), aim=Aim(methods=put), max_faults=1
+    ) as proxy:
         proxy.enabled = False
         store = _store(proxy.url, "after")
         etag = store.put_if("deploy/state.json", b"v1", etag=None)
@@ -69,3 +71,49 @@ def test_dropped_connections_and_5xx_are_retried_and_counted(s3: str) -> None:
         ]
         after = sum(n for op, n in RETRIES.snapshot().items() if op.startswith("store."))
         assert after - before >= sum(proxy.faults.values()) > 0
+
+
+def test_a_store_call_that_keeps_failing_in_a_task_is_tried_at_one_level(
+    s3: str, prefect_api: None
+) -> None:
+    """A Prefect task with the I/O task options whose store read meets a 503 every time: the
+    store's own budget (STORE_RETRIES, about 10 s) is the whole of it; the task does not run it
+    again per task attempt (it did: up to 20 calls, and every step of the task re-run)."""
+    from prefect import task
+
+    from infra.errors import TransientStoreError
+    from infra.retries import STORE_RETRIES
+    from infra.task_retries import IO_RETRIES
+
+    get = frozenset({"GET"})
+    with fault_proxy(s3, rate=1.0, seed=4, kinds=("before",), aim=Aim(methods=get)) as proxy:
+        store = _store(proxy.url, "down")
+        runs: list[int] = []
+
+        @task(**{**IO_RETRIES, "retry_delay_seconds": 0})
+        def read_state() -> bytes:
+            runs.append(1)
+            return store.get("deploy/state.json")
+
+        with pytest.raises(TransientStoreError):
+            read_state()
+    assert len(runs) == 1
+    assert proxy.faults["before"] == STORE_RETRIES.attempts == 7
+
+
+def test_a_transient_error_no_adapter_retried_is_retried_by_the_task(prefect_api: None) -> None:
+    from prefect import task
+
+    from infra.errors import TransientError
+    from infra.task_retries import IO_RETRIES
+
+    runs: list[int] = []
+
+    @task(**{**IO_RETRIES, "retry_delay_seconds": 0})
+    def stage() -> int:
+        runs.append(1)
+        if len(runs) < 3:
+            raise TransientError("a lost race the task redoes as a whole")
+        return len(runs)
+
+    assert stage() == 3
