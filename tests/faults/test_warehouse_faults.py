@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from infra.catalog import WAREHOUSE_RETRIES, append_rows, get_table, open_catalog
-from infra.errors import TransientCatalogError, TransientError
-from infra.retries import RETRIES, gave_up
+from infra.errors import TransientError
+from infra.retries import RETRIES, STORE_RETRIES, gave_up
 from infra.settings import Settings, get_settings
 from tests.fakes.faults import Aim, fault_proxy
 from tests.procs import s3_server
@@ -81,41 +81,32 @@ def test_a_few_failed_requests_are_retried_by_the_client_alone(
     assert RETRIES.snapshot().get("catalog.commit", 0) == commits  # the commit was not redone
 
 
-def test_a_warehouse_request_that_keeps_failing_is_tried_at_one_level(
-    s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("aimed", "attempts"),
+    [
+        ("/warehouse/flywheel/", WAREHOUSE_RETRIES + 1),  # a table's file: pyarrow's client
+        ("/_locks/", STORE_RETRIES.attempts),  # the commit's table lease: the store's budget
+    ],
+    ids=["warehouse-file", "table-lease"],
+)
+def test_a_request_in_a_commit_that_keeps_failing_is_tried_at_one_level(
+    s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aimed: str, attempts: int
 ) -> None:
-    with fault_proxy(
-        s3, rate=1.0, seed=2, kinds=("before",), aim=Aim(paths="/warehouse/flywheel/")
-    ) as proxy:
+    """The request's own budget is all the commit gets: the commit is not redone around it, and
+    the error is marked so the task around it does not try it again either."""
+    with fault_proxy(s3, rate=1.0, seed=2, kinds=("before",), aim=Aim(paths=aimed)) as proxy:
         proxy.enabled = False
         catalog = open_catalog(_settings(tmp_path / "down", proxy.url, monkeypatch))
-        get_table(catalog, "training_examples")
-        commits = RETRIES.snapshot().get("catalog.commit", 0)
-        proxy.enabled = True
-        with pytest.raises(TransientCatalogError) as err:
-            append_rows(catalog, "training_examples", [_row(1)])
-        proxy.enabled = False
-    assert proxy.faults["before"] == WAREHOUSE_RETRIES + 1 == 10
-    assert gave_up(err.value)  # the task around it does not try it again either
-    assert RETRIES.snapshot().get("catalog.commit", 0) == commits
-
-
-def test_a_store_request_in_a_commit_that_keeps_failing_is_tried_at_one_level(
-    s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The commit's table lease lives in the object store: its store call's own budget is all
-    the commit gets (the commit is not redone around it)."""
-    from infra.retries import STORE_RETRIES
-
-    with fault_proxy(s3, rate=1.0, seed=3, kinds=("before",), aim=Aim(paths="/_locks/")) as proxy:
-        proxy.enabled = False
-        catalog = open_catalog(_settings(tmp_path / "lease", proxy.url, monkeypatch))
         get_table(catalog, "training_examples")
         commits = RETRIES.snapshot().get("catalog.commit", 0)
         proxy.enabled = True
         with pytest.raises(TransientError) as err:
             append_rows(catalog, "training_examples", [_row(1)])
         proxy.enabled = False
-    assert proxy.faults["before"] == STORE_RETRIES.attempts == 7
+    assert proxy.faults["before"] == attempts
     assert gave_up(err.value)
     assert RETRIES.snapshot().get("catalog.commit", 0) == commits
+
+
+def test_the_budgets_are_the_ones_the_runbook_states() -> None:
+    assert (WAREHOUSE_RETRIES + 1, STORE_RETRIES.attempts) == (10, 7)
