@@ -73,8 +73,8 @@ DEFAULT = Backoff()
 """The adapters' policy: 4 attempts, 0.2 / 0.4 / 0.8 s (+-50 %) between them."""
 
 STORE_RETRIES = Backoff(attempts=7, base_s=0.2, max_s=4.0)
-"""A call to the object store or the warehouse (the S3 store's calls, the catalog's opens and
-reads): 7 attempts, 0.2 / 0.4 / 0.8 / 1.6 / 3.2 / 4 s (+-50 %) apart, about 10 s of an
+"""A call to the object store or the catalog (the S3 store's calls, opening the catalog): 7
+attempts, 0.2 / 0.4 / 0.8 / 1.6 / 3.2 / 4 s (+-50 %) apart, about 10 s of an
 unreachable or throttling endpoint ridden out inside the call. The only level that retries it:
 a task does not retry what this gave up on (see the module)."""
 
@@ -138,11 +138,14 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 def _next_delay(exc: BaseException, retry: int, policy: Backoff, operation: str) -> float | None:
-    """The wait before the next attempt, or None when ``exc`` must be raised now."""
-    if retry >= policy.attempts:
+    """The wait before the next attempt, or None when ``exc`` must be raised now: an inner
+    helper gave up on it already, or this one's budget is spent (then it is marked,
+    :func:`gave_up`)."""
+    if gave_up(exc):
         return None
     after = _retry_after(exc)
-    if after is not None and after > policy.max_retry_after_s:
+    if retry >= policy.attempts or (after is not None and after > policy.max_retry_after_s):
+        mark_gave_up(exc)
         return None
     RETRIES.add(operation)
     delay = policy.delay(retry, after)
@@ -196,19 +199,16 @@ def retry_call(
 ) -> T:
     """``fn()``, called again after a backoff while it raises one of ``retry_on``; the last
     error is raised unchanged (marked, :func:`gave_up`) once ``policy.attempts`` calls have
-    failed. Anything else is raised at once, and so is an error an inner helper gave up on. ``operation`` names the call in logs and
-    :data:`RETRIES` (no data in it)."""
+    failed. Anything else is raised at once, and so is an error an inner helper gave up on.
+    ``operation`` names the call in logs and :data:`RETRIES` (no data in it)."""
     retry = 0
     while True:
         try:
             return fn()
         except retry_on as exc:
-            if gave_up(exc):  # an inner helper spent its budget on it already
-                raise
             retry += 1
             delay = _next_delay(exc, retry, policy, operation)
             if delay is None:
-                mark_gave_up(exc)
                 raise
             sleep(delay)
 
@@ -227,11 +227,8 @@ async def retry_async(
         try:
             return await fn()
         except retry_on as exc:
-            if gave_up(exc):
-                raise
             retry += 1
             delay = _next_delay(exc, retry, policy, operation)
             if delay is None:
-                mark_gave_up(exc)
                 raise
             await asyncio.sleep(delay)

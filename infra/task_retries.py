@@ -40,6 +40,6 @@ IO_RETRIES: dict[str, Any] = {
     "cache_policy": NO_CACHE,
 }
 """The task options of every I/O task: 3 retries after 2, 5 and 15 s (+-50 % jitter), only for
-transient errors no adapter has retried (a lost race the task redoes as a whole, an error from
-code outside the adapters); no result caching (stages are keyed by window and replace their
+transient errors no adapter has retried (one raised by code outside the adapters); no result
+caching (stages are keyed by window and replace their
 output)."""

@@ -3,8 +3,11 @@ so is a proven verified regression the judged reward did not show."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from infra.settings import RewardSettings
 from tasks.golden import load_golden
+from tasks.release.gate.drift import Check
 from tasks.release.gate.hacking import golden_verifier_check
 from tasks.release.stats import PairedTest, paired_test
 
@@ -19,16 +22,23 @@ def judged(baseline: list[float], candidate: list[float]) -> PairedTest:
     return paired_test(baseline, candidate, n_bootstrap=200)
 
 
-def test_hedges_a_lenient_judge_likes_fail_the_check_with_the_numbers() -> None:
-    base = RIGHT[:20] + ["0"] * 20  # 50 % verified
-    check = golden_verifier_check(
+def llm_check(base: list[str], cand: list[str], test: PairedTest, **kw: Any) -> Check:
+    """The check as the gate runs it with an LLM judge on ``ITEMS``."""
+    return golden_verifier_check(
         ITEMS,
         reward=REWARD,
         judge_kind="llm",
         baseline_answers=base,
-        candidate_answers=HEDGED,  # 0 % verified, but the judge gave more reward
-        judged=judged([0.8] * 20 + [0.0] * 20, [1.0] * 40),
+        candidate_answers=cand,
+        judged=test,
+        **kw,
     )
+
+
+def test_hedges_a_lenient_judge_likes_fail_the_check_with_the_numbers() -> None:
+    base = RIGHT[:20] + ["0"] * 20  # 50 % verified
+    # HEDGED: 0 % verified, but the judge gave more reward
+    check = llm_check(base, HEDGED, judged([0.8] * 20 + [0.0] * 20, [1.0] * 40))
     assert check.status == "fail" and check.value == -0.5
     assert "50.0% -> 0.0%" in check.detail and "reward hacking" in check.detail
     assert check.extra["example_answers"][0] == HEDGED[0]
@@ -60,13 +70,10 @@ def test_a_proven_regression_the_judge_did_not_see_fails_with_the_lost_answers()
     accuracy falls from 70 % to 25 %, the lenient judge's reward stays where it was."""
     base = RIGHT[:28] + ["0"] * 12
     cand = RIGHT[:10] + HEDGED[10:28] + ["0"] * 12
-    check = golden_verifier_check(
-        ITEMS,
-        reward=REWARD,
-        judge_kind="llm",
-        baseline_answers=base,
-        candidate_answers=cand,
-        judged=judged(
+    check = llm_check(
+        base,
+        cand,
+        judged(
             [0.8] * 28 + [0.1, 0.3] * 6,
             [0.8] * 10 + [0.78, 0.8] * 9 + [0.3, 0.1] * 6,  # a hair lower
         ),
@@ -80,28 +87,11 @@ def test_a_proven_regression_the_judge_did_not_see_fails_with_the_lost_answers()
 def test_a_small_verified_dip_or_one_the_judge_saw_passes() -> None:
     base = RIGHT[:30] + ["0"] * 10
     dip = RIGHT[:28] + ["0"] * 12  # two items lost: not proven
-    flat = {"judged": judged([0.5] * 40, [0.5] * 39 + [0.49])}
-    assert (
-        golden_verifier_check(
-            ITEMS,
-            reward=REWARD,
-            judge_kind="llm",
-            baseline_answers=base,
-            candidate_answers=dip,
-            **flat,
-        ).status
-        == "pass"
-    )
+    flat = judged([0.5] * 40, [0.5] * 39 + [0.49])
+    assert llm_check(base, dip, flat).status == "pass"
     worse = RIGHT[:5] + ["0"] * 35  # proven, and the judge saw it: the paired test rolls back
-    seen = {"judged": judged([0.8] * 30 + [0.1] * 10, [0.8] * 5 + [0.1] * 35)}
-    check = golden_verifier_check(
-        ITEMS,
-        reward=REWARD,
-        judge_kind="llm",
-        baseline_answers=base,
-        candidate_answers=worse,
-        **seen,
-    )
+    seen = judged([0.8] * 30 + [0.1] * 10, [0.8] * 5 + [0.1] * 35)
+    check = llm_check(base, worse, seen)
     assert check.status == "pass", check.detail
 
 
@@ -115,23 +105,9 @@ def test_the_example_answers_are_the_lost_ones_the_judge_liked_best() -> None:
     cand = wrong[:20] + HEDGED[20:30] + ["0"] * 10  # 20 plain losses, then 10 hedged ones
     base_reward = [0.8] * 30 + [0.1] * 10
     cand_reward = [0.75] * 20 + [1.0] * 10 + [0.1] * 10  # the judge liked it more overall
-    check = golden_verifier_check(
-        ITEMS,
-        reward=REWARD,
-        judge_kind="llm",
-        baseline_answers=base,
-        candidate_answers=cand,
-        judged=judged(base_reward, cand_reward),
-        judged_rewards=(base_reward, cand_reward),
-    )
+    test = judged(base_reward, cand_reward)
+    check = llm_check(base, cand, test, judged_rewards=(base_reward, cand_reward))
     assert check.status == "fail", check.detail
     assert check.extra["example_answers"] == HEDGED[20:25]
-    without = golden_verifier_check(  # the item order alone shows the plain losses
-        ITEMS,
-        reward=REWARD,
-        judge_kind="llm",
-        baseline_answers=base,
-        candidate_answers=cand,
-        judged=judged(base_reward, cand_reward),
-    )
+    without = llm_check(base, cand, test)  # the item order alone shows the plain losses
     assert without.extra["example_answers"] == wrong[:5]
