@@ -26,7 +26,7 @@ from infra.metrics.promql_embedded import EmbeddedMetrics, Series, parse_exposit
 from infra.settings import ReleaseSettings
 from tasks.release.canary.canary import watch_step
 from tasks.release.canary.rollout import Clock, PhaseResult, watch_shadow
-from tests.benchmarks.release_world import Load, Population, Version, World
+from tests.benchmarks.release_world import Load, Names, Population, Version, World
 
 SAME = Version()
 KNOWN_BAD: dict[str, Version] = {
@@ -114,6 +114,13 @@ def start_step(world: World, policy: ReleaseSettings, step: int) -> None:
     )
 
 
+def release_names(seed: int) -> Names:
+    """A candidate of its own per simulated release: the canary cohort is hashed with the
+    candidate's name (:func:`infra.gateway.cohorts.bucket`), so one fixed name put the same users
+    in every simulated release's cohort and sampled one cohort size only."""
+    return Names(candidate=f"v1-{seed}")
+
+
 def simulate_release(
     cand: Version,
     *,
@@ -131,6 +138,7 @@ def simulate_release(
         pop,
         cand,
         seed=seed,
+        names=release_names(seed),
         voices_per_step=voices_per_step,
         shadow_fraction=policy.shadow_fraction,
         meter_cost=policy.cost_ratio_max is not None,

@@ -13,6 +13,7 @@ on users, errors on a non-saturating scale).
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -30,9 +31,11 @@ from tests.benchmarks.release_sim import (
     Population,
     Version,
     rate_interval,
+    release_names,
     simulate_canary,
     simulate_release,
 )
+from tests.benchmarks.release_world import World, route
 
 pytestmark = pytest.mark.slow
 
@@ -133,3 +136,20 @@ def test_one_users_200_down_votes_do_not_fail_a_step_20_users_pass() -> None:
     assert window.candidate.feedback == {1: 15.0, -1: 6.0}  # 21 users, 21 voices
     assert window.stable.feedback == {1: 30.0, -1: 10.0}
     assert result.verdict == "pass", result.reasons
+
+
+def test_each_simulated_release_draws_its_own_canary_cohort() -> None:
+    """The gateway hashes a user's canary bucket with the candidate's name, so each release
+    puts other users in its cohort. The simulated releases once shared one candidate name, and
+    so one cohort: 12 releases of 200 heavy users all had 10 or more canary users at the 5 %
+    step and none waited for a person, where a binomial cohort is under 10 about half the
+    time."""
+    pop = POPULATIONS["heavy users"]
+    sizes = []
+    for seed in range(40):
+        world = World(pop, SAME, seed=seed, names=release_names(seed))
+        state = world.state.model_copy(update={"phase": "canary", "weight": 5.0, "step": 0})
+        rng = random.Random(0)
+        sizes.append(sum(route(state, c, rng).route == "canary" for c in world.clients))
+    assert len(set(sizes)) >= 5, sizes  # cohorts of many sizes, as 40 draws of Binomial(200, 5 %)
+    assert 8 <= sum(n < 10 for n in sizes) <= 32, sizes  # about half under the minimum of 10
