@@ -5,6 +5,7 @@ use them), on a per-app registry; what each listener's ``/metrics`` shows of the
 
 from __future__ import annotations
 
+import bisect
 import os
 from typing import Any
 
@@ -29,33 +30,11 @@ VOTES = ("model", "value", "workload")  # the feedback series' labels
 # apart hid a tail 1.6x slower inside one bucket; 27 buckets a series (the 0.25, 0.5, 1, 2.5 s
 # bounds of old kept, for dashboards), 13 more than before per model, route and workload
 LATENCY_BUCKETS = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.15,
-    0.2,
-    0.25,
-    0.3,
-    0.4,
-    0.5,
-    0.6,
-    0.75,
-    1.0,
-    1.25,
-    1.5,
-    2.0,
-    2.5,
-    3.0,
-    4.0,
-    5.0,
-    6.0,
-    7.5,
-    10.0,
-    30.0,
-    60.0,
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25),
+    *(1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.5, 10.0, 30.0, 60.0),
 )
+# the bounds of agent_slow_voices_total's ``over`` label (users with a request slower), as text
+SLOW_BOUNDS = tuple(f"{b:g}" for b in LATENCY_BUCKETS)
 
 
 class GatewayMetrics:
@@ -88,7 +67,8 @@ class GatewayMetrics:
     analysis reads its own series alone.
 
     The canary's tests read the voice series instead (``agent_voices_total``,
-    ``agent_error_voices_total``, ``user_feedback_voices_total``, same labels): users, not
+    ``agent_error_voices_total``, ``user_feedback_voices_total``, same labels, and
+    ``agent_slow_voices_total`` with ``over``, a latency bound): users, not
     events, each counted at most ``voices_per_step`` times per step (:mod:`infra.gateway.voices`).
     """
 
@@ -123,6 +103,12 @@ class GatewayMetrics:
             "user_feedback_voices_total",
             "User feedback, each user's first vote per step.",
             VOTES,
+            registry=r,
+        )
+        self.slow_voices = Counter(
+            "agent_slow_voices_total",
+            "Users who had a request slower than `over` seconds, each once per bound and step.",
+            [*SERIES, "over"],
             registry=r,
         )
         self.voices_capped = Counter(
@@ -280,6 +266,20 @@ class GatewayMetrics:
             self.voices.labels(*key).inc()
         if error and self._admit(workload, epoch, voter, model, "error:" + route, quota):
             self.error_voices.labels(*key).inc()
+        if voter is not None and seconds > LATENCY_BUCKETS[0]:
+            over = bisect.bisect_left(LATENCY_BUCKETS, seconds)  # bounds it is slower than
+            admission, new = self.ledger.slower(
+                line=workload,
+                epoch=epoch,
+                voter=voter,
+                model=model,
+                route=route,
+                over=over,
+                quota=quota,
+            )
+            self._count_admission(admission)
+            for i in new:
+                self.slow_voices.labels(*key, SLOW_BOUNDS[i]).inc()
 
     def cost(
         self,
@@ -329,11 +329,14 @@ class GatewayMetrics:
         admission = self.ledger.admit(
             line=line, epoch=epoch, voter=voter, model=model, kind=kind, quota=quota
         )
+        self._count_admission(admission)
+        return admission == "counted"
+
+    def _count_admission(self, admission: str) -> None:
         if admission == "dropped":
             self.voices_dropped.inc()
         elif admission == "capped":
             self.voices_capped.inc()
-        return admission == "counted"
 
     def set_routing(self, state: RoutingState) -> None:
         """Route weights from the state (a workload's own candidate: its share of that
@@ -371,6 +374,8 @@ class GatewayMetrics:
                 for counter in (self.requests, self.errors, self.voices, self.error_voices):
                     counter.labels(cand, route, workload)
                 self.latency.labels(cand, route, workload)
+                for bound in SLOW_BOUNDS:
+                    self.slow_voices.labels(cand, route, workload, bound)
             for value in FEEDBACK_VALUES:
                 self.feedback.labels(cand, value, workload)
                 self.feedback_voices.labels(cand, value, workload)

@@ -10,7 +10,10 @@ worse than it is. The canary's error and feedback tests therefore count users, n
   of their release line (each user's first ``cap`` requests);
 - ``agent_error_voices_total{model,route,workload}``: users whose request failed (each user's
   first ``cap`` failures);
-- ``user_feedback_voices_total{model,value,workload}``: each user's first ``cap`` votes.
+- ``user_feedback_voices_total{model,value,workload}``: each user's first ``cap`` votes;
+- ``agent_slow_voices_total{model,route,workload,over}``: users who had a request slower than
+  ``over`` seconds (each latency bound), once per bound: the p99 rail's unit
+  (:mod:`tasks.release.canary.latency`), where a user whose own requests are slow is one user.
 
 ``cap`` is ``FLYWHEEL_GATEWAY__VOICES_PER_STEP`` (default 1: the error test compares the share
 of users who met an error, the feedback test one vote per user, and the tests' independence
@@ -66,6 +69,8 @@ class VoiceLedger:
         self._lines: dict[str, tuple[Epoch, dict[tuple[int, str, str], int]]] = {}
         # per line: voices each client key added in the step, per (key id, model, kind)
         self._quotas: dict[str, dict[tuple[str, str, str], int]] = {}
+        # per line: the latency bounds each served (voter, model, route) was counted over
+        self._slow: dict[str, dict[tuple[int, str, str], int]] = {}
         self.dropped = 0
 
     def voter(self, key: str | None) -> int | None:
@@ -95,32 +100,86 @@ class VoiceLedger:
         cap)."""
         if voter is None:
             return "anonymous"
-        current = self._lines.get(line)
-        if current is None or current[0] != epoch:
-            current = self._lines[line] = (epoch, {})
-            self._quotas[line] = {}
-        seen = current[1]
+        seen = self._step(line, epoch)
         key = (voter, model, kind)
         n = seen.get(key, 0)
         if n >= self.cap:
             return "repeat"
+        admission = self._new(seen, n, line=line, model=model, kind=kind, quota=quota)
+        if admission == "counted":
+            seen[key] = n + 1
+        return admission
+
+    def slower(
+        self,
+        *,
+        line: str,
+        epoch: Epoch,
+        voter: int | None,
+        model: str,
+        route: str,
+        over: int,
+        quota: Quota | None = None,
+    ) -> tuple[Admission, range]:
+        """The latency bounds (their indices) this request of ``voter`` is the user's first in
+        the step to be slower than, ``over`` being how many bounds it is slower than: each user
+        counts once per bound and step (``agent_slow_voices_total``), whatever the number of
+        their slow requests. Only a user counted as served on ``route`` (:meth:`admit` first)
+        has slow voices, kept beside that entry (no room of their own); a client key's quota
+        applies to a user's first slow request."""
+        if voter is None or over <= 0:
+            return "anonymous", range(0)
+        key = (voter, model, route)
+        if key not in self._step(line, epoch):  # not counted as served: dropped, or capped
+            return "repeat", range(0)
+        slow = self._slow[line]
+        had = slow.get(key, 0)
+        if over <= had:
+            return "repeat", range(0)
+        if had == 0 and quota is not None:
+            admission = self._quota(line, model, "slow:" + route, quota)
+            if admission != "counted":
+                return admission, range(0)
+        slow[key] = over
+        return "counted", range(had, over)
+
+    def _step(self, line: str, epoch: Epoch) -> dict[tuple[int, str, str], int]:
+        """``line``'s ledger for its step ``epoch`` (a new step starts it anew)."""
+        current = self._lines.get(line)
+        if current is None or current[0] != epoch:
+            current = self._lines[line] = (epoch, {})
+            self._quotas[line], self._slow[line] = {}, {}
+        return current[1]
+
+    def _new(
+        self,
+        seen: dict[tuple[int, str, str], int],
+        n: int,
+        *,
+        line: str,
+        model: str,
+        kind: str,
+        quota: Quota | None,
+    ) -> Admission:
+        """Whether a voice the voter has not yet had fits: the ledger's room (for a new
+        entry, ``n`` 0) and its client key's quota."""
         if n == 0 and len(seen) >= self.max_keys:
             self.dropped += 1
             return "dropped"
-        if quota is not None:
-            added = self._quotas.setdefault(line, {})
-            if kind == "feedback" or kind.startswith("error:"):  # what the tests weigh
-                # at most as many as the other keys' users served by this version in the
-                # step, and at least the cap: no key outvotes the rest unless it is alone
-                mine = added.get((quota[0], model, kind), 0)
-                others = added.get(("", model, "served"), 0) - added.get(
-                    (quota[0], model, "served"), 0
-                )
-                if mine >= max(quota[1], others):
-                    return "capped"
-                added[(quota[0], model, kind)] = mine + 1
-            else:  # users served: counted in full (the split and the minimum read them)
-                for who in (quota[0], ""):
-                    added[(who, model, "served")] = added.get((who, model, "served"), 0) + 1
-        seen[key] = n + 1
+        return "counted" if quota is None else self._quota(line, model, kind, quota)
+
+    def _quota(self, line: str, model: str, kind: str, quota: Quota) -> Admission:
+        """Whether a client key's quota takes one more voice of ``kind`` for ``model``."""
+        added = self._quotas.setdefault(line, {})
+        if kind == "feedback" or kind.startswith(("error:", "slow:")):  # what the tests weigh
+            # at most as many as the other keys' users served by this version in the step,
+            # and at least the cap: no key outvotes the rest unless it is alone
+            mine = added.get((quota[0], model, kind), 0)
+            others = added.get(("", model, "served"), 0) - added.get((quota[0], model, "served"), 0)
+            if mine >= max(quota[1], others):
+                return "capped"
+            added[(quota[0], model, kind)] = mine + 1
+        else:  # users served: counted in full (the split and the minimum read them)
+            for who in (quota[0], ""):
+                added[(who, model, "served")] = added.get((who, model, "served"), 0) + 1
         return "counted"

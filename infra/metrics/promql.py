@@ -45,6 +45,7 @@ ERRORS = "agent_errors_total"
 LATENCY_BUCKETS = "agent_latency_seconds_bucket"
 USERS = "agent_voices_total"
 ERROR_USERS = "agent_error_voices_total"
+SLOW_USERS = "agent_slow_voices_total"  # users with a request slower than its ``over`` bound
 FEEDBACK = "user_feedback_voices_total"
 QUANTILE = 0.99
 # the gateway's own scrape: a series any other job (the Pushgateway, anything on the network
@@ -67,6 +68,8 @@ class RouteStats:
     users: float = math.nan  # users served (the voice series); unset: one user per request
     error_users: float = math.nan  # users who met an error; unset: one per error
     cost: CostStats | None = None  # what its answered requests cost (infra.metrics.cost)
+    # users who had a request slower than each bound (``over``); empty: the gateway counted none
+    slow_users: dict[float, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if math.isnan(self.users):
@@ -99,6 +102,7 @@ class RouteStats:
         latency histogram)."""
         data = asdict(self)
         data.pop("latency_buckets")
+        data.pop("slow_users")
         data["feedback"] = {str(k): v for k, v in self.feedback.items()}
         data.update(error_ratio=self.error_ratio, feedback_score=self.feedback_score)
         return data

@@ -19,6 +19,7 @@ from infra.metrics.promql import (
     LATENCY_BUCKETS,
     QUANTILE,
     REQUESTS,
+    SLOW_USERS,
     USERS,
     CanaryWindow,
     RouteStats,
@@ -126,6 +127,7 @@ def route_stats(
     latency = counter_deltas(now, base, LATENCY_BUCKETS, model=model, route=route, **mine)
     buckets = {float(le): n for le, n in sum_by(latency, "le").items()}
     votes = sum_by(counter_deltas(now, base, FEEDBACK, model=model, **mine), "value")
+    slow = sum_by(counter_deltas(now, base, SLOW_USERS, model=model, route=route, **mine), "over")
     feedback = {int(value): n for value, n in votes.items()}
 
     def total(name: str, extra: dict[str, str] | None = None) -> float:
@@ -143,5 +145,6 @@ def route_stats(
         p99_s=histogram_quantile(QUANTILE, buckets),
         feedback={k: v for k, v in feedback.items() if v > 0},
         latency_buckets=buckets,
+        slow_users={float(over): n for over, n in slow.items()},
         cost=cost_from(total, by_batch),
     )

@@ -24,6 +24,7 @@ from infra.metrics.promql import (
     LATENCY_BUCKETS,
     QUANTILE,
     REQUESTS,
+    SLOW_USERS,
     USERS,
     CanaryWindow,
     RouteStats,
@@ -121,6 +122,7 @@ class PrometheusMetrics:
         }  # PromQL's histogram_quantile over these is histogram_quantile below
         fb_sel = f'{GATEWAY_JOB},model="{escape_label(model)}"{mine}'
         feedback = increase_by(self.client, "value", FEEDBACK, fb_sel, rng, now)
+        slow = increase_by(self.client, "over", SLOW_USERS, sel, rng, now)
 
         def total(name: str, extra: str = "") -> float:
             return sum(v for _, v in q(f"sum(increase({name}{{{sel}{extra}}}{rng}))", now))
@@ -136,6 +138,7 @@ class PrometheusMetrics:
             p99_s=histogram_quantile(QUANTILE, buckets),
             feedback={int(value): v for value, v in feedback.items()},
             latency_buckets=buckets,
+            slow_users={float(over): v for over, v in slow.items() if math.isfinite(v)},
             cost=cost_from(
                 cost_total, partial(increase_by, self.client, "batch", sel=sel, rng=rng, at=now)
             ),

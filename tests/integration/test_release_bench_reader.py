@@ -42,6 +42,10 @@ def test_prometheus_reads_the_gateways_counters_over_a_window(tmp_path: Path) ->
         assert got.requests == pytest.approx(exact.requests, rel=0.1)
         assert got.users == pytest.approx(exact.users, rel=0.1)
         assert got.error_users == pytest.approx(exact.error_users, abs=max(3, exact.error_users))
+        # the p99 rail's unit: users slower than each bound (the ``over`` label), as counted
+        assert sum(exact.slow_users.values()) > 50
+        for bound, users in exact.slow_users.items():
+            assert got.slow_users.get(bound, 0.0) == pytest.approx(users, rel=0.15, abs=2)
 
 
 def test_a_candidate_with_10x_the_errors_fires_the_error_alert(tmp_path: Path) -> None:

@@ -58,3 +58,28 @@ def test_no_voter_is_never_a_voice_and_a_full_ledger_counts_what_it_dropped() ->
     assert sample(m, "agent_voices_total", **labels) == 3
     assert sample(m, "flywheel_voices_dropped_total") == 2
     assert m.ledger.dropped == 2
+
+
+def test_a_user_is_slower_than_each_bound_once_per_step() -> None:
+    """``agent_slow_voices_total``: the p99 rail's unit. A user with fifty slow requests is one
+    user over each bound they passed; a slower request adds only the bounds it newly passes;
+    the next step hears them again; a user the ledger did not count as served has none."""
+    m = GatewayMetrics()
+    slow, quick = m.ledger.voter("u\x00slow"), m.ledger.voter("u\x00quick")
+
+    def over(bound: str) -> float:
+        return sample(m, "agent_slow_voices_total", over=bound, **labels)
+
+    labels = {"model": "v1", "route": "canary", "workload": "default"}
+    for _ in range(50):
+        m.observe(model="v1", route="canary", seconds=0.7, error=False, voter=slow, epoch=(1,))
+    m.observe(model="v1", route="canary", seconds=0.12, error=False, voter=quick, epoch=(1,))
+    assert (over("0.1"), over("0.6"), over("0.75")) == (2, 1, 0)
+    assert over("0.6") == 1  # one user, not fifty requests
+    m.observe(model="v1", route="canary", seconds=1.1, error=False, voter=slow, epoch=(1,))
+    assert (over("0.6"), over("0.75"), over("1"), over("1.25")) == (1, 1, 1, 0)
+    m.observe(model="v1", route="canary", seconds=0.7, error=False, voter=slow, epoch=(2,))
+    assert over("0.6") == 2  # the next step
+    m.ledger.max_keys = 0  # a full ledger: no voice, no slow voice
+    m.observe(model="v1", route="canary", seconds=9.0, error=False, voter=quick, epoch=(3,))
+    assert over("7.5") == 0

@@ -8,6 +8,7 @@ stable answered in the same batches of one server, but one of the candidate's 12
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from infra.metrics.promql_embedded import EmbeddedMetrics
 from infra.settings import ReleaseSettings
 from tasks.release.canary.canary import analyse_step
 from tasks.release.canary.latency import slow_share
+from tasks.release.canary.sequential import canary_test_alpha
 from tasks.release.stats import binomial_tail
 
 CFG = ReleaseSettings(min_requests_per_step=5)
@@ -134,11 +136,13 @@ def test_a_tail_only_regression_is_caught() -> None:
 
 
 def _step_of_users_with_their_own_latency(
-    rng: np.random.Generator, *, slowdown: float
+    rng: np.random.Generator, *, slowdown: float, slow_users: bool = False
 ) -> CanaryWindow:
     """One 50 % step of 2,400 requests from 1,000 users with Zipf activity, each user with a
     latency scale of their own (log-normal, sigma 0.5) and each request its own spread (0.35);
-    the candidate's requests ``slowdown`` x slower."""
+    the candidate's requests ``slowdown`` x slower. ``slow_users``: with the gateway's count
+    of users slower than each bound (``agent_slow_voices_total``), else without (an older
+    gateway: slow requests weighed by users per request)."""
     bounds = [*LATENCY_BUCKETS, math.inf]
     weights = np.array([1.0 / (r + 1) ** 0.7 for r in range(1000)])
     scale = np.exp(rng.normal(0, 0.5, 1000))
@@ -150,28 +154,87 @@ def _step_of_users_with_their_own_latency(
     def stats(side: np.ndarray) -> RouteStats:
         lat = latency[side]
         buckets = {float(b): float((lat <= b).sum()) for b in bounds}
+        slowest = {u: 0.0 for u in users[side]}
+        for u, seconds in zip(users[side], lat, strict=True):
+            slowest[u] = max(slowest[u], seconds)
+        over = {float(b): float(sum(m > b for m in slowest.values())) for b in bounds[:-1]}
         return RouteStats(
             requests=float(side.sum()),
-            users=float(len(np.unique(users[side]))),
+            users=float(len(slowest)),
             p99_s=histogram_quantile(0.99, buckets),
             latency_buckets=buckets,
+            slow_users=over if slow_users else {},
         )
 
     return CanaryWindow(stats(canary[users]), stats(~canary[users]), "sim", 300.0)
 
 
-def test_users_with_their_own_latency_do_not_fail_an_identical_candidate() -> None:
+@pytest.mark.parametrize("slow_users", [True, False], ids=["users counted", "users estimated"])
+def test_users_with_their_own_latency_do_not_fail_an_identical_candidate(
+    slow_users: bool,
+) -> None:
     """A user whose own requests are slow brings a cluster of slow requests to one side: counted
     as independent requests, 1.5-7 % of such steps failed an identical candidate (the budget
-    is 0.25 %). Weighed by users, none of 200 does, and a 1.5x slowdown still fails most."""
+    is 0.25 %). On the user scale (the users the gateway counted over each bound, or slow
+    requests weighed by users per request), none of 200 does, and a 1.5x slowdown still fails
+    most."""
     rng = np.random.default_rng(1)
-    same = [
-        analyse_step(_step_of_users_with_their_own_latency(rng, slowdown=1.0), CFG)
-        for _ in range(200)
-    ]
+
+    def step(slowdown: float) -> CanaryWindow:
+        return _step_of_users_with_their_own_latency(rng, slowdown=slowdown, slow_users=slow_users)
+
+    same = [analyse_step(step(1.0), CFG) for _ in range(200)]
     assert sum(r.verdict == "fail" for r in same) <= 1
-    slower = [
-        analyse_step(_step_of_users_with_their_own_latency(rng, slowdown=1.5), CFG)
-        for _ in range(50)
-    ]
+    slower = [analyse_step(step(1.5), CFG) for _ in range(50)]
     assert sum(r.verdict == "fail" for r in slower) >= 20
+
+
+def _users(latencies: list[list[float]], route: str, model: str, m: GatewayMetrics) -> None:
+    """Each inner list: one user's requests (their latencies) through the gateway's metrics."""
+    epoch = ("r1", "v1", "canary", 5.0, 0)
+    base = 0 if route == "stable" else 1_000_000
+    for i, mine in enumerate(latencies):
+        for seconds in mine:
+            m.observe(
+                model=model, route=route, seconds=seconds, error=False, voter=base + i, epoch=epoch
+            )
+
+
+def test_three_heavy_slow_users_are_three_users_not_180_slow_requests() -> None:
+    """The shape that failed an identical candidate in the 150-release benchmark (users with
+    their own latency scales): 30 % of each version's users had a slow request, but the
+    candidate's slow users are its heavy ones, slow on every request, and stable's were slow
+    on one request in 16. Slow requests weighed by the average users per request read 5.6
+    users of 9.4 on the candidate's 5 % share and failed it; the gateway's count of users over
+    the bound reads 3 of 63, as alike as the versions are."""
+    m = GatewayMetrics()
+    reader = EmbeddedMetrics(lambda: m.render().decode(), clock=lambda: 100.0)
+    since = reader.mark()
+    _users([[0.8] + [0.2] * 15] * 60 + [[0.2] * 16] * 130, "stable", "v0", m)
+    _users([[0.8] * 60] * 3 + [[0.2] * 20] * 7, "canary", "v1", m)
+    window = reader.read(candidate="v1", stable="v0", since=since)
+    assert window.candidate.slow_users[0.75] == 3 and window.stable.slow_users[0.75] == 60
+
+    result = analyse_step(window, CFG)
+
+    assert result.verdict == "pass", result.reasons
+    counted = slow_share(window.candidate, window.stable)
+    assert counted is not None and counted.p_value > 0.5
+    estimated = slow_share(
+        replace(window.candidate, slow_users={}), replace(window.stable, slow_users={})
+    )
+    assert estimated is not None and estimated.p_value < canary_test_alpha(CFG)  # failed
+
+
+def test_a_candidate_slow_for_all_its_users_fails_on_the_user_count() -> None:
+    m = GatewayMetrics()
+    reader = EmbeddedMetrics(lambda: m.render().decode(), clock=lambda: 100.0)
+    since = reader.mark()
+    _users([[0.8] + [0.2] * 15] * 40 + [[0.2] * 16] * 150, "stable", "v0", m)
+    _users([[0.8] * 40] * 10, "canary", "v1", m)
+    window = reader.read(candidate="v1", stable="v0", since=since)
+
+    result = analyse_step(window, CFG)
+
+    assert result.verdict == "fail", result.reasons
+    assert "(10.0 of 50.0 on the user scale" in " ".join(result.reasons)

@@ -19,15 +19,18 @@ the canary's per-test level (:func:`~tasks.release.canary.sequential.canary_test
 stable's share of slow requests (``TAIL_RATIO``), borne out by the same test, fails the rail
 too: a tail-only regression (the slowest 2 % 1.6x slower, the median the same) shows there.
 
-The test counts users, not requests (:mod:`tasks.release.canary.units`): routing is sticky, and a
-user whose own requests are slow brings a cluster of slow requests to one side, so each
-version's slow requests are weighed by its users per request, and its share is its share of
-the users. Counted as independent requests, 3-7 % of steps failed an identical candidate whose
-users differ in their own latency (budget 0.25 %); weighed by users, none of 400 did. The price
-is power: a 1.5x slowdown of every request fails 7 / 51 / 61 / 12 % of single 5 / 25 / 50 /
-90 % steps of 2,400 requests from 1,000 such users (counting requests: 37 / 90 / 95 / 62 %),
-and a tail-only regression is seen in 0-5 % of such steps (11-33 % at five times the users
-and traffic): a slow tail that lives in a few slow users is a few users' evidence.
+The test counts users, not requests: routing is sticky, and a user whose own requests are
+slow brings a cluster of slow requests to one side. The gateway counts, per version and step,
+the users who had a request slower than each bucket bound (``agent_slow_voices_total``,
+:mod:`infra.gateway.voices`), and the test compares the candidate's share of the users over
+the bound with its share of the users served. Counted as independent requests, 3-7 % of steps
+failed an identical candidate whose users differ in their own latency (budget 0.25 %). Where
+no such count was read (an older gateway), each version's slow requests are weighed by its
+users per request (:mod:`tasks.release.canary.units`), which a few heavy slow users outweigh:
+it rolled back 1 of 150 identical releases through Prometheus. On 50 % steps of 2,400 requests
+from 1,000 users with their own latency scales, counted users failed 0 of 400 identical
+candidates and 177 of 200 slowed 1.5x (the estimate: 2 and 127). A tail that lives in a few
+slow users is still a few users' evidence.
 """
 
 from __future__ import annotations
@@ -121,9 +124,12 @@ class SlowShare:
 def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
     """The slow-request test over both versions' histograms of the same window, at the bucket
     bounds just above and just below stable's p99 (the more significant of the two; its
-    p-value doubled, Bonferroni), on the user scale: each version's slow requests times its
-    users per request, so a user whose own requests are slow counts as one user, not as a
-    cluster of independent slow requests. None when either histogram is missing."""
+    p-value doubled, Bonferroni), on the user scale: the users of each version who had a
+    request slower than the bound (``agent_slow_voices_total``) against the candidate's share
+    of users, so a user whose own requests are slow counts as one user, not as a cluster of
+    independent slow requests. Where the gateway counted no slow users (an older gateway), each
+    version's slow requests times its users per request stand in for them. None when either
+    histogram is missing."""
     cb, sb = candidate.latency_buckets, stable.latency_buckets
     bounds = sorted(b for b in cb if b in sb and not math.isinf(b))
     n, n_stable = cb.get(math.inf, 0.0), sb.get(math.inf, 0.0)
@@ -133,14 +139,24 @@ def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
     above = next((b for b in bounds if b >= stable_p99), bounds[-1])
     below = max((b for b in bounds if b < stable_p99), default=above)
     tried = {above, below}
-    scale_c = users_per_request(candidate) or 1.0
-    scale_s = users_per_request(stable) or 1.0
-    user_share = n * scale_c / (n * scale_c + n_stable * scale_s)
+    # the gateway counts them (a bound no user of a version was slower than has no series)
+    counted = bool(candidate.slow_users or stable.slow_users)
+    if counted and candidate.users > 0 and stable.users > 0:
+        scale_c = scale_s = 1.0
+        user_share = candidate.users / (candidate.users + stable.users)
+    else:
+        scale_c = users_per_request(candidate) or 1.0
+        scale_s = users_per_request(stable) or 1.0
+        user_share = n * scale_c / (n * scale_c + n_stable * scale_s)
     tests = []
     for bound in sorted(tried):
         slow = max(n - cb[bound], 0.0)
         stable_slow = max(n_stable - sb[bound], 0.0)
-        slow_c, slow_all = slow * scale_c, slow * scale_c + stable_slow * scale_s
+        if counted:
+            slow_c = min(candidate.slow_users.get(bound, 0.0), candidate.users)
+            slow_all = slow_c + min(stable.slow_users.get(bound, 0.0), stable.users)
+        else:
+            slow_c, slow_all = slow * scale_c, slow * scale_c + stable_slow * scale_s
         tests.append(
             SlowShare(
                 bound_s=bound,

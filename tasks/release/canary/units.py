@@ -5,8 +5,9 @@ requests are slow (long prompts, a far region) brings a cluster of slow requests
 counted as independent requests, the p99 rail's slow-request test failed an identical
 candidate in 3-7 % of steps (per-user latency scales with a spread of e^0.5, heavy users
 with Zipf activity) against a 0.25 % budget. The latency rail therefore weighs each version's
-slow requests by its users per request (:func:`users_per_request`): the design effect of
-requests clustered by user taken at its most conservative, a user as one trial (effective
+slow requests by its users per request (:func:`users_per_request`) where the gateway's count
+of users over each latency bound (``agent_slow_voices_total``) was not read: the design
+effect of requests clustered by user taken on average, a user as one trial (effective
 sample = requests / requests per user = users).
 
 Errors are compared as request-level rates, which do not saturate: counted as "users who met
