@@ -271,10 +271,9 @@ class Gateway:
             return upstream_failed(exc)
         self.recorder.observe(served.call, error=False, done=served.value)
         trace_id = self.recorder.new_trace_id()
-        # the trace's latency runs from the request's start (a stream's, from its call's)
-        self.recorder.trace(
-            replace(served.call, started=call.started), trace_id=trace_id, done=served.value
-        )
+        # the trace's latency is the answering call's, as a stream's: a failed canary's time
+        # is the canary's failure trace's, never the stable answer's (its reward's latency)
+        self.recorder.trace(served.call, trace_id=trace_id, done=served.value)
         body = completion_body(
             served.value, trace_id=trace_id, model=req.model, logprobs=wants_logprobs(req)
         )

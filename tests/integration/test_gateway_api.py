@@ -253,6 +253,26 @@ def test_a_failing_canary_is_traced_the_same_streamed_or_not(tmp_path: Path, ups
     assert all(t["pairing_id"] is None for t in traces)
 
 
+def test_a_failing_canarys_time_is_not_charged_to_the_stable_answer(
+    tmp_path: Path, upstreams
+) -> None:
+    """The canary takes a second to fail, then stable answers. The stable trace is stable's
+    answer and its latency is stable's own call, streamed or not (the reward's latency term
+    scores the version that answered); the second goes to the canary's failure trace. A JSON
+    answer's trace once ran from the request's start, a stream's from the stable call."""
+    upstreams["v1"].app.delay_s = 1.0
+    with failing_canary(tmp_path, upstreams) as (_gw, replies):
+        traces = spool(tmp_path, wait_for=4)
+    by_id = {t["trace_id"]: t for t in traces}
+    for resp in replies:
+        assert resp.status_code == 200
+        answer = by_id[resp.headers["x-trace-id"]]  # the stable version's
+        assert answer["route"] == "stable"
+        elapsed = resp.elapsed.total_seconds()  # the canary's second, then stable's answer
+        assert answer["latency_s"] <= elapsed - 1.0, (answer["latency_s"], elapsed)
+    assert all(t["latency_s"] >= 1.0 for t in traces if t["route"] == "canary")
+
+
 def test_diverse_sampling_traces_siblings_in_one_prompt_group(tmp_path: Path, upstreams) -> None:
     upstreams["v0"].app.keep_bodies = True
     with start(tmp_path, upstreams, diverse_fraction=1.0) as gw:
