@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from infra.gateway.exposition import PublicOnly
 from infra.gateway.voices import Epoch, Quota, VoiceLedger
@@ -33,8 +34,9 @@ LATENCY_BUCKETS = (
     *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25),
     *(1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.5, 10.0, 30.0, 60.0),
 )
-# the bounds of agent_slow_voices_total's ``over`` label (users with a request slower), as text
-SLOW_BOUNDS = tuple(f"{b:g}" for b in LATENCY_BUCKETS)
+# the bounds of agent_slow_voices_total's ``over`` label (users with a request slower), written
+# as the latency histogram writes its ``le``
+SLOW_BOUNDS = tuple(floatToGoString(b) for b in LATENCY_BUCKETS)
 
 
 class GatewayMetrics:

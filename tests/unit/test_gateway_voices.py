@@ -77,7 +77,7 @@ def test_a_user_is_slower_than_each_bound_once_per_step() -> None:
     assert (over("0.1"), over("0.6"), over("0.75")) == (2, 1, 0)
     assert over("0.6") == 1  # one user, not fifty requests
     m.observe(model="v1", route="canary", seconds=1.1, error=False, voter=slow, epoch=(1,))
-    assert (over("0.6"), over("0.75"), over("1"), over("1.25")) == (1, 1, 1, 0)
+    assert (over("0.6"), over("0.75"), over("1.0"), over("1.25")) == (1, 1, 1, 0)
     m.observe(model="v1", route="canary", seconds=0.7, error=False, voter=slow, epoch=(2,))
     assert over("0.6") == 2  # the next step
     m.ledger.max_keys = 0  # a full ledger: no voice, no slow voice
