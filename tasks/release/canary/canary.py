@@ -13,9 +13,9 @@ a user's requests are not independent trials):
   user retrying a failing request is one user); fails above ``error_ratio_max`` x stable's
   rate (at least ``error_floor``, 0.1 %) and significantly higher (one-sided binomial test
   on the errors' split, given their total);
-- p99 latency: above ``latency_p99_ratio_max`` x stable's p99 and significantly more slow
-  requests than the candidate's share, weighed by users (each version's slow requests times
-  its users per request; :mod:`tasks.release.canary.latency`);
+- p99 latency: above ``latency_p99_ratio_max`` x stable's p99 and significantly more users
+  with a slow request than the candidate's share of users (the gateway's
+  ``agent_slow_voices_total``; :mod:`tasks.release.canary.latency`);
 - feedback: each user's first vote; below ``feedback_ratio_min`` x stable with ``min_feedback``
   users on both sides and significantly lower (:mod:`tasks.release.canary.feedback_rail`);
 - cost (a non-inferiority release, ``cost_ratio_max`` set): the candidate's measured compute

@@ -88,8 +88,8 @@ class SlowShare:
     candidate_slow: float  # candidate requests slower than the bound
     slow: float  # requests of both versions slower than the bound
     candidate_share: float  # the candidate's share of all requests in the window
-    # the same on the user scale: slow requests x users per request, the candidate's share of
-    # the window's users; the test's counts
+    # the same on the user scale (the test's counts): users with a request slower than the
+    # bound (or slow requests x users per request), the candidate's share of the users
     candidate_slow_users: float
     slow_users: float
     candidate_user_share: float
