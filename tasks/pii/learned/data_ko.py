@@ -4,7 +4,8 @@ Each example is a text and the character spans of the people's names in it, as i
 :mod:`tasks.pii.learned.data`. Texts come from the templates of
 ``lexicon/learned_templates_ko.txt`` (chat, e-mail, forms, support notes, names beside
 companies, streets and products, and texts with no name at all, where words that look like
-names but are not, 지원, 지연, 현지, 보람, 고객님, 기사님, stand) and from tool results written as
+names but are not, 지원, 지연, 현지, 보람, 고객님, 기사님, stand, and where ordinary nouns stand in
+a name's slots) and from tool results written as
 JSON and CSV with Korean and English keys. A name is written as Koreans write it: the full name,
 the given name alone, the surname before a title (``김 과장님``), with the particles, honorifics
 and the familiar ``이`` glued on (``김민수님``, ``민수씨``, ``민준이가``, ``지수야``); only the
@@ -15,7 +16,10 @@ Names come from two sources: Faker's ``ko_KR`` person provider (44 surnames, 121
 and names composed from the project's surname list and the syllables Korean given names are
 made of (``lexicon/korean_name_lists_surnames.txt``, ``korean_name_lists_given_syllables.txt``;
 two syllables, as most given names are), so the layer meets given names beyond Faker's short
-list. Everything is drawn from one seeded ``random.Random`` and a seeded Faker instance.
+list. The ordinary nouns (``lexicon/learned_nouns_ko.txt``, the 3,000 most frequent two- and
+three-syllable common nouns of kiwipiepy's model) fill the topics and the name-free texts'
+slots: a layer trained from scratch that met new words only as names would take every word it
+has not seen for one. Everything is drawn from one seeded ``random.Random`` and a seeded Faker instance.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import regex as re
 from tasks.pii.learned.data import Example, _find_all
 from tasks.pii.lexicon import word_list
 
-NEGATIVE_SHARE = 0.25  # of the examples: texts with no name (the "neg" templates)
+NEGATIVE_SHARE = 0.3  # of the examples: texts with no name (the "neg" templates)
 STRUCTURED_SHARE = 0.15  # of the examples: JSON and CSV tool results
 TIGHT_SHARE = 0.1  # of the named chat and note texts: written without spaces
 COMPOSED_SHARE = 0.5  # of the people: names composed from the surname and syllable lists
@@ -105,7 +109,10 @@ class _Names:
             "street": self.fake.street_name,
             "city": self.fake.city,
             "product": lambda: self.rng.choice(word_list("learned_products_ko")),
-            "topic": lambda: self.rng.choice(word_list("learned_topics_ko")),
+            "topic": lambda: self.rng.choice(
+                word_list("learned_topics_ko" if self.rng.random() < 0.5 else "learned_nouns_ko")
+            ),
+            "noun": lambda: self.rng.choice(word_list("learned_nouns_ko")),
             "num": lambda: str(self.rng.randint(2, 99999)),
             "day": lambda: self.rng.choice(word_list("learned_days_ko")),
         }
