@@ -156,7 +156,10 @@ def _structured(names: _Names) -> Example:
         rows.append(row)
     tagged = [str(row[k]) for row in rows for k in name_keys]
     typed = {
-        str(row[k]): TYPED[_FIELD_OF_KEY[k]] for row in rows for k in other_keys if k in _FIELD_OF_KEY
+        str(row[k]): TYPED[_FIELD_OF_KEY[k]]
+        for row in rows
+        for k in other_keys
+        if k in _FIELD_OF_KEY
     }
     if rng.random() < 0.5:
         text, shape = json.dumps(rows if len(rows) > 1 else rows[0], ensure_ascii=False), "json"

@@ -48,14 +48,13 @@ class SyllableTokenizer:
                 continue
             starts = i == 0 or doc[i - 1].whitespace_ != "" or not _HANGUL.match(doc[i - 1].text)
             ends = (
-                token.whitespace_ != ""
-                or i + 1 == len(doc)
-                or not _HANGUL.match(doc[i + 1].text)
+                token.whitespace_ != "" or i + 1 == len(doc) or not _HANGUL.match(doc[i + 1].text)
             )
             token.norm_ = (MARK if starts else "") + token.text + (MARK if ends else "")
         return doc
 
     def pipe(self, texts: Any, batch_size: int = 1000) -> Any:
+        del batch_size  # one text at a time: nothing to batch
         for text in texts:
             yield self(text)
 
