@@ -3,8 +3,8 @@ rules alone (the anonymiser as shipped, the layer off), the learned layer alone 
 instead of the Korean name rules, ``KoreanNameRecognizer``, which also reads names in tool
 results) and the combination (as shipped plus the layer). Identifier, address and other
 recognisers run in all of them. A fourth row takes away the combination's kiwi veto (a learned
-name kept only where kiwi's morphemes start and end with it and call part of it a proper noun
-or an unknown word) to show what it is worth. Sets: the Korean sealed sets (totals only), the Korean
+name kept only where kiwi's morphemes start and end with it and it holds no ordinary word kiwi
+knows) to show what it is worth. Sets: the Korean sealed sets (totals only), the Korean
 hand-written sets and the Faker-generated Korean sets of ``tests/data/pii_regression.py``.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_pii_learned_ko.py

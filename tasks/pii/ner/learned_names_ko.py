@@ -2,9 +2,9 @@
 ``models/pii-names-ko`` (trained by ``python -m tasks.pii.learned.train_ko``; see
 ``docs/privacy.md``), kept when they are shaped like a Korean name: Hangul only, two to four
 syllables, or a surname alone before a title (``김 과장님``), and not a word the Korean name
-rules know as no one (places, role words, ``배송지``). Off unless
-``FLYWHEEL_CURATE__LEARNED_NAMES`` is true; loaded once per process from the repository, never
-downloaded."""
+rules know as no one (places, role words, ``배송지``), and where kiwipiepy reads no ordinary
+word in them. Off unless ``FLYWHEEL_CURATE__LEARNED_NAMES`` is true; loaded once per process
+from the repository, never downloaded."""
 
 from __future__ import annotations
 
@@ -63,15 +63,18 @@ def name_shaped(text: str, start: int, end: int) -> bool:
 def learned_name_spans_ko(
     nlp: Any, text: str, tokenize: Callable[[str], list[Any]] | None = None
 ) -> list[tuple[int, int]]:
-    """The layer's PERSON spans in ``text`` that are shaped like a Korean name and, where
-    ``tokenize`` (kiwipiepy's) is given, that start and end where kiwi's morphemes do (not
-    ``신한카`` of ``신한카드``) and that kiwi does not read as known ordinary words only: some
-    token of it is a proper noun (NNP) or a word kiwi does not know."""
-    spans = [
-        (ent.start_char, ent.end_char)
-        for ent in nlp(text).ents
-        if ent.label_ == "PERSON" and name_shaped(text, ent.start_char, ent.end_char)
-    ]
+    """The layer's PERSON spans in ``text`` (up to their first space) that are shaped like a
+    Korean name and, where ``tokenize`` (kiwipiepy's) is given, that start and end where kiwi's
+    morphemes do (not ``신한카`` of ``신한카드``) and that hold no ordinary word kiwi knows of
+    two syllables or more (``지원``, ``보고서``; a name kiwi splits into one-syllable words,
+    ``시/은``, stays)."""
+    spans = []
+    for ent in nlp(text).ents:
+        start, end = ent.start_char, ent.end_char
+        if " " in ent.text:  # "유민혁 상" of "유민혁 상담사": a name here holds no space
+            end = start + ent.text.index(" ")
+        if ent.label_ == "PERSON" and name_shaped(text, start, end):
+            spans.append((start, end))
     if not spans or tokenize is None:
         return spans
     tokens = tokenize(text)
@@ -81,7 +84,10 @@ def learned_name_spans_ko(
         for s, e in spans
         if s in starts
         and e in ends
-        and any(t.start < e and t.end > s and (t.tag == "NNP" or t.oov) for t in tokens)
+        and not any(
+            s <= t.start and t.end <= e and t.len >= 2 and t.tag != "NNP" and not t.oov
+            for t in tokens
+        )
     ]
 
 
