@@ -1,6 +1,7 @@
 """The learned Korean name layer's training text (tasks/pii/learned/data_ko.py): a seed gives
 the same examples (in any process), every shape is there, a stated share has no name, each span
-is a Hangul name of its text with the particles outside it, and no line of a test set gets in."""
+is a Hangul name of its text with the particles outside it and whole tokens to the syllable
+tokenizer, and no line of a test set gets in."""
 
 from __future__ import annotations
 
@@ -72,3 +73,16 @@ def test_no_generated_text_is_a_line_of_a_test_set() -> None:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 assert json.loads(line)["text"] not in texts, path.name
+
+
+def test_the_syllable_tokenizer_keeps_the_text_and_every_name_is_whole_tokens() -> None:
+    from tasks.pii.learned.ko_tokens import MARK, blank
+
+    nlp = blank()
+    doc = nlp("김민수님 안녕하세요,\n  민준이가 abc123")
+    assert doc.text == "김민수님 안녕하세요,\n  민준이가 abc123"
+    assert [t.norm_ for t in doc[:4]] == [MARK + "김", "민", "수", "님" + MARK]
+    for e in generate(300, seed=5):
+        doc = nlp(e.text)
+        assert doc.text == e.text
+        assert all(doc.char_span(s, end) is not None for s, end in e.names), e.text
