@@ -54,8 +54,9 @@ class CurateSettings(BaseModel):
         "ADDRESS",
     ]
     custom_patterns: dict[str, str] = {"BANK_ACCOUNT": r"\b\d{3}-\d{2}-\d{6}\b"}
-    # the learned English name layer (models/pii-names-en, trained by tasks/pii/learned/train.py)
-    # as one more name recogniser beside the rules; off: see docs/privacy.md for its scores
+    # the learned English and Korean name layers (models/pii-names-en and models/pii-names-ko,
+    # trained by tasks/pii/learned/train.py and train_ko.py) as one more name recogniser beside
+    # each language's rules; off: see docs/privacy.md for their scores
     learned_names: bool = False
     operator: Literal["replace", "redact", "hash", "mask"] = "replace"
     score_threshold: float = 0.35

@@ -7,7 +7,9 @@ returns one Presidio recogniser. The recognisers themselves live by family: ``ge
 (identifiers, contacts, secrets, addresses, tool-result structure), ``names/`` (English and
 romanised names by the words around them), ``ner/`` (the spaCy model's names, corroborated),
 ``korean/`` (Korean text). :data:`LEARNED_EN` marks the learned English name layer
-(``ner/learned_names.py``), built only when ``FLYWHEEL_CURATE__LEARNED_NAMES`` is on. A new recogniser is one line here plus its module in its family
+(``ner/learned_names.py``) and :data:`LEARNED_KO` the learned Korean one
+(``ner/learned_names_ko.py``), built only when ``FLYWHEEL_CURATE__LEARNED_NAMES`` is on. A new
+recogniser is one line here plus its module in its family
 (``docs/contributing.md``).
 """
 
@@ -25,11 +27,12 @@ from tasks.pii.names.greetings import lower_name_recognizer
 from tasks.pii.names.objects import object_name_spans
 from tasks.pii.names.spans import structured_name_spans
 from tasks.pii.names.subjects import subject_name_spans
-from tasks.pii.ner import learned_names, spacy_names
+from tasks.pii.ner import learned_names, learned_names_ko, spacy_names
 from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, span_recognizer
 
 EVERY, LATIN, KOREAN = "every", "latin", "ko"
 LEARNED_EN = "learned-en"  # English only, and only with the learned_names setting on
+LEARNED_KO = "learned-ko"  # Korean only, and only with the learned_names setting on
 Build = Callable[[str], Any]
 
 
@@ -173,6 +176,7 @@ REGISTRY: tuple[tuple[str, str, Build], ...] = (
     (KOREAN, "KoreanIdRecognizer", _korean("KoreanIdRecognizer")),
     (KOREAN, "KoreanAddressRecognizer", _korean("KoreanAddressRecognizer")),
     (KOREAN, "KoreanNameRecognizer", _korean("KoreanNameRecognizer")),
+    (LEARNED_KO, "LearnedKoreanNameRecognizer", learned_names_ko.learned_names_ko),
 )
 
 
@@ -182,6 +186,8 @@ def serves(languages: str, language: str) -> bool:
         return True
     if languages == LEARNED_EN:
         return language == "en"
+    if languages == LEARNED_KO:
+        return language == "ko"
     return language == "ko" if languages == KOREAN else language != "ko"
 
 
@@ -190,11 +196,11 @@ def build_recognizers(
 ) -> list[Any]:
     """The recognisers of :data:`REGISTRY` that serve ``language``, in order, with the custom
     patterns from settings where the registry places them (and the learned English name
-    layer where ``learned_names`` asks for it)."""
+    and Korean name layers where ``learned_names`` asks for them)."""
     out = []
     for languages, _name, build in REGISTRY:
-        if languages == LEARNED_EN and not learned_names:
-            continue  # the learned layer only where the setting asks for it
+        if languages in (LEARNED_EN, LEARNED_KO) and not learned_names:
+            continue  # the learned layers only where the setting asks for it
         if languages == "custom":
             out += [
                 pattern_recognizer(

@@ -76,7 +76,8 @@ def _given_shaped(word: str) -> bool:
     return len(word) >= 2 and all(c in GIVEN for c in word[-2:])
 
 
-def _given_like(stem: str) -> bool:
+def given_like(stem: str) -> bool:
+    """Whether ``stem`` is one of Faker's given names or two given-name syllables."""
     return stem in faker_given_names() or (len(stem) == 2 and _given_shaped(stem))
 
 
@@ -85,7 +86,7 @@ def _full_name_shape(stem: str) -> bool:
     if split is None:
         return False
     _surname, given = split
-    return _given_like(given) or (len(given) == 1 and len(stem) == 3 and stem[:2] != given)
+    return given_like(given) or (len(given) == 1 and len(stem) == 3 and stem[:2] != given)
 
 
 def _cued(text: str, start: int, end: int) -> bool:
@@ -111,7 +112,7 @@ def _stems(word: str, cued: bool = False) -> tuple[tuple[str, str], ...]:
         and (stem not in places or (cued and _full_name_shape(stem)))
         and (
             _full_name_shape(stem)
-            or _given_like(stem)
+            or given_like(stem)
             or (len(stem) == 3 and stem[0] in SURNAMES)
             or (len(stem) == 2 and ending in _NAME_ENDINGS)
         )
@@ -261,7 +262,7 @@ def _given_alone(
 ) -> bool:
     end = start + len(stem)
     proper = kiwi.proper(start)
-    shaped = _given_like(stem)
+    shaped = given_like(stem)
     if not known:
         faker = stem in faker_given_names()
         if (shaped or proper) and strong:
