@@ -96,8 +96,8 @@ _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boar
 _ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
-# what ends a clause naming the value: "is", "was", "should be", ":", "->", "="
-_COPULA = re.compile(r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads)|[:=]|->|→)\s*$")
+# what ends a clause naming the value: "is", "was", "should be", "should read", ":", "->", "="
+_COPULA = re.compile(r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→)\s*$")
 
 
 def _passport_number(value: str) -> bool:
@@ -121,7 +121,8 @@ RULES: tuple[ContextRule, ...] = (
             r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
         ),
         _ID_RE,
-        _id_of(4, 6, 12),
+        # or ICAO's nine, with as few as one digit ("pp no C4J9RT1KM")
+        lambda value: _id_of(4, 6, 12)(value) or _icao_number(value),
         window=40,
         fillers=2,
     ),

@@ -18,9 +18,10 @@ import regex as re
 
 from tasks.pii.context import VETO as _VETO
 
-# one or two capitals, six to eight digits, one optional check letter or digit ("C8817265",
-# "EY3390215", "L898902C3"); a nine-digit number (US, UK) only right after a document word
-_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,2}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
+# one to three capitals, six to eight digits, one optional check letter or digit ("C8817265",
+# "EY3390215", "L898902C3", Spain's "PAA123456"); a nine-digit number (US, UK) only right
+# after a document word
+_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,3}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
 # what is written beside a travel document's number and beside nothing else
 _FACTS = re.compile(
     r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
