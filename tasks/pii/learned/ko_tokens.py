@@ -54,20 +54,25 @@ class SyllableTokenizer:
         return doc
 
     def pipe(self, texts: Any, batch_size: int = 1000) -> Any:
+        """Tokenize each of ``texts`` in turn (spaCy's tokenizer protocol)."""
         del batch_size  # one text at a time: nothing to batch
         for text in texts:
             yield self(text)
 
     def to_bytes(self, **_kwargs: Any) -> bytes:
+        """Nothing to save: the tokenizer has no state (spaCy's serialisation protocol)."""
         return b""
 
     def from_bytes(self, _data: bytes, **_kwargs: Any) -> SyllableTokenizer:
+        """Itself: there is no state to load."""
         return self
 
     def to_disk(self, _path: Any, **_kwargs: Any) -> None:
+        """Nothing to write: the tokenizer has no state."""
         return None
 
     def from_disk(self, _path: Any, **_kwargs: Any) -> SyllableTokenizer:
+        """Itself: there is no state to read."""
         return self
 
 
