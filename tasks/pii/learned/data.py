@@ -155,6 +155,14 @@ def _structured(names: _Names) -> Example:
         rows.append(row)
     tagged = [str(row[k]) for row in rows for k in name_keys]
     typed = {str(row[k]): TYPED[k] for row in rows for k in other_keys if k in TYPED}
+    return tool_result(rng, rows, tagged, typed)
+
+
+def tool_result(
+    rng: random.Random, rows: list[dict[str, Any]], tagged: list[str], typed: dict[str, str]
+) -> Example:
+    """``rows`` as a tool result, JSON or CSV at random: the ``tagged`` values are the names,
+    the ``typed`` ones (value -> label) what else the text holds (both languages' generators)."""
     if rng.random() < 0.5:
         text, shape = json.dumps(rows if len(rows) > 1 else rows[0], ensure_ascii=False), "json"
     else:

@@ -24,16 +24,13 @@ has not seen for one. Everything is drawn from one seeded ``random.Random`` and 
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import random
 from functools import cache
 from typing import Any
 
 import regex as re
 
-from tasks.pii.learned.data import Example, _find_all
+from tasks.pii.learned.data import Example, tool_result
 from tasks.pii.lexicon import word_list
 
 NEGATIVE_SHARE = 0.3  # of the examples: texts with no name (the "neg" templates)
@@ -161,21 +158,7 @@ def _structured(names: _Names) -> Example:
         for k in other_keys
         if k in _FIELD_OF_KEY
     }
-    if rng.random() < 0.5:
-        text, shape = json.dumps(rows if len(rows) > 1 else rows[0], ensure_ascii=False), "json"
-    else:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        text, shape = buf.getvalue().rstrip("\n"), "csv"
-    spans = _find_all(text, tagged)
-    others = tuple(
-        (s, e, typed[text[s:e]])
-        for s, e in _find_all(text, list(typed))
-        if not any(s < end and e > start for start, end in spans)
-    )
-    return Example(text, spans, shape, others)
+    return tool_result(rng, rows, tagged, typed)
 
 
 def generate(n: int, seed: int = 0) -> list[Example]:

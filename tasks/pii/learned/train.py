@@ -20,6 +20,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def _prf(nlp: Any, items: list[Example]) -> dict[str, float]:
 def train(out: Path, *, seed: int, examples: int, epochs: int = 4) -> dict[str, Any]:
     """Train, save the pipeline to ``out`` and return its card's numbers."""
     import spacy
-    from spacy.util import fix_random_seed, minibatch
+    from spacy.util import fix_random_seed
 
     started = time.perf_counter()
     fix_random_seed(seed)
@@ -80,13 +81,7 @@ def train(out: Path, *, seed: int, examples: int, epochs: int = 4) -> dict[str, 
     dev_items = generate(max(examples // 5, 200), seed=seed + DEV_SEED_OFFSET)
     before = _prf(nlp, dev_items)
     data = _examples(nlp, train_items)
-    optimizer = nlp.resume_training()
-    losses: dict[str, float] = {}
-    for _epoch in range(epochs):
-        rng.shuffle(data)
-        losses = {}
-        for batch in minibatch(data, size=32):
-            nlp.update(batch, sgd=optimizer, drop=0.2, losses=losses)
+    losses = fit(nlp, data, nlp.resume_training(), rng=rng, epochs=epochs)
     seconds = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     nlp.meta["name"] = "pii_names_en"
@@ -104,23 +99,54 @@ def train(out: Path, *, seed: int, examples: int, epochs: int = 4) -> dict[str, 
         "last_epoch_loss": round(float(losses.get("ner", 0.0)), 1),
         "dev_before": before,
         "dev_after": _prf(nlp, dev_items),
-        "size_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()),
     }
+    return write_card(out, card)
+
+
+def fit(nlp: Any, data: list[Any], optimizer: Any, *, rng: random.Random, epochs: int) -> Any:
+    """``epochs`` passes over ``data`` in batches of 32 (shuffled by ``rng`` each pass, dropout
+    0.2); the last pass's losses."""
+    from spacy.util import minibatch
+
+    losses: dict[str, float] = {}
+    for _epoch in range(epochs):
+        rng.shuffle(data)
+        losses = {}
+        for batch in minibatch(data, size=32):
+            nlp.update(batch, sgd=optimizer, drop=0.2, losses=losses)
+    return losses
+
+
+def write_card(out: Path, card: dict[str, Any]) -> dict[str, Any]:
+    """``card`` with the saved pipeline's size, written to ``out/scores.json``."""
+    card["size_bytes"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     (out / "scores.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
     return card
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The command line: ``--out DIR --seed N --examples N [--epochs N]``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def command_line(
+    train_layer: Callable[..., dict[str, Any]],
+    doc: str,
+    *,
+    epochs: int,
+    argv: list[str] | None = None,
+) -> None:
+    """A training script's command line: ``--out DIR --seed N --examples N [--epochs N]``,
+    one thread, the card printed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=4000)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=epochs)
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    card = train(args.out, seed=args.seed, examples=args.examples, epochs=args.epochs)
+    card = train_layer(args.out, seed=args.seed, examples=args.examples, epochs=args.epochs)
     print(json.dumps(card, indent=1))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The command line: ``--out DIR --seed N --examples N [--epochs N]``."""
+    command_line(train, __doc__ or "", epochs=4, argv=argv)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,6 @@ One thread, a fixed seed; the scores on a dev set generated with another seed ar
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import random
 import time
 from pathlib import Path
@@ -25,12 +22,12 @@ from typing import Any
 
 from tasks.pii.learned.data_ko import generate
 from tasks.pii.learned.ko_tokens import blank
-from tasks.pii.learned.train import DEV_SEED_OFFSET, _examples, _prf
+from tasks.pii.learned.train import DEV_SEED_OFFSET, _examples, _prf, command_line, fit, write_card
 
 
 def train(out: Path, *, seed: int, examples: int, epochs: int = 6) -> dict[str, Any]:
     """Train, save the pipeline to ``out`` and return its card's numbers."""
-    from spacy.util import fix_random_seed, minibatch
+    from spacy.util import fix_random_seed
 
     started = time.perf_counter()
     fix_random_seed(seed)
@@ -40,13 +37,7 @@ def train(out: Path, *, seed: int, examples: int, epochs: int = 6) -> dict[str, 
     train_items = generate(examples, seed=seed)
     dev_items = generate(max(examples // 5, 200), seed=seed + DEV_SEED_OFFSET)
     data = _examples(nlp, train_items)
-    optimizer = nlp.initialize(lambda: data)
-    losses: dict[str, float] = {}
-    for _epoch in range(epochs):
-        rng.shuffle(data)
-        losses = {}
-        for batch in minibatch(data, size=32):
-            nlp.update(batch, sgd=optimizer, drop=0.2, losses=losses)
+    losses = fit(nlp, data, nlp.initialize(lambda: data), rng=rng, epochs=epochs)
     seconds = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     nlp.meta["name"] = "pii_names_ko"
@@ -62,23 +53,13 @@ def train(out: Path, *, seed: int, examples: int, epochs: int = 6) -> dict[str, 
         "train_seconds": round(seconds, 1),
         "last_epoch_loss": round(float(losses.get("ner", 0.0)), 1),
         "dev_after": _prf(nlp, dev_items),
-        "size_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()),
     }
-    (out / "scores.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
-    return card
+    return write_card(out, card)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The command line: ``--out DIR --seed N --examples N [--epochs N]``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--examples", type=int, default=4000)
-    parser.add_argument("--epochs", type=int, default=6)
-    args = parser.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    card = train(args.out, seed=args.seed, examples=args.examples, epochs=args.epochs)
-    print(json.dumps(card, indent=1))
+    command_line(train, __doc__ or "", epochs=6, argv=argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,12 @@ NOT_PEOPLE = frozenset({"LOCATION", "ORGANIZATION", "PRODUCT", "NORP", "GPE", "L
 
 @lru_cache(maxsize=2)
 def load_layer(path: Path = MODEL_DIR) -> Any:
-    """The trained pipeline (loaded once per process).
+    """The trained pipeline (loaded once per process; see :func:`load_pipeline`)."""
+    return load_pipeline(path, "learned name layer", "tasks.pii.learned.train", "pii-names-en")
+
+
+def load_pipeline(path: Path, what: str, trainer: str, folder: str) -> Any:
+    """A learned layer's spaCy pipeline from the repository (never downloaded).
 
     Raises:
         MissingDependencyError: the folder holds no pipeline (the message says how to train one).
@@ -35,8 +40,8 @@ def load_layer(path: Path = MODEL_DIR) -> Any:
 
     if not (path / "config.cfg").is_file():
         raise MissingDependencyError(
-            f"the learned name layer is not at {path}; train it with "
-            "`python -m tasks.pii.learned.train --out models/pii-names-en --seed 0`"
+            f"the {what} is not at {path}; train it with "
+            f"`python -m {trainer} --out models/{folder} --seed 0`"
         )
     return spacy.load(path)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import regex as re
 
-from infra.errors import MissingDependencyError
 from tasks.pii.korean.name_lists import ROLE_WORDS, SURNAMES, place_words, surname_split
 from tasks.pii.korean.names import given_like
 from tasks.pii.lexicon import word_list
+from tasks.pii.ner.learned_names import load_pipeline
 from tasks.pii.span_recognizer import person_recognizer
 
 MODEL_DIR = Path(__file__).resolve().parents[3] / "models" / "pii-names-ko"
@@ -31,21 +31,17 @@ _TITLE_AFTER = re.compile(
 
 @lru_cache(maxsize=2)
 def load_layer(path: Path = MODEL_DIR) -> Any:
-    """The trained pipeline (loaded once per process).
+    """The trained pipeline (loaded once per process; see
+    :func:`~tasks.pii.ner.learned_names.load_pipeline`).
 
     Raises:
         MissingDependencyError: the folder holds no pipeline (the message says how to train one).
     """
-    import spacy
-
     import tasks.pii.learned.ko_tokens  # noqa: F401  # registers the pipeline's tokenizer
 
-    if not (path / "config.cfg").is_file():
-        raise MissingDependencyError(
-            f"the learned Korean name layer is not at {path}; train it with "
-            "`python -m tasks.pii.learned.train_ko --out models/pii-names-ko --seed 0`"
-        )
-    return spacy.load(path)
+    return load_pipeline(
+        path, "learned Korean name layer", "tasks.pii.learned.train_ko", "pii-names-ko"
+    )
 
 
 def name_shaped(text: str, start: int, end: int) -> bool:
