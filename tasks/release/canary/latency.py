@@ -141,8 +141,9 @@ def slow_share(candidate: RouteStats, stable: RouteStats) -> SlowShare | None:
     tried = {above, below}
     # the gateway counts them (a bound no user of a version was slower than has no series)
     counted = bool(candidate.slow_users or stable.slow_users)
-    if counted and candidate.users > 0 and stable.users > 0:
-        scale_c = scale_s = 1.0
+    counted = counted and candidate.users > 0 and stable.users > 0
+    scale_c = scale_s = 1.0
+    if counted:
         user_share = candidate.users / (candidate.users + stable.users)
     else:
         scale_c = users_per_request(candidate) or 1.0
