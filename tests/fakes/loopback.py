@@ -12,6 +12,14 @@ from typing import Any
 
 
 @dataclass
+class OpenCount:
+    """A client's open connections: now, and the most at once."""
+
+    now: int = 0
+    peak: int = 0
+
+
+@dataclass
 class Reply:
     status: int
     headers: dict[str, str]
@@ -25,15 +33,27 @@ class LoopbackConnection:
     """A minimal keep-alive HTTP/1.1 client connection for load tests and benchmarks: a few
     times cheaper per request than a full client, so the load generator does not starve the
     server it measures. Only what the gateway sends is understood (Content-Length bodies, and
-    chunked ones: streams, read to the end)."""
+    chunked ones: streams, read to the end). An answer with ``Connection: close`` ends the
+    connection (``closed``), as real HTTP clients take it: reusing it would only meet a reset
+    (a refusal at the gateway's connection limit says it)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        count: OpenCount | None = None,
+    ) -> None:
+        self.reader, self.writer, self.count = reader, writer, count
+        self.closed = False
+        if count is not None:
+            count.now += 1
+            count.peak = max(count.peak, count.now)
 
     @classmethod
-    async def open(cls, url: str) -> LoopbackConnection:
+    async def open(cls, url: str, count: OpenCount | None = None) -> LoopbackConnection:
+        """A connection to ``url``, counted in ``count`` while open."""
         host, _, port = url.removeprefix("http://").partition(":")
-        return cls(*await asyncio.open_connection(host, int(port.split("/")[0])))
+        return cls(*await asyncio.open_connection(host, int(port.split("/")[0])), count)
 
     async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> Reply:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
@@ -49,6 +69,8 @@ class LoopbackConnection:
             data = await self._chunked()
         else:
             data = await self.reader.readexactly(int(found.get("content-length", "0")))
+        if found.get("connection", "").lower() == "close":
+            self.close()
         return Reply(int(raw[0].split()[1]), found, data)
 
     async def _chunked(self) -> bytes:
@@ -60,6 +82,9 @@ class LoopbackConnection:
                 return b"".join(p[:-2] for p in parts)
 
     def close(self) -> None:
+        if not self.closed and self.count is not None:
+            self.count.now -= 1
+        self.closed = True
         self.writer.close()
 
 
@@ -79,6 +104,8 @@ async def post_many(
 
     async def worker(conn: LoopbackConnection) -> None:
         for i in todo:
+            if conn.closed:  # the server ended it (``Connection: close``): a new one
+                conns.append(conn := await LoopbackConnection.open(url))
             replies[i] = await conn.post(path, json.dumps(bodies[i]).encode(), headers)
 
     try:
@@ -96,10 +123,25 @@ class LoadResult:
     failures: int = 0  # connection errors (no HTTP status at all)
     failure_kinds: dict[str, int] = field(default_factory=dict)
     trace_ids: list[str] = field(default_factory=list)  # X-Trace-Id of the replies that had one
+    # the client's open connections (their peak: above a server's per-client cap, it refuses)
+    connections: OpenCount = field(default_factory=OpenCount)
 
     @property
     def errors(self) -> int:
         return self.failures + sum(s != 200 for s in self.statuses)
+
+
+async def _idle_or_new(
+    idle: list[tuple[LoopbackConnection, float]], now: float, url: str, count: OpenCount
+) -> tuple[LoopbackConnection, bool]:
+    """The most recently used idle connection (True: reused), or a new one. Servers close idle
+    keep-alive connections (uvicorn after 5 s): ours close first, oldest first, so the open
+    count is the server's too."""
+    while idle and now - idle[0][1] > 3.0:
+        idle.pop(0)[0].close()
+    if idle:
+        return idle.pop()[0], True
+    return await LoopbackConnection.open(url, count), False
 
 
 async def open_loop(
@@ -120,15 +162,9 @@ async def open_loop(
     result = LoadResult()
 
     async def one(scheduled: float) -> None:
-        reused = False
+        conn: LoopbackConnection | None = None
         try:
-            # servers close idle keep-alive connections (uvicorn after 5 s): skip stale ones
-            while idle and loop.time() - idle[-1][1] > 3.0:
-                idle.pop()[0].close()
-            if idle:
-                conn, reused = idle.pop()[0], True
-            else:
-                conn = await LoopbackConnection.open(url)
+            conn, reused = await _idle_or_new(idle, loop.time(), url, result.connections)
             try:
                 reply = await conn.post(path, payload, headers)
             except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
@@ -136,9 +172,11 @@ async def open_loop(
                     raise
                 # closed by the server just as we reused it: retry once, as HTTP clients do
                 conn.close()
-                conn = await LoopbackConnection.open(url)
+                conn = await LoopbackConnection.open(url, result.connections)
                 reply = await conn.post(path, payload, headers)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            if conn is not None:
+                conn.close()
             result.failures += 1
             kind = f"{type(exc).__name__}: {exc}"[:80]
             result.failure_kinds[kind] = result.failure_kinds.get(kind, 0) + 1
@@ -147,7 +185,8 @@ async def open_loop(
         result.statuses.append(reply.status)
         if "x-trace-id" in reply.headers:
             result.trace_ids.append(reply.headers["x-trace-id"])
-        idle.append((conn, loop.time()))
+        if not conn.closed:
+            idle.append((conn, loop.time()))
 
     tasks = []
     start = loop.time() + 0.05
