@@ -9,6 +9,11 @@ veto it, a validator and a score. It reads a text one of two ways:
   and the words in between are fillers ("number is", "no.", ``": "``), never an order,
   tracking or booking word; or, with ``ends``, a clause about whose it is ending in "is"/":"
   ("the licence on file for my husband is ..."). Values listed after one cue all count.
+  Either way, where the value ends a clause naming it ("... is", ":"), the clause's subject
+  decides first (:func:`subject_head`): the word its head noun is about, the modifiers after a
+  preposition only where the head is a bare "number": "the passport no. on the booking is X"
+  is a passport (the booking only says where), "the booking number on my passport renewal is
+  X" and "the number on the ticket is X" are not.
 - **value first** (``fillers`` ``None``; the Korean rules of :mod:`tasks.pii.korean.ids`): each
   value match counts when a cue comes within ``window`` characters before it (or ``after``
   characters after it), no ``veto`` word shortly before it in the same sentence, nothing of
@@ -37,6 +42,19 @@ VETO = re.compile(
     r"(?![a-z])"
 )
 _WORD = re.compile(r"[\p{L}\d']+")
+# the subject of a clause that names the value: its words, and where the clause ends
+_PREPOSITIONS = frozenset(word_list("identifiers_head_prepositions"))
+_SUBJECT_WORD = re.compile(r"[\p{L}\d'#]+(?:-[\p{L}\d]+)*")
+_NAMES_IT = re.compile(
+    r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→"
+    # what a correction names: "please update the passport no on the ticket to ..."
+    r"|(?<=(?<![a-z])(?:updat|chang|correct|amend|set|fix)[a-z]*\s[^\n?!]{0,60})(?<![a-z])to)"
+    r"\s*[\"'“]?\s*$"
+)
+# a sentence's end ("no. on the booking" is no end), a line's, or a clause's
+_SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
+_CLAUSE_START = re.compile(rf"{_SENTENCE_END}|;\s|[,({{\[]")
+_SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
 _VETO_WINDOW = 16
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
@@ -77,18 +95,18 @@ class ContextRule:
         return [
             (start, end, self.entity, self.score)
             for cue in self.cue.finditer(text)
-            for start, end in self._after(text, cue.end())
+            for start, end in self._after(text, cue)
         ]
 
     def _ok(self, value: str) -> bool:
         return self.valid is None or self.valid(value)
 
     # cue first
-    def _after(self, text: str, at: int) -> Iterator[tuple[int, int]]:
-        last = None
+    def _after(self, text: str, cue: re.Match[str]) -> Iterator[tuple[int, int]]:
+        at, last = cue.end(), None
         for m in self.value.finditer(text, at, min(len(text), at + self.window + 80)):
             if last is None:
-                if m.start() - at > self.window or not self._gap_ok(text[at : m.start()]):
+                if m.start() - at > self.window or not self._subject_ok(text, cue, m.start()):
                     continue
             elif not re.fullmatch(r"\s*(?:,|/|&|and|or)\s*", text[last : m.start()]):
                 return  # a list of values after one cue ("SSNs: 1..., 2...")
@@ -99,6 +117,17 @@ class ContextRule:
             last = m.end()
             yield m.start(), m.end()
         return
+
+    def _subject_ok(self, text: str, cue: re.Match[str], start: int) -> bool:
+        """The value at ``start`` is this cue's: the clause's subject is the cue (whatever
+        modifies it), or is not an order or booking word and the words in between pass."""
+        head = subject_head(text, start)
+        if head is not None and cue.start() <= head < cue.end():
+            # "the passport no. on the booking is": the booking only says where
+            return not re.search(_SENTENCE_END, text[cue.end() : start])
+        if head is not None and VETO.fullmatch(subject_word(text, start)):
+            return False  # "the booking number on my passport renewal is"
+        return self._gap_ok(text[cue.end() : start])
 
     def _gap_ok(self, gap: str) -> bool:
         if self.ends is not None:
@@ -131,6 +160,38 @@ class ContextRule:
                 continue
             entity = self.classify(value, text[:start]) if self.classify else self.entity
             yield start, end, entity, self.score
+
+
+def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None:
+    """Where the word starts that the subject of the clause ending just before ``start`` is
+    about, when that clause names the value ("... is", ":", "should read"): the last word of
+    its head that is not a filler ("number", "no.", "my"), or, where the head is fillers only
+    ("the number"), the last such word of the modifier after its first preposition ("on the
+    ticket"; not with ``modifiers`` False). None where no clause names the value or its
+    subject is fillers only."""
+    lo = max(0, start - _SUBJECT_SPAN)
+    ending = _NAMES_IT.search(text, lo, start)
+    if ending is None:
+        return None
+    starts = [m.end() for m in _CLAUSE_START.finditer(text, lo, ending.start())]
+    words = list(_SUBJECT_WORD.finditer(text, starts[-1] if starts else lo, ending.start()))
+    segments: list[list[re.Match[str]]] = [[]]
+    for word in words:
+        if word.group(0).lower() in _PREPOSITIONS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    for segment in segments if modifiers else segments[:1]:
+        for word in reversed(segment):
+            if word.group(0).lower().rstrip(".") not in FILLER:
+                return word.start()
+    return None
+
+
+def subject_word(text: str, start: int, *, modifiers: bool = True) -> str:
+    """The word :func:`subject_head` finds, lower-cased ("" where none)."""
+    head = subject_head(text, start, modifiers=modifiers)
+    return "" if head is None else _SUBJECT_WORD.match(text, head).group(0).lower()
 
 
 def _near(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:

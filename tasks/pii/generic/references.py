@@ -3,7 +3,8 @@ numbers read as phone or card numbers, dates and timestamps read as phone number
 numbers read as IP addresses, and businesses' toll-free lines.
 
 A phone or card finding is dropped when an order/tracking/reference word stands right before
-it (only fillers such as "number is" between), when it is written like a date
+it (only fillers such as "number is" between) or heads the clause that names it ("order number
+for the passport photos is ..."), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
 when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
 is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
+from tasks.pii.context import subject_word
 from tasks.pii.generic.fields import norm_key
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ _BEFORE = re.compile(
     r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
     r"[\s:#.=-]*$"
 )
+_REFERENCE_WORD = re.compile(rf"(?i)(?:{_WORDS}|case)")
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
 _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
@@ -115,7 +118,13 @@ def drop_references(
         if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
             continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
-        if inside or date or _BEFORE.search(text[max(0, r.start - 40) : r.start]):
+        if (
+            inside
+            or date
+            or _BEFORE.search(text[max(0, r.start - 40) : r.start])
+            # the clause naming it is about a reference: "order number for the photos is"
+            or _REFERENCE_WORD.fullmatch(subject_word(text, r.start, modifiers=False))
+        ):
             dropped.add(_shape(value))
             references.append((r.start, r.end))
             continue
