@@ -45,8 +45,10 @@ _WORD = re.compile(r"[\p{L}\d']+")
 # the subject of a clause that names the value: its words, and where the clause ends
 _PREPOSITIONS = frozenset(word_list("identifiers_head_prepositions"))
 _SUBJECT_WORD = re.compile(r"[\p{L}\d'#]+(?:-[\p{L}\d]+)*")
+# what ends a clause naming the value: "is", "was", "should be", "should read", ":", "->", "="
+COPULA = r"(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→)"
 _NAMES_IT = re.compile(
-    r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→"
+    rf"(?i)(?:{COPULA}"
     # what a correction names: "please update the passport no on the ticket to ..."
     r"|(?<=(?<![a-z])(?:updat|chang|correct|amend|set|fix)[a-z]*\s[^\n?!]{0,60})(?<![a-z])to)"
     r"\s*[\"'“]?\s*$"
@@ -122,11 +124,12 @@ class ContextRule:
         """The value at ``start`` is this cue's: the clause's subject is the cue (whatever
         modifies it), or is not an order or booking word and the words in between pass."""
         head = subject_head(text, start)
-        if head is not None and cue.start() <= head < cue.end():
-            # "the passport no. on the booking is": the booking only says where
-            return not re.search(_SENTENCE_END, text[cue.end() : start])
-        if head is not None and VETO.fullmatch(subject_word(text, start)):
-            return False  # "the booking number on my passport renewal is"
+        if head is not None:
+            if cue.start() <= head < cue.end():
+                # "the passport no. on the booking is": the booking only says where
+                return not re.search(_SENTENCE_END, text[cue.end() : start])
+            if VETO.fullmatch(_word_at(text, head)):
+                return False  # "the booking number on my passport renewal is"
         return self._gap_ok(text[cue.end() : start])
 
     def _gap_ok(self, gap: str) -> bool:
@@ -191,7 +194,12 @@ def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None
 def subject_word(text: str, start: int, *, modifiers: bool = True) -> str:
     """The word :func:`subject_head` finds, lower-cased ("" where none)."""
     head = subject_head(text, start, modifiers=modifiers)
-    return "" if head is None else _SUBJECT_WORD.match(text, head).group(0).lower()
+    return "" if head is None else _word_at(text, head)
+
+
+def _word_at(text: str, start: int) -> str:
+    """The subject word starting at ``start``, lower-cased."""
+    return str(_SUBJECT_WORD.match(text, start).group(0)).lower()
 
 
 def _near(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:

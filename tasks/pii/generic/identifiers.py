@@ -18,7 +18,7 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.context import ContextRule
+from tasks.pii.context import COPULA, ContextRule
 from tasks.pii.lexicon import words_pattern
 
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
@@ -96,8 +96,7 @@ _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boar
 _ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
-# what ends a clause naming the value: "is", "was", "should be", "should read", ":", "->", "="
-_COPULA = re.compile(r"(?i)(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→)\s*$")
+_COPULA = re.compile(rf"(?i){COPULA}\s*$")  # a clause naming the value ends here
 
 
 def _passport_number(value: str) -> bool:
