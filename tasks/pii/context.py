@@ -126,8 +126,9 @@ class ContextRule:
         head = subject_head(text, start)
         if head is not None:
             if cue.start() <= head < cue.end():
-                # "the passport no. on the booking is": the booking only says where
-                return not re.search(_SENTENCE_END, text[cue.end() : start])
+                # "the passport no. on the booking is": the booking only says where (a form
+                # may put the value on the line after its label: "Passport:\n...")
+                return not re.search(_SENTENCE_END, text[cue.end() : start].rstrip())
             if VETO.fullmatch(_word_at(text, head)):
                 return False  # "the booking number on my passport renewal is"
         return self._gap_ok(text[cue.end() : start])

@@ -79,6 +79,8 @@ _DOC_ONLY_SIBLINGS = frozenset(word_list("fields_doc_only_siblings"))
 # a record of an identity document ("kyc": {"type": "passport", "number": ...})
 _DOC_PARENTS = frozenset(word_list("fields_doc_parents"))
 _DOC_SIBLINGS = frozenset(word_list("fields_doc_siblings"))
+# the words of an identity document's type ("id_card", "national_id", "residence_permit")
+_PERSONAL_KINDS = frozenset(word_list("fields_personal_kinds"))
 # keys that only a person's record has: a "name" beside them is a person's
 _PERSON_SIBLINGS = frozenset(["nationality", "citizenship", "gender", "sex", "marital_status"])
 _SECRET_PLACEHOLDER = re.compile(
@@ -127,6 +129,7 @@ class Field:
     end: int
     value: str
     bare: bool = False
+    kind: str = ""  # what its record says it is: the value under "type", "doc_type", "kind"
 
 
 def norm_key(key: str) -> str:
@@ -200,9 +203,13 @@ def field_type(field: Field) -> str | None:
     if key in _UNIT_KEYS and (parent in _ADDRESS_PARENTS or key_type(parent) == "ADDRESS"):
         own = "ADDRESS"
     siblings = {norm_key(s) for s in field.siblings}
-    if key in _DOC_NUMBER_KEYS and siblings & _DOC_SIBLINGS:
+    if key in _DOC_NUMBER_KEYS and siblings & _DOC_SIBLINGS and personal_kind(field.kind):
         own = "PASSPORT"
-    if key in ("number", "no") and (siblings & _DOC_ONLY_SIBLINGS or parent in _DOC_PARENTS):
+    if (
+        key in ("number", "no")
+        and (siblings & _DOC_ONLY_SIBLINGS or parent in _DOC_PARENTS)
+        and personal_kind(field.kind)
+    ):
         own = "PASSPORT"  # "doc": {"number": ..., "issuing_country": ...}
     if own is None and key in _GENERIC_ID and parent:
         parent_type = key_type(parent)
@@ -218,6 +225,23 @@ def field_type(field: Field) -> str | None:
         ):
             own = "PERSON"  # a record of someone, by the look of its value
     return own
+
+
+_ICAO_CODES = "PIACV"  # the first letter of a travel document's code (ICAO Doc 9303)
+# the passport word in its languages ("reisepass", "pasaporte")
+_PASSPORT_STEMS = tuple(norm_key(w) for w in word_list("passport_words") if norm_key(w).isalpha())
+
+
+def personal_kind(kind: str) -> bool:
+    """Whether a record whose type is ``kind`` may be an identity document's: it says nothing,
+    it is ICAO's one- or two-letter document code ("P", "PO", "ID": passports, identity cards,
+    crew certificates, visas), or one of its words is a
+    document's (:data:`_PERSONAL_KINDS`: "passport", "id_card", "driver_license"); not an
+    invoice's, a purchase order's or a receipt's."""
+    code, words = kind.strip().upper(), norm_key(kind).split("_")
+    if not code or len(code) <= 2 and code[0] in _ICAO_CODES or not any(map(str.isalpha, words)):
+        return True
+    return any(w in _PERSONAL_KINDS or w.startswith(_PASSPORT_STEMS) for w in words)
 
 
 def _person_context(key: str, parent: str, siblings: frozenset[str]) -> bool:

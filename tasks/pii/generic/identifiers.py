@@ -18,14 +18,15 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.context import COPULA, ContextRule
+from tasks.pii.context import COPULA, VETO, ContextRule
 from tasks.pii.lexicon import words_pattern
 
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
-# later group holds a digit ("S123-456-78-901-0", "NY 123 456 789", "M12345678", "1EG4-TE5-MK73")
+# later group holds a digit or is one to three capitals before one that does ("S123-456-78-901-0",
+# "NY 123 456 789", "M12345678", "1EG4-TE5-MK73", a French passport typed "12 AB 34567")
 _ID = (
     r"(?<![\w-])(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*"
-    r"(?:[ -][A-Za-z]*\d[A-Za-z0-9]*)*(?![\w-])"
+    r"(?:[ -](?:[A-Z]{1,3}[ -])?[A-Za-z]*\d[A-Za-z0-9]*)*(?![\w-])"
 )
 _DIGIT_GROUPS = r"(?<![\w-])\d(?:[ -]?\d){5,33}(?![\w-])"
 _MONTH = (
@@ -86,6 +87,12 @@ def _icao_number(value: str) -> bool:
     return len(value) == 9 and value.isalnum() and value.isupper() and _counts(value)[0] >= 1
 
 
+def _icao_typed(value: str) -> bool:
+    """ICAO's nine as a traveller types it on a phone, in lower case ("pp no c4j9rt1km"):
+    only right after the document's own word, fillers alone between."""
+    return value.isascii() and not value.isupper() and _icao_number(value.upper())
+
+
 def _any(_value: str) -> bool:
     return True
 
@@ -109,6 +116,19 @@ def _passport_number(value: str) -> bool:
         or _icao_number(value)
     )
 
+
+# the number first, then a clause that says whose document it is: "C4J9RT1KM is my passport
+# number", "18CV45872 - that's the passport", "533412987 (my US passport)", "LK0098231, it's on
+# my passport's photo page"; one word may qualify the document ("US", "old", "son's")
+_NAMED_AFTER = re.compile(
+    r"(?<![\w-])(?P<v>(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*)(?![\w-])"
+    r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
+    r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from)\s+){0,3}"
+    r"(?:(?:my|the|our|his|her|their|your|a)\s+)?(?:[\p{L}.\u2019']+\s+)?"
+    rf"(?:{words_pattern('passport_words')})(?![a-z])))"
+)
+
+_PASSPORT_WORD = _cue(words_pattern("passport_words"))
 
 RULES: tuple[ContextRule, ...] = (
     _rule(
@@ -181,6 +201,14 @@ RULES: tuple[ContextRule, ...] = (
         window=90,
         fillers=12,
         ends=_COPULA,
+    ),
+    _rule("PASSPORT", _PASSPORT_WORD, _ID_RE, _icao_typed, window=16, fillers=0),
+    ContextRule(
+        entity="PASSPORT",
+        value=_NAMED_AFTER,
+        valid=_passport_number,
+        veto=VETO,  # "order 12345678 is on my passport form"
+        topic=_PASSPORT_WORD,
     ),
     _rule(
         "MEDICAL_ID",

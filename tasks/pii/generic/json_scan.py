@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 import regex as re
 
+# the key that says what a record is ("type": "passport", "doc_type": "P", "docType", "kind")
+KIND_KEY = re.compile(r"(?i)(?:doc(?:ument)?[_ -]?)?type|kind")
+
 _WS = " \t\r\n"
 _ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n"}
 _ESCAPES.update(r="\r", t="\t")
@@ -49,6 +52,7 @@ class JsonValue:
     end: int
     text: str
     string: JsonString | None
+    kind: str = ""  # what the object says it is: its "type" (or "doc_type", "kind") value
 
 
 @dataclass
@@ -114,8 +118,9 @@ class _Parser:
         if i >= len(self.text):
             raise _Fail
         siblings = frozenset(keys)
+        kind = next((v.text for v in pending if KIND_KEY.fullmatch(v.path[-1])), "")
         self.doc.values += [
-            JsonValue(v.path, siblings, v.start, v.end, v.text, v.string) for v in pending
+            JsonValue(v.path, siblings, v.start, v.end, v.text, v.string, kind) for v in pending
         ]
         return i + 1
 

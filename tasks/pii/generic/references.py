@@ -2,9 +2,10 @@
 numbers read as phone or card numbers, dates and timestamps read as phone numbers, version
 numbers read as IP addresses, and businesses' toll-free lines.
 
-A phone or card finding is dropped when an order/tracking/reference word stands right before
-it (only fillers such as "number is" between) or heads the clause that names it ("order number
-for the passport photos is ..."), when it is written like a date
+A phone or card finding is dropped when an order/tracking/reference word or a code that is not
+a phone's ("error code", not "area code") stands right before it (only fillers such as "number
+is" between) or heads the clause that names it ("order number for the passport photos is
+..."), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
 when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
 is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
@@ -42,7 +43,9 @@ _WORDS = (
     r"fedex|ups|usps|dhl|royal\s+mail|parcelforce|evri|hermes|tnt|aramex|yamato|sagawa"
 )
 _BEFORE = re.compile(
-    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#)))(?![a-z])"
+    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#))"
+    # a code ("error code", "promo code"), but not a phone number's own ("area code")
+    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)[\s_-])code)(?![a-z])"
     r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*"
     # the reply to a question that named it: "your order number? sure, mine is ..."
     r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"

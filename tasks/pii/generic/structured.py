@@ -78,7 +78,9 @@ def _json_structure(doc: JsonDoc, depth: int) -> Structure:
     ]
     fields = []
     for v in doc.values:
-        fields.append(Field(v.path, v.siblings, v.start, v.end, v.text, bare=v.string is None))
+        fields.append(
+            Field(v.path, v.siblings, v.start, v.end, v.text, bare=v.string is None, kind=v.kind)
+        )
         if v.string is not None and depth < _MAX_NESTING and _may_nest(v.text):
             inner = _mapped(scan(v.text, depth + 1), v.string, v.path)
             regions += inner.regions

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import regex as re
 
 from tasks.pii.generic.fields import Field
+from tasks.pii.generic.json_scan import KIND_KEY
 
 _HEADER_CELL = re.compile(r"^[A-Za-z_][\w .#/()'-]{0,39}$")
 _BORDER = re.compile(r"^\s*[+|]?[\s:=+|-]*-[\s:=+|-]*[+|]?\s*$")
@@ -144,8 +145,16 @@ def _table_at(
     if not rows:
         return None
     siblings = frozenset(keys)
+    kinds = [i for i, k in enumerate(keys) if KIND_KEY.fullmatch(k.strip())]
     fields = [
-        Field((key,), siblings, s, e, text[s:e].replace('""', '"'))
+        Field(
+            (key,),
+            siblings,
+            s,
+            e,
+            text[s:e].replace('""', '"'),
+            kind=text[slice(*row[kinds[0]])] if kinds else "",
+        )
         for row in rows
         for key, (s, e) in zip(keys, row, strict=True)
     ]

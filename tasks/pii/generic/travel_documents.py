@@ -19,14 +19,26 @@ import regex as re
 from tasks.pii.context import VETO as _VETO
 
 # one to three capitals, six to eight digits, one optional check letter or digit ("C8817265",
-# "EY3390215", "L898902C3", Spain's "PAA123456"); a nine-digit number (US, UK) only right
-# after a document word
-_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z]{1,3}\d{6,8}[A-Z0-9]?|\d{9})(?![\w-])")
+# "EY3390215", "L898902C3", Spain's "PAA123456"); France's two digits, two capitals, five
+# digits ("18CV45872"); ICAO's nine capitals and digits, at least two of each (Germany's
+# "C01X00T47", the Netherlands' "NW3K1P7R4"); a nine-digit number (US, UK) only right after
+# a document word
+_SHAPE = re.compile(
+    r"(?<![\w-])(?:[A-Z]{1,3}\d{6,8}[A-Z0-9]?|\d{2}[A-Z]{2}\d{5}|\d{9}"
+    r"|(?=(?:[A-Z]*\d){2})(?=(?:\d*[A-Z]){2})[A-Z0-9]{9})(?![\w-])"
+)
 # what is written beside a travel document's number and beside nothing else
 _FACTS = re.compile(
     r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
     r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
-    r"visa|apis|embassy|consulate|check-?in|immigration|border|travel(?:l)?ing\s+on)(?![a-z])"
+    r"visa|apis|embassy|consulate|check-?in|immigration|border|travel(?:l?ing)?\s+on)(?![a-z])"
+)
+# a data page's or a passenger record's own labels: ICAO's document type P ("Type: P",
+# ``"doc_type": "P"``) and the issuing state's three-letter code ("code FRA")
+_DATA_PAGE = re.compile(
+    r"(?<![A-Za-z])(?i:(?:doc(?:ument)?[\s_-]*)?type)[\"']?[ \t]*[:=|,]?[ \t]*[\"']?P(?![\w-])"
+    r"|(?<![A-Za-z])(?i:(?:(?:issuing[ \t]+)?(?:state|country)[ \t]+)?code)[ \t]*[:=]?[ \t]*"
+    r"[A-Z]{3}(?![\w-])"
 )
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
@@ -49,6 +61,8 @@ _NOT_DOCUMENT = re.compile(
     r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
 )
 _WINDOW = 60
+_FORM_LINE = 60  # a line of a form or a data page holds one field
+_RECORD_LINES = 3
 # an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
 # number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
 # after the record's capital DOCS ("| DOCS PAB482913")
@@ -74,9 +88,36 @@ def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         if m.group(0).isdigit() and not _DOC_WORD.search(before):
             continue
         cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
-        if _FACTS.search(before) or _FACTS.search(after) or cited and _DOCUMENT.search(before):
+        near = f"{before}\n{after}"
+        if (
+            _FACTS.search(near)
+            or (cited and _DOCUMENT.search(before))
+            or _DATA_PAGE.search(near)
+            or _DATA_PAGE.search(_record(text, line_start, line_end))
+        ):
             spans.append(m.span())
     return spans
+
+
+def _record(text: str, line_start: int, line_end: int) -> str:
+    """The short lines around a short line, as a form or a data page prints a record one field
+    to a line ("Type: P" above "Number: XDB654321"): up to :data:`_RECORD_LINES` either side,
+    up to a blank or a long line ("" where the value's own line is long)."""
+    if line_end - line_start > _FORM_LINE:
+        return ""
+    lo, hi = line_start, line_end
+    for _ in range(_RECORD_LINES):
+        prev = text.rfind("\n", 0, max(0, lo - 1)) + 1
+        if lo == 0 or not text[prev : lo - 1].strip() or lo - 1 - prev > _FORM_LINE:
+            break
+        lo = prev
+    for _ in range(_RECORD_LINES):
+        nxt = text.find("\n", hi + 1)
+        nxt = len(text) if nxt < 0 else nxt
+        if hi >= len(text) or not text[hi + 1 : nxt].strip() or nxt - hi - 1 > _FORM_LINE:
+            break
+        hi = nxt
+    return text[lo:hi]
 
 
 def apis_birth_date_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
