@@ -7,11 +7,13 @@ from the corpora."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from presidio_analyzer import RecognizerResult
 
 from tasks.pii.context import match_rules
-from tasks.pii.generic.fields import field_type
+from tasks.pii.generic.fields import field_type, valid_value
 from tasks.pii.generic.identifiers import RULES
 from tasks.pii.generic.references import drop_references
 from tasks.pii.generic.structured import scan
@@ -123,3 +125,35 @@ def test_a_code_s_number_is_no_phone(text: str, kept: bool) -> None:
     phone = text.index("4155550199") if "4155550199" in text else text.index("2125550147")
     found = [RecognizerResult("PHONE_NUMBER", phone, phone + 10, 0.6)]
     assert bool(drop_references(text, found)) == kept
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("PPT #: GB5512039 (exp 11/31)", {"GB5512039"}),
+        ("pp nr X0D4R2PL9, nationality NOR", {"X0D4R2PL9"}),
+        ("p/p: 31874592, Norwegian", {"31874592"}),
+        ("read pp 214-229 before Monday", set()),  # pages
+        ("PPT: Q3_review_v7.pptx, slide 12 has the 2024 figures", set()),  # slides
+        ("pp 12, lines 4 to 9, then order DN5531208", set()),  # a shape, but far from it
+    ],
+)
+def test_the_word_s_short_forms_take_a_passport_s_shape_right_after_them(
+    text: str, found: set[str]
+) -> None:
+    assert _rule_values(text) == found
+
+
+@pytest.mark.parametrize(
+    ("record", "taken"),
+    [
+        ('{"traveller": "Jon", "ppt": "GB5512039"}', True),
+        ('{"traveller": "Jon", "ppt": "Q3_review_v7.pptx"}', False),  # a slide deck's file
+        ('{"traveller": "Jon", "passport": "scan_0412.pdf"}', False),
+    ],
+)
+def test_an_abbreviated_passport_key_takes_a_number_but_no_file(record: str, taken: bool) -> None:
+    value = list(json.loads(record).values())[-1]
+    field = next(f for f in scan(record).fields if f.value == value)
+    assert field_type(field) == "PASSPORT"
+    assert valid_value("PASSPORT", field.value) == taken

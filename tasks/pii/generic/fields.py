@@ -29,7 +29,7 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("EMAIL_ADDRESS", r"e_?mail(?:_addr(?:ess)?|_id)?"),
         ("IP_ADDRESS", r"ip(?:_addr(?:ess)?|_v[46])?"),
         ("DATE_OF_BIRTH", r"dob|d_o_b|date_of_birth|birth_?date|birth_?day|bday|born(?:_on)?"),
-        ("PASSPORT", rf"passport{_ID}|travel_doc(?:ument)?{_ID}|pp_(?:no|nr|num|number)"),
+        ("PASSPORT", rf"passport{_ID}|travel_doc(?:ument)?{_ID}|pp_(?:no|nr|num|number)|ppt{_ID}"),
         (
             "DRIVER_LICENSE",
             rf"(?:drivers?_?|driving_)licen[cs]e{_ID}|licen[cs]e_(?:no|nr|num|number)|dl{_ID}",
@@ -287,9 +287,11 @@ def _secret(v: str, _digits: int) -> bool:
 
 
 def _document_number(v: str, digits: int) -> bool:
-    return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34
+    """Digits and letters as a document prints them: never a file's name ("deck_v12.pptx")."""
+    return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34 and not _FILE_NAME.search(v)
 
 
+_FILE_NAME = re.compile(r"_|\.[a-z][a-z0-9]{1,4}$")
 # what a value of each type has (value, its digit count); a type not here: anything not empty
 _VALUE_CHECKS: dict[str, Callable[[str, int], bool]] = {
     "EMAIL_ADDRESS": lambda v, _d: "@" in v or " at " in v.lower(),

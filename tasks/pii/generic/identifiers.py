@@ -203,6 +203,9 @@ RULES: tuple[ContextRule, ...] = (
         ends=_COPULA,
     ),
     _rule("PASSPORT", _PASSPORT_WORD, _ID_RE, _icao_typed, window=16, fillers=0),
+    # the word's short forms, which are also pages ("pp 112-118") and slides ("PPT:"): right
+    # before a passport's shape, fillers alone between ("PPT: K7745216", "p/p no. AB1234567")
+    _rule("PASSPORT", _cue(r"ppt|pp|p/p|psp"), _ID_RE, _passport_number, window=12, fillers=0),
     ContextRule(
         entity="PASSPORT",
         value=_NAMED_AFTER,
