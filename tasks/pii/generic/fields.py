@@ -286,12 +286,15 @@ def _secret(v: str, _digits: int) -> bool:
     return len(v) >= 4 and not set(v) <= set("*•x") and not _SECRET_PLACEHOLDER.match(v)
 
 
+# a file's name, which no document prints: an underscore, a lower-case extension
+_FILE_NAME = re.compile(r"_|\.[a-z][a-z0-9]{1,4}$")
+
+
 def _document_number(v: str, digits: int) -> bool:
     """Digits and letters as a document prints them: never a file's name ("deck_v12.pptx")."""
     return digits >= 2 and 5 <= sum(c.isalnum() for c in v) <= 34 and not _FILE_NAME.search(v)
 
 
-_FILE_NAME = re.compile(r"_|\.[a-z][a-z0-9]{1,4}$")
 # what a value of each type has (value, its digit count); a type not here: anything not empty
 _VALUE_CHECKS: dict[str, Callable[[str, int], bool]] = {
     "EMAIL_ADDRESS": lambda v, _d: "@" in v or " at " in v.lower(),

@@ -24,10 +24,8 @@ from tasks.pii.lexicon import words_pattern
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
 # later group holds a digit or is one to three capitals before one that does ("S123-456-78-901-0",
 # "NY 123 456 789", "M12345678", "1EG4-TE5-MK73", a French passport typed "12 AB 34567")
-_ID = (
-    r"(?<![\w-])(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*"
-    r"(?:[ -](?:[A-Z]{1,3}[ -])?[A-Za-z]*\d[A-Za-z0-9]*)*(?![\w-])"
-)
+_ID_HEAD = r"(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*"  # its first group
+_ID = rf"(?<![\w-]){_ID_HEAD}(?:[ -](?:[A-Z]{{1,3}}[ -])?[A-Za-z]*\d[A-Za-z0-9]*)*(?![\w-])"
 _DIGIT_GROUPS = r"(?<![\w-])\d(?:[ -]?\d){5,33}(?![\w-])"
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
@@ -121,7 +119,7 @@ def _passport_number(value: str) -> bool:
 # number", "18CV45872 - that's the passport", "533412987 (my US passport)", "LK0098231, it's on
 # my passport's photo page"; one word may qualify the document ("US", "old", "son's")
 _NAMED_AFTER = re.compile(
-    r"(?<![\w-])(?P<v>(?:[A-Z]{1,3}[ -]?)?[A-Za-z0-9]*\d[A-Za-z0-9]*)(?![\w-])"
+    rf"(?<![\w-])(?P<v>{_ID_HEAD})(?![\w-])"
     r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
     r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from)\s+){0,3}"
     r"(?:(?:my|the|our|his|her|their|your|a)\s+)?(?:[\p{L}.\u2019']+\s+)?"
@@ -155,13 +153,7 @@ RULES: tuple[ContextRule, ...] = (
             r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
         ),
         _ID_RE,
-        lambda value: (
-            _id_of(4, 6, 12)(value)
-            and any(c.isalpha() for c in value)
-            or _id_of(8, 8, 10)(value)
-            and value.isdigit()
-            or _icao_number(value)
-        ),
+        _passport_number,
         window=20,
         fillers=1,
         # a passport, or a renewal in a text about a booking or a flight: what is renewed
