@@ -79,7 +79,9 @@ def decide(
 class StateWatcher:
     """Holds the current routing state and re-reads ``deploy/state.json`` at most every
     ``interval_s`` (skipping the parse when the bytes did not change). A state set locally by
-    the rollback fast path wins over older stored revisions until it has been persisted."""
+    the rollback fast path wins over older stored revisions until it has been persisted, and a
+    read begun before a state was set here is dropped (it may hold the state that set replaced;
+    the next read tells)."""
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class StateWatcher:
         self._views: tuple[RoutingState, dict[str, RoutingState]] = (self._state, {})
         self._raw: bytes | None = None
         self._pending: RoutingState | None = None
+        self._sets = 0  # states set here so far: a read begun before the last one is stale
         self._last_error = 0.0
 
     @property
@@ -121,17 +124,20 @@ class StateWatcher:
         """Use ``state`` now (rollback fast path); keep it over older stored revisions until the
         store holds it (``persisted=True``)."""
         self._pending = None if persisted else state
+        self._sets += 1
         self._set(state)
 
     def refresh(self) -> bool:
         """Read the store once (blocking); True if the state changed."""
-        return self._apply(self._read())
+        sets = self._sets
+        return self._apply(self._read(), read_after=sets)
 
     async def run(self) -> None:
         """Poll the store forever (cancel to stop); only the read runs in a thread."""
         while True:
+            sets = self._sets
             raw = await run_in_daemon_thread(self._read)
-            self._apply(raw)
+            self._apply(raw, read_after=sets)
             await asyncio.sleep(self.interval_s)
 
     def _read(self) -> bytes | None:
@@ -143,8 +149,9 @@ class StateWatcher:
             self._log_error(f"cannot read {STATE_KEY}: {exc}")
             return None
 
-    def _apply(self, raw: bytes | None) -> bool:
-        if raw is None or raw == self._raw:
+    def _apply(self, raw: bytes | None, *, read_after: int) -> bool:
+        """Use the state in ``raw``, read when ``read_after`` states had been set here."""
+        if raw is None or raw == self._raw or read_after != self._sets:
             return False
         try:
             state = parse_state(raw)

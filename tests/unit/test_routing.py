@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ USERS = [f"user-{i}" for i in range(2000)]
 
 
 def canary(weight: float, **kw: object) -> RoutingState:
-    return RoutingState(stable="v0", candidate="v1", phase="canary", weight=weight, **kw)
+    return RoutingState(
+        **{"stable": "v0", "candidate": "v1", "phase": "canary", "weight": weight, **kw}
+    )
 
 
 def test_canary_share_is_close_to_the_weight_over_2000_users() -> None:
@@ -153,6 +156,48 @@ def test_watcher_keeps_a_local_rollback_until_the_store_has_it(tmp_path) -> None
     assert watcher.refresh() and watcher.state.revision == 2 and watcher.state.weight == 0
     save_state(store, load_state(store).model_copy(update={"candidate": "v2", "weight": 5}))
     assert watcher.refresh() and watcher.state.candidate == "v2"  # later writes win again
+
+
+class SlowStateStore(LocalStore):
+    """A local store whose reads wait for ``go`` once ``hold`` is set (a slow S3 GET)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.hold, self.reading, self.go = False, threading.Event(), threading.Event()
+
+    def get(self, key: str) -> bytes:
+        data = super().get(key)
+        if self.hold:
+            self.reading.set()
+            self.go.wait(10)
+        return data
+
+
+def test_a_read_begun_before_a_transition_does_not_bring_back_the_state_it_replaced(
+    tmp_path: Path,
+) -> None:
+    """The gateway's poll read the stored rollback, an admin transition then wrote and set a
+    new release, and the poll's late answer must not route by the rollback again (a release
+    begun right after a rollback was found rolled back by its next step)."""
+    store = SlowStateStore(tmp_path)
+    save_state(store, canary(25))
+    watcher = StateWatcher(store)
+    assert watcher.refresh()
+    rolled = StoreRouting(store).rollback(reason="alert", actor="alertmanager")[1]
+    watcher.set_local(rolled, persisted=True)  # the webhook's rollback, written and set
+    store.hold = True
+    late = threading.Thread(target=watcher.refresh)
+    late.start()
+    assert store.reading.wait(10)  # the poll holds the rollback's bytes
+    started = canary(0, candidate="v2", phase="gating", revision=rolled.revision)
+    saved = save_state(store, started, force=True)  # the admin API's transition, written
+    watcher.set_local(saved, persisted=True)
+    store.go.set()
+    late.join(10)
+    assert watcher.state.candidate == "v2" and watcher.state.phase == "gating"
+    store.hold = False
+    watcher.refresh()  # the next poll reads the store as it is
+    assert watcher.state.candidate == "v2"
 
 
 def test_watcher_survives_a_missing_or_broken_state(tmp_path) -> None:
