@@ -53,7 +53,8 @@ def typed_span_recognizer(
 ) -> type:
     """The one recogniser factory: a recognizer class named ``name`` (its constructor takes
     ``supported_language``) reporting each ``(start, end, entity, score)`` of
-    ``spans(text, nlp_artifacts)`` whose entity was asked for."""
+    ``spans(text, nlp_artifacts)`` whose entity was asked for, without the whitespace at its
+    ends."""
     from presidio_analyzer import LocalRecognizer, RecognizerResult
 
     class SpanRecognizer(LocalRecognizer):
@@ -77,11 +78,24 @@ def typed_span_recognizer(
                 RecognizerResult.RECOGNIZER_NAME_KEY: name,
                 RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id,
             }
-            return [
-                RecognizerResult(etype, start, end, score, recognition_metadata=dict(meta))
-                for start, end, etype, score in spans(text, nlp_artifacts)
-                if etype in wanted
-            ]
+            found = []
+            for start, end, etype, score in spans(text, nlp_artifacts):
+                start, end = _trimmed(text, start, end)
+                if etype in wanted and start < end:
+                    found.append(
+                        RecognizerResult(etype, start, end, score, recognition_metadata=dict(meta))
+                    )
+            return found
 
     SpanRecognizer.__name__ = SpanRecognizer.__qualname__ = name
     return SpanRecognizer
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span without the spaces and line breaks at its ends: a replacement keeps a YAML
+    record's or a form's lines and indentation ("name: Ana Lima\n  passport_no: ...")."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
