@@ -8,7 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.pii.generic.secrets import secret_spans
-from tasks.pii.generic.travel_documents import apis_birth_date_spans, travel_document_spans
+from tasks.pii.generic.travel_documents import (
+    travel_birth_date_spans,
+    travel_document_spans,
+    traveller_name_spans,
+)
 from tasks.pii.names.spans import address_field_spans
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
@@ -83,8 +87,15 @@ SPAN_RECOGNIZERS: tuple[tuple[str, str, float, Any, str], ...] = (
         "DATE_OF_BIRTH",
         "TravelRecordBirthDateRecognizer",
         0.6,
-        apis_birth_date_spans,
-        "The date of birth in an airline passenger record (DOCS element).",
+        travel_birth_date_spans,
+        "The date of birth in an airline passenger record (DOCS element) or a traveller's row.",
+    ),
+    (
+        "PERSON",
+        "TravellerRowNameRecognizer",
+        0.6,
+        traveller_name_spans,
+        "The traveller's name in a row with a passport, a nationality code and a birth date.",
     ),
     (
         "LOCATION",

@@ -2,29 +2,38 @@
 booking, a check-in, a visa form or an APIS record, with its nationality, expiry or issuing
 country beside it ("nationality NGA, doc A05512873, expiry 2032-01-14", "travel ID
 K8120457, issued by Vietnam"), and the number of an airline's passenger record
-(``DOCS: P/NOR/31874592/NOR/...``) with the date of birth after it.
+(``DOCS: P/NOR/31874592/NOR/...``) with the date of birth after it, and a traveller's row with
+no label at all ("Kim Minji, M12345678, KOR, 1990-01-01": a nationality code and a birth date
+beside the number) with that date of birth.
 
 A passport number's usual shape - one or two capital letters then six to eight digits - is
 also a knowledge-base article ("KB5034441") or a product code, so the shape counts only with
 a travel document's facts within the same line (:data:`_FACTS`; an expiry date, or an
 identity check in the text ("KYC", "identity verification"), only beside a document word:
-updates and warranties expire too, and a KYC ticket has a number of its own) and no order, tracking or product word
-right before it (:data:`tasks.pii.context.VETO`).
+updates and warranties expire too, and a KYC ticket has a number of its own) and no order,
+tracking or product word right before it (:data:`tasks.pii.context.VETO`).
 """
 
 from __future__ import annotations
 
+from datetime import date
+from functools import lru_cache
+from typing import NamedTuple
+
 import regex as re
 
 from tasks.pii.context import VETO as _VETO
+from tasks.pii.lexicon import word_list
+
+Span = tuple[int, int]
 
 # one to three capitals, six to eight digits, one optional check letter or digit ("C8817265",
 # "EY3390215", "L898902C3", Spain's "PAA123456"); France's two digits, two capitals, five
 # digits ("18CV45872"); ICAO's nine capitals and digits, at least two of each (Germany's
-# "C01X00T47", the Netherlands' "NW3K1P7R4"); a nine-digit number (US, UK) only right after
-# a document word
+# "C01X00T47", the Netherlands' "NW3K1P7R4"); an eight- or nine-digit number (Norway; the US,
+# the UK) only right after a document word or in a traveller's row
 _SHAPE = re.compile(
-    r"(?<![\w-])(?:[A-Z]{1,3}\d{6,8}[A-Z0-9]?|\d{2}[A-Z]{2}\d{5}|\d{9}"
+    r"(?<![\w-])(?:[A-Z]{1,3}\d{6,8}[A-Z0-9]?|\d{2}[A-Z]{2}\d{5}|\d{8,9}"
     r"|(?=(?:[A-Z]*\d){2})(?=(?:\d*[A-Z]){2})[A-Z0-9]{9})(?![\w-])"
 )
 # what is written beside a travel document's number and beside nothing else
@@ -60,6 +69,27 @@ _NOT_DOCUMENT = re.compile(
     r"(?i)(?<![a-z])(?:loyalty|frequent\s+fl[yi]er|member(?:ship)?|rewards?|miles|account|"
     r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
 )
+# a traveller's row with no label at all ("Kim Minji, M12345678, KOR, 1990-01-01"): the
+# holder's nationality as ICAO's three-letter code, a field of its own (not a date's month:
+# "14 MAR 1985"), and a date a traveller was born on (ten years ago or more)
+_NATIONALITY = re.compile(
+    r"(?<![A-Za-z0-9]|\d[ -])(?:"
+    + "|".join(word_list("travel_nationality_codes"))
+    + r")(?![A-Za-z0-9]|[ -]\d)"
+)
+_YEAR_DATE = re.compile(
+    r"(?i)(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
+    r"|\d{1,2}[/.-]\d{1,2}[/.-](?P<y>\d{4})"
+    r"|\d{1,2}[ -]?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]{0,6}\.?[ -]?"
+    r"(?P<y>\d{4}))(?![\w])"
+)
+# a row's fields: a sheet's separators, or a list's spaced slash or dash ("Jon Berg / 3187...")
+_FIELD_SEP = re.compile(r"[ ]*[\t|;,][ ]*|[ ]+[/\u2013\u2014-][ ]+")
+_NAME_FIELD = re.compile(
+    r"[ ]*[\"']?(?P<name>\p{Lu}[\p{L}'\u2019.-]*(?:[ ]+\p{Lu}[\p{L}'\u2019.-]*){0,3})[\"']?[ ]*"
+)
+_CODE = re.compile(r"\p{Lu}{1,3}")
+_COMPACT_DATE = re.compile(r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 _WINDOW = 60
 _FORM_LINE = 60  # a line of a form or a data page holds one field
 _RECORD_LINES = 3
@@ -74,29 +104,81 @@ _APIS = re.compile(
 )
 
 
-def travel_document_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
+def travel_document_spans(text: str, _nlp: object = None) -> list[Span]:
     """Passport-shaped values with a travel document's facts on their line (see module)."""
     spans = [m.span("value") for m in _APIS.finditer(text)]
+    return spans + [row.value for row in _documents(text)]
+
+
+def travel_birth_date_spans(text: str, _nlp: object = None) -> list[Span]:
+    """The traveller's date of birth in an airline passenger record's DOCS element, or beside
+    a passport in a traveller's row (:data:`_NATIONALITY`)."""
+    spans = [m.span("birth") for m in _APIS.finditer(text) if m.group("birth")]
+    return spans + [birth for row in _documents(text) for birth in row.births]
+
+
+def traveller_name_spans(text: str, _nlp: object = None) -> list[Span]:
+    """The traveller's name in a traveller's row: its fields written as a name (capitalised
+    words, "Lima, Ana", "NGUYEN VAN AN"), a sheet's or a list's separators between fields."""
+    return [name for row in _documents(text) for name in row.names]
+
+
+class _Found(NamedTuple):
+    value: Span
+    births: tuple[Span, ...] = ()  # a traveller's row: its birth dates
+    names: tuple[Span, ...] = ()  # and its name fields
+
+
+@lru_cache(maxsize=4)  # the three recognisers above ask for the same text in turn
+def _documents(text: str) -> tuple[_Found, ...]:
+    """Each passport-shaped value taken, with its traveller's row where it has one."""
+    found: list[_Found] = []
     for m in _SHAPE.finditer(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())
         line_end = len(text) if line_end < 0 else line_end
-        before = text[max(line_start, m.start() - _WINDOW) : m.start()]
-        after = text[m.end() : min(line_end, m.end() + _WINDOW)]
+        lo, hi = max(line_start, m.start() - _WINDOW), min(line_end, m.end() + _WINDOW)
+        before, after = text[lo : m.start()], text[m.end() : hi]
         if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
-        if m.group(0).isdigit() and not _DOC_WORD.search(before):
+        near = f"{before}\n{after}"
+        births = _traveller_births(text, lo, hi) if _NATIONALITY.search(near) else ()
+        if m.group(0).isdigit() and (
+            _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births)
+        ):
+            continue  # a number alone, or a date written without separators ("19900101")
+        if births:
+            found.append(_Found(m.span(), births, _name_fields(text, line_start, line_end)))
             continue
         cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
-        near = f"{before}\n{after}"
         if (
             _FACTS.search(near)
             or (cited and _DOCUMENT.search(before))
             or _DATA_PAGE.search(near)
             or _DATA_PAGE.search(_record(text, line_start, line_end))
         ):
-            spans.append(m.span())
-    return spans
+            found.append(_Found(m.span()))
+    return tuple(found)
+
+
+def _traveller_births(text: str, lo: int, hi: int) -> tuple[Span, ...]:
+    """The dates in ``text[lo:hi]`` a traveller may have been born on (ten years ago or more)."""
+    born_by = date.today().year - 10
+    dates = _YEAR_DATE.finditer(text, lo, hi)
+    return tuple(m.span() for m in dates if 1900 <= int(m.group("y")) <= born_by)
+
+
+def _name_fields(text: str, start: int, end: int) -> tuple[Span, ...]:
+    """The fields of the row ``text[start:end]`` written as a name: one to four capitalised
+    words, not a code (the nationality, the sex)."""
+    names, at = [], start
+    for sep in [*_FIELD_SEP.finditer(text, start, end), None]:
+        stop = end if sep is None else sep.start()
+        field = _NAME_FIELD.fullmatch(text, at, stop)
+        if field and not _CODE.fullmatch(field.group("name")):
+            names.append(field.span("name"))
+        at = end if sep is None else sep.end()
+    return tuple(names)
 
 
 def _record(text: str, line_start: int, line_end: int) -> str:
@@ -118,11 +200,6 @@ def _record(text: str, line_start: int, line_end: int) -> str:
             break
         hi = nxt
     return text[lo:hi]
-
-
-def apis_birth_date_spans(text: str, _nlp: object = None) -> list[tuple[int, int]]:
-    """The traveller's date of birth in an airline passenger record's DOCS element."""
-    return [m.span("birth") for m in _APIS.finditer(text) if m.group("birth")]
 
 
 def _identity_check(text: str, m: re.Match[str]) -> bool:
