@@ -83,7 +83,9 @@ _UPS = re.compile(r"(?i)(?<![a-z0-9])1Z(?:[ -]?[A-Z0-9]){16}(?![a-z0-9])")
 _DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)+(?![\w-])")
 _LONGEST_NUMBER = 19
 _KEY = re.compile(
-    rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin)"
+    rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin"
+    # a code ("code", "error_code", "promo_code"), but not a phone number's own
+    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)_)code)"
     r"(?:_(?:id|no|nr|num|number|ref|code|key))?"
 )
 
