@@ -35,6 +35,7 @@ from tasks.pii.generic.fields import (
 from tasks.pii.generic.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
 from tasks.pii.generic.markup import markup
 from tasks.pii.generic.references import drop_references, reference_key
+from tasks.pii.generic.sql import sql
 from tasks.pii.generic.tables import Region, pairs, tables
 from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import AMBIGUOUS
@@ -115,7 +116,8 @@ def _mapped(inner: Structure, string: JsonString, path: tuple[str, ...]) -> Stru
 
 @lru_cache(maxsize=256)
 def scan(text: str, depth: int = 0) -> Structure:
-    """The JSON documents, tables, XML or HTML markup and key/value records of ``text``."""
+    """The JSON documents, tables, XML or HTML markup, SQL statements and key/value records of
+    ``text``."""
     regions: list[Region] = []
     fields: list[Field] = []
     for doc in json_docs(text):
@@ -141,12 +143,12 @@ def scan(text: str, depth: int = 0) -> Structure:
         if free(region.start, region.end):
             regions.append(region)
             fields += cells
-    markup_regions, markup_fields = markup(text)
-    for region in markup_regions:
-        if free(region.start, region.end):
-            regions.append(region)
-            fields += [f for f in markup_fields if region.start <= f.start < region.end]
-            taken.append((region.start, region.end))
+    for found_regions, found_fields in (markup(text), sql(text)):
+        for region in found_regions:
+            if free(region.start, region.end):
+                regions.append(region)
+                fields += [f for f in found_fields if region.start <= f.start < region.end]
+                taken.append((region.start, region.end))
     fields += [f for f in pairs(text) if free(f.start, f.end)]
     return Structure(tuple(regions), tuple(fields))
 

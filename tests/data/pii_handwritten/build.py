@@ -33,7 +33,7 @@ CODES = {
     "PLATE": "KR_CAR_PLATE",
     "BRN": "KR_BRN",
 }
-MARK = re.compile(r"⟦([A-Z]+):(.+?)⟧")
+MARK = re.compile(r"⟦([A-Z]+):(.+?)⟧", re.S)  # a value may run over a line break
 HERE = Path(__file__).parent
 
 
