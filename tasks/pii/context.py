@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list
 
 # words that may stand between a cue and its value ("passport number is", "DOB: ")
 FILLER = frozenset(word_list("identifiers_filler"))
@@ -58,7 +59,43 @@ _SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
 _CLAUSE_START = re.compile(rf"{_SENTENCE_END}|;\s|[,({{\[]")
 _SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
 _VETO_WINDOW = 16
+_CAPITAL = re.compile(r"\p{Lu}")
+_TOKEN = re.compile(r"[\p{L}\d]+")
+_WRAP = re.compile(r"(?<=^[^\n]{60,})\n(?=\S)", re.M)  # where a mail client wrapped a line
+_GROUP_BREAK = re.compile(r"[ -](?=\p{Lu}{2})")  # where a value's groups run into a label
+_HEAD_WORD = re.compile(r"(\p{L}+)[ -]")  # a value's first group when it is a word
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
+
+@lru_cache(maxsize=64)
+def as_capitals(text: str) -> str:
+    """``text`` with the codes of each line written without a capital letter in capitals, the
+    same length: whoever types in lower case ("passport fz 118 7342", "ana lima, fz1187342,
+    bra") writes a code's capitals in it too. A code here is a word with two digits or more,
+    or of one to three letters that is no English word ("fz", "bra"; not "of", "and"); a word
+    of letters with one digit ("tkrwqbm7z") is left: in lower case, ICAO's nine count only
+    right after the document's word. Other lines are left as they are."""
+    if not any(c.islower() for c in text):
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not _CAPITAL.search(line):
+            lines[i] = _TOKEN.sub(_code_in_capitals, line)
+    return "\n".join(lines)
+
+
+@lru_cache(maxsize=64)
+def _value_view(text: str) -> str:
+    """What a cue-first rule's values are read in: :func:`as_capitals`, a mail client's wrap
+    (a line break after 60 characters or more) read as a space; the same length."""
+    return _WRAP.sub(" ", as_capitals(text))
+
+
+def _code_in_capitals(m: re.Match[str]) -> str:
+    word = m.group(0)
+    digits = sum(c.isdigit() for c in word)
+    code = digits >= 2 or (not digits and len(word) <= 3 and word not in STOP_WORDS)
+    return "".join(u if len(u := c.upper()) == 1 else c for c in word) if code else word
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,19 +143,46 @@ class ContextRule:
     # cue first
     def _after(self, text: str, cue: re.Match[str]) -> Iterator[tuple[int, int]]:
         at, last = cue.end(), None
-        for m in self.value.finditer(text, at, min(len(text), at + self.window + 80)):
+        for m in self._values(text, at, min(len(text), at + self.window + 80)):
             if last is None:
                 if m.start() - at > self.window or not self._subject_ok(text, cue, m.start()):
                     continue
             elif not re.fullmatch(r"\s*(?:,|/|&|and|or)\s*", text[last : m.start()]):
                 return  # a list of values after one cue ("SSNs: 1..., 2...")
-            if not self._ok(m.group(0)):
+            end = self._valid_end(m)
+            if end is None:
                 if last is None:
                     continue
                 return
-            last = m.end()
-            yield m.start(), m.end()
+            last = end
+            yield m.start(), end
         return
+
+    def _valid_end(self, m: re.Match[str]) -> int | None:
+        """Where the valid value that ``m`` starts ends: all of it, or its longest valid first
+        groups where it runs on into the next field ("K4471902 DOB 09 FEB 1988"); None when
+        none is valid."""
+        value = m.group(0)
+        if self._ok(value):
+            return m.end()
+        for cut in reversed([g.start() for g in _GROUP_BREAK.finditer(value)]):
+            if self._ok(value[:cut]):
+                return m.start() + cut
+        return None
+
+    def _values(self, text: str, at: int, end: int) -> Iterator[re.Match[str]]:
+        """The value's matches in ``text[at:end]``, read in capitals where the line is typed in
+        lower case ("passport fz 118 7342") and where a mail client wrapped the line in the
+        middle of it (a line break after 60 characters or more reads as a space); a filler
+        word is no group of a value ("PASSPORT NO K4471902": the value starts after "NO")."""
+        view = _value_view(text)
+        while m := self.value.search(view, at, end):
+            head = _HEAD_WORD.match(m.group(0))
+            if head and head.group(1).lower() in FILLER:
+                at = m.start() + head.end()
+                continue
+            yield m
+            at = max(m.end(), m.start() + 1)
 
     def _subject_ok(self, text: str, cue: re.Match[str], start: int) -> bool:
         """The value at ``start`` is this cue's: the clause's subject is the cue (whatever

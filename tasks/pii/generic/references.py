@@ -5,7 +5,8 @@ numbers read as IP addresses, and businesses' toll-free lines.
 A phone or card finding is dropped when an order/tracking/reference word or a code that is not
 a phone's ("error code", not "area code") stands right before it (only fillers such as "number
 is" between) or heads the clause that names it ("order number for the passport photos is
-..."), when it is written like a date
+..."), the letters that start the reference's code aside ("tracking number is jd 0146 0000
+6281"), when it is written like a date
 (``03.04.2025``, ``2024-06-14 08:12``), when it is the tail of a code (``INV-2024-00871``),
 when it has fewer than seven digits or more than E.164 allows (an extension aside), when it
 is a toll-free number (``1-800-…``, UK ``0800``/``0808``: a company's line, no one's own,
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import subject_word
+from tasks.pii.context import as_capitals, subject_word
 from tasks.pii.generic.fields import norm_key
+from tasks.pii.lexicon import STOP_WORDS
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -51,6 +53,7 @@ _BEFORE = re.compile(
     r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
     r"[\s:#.=-]*$"
 )
+_CODE_PREFIX = re.compile(r"(?<![\p{L}\d])(\p{Lu}{1,3})[ -]?$")  # "JD " of "JD 0146 0000 6281"
 _REFERENCE_WORD = re.compile(rf"(?i)(?:{_WORDS}|case)")
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
@@ -126,7 +129,7 @@ def drop_references(
         if (
             inside
             or date
-            or _BEFORE.search(text[max(0, r.start - 40) : r.start])
+            or _reference_before(text, r.start)
             # the clause naming it is about a reference: "order number for the photos is"
             or _REFERENCE_WORD.fullmatch(subject_word(text, r.start, modifiers=False))
         ):
@@ -142,6 +145,20 @@ def drop_references(
         or _shape(text[r.start : r.end]) not in dropped
         and not any(s <= r.start and r.end <= e for s, e in references)
     ]
+
+
+def _reference_before(text: str, start: int) -> bool:
+    """A reference word right before ``start``, or before the letters that start the
+    reference's code ("tracking number is JD 0146 0000 6281", typed in lower case too)."""
+    before = text[max(0, start - 40) : start]
+    if _BEFORE.search(before):
+        return True
+    prefix = _CODE_PREFIX.search(as_capitals(before))
+    return bool(
+        prefix
+        and prefix.group(1).lower() not in STOP_WORDS
+        and _BEFORE.search(before[: prefix.start()])
+    )
 
 
 def _not_a_line(text: str, start: int, value: str) -> bool:

@@ -23,7 +23,8 @@ from typing import NamedTuple
 import regex as re
 
 from tasks.pii.context import VETO as _VETO
-from tasks.pii.lexicon import word_list
+from tasks.pii.context import as_capitals
+from tasks.pii.lexicon import STOP_WORDS, word_list
 
 Span = tuple[int, int]
 
@@ -71,11 +72,10 @@ _NOT_DOCUMENT = re.compile(
 )
 # a traveller's row with no label at all ("Kim Minji, M12345678, KOR, 1990-01-01"): the
 # holder's nationality as ICAO's three-letter code, a field of its own (not a date's month:
-# "14 MAR 1985"), and a date a traveller was born on (ten years ago or more)
+# "14 MAR 1985", :func:`_nationality`), and a date a traveller was born on (ten years ago or
+# more)
 _NATIONALITY = re.compile(
-    r"(?<![A-Za-z0-9]|\d[ -])(?:"
-    + "|".join(word_list("travel_nationality_codes"))
-    + r")(?![A-Za-z0-9]|[ -]\d)"
+    r"(?<![A-Za-z0-9])(?:" + "|".join(word_list("travel_nationality_codes")) + r")(?![A-Za-z0-9])"
 )
 _YEAR_DATE = re.compile(
     r"(?i)(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
@@ -87,6 +87,11 @@ _YEAR_DATE = re.compile(
 _FIELD_SEP = re.compile(r"[ ]*[\t|;,][ ]*|[ ]+[/\u2013\u2014-][ ]+")
 _NAME_FIELD = re.compile(
     r"[ ]*[\"']?(?P<name>\p{Lu}[\p{L}'\u2019.-]*(?:[ ]+\p{Lu}[\p{L}'\u2019.-]*){0,3})[\"']?[ ]*"
+)
+# the same in a row typed in lower case ("ana lima, fz1187342, bra, 1990-01-01"): its words
+# not English ones
+_LOWER_NAME_FIELD = re.compile(
+    r"[ ]*[\"']?(?P<name>\p{Ll}[\p{Ll}'\u2019.-]*(?:[ ]+\p{Ll}[\p{Ll}'\u2019.-]*){0,3})[\"']?[ ]*"
 )
 _CODE = re.compile(r"\p{Lu}{1,3}")
 _COMPACT_DATE = re.compile(r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
@@ -131,7 +136,9 @@ class _Found(NamedTuple):
 
 @lru_cache(maxsize=4)  # the three recognisers above ask for the same text in turn
 def _documents(text: str) -> tuple[_Found, ...]:
-    """Each passport-shaped value taken, with its traveller's row where it has one."""
+    """Each passport-shaped value taken, with its traveller's row where it has one (a line
+    written in lower case read in capitals: :func:`~tasks.pii.context.as_capitals`)."""
+    original, text = text, as_capitals(text)
     found: list[_Found] = []
     for m in _SHAPE.finditer(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
@@ -142,13 +149,15 @@ def _documents(text: str) -> tuple[_Found, ...]:
         if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         near = f"{before}\n{after}"
-        births = _traveller_births(text, lo, hi) if _NATIONALITY.search(near) else ()
+        births = _traveller_births(text, lo, hi) if _nationality(text, lo, hi) else ()
         if m.group(0).isdigit() and (
             _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births)
         ):
             continue  # a number alone, or a date written without separators ("19900101")
         if births:
-            found.append(_Found(m.span(), births, _name_fields(text, line_start, line_end)))
+            found.append(
+                _Found(m.span(), births, _name_fields(original, text, line_start, line_end))
+            )
             continue
         cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
         if (
@@ -161,6 +170,16 @@ def _documents(text: str) -> tuple[_Found, ...]:
     return tuple(found)
 
 
+def _nationality(text: str, lo: int, hi: int) -> bool:
+    """A nationality code in ``text[lo:hi]`` outside every date ("14 MAR 1985": Morocco's code
+    is a month there)."""
+    dates = [m.span() for m in _YEAR_DATE.finditer(text, lo, hi)]
+    return any(
+        not any(s <= m.start() and m.end() <= e for s, e in dates)
+        for m in _NATIONALITY.finditer(text, lo, hi)
+    )
+
+
 def _traveller_births(text: str, lo: int, hi: int) -> tuple[Span, ...]:
     """The dates in ``text[lo:hi]`` a traveller may have been born on (ten years ago or more)."""
     born_by = date.today().year - 10
@@ -168,17 +187,24 @@ def _traveller_births(text: str, lo: int, hi: int) -> tuple[Span, ...]:
     return tuple(m.span() for m in dates if 1900 <= int(m.group("y")) <= born_by)
 
 
-def _name_fields(text: str, start: int, end: int) -> tuple[Span, ...]:
+def _name_fields(original: str, text: str, start: int, end: int) -> tuple[Span, ...]:
     """The fields of the row ``text[start:end]`` written as a name: one to four capitalised
-    words, not a code (the nationality, the sex)."""
+    words, not a code (the nationality, the sex); in a row typed in lower case (``original``),
+    one to four words, none an English one."""
     names, at = [], start
+    lower = not any(c.isupper() for c in original[start:end])
     for sep in [*_FIELD_SEP.finditer(text, start, end), None]:
         stop = end if sep is None else sep.start()
-        field = _NAME_FIELD.fullmatch(text, at, stop)
-        if field and not _CODE.fullmatch(field.group("name")):
+        field = (_LOWER_NAME_FIELD if lower else _NAME_FIELD).fullmatch(text, at, stop)
+        words = field.group("name") if field else ""
+        if field and not _CODE.fullmatch(words) and not (lower and _english(words)):
             names.append(field.span("name"))
         at = end if sep is None else sep.end()
     return tuple(names)
+
+
+def _english(words: str) -> bool:
+    return bool(STOP_WORDS.intersection(words.split()))
 
 
 def _record(text: str, line_start: int, line_end: int) -> str:
