@@ -8,7 +8,9 @@ returns one Presidio recogniser. The recognisers themselves live by family: ``ge
 romanised names by the words around them), ``ner/`` (the spaCy model's names, corroborated),
 ``korean/`` (Korean text). :data:`LEARNED_EN` marks the learned English name layer
 (``ner/learned_names.py``) and :data:`LEARNED_KO` the learned Korean one
-(``ner/learned_names_ko.py``), built only when ``FLYWHEEL_CURATE__LEARNED_NAMES`` is on. A new
+(``ner/learned_names_ko.py``), built only when ``FLYWHEEL_CURATE__LEARNED_NAMES`` is on;
+:data:`ENGLISH` marks what serves English alone whatever the setting (the learned layer read
+on text typed without capitals, where the rules find few names). A new
 recogniser is one line here plus its module in its family
 (``docs/contributing.md``).
 """
@@ -33,6 +35,7 @@ from tasks.pii.span_recognizer import pattern_recognizer, person_recognizer, spa
 EVERY, LATIN, KOREAN = "every", "latin", "ko"
 LEARNED_EN = "learned-en"  # English only, and only with the learned_names setting on
 LEARNED_KO = "learned-ko"  # Korean only, and only with the learned_names setting on
+ENGLISH = "en"  # English only, whatever the setting
 Build = Callable[[str], Any]
 
 
@@ -149,6 +152,7 @@ REGISTRY: tuple[tuple[str, str, Build], ...] = (
         ),
     ),
     (LEARNED_EN, "LearnedNameRecognizer", learned_names.learned_names),
+    (ENGLISH, "LowerCaseLearnedNameRecognizer", learned_names.lower_case_names),
     (LATIN, "AnyAreaPhoneRecognizer", _pattern(contact.NANP_ANY)),
     (LATIN, "UkNinoRecognizer", _pattern(contact.NINO)),
     (
@@ -184,7 +188,7 @@ def serves(languages: str, language: str) -> bool:
     """Whether a registry entry's ``languages`` include ``language``."""
     if languages == EVERY:
         return True
-    if languages == LEARNED_EN:
+    if languages in (LEARNED_EN, ENGLISH):
         return language == "en"
     if languages == LEARNED_KO:
         return language == "ko"

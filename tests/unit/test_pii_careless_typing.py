@@ -95,3 +95,21 @@ def test_a_number_a_mail_client_wrapped_is_found_whole_and_a_short_line_is_no_wr
     text = f"{first}\n8273 as printed on the data page"
     assert "PA 991\n8273" in _ids(text)
     assert "PA 991\n8273" not in _ids("my passport no. is PA 991\n8273")  # no wrap there
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("ok so its tomasz wieczorek, dob 04/12/1985", {"tomasz wieczorek"}),
+        ("name chidi okafor ppt a07734521 born 22.07.1991", {"chidi okafor"}),
+        ("can u update the booking for grace mensah pls", {"grace mensah"}),
+        ("Can you update the booking for grace mensah", set()),  # capitals: the rules' text
+        ("the grace period ended, cable fine", set()),
+    ],
+)
+def test_names_typed_in_lower_case_are_found_by_the_learned_layer(
+    text: str, names: set[str]
+) -> None:
+    from tasks.pii.ner.learned_names import load_layer, lower_case_name_spans
+
+    assert {text[s:e] for s, e in lower_case_name_spans(load_layer(), text)} == names

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import MissingDependencyError
-from tasks.pii.names import corroborated, lexicon_support
+from tasks.pii.lexicon import STOP_WORDS
+from tasks.pii.names import corroborated, known, lexicon_support
+from tasks.pii.names.vocabulary import unseen
 from tasks.pii.span_recognizer import person_recognizer
 
 MODEL_DIR = Path(__file__).resolve().parents[3] / "models" / "pii-names-en"
@@ -77,4 +79,61 @@ def learned_names(language: str) -> Any:
             nlp, text, getattr(artifacts, "entities", None) or []
         ),
         doc="Names the learned layer finds (models/pii-names-en), corroborated.",
+    )(supported_language=language)
+
+
+def lower_case_name_spans(nlp: Any, text: str, main_tokens: Any = None) -> list[tuple[int, int]]:
+    """The layer's names in a text typed without a capital letter, where the rules, which read
+    a name by its capitals, find few: each of its PERSON spans without the words at its ends
+    that are no name (:func:`_no_name_word`), kept when two or three words the name lexicon
+    half knows at least ("tomasz wieczorek", "chidi okafor") and nothing says they are no
+    one's (:func:`~tasks.pii.names.corroborated`)."""
+    if any(c.isupper() for c in text) or lexicon_support(text) == 0:
+        return []  # (a text with no word the name lexicon knows holds no name kept below)
+    seen = _seen_words(main_tokens)
+    out = []
+    for ent in nlp(text).ents:
+        if ent.label_ != "PERSON":
+            continue
+        words = [(t.idx, t.idx + len(t)) for t in ent if t.is_alpha]
+        while words and _no_name_word(text[slice(*words[-1])], seen):
+            words.pop()
+        while words and _no_name_word(text[slice(*words[0])], seen):
+            words.pop(0)
+        if not words:
+            continue
+        start, end = words[0][0], words[-1][1]
+        span = text[start:end]
+        full = 2 <= len(words) <= 3 and lexicon_support(span) >= 1
+        if full and corroborated(text, start, end):
+            out.append((start, end))
+    return out
+
+
+def _seen_words(tokens: Any) -> frozenset[str]:
+    """The words of the main model's tokens that it met in training."""
+    if tokens is None:
+        return frozenset()
+    return frozenset(t.lower_ for t in tokens if not unseen(t))
+
+
+def _no_name_word(word: str, seen: frozenset[str]) -> bool:
+    """A word at a name span's end that is no part of it: an English stop word, or a word the
+    name lexicon lacks that is short ("ppt") or that the main model met in training
+    ("passport", "given")."""
+    w = word.lower()
+    return w in STOP_WORDS or (not known(w) and (len(w) <= 3 or w in seen))
+
+
+def lower_case_names(language: str) -> Any:
+    """The recogniser of names typed in lower case (its pipeline loaded now, once per
+    process)."""
+    nlp = load_layer()
+    return person_recognizer(
+        name="LowerCaseLearnedNameRecognizer",
+        score=SCORE,
+        spans=lambda text, artifacts: lower_case_name_spans(
+            nlp, text, getattr(artifacts, "tokens", None)
+        ),
+        doc="Names typed in lower case the learned layer finds (models/pii-names-en).",
     )(supported_language=language)
