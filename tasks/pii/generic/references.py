@@ -153,7 +153,8 @@ def _reference_before(text: str, start: int) -> bool:
     before = text[max(0, start - 40) : start]
     if _BEFORE.search(before):
         return True
-    prefix = _CODE_PREFIX.search(as_capitals(before))
+    # the whole text's view (cached once per text; its lines decide what is typed in lower case)
+    prefix = _CODE_PREFIX.search(as_capitals(text)[max(0, start - 40) : start])
     return bool(
         prefix
         and prefix.group(1).lower() not in STOP_WORDS

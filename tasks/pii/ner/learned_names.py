@@ -90,11 +90,13 @@ def lower_case_name_spans(nlp: Any, text: str, main_tokens: Any = None) -> list[
     one's (:func:`~tasks.pii.names.corroborated`)."""
     if any(c.isupper() for c in text) or lexicon_support(text) == 0:
         return []  # (a text with no word the name lexicon knows holds no name kept below)
-    seen = _seen_words(main_tokens)
+    seen: frozenset[str] | None = None
     out = []
     for ent in nlp(text).ents:
         if ent.label_ != "PERSON":
             continue
+        if seen is None:  # the main model's words, only once a name is there to trim
+            seen = _seen_words(main_tokens)
         words = [(t.idx, t.idx + len(t)) for t in ent if t.is_alpha]
         while words and _no_name_word(text[slice(*words[-1])], seen):
             words.pop()
