@@ -36,11 +36,16 @@ from tasks.pii.lexicon import STOP_WORDS, word_list
 # words that may stand between a cue and its value ("passport number is", "DOB: ")
 FILLER = frozenset(word_list("identifiers_filler"))
 # a value after these words is an order, ticket or product number, not a personal identifier
-VETO = re.compile(
-    r"(?i)(?<![a-z])(?:order|tracking|track|invoice|ticket|ref|reference|confirmation|booking|"
+_VETO_WORDS = (
+    r"order|tracking|track|invoice|ticket|ref|reference|confirmation|booking|"
     r"flight|model|serial|sku|item|case|claim|receipt|transaction|pnr|parcel|shipment|"
-    r"package|product|part|version|build|room|gate|seat|table|price|total|usd|eur|krw|won)"
-    r"(?![a-z])"
+    r"package|product|part|version|build|room|gate|seat|table|price|total|usd|eur|krw|won"
+)
+VETO = re.compile(rf"(?i)(?<![a-z])(?:{_VETO_WORDS})(?![a-z])")
+# what names a value as one of those right after it: "12345678 is my ticket number"
+_CLAIMED_AFTER = re.compile(
+    r"(?i)[ \t]*(?:(?:is|was|it'?s|that'?s)\s+|[(\u2013\u2014-][ \t]*)"
+    rf"(?:(?:my|the|our|your|his|her|their|a|an)\s+)?(?:{_VETO_WORDS})(?![a-z])"
 )
 _WORD = re.compile(r"[\p{L}\d']+")
 # the subject of a clause that names the value: its words, and where the clause ends
@@ -57,6 +62,19 @@ _NAMES_IT = re.compile(
 # a sentence's end ("no. on the booking" is no end), a line's, or a clause's
 _SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
 _CLAUSE_START = re.compile(rf"{_SENTENCE_END}|;\s|[,({{\[]")
+_PREPOSITION_WORDS = "|".join(sorted(_PREPOSITIONS, key=len, reverse=True))
+# where a question ends (its answer may follow on the line or the next) or a turn does
+_TURN = re.compile(r"\?[ \t]*(?:\n[ \t>]*){0,2}|(?:\n[ \t>]*){1,2}")
+_ASKED_SPAN = 80
+_LIST_MARK = re.compile(r"(?m)^[ \t>]*(?:[-*\u2022\u00b7]|\d{1,2}[.)])[ \t]+")
+# whose the value is, written as its label after a colon or a line break ("Passport numbers:
+# Ana Lima FZ1187342", "Maria Santos - CB123456"): up to three capitalised words
+_LABEL = re.compile(
+    r"(?:^|(?<=[:\n]))[ \t]*(?:\p{Lu}[\p{L}'\u2019-]*[ \t]+){1,3}[-\u2013\u2014:,]?[ \t]*$"
+)
+_JOINERS = frozenset(
+    ["and", "or", "not", "maybe", "also"]
+)  # characters of a question after its cue word
 _SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
 _VETO_WINDOW = 16
 _CAPITAL = re.compile(r"\p{Lu}")
@@ -118,6 +136,7 @@ class ContextRule:
     veto_after: re.Pattern[str] | None = None  # value first: nothing of this right after
     after: int = 0  # value first: the cue may also follow within this many characters
     classify: Callable[[str, str], str] | None = None  # (value, text before) -> entity
+    stop: re.Pattern[str] | None = None  # cue first: what ends a list of values (a cue)
 
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
         """``(start, end)`` of the values this rule finds in ``text``."""
@@ -143,20 +162,40 @@ class ContextRule:
     # cue first
     def _after(self, text: str, cue: re.Match[str]) -> Iterator[tuple[int, int]]:
         at, last = cue.end(), None
-        for m in self._values(text, at, min(len(text), at + self.window + 80)):
+        for m in self._values(text, at, len(text)):
             if last is None:
-                if m.start() - at > self.window or not self._subject_ok(text, cue, m.start()):
+                if m.start() - at > self.window + _ASKED_SPAN:
+                    return
+                if not self._near(text[at : m.start()]) or not self._subject_ok(
+                    text, cue, m.start()
+                ):
                     continue
-            elif not re.fullmatch(r"\s*(?:,|/|&|and|or)\s*", text[last : m.start()]):
+            elif not self._continues(text[last : m.start()]):
                 return  # a list of values after one cue ("SSNs: 1..., 2...")
             end = self._valid_end(m)
-            if end is None:
+            if end is None or claimed_after(text, end):
                 if last is None:
                     continue
                 return
             last = end
             yield m.start(), end
         return
+
+    def _continues(self, between: str) -> bool:
+        """The next value is of the same list: between the two, separators, list marks, a
+        joining word ("and", "or", "not", "maybe"), at most one line break, one other
+        lower-case word ("(mine) and") and three capitalised ones (whose it is: "Ana Lima
+        FZ1187342, Jon Berg 31874592", "British ... and Irish ..."); no order word, no
+        other rule's cue (``stop``), no sentence end."""
+        bare = _LIST_MARK.sub("", between)
+        if between.count("\n") > 1 or re.search(r"[.!?]\s", bare) or VETO.search(between):
+            return False
+        if self.stop is not None and self.stop.search(between):
+            return False
+        words = [w for w in _WORD.findall(bare) if w.lower() not in _JOINERS]
+        named = [w for w in words if w[0].isupper()]
+        odd = [w for w in words if not w[0].isupper() and w.lower() not in FILLER]
+        return len(named) <= 3 and len(odd) <= 1
 
     def _valid_end(self, m: re.Match[str]) -> int | None:
         """Where the valid value that ``m`` starts ends: all of it, or its longest valid first
@@ -174,13 +213,21 @@ class ContextRule:
         """The value's matches in ``text[at:end]``, read in capitals where the line is typed in
         lower case ("passport fz 118 7342") and where a mail client wrapped the line in the
         middle of it (a line break after 60 characters or more reads as a space); a filler
-        word is no group of a value ("PASSPORT NO K4471902": the value starts after "NO")."""
+        word is no group of a value ("PASSPORT NO K4471902": the value starts after "NO"); an
+        order word is no value's first group: it claims the value ("passport renewal (ref
+        548213307)" typed in lower case reads "REF 548213307")."""
         view = _value_view(text)
         while m := self.value.search(view, at, end):
             head = _HEAD_WORD.match(m.group(0))
             if head and head.group(1).lower() in FILLER:
                 at = m.start() + head.end()
                 continue
+            mark = _LIST_MARK.match(view, view.rfind("\n", 0, m.start()) + 1, m.end() + 2)
+            if mark and m.start() < mark.end():
+                at = m.end()  # "2. Tomas Novak, ...": a list's number
+                continue
+            if head and VETO.fullmatch(head.group(1)):
+                return  # "ref 548213307": an order word's value, and what follows is too
             yield m
             at = max(m.end(), m.start() + 1)
 
@@ -197,14 +244,41 @@ class ContextRule:
                 return False  # "the booking number on my passport renewal is"
         return self._gap_ok(text[cue.end() : start])
 
+    def _near(self, gap: str) -> bool:
+        """The value is close enough to its cue: within ``window``, or, where a question or
+        a turn ends between them, the question's rest within :data:`_ASKED_SPAN` and the
+        answer's words before the value within ``window``."""
+        turn = _TURN.search(gap) if self.ends is None else None
+        if turn is None:
+            return len(gap) <= self.window
+        return turn.start() <= _ASKED_SPAN and len(gap) - turn.end() <= self.window
+
     def _gap_ok(self, gap: str) -> bool:
         if self.ends is not None:
             if "\n" in gap or re.search(r"[.?!]\s", gap) or not self.ends.search(gap):
                 return False
             return not VETO.search(gap[-25:])
-        if VETO.search(gap) or "\n\n" in gap:
+        turn = _TURN.search(gap)
+        if turn is not None:
+            return self._asked_ok(gap[: turn.start()], gap[turn.end() :])
+        if VETO.search(gap):
             return False
-        odd = [w for w in _WORD.findall(gap.lower()) if w not in FILLER]
+        return len(_odd_words(_LABEL.sub("", gap))) <= (self.fillers or 0)
+
+    def _asked_ok(self, asked: str, answer: str) -> bool:
+        """A question or a turn names the cue, the next turn gives the value ("Can you
+        confirm the passport number for the booking?\\nCustomer: 548213307"): the question's
+        words after the cue say where only after a preposition (an order word before one
+        claims the value: "the passport or the booking number?"), the answer's words before
+        the value are fillers or a speaker's label; together no more odd words than
+        ``fillers``. A sentence ending inside either part breaks the link."""
+        answer = _LIST_MARK.sub("", answer)
+        if re.search(r"[.!?]\s", asked) or re.search(r"[.!?]\s|\n", answer):
+            return False
+        head = re.split(rf"(?i)(?<![\p{{L}}])(?:{_PREPOSITION_WORDS})(?![\p{{L}}])", asked)[0]
+        if VETO.search(head) or VETO.search(answer):
+            return False
+        odd = _odd_words(head) + _odd_words(_LABEL.sub("", answer))
         return len(odd) <= (self.fillers or 0)
 
     # value first
@@ -220,7 +294,7 @@ class ContextRule:
                 or (self.after and self.cue.search(text, end, end + self.after))
             ):
                 continue
-            if _vetoed(self.veto, text, start) or (
+            if vetoed(self.veto, text, start) or (
                 self.veto_after is not None and self.veto_after.match(text, end)
             ):
                 continue
@@ -228,6 +302,16 @@ class ContextRule:
                 continue
             entity = self.classify(value, text[:start]) if self.classify else self.entity
             yield start, end, entity, self.score
+
+
+def claimed_after(text: str, end: int) -> bool:
+    """What follows a value ending at ``end`` names it an order, ticket or booking number."""
+    return _CLAIMED_AFTER.match(text, end) is not None
+
+
+def _odd_words(gap: str) -> list[str]:
+    """The words of ``gap`` that are no filler."""
+    return [w for w in _WORD.findall(gap.lower()) if w not in FILLER]
 
 
 def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None:
@@ -271,7 +355,7 @@ def _near(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:
     return pattern.search(text, max(0, start - window), start) is not None
 
 
-def _vetoed(pattern: re.Pattern[str] | None, text: str, start: int) -> bool:
+def vetoed(pattern: re.Pattern[str] | None, text: str, start: int) -> bool:
     """An order/tracking word shortly before the value, in the same sentence."""
     if pattern is None:
         return False

@@ -91,6 +91,8 @@ _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 ROLES = frozenset(word_list("fields_roles"))
 # roles that also name things: a value under them must look like a name, not just be letters
 WEAK_ROLES = frozenset(word_list("fields_weak_roles"))
+# what opens a reply or a greeting, never a name ("yes", "thanks", "sure", "hi")
+REPLIES = frozenset(word_list("greetings_not_names"))
 _NAME_KEYS = frozenset(word_list("fields_name_keys"))
 _NOT_PERSON_KEYS = frozenset(["user_agent", "http_user_agent", "agent_version", "user_type"])
 _GENERIC_NAME = frozenset(word_list("fields_generic_name"))
@@ -324,6 +326,8 @@ def name_value(value: str, *, strong: bool = True) -> bool:
         return False
     if not strong and any(w.islower() and w in STOP_WORDS and w not in _PARTICLES for w in words):
         return False  # "User: my Galaxy Buds won't pair": a chat turn, not a user's name
+    if not strong and words[0].lower() in REPLIES:
+        return False  # "User: yes please", "Agent: Thanks": a reply
     firsts, lasts = lexicon()
     known = any(w.lower() in firsts or w.lower() in lasts for w in words)
     capitalised = any(w[0].isupper() and w.lower() not in STOP_WORDS for w in words)

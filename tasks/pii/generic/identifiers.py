@@ -14,6 +14,7 @@ forms (a card that fails Luhn after "card number", an SSN without separators aft
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import regex as re
@@ -98,7 +99,7 @@ def _any(_value: str) -> bool:
 _DATE_RE = re.compile(_DATE)
 # what a passport is renewed for
 _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
-_ID_RE = re.compile(_ID)
+ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
 _COPULA = re.compile(rf"(?i){COPULA}\s*$")  # a clause naming the value ends here
@@ -128,7 +129,7 @@ _NAMED_AFTER = re.compile(
 
 _PASSPORT_WORD = _cue(words_pattern("passport_words"))
 
-RULES: tuple[ContextRule, ...] = (
+_RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         _cue(
@@ -137,7 +138,7 @@ RULES: tuple[ContextRule, ...] = (
             # a national identity card: an ICAO travel document too
             r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
         ),
-        _ID_RE,
+        ID_RE,
         # or ICAO's nine, with as few as one digit ("pp no C4J9RT1KM")
         lambda value: _id_of(4, 6, 12)(value) or _icao_number(value),
         window=40,
@@ -152,7 +153,7 @@ RULES: tuple[ContextRule, ...] = (
             # another traveller's: "my son's is ..."
             r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
         ),
-        _ID_RE,
+        ID_RE,
         _passport_number,
         window=20,
         fillers=1,
@@ -168,7 +169,7 @@ RULES: tuple[ContextRule, ...] = (
             r"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
             r"licen[cs]e[\s_-]*(?:no|number|#|num)|dl[\s_-]?#?|d/l|dln|운전면허(?:증|번호)?"
         ),
-        _ID_RE,
+        ID_RE,
         _id_of(3, 5, 20),
         window=40,
         fillers=2,
@@ -179,7 +180,7 @@ RULES: tuple[ContextRule, ...] = (
     _rule(
         "DRIVER_LICENSE",
         _cue(r"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?"),
-        _ID_RE,
+        ID_RE,
         lambda value: _id_of(4, 6, 16)(value) and not value.isalpha(),
         window=90,
         fillers=12,
@@ -188,16 +189,16 @@ RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         _cue(r"passports?"),
-        _ID_RE,
+        ID_RE,
         _passport_number,
         window=90,
         fillers=12,
         ends=_COPULA,
     ),
-    _rule("PASSPORT", _PASSPORT_WORD, _ID_RE, _icao_typed, window=16, fillers=0),
+    _rule("PASSPORT", _PASSPORT_WORD, ID_RE, _icao_typed, window=16, fillers=0),
     # the word's short forms, which are also pages ("pp 112-118") and slides ("PPT:"): right
     # before a passport's shape, fillers alone between ("PPT: K7745216", "p/p no. AB1234567")
-    _rule("PASSPORT", _cue(r"ppt|pp|p/p|psp"), _ID_RE, _passport_number, window=12, fillers=0),
+    _rule("PASSPORT", _cue(r"ppt|pp|p/p|psp"), ID_RE, _passport_number, window=12, fillers=0),
     ContextRule(
         entity="PASSPORT",
         value=_NAMED_AFTER,
@@ -215,7 +216,7 @@ RULES: tuple[ContextRule, ...] = (
             r"hospital[\s_-]*(?:no|number|#|id|record)|hosp\.?[\s_-]*(?:no|number|#|id)|"
             r"건강보험증?(?:번호)?|환자번호|진료번호"
         ),
-        _ID_RE,
+        ID_RE,
         _id_of(3, 5, 20),
         window=40,
         fillers=2,
@@ -283,6 +284,11 @@ RULES: tuple[ContextRule, ...] = (
         fillers=2,
     ),
 )
+
+
+# a list of values after one cue ends where another rule's cue stands
+_ANY_CUE = re.compile("|".join(f"(?:{r.cue.pattern})" for r in _RULES if r.cue is not None))
+RULES: tuple[ContextRule, ...] = tuple(replace(r, stop=_ANY_CUE) for r in _RULES)
 
 
 def context_spans(rule: ContextRule) -> Callable[[str, object], list[tuple[int, int]]]:

@@ -25,9 +25,11 @@ import regex as re
 
 from tasks.pii.generic.fields import (
     ROLES,
+    WEAK_ROLES,
     Field,
     field_type,
     name_part,
+    norm_key,
     thing_name,
     valid_value,
     weak_key,
@@ -47,6 +49,8 @@ QUOTED = "quoted"  # recognition_metadata flag: a bare JSON token, replaced with
 _MAX_NESTING = 3
 _NAME_WORD = re.compile(r"\p{L}[\p{L}'’-]*")
 _NOT_PROPAGATED = frozenset(word_list("structured_not_propagated")) | ROLES
+_WORDS_AFTER = re.compile(r"\p{L}{2,}")
+_EMAIL = re.compile(r"\S+@\S+")
 
 
 @dataclass(frozen=True)
@@ -157,18 +161,40 @@ def forced_spans(text: str, structure: Structure) -> list[tuple[int, int, str, b
     """``(start, end, label, bare)`` for each value under a personal field (labels in the
     labels' vocabulary: ``ADDRESS`` for a street address)."""
     out = []
+    turns = _speaker_turns(text, structure.fields)
     for f in structure.fields:
         label = field_type(f)
         if label is None:
             continue
         start, end, value = f.start, f.end, f.value
+        weak = weak_key(f) or f in turns
         if label == "PERSON" and text[start:end] == value:
             rel_start, rel_end = name_part(value)  # "Jonas Krüger (+49 170 5558812)"
+            if weak and _WORDS_AFTER.search(_EMAIL.sub("", value[rel_end:])):
+                continue  # "User: till 2031 I think": a sentence, not a user's name
             start, end = f.start + rel_start, f.start + rel_end
             value = text[start:end]
-        if end > start and valid_value(label, value, bare=f.bare, weak=weak_key(f)):
+        if end > start and valid_value(label, value, bare=f.bare, weak=weak):
             out.append((start, end, label, f.bare))
     return out
+
+
+def _speaker_turns(text: str, fields: Sequence[Field]) -> set[Field]:
+    """The fields that are a conversation's turns: where two lines or more open with a role's
+    label, two roles at least and one of them a role that also speaks for a system or a team
+    (``Agent:``, ``User:``), each such field is a turn whose value is what was said ("Agent:
+    ...\\nCustomer: yes please"), judged as a weak role's."""
+    labelled = [
+        f
+        for f in fields
+        if len(f.path) == 1
+        and norm_key(f.path[0]) in ROLES
+        and not text[text.rfind("\n", 0, f.start) + 1 : f.start].split(f.path[0])[0].strip()
+    ]
+    keys = {norm_key(f.path[0]) for f in labelled}
+    if len(labelled) < 2 or len(keys) < 2 or not keys & WEAK_ROLES:
+        return set()
+    return set(labelled)
 
 
 def clip(start: int, end: int, regions: Sequence[Region]) -> list[tuple[int, int, bool]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import regex as re
 
+from tasks.pii.generic.fields import REPLIES
 from tasks.pii.generic.structured import scan
 from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import (
@@ -110,7 +111,7 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             continue  # JSON and tables: tasks.pii.generic.structured reads their fields
         if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
             continue
-        if not any(w.lower() in STOP_WORDS for w in value.split()[:1]):
+        if not any(w.lower() in STOP_WORDS or w.lower() in REPLIES for w in value.split()[:1]):
             spans.append((m.start("value"), m.end("value")))
     for m in _AIRLINE.finditer(text):
         if m.group(1) not in _NOT_AIRLINE and len(m.group(1)) >= 6:

@@ -25,10 +25,12 @@ from tasks.pii.span_recognizer import person_recognizer
 
 # honorifics ("Mr.", "Sig.ra", "Dipl.-Ing.", "Frau") and name particles ("van der", "de la")
 _TITLE = re.compile(r"^(?:\p{Lu}\p{Ll}{0,4}\.(?:-?\p{L}{1,4}\.?)?|Frau|Herr|Mme|Mlle|Miss)$")
+# a sign-off signs on its line or the next; a greeting or an introduction names on its own
+# line ("Hello,\n\nBelow are the details": a paragraph's first word)
 _NAME_CUE = re.compile(
-    rf"(?i:\b(?:{SELF_INTRODUCTION}|it's|regards,|thanks,|cheers,|sincerely,"
-    r"|yours(?: truly| sincerely| faithfully)?,|best(?: wishes)?,|warmly,|hello,|hi,?|ask"
-    r"|colleague))\s+"
+    rf"(?i:\b(?:(?:regards,|thanks,|cheers,|sincerely,"
+    r"|yours(?: truly| sincerely| faithfully)?,|best(?: wishes)?,|warmly,)\s+"
+    rf"|(?:{SELF_INTRODUCTION}|it's|hello,|hi,?|ask|colleague)[ \t]+))"
     r"((?:\p{Lu}[\p{L}'’]+[ -]?){1,3})(?<! )"
 )
 
