@@ -4,6 +4,7 @@ numbers are in test_release_canary_rails.py."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -144,6 +145,34 @@ def test_a_step_without_traffic_waits_for_the_deadline_then_fails(routing: Store
     assert clock.now() - start >= CFG.step_deadline_s
     assert metrics.reads > 10  # it kept looking for data the whole time
     assert any("deadline" in r for r in result.reasons)
+
+
+def test_a_wall_clock_set_forward_during_a_step_does_not_end_it_early(
+    routing: StoreRouting,
+) -> None:
+    """NTP steps the wall clock 5 minutes ahead in the middle of a step without traffic: the
+    step still waits its whole deadline of real (monotonic) time, as the real clock does."""
+    clock = FakeClock()
+    ran = [0.0]
+
+    def sleep(seconds: float) -> None:
+        ran[0] += seconds
+        clock.t += seconds + (300.0 if ran[0] - seconds < 30 <= ran[0] else 0.0)
+
+    stepped = Clock(now=clock.now, sleep=sleep, monotonic=lambda: ran[0])
+    result = watch_step(
+        routing, "v1", stable="v0", metrics=FakeMetrics(clock), policy=CFG, clock=stepped
+    )
+    assert result.verdict == "no_data"
+    assert CFG.step_deadline_s <= ran[0] < CFG.step_deadline_s + 2 * CFG.poll_s
+    assert clock.t - 1_000_000.0 >= ran[0] + 300  # the wall clock did jump
+
+
+def test_a_clock_without_its_own_monotonic_times_steps_by_now_or_by_the_real_one() -> None:
+    fake = Clock(now=lambda: 42.0, sleep=lambda _s: None)
+    assert fake.ticks() == 42.0
+    real = Clock()
+    assert abs(real.ticks() - time.monotonic()) < 5
 
 
 def test_late_traffic_is_judged_once_enough_arrived(routing: StoreRouting) -> None:

@@ -189,7 +189,7 @@ def watch_step(
     """Hold one canary step until it passes, fails, runs out of time without data, or the
     release is interrupted. Both versions are read over the step's own window; a workload's
     release (``routing`` scoped to it) reads that workload's series alone."""
-    step_start = metrics.mark()
+    step_start, begun = metrics.mark(), clock.ticks()  # the window's start, the step's
     seq, cost = SequentialState(), CostLooks()
     while True:
         clock.sleep(policy.poll_s)
@@ -198,12 +198,13 @@ def watch_step(
         if stop is not None and stop.verdict == "paused":
             stop = _wait_while_paused(routing, version, phase="canary", policy=policy, clock=clock)
             if stop is None:  # resumed: the step's evidence starts again
-                step_start, seq, cost = metrics.mark(), SequentialState(), CostLooks()
+                step_start, begun = metrics.mark(), clock.ticks()
+                seq, cost = SequentialState(), CostLooks()
                 continue
         if stop is not None:
             return stop
-        now = clock.now()
-        at_horizon = now - step_start >= policy.analysis_interval_s
+        elapsed = clock.ticks() - begun  # not the wall clock, which may be set meanwhile
+        at_horizon = elapsed >= policy.analysis_interval_s
         try:
             window = metrics.read(
                 candidate=version, stable=stable, since=step_start, workload=state.workload
@@ -212,14 +213,14 @@ def watch_step(
             log.warning("canary metrics unavailable: %s", exc)
             window = None
         result = analyse_step(window, policy, cost=cost, weight=state.weight)
-        early = _sequential_look(window, result, policy, seq, elapsed_s=now - step_start)
+        early = _sequential_look(window, result, policy, seq, elapsed_s=elapsed)
         if early is not None:
             return early
         if not at_horizon:
             continue
         if result.verdict != "no_data":
             return result
-        if now - step_start >= policy.step_deadline_s:
+        if elapsed >= policy.step_deadline_s:
             result.reasons.append(
                 f"no decision within the step deadline ({policy.step_deadline_s:.0f} s)"
             )

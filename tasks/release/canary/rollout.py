@@ -57,6 +57,15 @@ class Clock:
 
     now: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] | None = None  # see ticks
+
+    def ticks(self) -> float:
+        """Seconds for how long a phase has run, which the wall clock being set (NTP, a VM
+        resumed) cannot shorten or stretch: the monotonic clock, or ``now`` where a test
+        gives its own and no ``monotonic``. Windows of metrics stay on ``now``."""
+        if self.monotonic is not None:
+            return self.monotonic()
+        return time.monotonic() if self.now is time.time else self.now()
 
 
 @dataclass(kw_only=True)
@@ -89,8 +98,8 @@ def _wait_while_paused(
 ) -> PhaseResult | None:
     """None once resumed into ``phase``; else the result that ends the phase (``interrupted``
     too when the ``release-control`` flow resumed it and drives the release from now on)."""
-    until = clock.now() + policy.pause_limit_s
-    while clock.now() < until:
+    until = clock.ticks() + policy.pause_limit_s
+    while clock.ticks() < until:
         clock.sleep(policy.poll_s)
         state = routing.load()
         stop = _interrupted(state, version, phase)
@@ -288,8 +297,7 @@ def watch_shadow(
     pii: PiiEngine | None = None,
 ) -> PhaseResult:
     """Hold the shadow phase until enough of its workload's shadow pairs are judged, or deadline."""
-    start = clock.now()
-    since = datetime.fromtimestamp(start, UTC)
+    begun, since = clock.ticks(), datetime.fromtimestamp(clock.now(), UTC)
     while True:
         clock.sleep(policy.poll_s)
         state = routing.load()
@@ -298,16 +306,16 @@ def watch_shadow(
             stop = _wait_while_paused(routing, version, phase="shadow", policy=policy, clock=clock)
         if stop is not None:
             return stop
-        now = clock.now()
-        if now - start < policy.analysis_interval_s:
+        elapsed = clock.ticks() - begun
+        if elapsed < policy.analysis_interval_s:
             continue
-        at = datetime.fromtimestamp(now, UTC)
+        at = datetime.fromtimestamp(clock.now(), UTC)
         pairs = read_shadow_pairs(
             source, candidate=version, since=since, now=at, workload=state.workload
         )
         if len(pairs) >= policy.min_shadow_pairs:
             return judge_shadow(pairs, scorer=scorer, policy=policy, pii=pii)
-        if now - start >= policy.step_deadline_s:
+        if elapsed >= policy.step_deadline_s:
             reason = (
                 f"{len(pairs)} shadow pairs < {policy.min_shadow_pairs} required within "
                 f"the deadline ({policy.step_deadline_s:.0f} s)"
