@@ -45,7 +45,10 @@ VETO = re.compile(rf"(?i)(?<![a-z])(?:{_VETO_WORDS})(?![a-z])")
 # what names a value as one of those right after it: "12345678 is my ticket number"
 _CLAIMED_AFTER = re.compile(
     r"(?i)[ \t]*(?:(?:is|was|it'?s|that'?s)\s+|[(\u2013\u2014-][ \t]*)"
-    rf"(?:(?:my|the|our|your|his|her|their|a|an)\s+)?(?:{_VETO_WORDS})(?![a-z])"
+    r"(?:(?:my|the|our|your|his|her|their|a|an)\s+)?"
+    # "... is the number of the parcel"
+    r"(?:(?:number|no\.?|code)\s+(?:of|for|on)\s+(?:(?:my|the|our|your|his|her|their|a|an)\s+)?)?"
+    rf"(?:{_VETO_WORDS})(?![a-z])"
 )
 _WORD = re.compile(r"[\p{L}\d']+")
 # the subject of a clause that names the value: its words, and where the clause ends

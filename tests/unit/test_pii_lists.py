@@ -66,6 +66,10 @@ def _found(text: str) -> dict[str, str]:
             ["548213307", "548213370"],
         ),
         (
+            "Subject: Passport\n\nHi,\n\nLK0098231 is the number, expiry March 2031.",
+            ["LK0098231"],
+        ),
+        (
             "the passport numbers are 533412987 (mine) and 561190284 (my son's)",
             ["533412987", "561190284"],
         ),
@@ -86,6 +90,8 @@ def test_every_number_of_a_named_document_is_found(text: str, values: list[str])
         "my passport renewal application (ref 548213307) is pending",
         "Passports for the group trip:\n- Anna: order 548213307\n- Ben: order 561190284",
         "invoices: 548213307, 561190284, C01X00T47",
+        "Subject: passport photos\n\n548213307 is the order number, thanks",
+        "my passport is fine, 548213307 is the number of the parcel",
     ],
 )
 def test_an_order_ticket_or_invoice_number_keeps_its_value(text: str) -> None:

@@ -116,7 +116,8 @@ def _passport_number(value: str) -> bool:
     )
 
 
-# the number first, then a clause that says whose document it is: "C4J9RT1KM is my passport
+# the number first, then a clause that says whose document it is ("... is the number" in a
+# text about a passport: "Subject: Passport ... 548213307 is the number"): "C4J9RT1KM is my passport
 # number", "18CV45872 - that's the passport", "533412987 (my US passport)", "LK0098231, it's on
 # my passport's photo page"; one word may qualify the document ("US", "old", "son's")
 _NAMED_AFTER = re.compile(
@@ -124,7 +125,9 @@ _NAMED_AFTER = re.compile(
     r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
     r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from)\s+){0,3}"
     r"(?:(?:my|the|our|his|her|their|your|a)\s+)?(?:[\p{L}.\u2019']+\s+)?"
-    rf"(?:{words_pattern('passport_words')})(?![a-z])))"
+    rf"(?:{words_pattern('passport_words')})(?![a-z])"
+    # in a text about a passport (the rule's topic), "... is the number" ending a clause too
+    r"|(?:is|was|that[\u2019']?s|it[\u2019']?s)\s+(?:my|the|our|his|her|their)\s+(?:number|no\b)[ \t]*(?:[,.;:!?)\n]|$)))"
 )
 
 _PASSPORT_WORD = _cue(words_pattern("passport_words"))
