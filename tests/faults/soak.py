@@ -61,6 +61,7 @@ class SoakResult:
     refused: dict[str, float]  # flywheel_connections_refused_total by limit
     peak_connections: int  # the most connections the load client held open at once
     no_reply: int
+    no_reply_kinds: dict[str, int]  # why: the client's exception, by kind (no values)
     upstream_failures: int
     rss_warm_kib: int
     rss_end_kib: int
@@ -171,6 +172,10 @@ def soak(home: Path, *, rate: float, seconds: float, warmup_s: float = 5.0) -> S
         refused={limit: float(n) for limit, n in refused},
         peak_connections=max(warm.connections.peak, rest.connections.peak),
         no_reply=warm.failures + rest.failures,
+        no_reply_kinds={
+            kind: warm.failure_kinds.get(kind, 0) + rest.failure_kinds.get(kind, 0)
+            for kind in {**warm.failure_kinds, **rest.failure_kinds}
+        },
         upstream_failures=rng.failures,
         rss_warm_kib=rss_warm,
         rss_end_kib=rss_end,
