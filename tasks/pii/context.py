@@ -31,16 +31,12 @@ from functools import lru_cache
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, word_list, words_pattern
 
 # words that may stand between a cue and its value ("passport number is", "DOB: ")
 FILLER = frozenset(word_list("identifiers_filler"))
 # a value after these words is an order, ticket or product number, not a personal identifier
-_VETO_WORDS = (
-    r"order|tracking|track|invoice|ticket|ref|reference|confirmation|booking|"
-    r"flight|model|serial|sku|item|case|claim|receipt|transaction|pnr|parcel|shipment|"
-    r"package|product|part|version|build|room|gate|seat|table|price|total|usd|eur|krw|won"
-)
+_VETO_WORDS = words_pattern("identifiers_things")
 VETO = re.compile(rf"(?i)(?<![a-z])(?:{_VETO_WORDS})(?![a-z])")
 # what names a value as one of those right after it: "12345678 is my ticket number"
 _CLAIMED_AFTER = re.compile(

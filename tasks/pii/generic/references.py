@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import as_capitals, subject_word
+from tasks.pii.context import as_capitals, claimed_after, subject_word
 from tasks.pii.generic.fields import norm_key
 from tasks.pii.lexicon import STOP_WORDS
 
@@ -47,7 +47,8 @@ _WORDS = (
 _BEFORE = re.compile(
     rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#))"
     # a code ("error code", "promo code"), but not a phone number's own ("area code")
-    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)[\s_-])code)(?![a-z])"
+    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)[\s_-])code)"
+    r"(?=no|nr|num|id|[^a-z]|$)"  # glued to its number word too: "ordernumber", "trackno"
     r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*"
     # the reply to a question that named it: "your order number? sure, mine is ..."
     r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
@@ -132,6 +133,8 @@ def drop_references(
             or _reference_before(text, r.start)
             # the clause naming it is about a reference: "order number for the photos is"
             or _REFERENCE_WORD.fullmatch(subject_word(text, r.start, modifiers=False))
+            # or the clause after it: "623018845 is the order number"
+            or claimed_after(text, r.end)
         ):
             dropped.add(_shape(value))
             references.append((r.start, r.end))

@@ -40,6 +40,11 @@ _NAME_FIELD_CUE = re.compile(
     r"(?i)(?<![\p{L}])(?:surname|(?:first|last|given|family|middle|maiden)\s+names?|given)"
     r"\s*[:=]?\s*$"
 )
+# a form typed on one line: the next field's label right after a value
+_NEXT_LABEL = re.compile(
+    r"(?i)[ \t]*[,;/|]?[ \t]*(?:(?:first|last|given|family|middle|maiden)\s+names?|given|surname|"
+    r"passport|date\s+of\s+birth|dob|nationality|sex|gender)(?![\p{L}])"
+)
 _ROLE_CUE = re.compile(
     rf"(?i)(?<![\p{{L}}])(?:{_ROLE})(?:\s*[:,-]\s*|\s+(?:is|was|named|called|here)\s*[:,]?\s*"
     r"|\s+)(?=\S)"
@@ -275,7 +280,8 @@ def _spans_after(
         if line and i is not None and j == i and _LEADING_INITIAL.fullmatch(doc[i].text):
             j = _name_end(doc, i, strong=True)  # the sign-off line is a name: "— H.-Dieter Lübs"
         if i is not None and j == i and _NAME_FIELD_CUE.search(text, 0, m.end()):
-            j = i + 1 if doc[i].is_alpha and doc[i].text[:1].isupper() else i
+            after = doc[i].idx + len(doc[i].text)
+            j = i + 1 if doc[i].is_alpha and _field_name(doc[i].text, text, after) else i
         form = strong and m.group(0).rstrip().endswith((":", "="))
         if i is not None and j == i and form and _word_then_name(doc, i):
             j = _name_end(doc, i + 1, strong=True)  # "Name on the account: Else Budig,"
@@ -291,6 +297,17 @@ def _spans_after(
                 spans.append((doc[i].idx, end))
                 spans += _and_name(doc, j)
     return spans
+
+
+def _field_name(word: str, text: str, end: int) -> bool:
+    """The word after "surname", "first name" (ending at ``end``): capitalised; or typed in
+    lower case, no English stop word, and known to the name lexicon or followed by the form's
+    next label ("surname haddad given names ...")."""
+    if word[:1].isupper():
+        return True
+    if not word.islower() or word in STOP_WORDS or word in AMBIGUOUS:
+        return False
+    return known(word) or _NEXT_LABEL.match(text, end) is not None
 
 
 def caps_name_spans(text: str) -> list[tuple[int, int]]:
