@@ -71,6 +71,7 @@ _LIST_MARK = re.compile(r"(?m)^[ \t>]*(?:[-*\u2022\u00b7]|\d{1,2}[.)])[ \t]+")
 _LABEL = re.compile(
     r"(?:^|(?<=[:\n]))[ \t]*(?:\p{Lu}[\p{L}'\u2019-]*[ \t]+){1,3}[-\u2013\u2014:,]?[ \t]*$"
 )
+_DATE_SHAPE = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$")  # an expiry after a list's value
 _JOINERS = frozenset(
     ["and", "or", "not", "maybe", "also"]
 )  # characters of a question after its cue word
@@ -169,8 +170,8 @@ class ContextRule:
                     text, cue, m.start()
                 ):
                     continue
-            elif not self._continues(text[last : m.start()]):
-                return  # a list of values after one cue ("SSNs: 1..., 2...")
+            elif not self._continues(text[last : m.start()]) or _DATE_SHAPE.match(m.group(0)):
+                return  # a list of values after one cue ("SSNs: 1..., 2..."), no date in it
             end = self._valid_end(m)
             if end is None or claimed_after(text, end):
                 if last is None:
@@ -192,7 +193,7 @@ class ContextRule:
         if self.stop is not None and self.stop.search(between):
             return False
         words = [w for w in _WORD.findall(bare) if w.lower() not in _JOINERS]
-        named = [w for w in words if w[0].isupper()]
+        named = [w for w in words if w[0].isupper() and w.lower() not in FILLER]
         odd = [w for w in words if not w[0].isupper() and w.lower() not in FILLER]
         return len(named) <= 3 and len(odd) <= 1
 

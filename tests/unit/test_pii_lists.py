@@ -98,9 +98,11 @@ def test_an_order_ticket_or_invoice_number_keeps_its_value(text: str) -> None:
     assert _found(text) == {}
 
 
-def test_a_list_ends_at_another_things_word() -> None:
+def test_a_list_ends_at_another_things_word_or_a_date() -> None:
     found = _found("passport 548213307 and licence D1234567, order 561190284")
     assert found == {"548213307": "PASSPORT", "D1234567": "DRIVER_LICENSE"}
+    assert _found("Passport (UK): 548213307 | Exp: 2031-04-01") == {"548213307": "PASSPORT"}
+    assert _found("can you put 548213307 in as my passport") == {"548213307": "PASSPORT"}
 
 
 def test_a_shape_is_carried_unless_another_word_claims_it() -> None:

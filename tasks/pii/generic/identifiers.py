@@ -123,7 +123,7 @@ def _passport_number(value: str) -> bool:
 _NAMED_AFTER = re.compile(
     rf"(?<![\w-])(?P<v>{_ID_HEAD})(?![\w-])"
     r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
-    r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from)\s+){0,3}"
+    r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from|in|as)\s+){0,3}"
     r"(?:(?:my|the|our|his|her|their|your|a)\s+)?(?:[\p{L}.\u2019']+\s+)?"
     rf"(?:{words_pattern('passport_words')})(?![a-z])"
     # in a text about a passport (the rule's topic), "... is the number" ending a clause too
