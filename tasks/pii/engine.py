@@ -20,7 +20,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from infra.errors import MissingDependencyError
 from tasks.pii.filters import precision_filter
-from tasks.pii.generic.documents import same_documents
+from tasks.pii.generic.documents import document_results
 from tasks.pii.generic.identifiers import date_after_name
 from tasks.pii.generic.structured import QUOTED, apply_structure
 from tasks.pii.korean import has_hangul
@@ -267,20 +267,6 @@ def _birth_dates(
     return out
 
 
-def _same_documents(
-    text: str, results: list[RecognizerResult], entities: Sequence[str]
-) -> list[RecognizerResult]:
-    """The codes shaped like a document number found in the text (see
-    :mod:`tasks.pii.generic.documents`)."""
-    from presidio_analyzer import RecognizerResult
-
-    return [
-        RecognizerResult(entity, start, end, 0.6)
-        for start, end, entity in same_documents(text, results)
-        if entity in entities
-    ]
-
-
 def _to_original(norm: Normalized, results: list[RecognizerResult]) -> list[RecognizerResult]:
     """Findings on the normalised text, moved onto the original text's offsets."""
     for r in results:
@@ -329,7 +315,7 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 found[text].extend(r for r in res if _keep(lang, text, r))
     for text in unique:  # a document's other numbers; personal fields of tool results;
         # findings kept inside their cells
-        found[text] += _same_documents(text, found[text], config.entities)
+        found[text] += document_results(text, found[text], config.entities)
         found[text] = precision_filter(text, apply_structure(text, found[text], config.entities))
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
     return [mapped[t] for t in texts]

@@ -66,6 +66,19 @@ def _claimed(view: str, start: int, value: str) -> bool:
     )
 
 
+def document_results(
+    text: str, findings: Sequence[RecognizerResult], entities: Sequence[str]
+) -> list[RecognizerResult]:
+    """:func:`same_documents` as the engine's findings, of the configured ``entities`` only."""
+    from presidio_analyzer import RecognizerResult
+
+    return [
+        RecognizerResult(entity, start, end, 0.6)
+        for start, end, entity in same_documents(text, findings)
+        if entity in entities
+    ]
+
+
 def same_documents(text: str, findings: Sequence[RecognizerResult]) -> list[tuple[int, int, str]]:
     """``(start, end, entity)`` of the codes in ``text`` shaped like a document number found
     there and not found themselves (see the module), and the names that label a list's
