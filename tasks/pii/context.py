@@ -64,17 +64,17 @@ _CLAUSE_START = re.compile(rf"{_SENTENCE_END}|;\s|[,({{\[]")
 _PREPOSITION_WORDS = "|".join(sorted(_PREPOSITIONS, key=len, reverse=True))
 # where a question ends (its answer may follow on the line or the next) or a turn does
 _TURN = re.compile(r"\?[ \t]*(?:\n[ \t>]*){0,2}|(?:\n[ \t>]*){1,2}")
-_ASKED_SPAN = 80
-_LIST_MARK = re.compile(r"(?m)^[ \t>]*(?:[-*\u2022\u00b7]|\d{1,2}[.)])[ \t]+")
+_ASKED_SPAN = 80  # characters of a question after its cue word
+# a list item's mark: a bullet or a number ("- ", "2. ")
+LIST_MARK = r"(?:[-*\u2022\u00b7]|\d{1,2}[.)])[ \t]+"
+_LIST_MARK = re.compile(rf"(?m)^[ \t>]*{LIST_MARK}")
 # whose the value is, written as its label after a colon or a line break ("Passport numbers:
 # Ana Lima FZ1187342", "Maria Santos - CB123456"): up to three capitalised words
 _LABEL = re.compile(
     r"(?:^|(?<=[:\n]))[ \t]*(?:\p{Lu}[\p{L}'\u2019-]*[ \t]+){1,3}[-\u2013\u2014:,]?[ \t]*$"
 )
 _DATE_SHAPE = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$")  # an expiry after a list's value
-_JOINERS = frozenset(
-    ["and", "or", "not", "maybe", "also"]
-)  # characters of a question after its cue word
+_JOINERS = frozenset(["and", "or", "not", "maybe", "also"])  # between a list's values
 _SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
 _VETO_WINDOW = 16
 _CAPITAL = re.compile(r"\p{Lu}")
@@ -166,7 +166,7 @@ class ContextRule:
             if last is None:
                 if m.start() - at > self.window + _ASKED_SPAN:
                     return
-                if not self._near(text[at : m.start()]) or not self._subject_ok(
+                if not self._close_enough(text[at : m.start()]) or not self._subject_ok(
                     text, cue, m.start()
                 ):
                     continue
@@ -244,7 +244,7 @@ class ContextRule:
                 return False  # "the booking number on my passport renewal is"
         return self._gap_ok(text[cue.end() : start])
 
-    def _near(self, gap: str) -> bool:
+    def _close_enough(self, gap: str) -> bool:
         """The value is close enough to its cue: within ``window``, or, where a question or
         a turn ends between them, the question's rest within :data:`_ASKED_SPAN` and the
         answer's words before the value within ``window``."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import VETO, as_capitals, claimed_after, subject_word, vetoed
+from tasks.pii.context import LIST_MARK, VETO, as_capitals, claimed_after, subject_word, vetoed
 from tasks.pii.generic.identifiers import ID_RE
 from tasks.pii.names import lexicon_support
 
@@ -36,7 +36,7 @@ _MIN_CHARS, _MIN_DIGITS = 6, 4
 _FIRST_GROUP = re.compile(r"\p{L}+(?=[ -])")
 # a list item's label before its value: a mark, one to three capitalised words, a separator
 _OWNER = re.compile(
-    r"[ \t>]*(?:(?:[-*\u2022\u00b7]|\d{1,2}[.)])[ \t]+)?"
+    rf"[ \t>]*(?:{LIST_MARK})?"
     r"(\p{Lu}[\p{L}'\u2019-]*(?:[ \t]+\p{Lu}[\p{L}'\u2019-]*){0,2})[ \t]*[:,\u2013\u2014-][ \t]*"
 )
 

@@ -19,7 +19,7 @@ import regex as re
 
 from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import NAME_PARTICLES as _PARTICLES
-from tasks.pii.names import lexicon, lexicon_support
+from tasks.pii.names import REPLIES, lexicon, lexicon_support
 
 _ID = r"(?:_(?:no|nr|num|number|id|#))?"
 # (entity, key regex matched against the whole normalised key); the first match wins
@@ -91,8 +91,6 @@ _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 ROLES = frozenset(word_list("fields_roles"))
 # roles that also name things: a value under them must look like a name, not just be letters
 WEAK_ROLES = frozenset(word_list("fields_weak_roles"))
-# what opens a reply or a greeting, never a name ("yes", "thanks", "sure", "hi")
-REPLIES = frozenset(word_list("greetings_not_names"))
 _NAME_KEYS = frozenset(word_list("fields_name_keys"))
 _NOT_PERSON_KEYS = frozenset(["user_agent", "http_user_agent", "agent_version", "user_type"])
 _GENERIC_NAME = frozenset(word_list("fields_generic_name"))

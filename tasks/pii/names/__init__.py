@@ -34,6 +34,8 @@ NAME_PARTICLES = frozenset(word_list("names_name_particles"))
 AMBIGUOUS = frozenset(word_list("names_ambiguous"))
 # who a letter greets when it greets no one by name
 NOT_GREETED = frozenset(word_list("names_not_greeted"))
+# what opens a reply or a greeting, never a name ("yes", "thanks", "sure", "hi")
+REPLIES = frozenset(word_list("greetings_not_names"))
 # companies and brands named after people: never a person in a text
 EPONYMS = re.compile(
     r"(?i)^(?:charles\s+schwab|j\.\s?p\.\s?morgan|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"

@@ -36,13 +36,11 @@ _ROLE = (
     r"(?:first|last|given|family|middle|maiden)\s+names?|given"
 )
 # the word after these is a name by definition ("surname LEE", "given SEOYEON")
-_NAME_FIELD_CUE = re.compile(
-    r"(?i)(?<![\p{L}])(?:surname|(?:first|last|given|family|middle|maiden)\s+names?|given)"
-    r"\s*[:=]?\s*$"
-)
+_NAME_FIELDS = r"surname|(?:first|last|given|family|middle|maiden)\s+names?|given"
+_NAME_FIELD_CUE = re.compile(rf"(?i)(?<![\p{{L}}])(?:{_NAME_FIELDS})\s*[:=]?\s*$")
 # a form typed on one line: the next field's label right after a value
 _NEXT_LABEL = re.compile(
-    r"(?i)[ \t]*[,;/|]?[ \t]*(?:(?:first|last|given|family|middle|maiden)\s+names?|given|surname|"
+    rf"(?i)[ \t]*[,;/|]?[ \t]*(?:{_NAME_FIELDS}|"
     r"passport|date\s+of\s+birth|dob|nationality|sex|gender)(?![\p{L}])"
 )
 _ROLE_CUE = re.compile(

@@ -15,8 +15,7 @@ from collections.abc import Callable
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
-from tasks.pii.names import NOT_GREETED, known
+from tasks.pii.names import NOT_GREETED, REPLIES, known
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
@@ -38,7 +37,6 @@ _FINAL = re.compile(
     r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?(?:[,.!]|[ \t]-+)\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
 )
-_NOT_NAMES = set(word_list("greetings_not_names"))
 # a self-introduction: the word after it is the writer's name, whatever its case ("I'm tendai")
 _INTRODUCTION = re.compile(
     r"(?i)(?<![\p{L}'’])(?:im|i'm|i’m|i am|this is|its|it's|it’s|my name is|name's|call me)"
@@ -71,7 +69,7 @@ def _is_name_word(word: str, stop: frozenset[str]) -> bool:
     return (
         len(w) > 1
         and w not in stop
-        and w not in _NOT_NAMES
+        and w not in REPLIES
         and not w.endswith(("ing", "ed", "n't", "’t"))
         # a hyphenated or elided given name or surname ("jean-luc", "o'brien")
         and bool(re.fullmatch(r"\p{L}+(?:['’-]\p{L}+)*", w))

@@ -9,12 +9,12 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.generic.fields import REPLIES
 from tasks.pii.generic.structured import scan
 from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import (
     AMBIGUOUS,
     KOREAN_SURNAMES,
+    REPLIES,
     corroborated,
     lexicon,
     lexicon_support,
