@@ -252,3 +252,26 @@ def test_keys_are_normalised_and_fields_typed_by_parent_and_siblings() -> None:
     assert field_type(person) == "PERSON" and field_type(product) is None
     assert valid_value("PHONE_NUMBER", "4155550123", bare=True)
     assert not valid_value("PERSON", "C-10293") and not valid_value("PERSON", "n/a")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Passport number: 548213307 which I renewed last year", "548213307"),
+        ("Passport: 548213307 / GBR / exp 12/2030", "548213307"),
+        ("Passport: 548213307, UK, valid until 2031", "548213307"),
+        ("Driving licence: MORGA753116SM9IJ exp 2029 category B", "MORGA753116SM9IJ"),
+        ("MRN: 00482913 seen at the clinic on Monday", "00482913"),
+        ("IBAN: DE89 3704 0044 0532 0130 00 for the refund please", "DE89 3704 0044 0532 0130 00"),
+        ("Email: anna.berg@example.com - work address, please use it", "anna.berg@example.com"),
+        ("DOB: 14 March 1987 (so I'm 39 now)", "14 March 1987"),
+        # where the value does not end where a code seems to, the whole text is the value
+        ("Passport: X-1234-567/89 ok", "X-1234-567/89 ok"),
+        ("Passport: No. 548213307 (new)", "No. 548213307 (new)"),
+        ("Passport: C01X 00T4 7", "C01X 00T4 7"),
+    ],
+)
+def test_a_field_value_ends_where_the_writer_goes_on(text: str, value: str) -> None:
+    """The rest of the writer's line after a personal field's value is kept: a form line is
+    not wiped from the value to its end."""
+    assert list(_forced(text)) == [value]

@@ -96,7 +96,7 @@ def _any(_value: str) -> bool:
     return True
 
 
-_DATE_RE = re.compile(_DATE)
+DATE_RE = re.compile(_DATE)
 # what a passport is renewed for
 _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
 ID_RE = re.compile(_ID)
@@ -229,7 +229,7 @@ _RULES: tuple[ContextRule, ...] = (
         _cue(
             r"dob|d\.o\.b\.?|date[\s_-]+of[\s_-]+birth|birth[\s_-]*date|birthday|born|b-?day|생년월일|생일"
         ),
-        _DATE_RE,
+        DATE_RE,
         _any,
         window=30,
         fillers=2,

@@ -34,6 +34,7 @@ from tasks.pii.generic.fields import (
     valid_value,
     weak_key,
 )
+from tasks.pii.generic.identifiers import DATE_RE, ID_RE
 from tasks.pii.generic.json_scan import JsonDoc, JsonString, encoded_docs, json_docs
 from tasks.pii.generic.markup import markup
 from tasks.pii.generic.references import drop_references, reference_key
@@ -174,9 +175,40 @@ def forced_spans(text: str, structure: Structure) -> list[tuple[int, int, str, b
                 continue  # "User: till 2031 I think": a sentence, not a user's name
             start, end = f.start + rel_start, f.start + rel_end
             value = text[start:end]
+        elif (
+            text[start:end] == value
+            and (lead := value_part(label, value))
+            and valid_value(label, value[lead[0] : lead[1]], bare=f.bare, weak=weak)
+        ):
+            start, end = f.start + lead[0], f.start + lead[1]  # the writer's words after it kept
+            value = text[start:end]
         if end > start and valid_value(label, value, bare=f.bare, weak=weak):
             out.append((start, end, label, f.bare))
     return out
+
+
+_EMAIL_TOKEN = re.compile(r"[^\s<>()\[\],;:\"']+@[^\s<>()\[\],;:\"']*[^\s<>()\[\],;:\"'.]")
+_GOES_ON = re.compile(r"[\s,;]")  # what follows a value's end on its line
+
+
+def value_part(label: str, value: str) -> tuple[int, int] | None:
+    """Where the value itself ends in a field's text when the writer went on after it on the
+    same line ("Passport number: 548213307 which I renewed last year", "MRN: 00482913 seen on
+    Monday", "Email: a@b.org - work address"): the e-mail address, the leading date of a date of
+    birth, the leading code of a number; ``None`` (the whole text is the value) where nothing
+    follows it, where no such value leads (names, addresses and secrets are read whole) or where
+    its shape is not one of these ("No. 548213307")."""
+    if label in ("PERSON", "ADDRESS", "LOCATION", "SECRET"):
+        return None
+    if label == "EMAIL_ADDRESS":
+        m = _EMAIL_TOKEN.search(value)
+    else:
+        pattern = DATE_RE if label == "DATE_OF_BIRTH" else ID_RE
+        m = pattern.match(value, len(value) - len(value.lstrip()))
+    rest = value[m.end() :] if m else ""
+    if not m or not rest.strip() or not _GOES_ON.match(rest):
+        return None  # "X-1234-567/89": the value does not end where the code seems to
+    return m.start(), m.end()
 
 
 def _speaker_turns(text: str, fields: Sequence[Field]) -> set[Field]:
