@@ -1,7 +1,7 @@
 """Identifiers typed in a hurry: a whole line in lower case ("passport fz 118 7342", a
 traveller's row "grace mensah, ma8839201, gha, 1990-01-01"), a form in capitals whose number
 runs into the next label ("PASSPORT NO K4471902 DOB ..."), the document's word typed as two
-words or with one s. On the precision side: the same lower case for orders, SKUs, tracking
+words or one letter off ("passprt", "licnece"; real words one letter off are left). On the precision side: the same lower case for orders, SKUs, tracking
 numbers and ports keeps its values. Sentences written for this test, none from the corpora."""
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from tasks.pii.generic.travel_documents import (
     travel_document_spans,
     traveller_name_spans,
 )
+from tasks.pii.normalize import normalize
 
 
 def _ids(text: str) -> set[str]:
+    text = normalize(text).text  # as the engine reads it: "pasport" is the word one letter off
     found = {text[s:e] for s, e, _entity, _score in match_rules(text, RULES)}
     return found | {text[s:e] for s, e in travel_document_spans(text)}
 
@@ -113,3 +115,42 @@ def test_names_typed_in_lower_case_are_found_by_the_learned_layer(
     from tasks.pii.ner.learned_names import load_layer, lower_case_name_spans
 
     assert {text[s:e] for s, e in lower_case_name_spans(load_layer(), text)} == names
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("my passprt number is 548213307", "548213307"),  # a letter dropped
+        ("here is my passsport: PX1234567", "PX1234567"),  # one added
+        ("PASSPROT NO K7745216", "K7745216"),  # two swapped
+        ("passpot number FZ1187342", "FZ1187342"),
+        ("driving licnece MORGA753116SM9IJ", "MORGA753116SM9IJ"),
+        ("my drivers lisence number is D1234567", "D1234567"),  # one replaced
+    ],
+)
+def test_a_document_word_one_letter_off_is_read_as_the_word(text: str, value: str) -> None:
+    assert value in _ids(text)
+
+
+def test_the_typo_is_read_right_but_the_text_keeps_it() -> None:
+    text = "－ Passprt: ９ and my licnece"
+    norm = normalize(text)
+    assert norm.text == "- Passport: 9 and my licence"
+    start = norm.text.index("Passport")
+    assert text[slice(*norm.original_span(start, start + len("Passport")))] == "Passprt"
+    end = norm.text.index("licence")
+    assert text[slice(*norm.original_span(end, len(norm.text)))] == "licnece"
+    assert text[slice(*norm.original_span(0, len(norm.text)))] == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the field says Passwort, German for password",  # real words one letter off
+        "licensed premises number 4471902",
+        "a diving licence course, booking KX99213",
+        "deriving 12 fields from the passage",
+    ],
+)
+def test_real_words_near_a_document_word_are_left(text: str) -> None:
+    assert normalize(text).text == text
