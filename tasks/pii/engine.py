@@ -20,6 +20,7 @@ import regex as re  # Presidio's dependency; \p{Lu} for names in any Latin scrip
 
 from infra.errors import MissingDependencyError
 from tasks.pii.filters import precision_filter
+from tasks.pii.generic.asked import answered
 from tasks.pii.generic.documents import document_results
 from tasks.pii.generic.identifiers import date_after_name
 from tasks.pii.generic.structured import QUOTED, apply_structure
@@ -314,9 +315,10 @@ def analyze_texts(engine: PiiEngine, texts: Sequence[str]) -> list[list[Recogniz
                 res = engine.analyzer.analyze(text, language=lang, nlp_artifacts=empty, **kwargs)
                 found[text].extend(r for r in res if _keep(lang, text, r))
     for text in unique:  # a document's other numbers; personal fields of tool results;
-        # findings kept inside their cells
+        # findings kept inside their cells; a chat's answers to what was asked
         found[text] += document_results(text, found[text], config.entities)
         found[text] = precision_filter(text, apply_structure(text, found[text], config.entities))
+        found[text] = answered(text, found[text], config.entities)
     mapped = {t: _to_original(norms[t], _copies(found[norms[t].text])) for t in originals}
     return [mapped[t] for t in texts]
 

@@ -211,6 +211,12 @@ def value_part(label: str, value: str) -> tuple[int, int] | None:
     return m.start(), m.end()
 
 
+def conversation_turns(text: str) -> list[tuple[int, int]]:
+    """The spans of what each speaker said where ``text`` is a conversation (see
+    :func:`_speaker_turns`): a value there is an answer, judged as a weak role's."""
+    return [(f.start, f.end) for f in _speaker_turns(text, scan(text).fields)]
+
+
 def _speaker_turns(text: str, fields: Sequence[Field]) -> set[Field]:
     """The fields that are a conversation's turns: where two lines or more open with a role's
     label, two roles at least and one of them a role that also speaks for a system or a team

@@ -9,7 +9,8 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.generic.structured import scan
+from tasks.pii.generic.fields import name_value
+from tasks.pii.generic.structured import conversation_turns, scan
 from tasks.pii.lexicon import STOP_WORDS, word_list
 from tasks.pii.names import (
     AMBIGUOUS,
@@ -104,15 +105,7 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
     spans = []
     for regex in (_HEADER, _BEFORE_MAIL, _WROTE):
         spans += [(m.start(1), m.end(1)) for m in regex.finditer(text)]
-    tables = [(r.start, r.end) for r in scan(text).regions]
-    for m in _KEYED.finditer(text):
-        key, value = m.group("key").lower(), m.group("value")
-        if any(s <= m.start("value") < e for s, e in tables):
-            continue  # JSON and tables: tasks.pii.generic.structured reads their fields
-        if key == "name" and lexicon_support(value) < 2 and not korean_name(value):
-            continue
-        if not any(w.lower() in STOP_WORDS or w.lower() in REPLIES for w in value.split()[:1]):
-            spans.append((m.start("value"), m.end("value")))
+    spans += _keyed_names(text)
     for m in _AIRLINE.finditer(text):
         if m.group(1) not in _NOT_AIRLINE and len(m.group(1)) >= 6:
             spans.append((m.start(), m.end()))
@@ -130,6 +123,31 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
         for m in _PAIR.finditer(text, overlapped=True)
         if _known_pair(text, m) and not product_modifier(doc, *m.span())
     ]
+    return spans
+
+
+def _keyed_names(text: str) -> list[tuple[int, int]]:
+    """The values of a form's person keys ("Passenger: Ana Lima") outside JSON and tables; in
+    a conversation's turn ("Customer: checking", "Customer: hang on": an answer), only a value
+    shaped as a name (judged as a weak role's) or that the name lexicon knows as one."""
+    tables = [(r.start, r.end) for r in scan(text).regions]
+    turns = conversation_turns(text)
+    spans = []
+
+    def in_turn(at: int) -> bool:
+        return any(s <= at < e for s, e in turns)
+
+    for m in _KEYED.finditer(text):
+        key, value = m.group("key").lower(), m.group("value")
+        if any(s <= m.start("value") < e for s, e in tables):
+            continue  # JSON and tables: tasks.pii.generic.structured reads their fields
+        known = lexicon_support(value) >= 2
+        if key == "name" and not known and not korean_name(value):
+            continue
+        if not known and in_turn(m.start("value")) and not name_value(value, strong=False):
+            continue
+        if not any(w.lower() in STOP_WORDS or w.lower() in REPLIES for w in value.split()[:1]):
+            spans.append((m.start("value"), m.end("value")))
     return spans
 
 
