@@ -81,3 +81,16 @@ def test_nothing_is_read_where_no_field_was_asked_or_answered(text: str) -> None
 def test_an_order_word_in_the_answer_claims_its_number() -> None:
     text = "Agent: Do you have your passport with you?\nCustomer: yes, and my order number is 548213307"
     assert not [k for _v, k in _answers(text) if k != OTHER]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Agent: What's your order number?\nCustomer: I don't have it, but my passport is 548213307",
+        "Agent: order number and date?\nCustomer: my passport is 548213307, 12/03/2025",
+    ],
+)
+def test_a_sentence_in_the_answer_is_not_claimed_as_another_fields_value(text: str) -> None:
+    """Only a value alone (a word or two around it) answers a field that is no personal one: a
+    sentence may say what else its number is, and the recognisers' findings in it stay."""
+    assert "548213307" not in [v for v, k in _answers(text) if k == OTHER]

@@ -40,6 +40,7 @@ _PARTS = re.compile(r"\s*(?:[,;\n]|\s/\s|\band\b)\s*")
 _WORD = re.compile(r"[\p{L}\d]+(?:['’]s)?")
 _NAME_OF = re.compile(r"(?i)\bname\s+of\s+(?:the|your|this|that)?\s*(\p{L}+)")
 _EMAIL = re.compile(r"[^\s,;<>()]+@[^\s,;<>()]+\.[a-z]{2,}", re.I)
+_BARE_WORDS = 4
 _FILLERS = 2  # turns of the other speaker without a value, before the answer
 _PERSONAL = ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "DATE_OF_BIRTH", "ADDRESS")
 
@@ -127,6 +128,12 @@ def _value(kind: str, part: str) -> tuple[int, int] | None:
     return m.span()
 
 
+def _bare(words: str) -> bool:
+    """Whether an answer's part is a value alone, a word or two around it at most (a name of
+    two or three words, "it's", "ok here"), not a sentence, which may say what else it is."""
+    return len(_WORD.findall(words)) <= _BARE_WORDS
+
+
 def _read(kinds: list[str], text: str, start: int, end: int) -> list[tuple[int, int, str]] | None:
     """The asked fields found in one answering turn: ``(start, end, kind)``; ``None`` where the
     turn does not answer them (a filler: "one sec")."""
@@ -134,7 +141,10 @@ def _read(kinds: list[str], text: str, start: int, end: int) -> list[tuple[int, 
     if len(kinds) == 1:
         if kinds[0] == OTHER:  # "What's your order number?": the code or date answering it
             m = ID_RE.search(body) or DATE_RE.search(body)
-            return [(start + m.start(), start + m.end(), OTHER)] if m else None
+            if not m:
+                return None
+            bare = _bare(body[: m.start()] + body[m.end() :])  # "it's 561190284"
+            return [(start + m.start(), start + m.end(), OTHER)] if bare else []
         found = _value(kinds[0], body)
         return [(start + found[0], start + found[1], kinds[0])] if found else None
     trimmed = body.rstrip()
@@ -146,6 +156,8 @@ def _read(kinds: list[str], text: str, start: int, end: int) -> list[tuple[int, 
         return None
     out = []
     for kind, (s, e) in zip(kinds, parts, strict=True):
+        if kind == OTHER and not _bare(body[s:e]):
+            continue  # "my passport is 548213307": a sentence, no other field's value
         value = (0, e - s) if kind == OTHER else _value(kind, body[s:e])
         if value:
             out.append((start + s + value[0], start + s + value[1], kind))
