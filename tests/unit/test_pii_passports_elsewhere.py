@@ -157,3 +157,31 @@ def test_an_abbreviated_passport_key_takes_a_number_but_no_file(record: str, tak
     field = next(f for f in scan(record).fields if f.value == value)
     assert field_type(field) == "PASSPORT"
     assert valid_value("PASSPORT", field.value) == taken
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the passport is in the name of Anna Weber, number 548213307", "548213307"),
+        ("I lost my passport last week. The replacement is 548213307.", "548213307"),
+        ("passport got damaged :( replacement C01X00T47 should arrive friday", "C01X00T47"),
+        ("Passport on file is wrong. Number 548213307, issued 2024.", "548213307"),
+    ],
+)
+def test_in_a_text_about_a_passport_a_number_or_its_replacement_is_one(
+    text: str, value: str
+) -> None:
+    assert value in _rule_values(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a word before "number" says whose number it is
+        "I lost my passport. The embassy's phone number is on their site, my booking number is 548213307.",
+        "My passport was stolen, the police report number is 20240511, case closed.",
+        "The passport is fine. Replacement part number for the charger is 548213307.",
+    ],
+)
+def test_a_number_another_word_names_is_not_the_passport(text: str) -> None:
+    assert not _rule_values(text)

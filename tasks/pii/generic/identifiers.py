@@ -151,7 +151,10 @@ _RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         _cue(
-            r"(?:old|new|current|previous|other|expired|my|the|its|it's)\s+(?:number|no|one)|"
+            r"(?:old|new|current|previous|other|expired|my|the|its|it's|full)\s+(?:number|no|one)|"
+            # "..., number 548213307" (a word before it says whose: "booking number"), "The
+            # replacement is ...", "replacement C01X00T47"
+            r"(?<!\p{L}\s)(?:number|no(?=[\s.:#]))|replacement(?:\s+(?:one|passport))?|"
             r"mine\s+is|mine:|it'?s|here(?:\s+it\s+is)?\s*:|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?|"
             # another traveller's: "my son's is ..."
             r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
