@@ -42,7 +42,28 @@ _NAME_OF = re.compile(r"(?i)\bname\s+of\s+(?:the|your|this|that)?\s*(\p{L}+)")
 _EMAIL = re.compile(r"[^\s,;<>()]+@[^\s,;<>()]+\.[a-z]{2,}", re.I)
 _BARE_WORDS = 4
 _FILLERS = 2  # turns of the other speaker without a value, before the answer
-_PERSONAL = ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "DATE_OF_BIRTH", "ADDRESS")
+# the findings a part answering another field claims: no personal type stays inside it
+_CLAIMED = (
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "DATE_OF_BIRTH",
+    "ADDRESS",
+    "PASSPORT",
+    "DRIVER_LICENSE",
+    "MEDICAL_ID",
+    "BANK_ACCOUNT",
+    "CREDIT_CARD",
+    "US_SSN",
+)
+# a sentence that asks: a question, or a request's word
+_ASKING = re.compile(
+    r"(?i)\?\s*$|\b(?:please|pls|need|send|provide|confirm|give|share|tell|reply|what|which|"
+    r"could|can|may)\b"
+)
+# where an asked item's noun phrase ends: "passport no. for each traveller", "DOB on file"
+_AFTER_HEAD = re.compile(r"(?i)\s+(?:for|on|in|with|from|to|at|by|under|is|are)\s+")
+_POLITE = re.compile(r"(?i)\b(?:please|pls|thanks|thank\s+you)\b")
 
 
 def _turns(text: str) -> list[tuple[str, int, int]]:
@@ -63,9 +84,7 @@ def _kind(item: str) -> str | None:
     noun ends an English noun phrase ("the passenger's name", "product name"), a document's or
     a contact's phrase may stand anywhere in it ("passport no. for each traveller")."""
     thing = _NAME_OF.search(item)
-    item = _AFTER_HEAD.split(item, 1)[
-        0
-    ]  # "passport no. for each traveller", "date of birth on file"
+    item = _AFTER_HEAD.split(item, 1)[0]
     words = [w.lower().removesuffix("'s").removesuffix("’s") for w in _WORD.findall(item)]
     if thing:
         return "PERSON" if norm_key(thing.group(1)) in ROLES else OTHER
@@ -78,16 +97,6 @@ def _kind(item: str) -> str | None:
     if entity:
         return entity
     return OTHER if any(w in _FIELD_NOUNS for w in words[-4:]) else None
-
-
-_ASKING = re.compile(
-    r"(?i)\?\s*$|\b(?:please|pls|need|send|provide|confirm|give|share|tell|reply|what|which|"
-    r"could|can|may)\b"
-)
-
-
-_AFTER_HEAD = re.compile(r"(?i)\s+(?:for|on|in|with|from|to|at|by|under|is|are)\s+")
-_POLITE = re.compile(r"(?i)\b(?:please|pls|thanks|thank\s+you)\b")
 
 
 def _asked(turn: str) -> list[str]:
@@ -161,9 +170,8 @@ def _read(kinds: list[str], text: str, start: int, end: int) -> list[tuple[int, 
         value = (0, e - s) if kind == OTHER else _value(kind, body[s:e])
         if value:
             out.append((start + s + value[0], start + s + value[1], kind))
-    answered = (
-        any(kind != OTHER for _s, _e, kind in out) or OTHER not in kinds or set(kinds) == {OTHER}
-    )
+    # a personal field answered, or only other fields asked ("size, colour and SKU?")
+    answered = any(kind != OTHER for _s, _e, kind in out) or set(kinds) == {OTHER}
     return out if answered and out else None
 
 
@@ -206,21 +214,10 @@ def answered(
     kept = [
         r
         for r in findings
-        if not any(s <= r.start and r.end <= e for s, e in claimed)
-        or r.entity_type not in (*_PERSONAL, *DOCUMENT_TYPES)
+        if not any(s <= r.start and r.end <= e for s, e in claimed) or r.entity_type not in _CLAIMED
     ]
     return kept + [
         RecognizerResult(kind, s, e, 0.6)
         for s, e, kind in found
         if kind != OTHER and kind in entities
     ]
-
-
-DOCUMENT_TYPES = (
-    "PASSPORT",
-    "DRIVER_LICENSE",
-    "MEDICAL_ID",
-    "BANK_ACCOUNT",
-    "CREDIT_CARD",
-    "US_SSN",
-)
