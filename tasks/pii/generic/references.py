@@ -15,7 +15,14 @@ when it has the exact shape of a number dropped so in the same text ("part no. 1
 replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build", or after "roll back to" or "update to",
 is a version, not an IP address. A phone or card finding inside a carrier's tracking number
 (UPS ``1Z`` and sixteen characters, a run of digit groups longer than any phone or card
-number) is part of that number. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+number) is part of that number. A card finding whose digits no card issuer uses is none (ISO/IEC 7812:
+a card number's first digit is its industry; 0 is no issuer's and 1 the airlines', whose UATP
+cards have fifteen digits): an epoch time in milliseconds, micro- or nanoseconds
+(``1733397298063``), a message id (``1261358952548145421``), a zero-padded counter, Luhn-valid
+one time in ten by chance, unless the writer names it a card ("card number: 1..."). A run of
+10, 13, 16 or 19 digits that reads as a Unix time in seconds, milli-, micro- or nanoseconds
+between 2015 and 2033 is a timestamp, no phone number (a log line's ``created_at=1733321813110``),
+unless the writer calls it theirs. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
 """
 
@@ -59,6 +66,12 @@ _REFERENCE_WORD = re.compile(rf"(?i)(?:{_WORDS}|case)")
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
 _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
+_UATP_DIGITS = 15
+# a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
+_EPOCH_DIGITS = (10, 13, 16, 19)
+_EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
+# the writer names it a card: "card number: ...", "loyalty card 1...", {"card_number": "1..."}
+_CARD_BEFORE = re.compile(r"(?i)(?<![a-z])(?:card|cc|pan)(?![a-z])[^\n\d]{0,25}$")
 _EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
 # North America's toll-free area codes: a business's line, never a person's
@@ -126,6 +139,8 @@ def drop_references(
         inside = any(s <= r.start and r.end <= e for s, e in protected)
         if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
             continue
+        if r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value):
+            continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
         if (
             inside
@@ -174,7 +189,29 @@ def _not_a_line(text: str, start: int, value: str) -> bool:
         not 7 <= digits <= 17  # E.164's 15 with the country code, and an "00" exit prefix
         or bool(_DATE_TIME.match(value))
         or bool(_CODE_TAIL.search(text[max(0, start - 2) : start]))
-        or (bool(_TOLL_FREE.match(value.strip())) and not _MINE_BEFORE.search(text, 0, start))
+        or (
+            bool(_TOLL_FREE.match(value.strip()) or epoch_time(value))
+            and not _MINE_BEFORE.search(text, 0, start)
+        )
+    )
+
+
+def epoch_time(value: str) -> bool:
+    """Whether ``value`` is a run of 10, 13, 16 or 19 digits reading as a Unix time in
+    seconds, milli-, micro- or nanoseconds between 2015 and 2033 (see the module)."""
+    if not value.isdigit() or len(value) not in _EPOCH_DIGITS:
+        return False
+    return _EPOCH_SECONDS[0] <= int(value[:10]) < _EPOCH_SECONDS[1]
+
+
+def _no_issuer(text: str, start: int, value: str) -> bool:
+    """A card finding whose digits no issuer gives a card (see the module), the word "card"
+    not right before it."""
+    digits = "".join(c for c in value if c.isdigit())
+    return (
+        digits[:1] in ("0", "1")
+        and not (digits[:1] == "1" and len(digits) == _UATP_DIGITS)
+        and not _CARD_BEFORE.search(text, max(0, start - 40), start)
     )
 
 

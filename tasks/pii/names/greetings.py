@@ -6,16 +6,23 @@ here again") and in a sign-off
 A candidate is one or two words right after the cue; a word is a name word unless it is an
 English stop word or one of the words people put there instead of a name ("again", "team",
 "urgent", "everyone"), or it ends like a verb or adverb ("-ing", "-ed", "-ly"). spaCy's
-tagger cannot help here: lower-case names tag as common nouns.
+tagger cannot tell a lower-case name (it tags one a common noun, a foreign word, at times an
+adjective) but it does tell the words people put after "it's", "I'm" and "this is" instead:
+a lower-case word it met in training and reads as an adjective, adverb, verb or function
+word ("it's public anyway", "I'm afraid", "this is hopeless", "Sorry, it's late here") is a
+name word only where the lexicon knows it as a given name ("im priya and ...", which it tags
+an adjective).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import regex as re
 
-from tasks.pii.names import NOT_GREETED, REPLIES, known
+from tasks.pii.names import NOT_GREETED, REPLIES, fold, known, lexicon
+from tasks.pii.names.vocabulary import unseen
 from tasks.pii.span_recognizer import person_recognizer
 
 _CUE = re.compile(
@@ -64,6 +71,31 @@ def greeted_name(text: str, start: int, end: int) -> bool:
     )
 
 
+# Penn tags of the words that are never a name: adjectives, adverbs, verbs, pronouns,
+# determiners, prepositions, modals and wh-words (a name tags NN, NNP, FW or, in lower
+# case, at times JJ: a given name the lexicon knows passes)
+_NOT_NAME_TAGS = re.compile(
+    r"JJ[RS]?|RB[RS]?|VB[DGNPZ]?|PRP\$?|DT|PDT|IN|MD|WDT|WP\$?|WRB|TO|CC|EX"
+)
+
+
+def _tags(doc: Any) -> dict[int, str]:
+    """spaCy's Penn tag of each token by its start offset, for the words the model met in
+    training (of a word it never met, "oluwaseun", the tag is a guess); none without a
+    tagger."""
+    return {t.idx: t.tag_ for t in doc if not unseen(t)} if doc is not None else {}
+
+
+def _tagged_other(word: str, start: int, tags: dict[int, str]) -> bool:
+    """Whether the lower-case ``word`` at ``start`` tags as a word no name is, and the
+    lexicon knows it as no given name."""
+    return (
+        word[:1].islower()
+        and bool(_NOT_NAME_TAGS.fullmatch(tags.get(start, "")))
+        and fold(word) not in lexicon()[0]
+    )
+
+
 def _is_name_word(word: str, stop: frozenset[str]) -> bool:
     w = word.lower().strip("'’-")
     return (
@@ -85,16 +117,22 @@ def _writes_capitals(text: str) -> bool:
     return bool(first and first.group(0).isupper())
 
 
-def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of the names in greeting, introduction and sign-off positions."""
+def lower_case_name_spans(text: str, doc: Any = None) -> list[tuple[int, int]]:
+    """Spans of the names in greeting, introduction and sign-off positions; ``doc``: spaCy's
+    tagged tokens of ``text``, when the pipeline has a tagger (see the module)."""
     from tasks.pii.lexicon import STOP_WORDS
 
     stop = frozenset(STOP_WORDS)
     capitals = _writes_capitals(text)
+    tags = _tags(doc)
     spans = []
     for regex in (_CUE, _DASH, _FINAL, _HERE):
         for m in regex.finditer(text, overlapped=True):
-            if not m.group(1) or not _is_name_word(m.group(1), stop):
+            if (
+                not m.group(1)
+                or not _is_name_word(m.group(1), stop)
+                or _tagged_other(m.group(1), m.start(1), tags)
+            ):
                 continue
             if (
                 regex in (_CUE, _FINAL)
@@ -107,7 +145,11 @@ def lower_case_name_spans(text: str) -> list[tuple[int, int]]:
                 # capitalise a name
                 continue
             end = m.end(1)
-            if m.group(2) and _is_name_word(m.group(2), stop):
+            if (
+                m.group(2)
+                and _is_name_word(m.group(2), stop)
+                and not _tagged_other(m.group(2), m.start(2), tags)
+            ):
                 end = m.end(2)
             spans.append((m.start(1), end))
     return spans
@@ -120,9 +162,9 @@ def lower_name_recognizer(keep: Callable[[str, int, int], bool] | None = None) -
     return person_recognizer(
         name="LowerCaseNameRecognizer",
         score=0.45,
-        spans=lambda text, _nlp: [
+        spans=lambda text, nlp: [
             (s, e)
-            for s, e in lower_case_name_spans(text)
+            for s, e in lower_case_name_spans(text, getattr(nlp, "tokens", None))
             if keep is None or keep(text, s, e) or greeted_name(text, s, e)
         ],
         doc="Names in greeting and sign-off positions, any case (see the module).",
