@@ -9,6 +9,14 @@ string, so the anonymiser replaces exactly what the user typed.
 A document's word typed one letter off ("passprt", "passsport", "licnece", "drving") is read as
 the word (:func:`_spelling`; the words in ``lexicon/typo_targets.txt``), so every cue, topic and
 field key sees the document it names; the user's text keeps its typo.
+
+A number read aloud and written out by speech-to-text ("oh seven seven double oh nine oh oh one
+two three", "four five three nine, one four eight eight, ...") is read as its digits
+(:func:`_spoken`; the words in ``lexicon/spoken_digits.txt``, "double" and "triple" repeating
+the next, a capital letter read out inside it kept): a run of at least seven characters with
+at least three digits spelled out, a comma or dash between groups kept as ``-``, so every
+number recogniser sees the phone, card, passport or social security number it is. Shorter runs ("press one for billing", "four oh four") stay
+words.
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ def normalize(text: str) -> Normalized:
     """``text`` in NFKC with dashes folded to ``-``, zero-width characters removed and a
     document's word typed one letter off spelled right (offsets map back; a text with nothing
     to change is returned as it is)."""
-    return _spelling(_unicode(text))
+    return _spoken(_spelling(_unicode(text)))
 
 
 def _unicode(text: str) -> Normalized:
@@ -119,11 +127,104 @@ def _spelling(norm: Normalized) -> Normalized:
     """``norm`` with each mistyped document word replaced by the word, the replacement mapped
     to the typo's span."""
     typos = _typos()
-    fixes = [
-        (m.start(), m.end(), _cased(typos[m.group().lower()], m.group()))
-        for m in _WORD.finditer(norm.text)
-        if m.group().lower() in typos
-    ]
+    return _replaced(
+        norm,
+        [
+            (m.start(), m.end(), _cased(typos[m.group().lower()], m.group()))
+            for m in _WORD.finditer(norm.text)
+            if m.group().lower() in typos
+        ],
+    )
+
+
+_REPEATS = {"double": 2, "triple": 3}
+_MIN_CHARACTERS = 7  # the shortest phone number without its area code
+_MIN_SPELLED = 3  # words, not digits typed with spaces between
+
+
+@cache
+def _digit_words() -> dict[str, str]:
+    return dict(line.split() for line in word_list("spoken_digits"))
+
+
+@cache
+def _spoken_run() -> re.Pattern[str]:
+    word = "|".join(sorted(_digit_words(), key=len, reverse=True))
+    token = (
+        rf"(?:(?:{'|'.join(_REPEATS)})[ \t]+(?:{word})|{word}|\d+|(?-i:\p{{Lu}}))"
+        r"(?![\p{L}\d'’])"
+    )
+    return re.compile(rf"(?i)(?<![\p{{L}}\d'’]){token}(?:(?:[ \t]*[,.-][ \t]*|[ \t]+){token})+")
+
+
+_TOKEN = re.compile(r"(?i)(?:(double|triple)[ \t]+)?(\p{L}+|\d+)")
+# a capital letter read out inside a number ("one Z nine nine nine", "C zero one X ..."), but
+# not "I" or "A" at either end of the run ("... six seven I think", "A four five ...")
+_NOT_AT_ENDS = frozenset("IA")
+
+
+def _trimmed(tokens: list[re.Match[str]], run: str) -> list[re.Match[str]]:
+    """The tokens of ``run`` that read a number: a letter ending it after a comma or a stop
+    opens the next clause ("..., C as in Charlie")."""
+    while tokens and (
+        tokens[-1].group(2) in _NOT_AT_ENDS
+        or (
+            len(tokens[-1].group(2)) == 1
+            and tokens[-1].group(2).isupper()
+            and len(tokens) > 1
+            and re.search(r"[,.]", run[tokens[-2].end() : tokens[-1].start()])
+        )
+    ):
+        tokens.pop()
+    while tokens and tokens[0].group(2) in _NOT_AT_ENDS:
+        tokens.pop(0)
+    return tokens
+
+
+def _said(tokens: list[re.Match[str]], words: dict[str, str]) -> list[str]:
+    """What each token of a run stands for: its digit(s), a number as typed, or a letter; a
+    capital "O" beside a letter is one ("M O R G A"), else a zero."""
+    letters = [len(t.group(2)) == 1 and t.group(2).isupper() for t in tokens]
+    out = []
+    for i, t in enumerate(tokens):
+        word = t.group(2)
+        beside_letter = any(
+            letters[j] and tokens[j].group(2) != "O" for j in (i - 1, i + 1) if 0 <= j < len(tokens)
+        )
+        if word == "O" and beside_letter:
+            out.append("O")
+            continue
+        out.append(words.get(word.lower(), word) * _REPEATS.get((t.group(1) or "").lower(), 1))
+    return out
+
+
+def _spoken(norm: Normalized) -> Normalized:
+    """``norm`` with each number read aloud written as its digits (see the module), each digit
+    mapped to the words it was read from."""
+    words = _digit_words()
+    fixes = []
+    for run in _spoken_run().finditer(norm.text):
+        tokens = _trimmed(list(_TOKEN.finditer(run.group())), run.group())
+        said = _said(tokens, words)
+        spelled = sum(
+            t.group(2).lower() in words and t.group(2) != s
+            for t, s in zip(tokens, said, strict=True)
+        )
+        if spelled < _MIN_SPELLED or len("".join(said)) < _MIN_CHARACTERS:
+            continue
+        at = run.start() + tokens[0].start()
+        for token, number in zip(tokens, said, strict=True):
+            start, end = run.start() + token.start(), run.start() + token.end()
+            if at < start:  # the gap before it: a group's mark, or nothing
+                fixes.append((at, start, "-" if re.search(r"[,.-]", norm.text[at:start]) else ""))
+            fixes.append((start, end, number))
+            at = end
+    return _replaced(norm, fixes)
+
+
+def _replaced(norm: Normalized, fixes: list[tuple[int, int, str]]) -> Normalized:
+    """``norm`` with each ``(start, end, new)`` of ``fixes`` (in order, apart) replaced, every
+    character of ``new`` mapped to the original span of ``norm.text[start:end]``."""
     if not fixes:
         return norm
     text = norm.text
@@ -137,7 +238,7 @@ def _spelling(norm: Normalized) -> Normalized:
         out.append(text[at:start])
         new_starts += starts[at:start]
         new_ends += ends[at:start]
-        if word:
+        if word and end > start:
             out.append(word)
             new_starts += [starts[start]] * len(word)
             new_ends += [ends[end - 1]] * len(word)

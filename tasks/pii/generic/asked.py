@@ -24,7 +24,17 @@ from typing import TYPE_CHECKING
 import regex as re
 
 from tasks.pii.context import VETO, vetoed
-from tasks.pii.generic.fields import ROLES, key_type, name_part, name_value, norm_key, valid_value
+from tasks.pii.generic.fields import (
+    FIELD_NOUNS as _FIELD_NOUNS,
+)
+from tasks.pii.generic.fields import (
+    ROLES,
+    key_type,
+    name_part,
+    name_value,
+    norm_key,
+    valid_value,
+)
 from tasks.pii.generic.identifiers import DATE_RE, ID_RE
 from tasks.pii.lexicon import word_list
 
@@ -33,7 +43,8 @@ if TYPE_CHECKING:
 
 OTHER = "OTHER"  # a field asked for that is no personal one
 _SPEAKERS = frozenset(word_list("asked_speakers")) | ROLES
-_FIELD_NOUNS = frozenset(word_list("asked_field_nouns"))
+_CALLING = frozenset(word_list("asked_calling_words"))
+_NUMBER = frozenset({"number", "no", "num", "nr"})
 _LABEL = re.compile(r"(?m)^[ \t]*(?:\[(?P<b>[\w ]{1,20})\]|(?P<c>\w+(?: \w+)?)[ \t]*:)[ \t]*")
 _ITEMS = re.compile(r"\s*(?:[,;+&]|\s/\s|\band\b|\bor\b)\s*")
 _PARTS = re.compile(r"\s*(?:[,;\n]|\s/\s|\band\b)\s*")
@@ -96,6 +107,8 @@ def _kind(item: str) -> str | None:
     )
     if entity:
         return entity
+    if _NUMBER.intersection(words) and _CALLING.intersection(words):
+        return "PHONE_NUMBER"  # "a number we can ring you on", "number the driver can text"
     return OTHER if any(w in _FIELD_NOUNS for w in words[-4:]) else None
 
 

@@ -58,7 +58,9 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "PHONE_NUMBER",
             rf"(?:phone|mobile|tel|telephone|telefon|telefono|cell|cellphone|fax|msisdn|whatsapp|"
             rf"landline|handy|portable){_ID}|"
-            r"contact_(?:no|number)",
+            r"contact_(?:no|number)|"
+            # a number named by when or how it is called: "callback number", "daytime number"
+            r"(?:call_?back|daytime|evening|best)_(?:no|number)",
         ),
         (
             "ADDRESS",
@@ -91,6 +93,8 @@ _NOT_SECRET_KEY = re.compile(r"(?:page|next|sync|continuation|csrf)_token")
 ROLES = frozenset(word_list("fields_roles"))
 # roles that also name things: a value under them must look like a name, not just be letters
 WEAK_ROLES = frozenset(word_list("fields_weak_roles"))
+# the head nouns of fields that are no personal ones ("order number", "booking date")
+FIELD_NOUNS = frozenset(word_list("asked_field_nouns"))
 _NAME_KEYS = frozenset(word_list("fields_name_keys"))
 _NOT_PERSON_KEYS = frozenset(["user_agent", "http_user_agent", "agent_version", "user_type"])
 _GENERIC_NAME = frozenset(word_list("fields_generic_name"))
@@ -322,14 +326,24 @@ def name_value(value: str, *, strong: bool = True) -> bool:
     words = [w for w in re.findall(r"\p{L}[\p{L}'’-]*", value)]
     if not words or all(w.lower() in STOP_WORDS for w in words):
         return False
-    if not strong and any(w.islower() and w in STOP_WORDS and w not in _PARTICLES for w in words):
-        return False  # "User: my Galaxy Buds won't pair": a chat turn, not a user's name
-    if not strong and words[0].lower() in REPLIES:
-        return False  # "User: yes please", "Agent: Thanks": a reply
     firsts, lasts = lexicon()
     known = any(w.lower() in firsts or w.lower() in lasts for w in words)
+    stop = [
+        i for i, w in enumerate(words) if w.islower() and w in STOP_WORDS and w not in _PARTICLES
+    ]
+    if stop and (not strong or stop[0] == 0 or len(stop) > 1 or not known):
+        # "User: my Galaxy Buds won't pair", "Customer: charged twice for one month": a
+        # message, not a name; under a key that only holds one, a name may hold a word that
+        # is also a stop word where the lexicon knows another ("nguyen van an", not
+        # "tracking number is")
+        return False
+    if not strong and words[0].lower() in REPLIES:
+        return False  # "User: yes please", "Agent: Thanks": a reply
     capitalised = any(w[0].isupper() and w.lower() not in STOP_WORDS for w in words)
     acronym = len(words) == 1 and words[0].isupper() and len(words[0]) <= 3
+    if value.islower() and words[-1] in FIELD_NOUNS:
+        return False  # "Customer: order number 77310045", "booking date 12/03/2025": a field
+    # under a key that only holds a name, words in any case
     return known or (capitalised and not acronym) or (strong and len(words) >= 2)
 
 

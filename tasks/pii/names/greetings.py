@@ -86,13 +86,14 @@ def _tags(doc: Any) -> dict[int, str]:
     return {t.idx: t.tag_ for t in doc if not unseen(t)} if doc is not None else {}
 
 
-def _tagged_other(word: str, start: int, tags: dict[int, str]) -> bool:
+def _tagged_other(word: str, start: int, tags: dict[int, str], *, second: bool = False) -> bool:
     """Whether the lower-case ``word`` at ``start`` tags as a word no name is, and the
-    lexicon knows it as no given name."""
+    lexicon knows it as no given name (``second``: the word after a name, as no name at all:
+    "this is maria lopez", which the tagger calls an adverb)."""
     return (
         word[:1].islower()
         and bool(_NOT_NAME_TAGS.fullmatch(tags.get(start, "")))
-        and fold(word) not in lexicon()[0]
+        and not (known(word) if second else fold(word) in lexicon()[0])
     )
 
 
@@ -148,7 +149,7 @@ def lower_case_name_spans(text: str, doc: Any = None) -> list[tuple[int, int]]:
             if (
                 m.group(2)
                 and _is_name_word(m.group(2), stop)
-                and not _tagged_other(m.group(2), m.start(2), tags)
+                and not _tagged_other(m.group(2), m.start(2), tags, second=True)
             ):
                 end = m.end(2)
             spans.append((m.start(1), end))

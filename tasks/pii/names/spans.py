@@ -127,9 +127,10 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
 
 
 def _keyed_names(text: str) -> list[tuple[int, int]]:
-    """The values of a form's person keys ("Passenger: Ana Lima") outside JSON and tables; in
-    a conversation's turn ("Customer: checking", "Customer: hang on": an answer), only a value
-    shaped as a name (judged as a weak role's) or that the name lexicon knows as one."""
+    """The values of a form's person keys ("Passenger: Ana Lima") outside JSON and tables that
+    are shaped as a name (:func:`tasks.pii.generic.fields.name_value`; "Customer: charged twice
+    for one month" is a message) or that the name lexicon knows as one; in a conversation's
+    turn ("Customer: checking", "Customer: hang on": an answer) judged as a weak role's."""
     tables = [(r.start, r.end) for r in scan(text).regions]
     turns = conversation_turns(text)
     spans = []
@@ -144,8 +145,8 @@ def _keyed_names(text: str) -> list[tuple[int, int]]:
         known = lexicon_support(value) >= 2
         if key == "name" and not known and not korean_name(value):
             continue
-        if not known and in_turn(m.start("value")) and not name_value(value, strong=False):
-            continue
+        if not known and not name_value(value, strong=not in_turn(m.start("value"))):
+            continue  # "Customer: charged twice for one month": a message, no name
         if not any(w.lower() in STOP_WORDS or w.lower() in REPLIES for w in value.split()[:1]):
             spans.append((m.start("value"), m.end("value")))
     return spans
