@@ -15,8 +15,11 @@ two three", "four five three nine, one four eight eight, ...") is read as its di
 (:func:`_spoken`; the words in ``lexicon/spoken_digits.txt``, "double" and "triple" repeating
 the next, a capital letter read out inside it kept): a run of at least seven characters with
 at least three digits spelled out, a comma or dash between groups kept as ``-``, so every
-number recogniser sees the phone, card, passport or social security number it is. Shorter runs ("press one for billing", "four oh four") stay
-words.
+number recogniser sees the phone, card, passport or social security number it is. Shorter
+runs ("press one for billing", "four oh four") stay words. A Korean number read aloud in
+Sino-Korean digits (``lexicon/spoken_digits_ko.txt``: "공일공 일이삼사 오육칠팔") is read so
+too: groups of two syllables or more and nine digits at least, a ``-`` between groups, or one
+group of ten; "이사", "오이", "공구" are words.
 """
 
 from __future__ import annotations
@@ -219,7 +222,43 @@ def _spoken(norm: Normalized) -> Normalized:
                 fixes.append((at, start, "-" if re.search(r"[,.-]", norm.text[at:start]) else ""))
             fixes.append((start, end, number))
             at = end
-    return _replaced(norm, fixes)
+    return _replaced(norm, sorted(fixes + _spoken_korean(norm.text)))
+
+
+@cache
+def _korean_digits() -> dict[str, str]:
+    return dict(line.split() for line in word_list("spoken_digits_ko"))
+
+
+@cache
+def _korean_run() -> re.Pattern[str]:
+    group = f"[{''.join(_korean_digits())}]{{2,}}"
+    return re.compile(rf"(?<!\p{{Hangul}}){group}(?:[ \t]*[,-]?[ \t]*{group})*")
+
+
+_MIN_KOREAN_DIGITS = 9  # a Seoul number with its area code (02-345-6789)
+_ONE_KOREAN_GROUP = 10  # a mobile number read without a pause
+
+
+def _spoken_korean(text: str) -> list[tuple[int, int, str]]:
+    """The fixes that write a Korean number read aloud as its digits: groups of two syllables
+    or more ("공일공 일이삼사 오육칠팔"), nine digits at least (ten in one group), each gap
+    between groups a ``-`` (010-1234-5678)."""
+    digits = _korean_digits()
+    fixes: list[tuple[int, int, str]] = []
+    for run in _korean_run().finditer(text):
+        groups = list(re.finditer(f"[{''.join(digits)}]+", run.group()))
+        read = sum(len(g.group()) for g in groups)
+        if read < _MIN_KOREAN_DIGITS or (len(groups) == 1 and read < _ONE_KOREAN_GROUP):
+            continue
+        at = None
+        for g in groups:
+            start, end = run.start() + g.start(), run.start() + g.end()
+            if at is not None:
+                fixes.append((at, start, "-"))
+            fixes.append((start, end, "".join(digits[c] for c in g.group())))
+            at = end
+    return fixes
 
 
 def _replaced(norm: Normalized, fixes: list[tuple[int, int, str]]) -> Normalized:

@@ -8,7 +8,8 @@ for this test (none from the corpora):
   nanoseconds in log lines and tool results, message ids, zero-padded counters), while cards
   of every issuer and a phone the writer calls theirs still are;
 - numbers read aloud in a voice agent's transcript (a phone, a card, a passport with letters
-  read out), while menus, counts and order numbers read aloud stay;
+  read out; a Korean phone in Sino-Korean digits), while menus, counts, order numbers read
+  aloud and Korean words made of digit syllables stay;
 - a phone asked for by how it is called ("a callback number", "a number the driver can text"),
   while an order or case number answered the same way stays;
 - one line opening with a role's label ("Customer: ...") that holds a message, not a name,
@@ -52,6 +53,7 @@ GONE = [
 
 
 SPOKEN_GONE = [
+    ("고객: 제 번호는 공일공 사오육칠 팔구공일 이에요", "사오육칠"),
     (
         "Caller: best to reach me on oh seven nine double one, triple four, five six seven",
         "seven nine",
@@ -68,6 +70,7 @@ SPOKEN_GONE = [
 ]
 
 SPOKEN_UNTOUCHED = [
+    "고객: 이사 가는데 오이 공구 사이즈 좀 알려주세요",
     "Caller: press one for sales, two for support, or stay on the line",
     "Caller: my order number is eight eight one two three four five and it never came",
     "Caller: I've called five six times, the error says four oh four",

@@ -56,3 +56,29 @@ def test_the_digits_map_back_onto_the_words_they_were_read_from() -> None:
     # a letter ending the number after a comma opens the next clause
     spelled = "passport C zero one X zero zero T four seven, C as in cat"
     assert _read(spelled) == "passport C01X00T47, C as in cat"
+
+
+@pytest.mark.parametrize(
+    ("said", "read"),
+    [
+        ("고객: 공일공 사오육칠 팔구공일 이요", "고객: 010-4567-8901 이요"),
+        ("집 번호 공삼일, 칠칠칠, 일이삼사", "집 번호 031-777-1234"),
+        ("주민번호 구일공이일사 이삼사오육칠팔", "주민번호 910214-2345678"),
+        ("번호 공일공구팔칠육오사삼이", "번호 01098765432"),
+    ],
+)
+def test_a_korean_number_read_aloud_is_read_as_its_digits(said: str, read: str) -> None:
+    assert _read(said) == read
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "이사 가는데 오이 공구 사이즈 좀 알려주세요",
+        "구사일생으로 살았네요",
+        "주문번호는 칠칠일이삼사오 이에요",  # seven syllables in one group: no phone read so
+        "일번은 결제, 이번은 배송, 삼번은 상담원 연결입니다",
+    ],
+)
+def test_korean_words_made_of_digit_syllables_stay(text: str) -> None:
+    assert _read(text) == text
