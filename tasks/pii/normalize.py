@@ -10,6 +10,11 @@ A document's word typed one letter off ("passprt", "passsport", "licnece", "drvi
 the word (:func:`_spelling`; the words in ``lexicon/typo_targets.txt``), so every cue, topic and
 field key sees the document it names; the user's text keeps its typo.
 
+A URL's escapes are read as what they encode (:func:`_url_decoded`): in a token that holds a
+``?``, ``=`` or ``/``, ``%40`` is ``@``, ``%20`` a space, ``%EA%B9%80`` 김, and a ``+`` between
+letters in a value after ``=`` a space, so ``?email=anna.weber%40example.com`` and ``?name=Tom+Berg`` are read as the
+address and the name a tool's log line or a redirect carries.
+
 A number read aloud and written out by speech-to-text ("oh seven seven double oh nine oh oh one
 two three", "four five three nine, one four eight eight, ...") is read as its digits
 (:func:`_spoken`; the words in ``lexicon/spoken_digits.txt``, "double" and "triple" repeating
@@ -74,7 +79,7 @@ def normalize(text: str) -> Normalized:
     """``text`` in NFKC with dashes folded to ``-``, zero-width characters removed and a
     document's word typed one letter off spelled right (offsets map back; a text with nothing
     to change is returned as it is)."""
-    return _spoken(_spelling(_unicode(text)))
+    return _spoken(_spelling(_url_decoded(_unicode(text))))
 
 
 def _unicode(text: str) -> Normalized:
@@ -138,6 +143,36 @@ def _spelling(norm: Normalized) -> Normalized:
             if m.group().lower() in typos
         ],
     )
+
+
+# a token that is a URL, a path or a query ("?a=b&c=d"), and the escapes and plus signs in it
+_URL_TOKEN = re.compile(r"[^\s\"'<>]*[?=/][^\s\"'<>]*")
+_ESCAPES = re.compile(r"(?:%[0-9A-Fa-f]{2})+|(?<=\p{L})\+(?=\p{L})")
+
+
+def _url_decoded(norm: Normalized) -> Normalized:
+    """``norm`` with the escapes of its URL tokens decoded (see the module), each character
+    mapped to the escape it was read from; an escape that is no UTF-8 stays as written."""
+    if "%" not in norm.text and "+" not in norm.text:
+        return norm
+    fixes = []
+    for token in _URL_TOKEN.finditer(norm.text):
+        for m in _ESCAPES.finditer(token.group()):
+            at = token.start() + m.start()
+            if m.group() == "+":
+                if "=" in token.group()[: m.start()]:  # a query's value, not "mongodb+srv:"
+                    fixes.append((at, at + 1, " "))
+                continue
+            try:
+                chars = bytes.fromhex(m.group().replace("%", "")).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            for char in chars:
+                width = 3 * len(char.encode("utf-8"))
+                if char.isprintable():
+                    fixes.append((at, at + width, char))
+                at += width
+    return _replaced(norm, fixes)
 
 
 _REPEATS = {"double": 2, "triple": 3}

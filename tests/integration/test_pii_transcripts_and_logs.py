@@ -1,4 +1,4 @@
-"""Five classes through the whole engine, each with its precision side, in sentences written
+"""Six classes through the whole engine, each with its precision side, in sentences written
 for this test (none from the corpora):
 
 - the words people put after "it's", "I'm" and "this is" that are no name ("it's public
@@ -10,6 +10,8 @@ for this test (none from the corpora):
 - numbers read aloud in a voice agent's transcript (a phone, a card, a passport with letters
   read out; a Korean phone in Sino-Korean digits), while menus, counts, order numbers read
   aloud and Korean words made of digit syllables stay;
+- personal data in a URL's query, escaped ("?email=ana.lima%40example.org", "name=Ana%20Lima"),
+  while a query without any stays as written;
 - a phone asked for by how it is called ("a callback number", "a number the driver can text"),
   while an order or case number answered the same way stays;
 - one line opening with a role's label ("Customer: ...") that holds a message, not a name,
@@ -53,14 +55,16 @@ GONE = [
 
 
 SPOKEN_GONE = [
-    ("고객: 제 번호는 공일공 사오육칠 팔구공일 이에요", "사오육칠"),
+    ("GET /v1/users?email=ana.lima%40example.org&state=open 200 8ms", "ana.lima%40example.org"),
+    ("redirect to /track?name=Ana%20Lima&order=5", "Ana%20Lima"),
+    ("고객: 제 번호는 공일공 사오육칠 팔구공일 이에요", "공일공 사오육칠"),
     (
         "Caller: best to reach me on oh seven nine double one, triple four, five six seven",
-        "seven nine",
+        "oh seven nine double one",
     ),
     (
         "Caller: card is five five seven seven, four six three seven, zero six four three, three zero four four",
-        "four six three seven",
+        "five five seven seven, four six",
     ),
     ("Caller: passport is G zero four X one one T eight two", "G zero four X"),
     ("Agent: Can I get a callback number?\nCaller: 07911 444567", "07911 444567"),
@@ -70,6 +74,8 @@ SPOKEN_GONE = [
 ]
 
 SPOKEN_UNTOUCHED = [
+    "GET /api/products?category=garden%20tools&page=3 200 12ms",
+    "https://maps.example.com/?q=Victoria%20Station&zoom=14",
     "고객: 이사 가는데 오이 공구 사이즈 좀 알려주세요",
     "Caller: press one for sales, two for support, or stay on the line",
     "Caller: my order number is eight eight one two three four five and it never came",
@@ -111,8 +117,8 @@ def test_an_epoch_time_is_ten_to_nineteen_digits_of_a_recent_unix_time() -> None
 def test_numbers_read_aloud_phones_asked_by_how_they_are_called_and_labelled_names_go() -> None:
     for (text, value), out in zip(SPOKEN_GONE, _texts([t for t, _v in SPOKEN_GONE]), strict=True):
         assert value not in out, out
-        # replaced by a placeholder, the speaker's label kept
-        assert "<" in out and out.split(":")[0] == text.split(":")[0], out
+        # replaced by a placeholder, what was written before it kept
+        assert "<" in out and out.startswith(text[: text.index(value)].rsplit(" ", 1)[0]), out
 
 
 def test_menus_counts_references_and_messages_under_a_role_label_stay() -> None:

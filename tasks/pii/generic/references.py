@@ -22,7 +22,8 @@ cards have fifteen digits): an epoch time in milliseconds, micro- or nanoseconds
 one time in ten by chance, unless the writer names it a card ("card number: 1..."). A run of
 10, 13, 16 or 19 digits that reads as a Unix time in seconds, milli-, micro- or nanoseconds
 between 2015 and 2033 is a timestamp, no phone number (a log line's ``created_at=1733321813110``),
-unless the writer calls it theirs. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
+unless the writer calls it theirs. A phone typed as one run of ten digits or more ends with its
+run: "+447700900123 200 31ms" holds the number and a log line's status and time. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
 """
 
@@ -66,6 +67,9 @@ _REFERENCE_WORD = re.compile(rf"(?i)(?:{_WORDS}|case)")
 _DATE = re.compile(r"^\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})$|^\d{4}[./-]\d{1,2}[./-]\d{1,2}$")
 # a timestamp's date and hour ("2024-06-14 08" of "2024-06-14 08:12:55")
 _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]\d{1,2}$")
+# a phone typed as one run of ten digits or more, and a group after a space that is no part
+# of it (the number ends where its run does)
+_UNBROKEN = re.compile(r"\+?\d{10,}(?=\s+\d)")
 _UATP_DIGITS = 15
 # a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
 _EPOCH_DIGITS = (10, 13, 16, 19)
@@ -139,6 +143,10 @@ def drop_references(
         inside = any(s <= r.start and r.end <= e for s, e in protected)
         if r.entity_type == "PHONE_NUMBER" and _not_a_line(text, r.start, value):
             continue
+        if r.entity_type == "PHONE_NUMBER" and (run := _UNBROKEN.match(value)):
+            # "+447700900123 200 31ms": a number typed in one run ends with it
+            r.end = r.start + run.end()
+            value = value[: run.end()]
         if r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value):
             continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)

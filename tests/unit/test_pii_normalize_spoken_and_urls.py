@@ -1,7 +1,8 @@
-"""Numbers read aloud as a voice agent's speech-to-text writes them: the normalisation stage
-reads a run of digit words as its digits (offsets mapped back onto the words), and leaves
-short runs and sentences that only count alone. Sentences written for this test, none from
-the corpora."""
+"""The normalisation stage on numbers read aloud as a voice agent's speech-to-text writes them
+(a run of digit words read as its digits, offsets mapped back onto the words; short runs and
+sentences that only count left alone), in English and Korean, and on a URL's escapes (read as
+what they encode in URL tokens only). Sentences written for this test, none from the
+corpora."""
 
 from __future__ import annotations
 
@@ -82,3 +83,24 @@ def test_a_korean_number_read_aloud_is_read_as_its_digits(said: str, read: str) 
 )
 def test_korean_words_made_of_digit_syllables_stay(text: str) -> None:
     assert _read(text) == text
+
+
+@pytest.mark.parametrize(
+    ("url", "read"),
+    [
+        (
+            "GET /v1/users?email=ana.lima%40example.org&x=1",
+            "GET /v1/users?email=ana.lima@example.org&x=1",
+        ),
+        ("/track?name=Ana%20Lima&order=5", "/track?name=Ana Lima&order=5"),
+        ("/find?customer=Ana+Lima", "/find?customer=Ana Lima"),
+        ("?q=%EA%B9%80%EB%AF%BC%EC%A4%80", "?q=김민준"),
+        ("mongodb+srv://svc@db.example.net/x", "mongodb+srv://svc@db.example.net/x"),  # no query
+        ("the sale is 50%20 off", "the sale is 50%20 off"),  # no URL
+        ("/logs?line=%FF%FE", "/logs?line=%FF%FE"),  # no UTF-8: left as written
+    ],
+)
+def test_a_urls_escapes_are_read_as_what_they_encode(url: str, read: str) -> None:
+    assert _read(url) == read
+    norm = normalize(url)
+    assert norm.original_span(0, len(norm.text)) == (0, len(url))
