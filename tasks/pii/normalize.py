@@ -15,6 +15,13 @@ A URL's escapes are read as what they encode (:func:`_url_decoded`): in a token 
 letters in a value after ``=`` a space, so ``?email=anna.weber%40example.com`` and ``?name=Tom+Berg`` are read as the
 address and the name a tool's log line or a redirect carries.
 
+A document's number in a file's name, a path or a slug ("scan_passport_548213307.jpg",
+"Passport561190284.pdf", "/kyc/passport-C01X00T47-front.png") is read with spaces around it
+(:func:`_file_names`): the marks between the document's word (``lexicon/typo_targets.txt``),
+two words at most after it, and the first part with a digit, and the mark after that part,
+are read as spaces, so the rules that read "passport 548213307" read it; a key without a
+digit after the word ("passport_number") stays as written.
+
 A number read aloud and written out by speech-to-text ("oh seven seven double oh nine oh oh one
 two three", "four five three nine, one four eight eight, ...") is read as its digits
 (:func:`_spoken`; the words in ``lexicon/spoken_digits.txt``, "double" and "triple" repeating
@@ -79,7 +86,7 @@ def normalize(text: str) -> Normalized:
     """``text`` in NFKC with dashes folded to ``-``, zero-width characters removed and a
     document's word typed one letter off spelled right (offsets map back; a text with nothing
     to change is returned as it is)."""
-    return _spoken(_spelling(_url_decoded(_unicode(text))))
+    return _spoken(_file_names(_spelling(_url_decoded(_unicode(text)))))
 
 
 def _unicode(text: str) -> Normalized:
@@ -143,6 +150,32 @@ def _spelling(norm: Normalized) -> Normalized:
             if m.group().lower() in typos
         ],
     )
+
+
+@cache
+def _file_part() -> re.Pattern[str]:
+    doc = "|".join(sorted(word_list("typo_targets"), key=len, reverse=True))
+    return re.compile(
+        rf"(?i)(?<![\p{{L}}\d])(?:{doc})(?:(?P<glued>(?=\d))|(?:[_-]\p{{L}}+(?=[_-])){{0,2}}[_-])"
+        r"(?P<value>\p{L}*\d[\p{L}\d]*)(?P<after>[_.-](?=\w)|(?![\w-]))"
+    )
+
+
+def _file_names(norm: Normalized) -> Normalized:
+    """``norm`` with a document's number in a file's name read with spaces around it (see the
+    module); a number glued to the word gets its space from the word's last letter."""
+    text = norm.text
+    if "_" not in text and "-" not in text and not re.search(r"\p{L}\d", text):
+        return norm
+    fixes = []
+    for m in _file_part().finditer(text):
+        fixes += [(i, i + 1, " ") for i in range(m.start(), m.start("value")) if text[i] in "_-"]
+        if m.group("glued") is not None:  # "Passport561190284"
+            at = m.start("value") - 1
+            fixes.append((at, at + 1, text[at] + " "))
+        if m.group("after"):
+            fixes.append((m.start("after"), m.end("after"), " "))
+    return _replaced(norm, sorted(fixes))
 
 
 # a token that is a URL, a path or a query ("?a=b&c=d"), and the escapes and plus signs in it

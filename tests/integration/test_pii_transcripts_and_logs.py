@@ -1,4 +1,4 @@
-"""Six classes through the whole engine, each with its precision side, in sentences written
+"""Seven classes through the whole engine, each with its precision side, in sentences written
 for this test (none from the corpora):
 
 - the words people put after "it's", "I'm" and "this is" that are no name ("it's public
@@ -12,6 +12,8 @@ for this test (none from the corpora):
   aloud and Korean words made of digit syllables stay;
 - personal data in a URL's query, escaped ("?email=ana.lima%40example.org", "name=Ana%20Lima"),
   while a query without any stays as written;
+- a passport's number in a file's name ("id_passport_731904268.jpg"), while a form's name
+  stays;
 - a phone asked for by how it is called ("a callback number", "a number the driver can text"),
   while an order or case number answered the same way stays;
 - one line opening with a role's label ("Customer: ...") that holds a message, not a name,
@@ -55,6 +57,7 @@ GONE = [
 
 
 SPOKEN_GONE = [
+    ("uploaded id_passport_731904268.jpg for the check", "731904268"),
     ("GET /v1/users?email=ana.lima%40example.org&state=open 200 8ms", "ana.lima%40example.org"),
     ("redirect to /track?name=Ana%20Lima&order=5", "Ana%20Lima"),
     ("고객: 제 번호는 공일공 사오육칠 팔구공일 이에요", "공일공 사오육칠"),
@@ -74,6 +77,7 @@ SPOKEN_GONE = [
 ]
 
 SPOKEN_UNTOUCHED = [
+    "please fill in passport_form_DS11.pdf and passport-renewal-checklist.docx",
     "GET /api/products?category=garden%20tools&page=3 200 12ms",
     "https://maps.example.com/?q=Victoria%20Station&zoom=14",
     "고객: 이사 가는데 오이 공구 사이즈 좀 알려주세요",

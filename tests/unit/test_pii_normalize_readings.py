@@ -1,8 +1,8 @@
 """The normalisation stage on numbers read aloud as a voice agent's speech-to-text writes them
 (a run of digit words read as its digits, offsets mapped back onto the words; short runs and
 sentences that only count left alone), in English and Korean, and on a URL's escapes (read as
-what they encode in URL tokens only). Sentences written for this test, none from the
-corpora."""
+what they encode in URL tokens only), and on a document's number in a file's name. Sentences
+written for this test, none from the corpora."""
 
 from __future__ import annotations
 
@@ -104,3 +104,30 @@ def test_a_urls_escapes_are_read_as_what_they_encode(url: str, read: str) -> Non
     assert _read(url) == read
     norm = normalize(url)
     assert norm.original_span(0, len(norm.text)) == (0, len(url))
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("saved as id_passport_731904268.jpg", "saved as id_passport 731904268 jpg"),
+        ("Passport731904268.pdf", "Passport 731904268 pdf"),
+        ("/kyc/licence-back-D44X90Q.png here", "/kyc/licence back D44X90Q png here"),
+        ("renamed to passport-H5521907", "renamed to passport H5521907"),
+    ],
+)
+def test_a_documents_number_in_a_file_name_is_read_with_spaces_around_it(
+    name: str, read: str
+) -> None:
+    assert _read(name) == read
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"passport_number": "731904268"}',  # a key: no part with a digit after the word
+        "passport-renewal-checklist.docx",
+        "invoice_2024_0042.pdf",  # no document's word
+    ],
+)
+def test_keys_and_file_names_without_a_documents_number_stay(text: str) -> None:
+    assert _read(text) == text
