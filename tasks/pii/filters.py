@@ -5,6 +5,14 @@ A PERSON finding made only of the words that sign or open a message where a name
 (``Thanks,\\nAccounts Payable``, ``From: Billing``, ``Marketing here``, ``Good afternoon``:
 :file:`lexicon/filters_not_names.txt`) names a team or greets, never a person.
 
+A one-word PERSON finding right after a letter and "as in" or "for" is a spelling aid, the
+word that says which letter was meant ("B as in Bravo", "D for David", "M as in Mary"), not
+anyone's name.
+
+A value spelled out after it, letter by letter ("Nkosi, N as in November, K as in Kilo, O S
+I", "d.okafor@example.com, D for David, O K A F O R"), is part of the finding: the letters
+spell the name.
+
 A name or a place never starts or ends with a quotation mark: one the NER took with it
 (``VALUES (12, 'Marta Nowak', ...``, ``surname = 'Haddad';``, ``James' order``) is left out of
 the finding, so the replacement keeps the quotes of the SQL, code or prose around it.
@@ -26,6 +34,13 @@ _NOT_NAMES = frozenset(word_list("filters_not_names"))
 _WORD = re.compile(r"\p{L}[\p{L}'’]*")
 _QUOTES = "'\"‘’“”`´"
 _NAMED = frozenset(["PERSON", "LOCATION"])
+# letters spelled out after a value, with or without their spelling aids
+_SPELLING = re.compile(r"(?:[\s,.!-]+\p{Lu}(?:\s+(?:as\s+in|for)\s+\p{L}+)?(?![\p{L}'’\d]))+")
+_AID = re.compile(r"\s(?:as\s+in|for)\s")
+_LETTER = re.compile(r"(?<![\p{L}'’])\p{Lu}(?![\p{L}'’])")
+_SPELLED_LETTERS = 3  # "O S I": fewer may be initials ("Tom B.")
+# a letter and the words that spell it out: "K as in", "D for" (not "I" alone: "I for one")
+_SPELLING_AID = re.compile(r"(?<![\p{L}\d'’])(?!I\s)\p{Lu}\s+(?:as\s+in|for)\s+$")
 
 
 def not_a_name(span: str) -> bool:
@@ -44,8 +59,27 @@ def precision_filter(text: str, found: Sequence[RecognizerResult]) -> list[Recog
                 r.end -= 1
             while r.start < r.end and text[r.start] in _QUOTES:
                 r.start += 1
+        person = r.entity_type == "PERSON"
         if r.end > r.start and not (
-            r.entity_type == "PERSON" and not_a_name(text[r.start : r.end])
+            person and (not_a_name(text[r.start : r.end]) or _spelling_aid(text, r.start, r.end))
         ):
+            r.end = spelled_until(text, r.end)
             kept.append(r)
     return kept
+
+
+def _spelling_aid(text: str, start: int, end: int) -> bool:
+    """Whether the one-word ``text[start:end]`` spells out the letter before it (see the
+    module)."""
+    return " " not in text[start:end].strip() and bool(
+        _SPELLING_AID.search(text, max(0, start - 12), start)
+    )
+
+
+def spelled_until(text: str, end: int) -> int:
+    """Where a spelling of the value ending at ``end`` ends ("..., Q as in Queen, U I G L E Y":
+    a spelling aid, or three letters at least); ``end`` where none follows."""
+    m = _SPELLING.match(text, end)
+    if not m or not (_AID.search(m.group()) or len(_LETTER.findall(m.group())) >= _SPELLED_LETTERS):
+        return end
+    return m.end()

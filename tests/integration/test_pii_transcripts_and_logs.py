@@ -1,4 +1,4 @@
-"""Seven classes through the whole engine, each with its precision side, in sentences written
+"""Eight classes through the whole engine, each with its precision side, in sentences written
 for this test (none from the corpora):
 
 - the words people put after "it's", "I'm" and "this is" that are no name ("it's public
@@ -14,6 +14,8 @@ for this test (none from the corpora):
   while a query without any stays as written;
 - a passport's number in a file's name ("id_passport_731904268.jpg"), while a form's name
   stays;
+- a name spelled out after it ("Mbeki, M as in Mike, B E K I": replaced with its spelling),
+  while the names of spelling aids ("P as in Peter") stay;
 - a phone asked for by how it is called ("a callback number", "a number the driver can text"),
   while an order or case number answered the same way stays;
 - one line opening with a role's label ("Customer: ...") that holds a message, not a name,
@@ -57,6 +59,7 @@ GONE = [
 
 
 SPOKEN_GONE = [
+    ("Caller: it's Mbeki, M as in Mike, B E K I", "Mbeki, M as in Mike, B E K I"),
     ("uploaded id_passport_731904268.jpg for the check", "731904268"),
     ("GET /v1/users?email=ana.lima%40example.org&state=open 200 8ms", "ana.lima%40example.org"),
     ("redirect to /track?name=Ana%20Lima&order=5", "Ana%20Lima"),
@@ -77,6 +80,7 @@ SPOKEN_GONE = [
 ]
 
 SPOKEN_UNTOUCHED = [
+    "Agent: so the voucher is P as in Peter, R for Robert, 5 5?",
     "please fill in passport_form_DS11.pdf and passport-renewal-checklist.docx",
     "GET /api/products?category=garden%20tools&page=3 200 12ms",
     "https://maps.example.com/?q=Victoria%20Station&zoom=14",

@@ -21,3 +21,15 @@ def test_a_chat_turn_after_user_or_agent_is_not_read_as_their_name() -> None:
     assert name_value("Kwame Asante", strong=False)
     assert name_value("kwame asante", strong=True)
     assert name_value("Maria de la Cruz", strong=False)
+
+
+def test_a_value_spelled_out_after_it_is_part_of_it_and_initials_are_not_a_spelling() -> None:
+    from tasks.pii.filters import spelled_until
+
+    text = "my surname is Mbeki, M as in Mike, B E K I, thanks"
+    end = text.index("Mbeki") + len("Mbeki")
+    assert text[: spelled_until(text, end)].endswith("B E K I")
+    three = "it's Adaeze, A D A E Z E"
+    assert spelled_until(three, three.index(",")) == len(three)
+    initials = "signed Tom B. and Ann K."  # two capitals are initials, not a spelling
+    assert spelled_until(initials, initials.index(" B.")) == initials.index(" B.")

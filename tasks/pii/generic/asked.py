@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import regex as re
 
 from tasks.pii.context import VETO, vetoed
+from tasks.pii.filters import spelled_until
 from tasks.pii.generic.fields import (
     FIELD_NOUNS as _FIELD_NOUNS,
 )
@@ -131,9 +132,15 @@ def _asked(turn: str) -> list[str]:
 def _value(kind: str, part: str) -> tuple[int, int] | None:
     """Where in ``part`` the value of a personal ``kind`` is, if it holds one."""
     if kind == "PERSON":
-        s, e = name_part(part)
-        ok = e > s and name_value(part[s:e], strong=False) and not part[e:].strip(" .!")
-        return (s, e) if ok else None
+        # the name alone, or spelled out after it ("Quigley, Q as in Queen, U I G L E Y")
+        for cut in (len(part), *(m.start() for m in re.finditer(",", part))):
+            s, e = name_part(part[:cut])
+            if e <= s or part[e:cut].strip(" .!") or not name_value(part[s:e], strong=False):
+                continue
+            end = spelled_until(part, cut)
+            if not part[end:].strip(" .!"):
+                return (s, end if end > cut else e)
+        return None
     if kind == "EMAIL_ADDRESS":
         m = _EMAIL.search(part)
     elif kind == "DATE_OF_BIRTH":

@@ -331,11 +331,11 @@ def name_value(value: str, *, strong: bool = True) -> bool:
     stop = [
         i for i, w in enumerate(words) if w.islower() and w in STOP_WORDS and w not in _PARTICLES
     ]
-    if stop and (not strong or stop[0] == 0 or len(stop) > 1 or not known):
+    if stop and (not strong or stop != [len(words) - 1] or len(words) < 2 or not known):
         # "User: my Galaxy Buds won't pair", "Customer: charged twice for one month": a
-        # message, not a name; under a key that only holds one, a name may hold a word that
-        # is also a stop word where the lexicon knows another ("nguyen van an", not
-        # "tracking number is")
+        # message, not a name; under a key that only holds one, a name may end with a word
+        # that is also a stop word where the lexicon knows another ("nguyen van an", not
+        # "tracking number is" or "email is d.okafor")
         return False
     if not strong and words[0].lower() in REPLIES:
         return False  # "User: yes please", "Agent: Thanks": a reply
