@@ -74,8 +74,9 @@ _UATP_DIGITS = 15
 # a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
 _EPOCH_DIGITS = (10, 13, 16, 19)
 _EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
-# the writer names it a card: "card number: ...", "loyalty card 1...", {"card_number": "1..."}
-_CARD_BEFORE = re.compile(r"(?i)(?<![a-z])(?:card|cc|pan)(?![a-z])[^\n\d]{0,25}$")
+# the writer names it a card: "card number: ...", "loyalty card 1...", {"card_number": "1..."},
+# "결제 카드 0604..." (Korean "card", glued to what kind: 신용카드, 체크카드번호)
+_CARD_BEFORE = re.compile(r"(?i)(?:(?<![a-z])(?:card|cc|pan)(?![a-z])|카드)[^\n\d]{0,25}$")
 _EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
 # North America's toll-free area codes: a business's line, never a person's
