@@ -34,13 +34,15 @@ _NOT_NAMES = frozenset(word_list("filters_not_names"))
 _WORD = re.compile(r"\p{L}[\p{L}'’]*")
 _QUOTES = "'\"‘’“”`´"
 _NAMED = frozenset(["PERSON", "LOCATION"])
+# the words between a letter and the word that spells it out: "K as in Kilo", "D for David"
+_AID_WORDS = r"\s+(?:as\s+in|for)\s+"
 # letters spelled out after a value, with or without their spelling aids
-_SPELLING = re.compile(r"(?:[\s,.!-]+\p{Lu}(?:\s+(?:as\s+in|for)\s+\p{L}+)?(?![\p{L}'’\d]))+")
-_AID = re.compile(r"\s(?:as\s+in|for)\s")
+_SPELLING = re.compile(rf"(?:[\s,.!-]+\p{{Lu}}(?:{_AID_WORDS}\p{{L}}+)?(?![\p{{L}}'’\d]))+")
+_AID = re.compile(_AID_WORDS)
 _LETTER = re.compile(r"(?<![\p{L}'’])\p{Lu}(?![\p{L}'’])")
 _SPELLED_LETTERS = 3  # "O S I": fewer may be initials ("Tom B.")
 # a letter and the words that spell it out: "K as in", "D for" (not "I" alone: "I for one")
-_SPELLING_AID = re.compile(r"(?<![\p{L}\d'’])(?!I\s)\p{Lu}\s+(?:as\s+in|for)\s+$")
+_SPELLING_AID = re.compile(rf"(?<![\p{{L}}\d'’])(?!I\s)\p{{Lu}}{_AID_WORDS}$")
 
 
 def not_a_name(span: str) -> bool:

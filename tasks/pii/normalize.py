@@ -214,13 +214,14 @@ _MIN_SPELLED = 3  # words, not digits typed with spaces between
 
 
 @cache
-def _digit_words() -> dict[str, str]:
-    return dict(line.split() for line in word_list("spoken_digits"))
+def _digit_table(name: str) -> dict[str, str]:
+    """A lexicon of spoken digits: each entry a word, then the digit it stands for."""
+    return dict(line.split() for line in word_list(name))
 
 
 @cache
 def _spoken_run() -> re.Pattern[str]:
-    word = "|".join(sorted(_digit_words(), key=len, reverse=True))
+    word = "|".join(sorted(_digit_table("spoken_digits"), key=len, reverse=True))
     token = (
         rf"(?:(?:{'|'.join(_REPEATS)})[ \t]+(?:{word})|{word}|\d+|(?-i:\p{{Lu}}))"
         r"(?![\p{L}\d'’])"
@@ -234,14 +235,18 @@ _TOKEN = re.compile(r"(?i)(?:(double|triple)[ \t]+)?(\p{L}+|\d+)")
 _NOT_AT_ENDS = frozenset("IA")
 
 
+def _letter(token: re.Match[str]) -> bool:
+    """Whether a run's token is a capital letter read out."""
+    return len(token.group(2)) == 1 and token.group(2).isupper()
+
+
 def _trimmed(tokens: list[re.Match[str]], run: str) -> list[re.Match[str]]:
     """The tokens of ``run`` that read a number: a letter ending it after a comma or a stop
     opens the next clause ("..., C as in Charlie")."""
     while tokens and (
         tokens[-1].group(2) in _NOT_AT_ENDS
         or (
-            len(tokens[-1].group(2)) == 1
-            and tokens[-1].group(2).isupper()
+            _letter(tokens[-1])
             and len(tokens) > 1
             and re.search(r"[,.]", run[tokens[-2].end() : tokens[-1].start()])
         )
@@ -255,7 +260,7 @@ def _trimmed(tokens: list[re.Match[str]], run: str) -> list[re.Match[str]]:
 def _said(tokens: list[re.Match[str]], words: dict[str, str]) -> list[str]:
     """What each token of a run stands for: its digit(s), a number as typed, or a letter; a
     capital "O" beside a letter is one ("M O R G A"), else a zero."""
-    letters = [len(t.group(2)) == 1 and t.group(2).isupper() for t in tokens]
+    letters = [_letter(t) for t in tokens]
     out = []
     for i, t in enumerate(tokens):
         word = t.group(2)
@@ -272,7 +277,7 @@ def _said(tokens: list[re.Match[str]], words: dict[str, str]) -> list[str]:
 def _spoken(norm: Normalized) -> Normalized:
     """``norm`` with each number read aloud written as its digits (see the module), each digit
     mapped to the words it was read from."""
-    words = _digit_words()
+    words = _digit_table("spoken_digits")
     fixes = []
     for run in _spoken_run().finditer(norm.text):
         tokens = _trimmed(list(_TOKEN.finditer(run.group())), run.group())
@@ -294,14 +299,12 @@ def _spoken(norm: Normalized) -> Normalized:
 
 
 @cache
-def _korean_digits() -> dict[str, str]:
-    return dict(line.split() for line in word_list("spoken_digits_ko"))
-
-
-@cache
-def _korean_run() -> re.Pattern[str]:
-    group = f"[{''.join(_korean_digits())}]{{2,}}"
-    return re.compile(rf"(?<!\p{{Hangul}}){group}(?:[ \t]*[,-]?[ \t]*{group})*")
+def _korean_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A run of Korean digit groups, and one group of it."""
+    syllables = f"[{''.join(_digit_table('spoken_digits_ko'))}]"
+    group = f"{syllables}{{2,}}"
+    run = re.compile(rf"(?<!\p{{Hangul}}){group}(?:[ \t]*[,-]?[ \t]*{group})*")
+    return run, re.compile(f"{syllables}+")
 
 
 _MIN_KOREAN_DIGITS = 9  # a Seoul number with its area code (02-345-6789)
@@ -312,10 +315,11 @@ def _spoken_korean(text: str) -> list[tuple[int, int, str]]:
     """The fixes that write a Korean number read aloud as its digits: groups of two syllables
     or more ("공일공 일이삼사 오육칠팔"), nine digits at least (ten in one group), each gap
     between groups a ``-`` (010-1234-5678)."""
-    digits = _korean_digits()
+    digits = _digit_table("spoken_digits_ko")
+    runs, group = _korean_patterns()
     fixes: list[tuple[int, int, str]] = []
-    for run in _korean_run().finditer(text):
-        groups = list(re.finditer(f"[{''.join(digits)}]+", run.group()))
+    for run in runs.finditer(text):
+        groups = list(group.finditer(run.group()))
         read = sum(len(g.group()) for g in groups)
         if read < _MIN_KOREAN_DIGITS or (len(groups) == 1 and read < _ONE_KOREAN_GROUP):
             continue

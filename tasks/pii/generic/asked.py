@@ -26,9 +26,7 @@ import regex as re
 from tasks.pii.context import VETO, vetoed
 from tasks.pii.filters import spelled_until
 from tasks.pii.generic.fields import (
-    FIELD_NOUNS as _FIELD_NOUNS,
-)
-from tasks.pii.generic.fields import (
+    FIELD_NOUNS,
     ROLES,
     key_type,
     name_part,
@@ -101,7 +99,7 @@ def _kind(item: str) -> str | None:
     if thing:
         return "PERSON" if norm_key(thing.group(1)) in ROLES else OTHER
     if words and words[-1] in ("name", "names"):
-        return OTHER if len(words) > 1 and words[-2] in _FIELD_NOUNS else "PERSON"
+        return OTHER if len(words) > 1 and words[-2] in FIELD_NOUNS else "PERSON"
     entity = next(
         (t for n in range(min(4, len(words)), 0, -1) if (t := key_type("_".join(words[-n:])))),
         None,
@@ -110,7 +108,7 @@ def _kind(item: str) -> str | None:
         return entity
     if _NUMBER.intersection(words) and _CALLING.intersection(words):
         return "PHONE_NUMBER"  # "a number we can ring you on", "number the driver can text"
-    return OTHER if any(w in _FIELD_NOUNS for w in words[-4:]) else None
+    return OTHER if any(w in FIELD_NOUNS for w in words[-4:]) else None
 
 
 def _asked(turn: str) -> list[str]:
