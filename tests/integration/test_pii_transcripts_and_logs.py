@@ -1,4 +1,4 @@
-"""Eight classes through the whole engine, each with its precision side, in sentences written
+"""Nine classes through the whole engine, each with its precision side, in sentences written
 for this test (none from the corpora):
 
 - the words people put after "it's", "I'm" and "this is" that are no name ("it's public
@@ -19,7 +19,10 @@ for this test (none from the corpora):
 - a phone asked for by how it is called ("a callback number", "a number the driver can text"),
   while an order or case number answered the same way stays;
 - one line opening with a role's label ("Customer: ...") that holds a message, not a name,
-  while a name under the label, in any case, is still replaced."""
+  while a name under the label, in any case, is still replaced;
+- a system's own numbers that pass the card checksum (a request's, a trace's, a job's, a
+  statement's id in log lines and tool results), while a card under a card's, a holder's or a
+  qualifier's label ("pan", "customer id", "my new number is") is still replaced."""
 
 from __future__ import annotations
 
@@ -131,3 +134,27 @@ def test_numbers_read_aloud_phones_asked_by_how_they_are_called_and_labelled_nam
 
 def test_menus_counts_references_and_messages_under_a_role_label_stay() -> None:
     assert _texts(SPOKEN_UNTOUCHED) == SPOKEN_UNTOUCHED
+
+
+# Luhn-valid, as one number in ten is by chance
+SYSTEM_IDS = [
+    "ts=2025-11-04T10:02:11Z level=info request_id=4742078023458889 status=200",
+    '{"traceId": "5189438606689283", "spanId": "6563921805169938", "ok": true}',
+    "job id 5954826591751816 done, 12 rows written",
+    "statement no. 4536831550569639 is ready for October",
+    "account statement period 2025-10 is closed",
+]
+LABELLED_CARDS = [
+    ('{"pan": "4742078023458889", "exp": "09/28"}', "4742078023458889"),
+    ("customer id 5189438606689283 on the refund form", "5189438606689283"),
+    ("my new number is 5954826591751816, the old card was cancelled", "5954826591751816"),
+    ("Amex no. 368563950032675 please", "368563950032675"),
+]
+
+
+def test_a_systems_own_numbers_stay_and_cards_under_a_holders_label_go() -> None:
+    assert _texts(SYSTEM_IDS) == SYSTEM_IDS
+    for (text, value), out in zip(
+        LABELLED_CARDS, _texts([t for t, _v in LABELLED_CARDS]), strict=True
+    ):
+        assert value not in out and "<CREDIT_CARD>" in out, (text, out)

@@ -97,6 +97,7 @@ def _any(_value: str) -> bool:
 
 
 DATE_RE = re.compile(_DATE)
+_YEAR_MONTH = re.compile(r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])(?:-(?:0[1-9]|[12]\d|3[01]))?")
 # what a passport is renewed for
 _TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
 ID_RE = re.compile(_ID)
@@ -244,7 +245,8 @@ _RULES: tuple[ContextRule, ...] = (
             r"bank(?:ing)?[\s_-]*(?:details|info)?|wire|deposit|계좌(?:번호)?"
         ),
         _GROUPS_RE,
-        _digits_between(6, 34),
+        # a statement's month is no account ("account statement period 2025-10")
+        lambda value: _digits_between(6, 34)(value) and not _YEAR_MONTH.fullmatch(value),
         window=30,
         fillers=2,
     ),

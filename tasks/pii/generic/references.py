@@ -22,7 +22,11 @@ cards have fifteen digits): an epoch time in milliseconds, micro- or nanoseconds
 one time in ten by chance, unless the writer names it a card ("card number: 1..."). A run of
 10, 13, 16 or 19 digits that reads as a Unix time in seconds, milli-, micro- or nanoseconds
 between 2015 and 2033 is a timestamp, no phone number (a log line's ``created_at=1733321813110``),
-unless the writer calls it theirs. A phone typed as one run of ten digits or more ends with its
+unless the writer calls it theirs. A card finding under a label that names a system's or a
+document's own number (a noun and "id", "no" or "number": ``request_id=``, ``"traceId": "``,
+"job id", "statement no."), the noun no card's, holder's or qualifier's ("pan", "customer
+id", "my new number": ``lexicon/card_label_holders.txt``, ``label_qualifiers.txt``), is none:
+Luhn-valid one time in ten by chance; a phone finding only under an id. A phone typed as one run of ten digits or more ends with its
 run: "+447700900123 200 31ms" holds the number and a log line's status and time. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
 """
@@ -36,7 +40,7 @@ import regex as re
 
 from tasks.pii.context import as_capitals, claimed_after, subject_word
 from tasks.pii.generic.fields import norm_key
-from tasks.pii.lexicon import STOP_WORDS
+from tasks.pii.lexicon import STOP_WORDS, word_list
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -71,12 +75,21 @@ _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]
 # of it (the number ends where its run does)
 _UNBROKEN = re.compile(r"\+?\d{10,}(?=\s+\d)")
 _UATP_DIGITS = 15
+_HOLDERS = frozenset(word_list("card_label_holders") + word_list("label_qualifiers"))
 # a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
 _EPOCH_DIGITS = (10, 13, 16, 19)
 _EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
 # the writer names it a card: "card number: ...", "loyalty card 1...", {"card_number": "1..."},
 # "결제 카드 0604..." (Korean "card", glued to what kind: 신용카드, 체크카드번호)
 _CARD_BEFORE = re.compile(r"(?i)(?:(?<![a-z])(?:card|cc|pan)(?![a-z])|카드)[^\n\d]{0,25}$")
+# a system's or a document's own number: a noun and an identifier's word right before the
+# value ("request_id=", "trace id:", "x-request-id: ", "statement no.", "meter number is",
+# ``"eventId": "``), the noun no card's or person's (lexicon/card_label_holders.txt)
+_LABEL_BEFORE = re.compile(
+    r"(?:(?<![\w'\u2019])([A-Za-z]{2,})[ \t_.-]((?i:ids?|no|nr|num|number))"
+    r"|(?<![\w'\u2019])([a-z]{2,})(Ids?|IDs?|No|Nr|Number))"
+    r"(?![A-Za-z])[\s\"':=#.-]*(?:(?:is|was)[\s\"':=#-]*)?$"
+)
 _EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
 # North America's toll-free area codes: a business's line, never a person's
@@ -148,7 +161,9 @@ def drop_references(
             # "+447700900123 200 31ms": a number typed in one run ends with it
             r.end = r.start + run.end()
             value = value[: run.end()]
-        if r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value):
+        if (r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value)) or _system_number(
+            text, r.start, r.entity_type
+        ):
             continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
         if (
@@ -222,6 +237,21 @@ def _no_issuer(text: str, start: int, value: str) -> bool:
         and not (digits[:1] == "1" and len(digits) == _UATP_DIGITS)
         and not _CARD_BEFORE.search(text, max(0, start - 40), start)
     )
+
+
+def _system_number(text: str, start: int, entity: str) -> bool:
+    """The label right before ``start`` names a system's or a document's own number (a
+    request's, a trace's, a statement's: see :data:`_LABEL_BEFORE`), no card's or person's;
+    a phone finding only under an id ("eventId", "request_id"): phones have too many labels
+    ("home number", "work number") to tell by the noun."""
+    label = _LABEL_BEFORE.search(text, max(0, start - 40), start)
+    if label is None:
+        return False
+    noun = (label.group(1) or label.group(3)).lower()
+    word = (label.group(2) or label.group(4)).lower()
+    if entity == "PHONE_NUMBER" and not word.startswith("id"):
+        return False
+    return noun not in STOP_WORDS and noun not in _HOLDERS
 
 
 def _tracking_spans(text: str) -> list[tuple[int, int]]:
