@@ -31,37 +31,22 @@ from functools import lru_cache
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS, word_list, words_pattern
+from tasks.pii.clauses import (
+    FILLER,
+    PREPOSITION_WORDS,
+    SENTENCE_END,
+    VETO,
+    claimed_after,
+    claimed_in,
+    own_number,
+    subject_head,
+    subject_span,
+    vetoed,
+    word_at,
+)
+from tasks.pii.lexicon import STOP_WORDS
 
-# words that may stand between a cue and its value ("passport number is", "DOB: ")
-FILLER = frozenset(word_list("identifiers_filler"))
-# a value after these words is an order, ticket or product number, not a personal identifier
-_VETO_WORDS = words_pattern("identifiers_things")
-VETO = re.compile(rf"(?i)(?<![a-z])(?:{_VETO_WORDS})(?![a-z])")
-# what names a value as one of those right after it: "12345678 is my ticket number"
-_CLAIMED_AFTER = re.compile(
-    r"(?i)[ \t]*(?:(?:is|was|it'?s|that'?s)\s+|[(\u2013\u2014-][ \t]*)"
-    r"(?:(?:my|the|our|your|his|her|their|a|an)\s+)?"
-    # "... is the number of the parcel"
-    r"(?:(?:number|no\.?|code)\s+(?:of|for|on)\s+(?:(?:my|the|our|your|his|her|their|a|an)\s+)?)?"
-    rf"(?:{_VETO_WORDS})(?![a-z])"
-)
 _WORD = re.compile(r"[\p{L}\d']+")
-# the subject of a clause that names the value: its words, and where the clause ends
-_PREPOSITIONS = frozenset(word_list("identifiers_head_prepositions"))
-_SUBJECT_WORD = re.compile(r"[\p{L}\d'#]+(?:-[\p{L}\d]+)*")
-# what ends a clause naming the value: "is", "was", "should be", "should read", ":", "->", "="
-COPULA = r"(?:(?<![a-z])(?:is|was|be|are|were|reads?)|[:=]|->|→)"
-_NAMES_IT = re.compile(
-    rf"(?i)(?:{COPULA}"
-    # what a correction names: "please update the passport no on the ticket to ..."
-    r"|(?<=(?<![a-z])(?:updat|chang|correct|amend|set|fix)[a-z]*\s[^\n?!]{0,60})(?<![a-z])to)"
-    r"\s*[\"'“]?\s*$"
-)
-# a sentence's end ("no. on the booking" is no end), a line's, or a clause's
-_SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
-_CLAUSE_START = re.compile(rf"{_SENTENCE_END}|;\s|[,({{\[]")
-_PREPOSITION_WORDS = "|".join(sorted(_PREPOSITIONS, key=len, reverse=True))
 # where a question ends (its answer may follow on the line or the next) or a turn does
 _TURN = re.compile(r"\?[ \t]*(?:\n[ \t>]*){0,2}|(?:\n[ \t>]*){1,2}")
 _ASKED_SPAN = 80  # characters of a question after its cue word
@@ -75,8 +60,6 @@ _LABEL = re.compile(
 )
 _DATE_SHAPE = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$")  # an expiry after a list's value
 _JOINERS = frozenset(["and", "or", "not", "maybe", "also"])  # between a list's values
-_SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
-_VETO_WINDOW = 16
 _CAPITAL = re.compile(r"\p{Lu}")
 _TOKEN = re.compile(r"[\p{L}\d]+")
 _WRAP = re.compile(r"(?<=^[^\n]{60,})\n(?=\S)", re.M)  # where a mail client wrapped a line
@@ -238,10 +221,13 @@ class ContextRule:
         if head is not None:
             if cue.start() <= head < cue.end():
                 # "the passport no. on the booking is": the booking only says where (a form
-                # may put the value on the line after its label: "Passport:\n...")
-                return not re.search(_SENTENCE_END, text[cue.end() : start].rstrip())
-            if VETO.fullmatch(_word_at(text, head)):
-                return False  # "the booking number on my passport renewal is"
+                # may put the value on the line after its label: "Passport:\n..."); the
+                # clause may be restated ("... is wrong. It should read")
+                span = subject_span(text, start)
+                end = span[1] if span is not None and span[1] < start - 1 else start
+                return not re.search(SENTENCE_END, text[cue.end() : end].rstrip())
+            if VETO.fullmatch(word_at(text, head)) or own_number(text, head):
+                return False  # "the booking number on my passport renewal is", "appointment number"
         return self._gap_ok(text[cue.end() : start])
 
     def _close_enough(self, gap: str) -> bool:
@@ -255,9 +241,9 @@ class ContextRule:
 
     def _gap_ok(self, gap: str) -> bool:
         if self.ends is not None:
-            if "\n" in gap or re.search(r"[.?!]\s", gap) or not self.ends.search(gap):
+            if "\n" in gap or re.search(r"[.?!;]\s", gap) or not self.ends.search(gap):
                 return False
-            return not VETO.search(gap[-25:])
+            return not claimed_in(gap)
         turn = _TURN.search(gap)
         if turn is not None:
             return self._asked_ok(gap[: turn.start()], gap[turn.end() :])
@@ -275,7 +261,7 @@ class ContextRule:
         answer = _LIST_MARK.sub("", answer)
         if re.search(r"[.!?]\s", asked) or re.search(r"[.!?]\s|\n", answer):
             return False
-        head = re.split(rf"(?i)(?<![\p{{L}}])(?:{_PREPOSITION_WORDS})(?![\p{{L}}])", asked)[0]
+        head = re.split(rf"(?i)(?<![\p{{L}}])(?:{PREPOSITION_WORDS})(?![\p{{L}}])", asked)[0]
         if VETO.search(head) or VETO.search(answer):
             return False
         odd = _odd_words(head) + _odd_words(_LABEL.sub("", answer))
@@ -304,64 +290,13 @@ class ContextRule:
             yield start, end, entity, self.score
 
 
-def claimed_after(text: str, end: int) -> bool:
-    """What follows a value ending at ``end`` names it an order, ticket or booking number."""
-    return _CLAIMED_AFTER.match(text, end) is not None
-
-
 def _odd_words(gap: str) -> list[str]:
     """The words of ``gap`` that are no filler."""
     return [w for w in _WORD.findall(gap.lower()) if w not in FILLER]
 
 
-def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None:
-    """Where the word starts that the subject of the clause ending just before ``start`` is
-    about, when that clause names the value ("... is", ":", "should read"): the last word of
-    its head that is not a filler ("number", "no.", "my"), or, where the head is fillers only
-    ("the number"), the last such word of the modifier after its first preposition ("on the
-    ticket"; not with ``modifiers`` False). None where no clause names the value or its
-    subject is fillers only."""
-    lo = max(0, start - _SUBJECT_SPAN)
-    ending = _NAMES_IT.search(text, lo, start)
-    if ending is None:
-        return None
-    starts = [m.end() for m in _CLAUSE_START.finditer(text, lo, ending.start())]
-    words = list(_SUBJECT_WORD.finditer(text, starts[-1] if starts else lo, ending.start()))
-    segments: list[list[re.Match[str]]] = [[]]
-    for word in words:
-        if word.group(0).lower() in _PREPOSITIONS:
-            segments.append([])
-        else:
-            segments[-1].append(word)
-    for segment in segments if modifiers else segments[:1]:
-        for word in reversed(segment):
-            if word.group(0).lower().rstrip(".") not in FILLER:
-                return word.start()
-    return None
-
-
-def subject_word(text: str, start: int, *, modifiers: bool = True) -> str:
-    """The word :func:`subject_head` finds, lower-cased ("" where none)."""
-    head = subject_head(text, start, modifiers=modifiers)
-    return "" if head is None else _word_at(text, head)
-
-
-def _word_at(text: str, start: int) -> str:
-    """The subject word starting at ``start``, lower-cased."""
-    return str(_SUBJECT_WORD.match(text, start).group(0)).lower()
-
-
 def _near(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:
     return pattern.search(text, max(0, start - window), start) is not None
-
-
-def vetoed(pattern: re.Pattern[str] | None, text: str, start: int) -> bool:
-    """An order/tracking word shortly before the value, in the same sentence."""
-    if pattern is None:
-        return False
-    lo = max(0, start - _VETO_WINDOW)
-    stop = max(text.rfind(c, lo, start) for c in ".?!\n")
-    return pattern.search(text, max(lo, stop + 1), start) is not None
 
 
 def fold_width(text: str) -> str:

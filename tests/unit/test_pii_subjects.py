@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.pii.context import match_rules, subject_word
+from tasks.pii.clauses import subject_word
+from tasks.pii.context import match_rules
 from tasks.pii.generic.identifiers import RULES
 from tasks.pii.generic.references import drop_references
 
@@ -27,6 +28,11 @@ def _values(text: str) -> set[str]:
         ("could you update the visa no. on the file to X", "visa"),  # a correction's object
         ("the new number is X", ""),  # fillers only: nothing decided
         ("the passport of mine X", ""),  # no clause names the value
+        # a clause that only restates the one before: that one's subject
+        ("The passport number on my booking is wrong. It should read X", "passport"),
+        ("the ticket number has a typo, it should be X", "ticket"),
+        ("My licence is out of date; the correct one is X", "licence"),
+        ("The passport is fine. The ticket number should be X", "ticket"),  # its own subject
     ],
 )
 def test_the_subject_is_the_head_noun_of_the_clause_naming_the_value(text: str, word: str) -> None:
@@ -57,6 +63,25 @@ def test_a_document_number_is_found_whatever_place_the_clause_names(text: str) -
 )
 def test_a_reference_is_left_whatever_document_the_clause_names(text: str) -> None:
     assert _values(text) == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # the document corrected in the next sentence, the thing only where it stands
+        ("The passport number on the booking is wrong. It should read 548213370.", True),
+        ("the passport I used for the booking has number 561190284", True),
+        ("the passport or national id: 548213307", True),  # a holder's noun keeps it
+        ("I put my licence in wrong, the right number is F2290174", True),  # a qualifier
+        # a thing's own number, its correction, a clause of its own after ";"
+        ("the passport office moved, the new appointment number is 20251104", False),
+        ("I typed order 548213370 instead of 548213307 on the passport photo form", False),
+        ("The passport is fine; the ticket number has a typo, it should be 125044188", False),
+        ("The booking reference on my passport form is wrong. It should read 548213307.", False),
+    ],
+)
+def test_corrections_keep_the_subject_they_restate(text: str, found: bool) -> None:
+    assert bool(_values(text)) is found
 
 
 class _Found:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import VETO, vetoed
+from tasks.pii.clauses import VETO, vetoed
 from tasks.pii.filters import spelled_until
 from tasks.pii.generic.fields import (
     FIELD_NOUNS,

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import LIST_MARK, VETO, as_capitals, claimed_after, subject_word, vetoed
+from tasks.pii.clauses import VETO, claimed_after, subject_word, vetoed
+from tasks.pii.context import LIST_MARK, as_capitals
 from tasks.pii.generic.identifiers import ID_RE
 from tasks.pii.names import lexicon_support
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.context import COPULA, VETO, ContextRule
+from tasks.pii.clauses import COPULA, VETO
+from tasks.pii.context import ContextRule
 from tasks.pii.lexicon import words_pattern
 
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each

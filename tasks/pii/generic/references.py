@@ -25,7 +25,7 @@ between 2015 and 2033 is a timestamp, no phone number (a log line's ``created_at
 unless the writer calls it theirs. A card finding under a label that names a system's or a
 document's own number (a noun and "id", "no" or "number": ``request_id=``, ``"traceId": "``,
 "job id", "statement no."), the noun no card's, holder's or qualifier's ("pan", "customer
-id", "my new number": ``lexicon/card_label_holders.txt``, ``label_qualifiers.txt``), is none:
+id", "my new number": ``lexicon/label_holders.txt``, ``label_qualifiers.txt``), is none:
 Luhn-valid one time in ten by chance; a phone finding only under an id. A phone typed as one run of ten digits or more ends with its
 run: "+447700900123 200 31ms" holds the number and a log line's status and time. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
 references too (see :func:`reference_key`).
@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.context import as_capitals, claimed_after, subject_word
+from tasks.pii.clauses import HOLDER_WORDS, claimed_after, subject_word
+from tasks.pii.context import as_capitals
 from tasks.pii.generic.fields import norm_key
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -75,7 +76,6 @@ _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]
 # of it (the number ends where its run does)
 _UNBROKEN = re.compile(r"\+?\d{10,}(?=\s+\d)")
 _UATP_DIGITS = 15
-_HOLDERS = frozenset(word_list("card_label_holders") + word_list("label_qualifiers"))
 # a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
 _EPOCH_DIGITS = (10, 13, 16, 19)
 _EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
@@ -84,7 +84,7 @@ _EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
 _CARD_BEFORE = re.compile(r"(?i)(?:(?<![a-z])(?:card|cc|pan)(?![a-z])|카드)[^\n\d]{0,25}$")
 # a system's or a document's own number: a noun and an identifier's word right before the
 # value ("request_id=", "trace id:", "x-request-id: ", "statement no.", "meter number is",
-# ``"eventId": "``), the noun no card's or person's (lexicon/card_label_holders.txt)
+# ``"eventId": "``), the noun no card's or person's (lexicon/label_holders.txt)
 _LABEL_BEFORE = re.compile(
     r"(?:(?<![\w'\u2019])([A-Za-z]{2,})[ \t_.-]((?i:ids?|no|nr|num|number))"
     r"|(?<![\w'\u2019])([a-z]{2,})(Ids?|IDs?|No|Nr|Number))"
@@ -251,7 +251,7 @@ def _system_number(text: str, start: int, entity: str) -> bool:
     word = (label.group(2) or label.group(4)).lower()
     if entity == "PHONE_NUMBER" and not word.startswith("id"):
         return False
-    return noun not in STOP_WORDS and noun not in _HOLDERS
+    return noun not in STOP_WORDS and noun not in HOLDER_WORDS
 
 
 def _tracking_spans(text: str) -> list[tuple[int, int]]:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import regex as re
 
-from tasks.pii.context import VETO as _VETO
+from tasks.pii.clauses import VETO as _VETO
 from tasks.pii.context import as_capitals
 from tasks.pii.lexicon import STOP_WORDS, word_list
 
