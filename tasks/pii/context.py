@@ -10,7 +10,7 @@ veto it, a validator and a score. It reads a text one of two ways:
   tracking or booking word; or, with ``ends``, a clause about whose it is ending in "is"/":"
   ("the licence on file for my husband is ..."). Values listed after one cue all count.
   Either way, where the value ends a clause naming it ("... is", ":"), the clause's subject
-  decides first (:func:`subject_head`): the word its head noun is about, the modifiers after a
+  decides first (:func:`tasks.pii.clauses.subject_head`): the word its head noun is about, the modifiers after a
   preposition only where the head is a bare "number": "the passport no. on the booking is X"
   is a passport (the booking only says where), "the booking number on my passport renewal is
   X" and "the number on the ticket is X" are not.

@@ -11,7 +11,7 @@ also a knowledge-base article ("KB5034441") or a product code, so the shape coun
 a travel document's facts within the same line (:data:`_FACTS`; an expiry date, or an
 identity check in the text ("KYC", "identity verification"), only beside a document word:
 updates and warranties expire too, and a KYC ticket has a number of its own) and no order,
-tracking or product word right before it (:data:`tasks.pii.context.VETO`).
+tracking or product word right before it (:data:`tasks.pii.clauses.VETO`).
 """
 
 from __future__ import annotations
