@@ -120,6 +120,9 @@ def _one_edit(word: str) -> set[str]:
     }
 
 
+_TWO_DROPPED = 8  # "passport": two letters may go; "licence" keeps one-edit typos only
+
+
 @cache
 def _typos() -> dict[str, str]:
     """Mistyped word -> the document word it is one edit from (real words left out)."""
@@ -129,7 +132,21 @@ def _typos() -> dict[str, str]:
     for target in targets:
         for typo in sorted(_one_edit(target) - keep):
             out.setdefault(typo, target)
+    for target in (t for t in targets if len(t) >= _TWO_DROPPED):
+        for typo in sorted(_two_dropped(target) - keep):
+            out.setdefault(typo, target)
     return out
+
+
+def _two_dropped(word: str) -> set[str]:
+    """``word`` with two of its letters after the first dropped, as a word typed in a hurry
+    loses them ("psport", "pasprt"): only for words of :data:`_TWO_DROPPED` letters or more,
+    where what is left is still no other word."""
+    return {
+        word[:i] + word[i + 1 : j] + word[j + 1 :]
+        for i in range(1, len(word))
+        for j in range(i + 1, len(word))
+    }
 
 
 def _cased(word: str, like: str) -> str:

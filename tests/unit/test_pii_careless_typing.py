@@ -126,6 +126,8 @@ def test_names_typed_in_lower_case_are_found_by_the_learned_layer(
         ("passpot number FZ1187342", "FZ1187342"),
         ("driving licnece MORGA753116SM9IJ", "MORGA753116SM9IJ"),
         ("my drivers lisence number is D1234567", "D1234567"),  # one replaced
+        ("my psport is 548213307", "548213307"),  # two dropped from a long word
+        ("update the passpt number to GK774521", "GK774521"),
     ],
 )
 def test_a_document_word_one_letter_off_is_read_as_the_word(text: str, value: str) -> None:
@@ -150,6 +152,9 @@ def test_the_typo_is_read_right_but_the_text_keeps_it() -> None:
         "licensed premises number 4471902",
         "a diving licence course, booking KX99213",
         "deriving 12 fields from the passage",
+        "an assorted box, order 548213307",  # two dropped from "passport" is no such word
+        "the field asks for your password, not the passport",  # two letters replaced
+        "lince and liens: two letters dropped from a short word stay words",
     ],
 )
 def test_real_words_near_a_document_word_are_left(text: str) -> None:
