@@ -25,6 +25,7 @@ import regex as re
 
 from tasks.pii.clauses import VETO, vetoed
 from tasks.pii.filters import spelled_until
+from tasks.pii.generic.contact import EMAIL_RE
 from tasks.pii.generic.fields import (
     FIELD_NOUNS,
     ROLES,
@@ -49,7 +50,6 @@ _ITEMS = re.compile(r"\s*(?:[,;+&]|\s/\s|\band\b|\bor\b)\s*")
 _PARTS = re.compile(r"\s*(?:[,;\n]|\s/\s|\band\b)\s*")
 _WORD = re.compile(r"[\p{L}\d]+(?:['’]s)?")
 _NAME_OF = re.compile(r"(?i)\bname\s+of\s+(?:the|your|this|that)?\s*(\p{L}+)")
-_EMAIL = re.compile(r"[^\s,;<>()]+@[^\s,;<>()]+\.[a-z]{2,}", re.I)
 _BARE_WORDS = 4
 _FILLERS = 2  # turns of the other speaker without a value, before the answer
 # the findings a part answering another field claims: no personal type stays inside it
@@ -140,7 +140,7 @@ def _value(kind: str, part: str) -> tuple[int, int] | None:
                 return (s, end if end > cut else e)
         return None
     if kind == "EMAIL_ADDRESS":
-        m = _EMAIL.search(part)
+        m = EMAIL_RE.search(part)
     elif kind == "DATE_OF_BIRTH":
         m = DATE_RE.search(part)
     elif kind in ("PHONE_NUMBER", "ADDRESS"):

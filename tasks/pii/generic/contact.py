@@ -49,6 +49,9 @@ _EMAIL_PATTERN = (
     rf"\b(({_EMAIL_LOCAL}|{_EMAIL_LOCAL}[!#$%'*+\-^_`{{|}}~\.\w]{{0,}}{_EMAIL_LOCAL})"
     r"[@]\w+(?:-+\w+)*(?:\.\w+(?:-+\w+)*)+)\b"
 )
+# the one e-mail token every reader of a value looks for in it (an asked-for answer, a form
+# field's text that goes on after the address, a name field with its address beside it)
+EMAIL_RE = re.compile(_EMAIL_PATTERN)
 
 
 def offline_email_recognizer() -> type:

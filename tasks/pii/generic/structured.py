@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
+from tasks.pii.generic.contact import EMAIL_RE
 from tasks.pii.generic.fields import (
     ROLES,
     WEAK_ROLES,
@@ -51,7 +52,6 @@ _MAX_NESTING = 3
 _NAME_WORD = re.compile(r"\p{L}[\p{L}'’-]*")
 _NOT_PROPAGATED = frozenset(word_list("structured_not_propagated")) | ROLES
 _WORDS_AFTER = re.compile(r"\p{L}{2,}")
-_EMAIL = re.compile(r"\S+@\S+")
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def forced_spans(text: str, structure: Structure) -> list[tuple[int, int, str, b
         weak = weak_key(f) or f in turns
         if label == "PERSON" and text[start:end] == value:
             rel_start, rel_end = name_part(value)  # "Jonas Krüger (+49 170 5558812)"
-            if weak and _WORDS_AFTER.search(_EMAIL.sub("", value[rel_end:])):
+            if weak and _WORDS_AFTER.search(EMAIL_RE.sub("", value[rel_end:])):
                 continue  # "User: till 2031 I think": a sentence, not a user's name
             start, end = f.start + rel_start, f.start + rel_end
             value = text[start:end]
@@ -187,7 +187,6 @@ def forced_spans(text: str, structure: Structure) -> list[tuple[int, int, str, b
     return out
 
 
-_EMAIL_TOKEN = re.compile(r"[^\s<>()\[\],;:\"']+@[^\s<>()\[\],;:\"']*[^\s<>()\[\],;:\"'.]")
 _GOES_ON = re.compile(r"[\s,;]")  # what follows a value's end on its line
 
 
@@ -201,7 +200,7 @@ def value_part(label: str, value: str) -> tuple[int, int] | None:
     if label in ("PERSON", "ADDRESS", "LOCATION", "SECRET"):
         return None
     if label == "EMAIL_ADDRESS":
-        m = _EMAIL_TOKEN.search(value)
+        m = EMAIL_RE.search(value)
     else:
         pattern = DATE_RE if label == "DATE_OF_BIRTH" else ID_RE
         m = pattern.match(value, len(value) - len(value.lstrip()))
