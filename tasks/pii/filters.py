@@ -5,6 +5,13 @@ A PERSON finding made only of the words that sign or open a message where a name
 (``Thanks,\\nAccounts Payable``, ``From: Billing``, ``Marketing here``, ``Good afternoon``:
 :file:`lexicon/filters_not_names.txt`) names a team or greets, never a person.
 
+A PERSON finding with an organisation's acronym in it, a word of two to five capitals without
+a vowel ("Carrier DHL", "HSBC Fraud Team", "Regards, KPMG", "Contact: BBC Studios"), names a
+company, a carrier or an agency where a name would stand: no one's name is written without a
+vowel, unless the name lexicon knows the word as one, it is one of the few surnames written
+so ("Tom NG"), a title ("SMITH/JOHN MR") or a nationality's code; a name finding inside it
+("Carrier" of "Carrier DHL") goes with it.
+
 A one-word PERSON finding right after a letter and "as in" or "for" is a spelling aid, the
 word that says which letter was meant ("B as in Bravo", "D for David", "M as in Mary"), not
 anyone's name.
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING
 import regex as re
 
 from tasks.pii.lexicon import word_list
+from tasks.pii.names import lexicon
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -34,6 +42,16 @@ _NOT_NAMES = frozenset(word_list("filters_not_names"))
 _WORD = re.compile(r"\p{L}[\p{L}'’]*")
 _QUOTES = "'\"‘’“”`´"
 _NAMED = frozenset(["PERSON", "LOCATION"])
+# an acronym no one could say as a name: two to five capitals, no vowel (y counts as one);
+# the surnames written so (Cantonese Ng, Czech Vlk and Srb) are none
+_ACRONYM = re.compile(r"(?<![\p{L}\d])[B-DF-HJ-NP-TV-XZ]{2,5}(?![\p{L}\d])")
+_VOWELLESS_NAMES = frozenset(["ng", "vlk", "srb"])
+_LABELS_VALUE = re.compile(r"[ \t]*(?:[:=#]|\d)")  # after a field's label: its value
+# what else is written so beside a name: a title ("SMITH/JOHN MR"), a nationality ("NLD")
+_NOT_ACRONYMS = frozenset(
+    [w.rstrip(".") for w in word_list("evaluation_titles")]
+    + [w.lower() for w in word_list("travel_nationality_codes")]
+)
 # the words between a letter and the word that spells it out: "K as in Kilo", "D for David"
 _AID_WORDS = r"\s+(?:as\s+in|for)\s+"
 # letters spelled out after a value, with or without their spelling aids
@@ -54,6 +72,12 @@ def not_a_name(span: str) -> bool:
 def precision_filter(text: str, found: Sequence[RecognizerResult]) -> list[RecognizerResult]:
     """``found`` without what is no one's, names and places without the quotation marks at
     their ends (see the module)."""
+    # an organisation's name with its acronym, and the name findings inside it ("Carrier")
+    companies = [
+        (r.start, r.end)
+        for r in found
+        if r.entity_type == "PERSON" and holds_acronym(text, r.start, r.end)
+    ]
     kept = []
     for r in found:
         if r.entity_type in _NAMED:
@@ -63,11 +87,28 @@ def precision_filter(text: str, found: Sequence[RecognizerResult]) -> list[Recog
                 r.start += 1
         person = r.entity_type == "PERSON"
         if r.end > r.start and not (
-            person and (not_a_name(text[r.start : r.end]) or _spelling_aid(text, r.start, r.end))
+            person
+            and (
+                not_a_name(text[r.start : r.end])
+                or _spelling_aid(text, r.start, r.end)
+                or any(s <= r.start and r.end <= e for s, e in companies)
+            )
         ):
             r.end = spelled_until(text, r.end)
             kept.append(r)
     return kept
+
+
+def holds_acronym(text: str, start: int, end: int) -> bool:
+    """Whether the name finding ``text[start:end]`` holds an organisation's acronym (see the
+    module); a field's label with its value after it is none ("MRN: 00482913", "DOB 01/02")."""
+    firsts, lasts = lexicon()
+    for m in _ACRONYM.finditer(text, start, end):
+        word = m.group().lower()
+        known = word in _VOWELLESS_NAMES or word in _NOT_ACRONYMS or word in firsts or word in lasts
+        if not known and not _LABELS_VALUE.match(text, m.end()):
+            return True
+    return False
 
 
 def _spelling_aid(text: str, start: int, end: int) -> bool:

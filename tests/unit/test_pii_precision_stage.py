@@ -1,6 +1,7 @@
 """The precision side of issue 53: teams and greetings that sign or open a message where a
-name would, chat speaker labels read as record keys, and a phone finding inside a reference
-number; while the people beside them are still found."""
+name would, chat speaker labels read as record keys, a phone finding inside a reference
+number, and an organisation's acronym where a name would stand; while the people beside them
+are still found."""
 
 from __future__ import annotations
 
@@ -33,3 +34,27 @@ def test_a_value_spelled_out_after_it_is_part_of_it_and_initials_are_not_a_spell
     assert spelled_until(three, three.index(",")) == len(three)
     initials = "signed Tom B. and Ann K."  # two capitals are initials, not a spelling
     assert spelled_until(initials, initials.index(" B.")) == initials.index(" B.")
+
+
+def test_an_organisations_acronym_where_a_name_would_stand_is_no_name() -> None:
+    from tasks.pii.filters import holds_acronym
+
+    def held(text: str, span: str) -> bool:
+        start = text.index(span)
+        return holds_acronym(text, start, start + len(span))
+
+    for text, span in (
+        ("Carrier DHL, waybill 4471", "Carrier DHL"),
+        ("Thanks,\nHSBC Fraud Team", "HSBC Fraud Team"),
+        ("Regards, KPMG", "KPMG"),
+    ):
+        assert held(text, span), span
+    # names written in capitals, a vowel-less surname, a title, a nationality, a field's label
+    for text, span in (
+        ("FOLASADE ADEBAYO called", "FOLASADE ADEBAYO"),
+        ("Best,\nTom NG", "Tom NG"),
+        ('{"pax": "SMITH/JOHN MR"}', "SMITH/JOHN MR"),
+        ("Emma Jansen NLD", "Emma Jansen NLD"),
+        ("Patient Evelyn Marsh MRN: 00482913", "Evelyn Marsh MRN"),
+    ):
+        assert not held(text, span), span
