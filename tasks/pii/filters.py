@@ -12,6 +12,12 @@ vowel, unless the name lexicon knows the word as one, it is one of the few surna
 so ("Tom NG"), a title ("SMITH/JOHN MR") or a nationality's code; a name finding inside it
 ("Carrier" of "Carrier DHL") goes with it.
 
+A PERSON finding right after a maker's name, or starting with one, is a product's model
+("my Renault Zoe", "Toyota Yaris Cross", "Mercedes Sprinter", "Asus Vivobook":
+:file:`lexicon/product_makers.txt`), unless the maker's word is a given name the lexicon knows
+before a surname ("Mercedes Garcia", "Austin Reed") or a field's key names a person there
+("Driver: Kia Johnson").
+
 A one-word PERSON finding right after a letter and "as in" or "for" is a spelling aid, the
 word that says which letter was meant ("B as in Bravo", "D for David", "M as in Mary"), not
 anyone's name.
@@ -32,7 +38,8 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.generic.fields import key_type
+from tasks.pii.lexicon import word_list, words_pattern
 from tasks.pii.names import lexicon
 
 if TYPE_CHECKING:
@@ -46,12 +53,15 @@ _NAMED = frozenset(["PERSON", "LOCATION"])
 # the surnames written so (Cantonese Ng, Czech Vlk and Srb) are none
 _ACRONYM = re.compile(r"(?<![\p{L}\d])[B-DF-HJ-NP-TV-XZ]{2,5}(?![\p{L}\d])")
 _VOWELLESS_NAMES = frozenset(["ng", "vlk", "srb"])
+_MAKERS = words_pattern("product_makers")
+_MAKER_BEFORE = re.compile(rf"(?<![\p{{L}}\d'’-])({_MAKERS})[ \t]+$")
+_MAKER_FIRST = re.compile(rf"({_MAKERS})[ \t]+(?=\p{{L}})")
+# a field's key right before a value ("Driver: ", ``"contact": "``)
+_KEY_BEFORE = re.compile(r"([\p{L}_]+)[\"']?[ \t]*[:=][ \t]*[\"']?$")
 _LABELS_VALUE = re.compile(r"[ \t]*(?:[:=#]|\d)")  # after a field's label: its value
+_TITLES = frozenset(w.rstrip(".") for w in word_list("evaluation_titles"))
 # what else is written so beside a name: a title ("SMITH/JOHN MR"), a nationality ("NLD")
-_NOT_ACRONYMS = frozenset(
-    [w.rstrip(".") for w in word_list("evaluation_titles")]
-    + [w.lower() for w in word_list("travel_nationality_codes")]
-)
+_NOT_ACRONYMS = _TITLES | {w.lower() for w in word_list("travel_nationality_codes")}
 # the words between a letter and the word that spells it out: "K as in Kilo", "D for David"
 _AID_WORDS = r"\s+(?:as\s+in|for)\s+"
 # letters spelled out after a value, with or without their spelling aids
@@ -72,12 +82,11 @@ def not_a_name(span: str) -> bool:
 def precision_filter(text: str, found: Sequence[RecognizerResult]) -> list[RecognizerResult]:
     """``found`` without what is no one's, names and places without the quotation marks at
     their ends (see the module)."""
-    # an organisation's name with its acronym, and the name findings inside it ("Carrier")
-    companies = [
-        (r.start, r.end)
-        for r in found
-        if r.entity_type == "PERSON" and holds_acronym(text, r.start, r.end)
-    ]
+    # an organisation's name with its acronym, a product's maker and model, and the name
+    # findings inside them ("Carrier" of "Carrier DHL", "Renault" of "Renault Zoe")
+    people = [r for r in found if r.entity_type == "PERSON"]
+    companies = [(r.start, r.end) for r in people if holds_acronym(text, r.start, r.end)]
+    companies += [span for r in people if (span := model_name(text, r.start, r.end))]
     kept = []
     for r in found:
         if r.entity_type in _NAMED:
@@ -109,6 +118,31 @@ def holds_acronym(text: str, start: int, end: int) -> bool:
         if not known and not _LABELS_VALUE.match(text, m.end()):
             return True
     return False
+
+
+def model_name(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """Where the maker's name and its model are when the name finding ``text[start:end]`` is
+    a product's model after its maker (see the module); ``None`` where it is not."""
+    line = text.rfind("\n", 0, start) + 1
+    before = _MAKER_BEFORE.search(text, line, start)
+    if before is not None:
+        maker, model, begin = before.group(1), text[start:end], before.start()
+    elif first := _MAKER_FIRST.match(text, start, end):
+        maker, model, begin = first.group(1), text[first.end() : end], start
+    else:
+        return None
+    firsts, lasts = lexicon()
+    words = _WORD.findall(model)
+    if words and (
+        maker.lower() in firsts
+        and words[0].lower() in lasts
+        or words[0].lower().rstrip(".") in _TITLES
+    ):
+        return None  # "Mercedes Garcia", "Seat Mrs Lopez by the window"
+    key = _KEY_BEFORE.search(text, line, begin)
+    if key and key_type(key.group(1)) == "PERSON":
+        return None  # "Driver: Kia Johnson"
+    return begin, end
 
 
 def _spelling_aid(text: str, start: int, end: int) -> bool:

@@ -58,3 +58,19 @@ def test_an_organisations_acronym_where_a_name_would_stand_is_no_name() -> None:
         ("Patient Evelyn Marsh MRN: 00482913", "Evelyn Marsh MRN"),
     ):
         assert not held(text, span), span
+
+
+def test_a_model_after_its_makers_name_is_a_product_and_a_person_named_alike_is_not() -> None:
+    from tasks.pii.filters import model_name
+
+    def product(text: str, span: str) -> bool:
+        start = text.index(span)
+        return model_name(text, start, start + len(span)) is not None
+
+    assert product("my Renault Zoe won't charge", "Zoe")  # the maker before the finding
+    assert product("Mercedes Sprinter van, reg on file", "Mercedes Sprinter")  # or first in it
+    assert product("Asus Vivobook won't boot", "Asus Vivobook")
+    assert not product("Mercedes Garcia called about the lease", "Mercedes Garcia")
+    assert not product("Driver: Kia Johnson, vehicle: Kia Sportage", "Kia Johnson")
+    assert not product("Seat Mrs Lopez by the window", "Mrs Lopez")
+    assert not product("From: Keiko Honda", "Keiko Honda")  # the maker's name last: a surname
