@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS
+from tasks.pii.lexicon import STOP_WORDS, word_list
 
+# what ends a street's name: a street type in any case, a place's word only capitalised
 _SUFFIX = (
-    r"street|st|avenue|ave|av|road|rd|lane|ln|drive|dr|court|ct|boulevard|blvd|way|place|pl|"
-    r"square|sq|terrace|ter|parkway|pkwy|highway|hwy|circle|cir|trail|trl|loop|crescent|cres|"
-    r"close|row|gardens|gdns|mews|walk|grove|rise|plaza|pike|turnpike|alley|aly|expressway|"
-    r"freeway|fwy|route|rte|broadway|parade|pde|esplanade|circuit|cct|quay|strand|"
-    r"(?-i:Heights|Hills|Vista|Causeway|Coves?|Crossing|Estates|Glen|Harbou?r|Junction|Knoll|"
-    r"Landing|Manor|Meadows?|Mills?|Orchard|Pines|Point|Ridge|Springs|Summit|Valley|Village|"
-    r"Ways|Wells|Forges?|Garden|Mountains?|Falls?|Dam|Land|Coves|Shores?|Trace|Run|Path)"
+    "|".join(word_list("address_street_types"))
+    + "|(?-i:"
+    + "|".join(word_list("address_place_types"))
+    + ")"
 )
 _UNIT = (
     r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|blk|block|tower|"

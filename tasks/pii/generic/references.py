@@ -41,7 +41,7 @@ import regex as re
 from tasks.pii.clauses import HOLDER_WORDS, claimed_after, subject_word
 from tasks.pii.context import as_capitals
 from tasks.pii.generic.fields import norm_key
-from tasks.pii.lexicon import STOP_WORDS
+from tasks.pii.lexicon import STOP_WORDS, words_pattern
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -49,14 +49,9 @@ if TYPE_CHECKING:
 # account numbers are left alone: "Ref 123-45-678901" may well be one (the account rules
 # have their own cue words), and so are the user's custom patterns (settings)
 NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
-_WORDS = (
-    r"order|orders|tracking|track|trk|invoice|inv|ticket|ref|reference|confirmation|conf|"
-    r"booking|parcel|shipment|package|consignment|waybill|awb|part|sku|model|serial|item|"
-    r"claim|receipt|transaction|txn|pnr|version|build|firmware|batch|rma|"
-    r"barcode|upc|ean|gtin|isbn|po|purchase\s+order|lot|pallet|sscc|meeting(?:\s+id)?|"
-    # a carrier's name right before the number: "FedEx 771428903365", "DHL 4930228155"
-    r"fedex|ups|usps|dhl|royal\s+mail|parcelforce|evri|hermes|tnt|aramex|yamato|sagawa"
-)
+# what a reference's number follows: an order's, a parcel's, a product's word, or a carrier's
+# name right before the number ("FedEx 771428903365", "DHL 4930228155")
+_WORDS = words_pattern("references_things") + "|" + words_pattern("references_carriers")
 _BEFORE = re.compile(
     rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#))"
     # a code ("error code", "promo code"), but not a phone number's own ("area code")

@@ -14,18 +14,10 @@ from collections.abc import Callable
 
 import regex as re
 
-from tasks.pii.korean.name_lists import SURNAMES, surname_split
+from tasks.pii.korean.name_lists import KIN, SURNAMES, TITLES, surname_split
 from tasks.pii.korean.romanised import romanised_spans
 
 _H = r"\p{Hangul}"
-_TITLES = (
-    r"씨|님|여사|선생|교수|고객|회원|원장|대표|팀장|과장|부장|차장|대리|사원|실장|기사|박사|"
-    r"께서|께|명의|앞으로|드림|올림|배상"
-)
-_KIN = (
-    r"엄마|아빠|어머니|아버지|어머님|아버님|언니|오빠|누나|형|동생|삼촌|이모|고모|할머니|할아버지|"
-    r"친구|선배|후배|남편|아내|와이프|아들|딸|부모님|맘|네"
-)
 _LABELS = (
     r"성명|이름|성함|고객명|예금주|수령인|수취인|받는\s?분|보내는\s?분|받는\s?사람|보낸\s?사람|"
     r"신청인|보호자|환자명|담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인|"
@@ -35,7 +27,7 @@ _LABELLED = re.compile(
     rf"(?:{_LABELS})(?:\s?명)?(?:\([^)]{{0,10}}\))?[\"']?\s*[:：]\s*[\"']?"
     rf"([{_H}](?: ?[{_H}]){{1,3}})(?![{_H}])"
 )
-_BRACKETED = re.compile(rf"(?:{_KIN}|{_TITLES}|본인|고객)\s?[(（]([{_H}]{{2,4}})[)）]")
+_BRACKETED = re.compile(rf"(?:{KIN}|{TITLES}|본인|고객)\s?[(（]([{_H}]{{2,4}})[)）]")
 _SPACED = re.compile(rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])")
 # "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
 _SPACED_ONE = re.compile(

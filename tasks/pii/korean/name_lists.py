@@ -23,6 +23,9 @@ GIVEN = set("".join(word_list("korean_name_lists_given_syllables")))
 STOP = set(word_list("korean_name_lists_stop"))
 # the ones a person is called by, not a person: "기사 님", "사장 님"
 ROLE_WORDS = frozenset(word_list("korean_name_lists_role_words"))
+# what Korean writes right after a name: a title or honorific, and a relative or friend
+TITLES = "|".join(word_list("korean_titles"))
+KIN = "|".join(word_list("korean_kin"))
 
 
 @lru_cache(maxsize=1)

@@ -21,8 +21,10 @@ import regex as re
 from tasks.pii.korean.name_fields import field_spans, spaced_spans
 from tasks.pii.korean.name_lists import (
     GIVEN,
+    KIN,
     ROLE_WORDS,
     SURNAMES,
+    TITLES,
     faker_given_names,
     place_words,
     surname_split,
@@ -33,21 +35,13 @@ from tasks.pii.lexicon import word_list
 Tokenize = Callable[[str], list[Any]]
 _WORD = re.compile(r"[가-힣]+")
 _ROAD_AHEAD = re.compile(r"\s?\d")
-_TITLES = (
-    r"씨|님|여사|선생|교수|고객|회원|원장|대표|팀장|과장|부장|차장|대리|사원|실장|기사|박사|주임|"
-    r"매니저|학생|환자|책임|선임|수석|이사님|께서|께|명의|앞으로|드림|올림|배상"
-)
-_KIN = (
-    r"엄마|아빠|어머니|아버지|어머님|아버님|언니|오빠|누나|형|동생|삼촌|이모|고모|할머니|할아버지|"
-    r"친구|선배|후배|남편|아내|와이프|아들|딸|부모님|맘|네"
-)
 # the word after a name: a title, 께서/명의/앞으로, a sign-off, a relative ("진아 엄마") or
 # the person's e-mail in brackets ("양지수(jisu@...)")
 _NEXT_CUE = re.compile(
-    rf"\s?(?:{_TITLES}|{_KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)"
+    rf"\s?(?:{TITLES}|{KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)"
     r"(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)|\s?[(<]\s?[\w.+-]+@"
 )
-_HONORIFIC = re.compile(rf"\s?(?:{_TITLES})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
+_HONORIFIC = re.compile(rf"\s?(?:{TITLES})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
 _NAME_ENDINGS = list(word_list("korean_names_glued_endings")) + [
     t + p for t in ("님", "씨") for p in word_list("korean_names_name_endings")
@@ -385,7 +379,7 @@ def _propagated(text: str, found: list[tuple[int, int]]) -> list[tuple[int, int]
         pattern = rf"(?<![가-힣]){surname}{re.escape(name)}(?=(?:{ends})?(?![가-힣]))"
         spans += [m.span() for m in re.finditer(pattern, text)]
     for surname in surnames:
-        pattern = rf"(?<![가-힣]){surname}(?=\s?(?:{_TITLES}))"
+        pattern = rf"(?<![가-힣]){surname}(?=\s?(?:{TITLES}))"
         spans += [m.span() for m in re.finditer(pattern, text)]
     for part in latin:
         flags = re.IGNORECASE if len(part) > 3 else 0
