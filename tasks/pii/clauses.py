@@ -87,8 +87,12 @@ def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None
     ticket"; not with ``modifiers`` False). None where no clause names the value or its
     subject is fillers only."""
     span = subject_span(text, start)
-    if span is None:
-        return None
+    return None if span is None else head_in(text, span, modifiers=modifiers)
+
+
+def head_in(text: str, span: tuple[int, int], *, modifiers: bool = True) -> int | None:
+    """Where the word starts that the subject's words at ``span`` (:func:`subject_span`) are
+    about (see :func:`subject_head`)."""
     words = list(_SUBJECT_WORD.finditer(text, *span))
     segments: list[list[re.Match[str]]] = [[]]
     for word in words:
@@ -110,7 +114,7 @@ def subject_span(text: str, start: int) -> tuple[int, int] | None:
     ending = _NAMES_IT.search(text, lo, start)
     if ending is None:
         return None
-    starts = [m for m in _CLAUSE_START.finditer(text, lo, ending.start())]
+    starts = list(_CLAUSE_START.finditer(text, lo, ending.start()))
     begin = starts[-1].end() if starts else lo
     words = [w.group(0).lower() for w in _SUBJECT_WORD.finditer(text, begin, ending.start())]
     if starts and words and all(w in _RESTATING for w in words):

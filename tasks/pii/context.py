@@ -10,10 +10,10 @@ veto it, a validator and a score. It reads a text one of two ways:
   tracking or booking word; or, with ``ends``, a clause about whose it is ending in "is"/":"
   ("the licence on file for my husband is ..."). Values listed after one cue all count.
   Either way, where the value ends a clause naming it ("... is", ":"), the clause's subject
-  decides first (:func:`tasks.pii.clauses.subject_head`): the word its head noun is about, the modifiers after a
-  preposition only where the head is a bare "number": "the passport no. on the booking is X"
-  is a passport (the booking only says where), "the booking number on my passport renewal is
-  X" and "the number on the ticket is X" are not.
+  decides first (:func:`tasks.pii.clauses.subject_head`): the word its head noun is about,
+  the modifiers after a preposition only where the head is a bare "number": "the passport
+  no. on the booking is X" is a passport (the booking only says where), "the booking number
+  on my passport renewal is X" and "the number on the ticket is X" are not.
 - **value first** (``fillers`` ``None``; the Korean rules of :mod:`tasks.pii.korean.ids`): each
   value match counts when a cue comes within ``window`` characters before it (or ``after``
   characters after it), no ``veto`` word shortly before it in the same sentence, nothing of
@@ -38,8 +38,8 @@ from tasks.pii.clauses import (
     VETO,
     claimed_after,
     claimed_in,
+    head_in,
     own_number,
-    subject_head,
     subject_span,
     vetoed,
     word_at,
@@ -217,14 +217,14 @@ class ContextRule:
     def _subject_ok(self, text: str, cue: re.Match[str], start: int) -> bool:
         """The value at ``start`` is this cue's: the clause's subject is the cue (whatever
         modifies it), or is not an order or booking word and the words in between pass."""
-        head = subject_head(text, start)
-        if head is not None:
+        span = subject_span(text, start)
+        head = None if span is None else head_in(text, span)
+        if span is not None and head is not None:
             if cue.start() <= head < cue.end():
                 # "the passport no. on the booking is": the booking only says where (a form
                 # may put the value on the line after its label: "Passport:\n..."); the
                 # clause may be restated ("... is wrong. It should read")
-                span = subject_span(text, start)
-                end = span[1] if span is not None and span[1] < start - 1 else start
+                end = span[1] if span[1] < start - 1 else start
                 return not re.search(SENTENCE_END, text[cue.end() : end].rstrip())
             if VETO.fullmatch(word_at(text, head)) or own_number(text, head):
                 return False  # "the booking number on my passport renewal is", "appointment number"
