@@ -19,6 +19,13 @@ def word_list(name: str) -> tuple[str, ...]:
     return tuple(line for line in lines[1:] if line)
 
 
+def alternatives(name: str) -> str:
+    """The entries of ``lexicon/<name>.txt`` as one regular-expression alternation in file
+    order (the first that matches wins), each entry a pattern of its own ("check-?in",
+    "master[\\s_-]+card"): for the lists whose order or spelling a pattern relies on."""
+    return "|".join(word_list(name))
+
+
 def words_pattern(name: str) -> str:
     """The entries of ``lexicon/<name>.txt`` as one regular-expression alternation, longest
     first: a space in an entry is any spacing, ``_`` or ``-``, and a dot may end each word but
