@@ -22,7 +22,7 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import alternatives, word_list
 from tasks.pii.names.romanise import greek, latin
 from tasks.pii.names.titles import in_title_list
 
@@ -36,30 +36,9 @@ AMBIGUOUS = frozenset(word_list("names_ambiguous"))
 NOT_GREETED = frozenset(word_list("names_not_greeted"))
 # what opens a reply or a greeting, never a name ("yes", "thanks", "sure", "hi")
 REPLIES = frozenset(word_list("greetings_not_names"))
-# companies and brands named after people: never a person in a text
-EPONYMS = re.compile(
-    r"(?i)^(?:charles\s+schwab|j\.\s?p\.\s?morgan|schwab|jackson\s+hewitt|h\s?&\s?r\s+block|liberty\s+tax|"
-    r"ernst\s*&\s*young|price\s*waterhouse|smith\s+barney|dean\s+witter|papa\s+john'?s|"
-    r"jimmy\s+john'?s|dick'?s|lincoln\s+financial|jp\s?morgan(?:\s+chase)?|j\.?\s?crew|"
-    r"merrill(?:\s+lynch)?|edward\s+jones|morgan\s+stanley|"
-    r"goldman\s+sachs|wells\s+fargo|charles\s+river|raymond\s+james|john\s+hancock|"
-    r"fidelity|vanguard|johnson\s*&\s*johnson|marks\s*&\s*spencer|ralph\s+lauren|"
-    r"calvin\s+klein|tommy\s+hilfiger|louis\s+vuitton|dr\.?\s+martens|harley[\s-]+davidson|"
-    r"rolls[\s-]+royce|tim\s+hortons|trader\s+joe'?s|kate\s+spade|michael\s+kors|"
-    r"est[eé]e\s+lauder|hugo\s+boss|ted\s+baker|john\s+lewis|john\s+deere|jack\s+daniel'?s|"
-    r"ben\s*&\s*jerry'?s|mary\s+kay|martha\s+stewart|sherwin[\s-]+williams|dolce\s*&\s*gabbana|"
-    r"giorgio\s+armani|tory\s+burch|vera\s+wang|walt\s+disney|disney|ford|dell|"
-    r"jimmy\s+choo|oscar\s+de\s+la\s+renta|paul\s+smith|ray[\s-]?ban|anne\s+klein|"
-    # fashion, beauty, food and drink houses that carry their founder's full name
-    r"tom\s+ford|marc\s+jacobs|stella\s+mccartney|alexander\s+mcqueen|victoria\s+beckham|"
-    r"yves\s+saint\s+laurent|christian\s+(?:dior|louboutin)|jean\s+paul\s+gaultier|"
-    r"vivienne\s+westwood|kenneth\s+cole|steve\s+madden|stuart\s+weitzman|sam\s+edelman|"
-    r"vera\s+bradley|carolina\s+herrera|ben\s+sherman|fred\s+perry|tommy\s+(?:bahama|hilfiger)|"
-    r"paul\s+mitchell|jo\s+malone|bobbi\s+brown|charlotte\s+tilbury|laura\s+mercier|"
-    r"betty\s+crocker|sara\s+lee|johnnie\s+walker|jim\s+beam|captain\s+morgan|"
-    r"sam(?:uel)?\s+adams|jose\s+cuervo|george\s+foreman|levi\s+strauss|"
-    r"wolfgang\s+puck|lord\s*&\s*taylor)$"
-)
+# companies and brands named after people (brokers, banks, and fashion, beauty, food and
+# drink houses that carry their founder's full name): never a person in a text
+EPONYMS = re.compile(r"(?i)^(?:" + alternatives("names_eponyms") + ")$")
 # the words of a self-introduction or an address before a name (also the fallback's cue,
 # tasks.pii.ner.spacy_names._NAME_CUE)
 SELF_INTRODUCTION = r"my\s+name\s+is|this\s+is|i'?m|i\s+am|call\s+me|dear"
@@ -68,40 +47,35 @@ _CALENDAR = frozenset(word_list("names_calendar"))
 # the word for "street" or "square" before a street's name, in the lexicon's languages
 STREET_FIRST = frozenset(word_list("names_street_first"))
 _DETERMINERS = frozenset(word_list("names_determiners"))
+# an organisation's, a building's or a street's word after a name, then a product or service
+# after a brand ("Marriott Bonvoy card", "Sapphire Reserve app")
 _ORG_AFTER = re.compile(
-    r"(?i)^[ \t]*(?:&|and\s+(?:co|sons)|inc|llc|ltd|plc|corp|co\b|company|group|bank|securities|"
-    r"financial|investments?|brokerage|capital|insurance|airlines?|airways|air\b|motors?|"
-    r"hospital|clinic|university|college|school|hotel|resort|pharmacy|foundation|"
-    r"center|centre|store|shop|museum|stadium|park\b|street|st\b|avenue|ave\b|road|rd\b|"
-    r"boulevard|blvd|drive|lane|bridge|station|airport|terminal|mall|plaza|tower|building|"
-    # a product or service after a brand ("Marriott Bonvoy card", "Sapphire Reserve app")
-    r"cards?\b|app\b|plans?\b|membership|rewards|points|subscription|account|outlet|"
-    r"gift|wallet|credit|debit|checking|savings|loan|mortgage|rental|refund|order|"
-    r"delivery|support|customer\s+service)"
+    r"(?i)^[ \t]*(?:"
+    + alternatives("names_org_words")
+    + "|"
+    + alternatives("names_org_products")
+    + ")"
 )
 # one word of an organisation's name ("Bank" of "Bank of America")
 ORG_WORD = re.compile(r"(?i)^(?:" + _ORG_AFTER.pattern.split("(?:", 1)[1] + "$")
+# a title, greeting, sign-off, introduction, role or relation word before a name, or a
+# mail header's field
 _CUE_BEFORE = re.compile(
-    r"(?i)(?:\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mister|dear|hi|hello|hey|hiya|thanks|"
-    r"thank\s+you|thx|ty|cheers|regards|sincerely|signed|sent\s+by|yours|faithfully|"
-    r"respectfully|attn|attention|c/o|"
-    r"name(?:'s|\s+is|d)?|named|called|i'?m|i\s+am|this\s+is|it'?s|call\s+me|"
-    r"passenger|traveller|traveler|patient|customer|client|holder|cardholder|beneficiary|"
-    r"recipient|sender|guest|tenant|employee|applicant|contact|agent|rep|representative|"
-    r"manager|supervisor|colleague|coworker|boss|technician|doctor|nurse|"
-    r"wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|friend|"
-    r"aunt|uncle|grandma|grandpa|grandmother|grandfather|neighbou?r|fianc[eé]e?|"
-    r"spoke\s+(?:to|with)|talked\s+to)"
-    r"\.?[\s,:]*[\"'(]?|(?:from|to|cc|bcc)\s*:\s*[\"']?)$"
+    r"(?i)(?:\b(?:"
+    + alternatives("names_cues_before")
+    + r")\.?[\s,:]*[\"'(]?|(?:from|to|cc|bcc)\s*:\s*[\"']?)$"
 )
 # a dash before a name is a sign-off when the name ends the message, not a bullet's dash
 _DASH_BEFORE = re.compile(r"[-–—]\s*$")
 _BULLET_LINE = re.compile(r"(?m)^[ \t]*[-–—*•][^\n]*\n[ \t]*[-–—*•][^\n]*$")
+# an address or a verb of speech after a name, or a role after a comma ("Dana Lee, the
+# manager")
 _CUE_AFTER = re.compile(
-    r"(?i)^(?:\s*<[^>\s]+@|\s*\([^)]*@|\s+here\b|\s+speaking\b|\s+wrote\b|\s+said\b|"
-    r"\s+told\b|\s+asked\b|\s+called\b|\s+(?:is|was)\s+(?:my|our|the)\s+\w+|"
-    r",\s*(?:the\s+)?(?:customer|manager|agent|patient|passenger|ceo|cto|cfo|director|"
-    r"engineer|nurse|doctor|md|phd|jr|sr)\b)"
+    r"(?i)^(?:\s*<[^>\s]+@|\s*\([^)]*@|"
+    + "".join(rf"\s+{w}\b|" for w in word_list("names_speech_verbs"))
+    + r"\s+(?:is|was)\s+(?:my|our|the)\s+\w+|,\s*(?:the\s+)?(?:"
+    + alternatives("names_roles_after")
+    + r")\b)"
 )
 
 
@@ -261,19 +235,17 @@ def _owner(span: str) -> bool:
     return span.endswith(("'s", "’s")) and (lexicon_support(span) == 2 or _full_name_shape(owner))
 
 
-_OWNED = re.compile(r"(?i)(?<![a-z])(?:my|our|your|the|a|an|this|that)[ \t]+$")
+# a determiner or possessive before a thing's name ("my Oneplus Nord", "the Ray-Ban Meta")
+_OWNED = re.compile(r"(?i)(?<![a-z])(?:" + alternatives("names_owned_determiners") + r")[ \t]+$")
 
 
 # a building's or a place's word after a person's name ("Lenin Square", "Reagan National",
 # "Prince Charles Cinema"); these are surnames too ("Shirley Temple"), so a cue or a surname
 # the lexicon knows keeps a person
-PLACE_WORD = re.compile(
-    r"(?i)^(?:cinema|theat(?:re|er)|mausoleum|memorial|monument|cathedral|church|mosque|temple|"
-    r"library|arena|hall|house|square|sq|(?:inter)?national)$"
-)
+PLACE_WORD = re.compile(r"(?i)^(?:" + alternatives("names_place_words") + ")$")
 
 
-_SPEECH_AFTER = re.compile(r"(?i)\s+(?:here|speaking|wrote|said|told|asked|called)\b")
+_SPEECH_AFTER = re.compile(r"(?i)\s+(?:" + alternatives("names_speech_verbs") + r")\b")
 
 
 def _person_cue(text: str, start: int, end: int) -> bool:
@@ -302,7 +274,10 @@ def known(word: str) -> bool:
     return bool(folded) and (folded[0] in firsts or folded[0] in lasts)
 
 
-_PLACE_BEFORE = re.compile(r"(?i)(?<![a-z])(?:the|at|on|in|near|along|off|via)\s+$")
+# a preposition or article before a place ("on Nguyen Hue Street")
+_PLACE_BEFORE = re.compile(
+    r"(?i)(?<![a-z])(?:" + alternatives("names_place_prepositions") + r")\s+$"
+)
 
 
 def _given_first(span: str, last: str) -> bool:

@@ -19,24 +19,13 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 from tasks.pii.names import AMBIGUOUS, NAME_PARTICLES, fold, known, lexicon
 
-_ROLE = (
-    r"customer|client|passenger|pax|driver|manager|supervisor|parent|child|kid|son|daughter|"
-    r"wife|husband|partner|mom|mum|mother|dad|father|brother|sister|grandson|granddaughter|"
-    r"grandma|grandpa|aunt|uncle|niece|nephew|guardian\s+of|tenant|landlord|patient|guest|"
-    r"agent|rep|technician|nurse|emergency\s+contact|contact\s+person|next\s+of\s+kin|"
-    r"name\s+on\s+the\s+(?:account|card|booking|ticket|reservation)|account\s+holder|"
-    r"card\s?holder|policy\s?holder|booked\s+under|under\s+the\s+name(?:\s+of)?|"
-    r"reservation\s+(?:is\s+)?(?:under|for)|issued\s+to|in\s+the\s+name\s+of|"
-    r"on\s+behalf\s+of|beneficiary|recipient|spouse|fianc[eé]e?|boss|co-?worker|colleague|"
-    r"friend|neighbou?r|room-?mate|flatmate|teacher|coach|care-?giver|carer|nanny|"
-    r"executor\s+of|step-?(?:son|daughter|mother|father)|user|surname|"
-    r"(?:first|last|given|family|middle|maiden)\s+names?|given"
-)
 # the word after these is a name by definition ("surname LEE", "given SEOYEON")
-_NAME_FIELDS = r"surname|(?:first|last|given|family|middle|maiden)\s+names?|given"
+_NAME_FIELDS = alternatives("name_cues_name_fields")
+# a role or relation before a name ("customer Dana Whitfield", "booked under Abernethy")
+_ROLE = alternatives("name_cues_roles") + "|" + _NAME_FIELDS
 _NAME_FIELD_CUE = re.compile(rf"(?i)(?<![\p{{L}}])(?:{_NAME_FIELDS})\s*[:=]?\s*$")
 # a form typed on one line: the next field's label right after a value
 _NEXT_LABEL = re.compile(
@@ -49,12 +38,13 @@ _ROLE_CUE = re.compile(
 )
 # what is for someone: a name, or a day, a place, a product (checked by the weak rule)
 _FOR_CUE = re.compile(
-    r"(?i)(?<![\p{L}])(?:order|booking|parcel|package|delivery|ticket|table|appointment|"
-    r"room|refund|invoice)s?\s+(?:is\s+)?for[ \t]+(?=\p{Lu})"
+    r"(?i)(?<![\p{L}])(?:"
+    + alternatives("name_cues_for_things")
+    + r")s?\s+(?:is\s+)?for[ \t]+(?=\p{Lu})"
 )
+# a request or vocative before a name ("tell Rosalind", "ok Maribel,")
 _VOCATIVE_CUE = re.compile(
-    r"(?<![\p{L}])(?i:tell|ask\s+for|ask|ok|okay|thanks|thank\s+you|thx|ty|hey|hi|"
-    r"hello|cc|ping|message|text|email)[ \t]*,?[ \t]+(?=\p{Lu})"
+    r"(?<![\p{L}])(?i:" + alternatives("name_cues_vocatives") + r")[ \t]*,?[ \t]+(?=\p{Lu})"
 )
 # a sign-off, the message's last line: "- Matt", "— Ines Moreau" (the line is the name; a
 # bulleted list's "- Store Credit" is not last, or follows another bullet)

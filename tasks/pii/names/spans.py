@@ -11,7 +11,7 @@ import regex as re
 
 from tasks.pii.generic.fields import name_value
 from tasks.pii.generic.structured import conversation_turns, scan
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 from tasks.pii.names import (
     AMBIGUOUS,
     KOREAN_SURNAMES,
@@ -49,9 +49,11 @@ _KEYED = re.compile(
     rf"(?m)(?:^|[\s{{,\"'])[\"']?(?P<key>(?i:{_PERSON_KEY}))[\"']?\s*[:=]\s*[\"']?"
     r"(?P<value>\p{L}[\p{L}'’.-]*(?:,?[ ]+\p{L}[\p{L}'’.-]*){0,4})(?=[\"']?\s*(?:[,}\n;|]|$))"
 )
+# an address field's key, its kind first or not ("shipping_address", "address line 2")
 _ADDRESS_WORDS = (
-    r"(?:(?:home|street|mailing|postal|shipping|billing|delivery|residential|current|"
-    r"permanent|ship[\s_-]?to)[\s_-]?)?(?:address(?:[\s_-]?line[\s_-]?\d)?|addr|street)"
+    r"(?:(?:"
+    + alternatives("name_spans_address_kinds")
+    + r")[\s_-]?)?(?:address(?:[\s_-]?line[\s_-]?\d)?|addr|street)"
 )
 # a quoted JSON value ("address": "Sveavägen 44, 111 34 Stockholm") or a form line
 _ADDRESS_KEY = re.compile(
@@ -60,7 +62,7 @@ _ADDRESS_KEY = re.compile(
 )
 _AIRLINE = re.compile(
     r"(?<![\p{L}/])(\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?/\p{Lu}[\p{Lu}'-]+(?:\s\p{Lu}[\p{Lu}'-]+)?)"
-    r"(?:\s?(MR|MRS|MS|MISS|MSTR|DR|PROF|CHD|INF))?(?![\w/])"
+    r"(?:\s?(" + alternatives("name_spans_airline_titles") + r"))?(?![\w/])"
 )
 _PAIR = re.compile(
     r"(?<![\p{L}'-])(\p{Lu}\p{Ll}+|\p{Lu}+)\s(\p{Lu}[\p{Ll}'’]+|\p{Lu}+)(?![\p{L}'-])"
@@ -74,23 +76,21 @@ _SIGNED = re.compile(
 )
 # a relation, role or speech verb then a capitalised name ("my daughter Emily")
 _RELATION = re.compile(
-    r"(?i:\b(?:(?:mother|father|sister|brother|son|daughter)-in-law|wife|husband|partner|son|daughter|mother|mom|mum|father|dad|brother|sister|"
-    r"friend|gf|bf|girlfriend|boyfriend|ex|colleague|coworker|manager|boss|landlord|"
-    r"neighbou?r|nurse|doctor|agent|guy|accountant|lawyer|spoke\s+(?:with|to)|talked\s+to|"
-    r"ask\s+for|named|called)\s+)"
+    r"(?i:\b(?:" + alternatives("name_spans_relations") + r")\s+)"
     r"(\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2})"
 )
 # weaker cues: a name after or before them only when the lexicon knows it
 _NAME_WORDS = r"\p{Lu}[\p{Ll}'’-]+(?:\s\p{Lu}[\p{Ll}'’-]+){0,2}"
+_WEAK_BEFORE = alternatives("name_spans_weak_cues")
+_WEAK_AFTER = alternatives("name_spans_weak_verbs")
 _WEAK_CUE = re.compile(
-    rf"(?i:\b(?:name|under|to|for|from|with|by|tell|call|user|application|applicant|ask)"
-    rf"\s*[:,]?\s+)(?P<name>{_NAME_WORDS})"
-    rf"|(?:^|(?<=[\n,.!?]\s*))(?P<name>{_NAME_WORDS})(?=\s+(?i:here|speaking|said|says|"
-    rf"wrote|asked|called|from|will|is\s+the|-\s|\+\d))"
+    rf"(?i:\b(?:{_WEAK_BEFORE})\s*[:,]?\s+)(?P<name>{_NAME_WORDS})"
+    rf"|(?:^|(?<=[\n,.!?]\s*))(?P<name>{_NAME_WORDS})(?=\s+(?i:{_WEAK_AFTER}|-\s|\+\d))"
 )
+# a romanised Korean syllable: an optional initial consonant, a vowel, an optional final
 _SYLLABLE = (
-    r"(?:kk|tt|pp|ss|jj|ch|sh|g|k|n|d|t|r|l|m|b|p|s|j|h|y|w)?"
-    r"(?:yeo|yae|wae|weo|eo|eu|ae|oe|ui|wa|wi|we|ya|yo|yu|ye|oo|ee|a|e|i|o|u)(?:ng|n|l|m|k|p|t|b)?"
+    f"(?:{alternatives('name_spans_initials')})?"
+    f"(?:{alternatives('name_spans_vowels')})(?:{alternatives('name_spans_finals')})?"
 )
 _GIVEN = re.compile(rf"(?i)^(?:{_SYLLABLE})(?:-?(?:{_SYLLABLE}))$")
 _TWO_WORDS = re.compile(
