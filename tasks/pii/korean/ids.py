@@ -21,19 +21,18 @@ import regex as re
 from tasks.pii.context import ContextRule, match_rules
 from tasks.pii.korean.idspec import GAP, HY, PROVINCES, SEP, compile_v1, near
 from tasks.pii.korean.net_ids import MEDICAL_SPECS, NET_SPECS, PLATE_SPECS, SECRET_SPECS
-from tasks.pii.lexicon import words_pattern
+from tasks.pii.lexicon import alternatives, words_pattern
 
 __all__ = ["ID_SPECS", "id_spans", "rrn_checksum_ok"]
 
+# order, tracking, receipt and model numbers' words: a number after one is not personal data
 _ORDER_WORDS = (
-    r"주문|송장|운송장|택배|배송\s?조회|조회\s?번호|접수|예약|모델|시리얼|일련|제품|상품|품번|사건|티켓|쿠폰|"
-    r"영수증|승인|결제번호|거래번호|문의번호|관리번호|바코드|"
-    r"(?<![A-Za-z])(?:order|tracking|invoice|sku|serial|model|ticket|ref|case|awb|s/n)(?![a-z])"
+    alternatives("korean_ids_order_words")
+    + r"|(?<![A-Za-z])(?:"
+    + alternatives("korean_ids_order_words_en")
+    + r")(?![a-z])"
 )
-_BANKS = (
-    r"은행|뱅크|bank|계좌|입금|송금|이체|예금주|환불|농협|국민|신한|우리|하나|기업|카뱅|카카오|"
-    r"토스|케이뱅크|새마을|우체국|수협|신협|씨티|SC|IBK|KB|NH|산업|저축|우정사업"
-)
+_BANKS = alternatives("korean_ids_bank_words")  # banking words and bank names before an account
 
 
 def rrn_checksum_ok(value: str) -> bool:
@@ -70,7 +69,7 @@ def _digit_count(lo: int, hi: int) -> Callable[[str], bool]:
 
 
 _ORDER = compile_v1(rf"(?i:{_ORDER_WORDS})")
-_RRN_CTX = compile_v1(r"(?i:주민|주번|등록번호|외국인|생년|신분|RRN|ARC|FRN|resident|registration)")
+_RRN_CTX = compile_v1("(?i:" + alternatives("korean_ids_rrn_words") + ")")
 _MASK = r"[*xX●○■□＊]"
 _RRN_SPECS = [
     # 6 + 7 with a separator (or a masked tail): nothing else is written this way
@@ -163,13 +162,14 @@ _LICENCE_SPECS = [
     ),
 ]
 
-_DOB_CTX = compile_v1(r"(?i:생년월일|생일|생신|출생|태어|생년|d\.?o\.?b|date of birth|birth|born)")
+_DOB_CTX = compile_v1("(?i:" + alternatives("korean_ids_birth_words") + ")")
+_MONTHS = alternatives("korean_ids_months")  # jan, feb, ... dec
 _DATE_FORMS = (
     r"(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
     rf"|(?<![\d.])\d{{2,4}}\s?(?:[./]|{HY})\s?\d{{1,2}}\s?(?:[./]|{HY})\s?\d{{1,2}}(?!\d)\.?"
     r"|(?<!\d)(?:\d{6}|\d{8})(?!\d)"
-    r"|(?i:\d{1,2}\s(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s\d{4})"
-    r"|(?i:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2},?\s\d{4}))"
+    rf"|(?i:\d{{1,2}}\s(?:{_MONTHS})[a-z]*\.?,?\s\d{{4}})"
+    rf"|(?i:(?:{_MONTHS})[a-z]*\.?\s\d{{1,2}},?\s\d{{4}}))"
 )
 _DOB_SPECS = [
     near("DATE_OF_BIRTH", compile_v1(_DATE_FORMS), 0.7, context=_DOB_CTX, window=40, after=16),
@@ -202,9 +202,7 @@ _PHONE_SPECS = [
 
 _BANK_CTX = compile_v1(rf"(?i:{_BANKS})")
 # "2024061298765 주문 건 환불": the word after the number says it is an order's
-_ORDER_NEXT = compile_v1(
-    r"\s*(?:번\s*)?(?:주문|송장|운송장|접수|예약|영수증|결제번호|거래번호|반품)"
-)
+_ORDER_NEXT = compile_v1(r"\s*(?:번\s*)?(?:" + alternatives("korean_ids_order_next_words") + ")")
 _ACCOUNT_SPECS = [
     near(  # after a bank's name or 계좌: groups split by dashes, spaces or nothing
         "BANK_ACCOUNT",
@@ -227,7 +225,7 @@ _ACCOUNT_SPECS = [
     ),
 ]
 
-_CARD_CTX = compile_v1(r"(?i:카드|card|신용|체크|visa|master|비자|마스터|아멕스|amex|jcb|결제)")
+_CARD_CTX = compile_v1("(?i:" + alternatives("korean_ids_card_words") + ")")
 _CARD_GROUPS = (
     rf"(?<![\d{HY}])\d{{4}}(?:{GAP}(?:\d{{4}}|{_MASK}{{4}})){{2}}{GAP}\d{{3,4}}(?![\d{HY}])"
 )

@@ -14,11 +14,13 @@ from typing import Any
 import regex as re
 
 from tasks.pii.context import ContextRule
+from tasks.pii.lexicon import alternatives
 
 HY = r"[-‐‑‒–—―−﹘﹣－]"  # every dash people (and word processors) type; NFKC folds only some
 SEP = rf"(?:\s*(?:{HY}|\.|·|_)\s*|\s+)"
 GAP = rf"(?:\s?{HY}\s?|\s|\.)"  # one separator between digit groups
-PROVINCES = "서울|부산|대구|인천|광주|대전|울산|세종|경기|강원|충북|충남|전북|전남|경북|경남|제주"
+# the short names of the metropolitan cities and provinces (서울, 경기, 충북)
+PROVINCES = alternatives("korean_idspec_provinces")
 
 
 def near(

@@ -16,13 +16,11 @@ import regex as re
 
 from tasks.pii.korean.name_lists import KIN, SURNAMES, TITLES, surname_split
 from tasks.pii.korean.romanised import romanised_spans
+from tasks.pii.lexicon import alternatives
 
 _H = r"\p{Hangul}"
-_LABELS = (
-    r"성명|이름|성함|고객명|예금주|수령인|수취인|받는\s?분|보내는\s?분|받는\s?사람|보낸\s?사람|"
-    r"신청인|보호자|환자명|담당자|명의자|대표자|작성자|가입자|피보험자|계약자|주문자|수신인|발신인|"
-    r"예약자명?|입금자명?|탑승객|문의자|결재자"
-)
+# form labels before a name: 성명, 이름, 예금주, 수령인
+_LABELS = alternatives("korean_name_fields_labels")
 _LABELLED = re.compile(
     rf"(?:{_LABELS})(?:\s?명)?(?:\([^)]{{0,10}}\))?[\"']?\s*[:：]\s*[\"']?"
     rf"([{_H}](?: ?[{_H}]){{1,3}})(?![{_H}])"
@@ -31,15 +29,19 @@ _BRACKETED = re.compile(rf"(?:{KIN}|{TITLES}|본인|고객)\s?[(（]([{_H}]{{2,4
 _SPACED = re.compile(rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?:\s?[{_H}])(?![{_H}])")
 # "장 혁이에요": a one-syllable given name, only with the copula or a title glued to it
 _SPACED_ONE = re.compile(
-    rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}](?=이에요|입니다|이고|이라고|이구요|씨|님|\s(?:씨|님))"
+    rf"(?<![{_H}])(?:{SURNAMES})\s[{_H}]"
+    rf"(?={alternatives('korean_name_fields_after_one_syllable')})"
 )
-# keys whose value is a person whatever it looks like
+# keys whose value is a person whatever it looks like: a name's parts (full_name), any key
+# ending in a person's role and an optional _name (billing_customer, recipient_name), 이름
 _PERSON_KEY = (
-    r"(?i:full_?name|first_?name|last_?name|given_?name|family_?name|sur_?name|"
-    r"[a-z_]*(?:customer|client|passenger|guest|holder|owner|requester|requestor|recipient|"
-    r"receiver|sender|patient|employee|applicant|traveller|traveler)"
-    r"(?:_?name)?|name_ko|name_en|이름|성명|성함|고객명?|예금주|소유자|수령인|수취인|"
-    r"신청인|보호자|환자명?|예약자명?|주문자명?|받는\s?분|보내는\s?분|담당자명?|탑승객|승객)"
+    "(?i:"
+    + alternatives("korean_name_fields_name_keys")
+    + "|[a-z_]*(?:"
+    + alternatives("korean_name_fields_person_roles")
+    + ")(?:_?name)?|"
+    + alternatives("korean_name_fields_person_keys")
+    + ")"
 )
 _USER_KEY = re.compile(r"(?i)(?:user|member|account|kor?|display)_?name|name_?ko")
 _NAME_KEY = r"(?i:[a-z_]*name[a-z_]*)"  # a product has a name too: the value must look like one
@@ -48,19 +50,15 @@ _JSON_NAME = re.compile(rf"[\"'](?P<k>{_PERSON_KEY}|{_NAME_KEY})[\"']\s*:\s*[\"'
 _KEY_VALUE = re.compile(
     rf"(?<![\w])(?P<k>{_PERSON_KEY}|{_NAME_KEY})\s*=\s*[\"']?(?P<v>[\p{{L}}][\p{{L}}/-]{{0,30}})"
 )
-_NOT_PERSON_KEY = re.compile(
-    r"(?i)(?:file|host|domain|product|item|store|shop|brand|company|"
-    r"bank|app|device|model|plan|event|course|menu|server|project)"
-)
-_PERSONAL_COLUMN = re.compile(
-    r"(?i)e-?mail|phone|mobile|tel\b|rrn|ssn|birth|dob|address|주민|전화|연락처|휴대폰|주소|생년"
-)
+# a thing's name (product_name, app_name), never a person's
+_NOT_PERSON_KEY = re.compile("(?i)(?:" + alternatives("korean_name_fields_not_person_keys") + ")")
+# the columns and JSON keys of e-mails, phones, ids, birth dates and addresses
+_PERSONAL_COLUMN = re.compile("(?i)" + alternatives("korean_name_fields_personal_columns"))
 _PERSONAL_JSON_KEY = re.compile(
-    r"[\"'](?i:e-?mail|phone|mobile|tel|rrn|ssn|birth_?date|dob|address|주민번호|전화번호|"
-    r"연락처|휴대폰|주소|생년월일)[\"']\s*:"
+    r"[\"'](?i:" + alternatives("korean_name_fields_personal_json_keys") + r")[\"']\s*:"
 )
 _HEADER_NAME = re.compile(
-    rf"^(?:{_PERSON_KEY}|name|고객|예약자|주문자|회원명?|직원명?|담당)$", re.IGNORECASE
+    rf"^(?:{_PERSON_KEY}|{alternatives('korean_name_fields_header_names')})$", re.IGNORECASE
 )
 
 

@@ -30,18 +30,20 @@ from tasks.pii.korean.name_lists import (
     surname_split,
 )
 from tasks.pii.korean.romanised import latin_parts, romanised_spans
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import alternatives, word_list
 
 Tokenize = Callable[[str], list[Any]]
 _WORD = re.compile(r"[가-힣]+")
 _ROAD_AHEAD = re.compile(r"\s?\d")
-# the word after a name: a title, 께서/명의/앞으로, a sign-off, a relative ("진아 엄마") or
-# the person's e-mail in brackets ("양지수(jisu@...)")
+_COPULAS = alternatives("korean_names_copulas")  # 이라고, 입니다, 이에요, 맞
+# the syllables that make a title the start of another word (씨앗, 형태, 양말)
+_NOT_AFTER_TITLE = alternatives("korean_names_not_after_title")
+# the word after a name: a title, 께서/명의/앞으로, a sign-off, a relative ("진아 엄마"), a
+# copula or the person's e-mail in brackets ("양지수(jisu@...)")
 _NEXT_CUE = re.compile(
-    rf"\s?(?:{TITLES}|{KIN}|이라고|라고|입니다|이에요|예요|인데|이고|이세요|맞)"
-    r"(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)|\s?[(<]\s?[\w.+-]+@"
+    rf"\s?(?:{TITLES}|{KIN}|{_COPULAS})(?!{_NOT_AFTER_TITLE})|\s?[(<]\s?[\w.+-]+@"
 )
-_HONORIFIC = re.compile(rf"\s?(?:{TITLES})(?!대|말|태|기|앗|식|들|요|두|방|쪽|편)")
+_HONORIFIC = re.compile(rf"\s?(?:{TITLES})(?!{_NOT_AFTER_TITLE})")
 # endings glued to a name; the first group says "a person" on its own, the second is any noun's
 _NAME_ENDINGS = list(word_list("korean_names_glued_endings")) + [
     t + p for t in ("님", "씨") for p in word_list("korean_names_name_endings")
@@ -50,18 +52,11 @@ _FAMILIAR = word_list("korean_names_familiar")
 _ANY_ENDINGS = list(word_list("korean_names_any_endings"))
 _ENDINGS = sorted({*_NAME_ENDINGS, *_ANY_ENDINGS}, key=len, reverse=True)
 _PLACE_END = word_list("korean_names_place_end")
-_BEFORE_CUE = re.compile(
-    r"(?:저는|전|나는|난|나|저|제\s?이름은|이름은?|이름이|성함은?|성함이|성명|고객명|예금주|수신인|"
-    r"수령인|수취인|받는\s?분|보내는\s?분|받는\s?사람|보낸\s?사람|보내는\s?사람|신청인|보호자|"
-    r"환자명?|담당자|상담원|명의자|대표자|작성자|가입자|피보험자|계약자|소유자|주문자|발신인|위임인|"
-    r"수임인|입금자명?|예약자명?|탑승객|From|To|Cc|name)\s*[:：]?\s*[\"']?$"
-)
+# the word before a name: a self-introduction, a form label or a mail header (저는, 예금주, To)
+_BEFORE_CUE = re.compile("(?:" + alternatives("korean_names_before_cues") + r")\s*[:：]?\s*[\"']?$")
 _INTRO = re.compile(r"(?<![가-힣])(?:저는|제\s?이름은|이름은|성함은)\s*[:：]?\s*$")  # "저는 ..."
 # a relative before the name: "아들 송지환 계정", "딸 서윤이가"
-_KIN_BEFORE = re.compile(
-    r"(?<![가-힣])(?:아들|딸|남편|아내|와이프|동생|조카|손자|손녀|엄마|아빠|어머니|아버지|언니|오빠|"
-    r"누나|형|사촌|삼촌|이모|고모)\s$"
-)
+_KIN_BEFORE = re.compile(r"(?<![가-힣])(?:" + alternatives("korean_names_kin_before") + r")\s$")
 # a predicate or adverb right after a bare given name ("윤호 찾으시는데", "시우 오늘 조퇴")
 _AFTER_BARE = ("VV", "VA", "MAG", "VCP")
 

@@ -10,9 +10,11 @@ import ipaddress
 import regex as re
 
 from tasks.pii.korean.idspec import HY, PROVINCES, compile_v1, near
+from tasks.pii.lexicon import alternatives
 
 _PLATE_LETTERS = "가나다라마거너더러머버서어저고노도로모보소오조구누두루무부수우주아바사자하허호배"
-_UNIT_AFTER = r"(?![\d]|\s?(?:원|개|명|회|일|월|년|분|초|시간|점|권|대|건|km|kg|%|만|천|억))"
+# a unit or counter after a plate-shaped number: a quantity (12가3456원), not a plate
+_UNIT_AFTER = r"(?![\d]|\s?(?:" + alternatives("korean_net_ids_units") + "))"
 
 
 def _ipv6_ok(value: str) -> bool:
@@ -72,11 +74,8 @@ PLATE_SPECS = [
     ),
 ]
 
-_MEDICAL_CTX = compile_v1(
-    r"(?i:의료보험|건강보험|건보|보험증|보험번호|보험카드|환자번호|진료|수진자|차트번호|병록번호|의무기록|"
-    r"의료급여|가입자번호|피보험자|증번호|증권번호|보험\s?가입|(?<!(?:주민|외국인|사업자|차량)\s?)등록번호|환자\s?id|MRN|"
-    r"medical record|patient\s?(?:id|no|number)|member\s?(?:id|no)|insurance|policy)"
-)
+# medical and insurance words: 건강보험, 환자번호, 차트번호, MRN, insurance
+_MEDICAL_CTX = compile_v1("(?i:" + alternatives("korean_net_ids_medical_words") + ")")
 MEDICAL_SPECS = [
     near(
         "MEDICAL_ID",
@@ -91,15 +90,15 @@ MEDICAL_SPECS = [
     ),
 ]
 
-_SECRET_CTX = (
-    r"(?i:비밀\s?번호|비번|패스워드|password|passwd|pwd|pw|암호|토큰|token|api[\s_-]?key|"
-    r"api\s?키|시크릿|secret|인증키|액세스\s?키|access[\s_-]?key|private[\s_-]?key|키값|apikey)"
-)
+# the words for a password, a token or a key: 비밀번호, 비번, token, api key, 인증키
+_SECRET_CTX = "(?i:" + alternatives("korean_net_ids_secret_words") + ")"
+# what may come between the word and the value: "비밀번호는", "토큰 값"
+_SECRET_PARTICLES = alternatives("korean_net_ids_secret_particles")
 SECRET_SPECS = [
     near(
         "SECRET",
         compile_v1(
-            rf"{_SECRET_CTX}(?:\s?(?i:키|key))?(?:\s?(?:은|는|이|가|을|를|도|값|번호))?[\"']?\s*"
+            rf"{_SECRET_CTX}(?:\s?(?i:키|key))?(?:\s?(?:{_SECRET_PARTICLES}))?[\"']?\s*"
             r"(?:[:=：]|->|→|is)?\s*"
             r"[\"'“‘`]?(?P<v>[^\s\"'”’`,\p{Hangul}]{4,120})"
         ),

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import regex as re
 
+from tasks.pii.lexicon import alternatives
+
 # 전국대표번호: 15xx, 16xx and 18xx, eight digits, assigned to businesses only; 080: toll-free
 # (a country code only with its "+": "8216210432" is a ten-digit phone)
 _SERVICE_LINE = re.compile(r"^(?:(?:\+82)?1[568]\d{6}|(?:\+82|0)80\d{7,8})$")
-_ORDER_WORD = (
-    r"주문|송장|운송장|택배|배송\s?조회|조회\s?번호|접수|예약|시리얼|일련|상품|품번|사건|티켓|쿠폰|영수증|승인|"
-    r"결제|거래|문의|관리|바코드|반품|교환|환불\s?접수"
-)
+# the order, tracking, receipt and return words beside a number: 주문, 송장, 영수증, 반품
+_ORDER_WORD = alternatives("korean_not_personal_order_words")
 _ORDER_BEFORE = re.compile(
     rf"(?:{_ORDER_WORD})\s*(?:번호|no\.?|#)?\s*(?:는|은|가|이|:|：)?\s*$", re.IGNORECASE
 )
 # a company's line by the word before it: main number, customer/call/service centre
+_CENTRES = alternatives("korean_not_personal_centres")  # 고객, 콜, 상담, A/S (센터)
 _BUSINESS_BEFORE = re.compile(
-    r"(?:대표\s?(?:번호|전화)|(?:고객|콜|상담|서비스|AS|A/S)\s?센터|고객\s?상담실)"
+    rf"(?:대표\s?(?:번호|전화)|(?:{_CENTRES})\s?센터|고객\s?상담실)"
     r"\s*(?:번호)?\s*(?:는|은|:|：)?\s*$",
     re.IGNORECASE,
 )

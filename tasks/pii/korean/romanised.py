@@ -13,13 +13,14 @@ from typing import Any
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import alternatives, word_list
 
 _ROMAN_SURNAMES = "|".join(word_list("korean_romanised_surnames"))
+# a romanised syllable: an optional initial consonant, a vowel and an optional final one
 _SYL = (
-    r"(?:kk|tt|pp|ss|jj|ch|sh|[bcdghjklmnprstwy])?"
-    r"(?:yeo|yae|wae|eo|ae|ya|ye|yo|yu|wa|wo|we|wi|oe|eu|ui|oo|ee|ou|a|e|i|o|u)"
-    r"(?:ng|n|l|k|m|p|t|b)?"
+    f"(?:{alternatives('korean_romanised_onsets')})?"
+    f"(?:{alternatives('korean_romanised_vowels')})"
+    f"(?:{alternatives('korean_romanised_codas')})?"
 )
 _GIVEN_ROMAN = rf"{_SYL}(?:[- ]?{_SYL})?"
 _ROMAN = re.compile(
@@ -28,17 +29,19 @@ _ROMAN = re.compile(
     re.IGNORECASE,
 )
 _NOT_GIVEN = set(word_list("korean_romanised_not_given"))
+_LABELS = alternatives("korean_romanised_labels")  # 성명, 이름, 예금주
 _LATIN_LABELLED = re.compile(
-    r"(?:성명|이름|성함|고객명|예금주|수령인|수취인|신청인|보호자|환자명|담당자|예약자명?)"
-    r"(?:\([^)]{0,10}\))?\s*[:：]?\s*(\p{Lu}\p{Ll}+(?:[ -]\p{Lu}\p{Ll}+){0,3})(?![\p{L}])"
+    f"(?:{_LABELS})"
+    + r"(?:\([^)]{0,10}\))?\s*[:：]?\s*(\p{Lu}\p{Ll}+(?:[ -]\p{Lu}\p{Ll}+){0,3})(?![\p{L}])"
 )
 # "통역은 Nguyen Thi Lan 씨가": a Latin-script name before a Korean title
 _LATIN_TITLED = re.compile(
     r"(?<![\p{L}])(\p{Lu}\p{Ll}+(?: \p{Lu}\p{Ll}+){1,3})(?=\s?(?:씨|님|고객님|선생님|여사님))"
 )
+_INTRO_ENDINGS = alternatives("korean_romanised_intro_endings")  # 인데, 입니다, 이라고
 _LATIN_INTRO = re.compile(
     r"(?:저는?|나는?|제\s?이름은|이름은)\s+(\p{Lu}\p{Ll}{1,15}(?:\s\p{Lu}\p{Ll}{1,15})?)"
-    r"(?=\s?(?:인데|입니다|이에요|예요|이고|라고|이라고|이구요))"
+    + rf"(?=\s?(?:{_INTRO_ENDINGS}))"
 )
 
 
