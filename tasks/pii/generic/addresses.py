@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 
 # what ends a street's name: a street type in any case, a place's word only capitalised
 _SUFFIX = (
@@ -23,13 +23,14 @@ _SUFFIX = (
     + "|".join(word_list("address_place_types"))
     + ")"
 )
+# a unit's word ("apt", "suite", "block") and its number
 _UNIT = (
-    r"(?:apt|apartment|unit|suite|ste|flat|fl|floor|rm|room|bldg|building|blk|block|tower|"
+    rf"(?:{alternatives('addresses_unit_words')}|#)"
     # its number holds a digit or is one letter ("Flat 3B", "Block C"; not "flat is")
-    r"level|lvl|#)\.?\s*#?\s*(?:(?=[\w/-]{0,5}\d)[\w/-]{1,6}|[A-Za-z](?![\w]))"
+    r"\.?\s*#?\s*(?:(?=[\w/-]{0,5}\d)[\w/-]{1,6}|[A-Za-z](?![\w]))"
 )
 # Australian states before their four-digit postcode ("Fitzroy VIC 3065")
-_AU_STATE = r"(?:NSW|VIC|QLD|WA|SA|TAS|ACT|NT)"
+_AU_STATE = rf"(?:{alternatives('addresses_au_states')})"
 # a city of up to three words; a state's letters before a postcode are not one of them
 _CITY = r"\p{Lu}[\p{L}'.-]*(?:\s(?![A-Z]{2,3}\s+\d)\p{Lu}[\p{L}'.-]*){0,2}"
 _POSTCODE = r"(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d)"
@@ -40,27 +41,31 @@ _PLACE = (
     rf"|(?-i:(?:,?\s+{_CITY}(?:\s\d{{1,2}}W?(?=[,\n]|\s*$))?)?"
     rf"(?:,?\s+(?:{_AU_STATE}\s+\d{{4}}|[A-Z]{{2}}))?(?:,?\s+{_POSTCODE})?(?![\w]))"
 )
+# a compass point after the street's type ("Main St NE", "King Street West")
+_DIRECTION = alternatives("addresses_directions")
 _STREET = re.compile(
     rf"(?i)(?:(?:{_UNIT}),?\s+){{0,2}}(?<![\w.-])(?P<num>\d{{1,6}}[a-z]?(?:[-/]\d{{1,5}}[a-z]?)?)\s+"
     rf"(?P<name>(?:[\p{{L}}\d'.-]+\s+){{1,4}}?)(?:{_SUFFIX})(?![\p{{L}}])\.?"
-    rf"(?:\s+(?:ne|nw|se|sw|n|s|e|w|east|west|north|south)\.?(?![\w]))?"
+    rf"(?:\s+(?:{_DIRECTION})\.?(?![\w]))?"
     rf"(?:,?\s*{_UNIT}(?![\w]))?(?:{_PLACE})?"
 )
-# words that introduce an address; the address runs to the end of the sentence or line
+# words that introduce an address; the address runs to the end of the sentence or line:
+# "I live at", "my shipping address is", "ship it to"
+_ADDRESS_KIND = alternatives("addresses_address_kinds")
+_SENDING = alternatives("addresses_sending_verbs")
 _CUE = re.compile(
-    r"(?i)(?<![a-z])(?:live[sd]?\s+at|living\s+at|reside\s+at|(?:home|street|mailing|postal|"
-    r"shipping|billing|delivery|new|my)\s+address(?:\s+is)?|address\s*(?:is|:)|"
-    r"(?:ship|deliver|send|mail|post|forward)(?:ed)?\s+(?:it\s+|this\s+|them\s+|the\s+\w+\s+)?to|"
+    r"(?i)(?<![a-z])(?:live[sd]?\s+at|living\s+at|reside\s+at|"
+    rf"(?:{_ADDRESS_KIND})\s+address(?:\s+is)?|address\s*(?:is|:)|"
+    rf"(?:{_SENDING})(?:ed)?\s+(?:it\s+|this\s+|them\s+|the\s+\w+\s+)?to|"
     r"located\s+at|moved\s+to|staying\s+at|my\s+(?:new\s+|old\s+)?place\s+is|c/o)\s*:?\s*"
 )
+# a line break, "!", "?", ";", or a full stop after no abbreviation ("St.") or initial
 _SENTENCE_END = re.compile(
-    r"\n|[!?;]|(?<!\b(?:St|Ave|Rd|Dr|Apt|No|Ste|Blvd|Ln|Ct|Pl|Fl|Mt|Ft|Sq|[A-Z]))\.(?=\s|$)"
+    rf"\n|[!?;]|(?<!\b(?:{alternatives('addresses_abbreviations')}|[A-Z]))\.(?=\s|$)"
 )
+# a date, a time, an order or a price after the cue: no address
 _NOT_ADDRESS = re.compile(
-    r"(?i)(?<![a-z])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|"
-    r"march|april|june|july|august|september|october|november|december|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday|today|tomorrow|am|pm|order|flight|gate|"
-    r"terminal|tracking|days?|weeks?|hours?|minutes?|usd|eur|\$|%)(?![a-z])|@|\d:\d"
+    rf"(?i)(?<![a-z])(?:{alternatives('addresses_not_address_words')}|\$|%)(?![a-z])|@|\d:\d"
 )
 # no street suffix, but a tail only addresses have: "4021 Calle Ocho, Miami, FL 33135",
 # "Via Garibaldi 8, 16124 Genova", "8 Avenue Foch, 75116 Paris", "Isisbaan 540, 9447 VR"
@@ -87,7 +92,7 @@ _FINE_POSTCODE = re.compile(
 _PART_BEFORE = re.compile(
     r"(?:(?<=^|[\s,:;(-])(?:\d{1,5}[a-z]?\s+)?(?:\p{Lu}[\p{L}'.-]*|\d{1,3}[A-Z]?)"
     r"(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,5}[A-Z]?|of|the|upon|on))*"
-    r"|(?i:apt|apartment|unit|suite|flat|floor)\.?\s*#?\s*[\w-]{1,6})[,\s]*$"
+    rf"|(?i:{alternatives('addresses_part_units')})\.?\s*#?\s*[\w-]{{1,6}})[,\s]*$"
 )
 # PO boxes and their kin (GPO Box, Locked/Private Bag, a rural route's box) with their place
 _PO_BOX = re.compile(
@@ -101,13 +106,12 @@ _UNIT_START = re.compile(rf"(?i){_UNIT}\s")
 # Nairobi", "No. 45/2, 3rd Cross, Indiranagar, Bengaluru 560038", "Blk 5 Lot 12, Mabuhay
 # St., Brgy. San Isidro, Quezon City 1103", "Plot 27, Admiralty Way, Lekki Phase 1, Lagos")
 _HOUSE = (
-    r"(?i:(?:house|hse|h|door|plot|flat|apt|apartment|unit|shop|suite|blk|block|lot|purok|"
-    r"room|rm|building|bldg)\.?\s*"
+    rf"(?i:(?:{alternatives('addresses_house_words')})\.?\s*"
     r"(?:no\.?\s*)?#?\s*|no\.\s*)"
     r"(?:\d[\w/-]{0,6}|(?-i:[A-Z])(?![\w]))"
 )
 _PART = (
-    r"(?:(?i:opposite|opp\.|near|behind|beside|off|next\s+to|close\s+to)\s+"
+    rf"(?:(?i:{alternatives('addresses_landmark_words')})\s+"
     r"(?:[\p{L}\d'&.-]+\s?){1,5}"
     r"|(?:\d{1,4}(?:st|nd|rd|th)?\s+)?\p{Lu}[\p{L}'.-]*(?:\s+(?:\p{Lu}[\p{L}'.-]*|\d{1,6}|of))*"
     r"|\d{4,6})"
@@ -117,20 +121,20 @@ _MARKED = re.compile(
     rf"(?:,\s*{_PART}){{2,6}}"
 )
 # a street or a locality word in one of those parts: they name a place, not a product
-_LOCALITY = re.compile(
-    r"(?i)(?<![a-z])(?:road|rd|street|st|avenue|ave|cross|main|way|lane|close|crescent|drive|"
-    r"court|brgy|barangay|purok|sitio|nagar|estate|layout|sector|colony|extension|"
-    r"market|junction|petrol|station|church|mosque|school|bus\s+stop|district|sec)(?![a-z])"
-)
+_LOCALITY = re.compile(rf"(?i)(?<![a-z])(?:{alternatives('addresses_locality_words')})(?![a-z])")
 # a Japanese block address: chome-ban-go, the district, the ward (-ku) or town (-shi, -cho,
 # -machi, -gun), the city and a postcode ("2-14-7 Higashi-Azabu, Minato-ku, Tokyo 106-0044")
+_JP_TOWN = alternatives("addresses_japanese_municipality_suffixes")  # "-ku", "-shi", "-cho"
+_JP_PREFECTURE = alternatives("addresses_japanese_prefecture_suffixes")  # "-to", "-fu", "-ken"
 _JAPANESE = re.compile(
     r"(?<![\w-])\d{1,2}-\d{1,3}(?:-\d{1,4})?,?\s+\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*"
-    r",\s*\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura)"
-    r"(?:,?\s+\p{Lu}\p{Ll}+(?:-(?:shi|to|fu|ken))?){0,2}(?:,?\s+(?:〒\s?)?\d{3}-\d{4})?(?![\w-])"
+    r",\s*\p{Lu}\p{Ll}+-(?:" + _JP_TOWN + r")"
+    r"(?:,?\s+\p{Lu}\p{Ll}+(?:-(?:shi|" + _JP_PREFECTURE + r"))?){0,2}"
+    r"(?:,?\s+(?:〒\s?)?\d{3}-\d{4})?(?![\w-])"
     # or from the postcode down: "〒106-0044 Tokyo, Minato-ku, Higashi-Azabu 2-14-7"
-    r"|(?<![\w-])(?:(?:〒\s?)?\d{3}-\d{4},?\s+)?(?:\p{Lu}\p{Ll}+(?:-(?:to|fu|ken))?,\s*)?"
-    r"\p{Lu}\p{Ll}+-(?:ku|shi|cho|machi|gun|mura),\s*\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*,?\s+"
+    r"|(?<![\w-])(?:(?:〒\s?)?\d{3}-\d{4},?\s+)?"
+    r"(?:\p{Lu}\p{Ll}+(?:-(?:" + _JP_PREFECTURE + r"))?,\s*)?"
+    r"\p{Lu}\p{Ll}+-(?:" + _JP_TOWN + r"),\s*\p{Lu}\p{Ll}+(?:-\p{Lu}?\p{Ll}+)*,?\s+"
     r"\d{1,2}-\d{1,3}(?:-\d{1,4})?(?![\w-])"
 )
 

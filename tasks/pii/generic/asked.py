@@ -36,7 +36,7 @@ from tasks.pii.generic.fields import (
     valid_value,
 )
 from tasks.pii.generic.identifiers import DATE_RE, ID_RE
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import alternatives, word_list
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -67,12 +67,9 @@ _CLAIMED = (
     "US_SSN",
 )
 # a sentence that asks: a question, or a request's word
-_ASKING = re.compile(
-    r"(?i)\?\s*$|\b(?:please|pls|need|send|provide|confirm|give|share|tell|reply|what|which|"
-    r"could|can|may)\b"
-)
+_ASKING = re.compile(rf"(?i)\?\s*$|\b(?:{alternatives('asked_request_words')})\b")
 # where an asked item's noun phrase ends: "passport no. for each traveller", "DOB on file"
-_AFTER_HEAD = re.compile(r"(?i)\s+(?:for|on|in|with|from|to|at|by|under|is|are)\s+")
+_AFTER_HEAD = re.compile(rf"(?i)\s+(?:{alternatives('asked_phrase_end_words')})\s+")
 _POLITE = re.compile(r"(?i)\b(?:please|pls|thanks|thank\s+you)\b")
 
 

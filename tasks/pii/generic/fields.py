@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import regex as re
 
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 from tasks.pii.names import NAME_PARTICLES as _PARTICLES
 from tasks.pii.names import REPLIES, lexicon, lexicon_support
 
 _ID = r"(?:_(?:no|nr|num|number|id|#))?"
+_MEDICAL_HOLDERS = alternatives("fields_medical_id_holders")  # "patient", "member"
+_PHONES = alternatives("fields_phone_keys")  # "phone", "mobile", "telefono"
 # (entity, key regex matched against the whole normalised key); the first match wins
 _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (entity, re.compile(rf"(?:[a-z0-9_]+_)?(?:{regex})"))
@@ -37,7 +39,7 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "MEDICAL_ID",
             rf"mrn|medical_record{_ID}|hospital_(?:no|nr|num|number|id)|nhs{_ID}|"
-            r"(?:patient|member|insurance|subscriber|chart)_(?:id|no|nr|number)|"
+            rf"(?:{_MEDICAL_HOLDERS})_(?:id|no|nr|number)|"
             rf"policy_(?:no|number)|health_card{_ID}|medicare{_ID}|medicaid{_ID}",
         ),
         ("US_SSN", rf"ssn|social_security{_ID}|itin|tax_id|tin"),
@@ -48,16 +50,10 @@ _KEY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"iban|bank_account{_ID}|account_(?:no|nr|num|number)|acct{_ID}|"
             r"routing(?:_number)?|sort_code|bsb|aba",
         ),
-        (
-            "SECRET",
-            r"password|passwd|pwd|passphrase|secret(?:_access)?(?:_key)?|api_?key|"
-            r"(?:access|auth|refresh|session|bearer|bot|api)_token|token|private_key|"
-            r"client_secret",
-        ),
+        ("SECRET", alternatives("fields_secret_keys")),
         (
             "PHONE_NUMBER",
-            rf"(?:phone|mobile|tel|telephone|telefon|telefono|cell|cellphone|fax|msisdn|whatsapp|"
-            rf"landline|handy|portable){_ID}|"
+            rf"(?:{_PHONES}){_ID}|"
             r"contact_(?:no|number)|"
             # a number named by when or how it is called: "callback number", "daytime number"
             r"(?:call_?back|daytime|evening|best)_(?:no|number)",

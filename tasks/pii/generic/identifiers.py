@@ -21,7 +21,7 @@ import regex as re
 
 from tasks.pii.clauses import COPULA, VETO
 from tasks.pii.context import ContextRule
-from tasks.pii.lexicon import words_pattern
+from tasks.pii.lexicon import alternatives, words_pattern
 
 # an id token: digits and letters in groups joined by single spaces or hyphens, where each
 # later group holds a digit or is one to three capitals before one that does ("S123-456-78-901-0",
@@ -39,7 +39,7 @@ _DATE = (
     rf"|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?[\s-]+{_MONTH},?[\s-]+\d{{2,4}}"
     rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
     r"|\d{4}\s?년\s?\d{1,2}\s?월\s?\d{1,2}\s?일|(?:19|20)\d{6}|\d{6}"
-    r"|\d{1,2}(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\d{2,4}"
+    rf"|\d{{1,2}}(?:{alternatives('identifiers_month_abbreviations')})\d{{2,4}}"
     r"|(?:19|20)\d{2})(?![\w])"
 )
 
@@ -100,7 +100,7 @@ def _any(_value: str) -> bool:
 DATE_RE = re.compile(_DATE)
 _YEAR_MONTH = re.compile(r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])(?:-(?:0[1-9]|[12]\d|3[01]))?")
 # what a passport is renewed for
-_TRIP = "booking|flight|check-?in|airline|trip|travel|reservation|itinerary|boarding"
+_TRIP = alternatives("identifiers_trip_words")
 ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
@@ -122,14 +122,16 @@ def _passport_number(value: str) -> bool:
 # text about a passport: "Subject: Passport ... 548213307 is the number"): "C4J9RT1KM is my passport
 # number", "18CV45872 - that's the passport", "533412987 (my US passport)", "LK0098231, it's on
 # my passport's photo page"; one word may qualify the document ("US", "old", "son's")
+_RESTATING = alternatives("identifiers_restating_words")  # "is", "that's", "it is", "on"
+_WHOSE = alternatives("identifiers_whose_words")  # "my", "the", "their"
 _NAMED_AFTER = re.compile(
     rf"(?<![\w-])(?P<v>{_ID_HEAD})(?![\w-])"
     r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
-    r"(?i:(?:(?:is|was|that[\u2019']?s|that\s+is|it[\u2019']?s|it\s+is|which\s+is|on|from|in|as)\s+){0,3}"
-    r"(?:(?:my|the|our|his|her|their|your|a)\s+)?(?:[\p{L}.\u2019']+\s+)?"
+    rf"(?i:(?:(?:{_RESTATING})\s+){{0,3}}"
+    rf"(?:(?:{_WHOSE}|your|a)\s+)?(?:[\p{{L}}.\u2019']+\s+)?"
     rf"(?:{words_pattern('passport_words')})(?![a-z])"
     # in a text about a passport (the rule's topic), "... is the number" ending a clause too
-    r"|(?:is|was|that[\u2019']?s|it[\u2019']?s)\s+(?:my|the|our|his|her|their)\s+(?:number|no\b)[ \t]*(?:[,.;:!?)\n]|$)))"
+    rf"|(?:is|was|that[\u2019']?s|it[\u2019']?s)\s+(?:{_WHOSE})\s+(?:number|no\b)[ \t]*(?:[,.;:!?)\n]|$)))"
 )
 
 _PASSPORT_WORD = _cue(words_pattern("passport_words"))
@@ -153,13 +155,14 @@ _RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         _cue(
-            r"(?:old|new|current|previous|other|expired|my|the|its|it's|full)\s+(?:number|no|one)|"
+            rf"(?:{alternatives('identifiers_number_qualifiers')})\s+(?:number|no|one)|"
             # "..., number 548213307" (a word before it says whose: "booking number"), "The
             # replacement is ...", "replacement C01X00T47"
             r"(?<!\p{L}\s)(?:number|no(?=[\s.:#]))|replacement(?:\s+(?:one|passport))?|"
-            r"mine\s+is|mine:|it'?s|here(?:\s+it\s+is)?\s*:|(?:document|doc|id)[\s_-]*(?:no|number|#|num|nr)\.?|"
+            r"mine\s+is|mine:|it'?s|here(?:\s+it\s+is)?\s*:|"
+            rf"(?:{alternatives('identifiers_document_words')})[\s_-]*(?:no|number|#|num|nr)\.?|"
             # another traveller's: "my son's is ..."
-            r"(?:my|our|his|her|their)\s+[a-z]+'s(?=\s+is)"
+            rf"(?:{alternatives('identifiers_possessives')})\s+[a-z]+'s(?=\s+is)"
         ),
         ID_RE,
         _passport_number,
@@ -216,14 +219,7 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule(
         "MEDICAL_ID",
-        _cue(
-            r"mrn|medical[\s_-]+record(?:[\s_-]+(?:no|number|#))?|patient[\s_-]*(?:id|no|number|#)|"
-            r"member[\s_-]*(?:id|no|number|#)|insurance[\s_-]*(?:id|no|number|#|card)|"
-            r"policy[\s_-]*(?:id|no|number|#)|subscriber[\s_-]*(?:id|no|number)|health[\s_-]+(?:card|insurance)|"
-            r"nhs(?:[\s_-]*(?:no|number))?|medicare|medicaid|beneficiary[\s_-]*id|chart[\s_-]*(?:no|number|#)|"
-            r"hospital[\s_-]*(?:no|number|#|id|record)|hosp\.?[\s_-]*(?:no|number|#|id)|"
-            r"건강보험증?(?:번호)?|환자번호|진료번호"
-        ),
+        _cue(alternatives("identifiers_medical_cues")),
         ID_RE,
         _id_of(3, 5, 20),
         window=40,
@@ -241,10 +237,7 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule(
         "BANK_ACCOUNT",
-        _cue(
-            r"accounts?|acct|acc|a/c|routing|aba|sort[\s_-]*code|checking|savings|iban|bsb|"
-            r"bank(?:ing)?[\s_-]*(?:details|info)?|wire|deposit|계좌(?:번호)?"
-        ),
+        _cue(alternatives("identifiers_bank_account_cues")),
         _GROUPS_RE,
         # a statement's month is no account ("account statement period 2025-10")
         lambda value: _digits_between(6, 34)(value) and not _YEAR_MONTH.fullmatch(value),
@@ -262,9 +255,7 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule(
         "CREDIT_CARD",
-        _cue(
-            r"card|visa|mastercard|master[\s_-]+card|amex|american[\s_-]+express|discover|cc|debit|credit"
-        ),
+        _cue(alternatives("identifiers_card_cues")),
         re.compile(r"(?<![\w-])\d(?:[ .-]?\d){12,18}(?![\w-])"),
         _any,
         window=30,
@@ -281,10 +272,7 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule(
         "PHONE_NUMBER",
-        _cue(
-            r"phone|tel|telephone|mobile|cell|cellphone|call[\s_-]+me|text[\s_-]+me|whatsapp|fax|"
-            r"reach[\s_-]+me|contact[\s_-]+(?:no|number)|ph|mob|전화(?:번호)?|휴대폰|핸드폰|연락처"
-        ),
+        _cue(alternatives("identifiers_phone_cues")),
         re.compile(
             r"(?<![\w+])[+(]?\d[\d ().-]{5,18}\d(?:[\s_-]?(?:x|ext\.?)[\s_-]?\d{1,5})?(?![\w])"
         ),

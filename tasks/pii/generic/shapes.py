@@ -13,6 +13,7 @@ from tasks.pii.generic.travel_documents import (
     travel_document_spans,
     traveller_name_spans,
 )
+from tasks.pii.lexicon import alternatives
 from tasks.pii.names.spans import address_field_spans
 
 # IPv4 with digit look-arounds (``192.168.0.1로``: no \b before a Hangul particle) and IPv6
@@ -26,7 +27,7 @@ _SSN_SHAPE = r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])"
 _SPELLED_EMAIL = (
     r"(?i)(?<![\w.+-])[a-z0-9][\w.+-]*(?:\s+dot\s+[a-z0-9]+)*(?:\s*(?:\(at\)|\[at\])\s*|\s+at\s+)[a-z0-9-]+"
     r"(?:(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+|\.)[a-z0-9-]+)*"
-    r"(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+)(?:com|net|org|edu|gov|io|co|kr|uk|de|fr|jp|me)(?![a-z])"
+    rf"(?:\s*(?:\(dot\)|\[dot\])\s*|\s+dot\s+)(?:{alternatives('shapes_email_domains')})(?![a-z])"
 )
 # an e-mail address glued to what follows (``...@example.com로``: no \b before Hangul)
 # (not a login at a host: "ssh -p 2222 ops@bastion.internal", "scp f deploy@web1.example.com:")
