@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import regex as re
 
-from tasks.pii.lexicon import word_list, words_pattern
+from tasks.pii.lexicon import alternatives, word_list, words_pattern
 
 # words that may stand between a cue and its value ("passport number is", "DOB: ")
 FILLER = frozenset(word_list("identifiers_filler"))
 # a value after these words is an order, ticket or product number, not a personal identifier
 _VETO_WORDS = words_pattern("identifiers_things")
 VETO = re.compile(rf"(?i)(?<![a-z])(?:{_VETO_WORDS})(?![a-z])")
+# the determiners and possessives before the thing's word ("my", "the", "their", "an")
+_DETERMINERS = alternatives("clauses_determiners")
 # what names a value as one of those right after it: "12345678 is my ticket number"
 _CLAIMED_AFTER = re.compile(
     r"(?i)[ \t]*(?:(?:is|was|it'?s|that'?s)\s+|[(\u2013\u2014-][ \t]*)"
-    r"(?:(?:my|the|our|your|his|her|their|a|an)\s+)?"
+    rf"(?:(?:{_DETERMINERS})\s+)?"
     # "... is the number of the parcel"
-    r"(?:(?:number|no\.?|code)\s+(?:of|for|on)\s+(?:(?:my|the|our|your|his|her|their|a|an)\s+)?)?"
+    rf"(?:(?:number|no\.?|code)\s+(?:of|for|on)\s+(?:(?:{_DETERMINERS})\s+)?)?"
     rf"(?:{_VETO_WORDS})(?![a-z])"
 )
 # the subject of a clause that names the value: its words, and where the clause ends
@@ -59,8 +61,10 @@ _CORRECTED = re.compile(
     r"[ \t]+$"
 )
 # where a thing only says where the value stands: "on my booking", "for the booking"
+_PLACE_PREPOSITIONS = alternatives("clauses_place_prepositions")
+_PLACE_DETERMINERS = alternatives("clauses_place_determiners")
 _PLACE = re.compile(
-    rf"(?i)(?<![a-z])(?:on|for|in|at|from|with)\s+(?:(?:my|the|our|your|his|her|their|this|that|a|an)\s+)?"
+    rf"(?i)(?<![a-z])(?:{_PLACE_PREPOSITIONS})\s+(?:(?:{_PLACE_DETERMINERS})\s+)?"
     rf"(?:{_VETO_WORDS})(?![a-z])"
 )
 # the nouns and qualifiers before a number word that keep the number a card's or a person's
@@ -71,7 +75,8 @@ _AUXILIARIES = frozenset(word_list("clauses_auxiliaries"))
 _RESTATING = frozenset(word_list("clauses_restating")) | _AUXILIARIES
 _NO_HEAD = FILLER | _AUXILIARIES  # no word a subject is about
 # the verb that ends the clause restated ("... is wrong", "... has a typo")
-_VERB = re.compile(r"(?i)(?<![a-z])(?:is|was|are|were|has|had|looks?|seems?)(?![a-z])")
+_COPULAS = alternatives("clauses_copulas")
+_VERB = re.compile(rf"(?i)(?<![a-z])(?:{_COPULAS})(?![a-z])")
 
 
 def claimed_after(text: str, end: int) -> bool:

@@ -42,7 +42,7 @@ import regex as re
 from tasks.pii.clauses import HOLDER_WORDS, claimed_after, subject_word
 from tasks.pii.context import as_capitals
 from tasks.pii.generic.fields import norm_key
-from tasks.pii.lexicon import STOP_WORDS, words_pattern
+from tasks.pii.lexicon import STOP_WORDS, alternatives, words_pattern
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -53,12 +53,18 @@ NUMBER_TYPES = frozenset({"PHONE_NUMBER", "CREDIT_CARD"})
 # what a reference's number follows: an order's, a parcel's, a product's word, or a carrier's
 # name right before the number ("FedEx 771428903365", "DHL 4930228155")
 _WORDS = words_pattern("references_things") + "|" + words_pattern("references_carriers")
+# a number's word after "case" ("case no.", "case id"), and the words that go before a code
+# that is a phone number's own ("area code", "dialling code")
+_NUMBER_WORDS = alternatives("references_number_words")
+_PHONE_CODES = alternatives("references_phone_code_words")
+# what may stand between the word and its number: "order number is", "tracking no.:"
+_FILLERS = alternatives("references_fillers")
 _BEFORE = re.compile(
-    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:no|nr|num|number|id|ref|#))"
+    rf"(?i)(?<![a-z])(?:{_WORDS}|case(?=[\s.#-]*(?:{_NUMBER_WORDS}|#))"
     # a code ("error code", "promo code"), but not a phone number's own ("area code")
-    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)[\s_-])code)"
+    rf"|(?<!(?:{_PHONE_CODES})[\s_-])code)"
     r"(?=no|nr|num|id|[^a-z]|$)"  # glued to its number word too: "ordernumber", "trackno"
-    r"(?:[\s:#.-]*(?:no|nr|num|number|numbers|id|ref|code|is|was|reads|says|=|:|#))*"
+    rf"(?:[\s:#.-]*(?:{_FILLERS}|=|:|#))*"
     # the reply to a question that named it: "your order number? sure, mine is ..."
     r"(?:\?[\s,]*(?:(?:sure|yes|ok|okay|here)[\s,!.]*)?(?:mine|it'?s|it)(?:\s+(?:is|was))?)?"
     r"[\s:#.=-]*$"
@@ -81,10 +87,15 @@ _CARD_BEFORE = re.compile(r"(?i)(?:(?<![a-z])(?:card|cc|pan)(?![a-z])|카드)[^\
 # a system's or a document's own number: a noun and an identifier's word right before the
 # value ("request_id=", "trace id:", "x-request-id: ", "statement no.", "meter number is",
 # ``"eventId": "``), the noun no card's or person's (lexicon/label_holders.txt)
+# (its number word apart, any case: "trace id", "statement no."; or glued: "traceId")
+_LABEL_WORDS = alternatives("references_label_words")
+_LABEL_CAMEL_WORDS = alternatives("references_label_camel_words")
 _LABEL_BEFORE = re.compile(
-    r"(?:(?<![\w'\u2019])([A-Za-z]{2,})[ \t_.-]((?i:ids?|no|nr|num|number))"
-    r"|(?<![\w'\u2019])([a-z]{2,})(Ids?|IDs?|No|Nr|Number))"
-    r"(?![A-Za-z])[\s\"':=#.-]*(?:(?:is|was)[\s\"':=#-]*)?$"
+    r"(?:(?<![\w'\u2019])([A-Za-z]{2,})[ \t_.-]((?i:"
+    + _LABEL_WORDS
+    + r"))|(?<![\w'\u2019])([a-z]{2,})("
+    + _LABEL_CAMEL_WORDS
+    + r"))(?![A-Za-z])[\s\"':=#.-]*(?:(?:is|was)[\s\"':=#-]*)?$"
 )
 _EXTENSION = re.compile(r"(?i)\s*(?:x|ext\.?)\s*(?=\d)")
 _CODE_TAIL = re.compile(r"[A-Za-z0-9][-/]$")  # "INV-2024-" before "00871"
@@ -95,17 +106,21 @@ _TOLL_FREE = re.compile(
     r"|^(?:\+44[ -]?|0)80[08][ -]?\d{3}[ -]?\d{3,4}$"
 )
 # "call me on", "my cell is": the number after is the writer's, whatever its shape
+_CALL_VERBS = alternatives("references_call_verbs")
+_MY_LINES = alternatives("references_my_lines")
 _MINE_BEFORE = re.compile(
-    r"(?i)(?:\b(?:call|text|ring|reach|phone|contact|message|whatsapp)\s+me|"
-    r"\bmy\s+(?:phone|number|cell|mobile|line|home\s+phone|work\s+phone))"
+    rf"(?i)(?:\b(?:{_CALL_VERBS})\s+me|"
+    rf"\bmy\s+(?:{_MY_LINES}))"
     r"\b[^.\n\d]{0,20}$"
 )
+# a version's word before a dotted quad ("firmware 4.2.9.7", "build 10.0.19045.3803")
+_VERSION_WORDS = alternatives("references_version_words")
+# what is done to software: "roll back to 4.2.9.7", "after the update to 2.4.3.12"
+_SOFTWARE_VERBS = alternatives("references_software_verbs")
 _VERSION_BEFORE = re.compile(
-    r"(?i)(?<![a-z])(?:(?:version|ver|v|build|firmware|fw|release|patch|kernel|update)"
+    rf"(?i)(?<![a-z])(?:(?:{_VERSION_WORDS})"
     r"(?:\s*(?:is|was|no\.?|number|:|=|#))*"
-    # what is done to software: "roll back to 4.2.9.7", "after the update to 2.4.3.12"
-    r"|(?:roll(?:ed|ing)?[\s-]*back|revert(?:ed|ing)?|downgrad(?:e|ed|ing)|upgrad(?:e|ed|ing)|"
-    r"updat(?:e|ed|ing)|flash(?:ed|ing)?)\s+(?:it\s+|back\s+)?(?:to|from))[\s:#=]*v?$"
+    rf"|(?:{_SOFTWARE_VERBS})\s+(?:it\s+|back\s+)?(?:to|from))[\s:#=]*v?$"
 )
 # a carrier's tracking number written in groups: UPS ("1Z 999 AA1 01 2345 6784"), or a run
 # of digit groups longer than any phone or card number (USPS's 20 to 22 digits): a phone or
@@ -113,11 +128,14 @@ _VERSION_BEFORE = re.compile(
 _UPS = re.compile(r"(?i)(?<![a-z0-9])1Z(?:[ -]?[A-Z0-9]){16}(?![a-z0-9])")
 _DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)+(?![\w-])")
 _LONGEST_NUMBER = 19
+# a record key's own reference words beside _WORDS, and the suffixes after it ("order_id")
+_KEY_WORDS = alternatives("references_key_words")
+_KEY_SUFFIXES = alternatives("references_key_suffixes")
 _KEY = re.compile(
-    rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|tracking_number|po|sku_code|upc|ean|isbn|asin|gtin"
+    rf"(?:[a-z0-9_]+_)?(?:{_WORDS}|{_KEY_WORDS}"
     # a code ("code", "error_code", "promo_code"), but not a phone number's own
-    r"|(?<!(?:area|country|dial(?:l)?ing|calling|phone)_)code)"
-    r"(?:_(?:id|no|nr|num|number|ref|code|key))?"
+    rf"|(?<!(?:{_PHONE_CODES})_)code)"
+    rf"(?:_(?:{_KEY_SUFFIXES}))?"
 )
 
 

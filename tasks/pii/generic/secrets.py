@@ -18,13 +18,15 @@ from collections.abc import Callable, Iterator
 
 import regex as re
 
-from tasks.pii.lexicon import word_list
+from tasks.pii.lexicon import alternatives, word_list
 
 # published token shapes: AWS access key ids, Stripe, GitHub, Slack, Google, OpenAI-style,
 # Anthropic-style, Telegram bot tokens, Twilio, SendGrid, npm, JWTs, PEM private keys
+_AWS_KEY_PREFIXES = alternatives("secrets_aws_key_prefixes")
 _TOKENS = re.compile(
     r"(?<![\w])(?:"
-    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}"
+    rf"(?:{_AWS_KEY_PREFIXES})"
+    r"[A-Z0-9]{16}"
     r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"
     r"|whsec_[A-Za-z0-9]{20,}"
     r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
@@ -43,23 +45,26 @@ _TOKENS = re.compile(
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
 )
+# the words that name a secret before its value (a bare "pass" only as a key: "pass: x",
+# "pass=x"; a boarding or day pass is no secret), and what opens a network ("the wifi key is
+# ...", "WPA2 passphrase: ...")
+_KEY_WORDS = alternatives("secrets_key_words")
+_OPENS_PREPOSITIONS = alternatives("secrets_opens_prepositions")  # "for", "of", "to", "on"
+_PRONOUNS = alternatives("secrets_pronouns")  # "i", "we", "you"
+_ADVERBS = alternatives("secrets_adverbs")  # "is still", "is now", "is temporarily"
 _KEYED = re.compile(
-    # a bare "pass" only as a key ("pass: x", "pass=x"): a boarding or day pass is no secret
-    r"(?i)(?<![a-z])(?:pass(?:word|wd|code|phrase)|pass(?=\s*[:=])|pwd|pw|pin(?:\s*code)?|"
-    r"api[\s_-]?key|apikey|access[\s_-]?key(?:[\s_-]?id)?|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|"
-    r"client[\s_-]?secret|account[\s_-]?key|shared[\s_-]?access[\s_-]?key|(?:auth|access|bearer|bot|refresh|api)[\s_-]?token|token|bearer|"
-    # what opens a network: "the wifi key is ...", "WPA2 passphrase: ..."
-    r"(?:wi-?fi|wpa2?|wpa3|network|wireless)[\s_-]?key|"
-    r"비밀번호|비번|암호)(?![a-z])"
+    rf"(?i)(?<![a-z])(?:{_KEY_WORDS})(?![a-z])"
     # "the password for the shared box is ...": a few words naming what it opens
-    r"(?:\s+(?:for|of|to|on|at|in)\s+(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
+    rf"(?:\s+(?:{_OPENS_PREPOSITIONS})\s+"
+    r"(?:the\s+|my\s+|our\s+|your\s+)?[\w-]+(?:\s+[\w-]+)?"
     r"(?=\s+(?:is|was)\s|\s*[:=]\s))?"
     # "the password I set is ...", "the pin we agreed on was ...", "my password that I reset
     # yesterday is ...": a relative clause of a person and a few words before "is"/"was"
-    r"(?:\s+(?:that\s+|which\s+)?(?:i|we|you|they|he|she)(?:\s+[\w']+){1,4}?"
+    rf"(?:\s+(?:that\s+|which\s+)?(?:{_PRONOUNS})"
+    r"(?:\s+[\w']+){1,4}?"
     r"(?=\s+(?:is|was)\s))?"
     r"(?P<sep>\s*(?:[\"']?\s*[:=]\s*|\s+(?:is|was|:)\s+|\s+(?:is\s+)?now\s+|\s+to\s+|\s+)"
-    r"(?:(?:still|now|currently|just|literally|temporarily)\s+)?)"
+    rf"(?:(?:{_ADVERBS})\s+)?)"
     r"(?P<q>[\"'`“‘]?)(?P<value>[^\s\"'`”’]{4,200})"
 )
 _PIN = re.compile(r"(?i)(?:pin|passcode|pass\s*code|비밀번호)")
@@ -109,8 +114,10 @@ _URL_PASSWORD = re.compile(
     r"(?=[\w\[])"
 )
 # what documentation writes there instead of a password
+_PLACEHOLDER_WORDS = alternatives("secrets_placeholders")
 _PLACEHOLDER = re.compile(
-    r"(?i)^(?:\*+|x+|\.+|password|pass|passwd|pwd|secret|changeme|<.*|\$\{?.*|%.*|\{.*"
+    rf"(?i)^(?:\*+|x+|\.+|{_PLACEHOLDER_WORDS}"
+    r"|<.*|\$\{?.*|%.*|\{.*"
     # code reading it from elsewhere: os.environ["X"], os.getenv(...), process.env.X, env(...)
     r"|os\.(?:environ|getenv).*|process\.env.*|(?:get)?env\(.*|vault:.*|ref\+.*)$"
 )

@@ -24,7 +24,7 @@ import regex as re
 
 from tasks.pii.clauses import VETO as _VETO
 from tasks.pii.context import as_capitals
-from tasks.pii.lexicon import STOP_WORDS, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 
 Span = tuple[int, int]
 
@@ -38,11 +38,8 @@ _SHAPE = re.compile(
     r"|(?=(?:[A-Z]*\d){2})(?=(?:\d*[A-Z]){2})[A-Z0-9]{9})(?![\w-])"
 )
 # what is written beside a travel document's number and beside nothing else
-_FACTS = re.compile(
-    r"(?i)(?<![a-z])(?:nationality|national\s+of|citizenship|issuing\s+(?:country|state|"
-    r"authority)|issued\s+(?:by|in)|country\s+of\s+issue|place\s+of\s+issue|"
-    r"visa|apis|embassy|consulate|check-?in|immigration|border|travel(?:l?ing)?\s+on)(?![a-z])"
-)
+_FACT_WORDS = alternatives("travel_facts")  # "nationality", "issued by", "visa", "check-in"
+_FACTS = re.compile(rf"(?i)(?<![a-z])(?:{_FACT_WORDS})(?![a-z])")
 # a data page's or a passenger record's own labels: ICAO's document type P ("Type: P",
 # ``"doc_type": "P"``) and the issuing state's three-letter code ("code FRA")
 _DATA_PAGE = re.compile(
@@ -66,10 +63,8 @@ _DOC_WORD = re.compile(
     r"[\s:=#]*$"
 )
 # the other numbers a traveller gives at check-in: loyalty, membership, vouchers
-_NOT_DOCUMENT = re.compile(
-    r"(?i)(?<![a-z])(?:loyalty|frequent\s+fl[yi]er|member(?:ship)?|rewards?|miles|account|"
-    r"policy|voucher|coupon|gift\s+card|insurance)(?![a-z])"
-)
+_NOT_DOCUMENT_WORDS = alternatives("travel_not_document")
+_NOT_DOCUMENT = re.compile(rf"(?i)(?<![a-z])(?:{_NOT_DOCUMENT_WORDS})(?![a-z])")
 # a traveller's row with no label at all ("Kim Minji, M12345678, KOR, 1990-01-01"): the
 # holder's nationality as ICAO's three-letter code, a field of its own (not a date's month:
 # "14 MAR 1985", :func:`_nationality`), and a date a traveller was born on (ten years ago or
@@ -77,10 +72,13 @@ _NOT_DOCUMENT = re.compile(
 _NATIONALITY = re.compile(
     r"(?<![A-Za-z0-9])(?:" + "|".join(word_list("travel_nationality_codes")) + r")(?![A-Za-z0-9])"
 )
+_MONTHS = alternatives("travel_months")  # "14 MAR 1985", "3-jan-1990", "14 March 1985"
 _YEAR_DATE = re.compile(
     r"(?i)(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
     r"|\d{1,2}[/.-]\d{1,2}[/.-](?P<y>\d{4})"
-    r"|\d{1,2}[ -]?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]{0,6}\.?[ -]?"
+    r"|\d{1,2}[ -]?"
+    rf"(?:{_MONTHS})"
+    r"[a-z]{0,6}\.?[ -]?"
     r"(?P<y>\d{4}))(?![\w])"
 )
 # a row's fields: a sheet's separators, or a list's spaced slash or dash ("Jon Berg / 3187...")

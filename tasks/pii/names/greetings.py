@@ -21,16 +21,23 @@ from typing import Any
 
 import regex as re
 
+from tasks.pii.lexicon import alternatives
 from tasks.pii.names import NOT_GREETED, REPLIES, fold, known, lexicon
 from tasks.pii.names.vocabulary import unseen
 from tasks.pii.span_recognizer import person_recognizer
 
+# the cues a name follows, tried in order: greetings and self-introductions ("hey", "i'm",
+# "this is"), an opening "its", "my name is", "name's", "call me", then the sign-offs
+# ("regards", "thanks", "sent by")
+_OPENERS = alternatives("greetings_openers")
+_BEFORE_ITS = alternatives("greetings_before_its")  # "hey its ...", "oh, it's ..."
+_SIGN_OFFS = alternatives("greetings_sign_offs")
 _CUE = re.compile(
-    r"(?i)(?:^|(?<=[\s,.!?;:(]))(?:hey|hi|hello|hiya|dear|im|i'm|i’m|i am|this is|"
+    rf"(?i)(?:^|(?<=[\s,.!?;:(]))(?:{_OPENERS}|"
     # "its" opening the message or after a greeting, not the possessive ("on its way")
-    r"(?:(?<=^|[,.!?;:][ \t]*|(?:hey|hi|hello|yo|oh|ok)[,!]?[ \t]+)(?:its|it's|it’s))|"
-    r"my name is|name's|call me|regards|kind regards|best regards|thanks|thank you|thx|cheers|"
-    r"best|sincerely|yours|from|signed|sent by)[,.!:]?\s+"
+    rf"(?:(?<=^|[,.!?;:][ \t]*|(?:{_BEFORE_ITS})[,!]?[ \t]+)(?:its|it's|it’s))|"
+    r"my name is|name's|call me|"
+    rf"{_SIGN_OFFS})[,.!:]?\s+"
     r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
 )
 # a self-identification after a clause or at the start: "..., adaeze okonkwo here again"
@@ -52,9 +59,8 @@ _INTRODUCTION = re.compile(
 
 
 # a letter's greeting: "Hi Eleftheria," opening the message or a line, one word, a comma
-_LETTER_GREETING = re.compile(
-    r"(?i)(?:^|\n)[ \t]*(?:hi|hello|hey|hiya|dear|good[ \t]+(?:morning|afternoon|evening))[ \t]+$"
-)
+_LETTER_GREETINGS = alternatives("greetings_letter_greetings")
+_LETTER_GREETING = re.compile(rf"(?i)(?:^|\n)[ \t]*(?:{_LETTER_GREETINGS})[ \t]+$")
 _LETTER_COMMA = re.compile(r"[ \t]*(?:[,!]|[-–—][ \t]|$)", re.M)
 
 
@@ -74,9 +80,7 @@ def greeted_name(text: str, start: int, end: int) -> bool:
 # Penn tags of the words that are never a name: adjectives, adverbs, verbs, pronouns,
 # determiners, prepositions, modals and wh-words (a name tags NN, NNP, FW or, in lower
 # case, at times JJ: a given name the lexicon knows passes)
-_NOT_NAME_TAGS = re.compile(
-    r"JJ[RS]?|RB[RS]?|VB[DGNPZ]?|PRP\$?|DT|PDT|IN|MD|WDT|WP\$?|WRB|TO|CC|EX"
-)
+_NOT_NAME_TAGS = re.compile(alternatives("greetings_not_name_tags"))
 
 
 def _tags(doc: Any) -> dict[int, str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import regex as re
 
+from tasks.pii.lexicon import alternatives
+
 # one title: capitalised words, a sequel's numeral, small joining words ("Lord of the Rings")
 _ITEM = (
     r"\p{Lu}[\p{L}'’:.-]*(?:[ \t]+(?:\p{Lu}[\p{L}'’:.-]*|[IVX]{1,4}|\d{1,2}|of|the|and[ \t]+the))*"
@@ -22,9 +24,10 @@ _SOLD = re.compile(
 
 
 # or what holds it, before it: "the bundle includes X, Y and Z", "box set: X, Y and Z"
+_HOLDS = alternatives("titles_holding_words")
 _SOLD_BEFORE = re.compile(
     r"(?i)(?<![\p{L}])(?:bundles?|box[ \t]?sets?|pack|collection)[ \t]*"
-    r"(?:(?:has|have|includes?|including|contains?|with|of)[ \t]*|:[ \t]*)$"
+    rf"(?:(?:{_HOLDS})[ \t]*|:[ \t]*)$"
 )
 
 
