@@ -18,3 +18,21 @@ def test_the_stop_words_are_the_installed_spacys() -> None:
     from spacy.lang.en.stop_words import STOP_WORDS as SPACY
 
     assert frozenset(SPACY) == STOP_WORDS
+
+
+def test_no_word_list_over_five_words_is_typed_in_the_code() -> None:
+    """A list of words a pattern tries is data: more than five plain words as alternatives in one
+    string literal of ``tasks/pii`` belong in a ``lexicon/*.txt`` file."""
+    import ast
+    import re
+
+    root = HERE.parent
+    typed = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                alts = (part.strip("()?:^$") for part in node.value.split("|"))
+                words = [alt for alt in alts if re.fullmatch(r"[\w가-힣]+", alt)]
+                if len(words) > 5:
+                    typed.append(f"{path.relative_to(root)}:{node.lineno} {len(words)} words")
+    assert typed == []

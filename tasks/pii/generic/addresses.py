@@ -18,9 +18,9 @@ from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
 
 # what ends a street's name: a street type in any case, a place's word only capitalised
 _SUFFIX = (
-    "|".join(word_list("address_street_types"))
+    "|".join(word_list("addresses_street_types"))
     + "|(?-i:"
-    + "|".join(word_list("address_place_types"))
+    + "|".join(word_list("addresses_place_types"))
     + ")"
 )
 # a unit's word ("apt", "suite", "block") and its number
