@@ -64,7 +64,9 @@ _CAPITAL = re.compile(r"\p{Lu}")
 _TOKEN = re.compile(r"[\p{L}\d]+")
 _WRAP = re.compile(r"(?<=^[^\n]{60,})\n(?=\S)", re.M)  # where a mail client wrapped a line
 _GROUP_BREAK = re.compile(r"[ -](?=\p{Lu}{2})")  # where a value's groups run into a label
-_HEAD_WORD = re.compile(r"(\p{L}+)[ -]")  # a value's first group when it is a word
+# a value's first group when it is a word: "NO K4471902", "NO-K4471902", but a single
+# letter before a hyphen is the number's own ("A-1234567", not the article)
+_HEAD_WORD = re.compile(r"(\p{L}+)(?: |(?<=\p{L}{2})-)")
 _FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 

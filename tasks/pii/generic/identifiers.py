@@ -136,17 +136,37 @@ _NAMED_AFTER = re.compile(
 
 _PASSPORT_WORD = _cue(words_pattern("passport_words"))
 
+# a passport's number as a value: an id token, or nine digits in groups of three joined by dots
+# as numbers are grouped in much of Europe and Latin America ("passport no. 548.213.307")
+_PASSPORT_VALUE = re.compile(rf"(?<![\w.-])\d{{1,3}}(?:\.\d{{3}}){{2}}(?![\w]|[.-]\w)|{_ID}")
+
+
+def _document_number(value: str) -> bool:
+    """A passport's number after its word: digits and letters, or ICAO's nine with as few as
+    one digit ("pp no C4J9RT1KM"); of digits alone, six to ten (no country's passport has
+    more; a helpline "0300 222 0000" after "passport office" does)."""
+    digits, letters = _counts(value)
+    if not letters:
+        return 6 <= digits <= 10
+    return _id_of(4, 6, 12)(value) or _icao_number(value)
+
+
 _RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
-        _cue(
-            # the word in its users' and travellers' languages, and its abbreviations
-            rf"{words_pattern('passport_words')}|travel[\s_-]+doc(?:ument)?"
-            # a national identity card: an ICAO travel document too
-            r"|(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"
-        ),
+        # the word in its users' and travellers' languages, and its abbreviations
+        _cue(rf"{words_pattern('passport_words')}|travel[\s_-]+doc(?:ument)?"),
+        _PASSPORT_VALUE,
+        _document_number,
+        window=40,
+        fillers=2,
+    ),
+    # a national identity card: an ICAO travel document too, its number as long as a
+    # country makes it (India's twelve digits)
+    _rule(
+        "PASSPORT",
+        _cue(r"(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"),
         ID_RE,
-        # or ICAO's nine, with as few as one digit ("pp no C4J9RT1KM")
         lambda value: _id_of(4, 6, 12)(value) or _icao_number(value),
         window=40,
         fillers=2,
