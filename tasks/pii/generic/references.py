@@ -42,7 +42,7 @@ import regex as re
 from tasks.pii.clauses import HOLDER_WORDS, claimed_after, subject_word
 from tasks.pii.context import as_capitals
 from tasks.pii.generic.fields import norm_key
-from tasks.pii.lexicon import STOP_WORDS, alternatives, words_pattern
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list, words_pattern
 
 if TYPE_CHECKING:
     from presidio_analyzer import RecognizerResult
@@ -176,7 +176,7 @@ def drop_references(
             r.end = r.start + run.end()
             value = value[: run.end()]
         if (r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value)) or _system_number(
-            text, r.start, r.entity_type
+            text, r.start, value, r.entity_type
         ):
             continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
@@ -218,6 +218,22 @@ def _reference_before(text: str, start: int) -> bool:
     )
 
 
+# a run of this many digits is a phone only with its country's code, which a person names
+# (lexicon/label_phone_nouns.txt) or writes after "+" or "00"
+_INTERNATIONAL = 12
+_PHONE_NOUNS = frozenset(
+    word
+    for name in (
+        "label_phone_nouns",
+        "name_cues_roles",
+        "name_spans_relations",
+        "fields_phone_keys",
+    )
+    for word in word_list(name)
+    if word.isalpha()
+)
+
+
 def _not_a_line(text: str, start: int, value: str) -> bool:
     """A phone finding that cannot be a person's line: too few or too many digits, a
     timestamp, the tail of a code, or a toll-free number."""
@@ -253,19 +269,22 @@ def _no_issuer(text: str, start: int, value: str) -> bool:
     )
 
 
-def _system_number(text: str, start: int, entity: str) -> bool:
+def _system_number(text: str, start: int, value: str, entity: str) -> bool:
     """The label right before ``start`` names a system's or a document's own number (a
     request's, a trace's, a statement's: see :data:`_LABEL_BEFORE`), no card's or person's;
-    a phone finding only under an id ("eventId", "request_id"): phones have too many labels
-    ("home number", "work number") to tell by the noun."""
+    a phone finding only under an id ("eventId", "request_id"), or when it is one run of more
+    digits than a country's own numbers have under a noun no phone's, person's or holder's
+    ("meter number 5107430042885"; "mum number 447700900123" stays a phone)."""
     label = _LABEL_BEFORE.search(text, max(0, start - 40), start)
     if label is None:
         return False
     noun = (label.group(1) or label.group(3)).lower()
     word = (label.group(2) or label.group(4)).lower()
-    if entity == "PHONE_NUMBER" and not word.startswith("id"):
+    if noun in STOP_WORDS or noun in HOLDER_WORDS:
         return False
-    return noun not in STOP_WORDS and noun not in HOLDER_WORDS
+    if entity == "PHONE_NUMBER" and not word.startswith("id"):
+        return value.isdigit() and len(value) >= _INTERNATIONAL and noun not in _PHONE_NOUNS
+    return True
 
 
 def _tracking_spans(text: str) -> list[tuple[int, int]]:
