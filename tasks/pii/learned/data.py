@@ -30,8 +30,8 @@ NEGATIVE_SHARE = 0.25  # of the examples: texts with no name (the "neg" template
 STRUCTURED_SHARE = 0.15  # of the examples: JSON and CSV tool results
 LOWER_SHARE = 0.1  # of the named template texts: written all in lower case
 ROMANISED = ("ja_JP", "zh_CN", "zh_TW")  # Faker's romanised person providers
-TITLES = ("Mr.", "Ms.", "Mrs.", "Dr.", "Prof.", "Mr", "Ms", "Dr")
-DAYS = ("Monday", "Tuesday", "Friday", "tomorrow", "next week", "March 3", "the 14th")
+TITLES = word_list("learned_titles_en")
+DAYS = word_list("learned_days_en")
 TAGGED = frozenset({"name", "name2", "first", "first2", "last"})
 # the other fields, typed as the source model's labels so that it keeps telling them apart
 TYPED = {"company": "ORG", "street": "FAC", "city": "GPE", "product": "PRODUCT"}
