@@ -57,9 +57,8 @@ def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
     from tasks.demo.loop_summary import loop_report
 
     assert served_env.models() == ["v0"]
-    # 480 requests: 240 gave 44 to 46 high-reward answers and a candidate whose golden accuracy
-    # went from 48 % to anywhere between 52 % (p = 0.12, held: a red CI) and 69 %; 480 gave 105
-    # to 125 and 58 % to 67 % (p <= 3e-05) in three runs, the run no longer (66 to 69 s)
+    # 480 requests: 240 gave 44-46 good answers, a candidate at 52 % (p = 0.12: held) to 69 %
+    # from v0's 48 %; 480 gave 105-125, 58-67 % (p <= 3e-05) in three runs, in as little time
     summary = run_loop(
         LoopOptions(
             server="vllm",
