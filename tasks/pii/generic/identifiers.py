@@ -39,7 +39,7 @@ _DATE = (
     rf"|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?[\s-]+{_MONTH},?[\s-]+\d{{2,4}}"
     rf"|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
     r"|\d{4}\s?년\s?\d{1,2}\s?월\s?\d{1,2}\s?일|(?:19|20)\d{6}|\d{6}"
-    rf"|\d{{1,2}}(?:{alternatives('identifiers_month_abbreviations')})\d{{2,4}}"
+    rf"|\d{{1,2}}(?:{alternatives('month_abbreviations')})\d{{2,4}}"
     r"|(?:19|20)\d{2})(?![\w])"
 )
 
@@ -122,6 +122,7 @@ def _passport_number(value: str) -> bool:
 # text about a passport: "Subject: Passport ... 548213307 is the number"): "C4J9RT1KM is my passport
 # number", "18CV45872 - that's the passport", "533412987 (my US passport)", "LK0098231, it's on
 # my passport's photo page"; one word may qualify the document ("US", "old", "son's")
+_PASSPORT_WORDS = words_pattern("passport_words")  # in lexicon/passport_words.txt's languages
 _RESTATING = alternatives("identifiers_restating_words")  # "is", "that's", "it is", "on"
 _WHOSE = alternatives("identifiers_whose_words")  # "my", "the", "their"
 _NAMED_AFTER = re.compile(
@@ -129,33 +130,39 @@ _NAMED_AFTER = re.compile(
     r"(?=[ \t]*(?:[,(:=\u2013\u2014-][ \t]*)?"
     rf"(?i:(?:(?:{_RESTATING})\s+){{0,3}}"
     rf"(?:(?:{_WHOSE}|your|a)\s+)?(?:[\p{{L}}.\u2019']+\s+)?"
-    rf"(?:{words_pattern('passport_words')})(?![a-z])"
+    rf"(?:{_PASSPORT_WORDS})(?![a-z])"
     # in a text about a passport (the rule's topic), "... is the number" ending a clause too
     rf"|(?:is|was|that[\u2019']?s|it[\u2019']?s)\s+(?:{_WHOSE})\s+(?:number|no\b)[ \t]*(?:[,.;:!?)\n]|$)))"
 )
 
-_PASSPORT_WORD = _cue(words_pattern("passport_words"))
+_PASSPORT_WORD = _cue(_PASSPORT_WORDS)
 
 # a passport's number as a value: an id token, or nine digits in groups of three joined by dots
 # as numbers are grouped in much of Europe and Latin America ("passport no. 548.213.307")
 _PASSPORT_VALUE = re.compile(rf"(?<![\w.-])\d{{1,3}}(?:\.\d{{3}}){{2}}(?![\w]|[.-]\w)|{_ID}")
 
 
+def _id_or_icao(value: str) -> bool:
+    """An identity document's number: digits and letters with four digits or more, or ICAO's
+    nine with as few as one digit ("pp no C4J9RT1KM")."""
+    return _id_of(4, 6, 12)(value) or _icao_number(value)
+
+
 def _document_number(value: str) -> bool:
-    """A passport's number after its word: digits and letters, or ICAO's nine with as few as
-    one digit ("pp no C4J9RT1KM"); of digits alone, six to ten (no country's passport has
-    more; a helpline "0300 222 0000" after "passport office" does)."""
+    """A passport's number after its word (:func:`_id_or_icao`); of digits alone, six to ten
+    (no country's passport has more; a helpline "0300 222 0000" after "passport office"
+    does)."""
     digits, letters = _counts(value)
     if not letters:
         return 6 <= digits <= 10
-    return _id_of(4, 6, 12)(value) or _icao_number(value)
+    return _id_or_icao(value)
 
 
 _RULES: tuple[ContextRule, ...] = (
     _rule(
         "PASSPORT",
         # the word in its users' and travellers' languages, and its abbreviations
-        _cue(rf"{words_pattern('passport_words')}|travel[\s_-]+doc(?:ument)?"),
+        _cue(rf"{_PASSPORT_WORDS}|travel[\s_-]+doc(?:ument)?"),
         _PASSPORT_VALUE,
         _document_number,
         window=40,
@@ -167,7 +174,7 @@ _RULES: tuple[ContextRule, ...] = (
         "PASSPORT",
         _cue(r"(?:national[\s_-]+)?id(?:entity)?[\s_-]+card|personalausweis|carte\s+d'identit[ée]"),
         ID_RE,
-        lambda value: _id_of(4, 6, 12)(value) or _icao_number(value),
+        _id_or_icao,
         window=40,
         fillers=2,
     ),

@@ -26,10 +26,11 @@ unless the writer calls it theirs. A card finding under a label that names a sys
 document's own number (a noun and "id", "no" or "number": ``request_id=``, ``"traceId": "``,
 "job id", "statement no."), the noun no card's, holder's or qualifier's ("pan", "customer
 id", "my new number": ``lexicon/label_holders.txt``, ``label_qualifiers.txt``), is none:
-Luhn-valid one time in ten by chance; a phone finding only under an id. A phone typed as one
-run of ten digits or more ends with its run: "+447700900123 200 31ms" holds the number and a
-log line's status and time. Values under record keys such as ``sku``, ``order_id`` or ``tracking_number`` are
-references too (see :func:`reference_key`).
+Luhn-valid one time in ten by chance; a phone finding only under an id, or as one run of
+twelve digits or more under a noun no phone's or person's ("meter number 5107430042885"). A
+phone typed as one run of ten digits or more ends with its run: "+447700900123 200 31ms" holds
+the number and a log line's status and time. Values under record keys such as ``sku``,
+``order_id`` or ``tracking_number`` are references too (see :func:`reference_key`).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ _NOT_DOCUMENT = re.compile(rf"(?i)(?<![a-z])(?:{_NOT_DOCUMENT_WORDS})(?![a-z])")
 _NATIONALITY = re.compile(
     r"(?<![A-Za-z0-9])(?:" + "|".join(word_list("travel_nationality_codes")) + r")(?![A-Za-z0-9])"
 )
-_MONTHS = alternatives("travel_months")  # "14 MAR 1985", "3-jan-1990", "14 March 1985"
+_MONTHS = alternatives("month_abbreviations")  # "14 MAR 1985", "3-jan-1990", "14 March 1985"
 _YEAR_DATE = re.compile(
     r"(?i)(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
     r"|\d{1,2}[/.-]\d{1,2}[/.-](?P<y>\d{4})"

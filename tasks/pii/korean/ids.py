@@ -163,7 +163,7 @@ _LICENCE_SPECS = [
 ]
 
 _DOB_CTX = compile_v1("(?i:" + alternatives("korean_ids_birth_words") + ")")
-_MONTHS = alternatives("korean_ids_months")  # jan, feb, ... dec
+_MONTHS = alternatives("month_abbreviations")  # jan, feb, ... dec
 _DATE_FORMS = (
     r"(?:\d{2,4}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일"
     rf"|(?<![\d.])\d{{2,4}}\s?(?:[./]|{HY})\s?\d{{1,2}}\s?(?:[./]|{HY})\s?\d{{1,2}}(?!\d)\.?"

@@ -20,7 +20,7 @@ _ROMAN_SURNAMES = "|".join(word_list("korean_romanised_surnames"))
 _SYL = (
     f"(?:{alternatives('korean_romanised_onsets')})?"
     f"(?:{alternatives('korean_romanised_vowels')})"
-    f"(?:{alternatives('korean_romanised_codas')})?"
+    f"(?:{alternatives('korean_romanised_finals')})?"
 )
 _GIVEN_ROMAN = rf"{_SYL}(?:[- ]?{_SYL})?"
 _ROMAN = re.compile(

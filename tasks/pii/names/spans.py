@@ -90,7 +90,7 @@ _WEAK_CUE = re.compile(
 # a romanised Korean syllable: an optional initial consonant, a vowel, an optional final
 _SYLLABLE = (
     f"(?:{alternatives('name_spans_initials')})?"
-    f"(?:{alternatives('name_spans_vowels')})(?:{alternatives('name_spans_finals')})?"
+    f"(?:{alternatives('name_spans_vowels')})(?:{alternatives('korean_romanised_finals')})?"
 )
 _GIVEN = re.compile(rf"(?i)^(?:{_SYLLABLE})(?:-?(?:{_SYLLABLE}))$")
 _TWO_WORDS = re.compile(
