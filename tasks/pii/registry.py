@@ -163,6 +163,7 @@ REGISTRY: tuple[tuple[str, str, Build], ...] = (
         ),
     ),
     *((LATIN, shape[3], _pattern(shape)) for shape in contact.PHONES),
+    (LATIN, "DigitRunRecognizer", contact.digit_run_phone_recognizer),
     (
         LATIN,
         "StreetAddressRecognizer",

@@ -87,6 +87,35 @@ def luhn_card_recognizer(language: str) -> Any:
     )
 
 
+def digit_run_phone_recognizer(language: str) -> Any:
+    """Phone numbers typed as one run of 10 to 15 digits: a run of eleven digits or more that
+    starts with no trunk 0 is a country code and its number, so it is one only where that
+    country's numbering plan has numbers of that length ("447700900123" is, a handset's IMEI
+    "352916895227263" or a 15-digit asset tag is not: phonenumbers' possible lengths)."""
+    from presidio_analyzer import Pattern, PatternRecognizer
+
+    class DigitRunRecognizer(PatternRecognizer):
+        def validate_result(self, pattern_text: str) -> bool:
+            return len(pattern_text) <= 10 or pattern_text[0] == "0" or _possible(pattern_text)
+
+    return DigitRunRecognizer(
+        supported_entity="PHONE_NUMBER",
+        name="DigitRunRecognizer",
+        patterns=[Pattern("bare digits", _BARE_DIGITS, 0.4)],
+        supported_language=language,
+    )
+
+
+def _possible(digits: str) -> bool:
+    """``digits`` are a country code and a number of a length its plan allows."""
+    import phonenumbers
+
+    try:
+        return phonenumbers.is_possible_number(phonenumbers.parse("+" + digits, None))
+    except phonenumbers.NumberParseException:
+        return False
+
+
 def candidate_phone_recognizer(language: str) -> Any:
     """Presidio's phonenumbers matcher on phone-like stretches, for :data:`PHONE_REGIONS`."""
     from presidio_analyzer.predefined_recognizers import PhoneRecognizer
@@ -102,7 +131,6 @@ PHONES = (
     ("PHONE_NUMBER", _NANP, 0.5, "NanpPhoneRecognizer"),
     ("PHONE_NUMBER", _INTL, 0.5, "IntlPhoneRecognizer"),
     ("PHONE_NUMBER", _NATIONAL, 0.4, "NationalPhoneRecognizer"),
-    ("PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer"),
 )
 
 

@@ -101,6 +101,8 @@ DATE_RE = re.compile(_DATE)
 _YEAR_MONTH = re.compile(r"(?:19|20)\d\d-(?:0[1-9]|1[0-2])(?:-(?:0[1-9]|[12]\d|3[01]))?")
 # what a passport is renewed for
 _TRIP = alternatives("identifiers_trip_words")
+# "licence" before a software's or a contract's noun: "license key", "licence fee"
+_NOT_DRIVING = rf"(?![\s_-]+(?:{words_pattern('identifiers_licence_compounds')})(?![a-z]))"
 ID_RE = re.compile(_ID)
 _GROUPS_RE = re.compile(_DIGIT_GROUPS)
 
@@ -204,7 +206,7 @@ _RULES: tuple[ContextRule, ...] = (
     _rule(
         "DRIVER_LICENSE",
         _cue(
-            r"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
+            rf"driver'?s?'?[\s_-]*licen[cs]es?|licen[cs]e{_NOT_DRIVING}|driving[\s_-]+licen[cs]es?|drivers?[\s_-]*lic\.?|"
             r"licen[cs]e[\s_-]*(?:no|number|#|num)|dl[\s_-]?#?|d/l|dln|운전면허(?:증|번호)?"
         ),
         ID_RE,
@@ -217,7 +219,9 @@ _RULES: tuple[ContextRule, ...] = (
     # is C4418203", "the passport I registered with was EB8812094")
     _rule(
         "DRIVER_LICENSE",
-        _cue(r"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?"),
+        _cue(
+            rf"driver'?s?'?[\s_-]*licen[cs]es?|driving[\s_-]+licen[cs]es?|licen[cs]es?{_NOT_DRIVING}"
+        ),
         ID_RE,
         lambda value: _id_of(4, 6, 16)(value) and not value.isalpha(),
         window=90,

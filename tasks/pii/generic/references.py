@@ -15,11 +15,13 @@ when it has the exact shape of a number dropped so in the same text ("part no. 1
 replaced by 1500-2231-90"). A dotted quad after "firmware", "version" or "build", or after "roll back to" or "update to",
 is a version, not an IP address. A phone or card finding inside a carrier's tracking number
 (UPS ``1Z`` and sixteen characters, a run of digit groups longer than any phone or card
-number) is part of that number. A card finding whose digits no card issuer uses is none (ISO/IEC 7812:
-a card number's first digit is its industry; 0 is no issuer's and 1 the airlines', whose UATP
-cards have fifteen digits): an epoch time in milliseconds, micro- or nanoseconds
-(``1733397298063``), a message id (``1261358952548145421``), a zero-padded counter, Luhn-valid
-one time in ten by chance, unless the writer names it a card ("card number: 1..."). A run of
+number) is part of that number. A card finding whose first digits and length no card issuer
+gives is none (ISO/IEC 7812 ranges, ``lexicon/card_issuers.txt``: 0 is no issuer's, 1 the
+airlines' fifteen-digit UATP, 7 and 8 the petroleum and telecom industries', a fifteen-digit
+card is American Express's 34 or 37): an epoch time in milliseconds, micro- or nanoseconds
+(``1733397298063``), a message id (``1261358952548145421``), a zero-padded counter, a handset's
+IMEI (``352916895227263``), a SIM's ICCID (``8944…``), Luhn-valid one time in ten by chance
+(an IMEI or ICCID always), unless the writer names it a card ("card number: 1..."). A run of
 10, 13, 16 or 19 digits that reads as a Unix time in seconds, milli-, micro- or nanoseconds
 between 2015 and 2033 is a timestamp, no phone number (a log line's ``created_at=1733321813110``),
 unless the writer calls it theirs. A card finding under a label that names a system's or a
@@ -78,7 +80,22 @@ _DATE_TIME = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{4})[ T]
 # a phone typed as one run of ten digits or more, and a group after a space that is no part
 # of it (the number ends where its run does)
 _UNBROKEN = re.compile(r"\+?\d{10,}(?=\s+\d)")
-_UATP_DIGITS = 15
+
+
+def _issuers() -> tuple[tuple[int, int, int, frozenset[int]], ...]:
+    """(first digits' length, lowest, highest, card lengths) of each line of
+    ``lexicon/card_issuers.txt`` ("2221-2720 16 mastercard", "4 13 visa", "50 12-19 maestro")."""
+    rows = []
+    for entry in word_list("card_issuers"):
+        prefixes, lengths = entry.split()[:2]
+        low, _, high = prefixes.partition("-")
+        short, _, long = lengths.partition("-")
+        span = range(int(short), int(long or short) + 1)
+        rows.append((len(low), int(low), int(high or low), frozenset(span)))
+    return tuple(rows)
+
+
+_ISSUERS = _issuers()
 # a Unix time in s, ms, µs or ns; 2015-01-01 to 2033-05-18 in seconds
 _EPOCH_DIGITS = (10, 13, 16, 19)
 _EPOCH_SECONDS = (1_420_070_400, 2_000_000_000)
@@ -176,10 +193,6 @@ def drop_references(
             # "+447700900123 200 31ms": a number typed in one run ends with it
             r.end = r.start + run.end()
             value = value[: run.end()]
-        if (r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value)) or _system_number(
-            text, r.start, value, r.entity_type
-        ):
-            continue
         date = r.entity_type == "PHONE_NUMBER" and _DATE.match(value)
         if (
             inside
@@ -192,6 +205,10 @@ def drop_references(
         ):
             dropped.add(_shape(value))
             references.append((r.start, r.end))
+            continue
+        if (r.entity_type == "CREDIT_CARD" and _no_issuer(text, r.start, value)) or _system_number(
+            text, r.start, value, r.entity_type
+        ):
             continue
         kept.append(r)
     # a shorter finding inside a reference ("Reference 7731 <0045 2291 8810>") is part of it
@@ -260,14 +277,13 @@ def epoch_time(value: str) -> bool:
 
 
 def _no_issuer(text: str, start: int, value: str) -> bool:
-    """A card finding whose digits no issuer gives a card (see the module), the word "card"
-    not right before it."""
+    """A card finding whose first digits and length no card issuer gives (see the module),
+    the word "card" not right before it."""
     digits = "".join(c for c in value if c.isdigit())
-    return (
-        digits[:1] in ("0", "1")
-        and not (digits[:1] == "1" and len(digits) == _UATP_DIGITS)
-        and not _CARD_BEFORE.search(text, max(0, start - 40), start)
-    )
+    return not any(
+        low <= int(digits[:width]) <= high and len(digits) in lengths
+        for width, low, high, lengths in _ISSUERS
+    ) and not _CARD_BEFORE.search(text, max(0, start - 40), start)
 
 
 def _system_number(text: str, start: int, value: str, entity: str) -> bool:
