@@ -75,6 +75,11 @@ def test_a_lower_case_nine_without_the_word_is_left() -> None:
         ('{"doc_type": "P", "number": "X0D4R2PL9"}', "X0D4R2PL9"),
         ("Type: P\nIssuing state code: NLD\nDocument no.: NW3K1P7R4\nSurname: —", "NW3K1P7R4"),
         ("Number: K7745216\nType: P", "K7745216"),
+        # digits alone under type P: a form's number word, an APIS line, a sheet's column
+        ("Type: P\nNumber: 548213307\nNationality: British", "548213307"),
+        ("APIS: doc P, nat GBR, num 548213307, exp 01APR29", "548213307"),
+        ("type,number,country\nP,548213307,GBR", "548213307"),
+        ("doc_type;doc_no;nationality\nP;561190284;IRL\nP;548213370;GBR", "548213370"),
     ],
 )
 def test_a_data_page_labels_a_passport_without_the_word(text: str, value: str) -> None:
@@ -87,6 +92,10 @@ def test_a_data_page_labels_a_passport_without_the_word(text: str, value: str) -
         "Type P fuse, part 07KT11834, rated 14 A",  # a part word before the shape
         "lot 07KT11834, type: refund, code: NOR-2033",  # labels, but not a data page's
         "Type: P\n\nNumber: K7745216",  # a blank line ends the record
+        "Type: P\nStock no: 548213307\nQty: 4",  # digits under another thing's number
+        "Tyre type: P (passenger), load index 91, stock no 55012873",
+        "grade,type,count\nA,P,12345678",  # type P, but the digits are a count
+        "type,number,qty\nD,40012345,3",  # another type's number
         "Type: P\nthe build server logs from this morning are attached to the ticket here\n"
         "Number: K7745216",  # a long line is no form's field
     ],

@@ -239,8 +239,16 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule("PASSPORT", _PASSPORT_WORD, ID_RE, _icao_typed, window=16, fillers=0),
     # the word's short forms, which are also pages ("pp 112-118") and slides ("PPT:"): right
-    # before a passport's shape, fillers alone between ("PPT: K7745216", "p/p no. AB1234567")
-    _rule("PASSPORT", _cue(r"ppt|pp|p/p|psp"), ID_RE, _passport_number, window=12, fillers=0),
+    # before a passport's shape, fillers alone between ("PPT: K7745216", "p/p no. AB1234567"),
+    # and "Pass." as a form abbreviates it before its number's word ("Pass. No. 548213307")
+    _rule(
+        "PASSPORT",
+        _cue(r"ppt|pp|p/p|psp|pass\.(?=\s*(?:no|nr|num|#))"),
+        ID_RE,
+        _passport_number,
+        window=12,
+        fillers=0,
+    ),
     ContextRule(
         entity="PASSPORT",
         value=_NAMED_AFTER,

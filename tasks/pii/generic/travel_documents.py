@@ -42,11 +42,20 @@ _FACT_WORDS = alternatives("travel_facts")  # "nationality", "issued by", "visa"
 _FACTS = re.compile(rf"(?i)(?<![a-z])(?:{_FACT_WORDS})(?![a-z])")
 # a data page's or a passenger record's own labels: ICAO's document type P ("Type: P",
 # ``"doc_type": "P"``) and the issuing state's three-letter code ("code FRA")
+# ("doc P" in an APIS line); a type P says a number of digits alone is the passport's too
+_TYPE_WORD = r"(?i:doc(?:ument)?(?:[\s_-]*type)?|type)"
+_TYPE_P = re.compile(rf"(?<![A-Za-z]){_TYPE_WORD}[\"']?[ \t]*[:=|,]?[ \t]*[\"']?P(?![\w-])")
 _DATA_PAGE = re.compile(
-    r"(?<![A-Za-z])(?i:(?:doc(?:ument)?[\s_-]*)?type)[\"']?[ \t]*[:=|,]?[ \t]*[\"']?P(?![\w-])"
+    rf"{_TYPE_P.pattern}"
     r"|(?<![A-Za-z])(?i:(?:(?:issuing[ \t]+)?(?:state|country)[ \t]+)?code)[ \t]*[:=]?[ \t]*"
     r"[A-Z]{3}(?![\w-])"
 )
+# a sheet's column named for the document's type ("type", "doc_type", "Document Type")
+_TYPE_COLUMN = re.compile(rf"[\"']?{_TYPE_WORD}[\"']?")
+_CELL_SEP = re.compile(r"[\t|;,]")
+# a number's word with no other noun before it: "num 548213307", "Number: 548213307"
+_OWN_NUMBER_WORD = re.compile(r"(?im)(?:^|[^\w\s][ \t]*)(?:no|nr|num(?:ber)?|#)\.?[\s:=#]*$")
+_NUMBER_COLUMN = re.compile(r"(?i)[\"']?(?:doc(?:ument)?[\s_-]*)?(?:no|nr|num(?:ber)?|id|#)[\"']?")
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
     r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
@@ -96,6 +105,7 @@ _COMPACT_DATE = re.compile(r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[0
 _WINDOW = 60
 _FORM_LINE = 60  # a line of a form or a data page holds one field
 _RECORD_LINES = 3
+_HEADER_LINES = 50  # a sheet's rows below its header
 # an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
 # number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
 # after the record's capital DOCS ("| DOCS PAB482913")
@@ -148,8 +158,9 @@ def _documents(text: str) -> tuple[_Found, ...]:
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         near = f"{before}\n{after}"
         births = _traveller_births(text, lo, hi) if _nationality(text, lo, hi) else ()
+        typed = _typed_p(text, line_start, line_end, m)
         if m.group(0).isdigit() and (
-            _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births)
+            _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births or typed)
         ):
             continue  # a number alone, or a date written without separators ("19900101")
         if births:
@@ -159,7 +170,8 @@ def _documents(text: str) -> tuple[_Found, ...]:
             continue
         cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
         if (
-            _FACTS.search(near)
+            typed
+            or _FACTS.search(near)
             or (cited and _DOCUMENT.search(before))
             or _DATA_PAGE.search(near)
             or _DATA_PAGE.search(_record(text, line_start, line_end))
@@ -224,6 +236,34 @@ def _record(text: str, line_start: int, line_end: int) -> str:
             break
         hi = nxt
     return text[lo:hi]
+
+
+def _typed_p(text: str, line_start: int, line_end: int, m: re.Match[str]) -> bool:
+    """The record says the document is of ICAO's type P: on the value's line or its form's,
+    a number's word alone right before the value ("APIS: doc P, nat GBR, num 548213307",
+    "Type: P" above "Number: 548213307"; not "type: P, stock no 55012873"), or in the row's
+    cell under a sheet's type column, the value under a number's column ("type,number" above
+    "P,548213307")."""
+    line, value = text[line_start:line_end], m.group(0)
+    if _OWN_NUMBER_WORD.search(text, line_start, m.start()) and (
+        _TYPE_P.search(line) or _TYPE_P.search(_record(text, line_start, line_end))
+    ):
+        return True
+    cells = [c.strip().strip("\"'") for c in _CELL_SEP.split(line)]
+    if len(cells) < 2:
+        return False
+    above = text.rfind("\n", 0, max(0, line_start - 1)) + 1
+    for _ in range(_HEADER_LINES):  # the sheet's header: the nearest line above with a type column
+        if line_start == 0:
+            return False
+        header = [h.strip() for h in _CELL_SEP.split(text[above : line_start - 1])]
+        if len(header) == len(cells) and any(_TYPE_COLUMN.fullmatch(h) for h in header):
+            row = dict(zip(header, cells, strict=True))
+            return any(_TYPE_COLUMN.fullmatch(h) and row[h] == "P" for h in header) and any(
+                row[h] == value and _NUMBER_COLUMN.fullmatch(h) for h in header
+            )
+        line_start, above = above, text.rfind("\n", 0, max(0, above - 1)) + 1
+    return False
 
 
 def _identity_check(text: str, m: re.Match[str]) -> bool:
