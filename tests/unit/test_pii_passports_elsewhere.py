@@ -80,6 +80,13 @@ def test_a_lower_case_nine_without_the_word_is_left() -> None:
         ("APIS: doc P, nat GBR, num 548213307, exp 01APR29", "548213307"),
         ("type,number,country\nP,548213307,GBR", "548213307"),
         ("doc_type;doc_no;nationality\nP;561190284;IRL\nP;548213370;GBR", "548213370"),
+        # a traveller's facts: a labelled date of birth, a check-in, a travel ID, a sheet's
+        # document column, a traveller's expiry
+        ("Passenger 2: Mia Perez, DOB 2015-06-01, K7745216", "K7745216"),
+        ("checking in online, it asks for my number, it's K7745216", "K7745216"),
+        ("Her travel ID is K7745216.", "K7745216"),
+        ("guest,doc,country\nJon Perez,K7745216,GB", "K7745216"),
+        ("Booking XK4Q7P: traveller Jon Perez, K7745216, exp 2031", "K7745216"),
     ],
 )
 def test_a_data_page_labels_a_passport_without_the_word(text: str, value: str) -> None:
@@ -96,6 +103,8 @@ def test_a_data_page_labels_a_passport_without_the_word(text: str, value: str) -
         "Tyre type: P (passenger), load index 91, stock no 55012873",
         "grade,type,count\nA,P,12345678",  # type P, but the digits are a count
         "type,number,qty\nD,40012345,3",  # another type's number
+        "Date of birth field is optional on form F1020304 since the last release.",  # no date
+        "born in 1985 in Leeds; the laptop needs update KB5034441 installed",  # a year alone
         "Type: P\nthe build server logs from this morning are attached to the ticket here\n"
         "Number: K7745216",  # a long line is no form's field
     ],

@@ -266,9 +266,7 @@ _RULES: tuple[ContextRule, ...] = (
     ),
     _rule(
         "DATE_OF_BIRTH",
-        _cue(
-            r"dob|d\.o\.b\.?|date[\s_-]+of[\s_-]+birth|birth[\s_-]*date|birthday|born|b-?day|생년월일|생일"
-        ),
+        _cue(alternatives("birth_words")),
         DATE_RE,
         _any,
         window=30,

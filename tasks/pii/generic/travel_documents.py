@@ -53,6 +53,7 @@ _DATA_PAGE = re.compile(
 # a sheet's column named for the document's type ("type", "doc_type", "Document Type")
 _TYPE_COLUMN = re.compile(rf"[\"']?{_TYPE_WORD}[\"']?")
 _CELL_SEP = re.compile(r"[\t|;,]")
+_DOC_COLUMN = re.compile(r"(?i)[\"']?(?:travel[\s_-]*)?doc(?:ument)?[\"']?")
 # a number's word with no other noun before it: "num 548213307", "Number: 548213307"
 _OWN_NUMBER_WORD = re.compile(r"(?im)(?:^|[^\w\s][ \t]*)(?:no|nr|num(?:ber)?|#)\.?[\s:=#]*$")
 _NUMBER_COLUMN = re.compile(r"(?i)[\"']?(?:doc(?:ument)?[\s_-]*)?(?:no|nr|num(?:ber)?|id|#)[\"']?")
@@ -65,11 +66,14 @@ _IDENTITY_CHECK = re.compile(
     r"(?i)(?<![a-z])(?:kyc|know\s+your\s+customer|aml|identity\s+(?:check|verification)|"
     r"id\s+verification|verify\s+(?:your|the|their)\s+identity|proof\s+of\s+identity)(?![a-z])"
 )
-_DOCUMENT = re.compile(r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel)(?![a-z])")
+# (or the traveller's: "traveller Jon Perez, K7745216, exp 2031")
+_DOCUMENT = re.compile(
+    r"(?i)(?<![a-z])(?:doc(?:ument)?s?|id|travel|travell?ers?|passengers?|pax)(?![a-z])"
+)
 # a document word right before the value: then a nine-digit number counts too
 _DOC_WORD = re.compile(
     r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
-    r"[\s:=#]*$"
+    r"(?:\s+(?:is|was))?[\s:=#]*$"
 )
 # the other numbers a traveller gives at check-in: loyalty, membership, vouchers
 _NOT_DOCUMENT_WORDS = alternatives("travel_not_document")
@@ -82,13 +86,20 @@ _NATIONALITY = re.compile(
     r"(?<![A-Za-z0-9])(?:" + "|".join(word_list("travel_nationality_codes")) + r")(?![A-Za-z0-9])"
 )
 _MONTHS = alternatives("month_abbreviations")  # "14 MAR 1985", "3-jan-1990", "14 March 1985"
-_YEAR_DATE = re.compile(
-    r"(?i)(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
+_DATE_BODY = (
+    r"(?<![\w])(?:(?P<y>\d{4})[/.-]\d{1,2}[/.-]\d{1,2}"
     r"|\d{1,2}[/.-]\d{1,2}[/.-](?P<y>\d{4})"
     r"|\d{1,2}[ -]?"
     rf"(?:{_MONTHS})"
     r"[a-z]{0,6}\.?[ -]?"
     r"(?P<y>\d{4}))(?![\w])"
+)
+_YEAR_DATE = re.compile(rf"(?i){_DATE_BODY}")
+# a labelled date of birth: a value beside it is a person's document ("DOB 12/03/1985"), not
+# the label alone ("Date of birth field is optional on form F1020304")
+_BIRTH_DATE = re.compile(
+    rf"(?i)(?<![a-z])(?:{alternatives('birth_words')})(?![a-z])[\s:=,-]*(?:(?:is|was)\s+)?"
+    + _DATE_BODY
 )
 # a row's fields: a sheet's separators, or a list's spaced slash or dash ("Jon Berg / 3187...")
 _FIELD_SEP = re.compile(r"[ ]*[\t|;,][ ]*|[ ]+[/\u2013\u2014-][ ]+")
@@ -172,6 +183,7 @@ def _documents(text: str) -> tuple[_Found, ...]:
         if (
             typed
             or _FACTS.search(near)
+            or _BIRTH_DATE.search(near)
             or (cited and _DOCUMENT.search(before))
             or _DATA_PAGE.search(near)
             or _DATA_PAGE.search(_record(text, line_start, line_end))
@@ -259,6 +271,9 @@ def _typed_p(text: str, line_start: int, line_end: int, m: re.Match[str]) -> boo
         header = [h.strip() for h in _CELL_SEP.split(text[above : line_start - 1])]
         if len(header) == len(cells) and any(_TYPE_COLUMN.fullmatch(h) for h in header):
             row = dict(zip(header, cells, strict=True))
+            # the value under a travel document's own column ("guest,doc,country")
+            if any(row[h] == value and _DOC_COLUMN.fullmatch(h) for h in header):
+                return True
             return any(_TYPE_COLUMN.fullmatch(h) and row[h] == "P" for h in header) and any(
                 row[h] == value and _NUMBER_COLUMN.fullmatch(h) for h in header
             )
