@@ -94,3 +94,22 @@ def test_a_sentence_in_the_answer_is_not_claimed_as_another_fields_value(text: s
     """Only a value alone (a word or two around it) answers a field that is no personal one: a
     sentence may say what else its number is, and the recognisers' findings in it stay."""
     assert "548213307" not in [v for v, k in _answers(text) if k == OTHER]
+
+
+def test_chat_messages_serialised_as_json_are_turns_too() -> None:
+    # the chat-completions shape a trace export or a tool result carries, a key between
+    text = (
+        '[{"role": "system", "content": "You are a travel agent."}, '
+        '{"role": "assistant", "content": "Sure. Can you give me the booking reference and '
+        'the passport number of the traveller?"}, '
+        '{"role": "user", "name": "web", "content": "XK4Q7P and C01X00T47"}]'
+    )
+    assert _answers(text) == [("XK4Q7P", OTHER), ("C01X00T47", "PASSPORT")]
+    asked = '[{"role": "assistant", "content": "What is your date of birth?"}, '
+    assert _answers(asked + '{"role": "user", "content": "12/03/1985"}]') == [
+        ("12/03/1985", "DATE_OF_BIRTH")
+    ]
+    # one speaker alone is no conversation; an order number asked is claimed, no passport
+    assert _answers('[{"role": "user", "content": "What is your passport number?"}]') == []
+    order = '[{"role": "assistant", "content": "What is your order number?"}, '
+    assert _answers(order + '{"role": "user", "content": "A1234567"}]') == [("A1234567", OTHER)]

@@ -46,10 +46,16 @@ _SPEAKERS = frozenset(word_list("asked_speakers")) | ROLES
 _CALLING = frozenset(word_list("asked_calling_words"))
 _NUMBER = frozenset({"number", "no", "num", "nr"})
 _LABEL = re.compile(r"(?m)^[ \t]*(?:\[(?P<b>[\w ]{1,20})\]|(?P<c>\w+(?: \w+)?)[ \t]*:)[ \t]*")
+# a chat message as JSON: {"role": "user", "content": "..."} (other keys may stand between)
+_MESSAGE = re.compile(
+    r'"role"\s*:\s*"(?P<role>\w{1,20})"\s*,(?:\s*"\w+"\s*:\s*(?:"(?:[^"\\]|\\.)*"|[\w.-]+)\s*,)*'
+    r'\s*"content"\s*:\s*"(?P<content>(?:[^"\\]|\\.)*)"'
+)
 _ITEMS = re.compile(r"\s*(?:[,;+&]|\s/\s|\band\b|\bor\b)\s*")
 _PARTS = re.compile(r"\s*(?:[,;\n]|\s/\s|\band\b)\s*")
 _WORD = re.compile(r"[\p{L}\d]+(?:['’]s)?")
-_NAME_OF = re.compile(r"(?i)\bname\s+of\s+(?:the|your|this|that)?\s*(\p{L}+)")
+_DETERMINERS = alternatives("asked_determiners")  # "of the traveller", "of each passenger"
+_NAME_OF = re.compile(rf"(?i)\bname\s+of\s+(?:{_DETERMINERS})?\s*(\p{{L}}+)")
 _BARE_WORDS = 4
 _FILLERS = 2  # turns of the other speaker without a value, before the answer
 # the findings a part answering another field claims: no personal type stays inside it
@@ -69,12 +75,26 @@ _CLAIMED = (
 # a sentence that asks: a question, or a request's word
 _ASKING = re.compile(rf"(?i)\?\s*$|\b(?:{alternatives('asked_request_words')})\b")
 # where an asked item's noun phrase ends: "passport no. for each traveller", "DOB on file"
-_AFTER_HEAD = re.compile(rf"(?i)\s+(?:{alternatives('asked_phrase_end_words')})\s+")
+_AFTER_HEAD = re.compile(
+    rf"(?i)\s+(?:{alternatives('asked_phrase_end_words')}|of\s+(?:{_DETERMINERS}))\s+"
+)
+# a question's opening before what it asks for ("What is your passport number?"): its verb
+# would end the item's noun phrase before the noun
+_WH_COPULA = re.compile(r"(?i)^(?:what|which)\s+(?:is|are|was|were)\s+")
 _POLITE = re.compile(r"(?i)\b(?:please|pls|thanks|thank\s+you)\b")
 
 
 def _turns(text: str) -> list[tuple[str, int, int]]:
-    """``(speaker, start, end)`` of each turn, or none where ``text`` is no conversation."""
+    """``(speaker, start, end)`` of each turn, or none where ``text`` is no conversation: lines
+    opening with a speaker's label, or chat messages serialised as JSON (each ``content``
+    string after its ``role``, as the chat-completions API and trace exports write them)."""
+    messages = [
+        (norm_key(m.group("role")), m.start("content"), m.end("content"))
+        for m in _MESSAGE.finditer(text)
+        if norm_key(m.group("role")) in _SPEAKERS
+    ]
+    if len({s for s, _a, _b in messages}) >= 2:
+        return messages
     labels = [
         (norm_key(m.group("b") or m.group("c")), m.end())
         for m in _LABEL.finditer(text)
@@ -115,7 +135,7 @@ def _asked(turn: str) -> list[str]:
     asking = [s for s in sentences if _ASKING.search(s)]
     if not asking:
         return []
-    ask = _POLITE.sub(" ", asking[-1].rsplit(":", 1)[-1])
+    ask = _WH_COPULA.sub("", _POLITE.sub(" ", asking[-1].rsplit(":", 1)[-1]).strip())
     kinds = [_kind(item) for item in _ITEMS.split(ask.strip(" ?.!")) if _WORD.search(item)]
     while kinds and kinds[0] is None:
         kinds.pop(0)
@@ -222,7 +242,7 @@ def answered(
     dropped."""
     from presidio_analyzer import RecognizerResult
 
-    found = answers(text) if "\n" in text else []
+    found = answers(text) if "\n" in text or '"role"' in text else []
     if not found:
         return list(findings)
     claimed = [(s, e) for s, e, kind in found if kind == OTHER]

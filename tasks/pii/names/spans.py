@@ -115,6 +115,8 @@ def structured_name_spans(text: str, _nlp: object = None) -> list[tuple[int, int
             spans.append((m.start(1), m.end(1)))
     doc = getattr(_nlp, "tokens", None)
     for m in _WEAK_CUE.finditer(text):
+        if m.group("name").split()[0].lower() in STOP_WORDS:
+            continue  # a question's word: "Sorry! What is the member ID?"
         if corroborated(text, *m.span("name")) and not _company_speaking(doc, *m.span("name")):
             spans.append((m.start("name"), m.end("name")))
     spans += romanised_korean_spans(text)
