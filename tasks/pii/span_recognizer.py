@@ -15,11 +15,24 @@ Spans = Callable[[str, Any], Iterable[tuple[int, int]]]  # (text, nlp_artifacts)
 TypedSpans = Callable[[str, Any], Iterable[tuple[int, int, str, float]]]
 
 
-def pattern_recognizer(entity: str, regex: str, score: float, name: str, *, language: str) -> Any:
-    """``entity`` wherever ``regex`` matches, at ``score``, for ``language``."""
+def pattern_recognizer(
+    entity: str,
+    regex: str,
+    score: float,
+    name: str,
+    *,
+    language: str,
+    valid: Callable[[str], bool] | None = None,
+) -> Any:
+    """``entity`` wherever ``regex`` matches, at ``score``, for ``language``; only where
+    ``valid`` holds for the matched text, when given (a checksum, a numbering plan)."""
     from presidio_analyzer import Pattern, PatternRecognizer
 
-    return PatternRecognizer(
+    class Validated(PatternRecognizer):
+        def validate_result(self, pattern_text: str) -> bool | None:
+            return None if valid is None else valid(pattern_text)
+
+    return Validated(
         supported_entity=entity,
         name=name,
         supported_language=language,

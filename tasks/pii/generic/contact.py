@@ -11,6 +11,8 @@ from typing import Any
 
 import regex as re
 
+from tasks.pii.span_recognizer import pattern_recognizer
+
 _CARD = r"(?<![\d-])\d(?:[ .-]?\d){11,18}(?![\d-])"
 # North-American numbers as written by people and CRMs: 001-/+1 prefixes, dots, extensions
 _NANP = (
@@ -73,17 +75,8 @@ def offline_email_recognizer() -> type:
 
 def luhn_card_recognizer(language: str) -> Any:
     """Card numbers of any issuer, 12 to 19 digits, Luhn-valid."""
-    from presidio_analyzer import Pattern, PatternRecognizer
-
-    class LuhnCardRecognizer(PatternRecognizer):
-        def validate_result(self, pattern_text: str) -> bool:
-            return luhn_ok(pattern_text)
-
-    return LuhnCardRecognizer(
-        supported_entity="CREDIT_CARD",
-        name="LuhnCardRecognizer",
-        patterns=[Pattern("any issuer, Luhn-valid", _CARD, 0.6)],
-        supported_language=language,
+    return pattern_recognizer(
+        "CREDIT_CARD", _CARD, 0.6, "LuhnCardRecognizer", language=language, valid=luhn_ok
     )
 
 
@@ -92,18 +85,13 @@ def digit_run_phone_recognizer(language: str) -> Any:
     starts with no trunk 0 is a country code and its number, so it is one only where that
     country's numbering plan has numbers of that length ("447700900123" is, a handset's IMEI
     "352916895227263" or a 15-digit asset tag is not: phonenumbers' possible lengths)."""
-    from presidio_analyzer import Pattern, PatternRecognizer
-
-    class DigitRunRecognizer(PatternRecognizer):
-        def validate_result(self, pattern_text: str) -> bool:
-            return len(pattern_text) <= 10 or pattern_text[0] == "0" or _possible(pattern_text)
-
-    return DigitRunRecognizer(
-        supported_entity="PHONE_NUMBER",
-        name="DigitRunRecognizer",
-        patterns=[Pattern("bare digits", _BARE_DIGITS, 0.4)],
-        supported_language=language,
+    return pattern_recognizer(
+        "PHONE_NUMBER", _BARE_DIGITS, 0.4, "DigitRunRecognizer", language=language, valid=_run
     )
+
+
+def _run(digits: str) -> bool:
+    return len(digits) <= 10 or digits[0] == "0" or _possible(digits)
 
 
 def _possible(digits: str) -> bool:
