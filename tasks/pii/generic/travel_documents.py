@@ -16,6 +16,7 @@ tracking or product word right before it (:data:`tasks.pii.clauses.VETO`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import date
 from functools import lru_cache
 from typing import NamedTuple
@@ -51,6 +52,7 @@ _DATA_PAGE = re.compile(
     r"[A-Z]{3}(?![\w-])"
 )
 # a sheet's column named for the document's type ("type", "doc_type", "Document Type")
+_TYPE_ANYWHERE = re.compile(rf"(?<![A-Za-z]){_TYPE_WORD}(?![A-Za-z])")
 _TYPE_COLUMN = re.compile(rf"[\"']?{_TYPE_WORD}[\"']?")
 _CELL_SEP = re.compile(r"[\t|;,]")
 _DOC_COLUMN = re.compile(r"(?i)[\"']?(?:travel[\s_-]*)?doc(?:ument)?[\"']?")
@@ -116,7 +118,8 @@ _COMPACT_DATE = re.compile(r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[0
 _WINDOW = 60
 _FORM_LINE = 60  # a line of a form or a data page holds one field
 _RECORD_LINES = 3
-_HEADER_LINES = 50  # a sheet's rows below its header
+_ROW_LINE = 400  # a sheet's row is no longer
+_LABEL_SPAN = 12  # "Number: ", "num ", "# "
 # an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
 # number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
 # after the record's capital DOCS ("| DOCS PAB482913")
@@ -159,6 +162,7 @@ def _documents(text: str) -> tuple[_Found, ...]:
     written in lower case read in capitals: :func:`~tasks.pii.context.as_capitals`)."""
     original, text = text, as_capitals(text)
     found: list[_Found] = []
+    headers = _headers(text)  # a sheet's lines that name a type or a document column
     for m in _SHAPE.finditer(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end())
@@ -169,7 +173,7 @@ def _documents(text: str) -> tuple[_Found, ...]:
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         near = f"{before}\n{after}"
         births = _traveller_births(text, lo, hi) if _nationality(text, lo, hi) else ()
-        typed = _typed_p(text, line_start, line_end, m)
+        typed = _typed_p(text, line_start, line_end, m, headers)
         if m.group(0).isdigit() and (
             _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births or typed)
         ):
@@ -250,35 +254,57 @@ def _record(text: str, line_start: int, line_end: int) -> str:
     return text[lo:hi]
 
 
-def _typed_p(text: str, line_start: int, line_end: int, m: re.Match[str]) -> bool:
-    """The record says the document is of ICAO's type P: on the value's line or its form's,
-    a number's word alone right before the value ("APIS: doc P, nat GBR, num 548213307",
-    "Type: P" above "Number: 548213307"; not "type: P, stock no 55012873"), or in the row's
-    cell under a sheet's type column, the value under a number's column ("type,number" above
-    "P,548213307")."""
-    line, value = text[line_start:line_end], m.group(0)
-    if _OWN_NUMBER_WORD.search(text, line_start, m.start()) and (
-        _TYPE_P.search(line) or _TYPE_P.search(_record(text, line_start, line_end))
+def _typed_p(
+    text: str, line_start: int, line_end: int, m: re.Match[str], headers: tuple[_Header, ...]
+) -> bool:
+    """The record says the document is of ICAO's type P: near the value on its line or on
+    its form's lines, a number's word alone right before the value ("APIS: doc P, nat GBR,
+    num 548213307", "Type: P" above "Number: 548213307"; not "type: P, stock no 55012873"),
+    or in the row's cell under a sheet's type column (``headers``), the value under a
+    number's column ("type,number" above "P,548213307"). Each look is bounded (a window, a
+    row's length): a tool result of one long line holds many numbers."""
+    lo, hi = max(line_start, m.start() - _WINDOW), min(line_end, m.end() + _WINDOW)
+    label = _OWN_NUMBER_WORD.search(text, max(line_start, m.start() - _LABEL_SPAN), m.start())
+    if label and (
+        _TYPE_P.search(text, lo, hi) or _TYPE_P.search(_record(text, line_start, line_end))
     ):
         return True
-    cells = [c.strip().strip("\"'") for c in _CELL_SEP.split(line)]
-    if len(cells) < 2:
+    if not headers or line_end - line_start > _ROW_LINE:
         return False
-    above = text.rfind("\n", 0, max(0, line_start - 1)) + 1
-    for _ in range(_HEADER_LINES):  # the sheet's header: the nearest line above with a type column
-        if line_start == 0:
-            return False
-        header = [h.strip() for h in _CELL_SEP.split(text[above : line_start - 1])]
-        if len(header) == len(cells) and any(_TYPE_COLUMN.fullmatch(h) for h in header):
-            row = dict(zip(header, cells, strict=True))
-            # the value under a travel document's own column ("guest,doc,country")
-            if any(row[h] == value and _DOC_COLUMN.fullmatch(h) for h in header):
-                return True
-            return any(_TYPE_COLUMN.fullmatch(h) and row[h] == "P" for h in header) and any(
-                row[h] == value and _NUMBER_COLUMN.fullmatch(h) for h in header
-            )
-        line_start, above = above, text.rfind("\n", 0, max(0, above - 1)) + 1
-    return False
+    cells = [c.strip().strip("\"'") for c in _CELL_SEP.split(text[line_start:line_end])]
+    # the sheet's header: the nearest line above with a type column and as many cells
+    at = bisect_left(headers, (line_start,))
+    header = next(
+        (h for _s, h in reversed(headers[max(0, at - 3) : at]) if len(h) == len(cells)), None
+    )
+    if len(cells) < 2 or header is None:
+        return False
+    row, value = dict(zip(header, cells, strict=True)), m.group(0)
+    # the value under a travel document's own column ("guest,doc,country")
+    if any(row[h] == value and _DOC_COLUMN.fullmatch(h) for h in row):
+        return True
+    return any(_TYPE_COLUMN.fullmatch(h) and row[h] == "P" for h in row) and any(
+        row[h] == value and _NUMBER_COLUMN.fullmatch(h) for h in row
+    )
+
+
+_Header = tuple[int, tuple[str, ...]]
+
+
+def _headers(text: str) -> tuple[_Header, ...]:
+    """(start, cells) of each line of ``text`` that may head a sheet with a type or document
+    column, in order (a short line of two cells or more, one of them such a column's name)."""
+    out: list[_Header] = []
+    for m in _TYPE_ANYWHERE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        if (out and out[-1][0] == start) or end - start > _ROW_LINE:
+            continue
+        cells = tuple(h.strip() for h in _CELL_SEP.split(text[start:end]))
+        if len(cells) >= 2 and any(_TYPE_COLUMN.fullmatch(h) for h in cells):
+            out.append((start, cells))
+    return tuple(out)
 
 
 def _identity_check(text: str, m: re.Match[str]) -> bool:
