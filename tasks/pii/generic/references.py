@@ -18,7 +18,7 @@ is a version, not an IP address. A phone or card finding inside a carrier's trac
 number) is part of that number. A card finding whose first digits and length no card issuer
 gives is none (ISO/IEC 7812 ranges, ``lexicon/card_issuers.txt``: 0 is no issuer's, 1 the
 airlines' fifteen-digit UATP, 7 and 8 the petroleum and telecom industries', a fifteen-digit
-card is American Express's 34 or 37): an epoch time in milliseconds, micro- or nanoseconds
+number starting 3 is a card only as American Express's 34 or 37): an epoch time in milliseconds, micro- or nanoseconds
 (``1733397298063``), a message id (``1261358952548145421``), a zero-padded counter, a handset's
 IMEI (``352916895227263``), a SIM's ICCID (``8944…``), Luhn-valid one time in ten by chance
 (an IMEI or ICCID always), unless the writer names it a card ("card number: 1..."). A run of
@@ -84,7 +84,7 @@ _UNBROKEN = re.compile(r"\+?\d{10,}(?=\s+\d)")
 
 def _issuers() -> tuple[tuple[int, int, int, frozenset[int]], ...]:
     """(first digits' length, lowest, highest, card lengths) of each line of
-    ``lexicon/card_issuers.txt`` ("2221-2720 16 mastercard", "4 13 visa", "50 12-19 maestro")."""
+    ``lexicon/card_issuers.txt`` ("2221-2720 16 mastercard", "4 13 visa", "6 12-19 discover ...")."""
     rows = []
     for entry in word_list("card_issuers"):
         prefixes, lengths = entry.split()[:2]

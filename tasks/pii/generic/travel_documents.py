@@ -57,8 +57,9 @@ _TYPE_COLUMN = re.compile(rf"[\"']?{_TYPE_WORD}[\"']?")
 _CELL_SEP = re.compile(r"[\t|;,]")
 _DOC_COLUMN = re.compile(r"(?i)[\"']?(?:travel[\s_-]*)?doc(?:ument)?[\"']?")
 # a number's word with no other noun before it: "num 548213307", "Number: 548213307"
-_OWN_NUMBER_WORD = re.compile(r"(?im)(?:^|[^\w\s][ \t]*)(?:no|nr|num(?:ber)?|#)\.?[\s:=#]*$")
-_NUMBER_COLUMN = re.compile(r"(?i)[\"']?(?:doc(?:ument)?[\s_-]*)?(?:no|nr|num(?:ber)?|id|#)[\"']?")
+_NUMBER_WORD = r"(?:no|nr|num(?:ber)?|#)"  # a number's own word, after a label or alone
+_OWN_NUMBER_WORD = re.compile(rf"(?im)(?:^|[^\w\s][ \t]*){_NUMBER_WORD}\.?[\s:=#]*$")
+_NUMBER_COLUMN = re.compile(rf"(?i)[\"']?(?:doc(?:ument)?[\s_-]*)?(?:{_NUMBER_WORD}|id)[\"']?")
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
     r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
@@ -74,7 +75,7 @@ _DOCUMENT = re.compile(
 )
 # a document word right before the value: then a nine-digit number counts too
 _DOC_WORD = re.compile(
-    r"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*(?:no|nr|num|number|#))?\.?"
+    rf"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*{_NUMBER_WORD})?\.?"
     r"(?:\s+(?:is|was))?[\s:=#]*$"
 )
 # the other numbers a traveller gives at check-in: loyalty, membership, vouchers
@@ -120,6 +121,7 @@ _FORM_LINE = 60  # a line of a form or a data page holds one field
 _RECORD_LINES = 3
 _ROW_LINE = 400  # a sheet's row is no longer
 _LABEL_SPAN = 12  # "Number: ", "num ", "# "
+_HEADER_TRIES = 3  # the header lines above a row that may be its sheet's (as many cells)
 # an airline's passenger record (APIS, the SSR DOCS element): document type P, issuing state,
 # number, nationality ("DOCS: P/NOR/31874592/NOR/12MAR88/F/03JUN31"); or the number right
 # after the record's capital DOCS ("| DOCS PAB482913")
@@ -274,9 +276,8 @@ def _typed_p(
     cells = [c.strip().strip("\"'") for c in _CELL_SEP.split(text[line_start:line_end])]
     # the sheet's header: the nearest line above with a type column and as many cells
     at = bisect_left(headers, (line_start,))
-    header = next(
-        (h for _s, h in reversed(headers[max(0, at - 3) : at]) if len(h) == len(cells)), None
-    )
+    nearest = headers[max(0, at - _HEADER_TRIES) : at]
+    header = next((h for _s, h in reversed(nearest) if len(h) == len(cells)), None)
     if len(cells) < 2 or header is None:
         return False
     row, value = dict(zip(header, cells, strict=True)), m.group(0)
