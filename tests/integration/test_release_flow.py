@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -149,10 +150,13 @@ class Traffic:
                     ],
                 }
                 # the route is named to requests with the admin token only (never to users)
+                began = time.monotonic()
                 try:
                     resp = client.post("/v1/chat/completions", json=body, headers=OPERATOR)
-                except httpx.TransportError:  # counted; the next request is the retry the
-                    self.statuses["transport error"] += 1  # openai SDK would make
+                except httpx.TransportError as exc:  # counted by kind and time taken; the next
+                    # request is the retry the openai SDK would make
+                    took = time.monotonic() - began
+                    self.statuses[f"transport error: {type(exc).__name__} after {took:.1f} s"] += 1
                     continue
                 self.statuses[resp.status_code] += 1
                 self.routes[resp.headers.get("x-flywheel-route")] += 1
