@@ -44,7 +44,7 @@ from tasks.pii.clauses import (
     vetoed,
     word_at,
 )
-from tasks.pii.lexicon import STOP_WORDS
+from tasks.pii.lexicon import STOP_WORDS, words_pattern
 
 _WORD = re.compile(r"[\p{L}\d']+")
 # where a question ends (its answer may follow on the line or the next) or a turn does
@@ -64,6 +64,13 @@ _CAPITAL = re.compile(r"\p{Lu}")
 _TOKEN = re.compile(r"[\p{L}\d]+")
 _WRAP = re.compile(r"(?<=^[^\n]{60,})\n(?=\S)", re.M)  # where a mail client wrapped a line
 _GROUP_BREAK = re.compile(r"[ -](?=\p{Lu}{2})")  # where a value's groups run into a label
+_GROUP = re.compile(r"[ -]")  # where any of a value's groups ends
+# a group that is a number with its unit ("1200ms", "35x45mm", "2.4MB"): it measures something,
+# and neither it nor what follows is part of an identifier
+_MEASURE = re.compile(
+    rf"(?i)(?:^|(?<=[ -]))\d+(?:[.,]\d+)?(?:x\d+(?:[.,]\d+)?)*"
+    rf"(?:{words_pattern('measurement_units')})(?=[ -]|$)"
+)
 # a value's first group when it is a word: "NO K4471902", "NO-K4471902", but a single
 # letter before a hyphen is the number's own ("A-1234567", not the article)
 _HEAD_WORD = re.compile(r"(\p{L}+)(?: |(?<=\p{L}{2})-)")
@@ -184,12 +191,20 @@ class ContextRule:
 
     def _valid_end(self, m: re.Match[str]) -> int | None:
         """Where the valid value that ``m`` starts ends: all of it, or its longest valid first
-        groups where it runs on into the next field ("K4471902 DOB 09 FEB 1988"); None when
-        none is valid."""
-        value = m.group(0)
-        if self._ok(value):
-            return m.end()
-        for cut in reversed([g.start() for g in _GROUP_BREAK.finditer(value)]):
+        groups where it runs on into the next field ("K4471902 DOB 09 FEB 1988") or into a
+        measure ("548213307 200 12ms", a log line's fields: the first group where it is valid
+        alone, else the longest valid groups before the measure); None when none is valid
+        ("1200ms", "35 45mm")."""
+        value, breaks = m.group(0), _GROUP_BREAK
+        measure = _MEASURE.search(value)
+        if measure is not None:
+            value, breaks = value[: measure.start()].rstrip(" -"), _GROUP
+            first = _GROUP.search(value)
+            if first is not None and self._ok(value[: first.start()]):
+                return m.start() + first.start()
+        if value and self._ok(value):
+            return m.start() + len(value)
+        for cut in reversed([g.start() for g in breaks.finditer(value)]):
             if self._ok(value[:cut]):
                 return m.start() + cut
         return None

@@ -1,4 +1,4 @@
-"""Nine classes through the whole engine, each with its precision side, in sentences written
+"""Ten classes through the whole engine, each with its precision side, in sentences written
 for this test (none from the corpora):
 
 - the words people put after "it's", "I'm" and "this is" that are no name ("it's public
@@ -22,7 +22,10 @@ for this test (none from the corpora):
   while a name under the label, in any case, is still replaced;
 - a system's own numbers that pass the card checksum (a request's, a trace's, a job's, a
   statement's id in log lines and tool results), while a card under a card's, a holder's or a
-  qualifier's label ("pan", "customer id", "my new number is") is still replaced."""
+  qualifier's label ("pan", "customer id", "my new number is") is still replaced;
+- measures after a document's word (a photo's "35 45mm", a lookup's "1200ms", a scan's
+  "300dpi"), while a passport's number in a log line's path, followed by the status and the
+  time the request took, is still replaced."""
 
 from __future__ import annotations
 
@@ -186,3 +189,26 @@ def test_device_numbers_stay_and_each_schemes_cards_go() -> None:
     ):
         # fourteen digits read as a Greek number too: typed a card or a phone, it goes
         assert value not in out and ("<CREDIT_CARD>" in out or "<PHONE_NUMBER>" in out), out
+
+
+# a number with its unit after a document's word measures something; a number in a request's
+# path followed by the status and the time it took is still the document's
+MEASURES = [
+    "Passport photo size 35 45mm, background white, no glasses",
+    "passport check took 1200ms on the second try",
+    "The licence photo must be under 500 KB and 600x600px.",
+    "Driving licence scan: 1200 dpi, 24 bit colour, 3.2MB",
+]
+LOGGED_PASSPORTS = [
+    ("2025-11-03 10:22:41 INFO GET /documents/passport/548213307 200 12ms", "548213307"),
+    ("GET /v2/passports/C4T7R2X91 404 3ms", "C4T7R2X91"),
+]
+
+
+def test_measures_stay_and_a_logged_passport_goes() -> None:
+    assert _texts(MEASURES) == MEASURES
+    for (text, value), out in zip(
+        LOGGED_PASSPORTS, _texts([t for t, _v in LOGGED_PASSPORTS]), strict=True
+    ):
+        rest = text[text.index(value) + len(value) :]  # the status and the time it took
+        assert value not in out and out.endswith(f"<PASSPORT>{rest}"), (text, out)
