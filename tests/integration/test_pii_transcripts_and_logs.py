@@ -107,12 +107,18 @@ def _texts(texts: list[str]) -> list[str]:
     return [r.text for r in anonymize_texts(load_engine(CONFIG), texts)]
 
 
+def _each(pairs: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """``(text, value, anonymised text)`` of each ``(text, value)`` pair."""
+    outs = _texts([text for text, _value in pairs])
+    return [(text, value, out) for (text, value), out in zip(pairs, outs, strict=True)]
+
+
 def test_words_after_an_introduction_and_long_numbers_that_are_no_pii_stay() -> None:
     assert _texts(UNTOUCHED) == UNTOUCHED
 
 
 def test_names_introduced_in_lower_case_cards_and_phones_are_still_replaced() -> None:
-    for (text, value), out in zip(GONE, _texts([t for t, _v in GONE]), strict=True):
+    for text, value, out in _each(GONE):
         assert value not in out, out
         assert out != text
 
@@ -129,7 +135,7 @@ def test_an_epoch_time_is_ten_to_nineteen_digits_of_a_recent_unix_time() -> None
 
 
 def test_numbers_read_aloud_phones_asked_by_how_they_are_called_and_labelled_names_go() -> None:
-    for (text, value), out in zip(SPOKEN_GONE, _texts([t for t, _v in SPOKEN_GONE]), strict=True):
+    for text, value, out in _each(SPOKEN_GONE):
         assert value not in out, out
         # replaced by a placeholder, what was written before it kept
         assert "<" in out and out.startswith(text[: text.index(value)].rsplit(" ", 1)[0]), out
@@ -157,9 +163,7 @@ LABELLED_CARDS = [
 
 def test_a_systems_own_numbers_stay_and_cards_under_a_holders_label_go() -> None:
     assert _texts(SYSTEM_IDS) == SYSTEM_IDS
-    for (text, value), out in zip(
-        LABELLED_CARDS, _texts([t for t, _v in LABELLED_CARDS]), strict=True
-    ):
+    for text, value, out in _each(LABELLED_CARDS):
         assert value not in out and "<CREDIT_CARD>" in out, (text, out)
 
 
@@ -184,9 +188,7 @@ SCHEME_CARDS = [
 
 def test_device_numbers_stay_and_each_schemes_cards_go() -> None:
     assert _texts(DEVICE_NUMBERS) == DEVICE_NUMBERS
-    for (_text, value), out in zip(
-        SCHEME_CARDS, _texts([t for t, _v in SCHEME_CARDS]), strict=True
-    ):
+    for _text, value, out in _each(SCHEME_CARDS):
         # fourteen digits read as a Greek number too: typed a card or a phone, it goes
         assert value not in out and ("<CREDIT_CARD>" in out or "<PHONE_NUMBER>" in out), out
 
@@ -207,8 +209,6 @@ LOGGED_PASSPORTS = [
 
 def test_measures_stay_and_a_logged_passport_goes() -> None:
     assert _texts(MEASURES) == MEASURES
-    for (text, value), out in zip(
-        LOGGED_PASSPORTS, _texts([t for t, _v in LOGGED_PASSPORTS]), strict=True
-    ):
+    for text, value, out in _each(LOGGED_PASSPORTS):
         rest = text[text.index(value) + len(value) :]  # the status and the time it took
         assert value not in out and out.endswith(f"<PASSPORT>{rest}"), (text, out)
