@@ -36,10 +36,14 @@ _CLAIMED_AFTER = re.compile(
 )
 # the subject of a clause that names the value: its words, and where the clause ends
 _PREPOSITIONS = frozenset(word_list("identifiers_head_prepositions"))
+# what opens a relative clause after the subject's noun (its words say nothing of the subject)
+_RELATIVE_STARTS = frozenset(word_list("clauses_relative_starts"))
+_DETERMINER_WORDS = frozenset(word_list("clauses_determiners"))
 _SUBJECT_WORD = re.compile(r"[\p{L}\d'#]+(?:-[\p{L}\d]+)*")
 # what ends a clause naming the value: "is", "was", "should be", "should read", ":", "->", "="
 COPULA = (
-    r"(?:(?<![a-z])(?:is|was|be|are|were|reads?|ha[sd]\s+(?:the\s+)?(?:number|no\.?))|[:=]|->|→)"
+    r"(?:(?<![a-z])(?:(?:is|was)(?:\s+number)?|be|are|were|reads?|ha[sd]\s+(?:the\s+)?(?:number|no\.?))"
+    r"|[:=]|->|→)"
 )
 _NAMES_IT = re.compile(
     rf"(?i)(?:{COPULA}"
@@ -51,7 +55,7 @@ _NAMES_IT = re.compile(
 SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
 _CLAUSE_START = re.compile(rf"{SENTENCE_END}|;\s|[,({{\[]")
 PREPOSITION_WORDS = "|".join(sorted(_PREPOSITIONS, key=len, reverse=True))
-_SUBJECT_SPAN = 100  # characters before the value a subject is looked for in
+_SUBJECT_SPAN = 200  # characters before the value a subject is looked for in
 _VETO_WINDOW = 16
 # a subject's noun followed by a number's word has a number of its own ("appointment number")
 _OWN_NUMBER = re.compile(r"(?i)[ \t_-]*(?:number|no\b|nr\b|id\b|code|#)")
@@ -98,7 +102,7 @@ def subject_head(text: str, start: int, *, modifiers: bool = True) -> int | None
 def head_in(text: str, span: tuple[int, int], *, modifiers: bool = True) -> int | None:
     """Where the word starts that the subject's words at ``span`` (:func:`subject_span`) are
     about (see :func:`subject_head`)."""
-    words = list(_SUBJECT_WORD.finditer(text, *span))
+    words = _before_relative(list(_SUBJECT_WORD.finditer(text, *span)))
     segments: list[list[re.Match[str]]] = [[]]
     for word in words:
         if word.group(0).lower() in _PREPOSITIONS:
@@ -112,22 +116,56 @@ def head_in(text: str, span: tuple[int, int], *, modifiers: bool = True) -> int 
     return None
 
 
+def _before_relative(words: list[re.Match[str]]) -> list[re.Match[str]]:
+    """The subject's words up to a relative clause after its noun: a relative pronoun, a
+    pronoun or a determiner right after a noun phrase a determiner opened, none of these
+    words nor a preposition before it ("the licence number | that I gave", "the reference |
+    the office gave me"; not "the number of | my passport", "please update | the flight")."""
+    opened = False  # a determiner has opened a noun phrase
+    for i, match in enumerate(words):
+        word = match.group(0).lower().split("'")[0]
+        before = words[i - 1].group(0).lower() if i else ""
+        if opened and word in _RELATIVE_STARTS and before not in _RELATIVE_STARTS | _PREPOSITIONS:
+            return words[:i]
+        opened = opened or word in _DETERMINER_WORDS
+    return words
+
+
+def _verb_at(text: str, lo: int, end: int) -> int:
+    """Where the subject ends when a clause in brackets or between commas stands between it
+    and its verb at ``end`` ("my passport (the new one) is", "the number of my passport,
+    which I renewed in March, is"); ``end`` otherwise."""
+    before = text[lo:end].rstrip()
+    if before.endswith(")"):
+        opened = text.rfind("(", lo, lo + len(before))
+        return opened if opened > lo else end
+    if before.endswith(","):
+        comma = lo + len(before) - 1
+        opened = text.rfind(",", lo, comma)
+        inserted = text[opened + 1 : comma]
+        if opened > lo and _SUBJECT_WORD.search(inserted) and not re.search(SENTENCE_END, inserted):
+            return opened
+    return end
+
+
 def subject_span(text: str, start: int) -> tuple[int, int] | None:
     """Where the subject's words are of the clause naming the value at ``start`` (see
-    :func:`subject_head`), the clause before it where this one only restates it."""
+    :func:`subject_head`; a clause in brackets or between commas before the verb is not
+    the subject's), the clause before it where this one only restates it."""
     lo = max(0, start - _SUBJECT_SPAN)
     ending = _NAMES_IT.search(text, lo, start)
     if ending is None:
         return None
-    starts = list(_CLAUSE_START.finditer(text, lo, ending.start()))
+    end = _verb_at(text, lo, ending.start())
+    starts = list(_CLAUSE_START.finditer(text, lo, end))
     begin = starts[-1].end() if starts else lo
-    words = [w.group(0).lower() for w in _SUBJECT_WORD.finditer(text, begin, ending.start())]
+    words = [w.group(0).lower() for w in _SUBJECT_WORD.finditer(text, begin, end)]
     if starts and words and all(w in _RESTATING for w in words):
         before = starts[-2].end() if len(starts) > 1 else lo
         verb = _VERB.search(text, before, starts[-1].start())
         if verb is not None:
             return before, verb.start()
-    return begin, ending.start()
+    return begin, end
 
 
 def subject_word(text: str, start: int, *, modifiers: bool = True) -> str:

@@ -158,9 +158,8 @@ class ContextRule:
             if last is None:
                 if m.start() - at > self.window + _ASKED_SPAN:
                     return
-                if not self._close_enough(text[at : m.start()]) or not self._subject_ok(
-                    text, cue, m.start()
-                ):
+                near = self._close_enough(text[at : m.start()])
+                if not self._subject_ok(text, cue, m.start(), near=near):
                     continue
             elif not self._continues(text[last : m.start()]) or _DATE_SHAPE.match(m.group(0)):
                 return  # a list of values after one cue ("SSNs: 1..., 2..."), no date in it
@@ -231,9 +230,11 @@ class ContextRule:
             yield m
             at = max(m.end(), m.start() + 1)
 
-    def _subject_ok(self, text: str, cue: re.Match[str], start: int) -> bool:
+    def _subject_ok(self, text: str, cue: re.Match[str], start: int, *, near: bool) -> bool:
         """The value at ``start`` is this cue's: the clause's subject is the cue (whatever
-        modifies it), or is not an order or booking word and the words in between pass."""
+        modifies it, however long: "the number of my passport, which I renewed in March
+        because ..., is"), or the value is ``near`` it, the subject is not an order or
+        booking word and the words in between pass."""
         span = subject_span(text, start)
         head = None if span is None else head_in(text, span)
         if span is not None and head is not None:
@@ -243,9 +244,11 @@ class ContextRule:
                 # clause may be restated ("... is wrong. It should read")
                 end = span[1] if span[1] < start - 1 else start
                 return not re.search(SENTENCE_END, text[cue.end() : end].rstrip())
+            if not near:
+                return False
             if VETO.fullmatch(word_at(text, head)) or own_number(text, head):
                 return False  # "the booking number on my passport renewal is", "appointment number"
-        return self._gap_ok(text[cue.end() : start])
+        return near and self._gap_ok(text[cue.end() : start])
 
     def _close_enough(self, gap: str) -> bool:
         """The value is close enough to its cue: within ``window``, or, where a question or

@@ -18,7 +18,9 @@ def _secrets(text: str) -> list[str]:
 
 
 def _ids(entity: str, text: str) -> list[str]:
-    return [text[s:e] for rule in RULES if rule.entity == entity for s, e in rule.spans(text)]
+    """The values the ``entity`` rules find, each span once (two rules may find one)."""
+    spans = [span for rule in RULES if rule.entity == entity for span in rule.spans(text)]
+    return [text[s:e] for s, e in dict.fromkeys(spans)]
 
 
 def test_a_password_given_as_a_flag_argument_or_in_a_config_file_is_a_secret() -> None:

@@ -33,6 +33,14 @@ def _values(text: str) -> set[str]:
         ("the ticket number has a typo, it should be X", "ticket"),
         ("My licence is out of date; the correct one is X", "licence"),
         ("The passport is fine. The ticket number should be X", "ticket"),  # its own subject
+        # a clause between commas or in brackets before the verb, a relative clause after
+        # the noun: not the subject's
+        ("the number of my passport, which I renewed in March, is X", "passport"),
+        ("my passport (the new one, since the old one got wet) is X", "passport"),
+        ("the licence number that I gave your colleague on the phone is X", "licence"),
+        ("the reference the passport office gave me, on the phone, is X", "reference"),
+        ("the order number for the passport holder, which arrived damaged, is X", "order"),
+        ("please update the flight on my passport application to X", "flight"),
     ],
 )
 def test_the_subject_is_the_head_noun_of_the_clause_naming_the_value(text: str, word: str) -> None:
@@ -106,3 +114,44 @@ def test_a_phone_shaped_number_headed_by_a_reference_word_is_a_reference(
     value = text.split(" is ")[-1] if " is " in text else text.split(": ")[-1]
     found = _Found(text, value)
     assert (drop_references(text, [found]) == [found]) is kept  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # the document heads a long subject: its number however far the verb is
+        (
+            "The number of my passport, which I renewed in March because the old one was "
+            "about to expire before our trip to Japan, is K7745216.",
+            True,
+        ),
+        (
+            "The driver's license number that I gave your colleague on the phone yesterday "
+            "when I rang about the hire car is B8827364.",
+            True,
+        ),
+        (
+            "My new passport (I had to apply for an urgent one after losing the old one at "
+            "the airport in Lisbon) is number K5521039.",
+            True,
+        ),
+        # a thing heads it, the document is in its modifier or in the inserted clause
+        (
+            "The case number for my passport complaint, which I raised after waiting five "
+            "weeks for the renewal, is 548213307.",
+            False,
+        ),
+        (
+            "The reference the passport office gave me, which I need to quote on every "
+            "call, is PEX 2291 4471.",
+            False,
+        ),
+        (
+            "The flight my passport is booked on, after the change the airline made on "
+            "Tuesday without asking, is BA 0117.",
+            False,
+        ),
+    ],
+)
+def test_a_long_subject_is_read_to_its_head(text: str, found: bool) -> None:
+    assert bool(_values(text)) is found
