@@ -56,6 +56,7 @@ SENTENCE_END = r"[?!]\s|\.\s+(?=\p{Lu})|\n"
 _CLAUSE_START = re.compile(rf"{SENTENCE_END}|;\s|[,({{\[]")
 PREPOSITION_WORDS = "|".join(sorted(_PREPOSITIONS, key=len, reverse=True))
 _SUBJECT_SPAN = 200  # characters before the value a subject is looked for in
+_VERB_REACH = 32  # characters the longest verb that names a value takes ("has the number")
 _VETO_WINDOW = 16
 # a subject's noun followed by a number's word has a number of its own ("appointment number")
 _OWN_NUMBER = re.compile(r"(?i)[ \t_-]*(?:number|no\b|nr\b|id\b|code|#)")
@@ -153,7 +154,9 @@ def subject_span(text: str, start: int) -> tuple[int, int] | None:
     :func:`subject_head`; a clause in brackets or between commas before the verb is not
     the subject's), the clause before it where this one only restates it."""
     lo = max(0, start - _SUBJECT_SPAN)
-    ending = _NAMES_IT.search(text, lo, start)
+    # the clause's verb ends where the value's quotes and spaces begin: looked for only there
+    verb_end = lo + len(text[lo:start].rstrip().rstrip("\"'\u201c").rstrip())
+    ending = _NAMES_IT.search(text, max(lo, verb_end - _VERB_REACH), start)
     if ending is None:
         return None
     end = _verb_at(text, lo, ending.start())
