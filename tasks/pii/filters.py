@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.generic.fields import key_type
+from tasks.pii.generic.fields import field_type, key_type
+from tasks.pii.generic.tables import tables
 from tasks.pii.lexicon import word_list, words_pattern
 from tasks.pii.names import lexicon
 
@@ -142,7 +143,20 @@ def model_name(text: str, start: int, end: int) -> tuple[int, int] | None:
     key = _KEY_BEFORE.search(text, line, begin)
     if key and key_type(key.group(1)) == "PERSON":
         return None  # "Driver: Kia Johnson"
+    if _person_column(text, start):
+        return None  # "order_id,name,...\n136059,Mercedes Vallés,..."
     return begin, end
+
+
+def _person_column(text: str, at: int) -> bool:
+    """Whether ``at`` is in a table's cell that is a person's by its column and the columns
+    beside it ("name" beside "email" and "dob")."""
+    return any(
+        f.start <= at < f.end and field_type(f) == "PERSON"
+        for region, fields in tables(text)
+        if region.start <= at < region.end
+        for f in fields
+    )
 
 
 def _spelling_aid(text: str, start: int, end: int) -> bool:

@@ -74,3 +74,9 @@ def test_a_model_after_its_makers_name_is_a_product_and_a_person_named_alike_is_
     assert not product("Driver: Kia Johnson, vehicle: Kia Sportage", "Kia Johnson")
     assert not product("Seat Mrs Lopez by the window", "Mrs Lopez")
     assert not product("From: Keiko Honda", "Keiko Honda")  # the maker's name last: a surname
+    # a customer record's name column (a planted canary, "Mercedes Vallés", survived a curate
+    # run under it); a product sheet's model column stays a model
+    record = "order_id,name,email,dob\n136059,Mercedes Vallés,anna40@example.net,17.01.1980\n"
+    assert not product(record, "Mercedes Vallés")
+    assert product("model,maker,price\nMercedes Sprinter 316,Mercedes,41000\n", "Mercedes Sprinter")
+    assert product("name,price,stock\nMercedes Sprinter,41000,3\n", "Mercedes Sprinter")
