@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import regex as re
 
-from tasks.pii.generic.fields import field_type, key_type
+from tasks.pii.generic.fields import ROLES, field_type, key_type
 from tasks.pii.generic.tables import tables
 from tasks.pii.lexicon import word_list, words_pattern
 from tasks.pii.names import lexicon
@@ -58,6 +58,7 @@ _MAKERS = words_pattern("product_makers")
 _MAKER_BEFORE = re.compile(rf"(?<![\p{{L}}\d'’-])({_MAKERS})[ \t]+$")
 _MAKER_FIRST = re.compile(rf"({_MAKERS})[ \t]+(?=\p{{L}})")
 # a field's key right before a value ("Driver: ", ``"contact": "``)
+_ROLE_BEFORE = re.compile(r"(\p{L}+)[ \t]+$")  # the word right before a name
 _KEY_BEFORE = re.compile(r"([\p{L}_]+)[\"']?[ \t]*[:=][ \t]*[\"']?$")
 _LABELS_VALUE = re.compile(r"[ \t]*(?:[:=#]|\d)")  # after a field's label: its value
 _TITLES = frozenset(w.rstrip(".") for w in word_list("evaluation_titles"))
@@ -143,6 +144,9 @@ def model_name(text: str, start: int, end: int) -> tuple[int, int] | None:
     key = _KEY_BEFORE.search(text, line, begin)
     if key and key_type(key.group(1)) == "PERSON":
         return None  # "Driver: Kia Johnson"
+    role = _ROLE_BEFORE.search(text, line, begin)
+    if role and role.group(1).lower() in ROLES:
+        return None  # "the customer Morgan O'Hurley"
     if _person_column(text, start):
         return None  # "order_id,name,...\n136059,Mercedes Vallés,..."
     return begin, end

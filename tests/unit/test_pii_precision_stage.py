@@ -80,3 +80,5 @@ def test_a_model_after_its_makers_name_is_a_product_and_a_person_named_alike_is_
     assert not product(record, "Mercedes Vallés")
     assert product("model,maker,price\nMercedes Sprinter 316,Mercedes,41000\n", "Mercedes Sprinter")
     assert product("name,price,stock\nMercedes Sprinter,41000,3\n", "Mercedes Sprinter")
+    # a role's word before the name (a planted canary, "the customer Morgan O'Hurley")
+    assert not product("check the order for the customer Morgan O'Hurley", "Morgan O'Hurley")
