@@ -237,18 +237,17 @@ class ContextRule:
         booking word and the words in between pass."""
         span = subject_span(text, start)
         head = None if span is None else head_in(text, span)
-        if span is not None and head is not None:
-            if cue.start() <= head < cue.end():
-                # "the passport no. on the booking is": the booking only says where (a form
-                # may put the value on the line after its label: "Passport:\n..."); the
-                # clause may be restated ("... is wrong. It should read")
-                end = span[1] if span[1] < start - 1 else start
-                return not re.search(SENTENCE_END, text[cue.end() : end].rstrip())
-            if not near:
-                return False
-            if VETO.fullmatch(word_at(text, head)) or own_number(text, head):
-                return False  # "the booking number on my passport renewal is", "appointment number"
-        return near and self._gap_ok(text[cue.end() : start])
+        if span is not None and head is not None and cue.start() <= head < cue.end():
+            # "the passport no. on the booking is": the booking only says where (a form may
+            # put the value on the line after its label: "Passport:\n..."); the clause may be
+            # restated ("... is wrong. It should read")
+            end = span[1] if span[1] < start - 1 else start
+            return not re.search(SENTENCE_END, text[cue.end() : end].rstrip())
+        if not near:
+            return False
+        if head is not None and (VETO.fullmatch(word_at(text, head)) or own_number(text, head)):
+            return False  # "the booking number on my passport renewal is", "appointment number"
+        return self._gap_ok(text[cue.end() : start])
 
     def _close_enough(self, gap: str) -> bool:
         """The value is close enough to its cue: within ``window``, or, where a question or

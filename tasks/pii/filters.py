@@ -34,6 +34,7 @@ the finding, so the replacement keeps the quotes of the SQL, code or prose aroun
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import regex as re
@@ -57,8 +58,8 @@ _VOWELLESS_NAMES = frozenset(["ng", "vlk", "srb"])
 _MAKERS = words_pattern("product_makers")
 _MAKER_BEFORE = re.compile(rf"(?<![\p{{L}}\d'’-])({_MAKERS})[ \t]+$")
 _MAKER_FIRST = re.compile(rf"({_MAKERS})[ \t]+(?=\p{{L}})")
-# a field's key right before a value ("Driver: ", ``"contact": "``)
 _ROLE_BEFORE = re.compile(r"(\p{L}+)[ \t]+$")  # the word right before a name
+# a field's key right before a value ("Driver: ", ``"contact": "``)
 _KEY_BEFORE = re.compile(r"([\p{L}_]+)[\"']?[ \t]*[:=][ \t]*[\"']?$")
 _LABELS_VALUE = re.compile(r"[ \t]*(?:[:=#]|\d)")  # after a field's label: its value
 _TITLES = frozenset(w.rstrip(".") for w in word_list("evaluation_titles"))
@@ -155,11 +156,18 @@ def model_name(text: str, start: int, end: int) -> tuple[int, int] | None:
 def _person_column(text: str, at: int) -> bool:
     """Whether ``at`` is in a table's cell that is a person's by its column and the columns
     beside it ("name" beside "email" and "dob")."""
-    return any(
-        f.start <= at < f.end and field_type(f) == "PERSON"
-        for region, fields in tables(text)
-        if region.start <= at < region.end
+    return any(start <= at < end for start, end in _person_cells(text))
+
+
+@lru_cache(maxsize=8)
+def _person_cells(text: str) -> tuple[tuple[int, int], ...]:
+    """The spans of ``text``'s table cells that are a person's, read once per text (a sheet
+    of many "Mercedes ..." rows asks once per row)."""
+    return tuple(
+        (f.start, f.end)
+        for _region, fields in tables(text)
         for f in fields
+        if field_type(f) == "PERSON"
     )
 
 
