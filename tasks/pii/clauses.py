@@ -70,7 +70,8 @@ _PLACE_PREPOSITIONS = alternatives("clauses_place_prepositions")
 _PLACE_DETERMINERS = alternatives("clauses_place_determiners")
 _PLACE = re.compile(
     rf"(?i)(?<![a-z])(?:{_PLACE_PREPOSITIONS})\s+(?:(?:{_PLACE_DETERMINERS})\s+)?"
-    rf"(?:{_VETO_WORDS})(?![a-z])"
+    # one modifier between ("for the ferry booking", "on my new booking")
+    rf"(?:[a-z]+\s+)?(?:{_VETO_WORDS})(?![a-z])"
 )
 # the nouns and qualifiers before a number word that keep the number a card's or a person's
 # ("card number", "national id", "the right number"), no thing's of its own
@@ -184,10 +185,11 @@ def own_number(text: str, head: int) -> bool:
     return word not in HOLDER_WORDS and _OWN_NUMBER.match(text, head + len(word)) is not None
 
 
-def claimed_in(gap: str) -> bool:
-    """A thing's word at the end of ``gap`` (the words between a cue and its value) claims
-    the value, unless it only says where the value stands ("for the booking")."""
-    return VETO.search(_PLACE.sub(" ", gap)[-25:]) is not None
+def claimed_in(gap: str, reach: int = 25) -> bool:
+    """A thing's word in the last ``reach`` characters of ``gap`` (the words between a cue and
+    its value) claims the value, unless it only says where the value stands ("for the
+    booking")."""
+    return VETO.search(_PLACE.sub(" ", gap)[-reach:]) is not None
 
 
 def word_at(text: str, start: int) -> str:

@@ -23,9 +23,10 @@ from typing import NamedTuple
 
 import regex as re
 
-from tasks.pii.clauses import VETO as _VETO
+from tasks.pii.clauses import SENTENCE_END, claimed_in
 from tasks.pii.context import as_capitals
-from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list
+from tasks.pii.lexicon import STOP_WORDS, alternatives, word_list, words_pattern
+from tasks.pii.names import NAME_PARTICLES, given_first
 
 Span = tuple[int, int]
 
@@ -62,7 +63,7 @@ _OWN_NUMBER_WORD = re.compile(rf"(?im)(?:^|[^\w\s][ \t]*){_NUMBER_WORD}\.?[\s:=#
 _NUMBER_COLUMN = re.compile(rf"(?i)[\"']?(?:doc(?:ument)?[\s_-]*)?(?:{_NUMBER_WORD}|id)[\"']?")
 # an expiry date counts beside a document word only: updates and warranties expire too
 _EXPIRY = re.compile(
-    r"(?i)(?<![a-z])(?:expiry|expires?|exp\.?|valid\s+(?:until|till|thru|through))(?![a-z])"
+    r"(?i)(?<![a-z])(?:expir[a-z]*|exp\.?|valid\s+(?:until|till|thru|through|to))(?![a-z])"
 )
 # an identity check (know-your-customer, anti-money-laundering) asks for the same document
 _IDENTITY_CHECK = re.compile(
@@ -77,6 +78,33 @@ _DOCUMENT = re.compile(
 _DOC_WORD = re.compile(
     rf"(?i)(?<![a-z])(?:doc(?:ument)?|travel\s+id|id)(?:[\s_-]*{_NUMBER_WORD})?\.?"
     r"(?:\s+(?:is|was))?[\s:=#]*$"
+)
+# a traveller's nationality said of a person or of a document, not of a thing after it: "he's
+# Irish,", "my Spanish one", "(Canadian)", "Amaka Obi, Nigerian, A05512873"
+_DEMONYM = re.compile(
+    # not a language ("translated into Spanish,", "she speaks Polish;")
+    rf"(?im)(?<![a-z])(?<!(?<![a-z])(?:{alternatives('travel_language_before')})\s+)"
+    rf"(?:{words_pattern('travel_demonyms')})"
+    r"(?:[ \t]*(?:[,;:)|/]|$)|[ \t]+(?:one|citizen|national)(?![a-z]))"
+)
+# a later clause naming the value as the traveller's document: "... on the ticket? That's my
+# document for the trip"
+_DOCUMENT_AFTER = re.compile(
+    r"(?i)[^\n]{0,40}?(?<![a-z])(?:that'?s|it'?s|this\s+is|is)\s+"
+    rf"(?:{alternatives('clauses_determiners')})\s+(?:travel\s+)?(?:doc(?:ument)?|id)(?![a-z])"
+)
+_CLAUSE_END = re.compile(rf"{SENTENCE_END}|;\s")
+# a renewal said of the value after it, in a text about a trip: what is renewed for a trip is
+# the passport ("... to EK5530917, it was renewed"; not "the booking number on my passport
+# renewal is ...")
+_RENEWAL = re.compile(r"(?i)(?<![a-z])renew(?:ed|al)?(?![a-z])")
+_TRIP = re.compile(rf"(?i)(?<![a-z])(?:{alternatives('identifiers_trip_words')})(?![a-z])")
+_PARTICLE = "|".join(
+    re.escape(p) for p in sorted(NAME_PARTICLES, key=len, reverse=True)
+)  # "de Vries"
+_ROW_NAME = re.compile(
+    rf"(?<![\p{{L}}\d])\p{{Lu}}\p{{Ll}}[\p{{L}}'\u2019-]*(?:[ ]+(?:(?:{_PARTICLE})[ ]+)*"
+    r"\p{Lu}\p{Ll}[\p{L}'\u2019-]*){1,2}(?![\p{L}\d])"
 )
 # the other numbers a traveller gives at check-in: loyalty, membership, vouchers
 _NOT_DOCUMENT_WORDS = alternatives("travel_not_document")
@@ -171,16 +199,23 @@ def _documents(text: str) -> tuple[_Found, ...]:
         line_end = len(text) if line_end < 0 else line_end
         lo, hi = max(line_start, m.start() - _WINDOW), min(line_end, m.end() + _WINDOW)
         before, after = text[lo : m.start()], text[m.end() : hi]
-        if _VETO.search(before[-20:]) or _NOT_DOCUMENT.search(before[-25:]):
+        if _claimed(before):
             continue  # "order A1234567, expires...", "frequent flyer BA1234567 for check-in"
         near = f"{before}\n{after}"
-        births = _traveller_births(text, lo, hi) if _nationality(text, lo, hi) else ()
+        nationality = _nationality(text, lo, hi)
+        births = _traveller_births(text, lo, hi) if nationality else ()
+        # a traveller's row whose only date is the document's expiry, its holder named in it
+        row = bool(nationality and _YEAR_DATE.search(text, lo, hi)) and _holder_in_row(
+            original, line_start, line_end
+        )
         typed = _typed_p(text, line_start, line_end, m, headers)
+        named = _DOCUMENT_AFTER.match(after) is not None  # "... That's my document"
         if m.group(0).isdigit() and (
-            _COMPACT_DATE.fullmatch(m.group(0)) or not (_DOC_WORD.search(before) or births or typed)
+            _COMPACT_DATE.fullmatch(m.group(0))
+            or not (_DOC_WORD.search(before) or births or row or typed or named)
         ):
             continue  # a number alone, or a date written without separators ("19900101")
-        if births:
+        if births or row:
             found.append(
                 _Found(m.span(), births, _name_fields(original, text, line_start, line_end))
             )
@@ -188,7 +223,10 @@ def _documents(text: str) -> tuple[_Found, ...]:
         cited = _EXPIRY.search(before) or _EXPIRY.search(after) or _identity_check(text, m)
         if (
             typed
+            or named
             or _FACTS.search(near)
+            or _DEMONYM.search(near)
+            or (_RENEWAL.search(after) and _TRIP.search(text))
             or _BIRTH_DATE.search(near)
             or (cited and _DOCUMENT.search(before))
             or _DATA_PAGE.search(near)
@@ -196,6 +234,25 @@ def _documents(text: str) -> tuple[_Found, ...]:
         ):
             found.append(_Found(m.span()))
     return tuple(found)
+
+
+def _claimed(before: str) -> bool:
+    """A thing's word (an order, a booking, a flight) or another number's (loyalty, a voucher)
+    labels the value in its own clause; one that only says where the value goes ("for the
+    flight, use ...", "the number on my booking to ...") or ends a clause before the value's
+    ("a booking ref; checked ID ...") does not."""
+    ends = [m.end() for m in _CLAUSE_END.finditer(before)]
+    gap = before[ends[-1] :] if ends else before
+    return claimed_in(gap, reach=20) or _NOT_DOCUMENT.search(gap[-25:]) is not None
+
+
+def _holder_in_row(original: str, start: int, end: int) -> bool:
+    """A person's name in the row ``original[start:end]``: two or three capitalised words, the
+    first a given name ("Traveller 2: Mia Perez, USA, ..."; not "Premium Annual | USA")."""
+    if end - start > _ROW_LINE:
+        return False
+    names = _ROW_NAME.finditer(original, start, end)
+    return any(given_first(n.group(0), n.group(0).split()[-1]) for n in names)
 
 
 def _nationality(text: str, lo: int, hi: int) -> bool:

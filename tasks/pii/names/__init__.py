@@ -215,7 +215,7 @@ def _a_place(text: str, start: int, end: int) -> bool:
         # the model took the street in ("on Nguyen Hue Street"; "Minji Park" stays, and so
         # does a person introducing themselves: "this is Grace Lane")
         if _PLACE_BEFORE.search(text, max(0, start - 8), start) or not (
-            _given_first(span, last) or _SELF_INTRO.search(text, max(0, start - 20), start)
+            given_first(span, last) or _SELF_INTRO.search(text, max(0, start - 20), start)
         ):
             return True
         # "Queen Elizabeth Olympic Park", "Elizabeth Hospital"; a surname that is also a place
@@ -280,7 +280,7 @@ _PLACE_BEFORE = re.compile(
 )
 
 
-def _given_first(span: str, last: str) -> bool:
+def given_first(span: str, last: str) -> bool:
     """Whether the span opens with a clear given name ("Lois Lane") or ends with a Korean
     surname ("Minji Park")."""
     first = _words(span)[:1]
