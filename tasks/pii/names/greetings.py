@@ -26,6 +26,9 @@ from tasks.pii.names import NOT_GREETED, REPLIES, fold, known, lexicon
 from tasks.pii.names.vocabulary import unseen
 from tasks.pii.span_recognizer import person_recognizer
 
+# a name's word, initials before it as German and Dutch given names write them ("H.-Dieter")
+_WORD = r"(?:\p{Lu}\.-?)*\p{L}[\p{L}'’-]*"
+_INITIALS = re.compile(r"^(?:\p{L}\.-?)+(?=\p{L})")
 # the cues a name follows, tried in order: greetings and self-introductions ("hey", "i'm",
 # "this is"), an opening "its", "my name is", "name's", "call me", then the sign-offs
 # ("regards", "thanks", "sent by")
@@ -38,18 +41,18 @@ _CUE = re.compile(
     rf"(?:(?<=^|[,.!?;:][ \t]*|(?:{_BEFORE_ITS})[,!]?[ \t]+)(?:its|it's|it’s))|"
     r"my name is|name's|call me|"
     rf"{_SIGN_OFFS})[,.!:]?\s+"
-    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?"
+    rf"({_WORD})(?:\s+({_WORD}))?"
 )
 # a self-identification after a clause or at the start: "..., adaeze okonkwo here again"
 _HERE = re.compile(
-    r"(?:^|(?<=[,.!?;:\n])[ \t]*)(\p{L}[\p{L}'’-]*)(?:[ \t]+(\p{L}[\p{L}'’-]*))?"
+    rf"(?:^|(?<=[,.!?;:\n])[ \t]*)({_WORD})(?:[ \t]+({_WORD}))?"
     r"[ \t]+here(?:[ \t]+(?:again|from|with)\b|[ \t]*[,.!–—-]|[ \t]*$)"
 )
-_DASH = re.compile(r"(?m)^\s*[-–—~]\s*(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*$")
+_DASH = re.compile(rf"(?m)^\s*[-–—~]\s*({_WORD})(?:\s+({_WORD}))?\s*$")
 _FINAL = re.compile(
     # the name after a comma, a stop or a dash ("thanks — Henrietta")
     r"(?i)(?:thanks|thank you|regards|cheers|best|thx|ty)\b[^\n]{0,25}?(?:[,.!]|[ \t]-+)\s+"
-    r"(\p{L}[\p{L}'’-]*)(?:\s+(\p{L}[\p{L}'’-]*))?\s*[.!]?\s*$"
+    rf"({_WORD})(?:\s+({_WORD}))?\s*[.!]?\s*$"
 )
 # a self-introduction: the word after it is the writer's name, whatever its case ("I'm tendai")
 _INTRODUCTION = re.compile(
@@ -102,7 +105,7 @@ def _tagged_other(word: str, start: int, tags: dict[int, str], *, second: bool =
 
 
 def _is_name_word(word: str, stop: frozenset[str]) -> bool:
-    w = word.lower().strip("'’-")
+    w = _INITIALS.sub("", word.lower()).strip("'’-")
     return (
         len(w) > 1
         and w not in stop
