@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import regex as re
 
 from tasks.pii.generic.fields import ROLES, field_type, key_type
-from tasks.pii.generic.tables import tables
+from tasks.pii.generic.structured import scan
 from tasks.pii.lexicon import word_list, words_pattern
 from tasks.pii.names import lexicon
 
@@ -154,21 +154,17 @@ def model_name(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def _person_column(text: str, at: int) -> bool:
-    """Whether ``at`` is in a table's cell that is a person's by its column and the columns
-    beside it ("name" beside "email" and "dob")."""
+    """Whether ``at`` is in a record's field that is a person's by its key, its parent and
+    the keys beside it: a table's cell ("name" beside "email" and "dob"), a JSON value
+    (``{"ship_to": {"name": ...}}``), a markup element or a ``key=value`` pair."""
     return any(start <= at < end for start, end in _person_cells(text))
 
 
 @lru_cache(maxsize=8)
 def _person_cells(text: str) -> tuple[tuple[int, int], ...]:
-    """The spans of ``text``'s table cells that are a person's, read once per text (a sheet
-    of many "Mercedes ..." rows asks once per row)."""
-    return tuple(
-        (f.start, f.end)
-        for _region, fields in tables(text)
-        for f in fields
-        if field_type(f) == "PERSON"
-    )
+    """The spans of ``text``'s fields that are a person's, read once per text (a sheet of
+    many "Mercedes ..." rows asks once per row)."""
+    return tuple((f.start, f.end) for f in scan(text).fields if field_type(f) == "PERSON")
 
 
 def _spelling_aid(text: str, start: int, end: int) -> bool:

@@ -37,6 +37,9 @@ def _names(text: str) -> list[str]:
         ("남은영님, 주문하신 상품이 발송되었습니다.", ["남은영"]),  # 남/VV 은/ETM 영/NNG
         ("오준영님, 주문하신 상품이 발송되었습니다.", ["오준영"]),  # 오/IC 주/VV ㄴ/ETM
         ("손수빈 고객님의 생년월일은", ["손수빈"]),  # 손수/MAG 비/VA ㄴ/ETM
+        # a 1,000-seed sweep's canary: kiwi reads 구성진 as the adjective 구성지/VA ㄴ/ETM
+        # ("mellow"), but no adjective's modifier takes 님 glued to it
+        ("구성진님, 주문하신 상품이 발송되었습니다.", ["구성진"]),
         # a CI canary (seed 6170): after 저는, kiwi reads 남은서 as 남/VV 은/ETM 서/NNG
         ("안녕하세요, 저는 남은서입니다. 연락처는 010-1234-5678이고", ["남은서"]),
         ("저는 남은주입니다.", ["남은주"]),
@@ -96,6 +99,7 @@ def test_a_name_found_once_is_replaced_everywhere_in_the_text(text: str, names: 
     "text",
     [
         "소중한 고객님께 드리는 혜택",
+        "구성진 목소리로 노래했다",  # the adjective itself, no 님
         "여보야 오늘 저녁 뭐 먹을까",
         "수박 씨 빼고 잘라 주세요",
         '{"name": "무선 이어폰", "qty": 1}',

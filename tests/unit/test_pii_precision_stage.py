@@ -82,3 +82,12 @@ def test_a_model_after_its_makers_name_is_a_product_and_a_person_named_alike_is_
     assert product("name,price,stock\nMercedes Sprinter,41000,3\n", "Mercedes Sprinter")
     # a role's word before the name (a planted canary, "the customer Morgan O'Hurley")
     assert not product("check the order for the customer Morgan O'Hurley", "Morgan O'Hurley")
+    # a JSON tool result's name under a person's parent (a planted canary, "Morgan O'Gowan",
+    # FLYWHEEL_CURATE__CANARY_SEED=7294715222920712284) or a markup element beside a phone; a
+    # product record's name and a key=value model stay models
+    shipped = '{"ship_to": {"name": "Morgan O\'Gowan"}, "email": "x@example.org"}'
+    assert not product(shipped, "Morgan O'Gowan")
+    driver = "<driver><name>Mercedes Vallés</name><phone>555-0100</phone></driver>"
+    assert not product(driver, "Mercedes Vallés")
+    assert product('{"product": {"name": "Morgan Plus Four", "price": 89000}}', "Morgan Plus")
+    assert product("model=Morgan Plus Four price=89000", "Morgan Plus Four")

@@ -232,16 +232,17 @@ def _full_name(
     # predicate ("고마워요 기사님")
     titled = ending[:1] in ("님", "씨", "께") or (not ending and bool(_HONORIFIC.match(text, end)))
     split = surname_split(stem)
-    if not titled or split is None or len(split[1]) != 2 or known:
+    if not titled or split is None or len(split[1]) != 2 or kiwi.role(start, end):
         return False
-    if kiwi.role(start, end):
-        return False
-    if kiwi.bound_noun_before_title(end) or split[1] in faker_given_names():
+    listed = split[1] in faker_given_names()
+    if kiwi.bound_noun_before_title(end) or (listed and (not known or ending[:1] in "님씨")):
         # kiwi reads some names before a title as a verb, an ending and a noun ("남은지님":
         # 남/VV 은/ETM 지/NNB; "손수빈 고객님": 손수/MAG 비/VA ㄴ/ETM): a bound noun takes no
-        # 님, and a listed given name after a surname before a title is a person
+        # 님, and a listed given name after a surname before a title is a person; glued to
+        # 님 or 씨 even where kiwi guesses a word ("조은비님," as 조은비/NNG, "구성진님" as
+        # 구성지/VA ㄴ/ETM: no adjective's modifier takes 님)
         return True
-    if kiwi.predicate(start, end) or kiwi.compound(start):
+    if known or kiwi.predicate(start, end) or kiwi.compound(start):
         return False
     return kiwi.proper(start, end) or not kiwi.longer(start, end)
 
