@@ -57,10 +57,8 @@ def test_run_trains_a_lora_candidate_from_traces_and_releases_it_on_vllm(
     from tasks.demo.loop_summary import loop_report
 
     assert served_env.models() == ["v0"]
-    # 720 requests: 240 gave 44-46 good answers, a candidate at 52 % (p = 0.12: held) to 69 %
-    # from v0's 48 %; 480 gave 105-125, 58-67 % (p <= 3e-05) in three runs, but one CI run
-    # (answers sampled at temperatures up to 1.3) gave 98 and 50 % (p = 0.42: held); 720 gave
-    # 156, 68 % (p = 4e-17), the loop in 88 s
+    # good answers from v0's 48 %: 240 requests gave 44-46 (52 %, held), 480 98-125 (a CI run's
+    # 98: 50 %, p = 0.42, held), 720 156 (68 %, p = 4e-17; the loop in 88 s)
     summary = run_loop(
         LoopOptions(
             server="vllm",
