@@ -235,7 +235,7 @@ def _full_name(
     if not titled or split is None or len(split[1]) != 2 or kiwi.role(start, end):
         return False
     listed = split[1] in faker_given_names()
-    if kiwi.bound_noun_before_title(end) or (listed and (not known or ending[:1] in "님씨")):
+    if kiwi.bound_noun_before_title(end) or (listed and (not known or ending[:1] in ("님", "씨"))):
         # kiwi reads some names before a title as a verb, an ending and a noun ("남은지님":
         # 남/VV 은/ETM 지/NNB; "손수빈 고객님": 손수/MAG 비/VA ㄴ/ETM): a bound noun takes no
         # 님, and a listed given name after a surname before a title is a person; glued to
